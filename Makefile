@@ -1,0 +1,40 @@
+# Agent Desk: `make run` starts the app, `make test` runs the whole suite, `make bench` prints the figures.
+PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(not ((3,11) <= sys.version_info[:2] < (3,14)))' && { echo $$p; break; }; done)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: run test bench lint engine images clean
+
+$(PY):
+	@test -n "$(PYTHON)" || { echo "error: Python >=3.11,<3.14 is needed (qasync breaks on 3.14)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(STAMP): $(PY) pyproject.toml
+	$(PY) -m pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.installed-*; touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/agent-desk
+
+# The sandbox tests need a Docker engine and the test images: engine.sh starts dockerd when none answers
+# (as root on Linux) and builds the base image offline with debootstrap.
+engine:
+	sandbox_images/engine.sh
+
+images: $(STAMP) engine
+	$(VENV)/bin/agent-desk images build minimal
+
+test: $(STAMP) engine
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
+
+bench: $(STAMP) engine
+	QT_QPA_PLATFORM=offscreen $(PY) -m benchmarks
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

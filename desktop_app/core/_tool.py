@@ -1,0 +1,243 @@
+"""What a tool is: a name, a pydantic input model, a read-only flag, and an async `run`."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+if TYPE_CHECKING:
+    from ..sandbox import Sandbox
+
+
+@dataclass(slots=True, frozen=True)
+class TextBlock:
+    text: str
+
+    def to_api(self) -> dict[str, Any]:
+        return {"type": "text", "text": self.text}
+
+
+@dataclass(slots=True, frozen=True)
+class ImageBlock:
+    media_type: str  # image/png, image/jpeg, image/gif, image/webp
+    data: str  # base64
+
+    def to_api(self) -> dict[str, Any]:
+        return {"type": "image", "source": {"type": "base64", "media_type": self.media_type, "data": self.data}}
+
+
+ContentBlock = TextBlock | ImageBlock
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """Content for the model, details for the UI, and whether it is an error."""
+
+    content: list[ContentBlock] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    is_error: bool = False
+
+    @classmethod
+    def text(cls, text: str, **details: Any) -> ToolResult:
+        return cls(content=[TextBlock(text)], details=details)
+
+    @classmethod
+    def error(
+        cls, error: str, recommendations: list[str] | None = None, **details: Any
+    ) -> ToolResult:
+        body = {"ok": False, "error": error, "recommendations": recommendations or []}
+        return cls(content=[TextBlock(json.dumps(body, ensure_ascii=False))], details=details, is_error=True)
+
+    @property
+    def text_content(self) -> str:
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    def to_api_content(self) -> list[dict[str, Any]]:
+        return [b.to_api() for b in self.content]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"content": self.to_api_content(), "details": self.details, "is_error": self.is_error}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ToolResult:
+        blocks: list[ContentBlock] = []
+        for b in d.get("content") or []:
+            if b.get("type") == "image":
+                blocks.append(ImageBlock(b["source"]["media_type"], b["source"]["data"]))
+            else:
+                blocks.append(TextBlock(b.get("text", "")))
+        return cls(content=blocks, details=d.get("details") or {}, is_error=bool(d.get("is_error")))
+
+
+UpdateFn = Callable[[str, str], None]
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a running tool may use. It never touches the host: it asks `sandbox`."""
+
+    call_id: str
+    session_id: str
+    sandbox: Sandbox | None
+    abort: asyncio.Event = field(default_factory=asyncio.Event)
+    # Per-session state shared between tools (read hashes for fs_*, the todo list, ...).
+    state: dict[str, Any] = field(default_factory=dict)
+    project_id: str = ""
+    deadline: float | None = None  # monotonic time when the executor will cancel the call
+    _update: UpdateFn | None = None
+
+    def update(self, text: str, stream: str = "stdout") -> None:
+        """Stream a chunk of output to the UI while the tool works."""
+        if self._update is not None:
+            self._update(text, stream)
+
+    def remaining(self, default: float) -> float:
+        if self.deadline is None:
+            return default
+        return max(0.0, min(default, self.deadline - time.monotonic()))
+
+
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+
+class ToolInput(BaseModel):
+    """Base of tool input models: unknown fields are an error the model can read."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Tool(Generic[ArgsT]):
+    """A tool the model can call. Subclass and set the class attributes, or use `@tool`."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    input_model: ClassVar[type[BaseModel]] = ToolInput
+    read_only: ClassVar[bool] = False
+    timeout_s: ClassVar[float | None] = None
+    group: ClassVar[str] = "group:custom"
+    risk: ClassVar[str] = "low"  # low | medium | high, a default the policy can raise
+
+    def input_schema(self) -> dict[str, Any]:
+        schema = self.input_model.model_json_schema()
+        schema.pop("title", None)
+        return schema
+
+    def to_api(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema()}
+
+    def parse(self, raw: dict[str, Any]) -> ArgsT:
+        return self.input_model.model_validate(raw)  # type: ignore[return-value]
+
+    async def validate(self, args: ArgsT, ctx: ToolContext) -> None:
+        """Semantic checks beyond the schema; raise ToolInputError to refuse."""
+
+    async def run(self, args: ArgsT, ctx: ToolContext) -> ToolResult | str:
+        raise NotImplementedError
+
+    def summarize(self, raw: dict[str, Any]) -> str:
+        """One line for the timeline and the CLI."""
+        for key in ("command", "path", "pattern", "process_id"):
+            if key in raw:
+                return f"{key}={str(raw[key])[:120]}"
+        return json.dumps(raw, ensure_ascii=False)[:120]
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.name}{' ro' if self.read_only else ''}>"
+
+
+class FunctionTool(Tool[BaseModel]):
+    """A Tool built by `@tool` from an async function."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Awaitable[Any]],
+        *,
+        name: str,
+        description: str,
+        input_model: type[BaseModel],
+        read_only: bool,
+        timeout_s: float | None,
+        group: str,
+        risk: str,
+        ctx_param: str | None,
+        validator: Callable[[BaseModel, ToolContext], Awaitable[None]] | None = None,
+    ) -> None:
+        self._fn = fn
+        self._ctx_param = ctx_param
+        self._validator = validator
+        # Instance attributes shadow the ClassVars on purpose: each function tool is its own kind.
+        self.name = name  # type: ignore[misc]
+        self.description = description  # type: ignore[misc]
+        self.input_model = input_model  # type: ignore[misc]
+        self.read_only = read_only  # type: ignore[misc]
+        self.timeout_s = timeout_s  # type: ignore[misc]
+        self.group = group  # type: ignore[misc]
+        self.risk = risk  # type: ignore[misc]
+
+    async def validate(self, args: BaseModel, ctx: ToolContext) -> None:
+        if self._validator is not None:
+            await self._validator(args, ctx)
+
+    async def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult | str:
+        kwargs = {k: getattr(args, k) for k in type(args).model_fields}
+        if self._ctx_param:
+            kwargs[self._ctx_param] = ctx
+        return await self._fn(**kwargs)
+
+    def validator(self, fn: Callable[[BaseModel, ToolContext], Awaitable[None]]):
+        """Decorate an async `(args, ctx)` function as this tool's semantic validation."""
+        self._validator = fn
+        return fn
+
+
+def tool(
+    name: str | None = None,
+    *,
+    read_only: bool = False,
+    timeout: float | None = None,
+    group: str = "group:custom",
+    risk: str = "low",
+) -> Callable[[Callable[..., Awaitable[Any]]], FunctionTool]:
+    """Build a Tool from an async function: its signature is the schema, its docstring the description.
+
+    A parameter annotated `ToolContext` receives the context and is not part of the schema.
+    """
+
+    def build(fn: Callable[..., Awaitable[Any]]) -> FunctionTool:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"@tool needs an async function, got {fn!r}")
+        hints = get_type_hints(fn)
+        fields: dict[str, Any] = {}
+        ctx_param = None
+        for pname, param in inspect.signature(fn).parameters.items():
+            ann = hints.get(pname, Any)
+            if ann is ToolContext:
+                ctx_param = pname
+                continue
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[pname] = (ann, Field(default=default))
+        tname = name or fn.__name__
+        model = create_model(
+            f"{tname}_input", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        doc = inspect.cleandoc(fn.__doc__ or tname)
+        return FunctionTool(
+            fn,
+            name=tname,
+            description=doc,
+            input_model=model,
+            read_only=read_only,
+            timeout_s=timeout,
+            group=group,
+            risk=risk,
+            ctx_param=ctx_param,
+        )
+
+    return build

@@ -1,0 +1,138 @@
+"""The Sandbox protocol: where every command and file operation of a tool actually happens."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+WORKSPACE = "/workspace"
+DEFAULT_TIMEOUT_S = 120.0
+MAX_TIMEOUT_S = 600.0
+DEFAULT_OUTPUT_LIMIT = 1_000_000  # bytes kept per stream; the rest is dropped and `truncated` is set
+DEFAULT_READ_LIMIT = 10 * 1024 * 1024
+
+OutputCallback = Callable[[str, str], None]  # (stream, text)
+
+
+@dataclass(slots=True)
+class ExecResult:
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    truncated: bool = False
+    duration_ms: float = 0.0
+    oom_killed: bool = False
+    killed_signal: int | None = None
+
+
+@dataclass(slots=True)
+class FileStat:
+    path: str  # relative to the workspace
+    type: str  # file | dir | symlink | other
+    size: int
+    mtime: float
+    mode: int = 0
+
+
+@dataclass(slots=True)
+class GrepMatch:
+    path: str
+    line: int
+    text: str
+
+
+@dataclass(slots=True)
+class BackgroundLogs:
+    process_id: str
+    output: str
+    running: bool
+    exit_code: int | None
+    truncated: bool = False
+
+
+@dataclass(slots=True)
+class SandboxDescription:
+    """What proves where a call ran; stored on every record and shown by the UI."""
+
+    engine: str  # docker | local
+    unsandboxed: bool
+    container_id: str = ""
+    image: str = ""
+    image_digest: str = ""
+    network: str = "none"
+    limits: dict[str, Any] = field(default_factory=dict)
+    relaxations: list[str] = field(default_factory=list)
+    workspace: str = WORKSPACE
+    host_path: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "unsandboxed": self.unsandboxed,
+            "container_id": self.container_id,
+            "image": self.image,
+            "image_digest": self.image_digest,
+            "network": self.network,
+            "limits": self.limits,
+            "relaxations": self.relaxations,
+            "workspace": self.workspace,
+            "host_path": self.host_path,
+        }
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """Paths are relative to the workspace (or absolute inside it); anything resolving outside is refused
+    with PathOutsideWorkspace, resolved in the sandbox's own view (symlinks included)."""
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def describe(self) -> SandboxDescription: ...
+
+    async def exec(
+        self,
+        command: str | list[str],
+        cwd: str = WORKSPACE,
+        env: Mapping[str, str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        on_output: OutputCallback | None = None,
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+    ) -> ExecResult: ...
+
+    async def read_file(self, path: str, *, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> bytes: ...
+
+    async def write_file(self, path: str, data: bytes, *, make_dirs: bool = True) -> FileStat: ...
+
+    async def read_text(self, path: str, *, limit: int = DEFAULT_READ_LIMIT) -> str: ...
+
+    async def write_text(self, path: str, text: str) -> FileStat: ...
+
+    async def stat(self, path: str) -> FileStat | None: ...
+
+    async def list_dir(self, path: str = ".") -> list[FileStat]: ...
+
+    async def glob(self, pattern: str, path: str = ".", *, limit: int = 200) -> list[FileStat]:
+        """Matches, newest first."""
+        ...
+
+    async def grep(
+        self,
+        pattern: str,
+        path: str = ".",
+        *,
+        glob: str | None = None,
+        ignore_case: bool = False,
+        max_results: int = 200,
+    ) -> list[GrepMatch]: ...
+
+    async def start_background(
+        self, command: str, cwd: str = WORKSPACE, env: Mapping[str, str] | None = None
+    ) -> str: ...
+
+    async def logs(self, process_id: str) -> BackgroundLogs: ...
+
+    async def kill(self, process_id: str) -> BackgroundLogs: ...
