@@ -1,0 +1,198 @@
+"""Planning file changes in memory: exact-match edits, read-hash checks, and the diffs they make."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core._tool import ToolContext
+from ..sandbox._protocol import Sandbox
+from ._common import (
+    Refusal,
+    diff_counts,
+    display_path,
+    read_all,
+    read_hashes,
+    sha256,
+    unified_diff,
+    workspace_path,
+)
+
+
+@dataclass(slots=True)
+class FileState:
+    """A file as it is now in the sandbox (or absent)."""
+
+    path: str  # absolute, under /workspace
+    exists: bool
+    data: bytes = b""
+
+    @property
+    def display(self) -> str:
+        return display_path(self.path)
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+@dataclass(slots=True)
+class PlannedChange:
+    """The new contents one file will get, and the diff for the UI."""
+
+    before: FileState
+    new_text: str
+    diff: str
+    added: int
+    removed: int
+
+    @property
+    def path(self) -> str:
+        return self.before.path
+
+    @property
+    def display(self) -> str:
+        return self.before.display
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "path": self.display,
+            "diff": self.diff,
+            "added": self.added,
+            "removed": self.removed,
+            "created": not self.before.exists,
+        }
+
+
+def plan(before: FileState, new_text: str) -> PlannedChange:
+    old = before.text if before.exists else ""
+    diff = unified_diff(before.display, old, new_text, created=not before.exists)
+    added, removed = diff_counts(diff)
+    return PlannedChange(before, new_text, diff, added, removed)
+
+
+async def load(sandbox: Sandbox, path: str) -> FileState:
+    st = await sandbox.stat(path)
+    if st is None:
+        return FileState(path, exists=False)
+    if st.type == "dir":
+        raise Refusal(
+            f"{display_path(path)} is a directory, not a file",
+            ["use fs_glob to list files in it", "pass the path of a file inside it"],
+        )
+    if st.type not in ("file", "symlink"):
+        raise Refusal(f"{display_path(path)} is not a regular file ({st.type})")
+    return FileState(path, exists=True, data=await read_all(sandbox, path, st.size))
+
+
+def check_read_hash(ctx: ToolContext, state: FileState) -> None:
+    """An existing file may only change if the model read its current contents in this session."""
+    if not state.exists:
+        return
+    seen = read_hashes(ctx).get(state.path)
+    if seen is None:
+        raise Refusal(
+            f"{state.display} exists but has not been read in this session; read it again before changing it",
+            [f"use fs_read on {state.display} first, then retry with its current contents in mind"],
+            path=state.display,
+        )
+    if seen != sha256(state.data):
+        raise Refusal(
+            f"{state.display} changed since you last read it (by a command, the user or another tool); "
+            "read it again before changing it",
+            [f"use fs_read on {state.display} again, then redo the change against what is there now"],
+            path=state.display,
+        )
+
+
+def apply_edit(text: str, old: str, new: str, replace_all: bool, where: str) -> str:
+    """Exact-match replacement; a CRLF file also accepts old/new written with plain newlines."""
+    if old == "":
+        raise Refusal(
+            f"{where}: old_string is empty",
+            ["to create or overwrite a whole file use fs_write", "give the exact text to replace"],
+        )
+    if old == new:
+        raise Refusal(f"{where}: old_string and new_string are the same; nothing would change",
+                      ["pass the text you want in new_string"])
+    count = text.count(old)
+    if count == 0 and "\r\n" in text and "\n" in old and "\r\n" not in old:
+        old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+        count = text.count(old)
+    if count == 0:
+        raise Refusal(
+            f"{where}: old_string was not found (0 matches)",
+            [
+                "use fs_read to see the current text and copy it exactly, including indentation",
+                "do not include the line-number prefix that fs_read shows",
+            ],
+        )
+    if count > 1 and not replace_all:
+        raise Refusal(
+            f"{where}: old_string matches {count} times",
+            ["pass replace_all=true to change every match, or include more context to make it unique"],
+        )
+    return text.replace(old, new) if replace_all else text.replace(old, new, 1)
+
+
+@dataclass(slots=True)
+class EditSpec:
+    path: str
+    old_string: str
+    new_string: str
+    replace_all: bool = False
+
+
+async def plan_edits(
+    sandbox: Sandbox, edits: Sequence[EditSpec], ctx: ToolContext | None, *, multi: bool
+) -> list[PlannedChange]:
+    """Every edit applied in memory, in order (edits to one file chain); raise Refusal on the first failure.
+
+    With `ctx` the read-hash rule is enforced; without it (an approval preview) it is not.
+    """
+    states: dict[str, FileState] = {}
+    texts: dict[str, str] = {}
+    order: list[str] = []
+    for i, edit in enumerate(edits):
+        path = workspace_path(edit.path)
+        where = f"edit {i + 1} ({display_path(path)})" if multi else display_path(path)
+        if path not in states:
+            state = await load(sandbox, path)
+            if not state.exists:
+                raise Refusal(
+                    f"{where}: file does not exist",
+                    ["use fs_write to create a new file", "use fs_glob to find the right path"],
+                )
+            if ctx is not None:
+                check_read_hash(ctx, state)
+            try:
+                texts[path] = state.data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise Refusal(
+                    f"{where}: file is not UTF-8 text; editing it would corrupt it",
+                    ["use bash_run (sed, python) to change binary or non-UTF-8 files"],
+                ) from None
+            states[path] = state
+            order.append(path)
+        texts[path] = apply_edit(texts[path], edit.old_string, edit.new_string, edit.replace_all, where)
+    return [plan(states[p], texts[p]) for p in order]
+
+
+async def write_planned(sandbox: Sandbox, changes: Sequence[PlannedChange], ctx: ToolContext) -> None:
+    """Write every change; if one write fails, put back the files already written (all or none)."""
+    written: list[PlannedChange] = []
+    try:
+        for change in changes:
+            await sandbox.write_file(change.path, change.new_text.encode("utf-8"))
+            written.append(change)
+    except BaseException:
+        for change in reversed(written):
+            try:
+                await sandbox.write_file(change.path, change.before.data)
+            except Exception:  # best effort: the original error is what matters
+                pass
+        raise
+    hashes = read_hashes(ctx)
+    for change in changes:
+        hashes[change.path] = sha256(change.new_text.encode("utf-8"))

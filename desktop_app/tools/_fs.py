@@ -1,0 +1,456 @@
+"""The file tools: fs_read, fs_write, fs_edit, fs_multi_edit, fs_glob, fs_grep (all through ctx.sandbox)."""
+
+from __future__ import annotations
+
+import base64
+import posixpath
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..core._tool import ImageBlock, TextBlock, ToolContext, ToolInput, ToolResult
+from ..sandbox._protocol import WORKSPACE
+from ._common import (
+    BuiltinTool,
+    Refusal,
+    diff_counts,
+    display_path,
+    need_sandbox,
+    read_all,
+    read_hashes,
+    sha256,
+    unified_diff,
+    workspace_path,
+)
+from ._edits import EditSpec, check_read_hash, load, plan, plan_edits, write_planned
+
+DEFAULT_READ_LINES = 2000
+MAX_READ_BYTES = 256 * 1024
+MAX_LINE_CHARS = 2000
+# Raw bytes; base64 grows it by 4/3, which keeps an image under the API's 5 MB per image.
+MAX_IMAGE_BYTES = 3_750_000
+BINARY_SNIFF_BYTES = 8192
+GLOB_LIMIT = 200
+GREP_LINE_CHARS = 500
+GREP_OUTPUT_BYTES = 256 * 1024
+
+_FS_TIMEOUT_S = 60.0
+
+
+def image_media_type(head: bytes) -> str | None:
+    """png, jpeg, gif or webp by magic bytes, else None."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if len(head) >= 12 and head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def looks_binary(data: bytes) -> bool:
+    """NUL bytes, or not UTF-8, in the first 8 KB (a character cut at the 8 KB edge is fine)."""
+    head = data[:BINARY_SNIFF_BYTES]
+    if b"\x00" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # Only an incomplete sequence at the very end of the sniffed window is forgiven.
+        cut_at_edge = exc.start >= len(head) - 3 and exc.reason == "unexpected end of data"
+        return not (len(data) > len(head) and cut_at_edge)
+    return False
+
+
+def _lines(text: str) -> list[str]:
+    if not text:
+        return []
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    return lines
+
+
+async def _missing(ctx: ToolContext, path: str) -> Refusal:
+    """A not-found refusal, with files of the same name as a hint when there are some."""
+    recs = ["use fs_glob to find the file", "to create it use fs_write"]
+    name = posixpath.basename(path)
+    try:
+        similar = await need_sandbox(ctx).glob(f"**/{name}", ".", limit=5) if name else []
+    except Exception:  # a hint is optional; the refusal is what matters
+        similar = []
+    if similar:
+        recs.insert(0, "files with that name: " + ", ".join(s.path for s in similar))
+    return Refusal(f"{display_path(path)} does not exist", recs, path=display_path(path))
+
+
+class FsReadInput(ToolInput):
+    path: str = Field(description="File path, relative to /workspace (or absolute under /workspace).")
+    offset: int | None = Field(
+        default=None, ge=1, description="1-based line number to start from (default 1)."
+    )
+    limit: int | None = Field(
+        default=None, ge=1, description=f"Number of lines to return (default {DEFAULT_READ_LINES})."
+    )
+
+
+class FsRead(BuiltinTool):
+    name: ClassVar[str] = "fs_read"
+    description: ClassVar[str] = (
+        "Read a file in the workspace. Text comes back numbered like `cat -n` (line number, tab, line); "
+        f"at most {DEFAULT_READ_LINES} lines or {MAX_READ_BYTES // 1024} KB per call: use offset (1-based "
+        "line) and limit to page through long files. PNG, JPEG, GIF and WebP images are returned as images. "
+        "Binary files are refused. Read a file before changing it with fs_write or fs_edit."
+    )
+    input_model: ClassVar[type[BaseModel]] = FsReadInput
+    read_only: ClassVar[bool] = True
+    group: ClassVar[str] = "group:fs"
+    timeout_s: ClassVar[float | None] = _FS_TIMEOUT_S
+    risk: ClassVar[str] = "low"
+
+    async def _run(self, args: FsReadInput, ctx: ToolContext) -> ToolResult:
+        sandbox = need_sandbox(ctx)
+        path = workspace_path(args.path)
+        shown = display_path(path)
+        st = await sandbox.stat(path)
+        if st is None:
+            raise await _missing(ctx, path)
+        if st.type == "dir":
+            raise Refusal(f"{shown} is a directory", ["use fs_glob (e.g. pattern '*') to list it"])
+        data = await read_all(sandbox, path, st.size)
+        digest = sha256(data)
+        base = {"path": shown, "size": len(data), "sha256": digest}
+
+        media = image_media_type(data[:16])
+        if media is not None:
+            if len(data) > MAX_IMAGE_BYTES:
+                raise Refusal(
+                    f"{shown} is a {media} of {len(data)} bytes, over the {MAX_IMAGE_BYTES} byte image cap",
+                    ["make a smaller copy with bash_run (e.g. python Pillow or ImageMagick) and read that"],
+                    **base,
+                )
+            read_hashes(ctx)[path] = digest
+            return ToolResult(
+                content=[
+                    TextBlock(f"{shown}: {media}, {len(data)} bytes"),
+                    ImageBlock(media, base64.b64encode(data).decode("ascii")),
+                ],
+                details={**base, "kind": "image", "media_type": media},
+            )
+        if looks_binary(data):
+            raise Refusal(
+                f"{shown} looks like a binary file ({len(data)} bytes); fs_read shows text and images only",
+                [
+                    f"use bash_run with `file {shown}` or `xxd {shown} | head` to inspect it",
+                    "if it is text in another encoding, convert it with iconv in bash_run",
+                ],
+                **base,
+            )
+
+        read_hashes(ctx)[path] = digest
+        lines = _lines(data.decode("utf-8", errors="replace"))
+        total = len(lines)
+        start = args.offset or 1
+        if total == 0:
+            return ToolResult.text(f"{shown} is empty (0 lines).", **base, kind="text", total_lines=0,
+                                   start_line=0, end_line=0, truncated=False)
+        if start > total:
+            raise Refusal(
+                f"offset {start} is past the end of {shown}, which has {total} lines",
+                [f"use an offset between 1 and {total}"],
+                **base,
+                total_lines=total,
+            )
+        want = args.limit or DEFAULT_READ_LINES
+        out: list[str] = []
+        size = 0
+        cut_lines = 0
+        end = start - 1
+        for i in range(start - 1, min(total, start - 1 + want)):
+            line = lines[i].removesuffix("\r")
+            if len(line) > MAX_LINE_CHARS:
+                line = f"{line[:MAX_LINE_CHARS]}… [line cut: {len(line)} characters]"
+                cut_lines += 1
+            row = f"{i + 1:>6}\t{line}"
+            row_bytes = len(row.encode("utf-8", errors="replace")) + 1
+            if out and size + row_bytes > MAX_READ_BYTES:
+                break
+            out.append(row)
+            size += row_bytes
+            end = i + 1
+        truncated = end < total
+        text = "\n".join(out)
+        if truncated:
+            text += (
+                f"\n\n[lines {start}-{end} of {total}; {total - end} more lines. "
+                f"To continue, call fs_read with offset={end + 1}.]"
+            )
+        if cut_lines:
+            text += f"\n[{cut_lines} line(s) longer than {MAX_LINE_CHARS} characters were cut]"
+        return ToolResult.text(
+            text, **base, kind="text", total_lines=total, start_line=start, end_line=end, truncated=truncated
+        )
+
+    def summarize(self, raw: dict[str, Any]) -> str:
+        s = f"fs_read {raw.get('path', '?')}"
+        if raw.get("offset") or raw.get("limit"):
+            start = raw.get("offset") or 1
+            limit = raw.get("limit")
+            s += f" (lines {start}-{start + limit - 1})" if limit else f" (from line {start})"
+        return s
+
+
+class FsWriteInput(ToolInput):
+    path: str = Field(description="File path, relative to /workspace (or absolute under /workspace).")
+    content: str = Field(description="The complete new contents of the file.")
+
+
+class FsWrite(BuiltinTool):
+    name: ClassVar[str] = "fs_write"
+    description: ClassVar[str] = (
+        "Create a file or replace all of its contents; parent folders are created. An existing file "
+        "must have been read with fs_read in this session and be unchanged since, "
+        "otherwise the write is refused. Prefer fs_edit for changes to part of a file."
+    )
+    input_model: ClassVar[type[BaseModel]] = FsWriteInput
+    read_only: ClassVar[bool] = False
+    group: ClassVar[str] = "group:fs"
+    timeout_s: ClassVar[float | None] = _FS_TIMEOUT_S
+    risk: ClassVar[str] = "medium"
+
+    async def _run(self, args: FsWriteInput, ctx: ToolContext) -> ToolResult:
+        sandbox = need_sandbox(ctx)
+        path = workspace_path(args.path)
+        if path == WORKSPACE:
+            raise Refusal("the workspace root is a directory, not a file", ["pass a file path"])
+        before = await load(sandbox, path)
+        check_read_hash(ctx, before)
+        change = plan(before, args.content)
+        await write_planned(sandbox, [change], ctx)
+        verb = "Updated" if before.exists else "Created"
+        n = len(_lines(args.content))
+        return ToolResult.text(
+            f"{verb} {change.display} ({n} lines, +{change.added} -{change.removed}).",
+            **change.details(),
+            bytes=len(args.content.encode("utf-8")),
+        )
+
+    def summarize(self, raw: dict[str, Any]) -> str:
+        content = raw.get("content")
+        n = len(_lines(content)) if isinstance(content, str) else 0
+        return f"fs_write {raw.get('path', '?')} ({n} lines)"
+
+
+class FsEditInput(ToolInput):
+    path: str = Field(description="File path, relative to /workspace (or absolute under /workspace).")
+    old_string: str = Field(description="Exact text to replace (without fs_read's line-number prefixes).")
+    new_string: str = Field(description="Text to put in its place; must differ from old_string.")
+    replace_all: bool = Field(default=False, description="Replace every match instead of exactly one.")
+
+
+def _string_counts(old: Any, new: Any) -> tuple[int, int]:
+    """+/- line counts an edit of old->new makes, for summaries (no file needed)."""
+    if not isinstance(old, str) or not isinstance(new, str):
+        return 0, 0
+    return diff_counts(unified_diff("x", old + "\n", new + "\n"))
+
+
+class FsEdit(BuiltinTool):
+    name: ClassVar[str] = "fs_edit"
+    description: ClassVar[str] = (
+        "Replace exact text in a file. old_string must match exactly once (or pass replace_all=true to "
+        "change every match); include enough surrounding lines to make it unique. The file must have "
+        "been read with fs_read in this session and be unchanged since."
+    )
+    input_model: ClassVar[type[BaseModel]] = FsEditInput
+    read_only: ClassVar[bool] = False
+    group: ClassVar[str] = "group:fs"
+    timeout_s: ClassVar[float | None] = _FS_TIMEOUT_S
+    risk: ClassVar[str] = "medium"
+
+    async def _run(self, args: FsEditInput, ctx: ToolContext) -> ToolResult:
+        sandbox = need_sandbox(ctx)
+        spec = EditSpec(args.path, args.old_string, args.new_string, args.replace_all)
+        (change,) = await plan_edits(sandbox, [spec], ctx, multi=False)
+        await write_planned(sandbox, [change], ctx)
+        return ToolResult.text(
+            f"Edited {change.display} (+{change.added} -{change.removed}).", **change.details()
+        )
+
+    def summarize(self, raw: dict[str, Any]) -> str:
+        added, removed = _string_counts(raw.get("old_string"), raw.get("new_string"))
+        all_ = ", all" if raw.get("replace_all") else ""
+        return f"fs_edit {raw.get('path', '?')} (+{added} -{removed}{all_})"
+
+
+class EditItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="File path, relative to /workspace.")
+    old_string: str = Field(description="Exact text to replace.")
+    new_string: str = Field(description="Text to put in its place.")
+    replace_all: bool = Field(default=False, description="Replace every match instead of exactly one.")
+
+
+class FsMultiEditInput(ToolInput):
+    edits: list[EditItem] = Field(
+        min_length=1, max_length=200, description="Edits applied in order; edits to one file chain."
+    )
+
+
+class FsMultiEdit(BuiltinTool):
+    name: ClassVar[str] = "fs_multi_edit"
+    description: ClassVar[str] = (
+        "Apply several exact-text edits, across one or more files, all or none: every edit is checked "
+        "against the files' contents first (edits to the same file apply in order, each seeing the previous "
+        "ones) and nothing is written unless all succeed. Same rules per edit as fs_edit."
+    )
+    input_model: ClassVar[type[BaseModel]] = FsMultiEditInput
+    read_only: ClassVar[bool] = False
+    group: ClassVar[str] = "group:fs"
+    timeout_s: ClassVar[float | None] = _FS_TIMEOUT_S
+    risk: ClassVar[str] = "medium"
+
+    async def _run(self, args: FsMultiEditInput, ctx: ToolContext) -> ToolResult:
+        sandbox = need_sandbox(ctx)
+        specs = [EditSpec(e.path, e.old_string, e.new_string, e.replace_all) for e in args.edits]
+        changes = await plan_edits(sandbox, specs, ctx, multi=True)
+        await write_planned(sandbox, changes, ctx)
+        added = sum(c.added for c in changes)
+        removed = sum(c.removed for c in changes)
+        lines = [f"Applied {len(specs)} edits to {len(changes)} file(s) (+{added} -{removed}):"]
+        lines += [f"  {c.display} (+{c.added} -{c.removed})" for c in changes]
+        return ToolResult.text(
+            "\n".join(lines),
+            files=[c.details() for c in changes],
+            diff="".join(c.diff for c in changes),
+            added=added,
+            removed=removed,
+            edits=len(specs),
+        )
+
+    def summarize(self, raw: dict[str, Any]) -> str:
+        edits = raw.get("edits")
+        if not isinstance(edits, list):
+            return "fs_multi_edit"
+        files = {e.get("path") for e in edits if isinstance(e, dict)}
+        added = removed = 0
+        for e in edits:
+            if isinstance(e, dict):
+                a, r = _string_counts(e.get("old_string"), e.get("new_string"))
+                added, removed = added + a, removed + r
+        names = ", ".join(sorted(str(f) for f in files)[:3]) + (", …" if len(files) > 3 else "")
+        return f"fs_multi_edit {len(edits)} edits in {names} (+{added} -{removed})"
+
+
+def _relative_pattern(pattern: str) -> str:
+    if pattern.startswith(WORKSPACE + "/"):
+        pattern = pattern[len(WORKSPACE) + 1 :]
+    if pattern.startswith("/") or ".." in pattern.split("/"):
+        raise Refusal(
+            f"glob pattern {pattern!r} reaches outside the workspace",
+            ["use a pattern relative to /workspace (or to `path`), e.g. **/*.py"],
+        )
+    return pattern
+
+
+class FsGlobInput(ToolInput):
+    pattern: str = Field(min_length=1, description="Glob pattern, e.g. **/*.py or src/**/test_*.ts.")
+    path: str | None = Field(default=None, description="Folder to search in, relative to /workspace.")
+
+
+class FsGlob(BuiltinTool):
+    name: ClassVar[str] = "fs_glob"
+    description: ClassVar[str] = (
+        f"Find files by glob pattern (** matches folders at any depth). Returns up to {GLOB_LIMIT} paths, "
+        "newest first, relative to /workspace."
+    )
+    input_model: ClassVar[type[BaseModel]] = FsGlobInput
+    read_only: ClassVar[bool] = True
+    group: ClassVar[str] = "group:fs"
+    timeout_s: ClassVar[float | None] = _FS_TIMEOUT_S
+    risk: ClassVar[str] = "low"
+
+    async def _run(self, args: FsGlobInput, ctx: ToolContext) -> ToolResult:
+        sandbox = need_sandbox(ctx)
+        where = workspace_path(args.path or ".")
+        pattern = _relative_pattern(args.pattern)
+        found = await sandbox.glob(pattern, where, limit=GLOB_LIMIT + 1)
+        truncated = len(found) > GLOB_LIMIT
+        found = found[:GLOB_LIMIT]
+        paths = [f.path for f in found]
+        details = {"pattern": args.pattern, "path": display_path(where), "count": len(paths),
+                   "truncated": truncated, "paths": paths}
+        if not paths:
+            return ToolResult.text(f"No files match {args.pattern!r} in {display_path(where)}.", **details)
+        text = "\n".join(paths)
+        if truncated:
+            text += f"\n\n[showing the {GLOB_LIMIT} newest matches; narrow the pattern or path to see others]"
+        return ToolResult.text(text, **details)
+
+    def summarize(self, raw: dict[str, Any]) -> str:
+        s = f"fs_glob {raw.get('pattern', '?')}"
+        return s + (f" in {raw['path']}" if raw.get("path") else "")
+
+
+class FsGrepInput(ToolInput):
+    pattern: str = Field(min_length=1, description="Regular expression (ripgrep syntax) to search for.")
+    path: str | None = Field(default=None, description="File or folder to search, relative to /workspace.")
+    glob: str | None = Field(default=None, description="Only files matching this glob, e.g. *.py.")
+    ignore_case: bool = Field(default=False, description="Case-insensitive search.")
+    max_results: int = Field(default=200, ge=1, le=2000, description="Most matching lines to return.")
+
+
+class FsGrep(BuiltinTool):
+    name: ClassVar[str] = "fs_grep"
+    description: ClassVar[str] = (
+        "Search file contents with a regular expression. Returns matching lines as path:line:text. "
+        "Narrow with path and glob; set ignore_case for case-insensitive search."
+    )
+    input_model: ClassVar[type[BaseModel]] = FsGrepInput
+    read_only: ClassVar[bool] = True
+    group: ClassVar[str] = "group:fs"
+    timeout_s: ClassVar[float | None] = _FS_TIMEOUT_S
+    risk: ClassVar[str] = "low"
+
+    async def _run(self, args: FsGrepInput, ctx: ToolContext) -> ToolResult:
+        sandbox = need_sandbox(ctx)
+        where = workspace_path(args.path or ".")
+        glob = _relative_pattern(args.glob) if args.glob else None
+        matches = await sandbox.grep(
+            args.pattern, where, glob=glob, ignore_case=args.ignore_case, max_results=args.max_results + 1
+        )
+        truncated = len(matches) > args.max_results
+        matches = matches[: args.max_results]
+        rows: list[str] = []
+        size = 0
+        for m in matches:
+            text = m.text.rstrip("\r\n")
+            if len(text) > GREP_LINE_CHARS:
+                text = text[:GREP_LINE_CHARS] + "…"
+            row = f"{m.path}:{m.line}:{text}"
+            if size + len(row) > GREP_OUTPUT_BYTES:
+                truncated = True
+                break
+            rows.append(row)
+            size += len(row) + 1
+        files = sorted({m.path for m in matches})
+        details = {"pattern": args.pattern, "path": display_path(where), "glob": args.glob,
+                   "count": len(rows), "files": len(files), "truncated": truncated}
+        if not rows:
+            return ToolResult.text(f"No matches for {args.pattern!r} in {display_path(where)}.", **details)
+        text = "\n".join(rows)
+        if truncated:
+            text += (f"\n\n[stopped after {len(rows)} matches; narrow the pattern, path or glob, "
+                     "or raise max_results]")
+        return ToolResult.text(text, **details)
+
+    def summarize(self, raw: dict[str, Any]) -> str:
+        s = f"fs_grep {str(raw.get('pattern', '?'))[:80]!r}"
+        if raw.get("path"):
+            s += f" in {raw['path']}"
+        if raw.get("glob"):
+            s += f" ({raw['glob']})"
+        return s

@@ -1,0 +1,112 @@
+"""The session's todo list: todo_read and todo_write (kept in ctx.state, touches no files)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..core._tool import ToolContext, ToolInput, ToolResult
+from ._common import TODOS_KEY, BuiltinTool
+
+TodoStatus = Literal["pending", "in_progress", "completed"]
+_MARK = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]"}
+
+
+class TodoItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, description="A short id, unique in the list.")
+    content: str = Field(min_length=1, description="What to do, in a few words.")
+    status: TodoStatus = Field(description="pending, in_progress or completed.")
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_as_text(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("content is blank")
+        return v
+
+
+class TodoWriteInput(ToolInput):
+    todos: list[TodoItem] = Field(max_length=100, description="The whole new list; it replaces the old one.")
+
+    @model_validator(mode="after")
+    def _rules(self) -> TodoWriteInput:
+        dupes = sorted(i for i, n in Counter(t.id for t in self.todos).items() if n > 1)
+        if dupes:
+            raise ValueError(f"todo ids must be unique; repeated: {', '.join(dupes)}")
+        doing = [t.id for t in self.todos if t.status == "in_progress"]
+        if len(doing) > 1:
+            raise ValueError(
+                f"at most one todo may be in_progress, got {len(doing)} ({', '.join(doing)}); "
+                "finish one (completed) or set the others back to pending"
+            )
+        return self
+
+
+def _render(todos: list[dict[str, Any]]) -> str:
+    if not todos:
+        return "The todo list is empty."
+    return "\n".join(f"{_MARK.get(t['status'], '[?]')} {t['id']}: {t['content']}" for t in todos)
+
+
+def _counts(todos: list[dict[str, Any]]) -> dict[str, int]:
+    c = Counter(t["status"] for t in todos)
+    return {s: c.get(s, 0) for s in ("pending", "in_progress", "completed")}
+
+
+class TodoRead(BuiltinTool):
+    name: ClassVar[str] = "todo_read"
+    description: ClassVar[str] = "Read this session's todo list: each item's id, content and status."
+    input_model: ClassVar[type[BaseModel]] = ToolInput
+    read_only: ClassVar[bool] = True
+    group: ClassVar[str] = "group:todo"
+    timeout_s: ClassVar[float | None] = 5.0
+    risk: ClassVar[str] = "low"
+
+    async def _run(self, args: ToolInput, ctx: ToolContext) -> ToolResult:
+        todos = [dict(t) for t in ctx.state.get(TODOS_KEY, [])]
+        return ToolResult.text(_render(todos), todos=todos, counts=_counts(todos))
+
+    def summarize(self, raw: dict[str, Any]) -> str:
+        return "todo_read"
+
+
+class TodoWrite(BuiltinTool):
+    name: ClassVar[str] = "todo_write"
+    description: ClassVar[str] = (
+        "Replace this session's todo list (send the whole list). Use it to plan multi-step work and show "
+        "progress: status is pending, in_progress or completed, with at most one item in_progress at a time; "
+        "mark an item completed as soon as it is done. Touches no files."
+    )
+    input_model: ClassVar[type[BaseModel]] = TodoWriteInput
+    read_only: ClassVar[bool] = False  # it changes session state, but nothing outside the session
+    group: ClassVar[str] = "group:todo"
+    timeout_s: ClassVar[float | None] = 5.0
+    risk: ClassVar[str] = "low"
+
+    async def _run(self, args: TodoWriteInput, ctx: ToolContext) -> ToolResult:
+        previous = [dict(t) for t in ctx.state.get(TODOS_KEY, [])]
+        todos = [t.model_dump() for t in args.todos]
+        ctx.state[TODOS_KEY] = todos
+        counts = _counts(todos)
+        head = (f"Todo list updated: {len(todos)} items ({counts['completed']} completed, "
+                f"{counts['in_progress']} in progress, {counts['pending']} pending).")
+        return ToolResult.text(
+            head + "\n" + _render(todos), todos=[dict(t) for t in todos], previous=previous, counts=counts
+        )
+
+    def summarize(self, raw: dict[str, Any]) -> str:
+        todos = raw.get("todos")
+        if not isinstance(todos, list):
+            return "todo_write"
+        st = Counter(t.get("status") for t in todos if isinstance(t, dict))
+        return (f"todo_write: {len(todos)} todos ({st.get('completed', 0)} done, "
+                f"{st.get('in_progress', 0)} in progress)")
