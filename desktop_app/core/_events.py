@@ -36,7 +36,8 @@ class Event:
     session_id: str = ""
 
     def __init_subclass__(cls, **kw: Any) -> None:
-        super().__init_subclass__(**kw)
+        # No zero-arg super(): slots=True rebuilds the class, so its __class__ cell would be stale.
+        super(Event, cls).__init_subclass__(**kw)
         if "type" in cls.__dict__:
             EVENT_TYPES[cls.type] = cls
 
