@@ -230,6 +230,7 @@ class EventBus:
         self._seq = start_seq
         self._subscribers: list[tuple[frozenset[Channel], asyncio.Queue[Any]]] = []
         self._handlers: dict[str, list[Handler]] = {}
+        self._handler_tasks: set[asyncio.Future[Any]] = set()
 
     @classmethod
     async def open(cls, store: RecordStore | None) -> EventBus:
@@ -261,7 +262,9 @@ class EventBus:
                 try:
                     res = handler(env)
                     if asyncio.iscoroutine(res):
-                        asyncio.ensure_future(res)
+                        task = asyncio.ensure_future(res)
+                        self._handler_tasks.add(task)
+                        task.add_done_callback(self._handler_tasks.discard)
                 except Exception:  # a broken listener must not break the run
                     log.exception("event handler for %s failed", env.type)
         return env

@@ -138,6 +138,10 @@ class Tool(Generic[ArgsT]):
     async def validate(self, args: ArgsT, ctx: ToolContext) -> None:
         """Semantic checks beyond the schema; raise ToolInputError to refuse."""
 
+    def timeout_for(self, args: ArgsT) -> float | None:
+        """The executor's limit for this call, in seconds; a tool with its own timeout adds a grace."""
+        return self.timeout_s
+
     async def run(self, args: ArgsT, ctx: ToolContext) -> ToolResult | str:
         raise NotImplementedError
 

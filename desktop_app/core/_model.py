@@ -1,0 +1,540 @@
+"""The model seam: one streamed Messages-API step in, typed events out, the assistant message back.
+
+`AnthropicModelClient` drives the real `anthropic.AsyncAnthropic` client. Text, thinking and partial
+tool input are published as they stream; the SDK does the retries, and a middleware reports each one.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ._errors import ModelError
+from ._events import ErrorEvent, Event, TextChunk, ThinkingChunk, TokenUsage, ToolStart
+from ._pricing import estimate_cost
+from ._settings import DEFAULT_MODEL, Settings, resolve_api_key
+
+if TYPE_CHECKING:
+    import anthropic
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[Event], Any]
+
+MISSING_KEY_HINT = (
+    "Set it in Settings (kept in the keyring, service 'agent-desk'), or export ANTHROPIC_API_KEY."
+)
+
+
+@dataclass(slots=True)
+class ModelRequest:
+    """One step's input. `messages` are the persisted history; the client adds cache marks on a copy."""
+
+    system: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    max_tokens: int | None = None
+
+
+@dataclass(slots=True)
+class ToolUse:
+    """A tool_use block as the model sent it; `input` is None when its JSON did not parse."""
+
+    id: str
+    name: str
+    input: dict[str, Any] | None
+    raw_input: str = ""
+    parse_error: str | None = None
+
+
+@dataclass(slots=True)
+class ModelUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass(slots=True)
+class ModelReply:
+    """The finished assistant message: content blocks ready to persist, and the tool calls in it."""
+
+    message_id: str
+    model: str
+    content: list[dict[str, Any]]
+    tool_uses: list[ToolUse]
+    stop_reason: str | None
+    usage: ModelUsage
+    duration_ms: float = 0.0
+
+    @property
+    def text(self) -> str:
+        return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+
+
+@runtime_checkable
+class ModelClient(Protocol):
+    """What the loop needs from a model: stream one step, publishing events through `emit`."""
+
+    model: str
+
+    async def stream(self, request: ModelRequest, *, emit: Emit, session_id: str = "") -> ModelReply: ...
+
+    async def close(self) -> None: ...
+
+
+def with_cache_control(request: ModelRequest) -> tuple[list[dict], list[dict], list[dict]]:
+    """System, tools and messages with ephemeral cache marks on the system prompt, the last tool
+    and the last message's last cacheable block. The stored history is not touched."""
+    mark = {"type": "ephemeral"}
+    system = [{"type": "text", "text": request.system, "cache_control": mark}] if request.system else []
+    tools = [dict(t) for t in request.tools]
+    if tools:
+        tools[-1]["cache_control"] = mark
+    messages = list(request.messages)
+    if messages:
+        last = copy.deepcopy(messages[-1])
+        content = last.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        for block in reversed(content or []):
+            # Thinking blocks cannot carry a cache mark; empty text blocks are refused by the API.
+            if block.get("type") not in ("thinking", "redacted_thinking"):
+                block["cache_control"] = mark
+                break
+        last["content"] = content
+        messages[-1] = last
+    return system, tools, messages
+
+
+# Retry reporting --------------------------------------------------------------------------------
+_retry_report: contextvars.ContextVar[Callable[[int, str], None] | None] = contextvars.ContextVar(
+    "agent_desk_retry_report", default=None
+)
+
+
+def _retryable_status(status: int, headers: Any) -> bool:
+    # The SDK's own policy (anthropic._base_client._should_retry), restated to avoid a private call.
+    flag = headers.get("x-should-retry") if headers is not None else None
+    if flag == "true":
+        return True
+    if flag == "false":
+        return False
+    return status in (408, 409, 429) or status >= 500
+
+
+def _describe_status(status: int, body: Any) -> str:
+    message = ""
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict):
+            message = str(err.get("message") or err.get("type") or "")
+    return f"HTTP {status}" + (f": {message}" if message else "")
+
+
+class _RetryReporter:
+    """SDK middleware, called once per HTTP attempt inside the SDK's retry loop: when an attempt
+    failed and the SDK will try again, report it (to the step that set the context variable)."""
+
+    def __init__(self, default_max_retries: int) -> None:
+        self.default_max_retries = default_max_retries
+
+    async def __call__(self, request: anthropic.APIRequest, call_next: Any) -> Any:
+        from anthropic import APIConnectionError, NotGiven
+
+        max_retries = request.max_retries
+        if isinstance(max_retries, NotGiven):
+            max_retries = self.default_max_retries
+        will_retry = request.retries_taken < max_retries
+        try:
+            response = await call_next(request)
+        except APIConnectionError as e:
+            if will_retry:
+                self._report(request.retries_taken + 1, f"connection failed: {e.message}")
+            raise
+        status = response.status_code
+        if status >= 400 and will_retry and _retryable_status(status, response.headers):
+            body: Any = None
+            try:
+                body = json.loads(await response.http_response.aread())
+            except Exception:  # an unreadable error body still gets reported, by status alone
+                body = None
+            self._report(request.retries_taken + 1, _describe_status(status, body))
+        return response
+
+    @staticmethod
+    def _report(attempt: int, message: str) -> None:
+        report = _retry_report.get()
+        if report is not None:
+            report(attempt, message)
+
+
+# The client -------------------------------------------------------------------------------------
+class AnthropicModelClient:
+    """Streams steps from the Anthropic Messages API (or any compatible endpoint at `base_url`)."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None,
+        model: str = DEFAULT_MODEL,
+        base_url: str | None = None,
+        max_tokens: int = 16000,
+        max_retries: int = 2,
+        timeout_s: float = 600.0,
+        thinking_budget: int = 0,
+        key_source: str = "",
+    ) -> None:
+        self.model = model
+        self.base_url = base_url
+        self.max_tokens = max_tokens
+        self.max_retries = max_retries
+        self.timeout_s = timeout_s
+        self.thinking_budget = thinking_budget
+        self.key_source = key_source
+        self._api_key = api_key
+        self._client: anthropic.AsyncAnthropic | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AnthropicModelClient:
+        """Key from keyring / settings / ANTHROPIC_API_KEY, base URL from settings / ANTHROPIC_BASE_URL."""
+        key = resolve_api_key(settings)
+        return cls(
+            api_key=key.value if key else None,
+            key_source=key.source if key else "",
+            model=settings.model,
+            base_url=settings.resolved_base_url(),
+            max_tokens=settings.max_tokens,
+            max_retries=settings.max_retries,
+            timeout_s=settings.request_timeout_s,
+            thinking_budget=settings.thinking_budget,
+        )
+
+    def __repr__(self) -> str:  # never the key
+        return f"<AnthropicModelClient model={self.model} base_url={self.base_url or 'default'}>"
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self._api_key)
+
+    def set_api_key(self, api_key: str | None, source: str = "") -> None:
+        """Use another key from the next step on (the UI's settings dialog)."""
+        self._api_key = api_key
+        self.key_source = source
+        self._client = None
+
+    def _sdk(self) -> anthropic.AsyncAnthropic:
+        if not self._api_key:
+            raise ModelError("No Anthropic API key is set.", hint=MISSING_KEY_HINT)
+        if self._client is None:
+            import anthropic
+
+            self._client = anthropic.AsyncAnthropic(
+                api_key=self._api_key,
+                base_url=self.base_url,
+                max_retries=self.max_retries,
+                timeout=self.timeout_s,
+                middleware=[_RetryReporter(self.max_retries)],
+            )
+        return self._client
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    def _params(self, request: ModelRequest) -> dict[str, Any]:
+        system, tools, messages = with_cache_control(request)
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens or self.max_tokens,
+            "messages": messages,
+        }
+        if system:
+            params["system"] = system
+        if tools:
+            params["tools"] = tools
+        if self.thinking_budget > 0:
+            params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
+            params["max_tokens"] = max(params["max_tokens"], self.thinking_budget + 1024)
+        return params
+
+    async def stream(self, request: ModelRequest, *, emit: Emit, session_id: str = "") -> ModelReply:
+        """Run one step. Raises ModelError (clear message) when the endpoint fails for good."""
+        import anthropic
+
+        client = self._sdk()  # raises before any request when no key is set
+        params = self._params(request)
+        started = time.perf_counter()
+
+        def report(attempt: int, message: str) -> None:
+            emit(
+                ErrorEvent(
+                    session_id=session_id,
+                    source="model",
+                    message=f"{message}; retrying (attempt {attempt} of {self.max_retries})",
+                    retrying=True,
+                    attempt=attempt,
+                )
+            )
+
+        token = _retry_report.set(report)
+        acc = _Accumulator(self.model, emit, session_id)
+        try:
+            stream = await client.messages.create(**params, stream=True)
+            async with stream:
+                async for event in stream:
+                    acc.feed(event)
+        except anthropic.APIError as e:
+            raise self._error(e) from e
+        except ModelError:
+            raise
+        except Exception as e:
+            # httpx errors raised while reading the body (a cut stream) are not wrapped by the SDK.
+            if type(e).__module__.startswith(("httpx", "httpcore", "h11")):
+                raise ModelError(
+                    f"The model's answer stream broke off: {type(e).__name__}: {e}",
+                    hint="Retry the step; the partial answer was dropped.",
+                ) from e
+            raise
+        finally:
+            _retry_report.reset(token)
+        reply = acc.finish()
+        reply.duration_ms = (time.perf_counter() - started) * 1000.0
+        return reply
+
+    def _error(self, e: anthropic.APIError) -> ModelError:
+        import anthropic
+
+        where = self.base_url or "api.anthropic.com"
+        if isinstance(e, anthropic.APIStatusError):
+            api_message = e.api_message or ""
+            err_type = e.type or ""
+            status = e.status_code
+            if status == 200:  # an `error` event inside a stream
+                err = ModelError(
+                    f"The model stream failed: {err_type or 'error'}: {api_message or e.message}",
+                    hint="Retry the step; the partial answer was dropped.",
+                )
+                err.status_code = 529 if err_type == "overloaded_error" else 500  # type: ignore[attr-defined]
+                return err
+            if status == 401:
+                err = ModelError(
+                    f"The API rejected the API key (401 {err_type or 'authentication_error'}"
+                    f"{': ' + api_message if api_message else ''}). Check the API key.",
+                    hint=f"Check the API key{_SOURCES.get(self.key_source, '')}. {MISSING_KEY_HINT}",
+                )
+            elif status == 400:
+                err = ModelError(f"The API refused the request (400): {api_message or e.message}")
+            elif status == 403:
+                err = ModelError(f"The API key may not do this (403): {api_message or e.message}")
+            elif status == 404:
+                err = ModelError(
+                    f"Not found (404): {api_message or e.message}",
+                    hint=f"Check the model name ({self.model!r}) and the base URL ({where}).",
+                )
+            elif status == 529 or err_type == "overloaded_error":
+                err = ModelError(
+                    f"The API is overloaded (529) and still was after {self.max_retries} retries.",
+                    hint="Retry the step in a moment.",
+                )
+            elif status == 429:
+                err = ModelError(
+                    f"Rate limited (429) after {self.max_retries} retries: {api_message or e.message}",
+                    hint="Wait a moment, then retry the step.",
+                )
+            else:
+                err = ModelError(
+                    f"The API failed ({status}) after {self.max_retries} retries: {api_message or e.message}",
+                    hint="Retry the step.",
+                )
+            err.status_code = status  # type: ignore[attr-defined]
+            return err
+        if isinstance(e, anthropic.APITimeoutError):
+            return ModelError(
+                f"The model endpoint at {where} did not answer in time (after {self.max_retries} retries).",
+                hint="Check the network, then retry the step.",
+            )
+        if isinstance(e, anthropic.APIConnectionError):
+            return ModelError(
+                f"Could not reach the model endpoint at {where} (after {self.max_retries} retries).",
+                hint="Check the network and the base URL, then retry the step.",
+            )
+        return ModelError(f"The model endpoint failed: {e.message}", hint="Retry the step.")
+
+
+_SOURCES = {
+    "keyring": " stored in the keyring",
+    "settings": " stored in the settings file",
+    "env": " in ANTHROPIC_API_KEY",
+}
+
+
+class _Accumulator:
+    """Builds the assistant message from raw stream events and publishes progress as it goes."""
+
+    def __init__(self, model: str, emit: Emit, session_id: str) -> None:
+        self.model = model
+        self.emit = emit
+        self.session_id = session_id
+        self.message_id = ""
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.json_bufs: dict[int, str] = {}
+        self.stop_reason: str | None = None
+        self.usage = ModelUsage()
+        self.stopped = False
+
+    def feed(self, event: Any) -> None:
+        kind = event.type
+        if kind == "content_block_delta":
+            self._delta(event.index, event.delta)
+        elif kind == "content_block_start":
+            self._start(event.index, event.content_block)
+        elif kind == "content_block_stop":
+            pass
+        elif kind == "message_start":
+            msg = event.message
+            self.message_id = msg.id
+            self.model = msg.model or self.model
+            self._usage(msg.usage)
+        elif kind == "message_delta":
+            self.stop_reason = event.delta.stop_reason
+            self._usage(event.usage)
+        elif kind == "message_stop":
+            self.stopped = True
+
+    def _usage(self, usage: Any) -> None:
+        if usage is None:
+            return
+        u = self.usage
+        # message_delta's counts are cumulative: take them when present.
+        for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+            value = getattr(usage, name, None)
+            if value is not None:
+                setattr(u, name, value)
+
+    def _start(self, index: int, block: Any) -> None:
+        btype = block.type
+        if btype == "text":
+            self.blocks[index] = {"type": "text", "text": block.text or ""}
+            if block.text:
+                self.emit(TextChunk(session_id=self.session_id, text=block.text, message_id=self.message_id))
+        elif btype == "thinking":
+            self.blocks[index] = {"type": "thinking", "thinking": block.thinking or "", "signature": ""}
+        elif btype == "redacted_thinking":
+            self.blocks[index] = {"type": "redacted_thinking", "data": block.data}
+        elif btype == "tool_use":
+            self.blocks[index] = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
+            self.json_bufs[index] = ""
+            self.emit(ToolStart(session_id=self.session_id, call_id=block.id, name=block.name, partial=True))
+        else:  # server tools and future block kinds: keep them as sent
+            self.blocks[index] = block.model_dump(exclude_none=True)
+
+    def _delta(self, index: int, delta: Any) -> None:
+        block = self.blocks.get(index)
+        if block is None:
+            raise ModelError(f"The model stream sent a delta for unknown block {index}.")
+        dtype = delta.type
+        if dtype == "text_delta":
+            block["text"] += delta.text
+            self.emit(TextChunk(session_id=self.session_id, text=delta.text, message_id=self.message_id))
+        elif dtype == "input_json_delta":
+            if not delta.partial_json:
+                return  # the API opens every tool input with an empty delta: nothing new to show
+            buf = self.json_bufs[index] = self.json_bufs.get(index, "") + delta.partial_json
+            self.emit(
+                ToolStart(
+                    session_id=self.session_id,
+                    call_id=block["id"],
+                    name=block["name"],
+                    input=_partial_object(buf),
+                    partial_json=buf,
+                    partial=True,
+                )
+            )
+        elif dtype == "thinking_delta":
+            block["thinking"] += delta.thinking
+            self.emit(ThinkingChunk(session_id=self.session_id, text=delta.thinking, message_id=self.message_id))
+        elif dtype == "signature_delta":
+            block["signature"] = block.get("signature", "") + delta.signature
+        elif dtype == "citations_delta":
+            block.setdefault("citations", []).append(delta.citation.model_dump(exclude_none=True))
+
+    def finish(self) -> ModelReply:
+        if not self.stopped:
+            raise ModelError(
+                "The model's answer stream ended before message_stop.",
+                hint="Retry the step; the partial answer was dropped.",
+            )
+        content: list[dict[str, Any]] = []
+        tool_uses: list[ToolUse] = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if block["type"] == "tool_use":
+                raw = self.json_bufs.get(index, "")
+                parsed, error = _parse_input(raw)
+                # The history must hold an object; malformed input is kept raw on the ToolUse.
+                block["input"] = parsed if parsed is not None else {}
+                tool_uses.append(ToolUse(block["id"], block["name"], parsed, raw, error))
+            elif block["type"] == "text" and not block["text"]:
+                continue  # the API refuses empty text blocks in history
+            content.append(block)
+        u = self.usage
+        u.cost_usd = estimate_cost(
+            self.model,
+            input_tokens=u.input_tokens,
+            output_tokens=u.output_tokens,
+            cache_creation_input_tokens=u.cache_creation_input_tokens,
+            cache_read_input_tokens=u.cache_read_input_tokens,
+        )
+        self.emit(
+            TokenUsage(
+                session_id=self.session_id,
+                model=self.model,
+                input_tokens=u.input_tokens,
+                output_tokens=u.output_tokens,
+                cache_creation_input_tokens=u.cache_creation_input_tokens,
+                cache_read_input_tokens=u.cache_read_input_tokens,
+                cost_usd=u.cost_usd,
+            )
+        )
+        return ModelReply(
+            message_id=self.message_id,
+            model=self.model,
+            content=content,
+            tool_uses=tool_uses,
+            stop_reason=self.stop_reason,
+            usage=u,
+        )
+
+
+def _parse_input(raw: str) -> tuple[dict[str, Any] | None, str | None]:
+    if not raw.strip():
+        return {}, None  # a tool without parameters streams no JSON at all
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as e:
+        return None, f"the input is not valid JSON ({e.msg} at char {e.pos})"
+    if not isinstance(value, dict):
+        return None, f"the input must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def _partial_object(buf: str) -> dict[str, Any]:
+    """Best-effort view of a JSON object still streaming in (for the live timeline)."""
+    try:
+        from jiter import from_json  # the SDK's own partial-JSON parser
+    except ImportError:
+        return {}
+    try:
+        value = from_json(buf.encode(), partial_mode="trailing-strings")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,238 @@
+"""User settings (a JSON file in the user's config folder) and the API key's home (the keyring).
+
+The key is looked up in the keyring (service "agent-desk"), then in the settings file, then in
+ANTHROPIC_API_KEY. It is never logged: `Settings.__repr__` hides it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+APP_NAME = "agent-desk"
+KEYRING_SERVICE = "agent-desk"
+KEYRING_USER = "anthropic-api-key"
+SETTINGS_FILE = "settings.json"
+DEFAULT_MODEL = "claude-sonnet-4-6"
+DEFAULT_IMAGE = "agent-desk/minimal:latest"
+
+
+def config_dir() -> Path:
+    """Where settings live: $AGENT_DESK_CONFIG_DIR, or platformdirs' user config dir."""
+    override = os.environ.get("AGENT_DESK_CONFIG_DIR")
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir(APP_NAME))
+
+
+def data_dir() -> Path:
+    """Where the database lives by default: $AGENT_DESK_DATA_DIR, or platformdirs' user data dir."""
+    override = os.environ.get("AGENT_DESK_DATA_DIR")
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(APP_NAME))
+
+
+def default_db_url() -> str:
+    """$AGENT_DESK_DB, or a SQLite file in the user's data folder."""
+    env = os.environ.get("AGENT_DESK_DB")
+    if env:
+        return env
+    return f"sqlite:///{data_dir() / 'agent-desk.db'}"
+
+
+@dataclass(slots=True)
+class Settings:
+    """What a user sets once: the model, the endpoint, defaults for new projects, extra permission rules."""
+
+    model: str = DEFAULT_MODEL
+    base_url: str | None = None
+    # Only used when no keyring backend exists (see `store_api_key`); hidden from repr.
+    api_key: str | None = field(default=None, repr=False)
+    max_tokens: int = 16000
+    max_retries: int = 2
+    request_timeout_s: float = 600.0
+    thinking_budget: int = 0  # 0: extended thinking off
+    permission_mode: str = "ask"
+    rules: list[Any] = field(default_factory=list)  # user-level permission rules, below the project's
+    default_image: str = DEFAULT_IMAGE
+    sandbox: str = "docker"  # docker | local
+    max_steps: int = 50
+    theme: str = "system"
+    extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as-is
+    path: Path | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> Settings:
+        """Read the settings file; a missing file gives the defaults, a broken one a ConfigError."""
+        path = path or config_dir() / SETTINGS_FILE
+        if not path.exists():
+            return cls(path=path)
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ConfigError(
+                f"The settings file {path} could not be read: {e}",
+                hint="Fix or delete the file; the defaults are used when it is missing.",
+            ) from e
+        if not isinstance(raw, dict):
+            raise ConfigError(f"The settings file {path} must hold a JSON object, not {type(raw).__name__}.")
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra", "path"}
+        kwargs = {k: v for k, v in raw.items() if k in known}
+        extra = {k: v for k, v in raw.items() if k not in known}
+        try:
+            settings = cls(**kwargs, extra=extra, path=path)
+        except TypeError as e:
+            raise ConfigError(f"The settings file {path} has a bad value: {e}") from e
+        settings._check(path)
+        return settings
+
+    def _check(self, path: Path) -> None:
+        if not isinstance(self.model, str) or not self.model:
+            raise ConfigError(f"{path}: 'model' must be a non-empty string.")
+        for name in ("max_tokens", "max_retries", "thinking_budget", "max_steps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{path}: '{name}' must be a non-negative integer, got {value!r}.")
+        if not isinstance(self.rules, list):
+            raise ConfigError(f"{path}: 'rules' must be a list.")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("extra", "path")}
+        if d.get("api_key") is None:
+            d.pop("api_key", None)
+        return {**self.extra, **d}
+
+    def save(self, path: Path | None = None) -> Path:
+        """Write atomically, readable by the user only (it may hold a key when no keyring exists)."""
+        path = path or self.path or config_dir() / SETTINGS_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".settings-", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(self.to_dict(), f, indent=2, sort_keys=True)
+                f.write("\n")
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self.path = path
+        return path
+
+    def resolved_base_url(self) -> str | None:
+        """The settings' base URL, else ANTHROPIC_BASE_URL, else None (the SDK's default endpoint)."""
+        return self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+
+
+# keyring ----------------------------------------------------------------------------------------
+def keyring_available() -> bool:
+    """True when a real keyring backend exists (not keyring's `fail` placeholder)."""
+    if os.environ.get("AGENT_DESK_NO_KEYRING"):
+        return False
+    try:
+        import keyring
+        from keyring.backends import fail
+    except Exception:  # keyring missing or broken: same as no backend
+        return False
+    try:
+        backend = keyring.get_keyring()
+    except Exception:
+        return False
+    if isinstance(backend, fail.Keyring):
+        return False
+    return getattr(backend, "priority", 1) > 0
+
+
+def _keyring_get() -> str | None:
+    if not keyring_available():
+        return None
+    import keyring
+
+    try:
+        return keyring.get_password(KEYRING_SERVICE, KEYRING_USER) or None
+    except Exception as e:  # a locked or broken keyring: fall through to the next source
+        log.warning("the keyring could not be read (%s); trying the settings file", type(e).__name__)
+        return None
+
+
+@dataclass(slots=True, frozen=True)
+class ApiKey:
+    """A resolved key and where it came from; repr never shows the value."""
+
+    value: str = field(repr=False)
+    source: str  # keyring | settings | env
+
+    def masked(self) -> str:
+        return f"{self.value[:7]}…{self.value[-4:]}" if len(self.value) > 16 else "…"
+
+
+def resolve_api_key(settings: Settings) -> ApiKey | None:
+    """The key from the keyring, then the settings file, then ANTHROPIC_API_KEY; None when none is set."""
+    key = _keyring_get()
+    if key:
+        return ApiKey(key, "keyring")
+    if settings.api_key:
+        return ApiKey(settings.api_key, "settings")
+    env = os.environ.get("ANTHROPIC_API_KEY")
+    if env:
+        return ApiKey(env, "env")
+    return None
+
+
+def store_api_key(settings: Settings, key: str) -> str:
+    """Keep `key` in the keyring; without a keyring backend, in the settings file (with a warning).
+
+    Returns where it went: "keyring" or "settings".
+    """
+    key = key.strip()
+    if not key:
+        raise ConfigError("The API key is empty.")
+    if keyring_available():
+        import keyring
+
+        try:
+            keyring.set_password(KEYRING_SERVICE, KEYRING_USER, key)
+        except Exception as e:
+            log.warning("the keyring refused the key (%s); storing it in the settings file", type(e).__name__)
+        else:
+            if settings.api_key:  # one home only
+                settings.api_key = None
+                settings.save()
+            return "keyring"
+    else:
+        log.warning(
+            "no keyring backend is available: the API key is stored in %s (mode 0600)",
+            settings.path or config_dir() / SETTINGS_FILE,
+        )
+    settings.api_key = key
+    settings.save()
+    return "settings"
+
+
+def clear_api_key(settings: Settings) -> None:
+    """Forget the stored key (keyring and settings file); ANTHROPIC_API_KEY is left alone."""
+    if keyring_available():
+        import keyring
+
+        try:
+            keyring.delete_password(KEYRING_SERVICE, KEYRING_USER)
+        except Exception:  # nothing stored, or a locked keyring: the settings file is still cleared
+            pass
+    if settings.api_key:
+        settings.api_key = None
+        settings.save()
