@@ -1,0 +1,9 @@
+"""The audit store: sqlmodel tables, a SQLite/SQLAlchemy RecordStore with one writer thread,
+hash-chained audit entries, queries, export and verification."""
+
+from ._chain import VerifyResult, canonical_json
+from ._models import SCHEMA_VERSION
+from ._query import AuditQuery, RecordRow, StoreStats
+from ._sql_store import SqlStore
+
+__all__ = ["SCHEMA_VERSION", "AuditQuery", "RecordRow", "SqlStore", "StoreStats", "VerifyResult", "canonical_json"]

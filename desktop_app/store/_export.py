@@ -1,0 +1,112 @@
+"""Export of audit records: JSONL (each record with its trail) or CSV (flat columns)."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from sqlalchemy.engine import Connection
+
+from desktop_app.core._errors import StoreError
+from desktop_app.core._record import ToolCallRecord
+
+from ._query import AuditQuery
+
+FORMATS = ("jsonl", "csv")
+CSV_COLUMNS = (
+    "id", "name", "state", "outcome", "session_id", "project_id", "batch_index", "created_at",
+    "created_at_iso", "updated_at", "started_at", "completed_at", "duration_ms", "is_error", "error", "risk",
+    "read_only", "approval_decision", "approval_decided_by", "input", "result_text", "result", "trail",
+    "last_entry_seq", "last_entry_hash",
+)
+
+
+def _iso(t: float | None) -> str:
+    return "" if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
+
+
+def _result_text(result: dict[str, Any] | None) -> str:
+    if not result:
+        return ""
+    return "\n".join(b.get("text", "") for b in result.get("content") or [] if b.get("type") == "text")
+
+
+def record_json(rec: ToolCallRecord) -> dict[str, Any]:
+    d = rec.to_dict()
+    d["trail"] = [{**e.to_dict(), "seq": e.seq, "hash": e.hash} for e in rec.trail]
+    return d
+
+
+def csv_row(rec: ToolCallRecord) -> list[Any]:
+    d = rec.to_dict()
+    last = rec.trail[-1] if rec.trail else None
+    dumps = lambda v: json.dumps(v, ensure_ascii=False, separators=(",", ":"), default=str)  # noqa: E731
+    values = {
+        **d,
+        "created_at_iso": _iso(rec.created_at),
+        "is_error": int(rec.is_error),
+        "read_only": int(rec.read_only),
+        "error": rec.error or "",
+        "approval_decision": rec.approval.decision or "",
+        "approval_decided_by": rec.approval.decided_by or "",
+        "input": dumps(rec.input),
+        "result_text": _result_text(rec.result),
+        "result": "" if rec.result is None else dumps(rec.result),
+        "trail": " > ".join(f"{e.state.value}@{_iso(e.at)} by {e.actor}" for e in rec.trail),
+        "last_entry_seq": last.seq if last else "",
+        "last_entry_hash": last.hash if last else "",
+    }
+    return ["" if values[c] is None else values[c] for c in CSV_COLUMNS]
+
+
+def _write(records: Iterator[ToolCallRecord], fmt: str, stream: IO[str]) -> int:
+    n = 0
+    if fmt == "csv":
+        w = csv.writer(stream)
+        w.writerow(CSV_COLUMNS)
+        for rec in records:
+            w.writerow(csv_row(rec))
+            n += 1
+    else:
+        for rec in records:
+            stream.write(json.dumps(record_json(rec), ensure_ascii=False, default=str))
+            stream.write("\n")
+            n += 1
+    return n
+
+
+def export(
+    conn: Connection,
+    q: AuditQuery,
+    fmt: str,
+    out: str | os.PathLike[str] | IO[str],
+    fts: bool,
+    iter_records: Callable[..., Iterator[ToolCallRecord]],
+) -> int:
+    records = iter_records(conn, q, fts)
+    if hasattr(out, "write"):
+        return _write(records, fmt, out)  # type: ignore[arg-type]
+    path = Path(out).expanduser()
+    # Write beside the target and rename, so a failed export leaves no half file behind.
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        raise StoreError(f"cannot write the export to {path}: {exc}") from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            n = _write(records, fmt, fh)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise StoreError(f"cannot write the export to {path}: {exc}") from exc
+        raise
+    return n

@@ -1,0 +1,26 @@
+"""Run the store's Alembic migrations from code, with a Config built here (no alembic.ini needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.engine import Connection
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+
+def alembic_config(url: str, connection: Connection | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def upgrade(connection: Connection, url: str, revision: str = "head") -> None:
+    command.upgrade(alembic_config(url, connection), revision)
+    if connection.in_transaction():
+        connection.commit()

@@ -1,0 +1,127 @@
+"""The audit store's tables as sqlmodel models; migrations/versions holds the same schema as DDL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, Text
+from sqlmodel import Field, SQLModel
+
+# The Alembic head this code expects; benchmarks key their cached fixtures on it.
+SCHEMA_VERSION = "0001"
+
+
+class Project(SQLModel, table=True):
+    __tablename__ = "projects"
+
+    id: str = Field(primary_key=True)
+    name: str
+    path: str
+    image: str
+    permission_mode: str
+    settings: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    created_at: float
+
+
+class Session(SQLModel, table=True):
+    __tablename__ = "sessions"
+    __table_args__ = (Index("ix_sessions_project_updated", "project_id", "updated_at"),)
+
+    id: str = Field(primary_key=True)
+    project_id: str = Field(foreign_key="projects.id")
+    title: str = ""
+    model: str = ""
+    created_at: float
+    updated_at: float
+    meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+class Message(SQLModel, table=True):
+    __tablename__ = "messages"
+    __table_args__ = (Index("ix_messages_session_id", "session_id", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: str = Field(foreign_key="sessions.id")
+    role: str
+    content: list[Any] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created_at: float
+
+
+class ToolCall(SQLModel, table=True):
+    """One ToolCallRecord. `pk` is an integer key so the FTS index can point at rows by rowid."""
+
+    __tablename__ = "tool_calls"
+    __table_args__ = (
+        Index("ix_tool_calls_name_state_created", "name", "state", "created_at"),
+        Index("ix_tool_calls_state_created", "state", "created_at"),
+        Index("ix_tool_calls_session_created", "session_id", "created_at"),
+        Index("ix_tool_calls_project_created", "project_id", "created_at"),
+        Index("ix_tool_calls_created", "created_at"),
+    )
+
+    pk: int | None = Field(default=None, primary_key=True)
+    id: str = Field(unique=True)
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    session_id: str = ""
+    project_id: str = ""
+    batch_index: int = 0
+    state: str
+    outcome: str | None = None
+    approval: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    provenance: list[Any] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    error: str | None = None
+    is_error: bool = False
+    sandbox: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    read_only: bool = False
+    risk: str = "low"
+    started_at: float | None = None
+    completed_at: float | None = None
+    duration_ms: float | None = None
+    created_at: float
+    updated_at: float
+    # Flattened words of the name, input, result text and error: what the full-text index covers.
+    search_text: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
+
+
+class AuditEntryRow(SQLModel, table=True):
+    """One link of the global hash chain: hash = sha256(prev_hash + canonical_json(entry))."""
+
+    __tablename__ = "audit_entries"
+    __table_args__ = (Index("ix_audit_entries_record_seq", "record_id", "seq"),)
+
+    seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    record_id: str = Field(foreign_key="tool_calls.id")
+    state: str
+    at: float
+    actor: str
+    note: str = ""
+    data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    prev_hash: str
+    hash: str
+
+
+class ChainHead(SQLModel, table=True):
+    """The last seq and hash the writer committed, so removing or adding entries at the tail shows."""
+
+    __tablename__ = "audit_head"
+
+    id: int = Field(default=1, primary_key=True, sa_column_kwargs={"autoincrement": False})
+    seq: int
+    hash: str
+
+
+class EventRow(SQLModel, table=True):
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_session_seq", "session_id", "seq"),)
+
+    seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    channel: str
+    type: str
+    time: float
+    session_id: str = ""
+    payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+STORE_TABLES = ("projects", "sessions", "messages", "tool_calls", "audit_entries", "audit_head", "events")

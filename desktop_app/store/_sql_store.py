@@ -1,0 +1,463 @@
+"""SqlStore: the RecordStore on SQLAlchemy (SQLite by default), with one writer thread, reader
+threads, an audit hash chain, queries, export and verification."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine, make_url
+
+from desktop_app.core._errors import StoreError
+from desktop_app.core._events import Channel, Envelope
+from desktop_app.core._record import AuditEntry, ToolCallRecord, ToolCallState
+from desktop_app.core._store import ProjectInfo, SessionInfo, StoredMessage
+
+from . import _export
+from ._chain import GENESIS, ChainRow, VerifyResult, _default, canonical_json, split_canonical, verify_chain
+from ._engine import make_engine, to_url
+from ._migrate import upgrade
+from ._query import (
+    ENTRY_COLUMNS,
+    RECORD_COLUMNS,
+    AuditQuery,
+    RecordRow,
+    StoreStats,
+    build_where,
+    entry_from_row,
+    page_sql,
+    record_from_row,
+    search_text,
+)
+from ._writer import ErrorTranslator, Op, Waiter, Writer
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_REC_SELECT = "SELECT " + ", ".join(f"t.{c}" for c in RECORD_COLUMNS) + " FROM tool_calls t"
+_ENTRY_SELECT = "SELECT " + ", ".join(ENTRY_COLUMNS) + " FROM audit_entries"
+_TRAIL_CHUNK = 500
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_default)
+
+
+def _loads(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def record_params(record: ToolCallRecord) -> dict[str, Any]:
+    d = record.to_dict()
+    p = {c: d[c] for c in RECORD_COLUMNS}
+    for c in ("input", "approval", "provenance", "sandbox"):
+        p[c] = _dumps(d[c])
+    p["result"] = None if d["result"] is None else _dumps(d["result"])
+    p["search_text"] = search_text(record)
+    return p
+
+
+class SqlStore:
+    """The durable RecordStore. Build it with `await SqlStore.open(path_or_url)`; `await close()` it."""
+
+    def __init__(
+        self,
+        url: str,
+        writer: Writer,
+        read_engine: Engine,
+        reader_threads: int,
+        where: str,
+    ) -> None:
+        self._url = url
+        self._writer = writer
+        self._read_engine = read_engine
+        self._readers = ThreadPoolExecutor(max_workers=reader_threads, thread_name_prefix="agent-desk-store-read")
+        self._where = where
+        self._fts = read_engine.dialect.name == "sqlite"
+        self._closing = False
+
+    # lifecycle ------------------------------------------------------------------------------------
+    @classmethod
+    async def open(
+        cls,
+        url_or_path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = 5000,
+        reader_threads: int = 2,
+        sqlite_pragmas: dict[str, Any] | None = None,
+    ) -> SqlStore:
+        """Open (creating if needed) the database, migrate it to the current schema, start the writer.
+
+        `url_or_path` is a file path (SQLite) or any SQLAlchemy URL. `sqlite_pragmas` are extra
+        PRAGMAs set on every SQLite connection, after the defaults (WAL, busy_timeout, foreign_keys,
+        synchronous=NORMAL).
+        """
+        url = to_url(url_or_path)
+        return await asyncio.to_thread(cls._open_sync, url, busy_timeout_ms, reader_threads, sqlite_pragmas)
+
+    @classmethod
+    def _open_sync(
+        cls, url: str, busy_timeout_ms: int, reader_threads: int, pragmas: dict[str, Any] | None
+    ) -> SqlStore:
+        u = make_url(url)
+        where = u.database if u.get_backend_name() == "sqlite" else u.render_as_string(hide_password=True)
+        write_engine = make_engine(url, writer=True, busy_timeout_ms=busy_timeout_ms, pragmas=pragmas)
+        try:
+            with write_engine.connect() as conn:
+                upgrade(conn, url)
+                row = conn.execute(text("SELECT seq, hash FROM audit_head WHERE id = 1")).first()
+                conn.rollback()
+        except Exception as exc:
+            write_engine.dispose()
+            raise ErrorTranslator(where, busy_timeout_ms)(exc, "the schema") if "locked" in str(exc) else \
+                StoreError(f"cannot open the audit database {where}: {exc}",
+                           hint="check the path and permissions, or move a damaged file aside") from exc
+        head = (row[0], row[1]) if row else (0, GENESIS)
+        read_engine = make_engine(url, writer=False, busy_timeout_ms=busy_timeout_ms, pragmas=pragmas,
+                                  pool_size=reader_threads)
+        writer = Writer(write_engine, head, ErrorTranslator(where, busy_timeout_ms))
+        writer.start()
+        return cls(url, writer, read_engine, reader_threads, where)
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @property
+    def path(self) -> Path | None:
+        """The SQLite file, or None for another database."""
+        u = make_url(self._url)
+        return Path(u.database) if u.get_backend_name() == "sqlite" and u.database else None
+
+    async def close(self) -> None:
+        """Write everything queued, stop the writer and the readers. Idempotent."""
+        if self._closing:
+            return
+        self._closing = True
+        if self._writer.is_alive() and self._writer.dead is None:
+            await self._submit(Op("stop"), check=False)
+        await asyncio.to_thread(self._writer.join)
+        await asyncio.to_thread(self._readers.shutdown, True)
+        self._read_engine.dispose()
+
+    async def __aenter__(self) -> SqlStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # plumbing -------------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closing:
+            raise StoreError("the audit store is closed")
+        if self._writer.dead is not None:
+            raise self._writer.dead
+
+    def _submit(self, op: Op, entry: AuditEntry | None = None, *, check: bool = True) -> asyncio.Future[Any]:
+        if check:
+            self._check_open()
+        loop = asyncio.get_running_loop()
+        op.waiter = Waiter(loop, loop.create_future(), entry)
+        self._writer.queue.put(op)
+        return op.waiter.fut
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        self._check_open()
+        return await asyncio.get_running_loop().run_in_executor(self._readers, self._read_sync, fn, args)
+
+    def _read_sync(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        try:
+            with self._read_engine.connect() as conn:
+                return fn(conn, *args)
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"could not read the audit database {self._where}: {exc}") from exc
+
+    async def _run_in_writer(self, fn: Callable[[Connection], T]) -> T:
+        """Run `fn(conn)` on the writer's connection inside its transaction (maintenance, tests)."""
+        return await self._submit(Op("exec", fn, describe="a maintenance statement"))
+
+    # RecordStore: writes --------------------------------------------------------------------------
+    async def save_transition(self, record: ToolCallRecord, entry: AuditEntry) -> None:
+        """Upsert `record`, append `entry` to the hash chain; returns once committed.
+
+        Sets `entry.seq` and `entry.hash`. Raises StoreError (locked, full, ...) with nothing
+        committed for this call and nothing earlier lost.
+        """
+        if entry.record_id != record.id:
+            raise StoreError(f"audit entry for {entry.record_id} cannot be saved with record {record.id}")
+        state = ToolCallState(entry.state).value
+        try:
+            params = record_params(record)
+            data_json = canonical_json(json.loads(_dumps(entry.data)))
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"tool call {record.id} cannot be saved: its data is not JSON ({exc})") from exc
+        at = float(entry.at)
+        eparams = {"record_id": entry.record_id, "state": state, "at": at, "actor": entry.actor,
+                   "note": entry.note, "data": data_json}
+        op = Op("tx", (params, eparams),
+                canon=split_canonical(entry.record_id, state, at, entry.actor, entry.note, data_json),
+                describe=f"the {state} transition of tool call {record.id} ({record.name})")
+        await self._submit(op, entry)
+
+    def append_event(self, env: Envelope) -> None:
+        """Queue an envelope for writing, in order, without waiting. Failures surface at flush()."""
+        self._check_open()
+        self._writer.queue.put(Op("event", {
+            "seq": env.seq, "channel": Channel(env.channel).value, "type": env.type, "time": env.time,
+            "session_id": env.session_id or "", "payload": _dumps(env.payload),
+        }, describe=f"event {env.seq} ({env.type})"))
+
+    async def flush(self) -> None:
+        """Wait until everything queued so far is written; raises StoreError if events were lost."""
+        await self._submit(Op("flush"))
+
+    async def save_project(self, project: ProjectInfo) -> None:
+        await self._submit(Op("project", {
+            "id": project.id, "name": project.name, "path": project.path, "image": project.image,
+            "permission_mode": project.permission_mode, "settings": _dumps(project.settings),
+            "created_at": project.created_at,
+        }, describe=f"project {project.name!r}"))
+
+    async def save_session(self, session: SessionInfo) -> None:
+        await self._submit(Op("session", {
+            "id": session.id, "project_id": session.project_id, "title": session.title,
+            "model": session.model, "created_at": session.created_at, "updated_at": session.updated_at,
+            "meta": _dumps(session.meta),
+        }, describe=f"session {session.id} (its project {session.project_id} must be saved first)"))
+
+    async def append_message(self, message: StoredMessage) -> int:
+        mid = await self._submit(Op("message", {
+            "session_id": message.session_id, "role": message.role, "content": _dumps(message.content),
+            "created_at": message.created_at,
+        }, describe=f"a {message.role} message of session {message.session_id} (save the session first)"))
+        message.id = mid
+        return mid
+
+    # RecordStore: reads ---------------------------------------------------------------------------
+    async def events_since(
+        self,
+        since: int,
+        channels: Iterable[Channel],
+        *,
+        upto: int | None = None,
+        session_id: str | None = None,
+    ) -> list[Envelope]:
+        chans = sorted({Channel(c).value for c in channels})
+        return await self._read(_events_since, since, chans, upto, session_id)
+
+    async def last_event_seq(self) -> int:
+        await self._submit(Op("flush", "quiet"))
+        return await self._read(lambda c: c.execute(text("SELECT max(seq) FROM events")).scalar() or 0)
+
+    async def get_record(self, record_id: str) -> ToolCallRecord | None:
+        return await self._read(_get_record, record_id)
+
+    async def session_records(
+        self, session_id: str, states: Iterable[ToolCallState] | None = None
+    ) -> list[ToolCallRecord]:
+        """The session's records, oldest first (then by batch index), with their trails."""
+        q = AuditQuery(session_id=session_id, states=list(states) if states else None, limit=None)
+        return await self._read(_records, q, self._fts, "ASC")
+
+    async def get_project(self, project_id: str) -> ProjectInfo | None:
+        rows = await self._read(_projects, project_id)
+        return rows[0] if rows else None
+
+    async def list_projects(self) -> list[ProjectInfo]:
+        """Every project, oldest first."""
+        return await self._read(_projects, None)
+
+    async def get_session(self, session_id: str) -> SessionInfo | None:
+        rows = await self._read(_sessions, session_id, None)
+        return rows[0] if rows else None
+
+    async def list_sessions(self, project_id: str | None = None) -> list[SessionInfo]:
+        """Sessions (of one project, or all), most recently updated first."""
+        return await self._read(_sessions, None, project_id)
+
+    async def messages(self, session_id: str) -> list[StoredMessage]:
+        return await self._read(_messages, session_id)
+
+    # queries for the UI and CLI -------------------------------------------------------------------
+    async def query(self, q: AuditQuery) -> list[ToolCallRecord]:
+        """Records matching `q`, newest first, each with its trail."""
+        return await self._read(_records, q, self._fts, "DESC")
+
+    async def count(self, q: AuditQuery) -> int:
+        """How many records match `q` (ignoring limit and offset)."""
+        return await self._read(_count, q, self._fts)
+
+    async def list_records(self, q: AuditQuery) -> list[RecordRow]:
+        """Light rows matching `q`, newest first, without payloads or trails."""
+        return await self._read(_list_rows, q, self._fts)
+
+    async def get_trail(self, record_id: str) -> list[AuditEntry]:
+        return await self._read(lambda c: _trails(c, [record_id]).get(record_id, []))
+
+    async def pending_approvals(self, session_id: str | None = None) -> list[ToolCallRecord]:
+        """Records waiting in APPROVAL_REQUIRED, across sessions (or in one), oldest first."""
+        q = AuditQuery(session_id=session_id, states=ToolCallState.APPROVAL_REQUIRED, limit=None)
+        return await self._read(_records, q, self._fts, "ASC")
+
+    async def stats(self) -> StoreStats:
+        return await self._read(_stats, self.path)
+
+    async def verify(self) -> VerifyResult:
+        """Re-hash the whole chain; name the first entry that was altered, removed or inserted."""
+        return await self._read(_verify)
+
+    async def export(self, q: AuditQuery, fmt: str, out: str | os.PathLike[str] | IO[str]) -> int:
+        """Write the records matching `q` (its limit applies; None for all) as "jsonl" (records with
+        their trails) or "csv" (flat columns) to a path or a text stream. Returns the record count."""
+        fmt = fmt.lower()
+        if fmt not in _export.FORMATS:
+            raise StoreError(f"unknown export format {fmt!r}", hint=f"use one of {', '.join(_export.FORMATS)}")
+        return await self._read(_export.export, q, fmt, out, self._fts, _iter_records)
+
+
+# read functions: each runs on a reader thread with its own connection -------------------------------
+def _events_since(conn: Connection, since: int, chans: list[str], upto: int | None,
+                  session_id: str | None) -> list[Envelope]:
+    if not chans:
+        return []
+    params: dict[str, Any] = {"since": since}
+    names = []
+    for i, ch in enumerate(chans):
+        names.append(f":ch{i}")
+        params[f"ch{i}"] = ch
+    sql = (f"SELECT seq, channel, type, time, payload, session_id FROM events "
+           f"WHERE seq > :since AND channel IN ({', '.join(names)})")
+    if upto is not None:
+        sql += " AND seq <= :upto"
+        params["upto"] = upto
+    if session_id:
+        sql += " AND session_id = :sid"
+        params["sid"] = session_id
+    rows = conn.execute(text(sql + " ORDER BY seq"), params).all()
+    return [Envelope(seq=r[0], channel=Channel(r[1]), type=r[2], time=r[3], payload=_loads(r[4]),
+                     session_id=r[5] or "") for r in rows]
+
+
+def _trails(conn: Connection, ids: list[str]) -> dict[str, list[AuditEntry]]:
+    out: dict[str, list[AuditEntry]] = {}
+    for i in range(0, len(ids), _TRAIL_CHUNK):
+        chunk = ids[i : i + _TRAIL_CHUNK]
+        params = {f"r{k}": rid for k, rid in enumerate(chunk)}
+        sql = f"{_ENTRY_SELECT} WHERE record_id IN ({', '.join(':' + k for k in params)}) ORDER BY seq"
+        for row in conn.execute(text(sql), params):
+            out.setdefault(row[1], []).append(entry_from_row(row))
+    return out
+
+
+def _get_record(conn: Connection, record_id: str) -> ToolCallRecord | None:
+    row = conn.execute(text(f"{_REC_SELECT} WHERE t.id = :id"), {"id": record_id}).first()
+    if row is None:
+        return None
+    return record_from_row(row, _trails(conn, [record_id]).get(record_id, []))
+
+
+def _iter_records(conn: Connection, q: AuditQuery, fts: bool, order: str = "DESC",
+                  chunk: int = _TRAIL_CHUNK) -> Iterator[ToolCallRecord]:
+    where, params = build_where(q, fts=fts)
+    page = page_sql(q, params)
+    if order == "ASC":
+        page = page.replace("t.created_at DESC, t.pk DESC", "t.created_at ASC, t.batch_index ASC, t.pk ASC")
+    result = conn.execute(text(_REC_SELECT + where + page), params)
+    while True:
+        rows = result.fetchmany(chunk)
+        if not rows:
+            return
+        trails = _trails(conn, [r[0] for r in rows])
+        for r in rows:
+            yield record_from_row(r, trails.get(r[0], []))
+
+
+def _records(conn: Connection, q: AuditQuery, fts: bool, order: str) -> list[ToolCallRecord]:
+    return list(_iter_records(conn, q, fts, order))
+
+
+def _count(conn: Connection, q: AuditQuery, fts: bool) -> int:
+    where, params = build_where(q, fts=fts)
+    return conn.execute(text("SELECT count(*) FROM tool_calls t" + where), params).scalar_one()
+
+
+def _list_rows(conn: Connection, q: AuditQuery, fts: bool) -> list[RecordRow]:
+    where, params = build_where(q, fts=fts)
+    sql = ("SELECT t.id, t.name, t.state, t.outcome, t.session_id, t.project_id, t.created_at, "
+           "t.updated_at, t.duration_ms, t.is_error, t.risk, t.read_only, substr(t.input, 1, 200) "
+           "FROM tool_calls t" + where + page_sql(q, params))
+    return [RecordRow(r[0], r[1], ToolCallState(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], bool(r[9]),
+                      r[10], bool(r[11]), r[12] if isinstance(r[12], str) else _dumps(r[12])[:200])
+            for r in conn.execute(text(sql), params)]
+
+
+def _projects(conn: Connection, project_id: str | None) -> list[ProjectInfo]:
+    sql = "SELECT id, name, path, image, permission_mode, settings, created_at FROM projects"
+    params: dict[str, Any] = {}
+    if project_id is not None:
+        sql += " WHERE id = :id"
+        params["id"] = project_id
+    rows = conn.execute(text(sql + " ORDER BY created_at, id"), params)
+    return [ProjectInfo(id=r[0], name=r[1], path=r[2], image=r[3], permission_mode=r[4],
+                        settings=_loads(r[5]) or {}, created_at=r[6]) for r in rows]
+
+
+def _sessions(conn: Connection, session_id: str | None, project_id: str | None) -> list[SessionInfo]:
+    sql = "SELECT id, project_id, title, model, created_at, updated_at, meta FROM sessions"
+    params: dict[str, Any] = {}
+    if session_id is not None:
+        sql += " WHERE id = :id"
+        params["id"] = session_id
+    elif project_id is not None:
+        sql += " WHERE project_id = :pid"
+        params["pid"] = project_id
+    rows = conn.execute(text(sql + " ORDER BY updated_at DESC, id"), params)
+    return [SessionInfo(id=r[0], project_id=r[1], title=r[2], model=r[3], created_at=r[4], updated_at=r[5],
+                        meta=_loads(r[6]) or {}) for r in rows]
+
+
+def _messages(conn: Connection, session_id: str) -> list[StoredMessage]:
+    rows = conn.execute(text("SELECT id, session_id, role, content, created_at FROM messages "
+                             "WHERE session_id = :sid ORDER BY id"), {"sid": session_id})
+    return [StoredMessage(session_id=r[1], role=r[2], content=_loads(r[3]), id=r[0], created_at=r[4])
+            for r in rows]
+
+
+def _stats(conn: Connection, path: Path | None) -> StoreStats:
+    one = lambda sql: conn.execute(text(sql)).scalar() or 0  # noqa: E731
+    by_state = {r[0]: r[1] for r in conn.execute(text("SELECT state, count(*) FROM tool_calls GROUP BY state"))}
+    by_tool = {r[0]: r[1] for r in conn.execute(text(
+        "SELECT name, count(*) AS n FROM tool_calls GROUP BY name ORDER BY n DESC, name LIMIT 50"))}
+    size = None
+    if path is not None:
+        size = sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+    return StoreStats(
+        records=sum(by_state.values()), by_state=by_state, by_tool=by_tool,
+        entries=one("SELECT count(*) FROM audit_entries"), events=one("SELECT count(*) FROM events"),
+        projects=one("SELECT count(*) FROM projects"), sessions=one("SELECT count(*) FROM sessions"),
+        messages=one("SELECT count(*) FROM messages"), last_entry_seq=one("SELECT max(seq) FROM audit_entries"),
+        last_event_seq=one("SELECT max(seq) FROM events"), size_bytes=size,
+    )
+
+
+def _verify(conn: Connection) -> VerifyResult:
+    head_row = conn.execute(text("SELECT seq, hash FROM audit_head WHERE id = 1")).first()
+    head = (head_row[0], head_row[1]) if head_row else None
+    result = conn.execute(text(f"{_ENTRY_SELECT} ORDER BY seq"))
+
+    def rows() -> Iterator[ChainRow]:
+        while batch := result.fetchmany(5000):
+            for r in batch:
+                yield ChainRow(seq=r[0], record_id=r[1], state=r[2], at=r[3], actor=r[4], note=r[5],
+                               data=_loads(r[6]), prev_hash=r[7], hash=r[8])
+
+    return verify_chain(rows(), head)

@@ -1,0 +1,285 @@
+"""The store's one writer thread: drains its queue, writes each batch in one transaction (group
+commit), then resolves every waiter's asyncio future from the loop that is awaiting it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine
+
+from desktop_app.core._errors import StoreError
+from desktop_app.core._record import AuditEntry
+
+from ._chain import link_hash
+from ._query import RECORD_COLUMNS
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 2000
+
+_TC_COLS = (*RECORD_COLUMNS, "search_text")
+UPSERT_TOOL_CALL = text(
+    f"INSERT INTO tool_calls ({', '.join(_TC_COLS)}) VALUES ({', '.join(':' + c for c in _TC_COLS)}) "
+    "ON CONFLICT (id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _TC_COLS if c not in ("id", "created_at"))
+)
+INSERT_ENTRY = text(
+    "INSERT INTO audit_entries (seq, record_id, state, at, actor, note, data, prev_hash, hash) "
+    "VALUES (:seq, :record_id, :state, :at, :actor, :note, :data, :prev_hash, :hash)"
+)
+UPSERT_HEAD = text(
+    "INSERT INTO audit_head (id, seq, hash) VALUES (1, :seq, :hash) "
+    "ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash"
+)
+INSERT_EVENT = text(
+    "INSERT INTO events (seq, channel, type, time, session_id, payload) "
+    "VALUES (:seq, :channel, :type, :time, :session_id, :payload)"
+)
+_PROJ_COLS = ("id", "name", "path", "image", "permission_mode", "settings", "created_at")
+UPSERT_PROJECT = text(
+    f"INSERT INTO projects ({', '.join(_PROJ_COLS)}) VALUES ({', '.join(':' + c for c in _PROJ_COLS)}) "
+    "ON CONFLICT (id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _PROJ_COLS[1:])
+)
+_SES_COLS = ("id", "project_id", "title", "model", "created_at", "updated_at", "meta")
+UPSERT_SESSION = text(
+    f"INSERT INTO sessions ({', '.join(_SES_COLS)}) VALUES ({', '.join(':' + c for c in _SES_COLS)}) "
+    "ON CONFLICT (id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _SES_COLS[1:])
+)
+INSERT_MESSAGE = text(
+    "INSERT INTO messages (session_id, role, content, created_at) "
+    "VALUES (:session_id, :role, :content, :created_at) RETURNING id"
+)
+
+
+@dataclass(slots=True)
+class Waiter:
+    loop: asyncio.AbstractEventLoop
+    fut: asyncio.Future[Any]
+    entry: AuditEntry | None = None  # gets seq and hash once its transition is committed
+
+
+@dataclass(slots=True)
+class Op:
+    kind: str  # tx | event | project | session | message | exec | flush | stop
+    params: Any = None
+    waiter: Waiter | None = None
+    # tx only: canonical JSON of the entry split around its seq (see _chain.split_canonical)
+    canon: tuple[str, str] | None = None
+    describe: str = ""
+
+
+@dataclass(slots=True)
+class _Pending:
+    """One batch's outcome per op, applied on the loop thread."""
+
+    done: list[tuple[Waiter, BaseException | None, Any]] = field(default_factory=list)
+
+
+class ErrorTranslator:
+    def __init__(self, where: str, busy_timeout_ms: int) -> None:
+        self.where = where
+        self.busy_timeout_ms = busy_timeout_ms
+
+    def __call__(self, exc: BaseException, what: str) -> StoreError:
+        if isinstance(exc, StoreError):
+            return exc
+        msg = str(getattr(exc, "orig", None) or exc)
+        low = msg.lower()
+        if "locked" in low or "busy" in low:
+            return StoreError(
+                f"could not save {what}: the audit database {self.where} is locked by another program "
+                f"(waited {self.busy_timeout_ms} ms); nothing was lost, this write was not saved",
+                hint="close the other program that has the database open for writing, then retry",
+            )
+        if "full" in low or "no space" in low:
+            return StoreError(
+                f"could not save {what}: the disk holding the audit database {self.where} is full; "
+                "earlier records are safe, this write was not saved",
+                hint="free some disk space, then retry",
+            )
+        if isinstance(exc, sa_exc.IntegrityError):
+            return StoreError(f"could not save {what}: it conflicts with the stored data ({msg})")
+        return StoreError(f"could not save {what} to the audit database {self.where}: {msg}")
+
+
+class Writer(threading.Thread):
+    def __init__(self, engine: Engine, head: tuple[int, str], translate: ErrorTranslator) -> None:
+        super().__init__(name="agent-desk-store-writer", daemon=True)
+        self.queue: queue.SimpleQueue[Op] = queue.SimpleQueue()
+        self._engine = engine
+        self.head_seq, self.head_hash = head
+        self._translate = translate
+        self.failed_events: list[str] = []  # reported by the next flush()
+        self.dead: StoreError | None = None
+        self._failed_lock = threading.Lock()
+
+    # thread body ----------------------------------------------------------------------------------
+    def run(self) -> None:
+        conn: Connection | None = None
+        stop = False
+        try:
+            conn = self._engine.connect()
+            while not stop:
+                ops = [self.queue.get()]
+                while len(ops) < MAX_BATCH:
+                    try:
+                        ops.append(self.queue.get_nowait())
+                    except queue.Empty:
+                        break
+                stop = any(op.kind == "stop" for op in ops)
+                self._process(conn, ops)
+        except BaseException as exc:  # a bug here must not leave callers waiting forever
+            log.exception("audit store writer stopped unexpectedly")
+            err = StoreError(f"the audit store writer stopped unexpectedly: {exc}")
+            self.dead = err
+            self._fail_rest(err)
+        finally:
+            if conn is not None:
+                conn.close()
+            self._engine.dispose()
+
+    def _fail_rest(self, err: StoreError) -> None:
+        pend = _Pending()
+        while True:
+            try:
+                op = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            if op.waiter is not None:
+                pend.done.append((op.waiter, err, None))
+        self._resolve(pend)
+
+    def _process(self, conn: Connection, ops: list[Op]) -> None:
+        pend = _Pending()
+        writes = [op for op in ops if op.kind not in ("flush", "stop")]
+        if writes:
+            try:
+                results = self._write_batch(conn, writes)
+            except Exception as exc:
+                self._rollback(conn)
+                if not isinstance(exc, sa_exc.OperationalError) and len(writes) > 1:
+                    # One bad op must not sink the others: write them one by one.
+                    for op in writes:
+                        try:
+                            res = self._write_batch(conn, [op])
+                        except Exception as one_exc:
+                            self._rollback(conn)
+                            self._failed(pend, op, self._translate(one_exc, op.describe))
+                        else:
+                            if op.waiter is not None:
+                                pend.done.append((op.waiter, None, res[0]))
+                else:
+                    err = self._translate(exc, "the last batch of writes")
+                    for op in writes:
+                        self._failed(pend, op, self._translate(exc, op.describe) if op.describe else err)
+            else:
+                for op, res in zip(writes, results, strict=True):
+                    if op.waiter is not None:
+                        pend.done.append((op.waiter, None, res))
+        for op in ops:
+            if op.kind == "flush" and op.waiter is not None:
+                err = None
+                if op.params != "quiet":  # a quiet flush only waits; the next real one reports
+                    with self._failed_lock:
+                        failed, self.failed_events = self.failed_events, []
+                    if failed:
+                        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+                        err = StoreError(f"{len(failed)} event(s) could not be saved: {failed[0]}{more}")
+                pend.done.append((op.waiter, err, None))
+            elif op.kind == "stop" and op.waiter is not None:
+                pend.done.append((op.waiter, None, None))
+        self._resolve(pend)
+
+    def _failed(self, pend: _Pending, op: Op, err: StoreError) -> None:
+        if op.waiter is not None:
+            pend.done.append((op.waiter, err, None))
+        elif op.kind == "event":
+            log.error("%s", err)
+            with self._failed_lock:
+                self.failed_events.append(str(err))
+
+    @staticmethod
+    def _rollback(conn: Connection) -> None:
+        try:
+            conn.rollback()
+        except Exception:
+            log.exception("rollback after a failed write failed")
+
+    def _write_batch(self, conn: Connection, ops: list[Op]) -> list[Any]:
+        """Write `ops` in one transaction; returns a result per op. Raises on any failure."""
+        results: list[Any] = [None] * len(ops)
+        seq, prev = self.head_seq, self.head_hash
+        with conn.begin():
+            i = 0
+            while i < len(ops):
+                kind = ops[i].kind
+                j = i
+                while j < len(ops) and ops[j].kind == kind and kind in ("tx", "event"):
+                    j += 1
+                if kind == "tx":
+                    entries = []
+                    for k in range(i, j):
+                        op = ops[k]
+                        seq += 1
+                        prefix, suffix = op.canon
+                        h = link_hash(prev, f"{prefix}{seq}{suffix}")
+                        entries.append({**op.params[1], "seq": seq, "prev_hash": prev, "hash": h})
+                        results[k] = (seq, h)
+                        prev = h
+                    conn.execute(UPSERT_TOOL_CALL, [ops[k].params[0] for k in range(i, j)])
+                    conn.execute(INSERT_ENTRY, entries)
+                elif kind == "event":
+                    conn.execute(INSERT_EVENT, [ops[k].params for k in range(i, j)])
+                else:
+                    j = i + 1
+                    op = ops[i]
+                    if kind == "project":
+                        conn.execute(UPSERT_PROJECT, op.params)
+                    elif kind == "session":
+                        conn.execute(UPSERT_SESSION, op.params)
+                    elif kind == "message":
+                        results[i] = conn.execute(INSERT_MESSAGE, op.params).scalar_one()
+                    elif kind == "exec":
+                        results[i] = op.params(conn)
+                    else:
+                        raise AssertionError(f"unknown op {kind}")
+                i = j
+            if seq != self.head_seq:
+                conn.execute(UPSERT_HEAD, {"seq": seq, "hash": prev})
+        self.head_seq, self.head_hash = seq, prev
+        return results
+
+    # resolution on the loops ----------------------------------------------------------------------
+    @staticmethod
+    def _resolve(pend: _Pending) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Waiter, BaseException | None, Any]]] = {}
+        for item in pend.done:
+            by_loop.setdefault(item[0].loop, []).append(item)
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_settle, items)
+            except RuntimeError:
+                pass  # that loop is closed; nobody is waiting any more
+
+
+def _settle(items: list[tuple[Waiter, BaseException | None, Any]]) -> None:
+    for waiter, err, res in items:
+        if waiter.fut.done():
+            continue
+        if err is not None:
+            waiter.fut.set_exception(err)
+            continue
+        if waiter.entry is not None and res is not None:
+            waiter.entry.seq, waiter.entry.hash = res
+        waiter.fut.set_result(res)
+
+
+ExecFn = Callable[[Connection], Any]
