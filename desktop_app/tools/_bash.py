@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field, field_validator
 
+from ..core._errors import PathOutsideWorkspace, SandboxError
 from ..core._tool import TextBlock, ToolContext, ToolInput, ToolResult
 from ..sandbox._protocol import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, WORKSPACE, BackgroundLogs, ExecResult
 from ._common import BuiltinTool, Refusal, need_sandbox
@@ -190,11 +191,13 @@ async def _logs(ctx: ToolContext, process_id: str, *, kill: bool) -> BackgroundL
     sandbox = need_sandbox(ctx)
     try:
         return await (sandbox.kill(process_id) if kill else sandbox.logs(process_id))
-    except LookupError:
+    except (LookupError, SandboxError) as exc:
+        if isinstance(exc, PathOutsideWorkspace):
+            raise
         known = sorted(ctx.state.get(BG_PROCESSES_KEY, {}))
         raise Refusal(
-            f"no background process {process_id!r}",
-            [f"known process ids: {', '.join(known)}" if known
+            f"background process {process_id!r}: {exc}",
+            [f"process ids started in this session: {', '.join(known)}" if known
              else "start one with bash_run background=true"],
         ) from None
 

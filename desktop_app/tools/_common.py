@@ -128,14 +128,13 @@ def diff_counts(diff: str) -> tuple[int, int]:
 
 def sandbox_refusal(exc: SandboxError, path: str | None = None) -> Refusal:
     if isinstance(exc, PathOutsideWorkspace):
-        where = f"{path!r} " if path else ""
+        where = f"{path!r} is " if path else "the path is "
         return Refusal(
-            f"{where}resolves outside the workspace {WORKSPACE} (a symlink or '..' leads out): {exc}",
+            f"{where}outside the workspace {WORKSPACE} (a symlink or '..' leads out): {exc}",
             [f"only files under {WORKSPACE} can be used; do not follow symlinks that point out of it"],
         )
     hint = getattr(exc, "hint", "")
-    recs = [hint] if hint else ["check that the project's sandbox is running"]
-    return Refusal(f"sandbox error: {exc}", recs)
+    return Refusal(f"the sandbox refused: {exc}", [hint] if hint else [])
 
 
 class BuiltinTool(Tool):

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..core._errors import PathOutsideWorkspace, SandboxError
 from ..core._tool import ImageBlock, TextBlock, ToolContext, ToolInput, ToolResult
 from ..sandbox._protocol import WORKSPACE
 from ._common import (
@@ -232,7 +233,7 @@ class FsWrite(BuiltinTool):
         verb = "Updated" if before.exists else "Created"
         n = len(_lines(args.content))
         return ToolResult.text(
-            f"{verb} {change.display} ({n} lines, +{change.added} -{change.removed}).",
+            f"{verb} {change.display} ({n} line{'' if n == 1 else 's'}, +{change.added} -{change.removed}).",
             **change.details(),
             bytes=len(args.content.encode("utf-8")),
         )
@@ -419,9 +420,18 @@ class FsGrep(BuiltinTool):
         sandbox = need_sandbox(ctx)
         where = workspace_path(args.path or ".")
         glob = _relative_pattern(args.glob) if args.glob else None
-        matches = await sandbox.grep(
-            args.pattern, where, glob=glob, ignore_case=args.ignore_case, max_results=args.max_results + 1
-        )
+        try:
+            matches = await sandbox.grep(
+                args.pattern, where, glob=glob, ignore_case=args.ignore_case, max_results=args.max_results + 1
+            )
+        except SandboxError as exc:
+            if isinstance(exc, PathOutsideWorkspace) or "regular expression" not in str(exc):
+                raise
+            raise Refusal(
+                f"fs_grep: {exc}",
+                ["escape ( ) [ ] { } . * + ? | \\ with a backslash to match them literally",
+                 "the syntax is ripgrep's (Rust regex): no look-around or backreferences"],
+            ) from None
         truncated = len(matches) > args.max_results
         matches = matches[: args.max_results]
         rows: list[str] = []
