@@ -421,11 +421,11 @@ def _make_handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
                 body=body,
                 received_at=time.time(),
             )
+            server._record(req)  # before answering: the client may look as soon as it has the answer
             try:
                 self._answer(req)
             finally:
                 req.handled_s = time.perf_counter() - start
-                server._record(req)
 
         def _answer(self, req: RecordedRequest) -> None:
             if not req.path.split("?")[0].endswith("/v1/messages"):
