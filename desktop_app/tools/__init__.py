@@ -6,8 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..core._errors import AgentDeskError
-from ..core._tool import Tool
+from ..core import AgentDeskError, Tool
 from ..sandbox._protocol import Sandbox
 from ._bash import BashKill, BashLogs, BashRun, BashRunInput, ProcessInput
 from ._common import READ_HASHES_KEY, TODOS_KEY, Refusal, workspace_path

@@ -8,8 +8,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field, field_validator
 
-from ..core._errors import PathOutsideWorkspace, SandboxError
-from ..core._tool import TextBlock, ToolContext, ToolInput, ToolResult
+from ..core import PathOutsideWorkspace, SandboxError, TextBlock, ToolContext, ToolInput, ToolResult
 from ..sandbox._protocol import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, WORKSPACE, BackgroundLogs, ExecResult
 from ._common import BuiltinTool, Refusal, need_sandbox
 
@@ -18,6 +17,7 @@ MAX_TIMEOUT_MS = int(MAX_TIMEOUT_S * 1000)
 # Per stream, what the model sees: the head and the tail, the middle elided.
 OUTPUT_CHARS = 30_000
 BG_PROCESSES_KEY = "bash_processes"
+_EXECUTOR_MARGIN_S = 15.0
 
 
 def head_tail(text: str, limit: int = OUTPUT_CHARS) -> tuple[str, bool]:
@@ -76,9 +76,16 @@ class BashRun(BuiltinTool):
     input_model: ClassVar[type[BaseModel]] = BashRunInput
     read_only: ClassVar[bool] = False
     group: ClassVar[str] = "group:runtime"
-    # The command's own timeout is enforced by the sandbox; the executor's must leave room for it.
-    timeout_s: ClassVar[float | None] = MAX_TIMEOUT_S + 30
+    # The command's own timeout is enforced by the sandbox; the executor's must leave room for it
+    # (timeout_for gives the executor a per-call deadline; this is the upper bound).
+    timeout_s: ClassVar[float | None] = MAX_TIMEOUT_S + _EXECUTOR_MARGIN_S
     risk: ClassVar[str] = "high"
+
+    def timeout_for(self, args: BashRunInput) -> float:
+        """The executor's deadline: the command's own timeout plus room for the sandbox to report it."""
+        if args.background:
+            return 30.0
+        return (args.timeout_ms or DEFAULT_TIMEOUT_MS) / 1000 + _EXECUTOR_MARGIN_S
 
     async def _run(self, args: BashRunInput, ctx: ToolContext) -> ToolResult:
         sandbox = need_sandbox(ctx)

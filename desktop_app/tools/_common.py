@@ -7,8 +7,7 @@ import hashlib
 import posixpath
 from typing import Any
 
-from ..core._errors import PathOutsideWorkspace, SandboxError
-from ..core._tool import Tool, ToolContext, ToolResult
+from ..core import PathOutsideWorkspace, SandboxError, Tool, ToolContext, ToolResult
 from ..sandbox._protocol import WORKSPACE, Sandbox
 
 READ_HASHES_KEY = "fs_read_hashes"

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core._tool import ToolContext
+from ..core import ToolContext
 from ..sandbox._protocol import Sandbox
 from ._common import (
     Refusal,

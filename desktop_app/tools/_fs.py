@@ -8,8 +8,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..core._errors import PathOutsideWorkspace, SandboxError
-from ..core._tool import ImageBlock, TextBlock, ToolContext, ToolInput, ToolResult
+from ..core import ImageBlock, PathOutsideWorkspace, SandboxError, TextBlock, ToolContext, ToolInput, ToolResult
 from ..sandbox._protocol import WORKSPACE
 from ._common import (
     BuiltinTool,

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..core._tool import ToolContext, ToolInput, ToolResult
+from ..core import ToolContext, ToolInput, ToolResult
 from ._common import TODOS_KEY, BuiltinTool
 
 TodoStatus = Literal["pending", "in_progress", "completed"]

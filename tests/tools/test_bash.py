@@ -139,3 +139,10 @@ async def test_unknown_process_id_is_a_clear_error(call):
     body = json.loads(res.text_content)
     assert "no-such-process" in body["error"] and body["recommendations"]
     assert (await call(kill, process_id="no-such-process")).is_error
+
+
+def test_executor_deadline_leaves_room_for_the_sandbox_timeout():
+    assert run.timeout_for(run.parse({"command": "x"})) == 120 + 15
+    assert run.timeout_for(run.parse({"command": "x", "timeout_ms": 600_000})) == 600 + 15
+    assert run.timeout_for(run.parse({"command": "x", "timeout_ms": 600_000})) <= run.timeout_s
+    assert run.timeout_for(run.parse({"command": "x", "background": True})) == 30
