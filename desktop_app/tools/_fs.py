@@ -345,6 +345,10 @@ class FsMultiEdit(BuiltinTool):
         return f"fs_multi_edit {len(edits)} edits in {names} (+{added} -{removed})"
 
 
+def _where(path: str) -> str:
+    return "the workspace" if path == WORKSPACE else display_path(path)
+
+
 def _relative_pattern(pattern: str) -> str:
     if pattern.startswith(WORKSPACE + "/"):
         pattern = pattern[len(WORKSPACE) + 1 :]
@@ -384,7 +388,7 @@ class FsGlob(BuiltinTool):
         details = {"pattern": args.pattern, "path": display_path(where), "count": len(paths),
                    "truncated": truncated, "paths": paths}
         if not paths:
-            return ToolResult.text(f"No files match {args.pattern!r} in {display_path(where)}.", **details)
+            return ToolResult.text(f"No files match {args.pattern!r} in {_where(where)}.", **details)
         text = "\n".join(paths)
         if truncated:
             text += f"\n\n[showing the {GLOB_LIMIT} newest matches; narrow the pattern or path to see others]"
@@ -449,7 +453,7 @@ class FsGrep(BuiltinTool):
         details = {"pattern": args.pattern, "path": display_path(where), "glob": args.glob,
                    "count": len(rows), "files": len(files), "truncated": truncated}
         if not rows:
-            return ToolResult.text(f"No matches for {args.pattern!r} in {display_path(where)}.", **details)
+            return ToolResult.text(f"No matches for {args.pattern!r} in {_where(where)}.", **details)
         text = "\n".join(rows)
         if truncated:
             text += (f"\n\n[stopped after {len(rows)} matches; narrow the pattern, path or glob, "

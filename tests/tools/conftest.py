@@ -1,26 +1,62 @@
-"""Fixtures for the built-in tools: a real sandbox (local on a tmp folder, or Docker) and a ToolContext."""
+"""Fixtures for the built-in tools: a real sandbox (LocalSandbox on a tmp folder, and DockerSandbox when an
+engine answers) and a ToolContext whose streamed updates are recorded."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 
-from desktop_app.core._tool import Tool, ToolContext, ToolResult
+from desktop_app.core import Tool, ToolContext, ToolResult
+
+DOCKER_IMAGE = os.environ.get("AGENT_DESK_TEST_IMAGE", "agent-desk/minimal:latest")
 
 
 class Updates:
-    """What a tool streamed with ctx.update, and an event set on each chunk."""
+    """What a tool streamed with ctx.update."""
 
     def __init__(self) -> None:
         self.chunks: list[tuple[str, str]] = []
 
-    def __call__(self, text: str, stream: str) -> None:
+    def __call__(self, text: str, stream: str = "stdout") -> None:
         self.chunks.append((stream, text))
 
     def text(self, stream: str = "stdout") -> str:
         return "".join(t for s, t in self.chunks if s == stream)
+
+
+def _no_engine(reason: str) -> None:
+    """Skip outside CI; in CI a missing engine is a failure."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"Docker engine required in CI: {reason}")
+    pytest.skip(f"no Docker engine: {reason}")
+
+
+@pytest.fixture(scope="session")
+def docker_workspace(tmp_path_factory) -> Iterator[tuple[str, str]]:
+    """One container for the whole session (kept running between tests), on one host folder."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        client.ping()
+    except Exception as exc:
+        _no_engine(str(exc).splitlines()[0][:200])
+    try:
+        client.images.get(DOCKER_IMAGE)
+    except Exception:
+        _no_engine(f"image {DOCKER_IMAGE} is missing (run `make images`)")
+    folder = tmp_path_factory.mktemp("docker-ws")
+    if os.geteuid() == 0:  # the container runs as uid 1000 when the folder's owner is root
+        os.chown(folder, 1000, 1000)
+    project = f"tools-test-{uuid.uuid4().hex[:8]}"
+    yield project, str(folder)
+    for c in client.containers.list(all=True, filters={"label": f"org.agent-desk.project={project}"}):
+        c.remove(force=True)
+    client.close()
 
 
 @pytest.fixture
@@ -41,8 +77,28 @@ async def local_sandbox(tmp_path) -> AsyncIterator[Any]:
 
 
 @pytest.fixture
-def sandbox(local_sandbox):
-    return local_sandbox
+async def docker_sandbox(docker_workspace) -> AsyncIterator[Any]:
+    try:
+        from desktop_app.sandbox import DockerSandbox, SandboxConfig
+    except ImportError:  # until the sandbox package exports them
+        from desktop_app.sandbox._config import SandboxConfig
+        from desktop_app.sandbox._docker import DockerSandbox
+
+    project, folder = docker_workspace
+    sb = DockerSandbox(project, folder, SandboxConfig(image=DOCKER_IMAGE, keep_running=True))
+    await sb.start()
+    try:
+        clean = await sb.exec("find /workspace -mindepth 1 -delete")
+        assert clean.exit_code == 0, clean.stderr
+        yield sb
+    finally:
+        await sb.close()
+
+
+@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+def sandbox(request):
+    """Every tool test runs on LocalSandbox, and again on DockerSandbox (marked `docker`)."""
+    return request.getfixturevalue(f"{request.param}_sandbox")
 
 
 @pytest.fixture

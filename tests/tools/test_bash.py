@@ -146,3 +146,20 @@ def test_executor_deadline_leaves_room_for_the_sandbox_timeout():
     assert run.timeout_for(run.parse({"command": "x", "timeout_ms": 600_000})) == 600 + 15
     assert run.timeout_for(run.parse({"command": "x", "timeout_ms": 600_000})) <= run.timeout_s
     assert run.timeout_for(run.parse({"command": "x", "background": True})) == 30
+
+
+async def test_output_past_the_sandbox_limit_says_truncated(call):
+    res = await call(run, command="seq 1 400000")  # about 2.7 MB, over the 1 MB kept per stream
+    assert res.details["truncated"] is True and res.details["exit_code"] == 0
+    assert "TRUNCATED" in res.text_content and "\n1\n2\n3\n" in res.text_content
+
+
+def test_oom_and_signal_are_errors_that_say_so():
+    from desktop_app.sandbox._protocol import ExecResult
+    from desktop_app.tools._bash import _exec_result
+
+    res = _exec_result("big", "/workspace", 120, ExecResult(None, "partial\n", "", oom_killed=True,
+                                                            killed_signal=9, duration_ms=12.5))
+    assert res.is_error and res.details["oom_killed"] is True and res.details["exit_code"] is None
+    assert "out of memory" in res.text_content and "signal 9" in res.text_content
+    assert "partial" in res.text_content
