@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -42,7 +43,14 @@ class Event:
             EVENT_TYPES[cls.type] = cls
 
     def payload(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        # Shallow on purpose: an event is not changed after it is published, and a deep copy per event
+        # is the largest cost on the dispatch path.
+        return {name: getattr(self, name) for name in _field_names(type(self))}
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 # progress ---------------------------------------------------------------------------------------
@@ -201,7 +209,7 @@ class Envelope:
     @property
     def event(self) -> Event:
         cls = EVENT_TYPES[self.type]
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = set(_field_names(cls))
         return cls(**{k: v for k, v in self.payload.items() if k in names})
 
     def to_dict(self) -> dict[str, Any]:

@@ -151,6 +151,9 @@ class Executor:
         self.approval_timeout_s = approval_timeout_s
         self.default_timeout_s = default_timeout_s
         self._pending: dict[str, _Pending] = {}
+        # A new record's PENDING entry rides along with its next transition (one commit, not two);
+        # its events are published once both are durable.
+        self._unsaved: dict[str, tuple[AuditEntry, list[Any]]] = {}
         self._project_rule_writer: Any = None  # set by the app: callable(Rule) persisting an "always" rule
 
     # -- public API ---------------------------------------------------------------------------------
@@ -258,6 +261,8 @@ class Executor:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._fail(record, "cancelled", Outcome.CANCELLED, actor="system"))
             raise
+        finally:
+            self._unsaved.pop(record.id, None)
         return record
 
     def _unrecorded_failure(self, record: ToolCallRecord, exc: StoreError) -> ToolCallRecord:
@@ -356,7 +361,7 @@ class Executor:
                     AuditEntry(record.id, record.state, time.time(), f"hook:{name}", f"input rewritten: {res.reason}",
                                {"original_input": original, "input": res.input})
                 )
-                await self.store.save_transition(record, record.trail[-1])
+                await self._persist(record, record.trail[-1])
         record.risk = risk
         if ask_reason:
             record.approval.required = True
@@ -544,7 +549,7 @@ class Executor:
                 result = res.result
                 record.trail.append(AuditEntry(record.id, record.state, time.time(), f"hook:{name}",
                                                f"{res.action.value}: {res.note}".strip(": ")))
-                await self.store.save_transition(record, record.trail[-1])
+                await self._persist(record, record.trail[-1])
         record.result = result.to_dict()
         record.is_error = result.is_error
         if result.is_error:
@@ -560,15 +565,31 @@ class Executor:
         entry = AuditEntry(record.id, S.PENDING, record.created_at, "model", "tool_use received",
                            {"raw_input": call.raw_input} if call.parse_error else {})
         record.trail.append(entry)
+        events = [
+            ToolStart(session_id=record.session_id, call_id=record.id, name=record.name,
+                      input=record.input, partial=False),
+            StateChanged(session_id=record.session_id, call_id=record.id, name=record.name,
+                         state=S.PENDING.value, actor="model"),
+        ]
+        self._unsaved[record.id] = (entry, events)
+
+    async def _persist(self, record: ToolCallRecord, entry: AuditEntry) -> None:
+        """Make `entry` (and a deferred PENDING entry) durable, then publish what waited for it."""
+        deferred = self._unsaved.pop(record.id, None)
         try:
-            await self.store.save_transition(record, entry)
-        except StoreError:
-            record.trail.pop()
+            if deferred is None:
+                await self.store.save_transition(record, entry)
+            else:
+                # queued back to back, they land in the same group commit
+                await asyncio.gather(self.store.save_transition(record, deferred[0]),
+                                     self.store.save_transition(record, entry))
+        except BaseException:
+            if deferred is not None:
+                self._unsaved[record.id] = deferred
             raise
-        self.bus.publish(ToolStart(session_id=record.session_id, call_id=record.id, name=record.name,
-                                   input=record.input, partial=False))
-        self.bus.publish(StateChanged(session_id=record.session_id, call_id=record.id, name=record.name,
-                                      state=S.PENDING.value, actor="model"))
+        if deferred is not None:
+            for event in deferred[1]:
+                self.bus.publish(event)
 
     async def _move(self, record: ToolCallRecord, to: ToolCallState, *, actor: str, note: str = "",
                     outcome: Outcome | None = None, data: dict[str, Any] | None = None) -> None:
@@ -578,7 +599,7 @@ class Executor:
         previous = record.state
         entry = record.transition(to, actor=actor, note=note, outcome=outcome, data=data)
         try:
-            await self.store.save_transition(record, entry)
+            await self._persist(record, entry)
         except BaseException:
             (record.state, record.outcome, record.updated_at, record.started_at,
              record.completed_at, record.duration_ms) = snapshot

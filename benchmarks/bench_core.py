@@ -1,0 +1,70 @@
+"""Engine figures: one no-op call through the whole pipeline with audit on, and a batch of 8 slow reads."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+from desktop_app.core import (
+    EventBus,
+    Executor,
+    PermissionPolicy,
+    RunContext,
+    ToolCall,
+    ToolRegistry,
+    builtin_hooks,
+    tool,
+)
+from desktop_app.store import SqlStore
+
+from ._util import p50, report
+
+
+@tool(read_only=True)
+async def noop() -> str:
+    """Does nothing."""
+    return "ok"
+
+
+@tool(read_only=True)
+async def sleep100() -> str:
+    """Takes 100 ms."""
+    await asyncio.sleep(0.1)
+    return "ok"
+
+
+async def _run(db: Path) -> None:
+    store = await SqlStore.open(db)
+    try:
+        bus = await EventBus.open(store)
+        registry = ToolRegistry([noop, sleep100])
+        executor = Executor(registry, PermissionPolicy("ask"), bus=bus, store=store, hooks=builtin_hooks())
+        run = RunContext(session_id="bench", project_id="bench")
+        for i in range(50):  # warm up
+            await executor.run_batch([ToolCall(f"w{i}", "noop", {})], run)
+        samples = []
+        for i in range(500):
+            t0 = time.perf_counter()
+            await executor.run_batch([ToolCall(f"d{i}", "noop", {})], run)
+            samples.append((time.perf_counter() - t0) * 1000)
+        report("dispatch_p50_ms", p50(samples), "ms")
+        batches = []
+        for j in range(5):
+            calls = [ToolCall(f"b{j}_{i}", "sleep100", {}) for i in range(8)]
+            t0 = time.perf_counter()
+            await executor.run_batch(calls, run)
+            batches.append((time.perf_counter() - t0) * 1000)
+        report("batch_8x100ms_ms", p50(batches), "ms")
+    finally:
+        await store.close()
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as d:
+        asyncio.run(_run(Path(d) / "bench.db"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,412 @@
+"""The agent loop: model step -> tool calls through the executor -> tool results -> next step.
+
+`AgentSession` keeps the Messages-API history valid at every point: each tool_use gets exactly one
+tool_result, every message is in the store before the next model call, an interrupted stream is
+dropped whole, and a reopened session seals what was left open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._errors import AgentDeskError, ModelError
+from ._events import Done, ErrorEvent, EventBus
+from ._executor import Executor, RunContext, ToolCall, tool_result_block
+from ._model import ModelClient, ModelReply, ModelRequest
+from ._record import ToolCallRecord, ToolCallState
+from ._store import ProjectInfo, RecordStore, SessionInfo, StoredMessage, new_session
+from ._tool import Tool
+
+if TYPE_CHECKING:
+    from ..sandbox import Sandbox
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_STEPS = 50
+REPEAT_LIMIT = 3
+MISSING_RESULT = (
+    "This tool call never reported a result (the run stopped before it finished). It may have had "
+    "side effects: check before you retry it."
+)
+
+
+@dataclass(slots=True)
+class TurnResult:
+    """How a turn ended: reason is end_turn | interrupted | paused | error | max_steps."""
+
+    reason: str
+    steps: int
+    text: str = ""
+    message: str = ""
+    error: AgentDeskError | None = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.reason == "end_turn"
+
+
+def system_prompt(project: ProjectInfo, sandbox: Sandbox | None) -> str:
+    """Tell the model where it works: /workspace in a container, which image, and the network rule."""
+    lines = [
+        f"You are a coding agent working in the project {project.name!r} for the user of Agent Desk.",
+        "Use the tools to inspect and change the project; every tool call is shown to the user, may need "
+        "their approval, and is recorded.",
+    ]
+    desc = None
+    if sandbox is not None:
+        with contextlib.suppress(Exception):
+            desc = sandbox.describe()
+    if desc is not None and not desc.unsandboxed:
+        image = desc.image or project.image
+        digest = f" ({desc.image_digest[:19]})" if desc.image_digest else ""
+        lines.append(
+            f"The project folder is mounted at {desc.workspace} inside a {desc.engine} container running the "
+            f"image {image}{digest}. Every command and file operation happens in that container; paths are "
+            f"relative to {desc.workspace}, and nothing outside it is reachable."
+        )
+        if desc.network in ("none", "", None):
+            lines.append(
+                "The sandbox has no network access: package downloads and other network calls will fail. "
+                "The user can relax this per project; do not try to work around it."
+            )
+        else:
+            lines.append(f"The user relaxed the sandbox's network: {desc.network}.")
+        if desc.relaxations:
+            lines.append("Other relaxations the user made: " + ", ".join(desc.relaxations) + ".")
+    elif desc is not None:
+        lines.append(
+            f"The workspace is /workspace, mapped to the host folder {desc.host_path or project.path}. "
+            "WARNING: this session is UNSANDBOXED (local development mode): commands run on the user's "
+            "machine. Be careful with anything destructive."
+        )
+    else:
+        lines.append("The workspace is /workspace. No sandbox is attached: tools that need one will fail.")
+    lines += [
+        "If a call is denied, the user's note comes back as its result: follow it, do not retry the same call.",
+        'A tool result with "_autoSealed": true belongs to a call that was cut off when the session ended; '
+        "it may have had side effects, so check the workspace before retrying it.",
+        "Keep answers short; say what you changed and how you checked it.",
+    ]
+    return "\n".join(lines)
+
+
+def _text_blocks(texts: list[str]) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": t} for t in texts if t]
+
+
+def _normalize(messages: list[StoredMessage]) -> list[dict[str, Any]]:
+    """History as the API wants it: consecutive messages of one role merged, tool_results first."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        content = m.content if isinstance(m.content, list) else [{"type": "text", "text": str(m.content)}]
+        if not content:
+            continue
+        if out and out[-1]["role"] == m.role:
+            out[-1]["content"] = out[-1]["content"] + list(content)
+        else:
+            out.append({"role": m.role, "content": list(content)})
+    for msg in out:
+        if msg["role"] == "user":
+            blocks = msg["content"]
+            msg["content"] = [b for b in blocks if b.get("type") == "tool_result"] + [
+                b for b in blocks if b.get("type") != "tool_result"
+            ]
+    return out
+
+
+class AgentSession:
+    """One conversation: send a message, the model and the tools take steps until the turn ends."""
+
+    def __init__(
+        self,
+        *,
+        store: RecordStore,
+        bus: EventBus,
+        executor: Executor,
+        tools: list[Tool],
+        model_client: ModelClient,
+        project: ProjectInfo,
+        sandbox: Sandbox | None,
+        session: SessionInfo,
+        max_steps: int = DEFAULT_MAX_STEPS,
+    ) -> None:
+        self.store = store
+        self.bus = bus
+        self.executor = executor
+        self.tools = list(tools)
+        self.model_client = model_client
+        self.project = project
+        self.sandbox = sandbox
+        self.session = session
+        self.max_steps = max_steps
+        self.running = False
+        self.last_result: TurnResult | None = None
+        self._run = RunContext(session_id=session.id, project_id=project.id, sandbox=sandbox)
+        self._queue: list[str] = []
+        self._turn: asyncio.Task[TurnResult] | None = None
+        self._stream_task: asyncio.Task[ModelReply] | None = None
+        self._reoffered: list[ToolCallRecord] = []
+        self._stopping = False
+        self._ends_with_user = False
+
+    # -- opening --------------------------------------------------------------------------------------
+    @classmethod
+    async def open(
+        cls,
+        *,
+        store: RecordStore,
+        bus: EventBus,
+        executor: Executor,
+        tools: list[Tool],
+        model_client: ModelClient,
+        project: ProjectInfo,
+        sandbox: Sandbox | None,
+        session_id: str | None = None,
+        title: str = "",
+        max_steps: int = DEFAULT_MAX_STEPS,
+    ) -> AgentSession:
+        """A new session, or (with `session_id`) a stored one, sealed and ready to continue."""
+        if await store.get_project(project.id) is None:
+            await store.save_project(project)
+        if session_id is None:
+            session = new_session(project.id, title, model=model_client.model)
+            await store.save_session(session)
+        else:
+            found = await store.get_session(session_id)
+            if found is None:
+                raise AgentDeskError(
+                    f"There is no session {session_id!r}.", hint="`agent-desk sessions list` shows them."
+                )
+            session = found
+        self = cls(
+            store=store, bus=bus, executor=executor, tools=tools, model_client=model_client,
+            project=project, sandbox=sandbox, session=session, max_steps=max_steps,
+        )
+        if session_id is not None:
+            report = await executor.seal_open(session.id)
+            self._reoffered = list(report.reoffered)
+            if report.sealed:
+                log.info("session %s: sealed %d open tool call(s)", session.id, len(report.sealed))
+            if not self._reoffered:
+                await self._answer_open_calls()
+            else:
+                # The model's turn was waiting on approvals: continue it once they are answered.
+                self.running = True
+                self._turn = asyncio.ensure_future(self._drive(None, resume=True))
+        return self
+
+    @property
+    def needs_resume(self) -> bool:
+        """The history ends with tool results (or approvals) the model has not seen yet."""
+        return bool(self._reoffered) or self._ends_with_user
+
+    # -- public API -----------------------------------------------------------------------------------
+    async def send(self, text: str) -> TurnResult:
+        """Start a turn with `text`; while a turn runs, queue it for that turn's next step."""
+        if not text.strip():
+            raise AgentDeskError("The message is empty.")
+        if self.running and self._turn is not None:
+            self._queue.append(text)
+            return await asyncio.shield(self._turn)
+        return await self._start(text)
+
+    def stop(self) -> None:
+        """Interrupt: abort the stream and the running tools. The history stays valid."""
+        if not self.running:
+            return
+        self._stopping = True
+        self._run.abort.set()
+        if self._stream_task is not None and not self._stream_task.done():
+            self._stream_task.cancel()
+
+    async def retry(self) -> TurnResult:
+        """Re-run the last step from the persisted messages (after an error, an interrupt or a reopen)."""
+        if self.running and self._turn is not None:
+            return await asyncio.shield(self._turn)
+        await self._answer_open_calls()
+        if not self._ends_with_user and not self._queue:
+            raise AgentDeskError("Nothing to retry: the last turn ended normally.", hint="Send a new message.")
+        return await self._start(None)
+
+    async def history(self) -> list[StoredMessage]:
+        return await self.store.messages(self.session.id)
+
+    async def wait(self) -> TurnResult | None:
+        """Wait for the running turn (e.g. one resumed by `open`), if any."""
+        if self._turn is None:
+            return self.last_result
+        return await asyncio.shield(self._turn)
+
+    # -- the turn -------------------------------------------------------------------------------------
+    async def _start(self, text: str | None) -> TurnResult:
+        self.running = True
+        self._turn = asyncio.ensure_future(self._drive(text))
+        return await asyncio.shield(self._turn)
+
+    async def _drive(self, text: str | None, *, resume: bool = False) -> TurnResult:
+        self._stopping = False
+        self._run.abort = asyncio.Event()
+        try:
+            result = await self._turn_loop(text, resume=resume)
+        except AgentDeskError as e:
+            result = self._end("error", 0, "", e.user_message(), error=e)
+        except Exception as e:  # a bug must end the turn visibly, not hang the UI
+            log.exception("session %s: the turn failed", self.session.id)
+            err = AgentDeskError(f"The turn failed unexpectedly: {type(e).__name__}: {e}")
+            result = self._end("error", 0, "", err.user_message(), error=err)
+        finally:
+            self.running = False
+            self._stream_task = None
+        self.last_result = result
+        return result
+
+    async def _turn_loop(self, text: str | None, *, resume: bool) -> TurnResult:
+        sid = self.session.id
+        if resume and self._reoffered:
+            records, self._reoffered = self._reoffered, []
+            await self.executor.resume_approvals(records, self._run)
+            await self._answer_open_calls()
+        if text:
+            await self._append("user", _text_blocks([text]))
+        calls_seen: list[tuple[str, str, bool]] = []
+        steps = 0
+        last_text = ""
+        while True:
+            if self._stopping:
+                return self._end("interrupted", steps, last_text, "Stopped by the user.")
+            queued = self._drain_queue()
+            if queued:  # messages sent during the turn join this step's user message
+                await self._append("user", _text_blocks(queued))
+            if steps >= self.max_steps:
+                return self._end(
+                    "max_steps", steps, last_text,
+                    f"Stopped after {steps} steps (the limit per turn). Send a message to continue.",
+                )
+            steps += 1
+            reply = await self._step()
+            if reply is None:
+                return self._end("interrupted", steps, last_text, "Stopped by the user.")
+            last_text = reply.text or last_text
+            if reply.content:
+                await self._append("assistant", reply.content)
+            if not reply.tool_uses:
+                if self._queue:  # a message arrived during the last step: it opens the next one
+                    continue
+                return self._end("end_turn", steps, last_text)
+            calls = [ToolCall(u.id, u.name, u.input, u.raw_input, u.parse_error) for u in reply.tool_uses]
+            records = await self.executor.run_batch(calls, self._run)
+            by_id = {r.id: r for r in records}
+            results = []
+            for call in calls:
+                record = by_id.get(call.id)
+                results.append(tool_result_block(record) if record else self._missing_result(call.id))
+            await self._append("user", results)
+            if self._stopping:
+                return self._end("interrupted", steps, last_text, "Stopped by the user.")
+            for r in records:
+                calls_seen.append(
+                    (r.name, json.dumps(r.input, sort_keys=True, default=str), r.state is ToolCallState.FAILED)
+                )
+            pause = _repetition(calls_seen)
+            if pause:
+                log.info("session %s: pausing: %s", sid, pause)
+                return self._end("paused", steps, last_text, pause)
+
+    async def _step(self) -> ModelReply | None:
+        """One model call; None when it was interrupted (the partial answer is dropped)."""
+        messages = _normalize(await self.store.messages(self.session.id))
+        request = ModelRequest(
+            system=system_prompt(self.project, self.sandbox),
+            messages=messages,
+            tools=[t.to_api() for t in self.tools],
+        )
+        task = asyncio.ensure_future(
+            self.model_client.stream(request, emit=self.bus.publish, session_id=self.session.id)
+        )
+        self._stream_task = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self._stopping and (current is None or not current.cancelling()):
+                return None
+            raise
+        except ModelError as e:
+            self.bus.publish(ErrorEvent(session_id=self.session.id, source="model", message=e.user_message()))
+            raise
+        finally:
+            self._stream_task = None
+
+    # -- helpers --------------------------------------------------------------------------------------
+    def _end(self, reason: str, steps: int, text: str, message: str = "", *,
+             error: AgentDeskError | None = None) -> TurnResult:
+        self.bus.publish(Done(session_id=self.session.id, reason=reason, message=message))
+        return TurnResult(reason=reason, steps=steps, text=text, message=message, error=error)
+
+    def _drain_queue(self) -> list[str]:
+        queued, self._queue = self._queue, []
+        return queued
+
+    async def _append(self, role: str, content: list[dict[str, Any]]) -> None:
+        if not content:
+            return
+        await self.store.append_message(StoredMessage(session_id=self.session.id, role=role, content=content))
+        self._ends_with_user = role == "user"
+
+    async def _answer_open_calls(self) -> None:
+        """Give every tool_use of the last assistant message a tool_result, from the stored records."""
+        messages = await self.store.messages(self.session.id)
+        self._ends_with_user = bool(messages) and messages[-1].role == "user"
+        last_assistant = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
+        if last_assistant is None:
+            return
+        uses = [b for b in messages[last_assistant].content if b.get("type") == "tool_use"]
+        if not uses:
+            return
+        answered = {
+            b.get("tool_use_id")
+            for m in messages[last_assistant + 1 :]
+            for b in (m.content if isinstance(m.content, list) else [])
+            if b.get("type") == "tool_result"
+        }
+        missing = [u for u in uses if u["id"] not in answered]
+        if not missing:
+            return
+        results = []
+        for use in missing:
+            record = await self.store.get_record(use["id"])
+            if record is not None and record.terminal:
+                results.append(tool_result_block(record))
+            else:
+                results.append(self._missing_result(use["id"]))
+        await self._append("user", results)
+
+    @staticmethod
+    def _missing_result(call_id: str) -> dict[str, Any]:
+        body = {"ok": False, "error": MISSING_RESULT, "_autoSealed": True}
+        return {"type": "tool_result", "tool_use_id": call_id, "is_error": True,
+                "content": [{"type": "text", "text": json.dumps(body)}]}
+
+
+def _repetition(calls: list[tuple[str, str, bool]]) -> str:
+    """Why the turn should pause, or "" : the same tool failing, or the same call, three times in a row."""
+    if len(calls) < REPEAT_LIMIT:
+        return ""
+    last = calls[-REPEAT_LIMIT:]
+    name = last[0][0]
+    if all(c[0] == name for c in last) and all(c[2] for c in last):
+        return (
+            f"{name} failed {REPEAT_LIMIT} times in a row, so the turn is paused. "
+            "Tell the agent how to proceed (or fix the cause) and send a message to continue."
+        )
+    if all(c[:2] == last[0][:2] for c in last):
+        return (
+            f"The agent made the same {name} call {REPEAT_LIMIT} times in a row, so the turn is paused. "
+            "Send a message to continue."
+        )
+    return ""
