@@ -61,10 +61,7 @@ def docker_workspace(tmp_path_factory) -> Iterator[tuple[str, str]]:
 
 @pytest.fixture
 async def local_sandbox(tmp_path) -> AsyncIterator[Any]:
-    try:
-        from desktop_app.sandbox import LocalSandbox
-    except ImportError:  # until the sandbox package exports it
-        from desktop_app.sandbox._local import LocalSandbox
+    from desktop_app.sandbox import LocalSandbox
 
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -78,11 +75,7 @@ async def local_sandbox(tmp_path) -> AsyncIterator[Any]:
 
 @pytest.fixture
 async def docker_sandbox(docker_workspace) -> AsyncIterator[Any]:
-    try:
-        from desktop_app.sandbox import DockerSandbox, SandboxConfig
-    except ImportError:  # until the sandbox package exports them
-        from desktop_app.sandbox._config import SandboxConfig
-        from desktop_app.sandbox._docker import DockerSandbox
+    from desktop_app.sandbox import DockerSandbox, SandboxConfig
 
     project, folder = docker_workspace
     sb = DockerSandbox(project, folder, SandboxConfig(image=DOCKER_IMAGE, keep_running=True))
