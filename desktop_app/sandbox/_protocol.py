@@ -1,5 +1,7 @@
 """The Sandbox protocol: where every command and file operation of a tool actually happens."""
 
+# ruff: noqa: ASYNC109  (a command's `timeout` is the sandbox's own deadline, passed down to it)
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping

@@ -1,0 +1,136 @@
+"""Per-project sandbox settings (SandboxConfig) and the factory that picks the implementation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from ..core._errors import ConfigError, SandboxError
+
+if TYPE_CHECKING:
+    from ._protocol import Sandbox
+
+GIB = 1024**3
+DEFAULT_IMAGE = "agent-desk/minimal:latest"
+DEFAULT_MEMORY = 2 * GIB
+DEFAULT_CPUS = 2.0
+DEFAULT_PIDS = 256
+DEFAULT_IDLE_LIMIT_S = 7 * 24 * 3600.0
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+
+def parse_size(value: int | float | str) -> int:
+    """Bytes from 2147483648, "2g", "512m", "2GiB"."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    m = _SIZE.match(str(value))
+    if not m:
+        raise ConfigError(f"cannot read the size {value!r}", hint='write it like "2g", "512m" or a number of bytes')
+    return int(float(m.group(1)) * 1024 ** "_kmgt".index((m.group(2) or "_").lower()))
+
+
+def human_size(n: int) -> str:
+    for unit, size in (("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= size and n % (size // 16 or 1) == 0:
+            return f"{n / size:g} {unit}"
+    return f"{n} B"
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxConfig:
+    """How a project's sandbox is made. The defaults are the hardened ones; any change that loosens
+    them shows up in `relaxations()` and so in every record's audit trail."""
+
+    kind: str = "docker"  # docker | local (local must be chosen explicitly)
+    image: str = DEFAULT_IMAGE
+    network: bool = False
+    memory: int = DEFAULT_MEMORY  # bytes
+    cpus: float = DEFAULT_CPUS
+    pids: int = DEFAULT_PIDS
+    workspace_readonly: bool = False
+    tmp_size: int = 512 * 1024**2  # tmpfs /tmp
+    home_size: int = 512 * 1024**2  # tmpfs home
+    uid: int | None = None  # default: the owner of the project folder (1000 when that is root)
+    keep_running: bool = False  # leave the container running at close() for a faster next start
+    idle_limit_s: float = DEFAULT_IDLE_LIMIT_S  # stopped this long: removed as an orphan
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("docker", "local"):
+            raise ConfigError(f"unknown sandbox kind {self.kind!r}", hint='use "docker" (default) or "local"')
+        if self.memory < 6 * 1024**2:
+            raise ConfigError(f"memory limit {self.memory} bytes is too small", hint="Docker needs at least 6 MiB")
+        if self.cpus <= 0 or self.pids < 8:
+            raise ConfigError("cpus must be positive and pids at least 8")
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any] | None = None, *, image: str | None = None) -> SandboxConfig:
+        """From a project's settings dict: sandbox (kind), image, network, memory ("4g"), cpus, pids,
+        workspace_ro / workspace_readonly, keep_running. Unknown keys are ignored (they belong to others)."""
+        s = dict(settings or {})
+        known = {f.name for f in fields(cls)}
+        kw: dict[str, Any] = {k: v for k, v in s.items() if k in known}
+        if "sandbox" in s:
+            kw["kind"] = s["sandbox"]
+        if "workspace_ro" in s:
+            kw["workspace_readonly"] = bool(s["workspace_ro"])
+        if image and "image" not in kw:
+            kw["image"] = image
+        for key in ("memory", "tmp_size", "home_size"):
+            if key in kw:
+                kw[key] = parse_size(kw[key])
+        try:
+            return cls(**kw)
+        except TypeError as exc:
+            raise ConfigError(f"bad sandbox settings: {exc}") from None
+
+    def relaxations(self) -> list[str]:
+        out = []
+        if self.network:
+            out.append("network: on (bridge)")
+        if self.memory > DEFAULT_MEMORY:
+            out.append(f"memory: {human_size(self.memory)} (default {human_size(DEFAULT_MEMORY)})")
+        if self.cpus > DEFAULT_CPUS:
+            out.append(f"cpus: {self.cpus:g} (default {DEFAULT_CPUS:g})")
+        if self.pids > DEFAULT_PIDS:
+            out.append(f"pids: {self.pids} (default {DEFAULT_PIDS})")
+        return out
+
+    def container_hash(self, **extra: Any) -> str:
+        """What a container was made from; a different hash means the container is recreated."""
+        d = asdict(self)
+        for k in ("keep_running", "idle_limit_s", "kind"):
+            d.pop(k)
+        d.update(extra)
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def create_sandbox(
+    project: Any = None,
+    *,
+    project_id: str | None = None,
+    folder: str | None = None,
+    config: SandboxConfig | None = None,
+) -> Sandbox:
+    """The sandbox a project asked for. `project` is a ProjectInfo (id, path, image, settings) or any
+    object/mapping with those; Docker is the default, and LocalSandbox only when settings say
+    sandbox="local" (or config.kind == "local"): it is never a silent fallback."""
+    from ._docker import DockerSandbox
+    from ._local import LocalSandbox
+
+    if project is not None:
+        get = project.get if isinstance(project, Mapping) else lambda k, d=None: getattr(project, k, d)
+        project_id = project_id or get("id")
+        folder = folder or get("path")
+        if config is None:
+            config = SandboxConfig.from_settings(get("settings") or {}, image=get("image"))
+    config = config or SandboxConfig()
+    if not project_id or not folder:
+        raise SandboxError("a sandbox needs a project id and a project folder")
+    if config.kind == "local":
+        return LocalSandbox(folder)
+    return DockerSandbox(project_id, folder, config)

@@ -1,0 +1,199 @@
+"""The image catalog: what sandbox_images/images.toml offers, what is built on this engine, and
+building an image (the registry-free base first, when missing) with streamed progress."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..core._errors import ConfigError, SandboxError
+
+if TYPE_CHECKING:
+    import docker
+
+Progress = Callable[[str], None]
+DEFAULT_BASE = "agent-desk/base:bookworm"
+
+
+@dataclass(frozen=True, slots=True)
+class ImageSpec:
+    name: str
+    label: str
+    description: str
+    contains: tuple[str, ...]
+    dockerfile: Path
+    tag: str
+
+
+@dataclass(frozen=True, slots=True)
+class ImageStatus:
+    spec: ImageSpec
+    present: bool
+    image_id: str = ""  # sha256:... (the digest shown by describe())
+    size: int = 0
+    created: str = ""
+
+
+def images_dir() -> Path:
+    """sandbox_images/: $AGENT_DESK_IMAGES_DIR, else next to the desktop_app package (source checkout
+    or an install that ships it alongside)."""
+    env = os.environ.get("AGENT_DESK_IMAGES_DIR")
+    candidates = [Path(env)] if env else []
+    pkg = Path(__file__).resolve().parent.parent
+    candidates += [pkg.parent / "sandbox_images", pkg / "sandbox_images"]
+    for c in candidates:
+        if (c / "images.toml").is_file():
+            return c
+    raise ConfigError(
+        "cannot find sandbox_images/images.toml",
+        hint="set AGENT_DESK_IMAGES_DIR to the sandbox_images folder of an agent-desk checkout",
+    )
+
+
+def _manifest(directory: Path | None = None) -> tuple[Path, dict[str, Any]]:
+    d = directory or images_dir()
+    try:
+        with open(d / "images.toml", "rb") as fh:
+            return d, tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read {d / 'images.toml'}: {exc}") from None
+
+
+def load_catalog(directory: Path | None = None) -> dict[str, ImageSpec]:
+    """Image name -> spec, in manifest order."""
+    d, data = _manifest(directory)
+    out = {}
+    for name, e in (data.get("images") or {}).items():
+        try:
+            out[name] = ImageSpec(
+                name=name,
+                label=e.get("label", name),
+                description=e.get("description", ""),
+                contains=tuple(e.get("contains", ())),
+                dockerfile=d / e["dockerfile"],
+                tag=e["tag"],
+            )
+        except KeyError as exc:
+            raise ConfigError(f"images.toml: image {name!r} lacks {exc.args[0]!r}") from None
+    return out
+
+
+def base_image(directory: Path | None = None) -> str:
+    return os.environ.get("AGENT_DESK_BASE_IMAGE") or (_manifest(directory)[1].get("base") or {}).get(
+        "base_image", DEFAULT_BASE
+    )
+
+
+def image_name_for_tag(tag: str) -> str | None:
+    try:
+        catalog = load_catalog()
+    except ConfigError:
+        return None
+    for spec in catalog.values():
+        if spec.tag == tag or spec.tag.split(":")[0] == tag:
+            return spec.name
+    return None
+
+
+def _client(client: docker.DockerClient | None) -> docker.DockerClient:
+    if client is not None:
+        return client
+    from ._docker import connect
+
+    return connect()
+
+
+def list_images(client: docker.DockerClient | None = None) -> list[ImageStatus]:
+    """Every catalog image with its build status on the engine (present or not, its id and size)."""
+    import docker.errors
+
+    client = _client(client)
+    out = []
+    for spec in load_catalog().values():
+        try:
+            img = client.images.get(spec.tag)
+        except docker.errors.ImageNotFound:
+            out.append(ImageStatus(spec, present=False))
+            continue
+        out.append(ImageStatus(spec, True, img.id, int(img.attrs.get("Size", 0)), img.attrs.get("Created", "")))
+    return out
+
+
+def build_base_image(on_progress: Progress | None = None, *, force: bool = False) -> str:
+    """Make the base image offline (debootstrap + docker import) with sandbox_images/build_base.sh."""
+    d, data = _manifest()
+    script = d / (data.get("base") or {}).get("base_script", "build_base.sh")
+    args = [str(script)] + (["--force"] if force else [])
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    tail: list[str] = []
+    for line in proc.stdout:
+        line = line.rstrip("\n")
+        tail = [*tail[-20:], line]
+        if on_progress is not None:
+            on_progress(line)
+    if proc.wait() != 0:
+        raise SandboxError(
+            "building the base image failed:\n" + "\n".join(tail),
+            hint="it needs root (debootstrap) and the Debian mirror, or a cached tarball",
+        )
+    return base_image()
+
+
+def build_image(
+    name: str,
+    on_progress: Progress | None = None,
+    *,
+    client: docker.DockerClient | None = None,
+    base: str | None = None,
+    nocache: bool = False,
+) -> ImageStatus:
+    """Build catalog image `name` with BASE=`base` (default agent-desk/base:bookworm, built first
+    when missing), streaming the build's lines to `on_progress`. Blocking: run it in a thread."""
+    import docker.errors
+
+    catalog = load_catalog()
+    spec = catalog.get(name)
+    if spec is None:
+        raise SandboxError(f"no sandbox image called {name!r}", hint="one of: " + ", ".join(catalog))
+    client = _client(client)
+    base = base or base_image()
+    try:
+        client.images.get(base)
+    except docker.errors.ImageNotFound:
+        if base != base_image():
+            raise SandboxError(
+                f"the base image {base} is not on this engine",
+                hint="pull it, or build without --base to use the offline Debian base",
+            ) from None
+        if on_progress:
+            on_progress(f"building the base image {base} (debootstrap, once per machine)")
+        build_base_image(on_progress)
+    say = on_progress or (lambda _line: None)
+    try:
+        for chunk in client.api.build(
+            path=str(spec.dockerfile.parent),
+            dockerfile=spec.dockerfile.name,
+            tag=spec.tag,
+            buildargs={"BASE": base},
+            decode=True,
+            rm=True,
+            forcerm=True,
+            pull=False,
+            nocache=nocache,
+        ):
+            if "error" in chunk:
+                raise SandboxError(f"building {name} failed: {chunk['error'].strip()}")
+            text = chunk.get("stream") or chunk.get("status") or ""
+            for line in text.splitlines():
+                if line.strip():
+                    say(line)
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"building {name} failed: {exc.explanation or exc}") from None
+    img = client.images.get(spec.tag)
+    return ImageStatus(spec, True, img.id, int(img.attrs.get("Size", 0)), img.attrs.get("Created", ""))

@@ -1,0 +1,175 @@
+"""LocalSandbox: runs commands and file operations on the host, in the project folder. Unsafe by
+design (no isolation); for development and machines without Docker, and only when a project opts in."""
+
+# ruff: noqa: ASYNC109  (a command's `timeout` is the sandbox's own deadline, passed down to it)
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ..core._errors import SandboxError
+from . import _agent
+from ._convert import (
+    SECRET_ENV_MARKERS,
+    background_logs,
+    clamp_timeout,
+    error_from,
+    exec_result,
+    file_stat,
+    grep_match,
+)
+from ._protocol import (
+    DEFAULT_OUTPUT_LIMIT,
+    DEFAULT_READ_LIMIT,
+    DEFAULT_TIMEOUT_S,
+    MAX_TIMEOUT_S,
+    WORKSPACE,
+    BackgroundLogs,
+    ExecResult,
+    FileStat,
+    GrepMatch,
+    OutputCallback,
+    SandboxDescription,
+)
+
+
+def _host_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not any(m in k.upper() for m in SECRET_ENV_MARKERS)}
+
+
+class LocalSandbox:
+    """The Sandbox protocol on the host, reusing the in-container helper's code so semantics match."""
+
+    def __init__(self, folder: str | os.PathLike[str], *, max_workers: int = 8) -> None:
+        path = Path(folder)
+        if not path.is_dir():
+            raise SandboxError(f"the project folder {path} does not exist or is not a folder")
+        self._ws = _agent.Workspace(str(path), WORKSPACE)
+        self._procs = _agent.Processes(base_env=_host_env())
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="agent-desk-local")
+        self._closed = False
+
+    @property
+    def root(self) -> str:
+        return self._ws.root
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.get_running_loop().run_in_executor(self._pool, self._procs.kill_all)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def describe(self) -> SandboxDescription:
+        return SandboxDescription(
+            engine="local",
+            unsandboxed=True,
+            network="host",
+            limits={},
+            relaxations=["unsandboxed: commands run on the host as the app's user, with its network"],
+            workspace=self._ws.root,
+            host_path=self._ws.root,
+        )
+
+    async def _op(self, op: str, args: dict[str, Any]) -> Any:
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._pool, _agent.call_op, self._ws, self._procs, op, args)
+        except _agent.HelperError as exc:
+            raise error_from({"kind": exc.kind, "message": str(exc)}) from None
+
+    async def exec(
+        self,
+        command: str | list[str],
+        cwd: str = WORKSPACE,
+        env: Mapping[str, str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        on_output: OutputCallback | None = None,
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
+    ) -> ExecResult:
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        timeout = clamp_timeout(timeout, MAX_TIMEOUT_S)
+        loop = asyncio.get_running_loop()
+        on_chunk = None
+        if on_output is not None:
+
+            def on_chunk(stream: str, text: str) -> None:
+                loop.call_soon_threadsafe(on_output, stream, text)
+
+        try:
+            real_cwd = self._ws.resolve(cwd)
+        except _agent.HelperError as exc:
+            raise error_from({"kind": exc.kind, "message": str(exc)}) from None
+        run = _agent.CommandRun(command, real_cwd, env, timeout, output_limit, on_chunk, base_env=_host_env())
+        fut = loop.run_in_executor(self._pool, run.run)
+        try:
+            result = await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            run.cancel()
+            raise
+        except _agent.HelperError as exc:
+            raise error_from({"kind": exc.kind, "message": str(exc)}) from None
+        return exec_result(result)
+
+    async def read_file(self, path: str, *, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> bytes:
+        res = await self._op("read", {"path": path, "offset": offset, "limit": limit})
+        return base64.b64decode(res["data"])
+
+    async def write_file(self, path: str, data: bytes, *, make_dirs: bool = True) -> FileStat:
+        loop = asyncio.get_running_loop()
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        try:
+            d = await loop.run_in_executor(self._pool, _agent.fs_write, self._ws, path, bytes(data), make_dirs)
+        except _agent.HelperError as exc:
+            raise error_from({"kind": exc.kind, "message": str(exc)}) from None
+        return file_stat(d)
+
+    async def read_text(self, path: str, *, limit: int = DEFAULT_READ_LIMIT) -> str:
+        return await self._op("read_text", {"path": path, "limit": limit})
+
+    async def write_text(self, path: str, text: str) -> FileStat:
+        return file_stat(await self._op("write", {"path": path, "text": text}))
+
+    async def stat(self, path: str) -> FileStat | None:
+        d = await self._op("stat", {"path": path})
+        return None if d is None else file_stat(d)
+
+    async def list_dir(self, path: str = ".") -> list[FileStat]:
+        return [file_stat(d) for d in await self._op("list", {"path": path})]
+
+    async def glob(self, pattern: str, path: str = ".", *, limit: int = 200) -> list[FileStat]:
+        return [file_stat(d) for d in await self._op("glob", {"pattern": pattern, "path": path, "limit": limit})]
+
+    async def grep(
+        self,
+        pattern: str,
+        path: str = ".",
+        *,
+        glob: str | None = None,
+        ignore_case: bool = False,
+        max_results: int = 200,
+    ) -> list[GrepMatch]:
+        args = {"pattern": pattern, "path": path, "glob": glob, "ignore_case": ignore_case, "max_results": max_results}
+        return [grep_match(d) for d in await self._op("grep", args)]
+
+    async def start_background(self, command: str, cwd: str = WORKSPACE, env: Mapping[str, str] | None = None) -> str:
+        return await self._op("bg_start", {"command": command, "cwd": cwd, "env": dict(env or {})})
+
+    async def logs(self, process_id: str) -> BackgroundLogs:
+        return background_logs(await self._op("bg_logs", {"process_id": process_id}))
+
+    async def kill(self, process_id: str) -> BackgroundLogs:
+        return background_logs(await self._op("bg_kill", {"process_id": process_id}))
