@@ -117,8 +117,37 @@ def like_terms(text: str) -> list[str]:
     return [t.lower().rstrip("*") for t in text.split() if re.search(r"[^\W_]", t)]
 
 
-def build_where(q: AuditQuery, *, fts: bool) -> tuple[str, dict[str, Any]]:
+@dataclass(slots=True)
+class SqlParts:
+    """FROM, WHERE and ORDER BY of a query, with its parameters."""
+
+    source: str
+    where: str
+    order: str
+    params: dict[str, Any]
+
+    def page(self, q: AuditQuery, order: str | None = None) -> str:
+        sql = f" ORDER BY {order or self.order}"
+        if q.limit is not None:
+            sql += " LIMIT :limit"
+            self.params["limit"] = q.limit
+        elif q.offset:
+            sql += " LIMIT -1"
+        if q.offset:
+            sql += " OFFSET :offset"
+            self.params["offset"] = q.offset
+        return sql
+
+
+NEWEST_FIRST = "t.created_at DESC, t.pk DESC"
+# With FTS5, results come in recording order (pk), which the index walks backwards cheaply even when a
+# word matches most records; records are inserted when created, so this is newest first too.
+NEWEST_FIRST_TEXT = "f.rowid DESC"
+
+
+def build_sql(q: AuditQuery, *, fts: bool) -> SqlParts:
     q.check()
+    source, order = "tool_calls t", NEWEST_FIRST
     clauses: list[str] = []
     params: dict[str, Any] = {}
     if q.project_id is not None:
@@ -151,27 +180,15 @@ def build_where(q: AuditQuery, *, fts: bool) -> tuple[str, dict[str, Any]]:
         if fts:
             match = fts_match(q.text)
             if match is not None:
-                clauses.append("t.pk IN (SELECT rowid FROM tool_calls_fts WHERE tool_calls_fts MATCH :fts)")
+                source, order = "tool_calls_fts f JOIN tool_calls t ON t.pk = f.rowid", NEWEST_FIRST_TEXT
+                clauses.append("tool_calls_fts MATCH :fts")
                 params["fts"] = match
         else:
             for i, term in enumerate(like_terms(q.text)):
                 clauses.append(f"lower(t.search_text) LIKE :like{i}")
                 params[f"like{i}"] = f"%{term}%"
-    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
-
-
-def page_sql(q: AuditQuery, params: dict[str, Any]) -> str:
-    sql = " ORDER BY t.created_at DESC, t.pk DESC"
-    if q.limit is not None:
-        sql += " LIMIT :limit"
-        params["limit"] = q.limit
-        if q.offset:
-            sql += " OFFSET :offset"
-            params["offset"] = q.offset
-    elif q.offset:
-        sql += " LIMIT -1 OFFSET :offset"
-        params["offset"] = q.offset
-    return sql
+    where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    return SqlParts(source, where, order, params)
 
 
 def _j(value: Any) -> Any:

@@ -30,9 +30,8 @@ from ._query import (
     AuditQuery,
     RecordRow,
     StoreStats,
-    build_where,
+    build_sql,
     entry_from_row,
-    page_sql,
     record_from_row,
     search_text,
 )
@@ -41,7 +40,8 @@ from ._writer import ErrorTranslator, Op, Waiter, Writer
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_REC_SELECT = "SELECT " + ", ".join(f"t.{c}" for c in RECORD_COLUMNS) + " FROM tool_calls t"
+_REC_COLS = ", ".join(f"t.{c}" for c in RECORD_COLUMNS)
+_REC_SELECT = f"SELECT {_REC_COLS} FROM tool_calls t"
 _ENTRY_SELECT = "SELECT " + ", ".join(ENTRY_COLUMNS) + " FROM audit_entries"
 _TRAIL_CHUNK = 500
 
@@ -367,11 +367,9 @@ def _get_record(conn: Connection, record_id: str) -> ToolCallRecord | None:
 
 def _iter_records(conn: Connection, q: AuditQuery, fts: bool, order: str = "DESC",
                   chunk: int = _TRAIL_CHUNK) -> Iterator[ToolCallRecord]:
-    where, params = build_where(q, fts=fts)
-    page = page_sql(q, params)
-    if order == "ASC":
-        page = page.replace("t.created_at DESC, t.pk DESC", "t.created_at ASC, t.batch_index ASC, t.pk ASC")
-    result = conn.execute(text(_REC_SELECT + where + page), params)
+    p = build_sql(q, fts=fts)
+    page = p.page(q, "t.created_at ASC, t.batch_index ASC, t.pk ASC" if order == "ASC" else None)
+    result = conn.execute(text(f"SELECT {_REC_COLS} FROM {p.source}{p.where}{page}"), p.params)
     while True:
         rows = result.fetchmany(chunk)
         if not rows:
@@ -386,18 +384,18 @@ def _records(conn: Connection, q: AuditQuery, fts: bool, order: str) -> list[Too
 
 
 def _count(conn: Connection, q: AuditQuery, fts: bool) -> int:
-    where, params = build_where(q, fts=fts)
-    return conn.execute(text("SELECT count(*) FROM tool_calls t" + where), params).scalar_one()
+    p = build_sql(q, fts=fts)
+    return conn.execute(text(f"SELECT count(*) FROM {p.source}{p.where}"), p.params).scalar_one()
 
 
 def _list_rows(conn: Connection, q: AuditQuery, fts: bool) -> list[RecordRow]:
-    where, params = build_where(q, fts=fts)
+    p = build_sql(q, fts=fts)
     sql = ("SELECT t.id, t.name, t.state, t.outcome, t.session_id, t.project_id, t.created_at, "
-           "t.updated_at, t.duration_ms, t.is_error, t.risk, t.read_only, substr(t.input, 1, 200) "
-           "FROM tool_calls t" + where + page_sql(q, params))
+           "t.updated_at, t.duration_ms, t.is_error, t.risk, t.read_only, substr(CAST(t.input AS TEXT), 1, 200) "
+           f"FROM {p.source}{p.where}{p.page(q)}")
     return [RecordRow(r[0], r[1], ToolCallState(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], bool(r[9]),
                       r[10], bool(r[11]), r[12] if isinstance(r[12], str) else _dumps(r[12])[:200])
-            for r in conn.execute(text(sql), params)]
+            for r in conn.execute(text(sql), p.params)]
 
 
 def _projects(conn: Connection, project_id: str | None) -> list[ProjectInfo]:

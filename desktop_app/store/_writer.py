@@ -119,6 +119,7 @@ class Writer(threading.Thread):
         self._translate = translate
         self.failed_events: list[str] = []  # reported by the next flush()
         self.dead: StoreError | None = None
+        self.batches = 0  # transactions committed: fewer than ops when group commit works
         self._failed_lock = threading.Lock()
 
     # thread body ----------------------------------------------------------------------------------
@@ -255,6 +256,7 @@ class Writer(threading.Thread):
             if seq != self.head_seq:
                 conn.execute(UPSERT_HEAD, {"seq": seq, "hash": prev})
         self.head_seq, self.head_hash = seq, prev
+        self.batches += 1
         return results
 
     # resolution on the loops ----------------------------------------------------------------------

@@ -1,0 +1,190 @@
+"""Audit store benchmarks: sustained transition writes from asyncio, and queries over 1M records.
+
+Prints `bench NAME VALUE UNIT` lines. The 1M-record fixture is bulk-built with sqlite3 into the
+schema the store's migrations create, and cached under .bench/ keyed by the schema version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from desktop_app.core._record import AuditEntry, Outcome, ToolCallRecord, ToolCallState
+from desktop_app.store import SCHEMA_VERSION, AuditQuery, SqlStore
+from desktop_app.store._chain import GENESIS, canonical_json, entry_fields, link_hash
+
+FIXTURE_RECORDS = 1_000_000
+FIXTURE_VERSION = 1  # bump when the generated data changes
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".bench"
+DAY = 86_400.0
+T0 = 1_750_000_000.0
+TOOLS = ("bash", "fs_read", "fs_write", "fs_edit", "fs_glob", "fs_grep", "fs_list", "bash_background",
+         "todo_write", "todo_read", "web_fetch", "fs_delete")
+STATES = (("COMPLETED", "ok", 80), ("FAILED", "error", 8), ("DENIED", "policy", 6), ("SEALED", "sealed", 1),
+          ("APPROVAL_REQUIRED", None, 1), ("EXECUTING", None, 2), ("PENDING", None, 2))
+
+
+def _vocab(rng: random.Random, n: int = 4000) -> list[str]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = set()
+    while len(words) < n:
+        words.add("".join(rng.choice(letters) for _ in range(rng.randint(4, 9))))
+    return sorted(words)
+
+
+def build_fixture(path: Path, n: int, *, seed: int = 7) -> None:
+    """Create `path` with the store's schema and `n` tool-call records (one chained entry each)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        p.unlink(missing_ok=True)
+
+    async def _create() -> None:
+        await (await SqlStore.open(path)).close()
+
+    asyncio.run(_create())
+    rng = random.Random(seed)
+    words = _vocab(rng)
+    weights = [s[2] for s in STATES]
+    con = sqlite3.connect(path, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=OFF")
+    con.execute("PRAGMA cache_size=-400000")
+    # Indexes and the FTS trigger are rebuilt in bulk after the rows are in: much faster than row by row.
+    ddl = con.execute("SELECT type, name, sql FROM sqlite_master WHERE tbl_name IN ('tool_calls', 'audit_entries') "
+                      "AND type IN ('index', 'trigger') AND sql IS NOT NULL").fetchall()
+    for kind, name, _ in ddl:
+        con.execute(f"DROP {kind.upper()} {name}")
+    con.execute("BEGIN")
+    prev, seq, chunk_rows, chunk_entries = GENESIS, 0, [], []
+    span = 30 * DAY
+    for i in range(n):
+        created = T0 + span * i / n
+        tool = TOOLS[i % len(TOOLS)] if rng.random() < 0.5 else rng.choice(TOOLS)
+        state, outcome, _ = rng.choices(STATES, weights)[0]
+        w = rng.sample(words, 4)
+        if tool.startswith("bash"):
+            inp = {"command": f"grep -rn {w[0]} src/{w[1]} | head -n {i % 50}"}
+        else:
+            inp = {"path": f"/workspace/{w[0]}/{w[1]}.py"}
+        out = f"{w[2]} {w[3]} line {i % 997}"
+        result = {"content": [{"type": "text", "text": out}], "details": {}, "is_error": state == "FAILED"}
+        rid = f"call_{i:012x}{rng.getrandbits(64):016x}"
+        search = "\n".join([tool, *map(str, inp.values()), out])
+        chunk_rows.append((
+            rid, tool, json.dumps(inp), f"ses_{i // 500:06d}", f"prj_{(i // 500) % 20:02d}", 0, state, outcome,
+            '{"required":false}', "[]", json.dumps(result) if state in ("COMPLETED", "FAILED") else None,
+            None, int(state == "FAILED"), "{}", int(tool in ("fs_read", "fs_glob", "fs_grep", "fs_list")),
+            "low", created + 0.01, created + 0.2, 190.0, created, created + 0.2, search,
+        ))
+        seq += 1
+        at = created + 0.2
+        h = link_hash(prev, canonical_json(entry_fields(rid, state, at, "engine", "", {}, seq)))
+        chunk_entries.append((seq, rid, state, at, "engine", "", "{}", prev, h))
+        prev = h
+        if len(chunk_rows) >= 50_000 or i == n - 1:
+            con.executemany(
+                "INSERT INTO tool_calls (id, name, input, session_id, project_id, batch_index, state, outcome, "
+                "approval, provenance, result, error, is_error, sandbox, read_only, risk, started_at, "
+                "completed_at, duration_ms, created_at, updated_at, search_text) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", chunk_rows)
+            con.executemany("INSERT INTO audit_entries VALUES (?,?,?,?,?,?,?,?,?)", chunk_entries)
+            chunk_rows, chunk_entries = [], []
+    con.execute("INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?)", (seq, prev))
+    con.execute("INSERT INTO tool_calls_fts(tool_calls_fts) VALUES ('rebuild')")
+    for _, _, sql in ddl:
+        con.execute(sql)
+    con.execute("COMMIT")
+    con.execute("ANALYZE")
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+
+
+def fixture(n: int = FIXTURE_RECORDS) -> Path:
+    path = CACHE / f"store_{n}_s{SCHEMA_VERSION}_f{FIXTURE_VERSION}.db"
+    if not path.exists():
+        tmp = path.with_suffix(".building")
+        t = time.perf_counter()
+        build_fixture(tmp, n)
+        tmp.rename(path)
+        print(f"# built {n} records fixture in {time.perf_counter() - t:.1f}s: {path}", file=sys.stderr)
+    return path
+
+
+async def bench_writes(seconds: float = 3.0, tasks: int = 50) -> float:
+    with tempfile.TemporaryDirectory() as d:
+        store = await SqlStore.open(Path(d) / "w.db")
+        count = 0
+        stop_at = 0.0
+
+        async def worker(k: int) -> None:
+            nonlocal count
+            i = 0
+            while time.perf_counter() < stop_at:
+                rec = ToolCallRecord(name="bash", input={"command": f"echo {k} {i}"}, session_id=f"ses_{k}")
+                await store.save_transition(rec, AuditEntry(rec.id, ToolCallState.PENDING, rec.created_at, "bench"))
+                await store.save_transition(rec, rec.transition(ToolCallState.EXECUTING, actor="bench"))
+                rec.result = {"content": [{"type": "text", "text": f"{k} {i}"}], "details": {}, "is_error": False}
+                await store.save_transition(rec, rec.transition(ToolCallState.COMPLETED, actor="bench",
+                                                                outcome=Outcome.OK))
+                count += 3
+                i += 1
+
+        stop_at = time.perf_counter() + 0.5  # warm up
+        await asyncio.gather(*(worker(k) for k in range(tasks)))
+        count = 0
+        start = time.perf_counter()
+        stop_at = start + seconds
+        await asyncio.gather(*(worker(k) for k in range(tasks)))
+        rate = count / (time.perf_counter() - start)
+        result = await store.verify()
+        await store.close()
+        if not result.ok:
+            raise SystemExit(f"bench_store: chain broken after the write benchmark: {result.message}")
+        return rate
+
+
+async def bench_queries(path: Path, runs: int = 40) -> tuple[float, float, int, int]:
+    store = await SqlStore.open(path)
+    rng = random.Random(11)
+    words = _vocab(random.Random(7))
+    filt, text = [], []
+    hits_f = hits_t = 0
+    try:
+        for _ in range(3):  # warm the page cache
+            await store.query(AuditQuery(tool="bash", states="COMPLETED", limit=100))
+        for _ in range(runs):
+            start = T0 + rng.uniform(0, 25) * DAY
+            q = AuditQuery(tool=rng.choice(TOOLS), states=rng.choice(("COMPLETED", "FAILED")), since=start,
+                           until=start + rng.uniform(1, 5) * DAY, limit=100)
+            t = time.perf_counter()
+            hits_f += len(await store.query(q))
+            filt.append((time.perf_counter() - t) * 1000)
+            q = AuditQuery(text=rng.choice(words), limit=100)
+            t = time.perf_counter()
+            hits_t += len(await store.query(q))
+            text.append((time.perf_counter() - t) * 1000)
+    finally:
+        await store.close()
+    return statistics.median(filt), statistics.median(text), hits_f // runs, hits_t // runs
+
+
+def main() -> None:
+    rate = asyncio.run(bench_writes())
+    print(f"bench audit_write_per_s {rate:.0f} 1/s")
+    path = fixture()
+    q_ms, t_ms, hits_f, hits_t = asyncio.run(bench_queries(path))
+    print(f"# mean hits per query: filtered {hits_f}, text {hits_t}", file=sys.stderr)
+    print(f"bench audit_query_ms {q_ms:.2f} ms")
+    print(f"bench audit_query_text_ms {t_ms:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
