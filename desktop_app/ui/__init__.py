@@ -1,0 +1,35 @@
+"""The desktop window: Qt models and widgets fed by core events through one EventBridge."""
+
+from ._bridge import EventBridge
+from ._controller import AppController
+from ._conversation import ConversationView
+from ._dialogs import ProjectSettingsDialog, SettingsDialog, test_rules
+from ._history import HistoryModel, HistoryWindow
+from ._inbox import ApprovalInbox, InboxDecision, InboxModel, PendingApproval
+from ._mainwindow import MainWindow, PromptEdit
+from ._projects import ProjectsModel, ProjectsSidebar
+from ._sessions import SessionFactory
+from ._timeline import TimelineDock, TimelineFilter, TimelineModel
+
+__all__ = [
+    "AppController",
+    "ApprovalInbox",
+    "ConversationView",
+    "EventBridge",
+    "HistoryModel",
+    "HistoryWindow",
+    "InboxDecision",
+    "InboxModel",
+    "MainWindow",
+    "PendingApproval",
+    "ProjectSettingsDialog",
+    "ProjectsModel",
+    "ProjectsSidebar",
+    "PromptEdit",
+    "SessionFactory",
+    "SettingsDialog",
+    "TimelineDock",
+    "TimelineFilter",
+    "TimelineModel",
+    "test_rules",
+]

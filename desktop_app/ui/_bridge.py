@@ -1,0 +1,103 @@
+"""EventBridge: the one place where core events become Qt signals, delivered on the GUI thread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from PySide6.QtCore import SIGNAL, QObject, Signal
+
+from ..core._events import (
+    Done,
+    Envelope,
+    ErrorEvent,
+    EventBus,
+    PermissionDecided,
+    PermissionRequired,
+    StateChanged,
+    TextChunk,
+    ThinkingChunk,
+    TokenUsage,
+    ToolEnd,
+    ToolError,
+    ToolExecuted,
+    ToolStart,
+    ToolUpdate,
+)
+
+
+class EventBridge(QObject):
+    """Subscribes to an EventBus and re-emits each event as a typed signal.
+
+    Signals carry the event dataclass itself (plus the envelope's seq where it matters), so slots read
+    the same types as the store and the CLI. Emitting from another thread is safe: the bridge lives on
+    the GUI thread, so Qt queues the call there.
+    """
+
+    textChunk = Signal(str, str, str)  # session_id, message_id, text
+    thinkingChunk = Signal(str, str, str)
+    toolStarted = Signal(object)  # ToolStart
+    toolUpdated = Signal(object)  # ToolUpdate
+    toolEnded = Signal(object)  # ToolEnd
+    toolErrored = Signal(object)  # ToolError
+    turnDone = Signal(object)  # Done
+    permissionRequired = Signal(object)  # PermissionRequired
+    permissionDecided = Signal(object)  # PermissionDecided
+    toolExecuted = Signal(object)  # ToolExecuted
+    stateChanged = Signal(object)  # StateChanged
+    tokenUsage = Signal(object)  # TokenUsage
+    errorOccurred = Signal(object)  # ErrorEvent
+    envelope = Signal(object)  # every Envelope, for views that want the raw stream
+
+    def __init__(self, bus: EventBus | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._unsubscribe: Callable[[], None] | None = None
+        self.last_seq = 0
+        self._signals: dict[str, Callable[[object], None]] = {
+            ToolStart.type: self.toolStarted.emit,
+            ToolUpdate.type: self.toolUpdated.emit,
+            ToolEnd.type: self.toolEnded.emit,
+            ToolError.type: self.toolErrored.emit,
+            Done.type: self.turnDone.emit,
+            PermissionRequired.type: self.permissionRequired.emit,
+            PermissionDecided.type: self.permissionDecided.emit,
+            ToolExecuted.type: self.toolExecuted.emit,
+            StateChanged.type: self.stateChanged.emit,
+            TokenUsage.type: self.tokenUsage.emit,
+            ErrorEvent.type: self.errorOccurred.emit,
+        }
+        if bus is not None:
+            self.attach(bus)
+
+    def attach(self, bus: EventBus) -> None:
+        self.detach()
+        self._unsubscribe = bus.on("*", self.deliver)
+
+    def detach(self) -> None:
+        if self._unsubscribe is not None:
+            try:
+                self._unsubscribe()
+            except ValueError:
+                pass
+            self._unsubscribe = None
+
+    def replay(self, envelopes: Iterable[Envelope]) -> None:
+        """Deliver persisted envelopes (e.g. from store.events_since) as if they were live."""
+        for env in envelopes:
+            self.deliver(env)
+
+    def deliver(self, env: Envelope) -> None:
+        self.last_seq = max(self.last_seq, env.seq)
+        t = env.type
+        # Text chunks are the hot path: skip building the dataclass.
+        if t == TextChunk.type:
+            p = env.payload
+            self.textChunk.emit(env.session_id, p.get("message_id", ""), p.get("text", ""))
+        elif t == ThinkingChunk.type:
+            p = env.payload
+            self.thinkingChunk.emit(env.session_id, p.get("message_id", ""), p.get("text", ""))
+        else:
+            emit = self._signals.get(t)
+            if emit is not None:
+                emit(env.event)
+        if self.receivers(SIGNAL("envelope(PyObject)")) > 0:
+            self.envelope.emit(env)

@@ -1,0 +1,295 @@
+"""The conversation: Markdown with highlighted code, streamed text appended once per frame, and
+compact tool-call cards that link to their timeline row."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+from PySide6.QtCore import QTimer, QUrl, Signal
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextFrameFormat,
+    QTextLength,
+    QTextTable,
+    QTextTableFormat,
+)
+from PySide6.QtWidgets import QTextBrowser
+
+from ..core._record import ToolCallState
+from ._theme import STATE_STYLE, format_duration, is_dark, summarize_input
+
+_FENCE = re.compile(r"^```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
+FRAME_MS = 16  # streamed chunks are coalesced and painted at most once per frame
+
+
+def split_fences(text: str) -> list[tuple[str, str | None]]:
+    """Split Markdown into (text, None) prose parts and (code, language) fenced blocks."""
+    parts: list[tuple[str, str | None]] = []
+    pos = 0
+    for m in _FENCE.finditer(text):
+        if m.start() > pos:
+            parts.append((text[pos : m.start()], None))
+        parts.append((m.group(2).rstrip("\n"), m.group(1) or ""))
+        pos = m.end()
+    if pos < len(text):
+        parts.append((text[pos:], None))
+    return parts
+
+
+def highlight_html(code: str, language: str, dark: bool) -> str:
+    """Pygments -> inline-styled spans (QTextDocument has no CSS classes)."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import TextLexer, get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    try:
+        lexer = get_lexer_by_name(language) if language else TextLexer()
+    except ClassNotFound:
+        lexer = TextLexer()
+    fmt = HtmlFormatter(noclasses=True, nowrap=True, style="monokai" if dark else "friendly")
+    return highlight(code, lexer, fmt)
+
+
+class ConversationView(QTextBrowser):
+    """Append-only view of one session's conversation."""
+
+    callActivated = Signal(str)  # a tool card was clicked: select its timeline row
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.setOpenLinks(False)
+        self.setOpenExternalLinks(False)
+        self.anchorClicked.connect(self._anchor_clicked)
+        self.setPlaceholderText("Type a request below. Tool calls appear as cards; click one to see it "
+                                "in the timeline.")
+        self.document().setDocumentMargin(12)
+        self._pending: list[str] = []
+        self._stream_msg: str | None = None
+        self._stream_start: int | None = None
+        self._stream_text: list[str] = []
+        self._cards: dict[str, QTextTable] = {}
+        self._card_state: dict[str, tuple[str, str, str]] = {}
+        self._frame = QTimer(self, singleShot=True, interval=FRAME_MS)
+        self._frame.timeout.connect(self.flush)
+        self.chunks_painted = 0  # frames painted (for tests and benchmarks)
+
+    # streaming -------------------------------------------------------------------------------
+    def append_chunk(self, message_id: str, text: str) -> None:
+        if message_id != self._stream_msg:
+            self.finish_message()
+            self._stream_msg = message_id
+        self._pending.append(text)
+        if not self._frame.isActive():
+            self._frame.start()
+
+    def flush(self) -> None:
+        """Paint the chunks that arrived since the last frame, as plain text, at the end."""
+        if not self._pending:
+            return
+        text = "".join(self._pending)
+        self._pending.clear()
+        stick = self._at_bottom()
+        cur = self._end_cursor()
+        if self._stream_start is None:
+            self._header(cur, "Assistant")
+            cur = self._end_cursor()
+            self._stream_start = cur.position()
+        cur.insertText(text, QTextCharFormat())
+        self._stream_text.append(text)
+        self.chunks_painted += 1
+        if stick:
+            self._scroll_to_end()
+
+    def finish_message(self) -> None:
+        """The streamed message is complete: re-render it as Markdown with highlighted code."""
+        self._frame.stop()
+        self.flush()
+        if self._stream_start is None:
+            self._stream_msg = None
+            return
+        text = "".join(self._stream_text)
+        cur = self._end_cursor()
+        cur.setPosition(self._stream_start, QTextCursor.MoveMode.KeepAnchor)
+        cur.removeSelectedText()
+        self._insert_markdown(text)
+        self._stream_start = None
+        self._stream_text = []
+        self._stream_msg = None
+
+    @property
+    def streaming(self) -> bool:
+        return self._stream_start is not None or bool(self._pending)
+
+    # whole messages --------------------------------------------------------------------------
+    def add_user_message(self, text: str) -> None:
+        self.finish_message()
+        cur = self._end_cursor()
+        self._header(cur, "You")
+        self._insert_markdown(text)
+        self._scroll_to_end()
+
+    def add_assistant_markdown(self, text: str) -> None:
+        self.finish_message()
+        self._header(self._end_cursor(), "Assistant")
+        self._insert_markdown(text)
+
+    def add_notice(self, text: str, colour: str = "#8a8f98") -> None:
+        self.finish_message()
+        cur = self._end_cursor()
+        self._new_block(cur)
+        fmt = QTextCharFormat()
+        fmt.setForeground(QColor(colour))
+        fmt.setFontItalic(True)
+        cur.insertText(text, fmt)
+        self._scroll_to_end()
+
+    def add_tool_card(self, call_id: str, name: str, data: dict[str, Any] | None, state: str = "PENDING") -> None:
+        """A compact card; clicking it selects the call's timeline row."""
+        if call_id in self._cards:
+            self.update_tool_card(call_id, state, summary=summarize_input(name, data, 90) if data else None)
+            return
+        self.finish_message()
+        cur = self._end_cursor()
+        self._new_block(cur)
+        fmt = QTextTableFormat()
+        fmt.setBorder(1)
+        fmt.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
+        fmt.setBorderBrush(QColor("#8a8f98"))
+        fmt.setCellPadding(4)
+        fmt.setCellSpacing(0)
+        fmt.setMargin(2)
+        fmt.setWidth(QTextLength(QTextLength.Type.PercentageLength, 100))
+        table = cur.insertTable(1, 1, fmt)
+        self._cards[call_id] = table
+        self._card_state[call_id] = (name, summarize_input(name, data, 90), "")
+        self._paint_card(call_id, state)
+        self._scroll_to_end()
+
+    def update_tool_card(self, call_id: str, state: str, duration_ms: float | None = None,
+                         summary: str | None = None) -> None:
+        if call_id not in self._cards:
+            return
+        name, old_summary, _ = self._card_state[call_id]
+        self._card_state[call_id] = (name, summary or old_summary, format_duration(duration_ms))
+        self._paint_card(call_id, state)
+
+    def has_card(self, call_id: str) -> bool:
+        return call_id in self._cards
+
+    def clear_conversation(self) -> None:
+        self._frame.stop()
+        self._pending.clear()
+        self._stream_msg = self._stream_start = None
+        self._stream_text = []
+        self._cards.clear()
+        self._card_state.clear()
+        self.clear()
+
+    def load_messages(self, messages: list[Any], states: dict[str, str] | None = None) -> None:
+        """Rebuild from stored Messages-API messages (user text, assistant text and tool_use blocks)."""
+        self.clear_conversation()
+        states = states or {}
+        for msg in messages:
+            for block in msg.content:
+                kind = block.get("type")
+                if kind == "text" and block.get("text"):
+                    if msg.role == "user":
+                        self.add_user_message(block["text"])
+                    else:
+                        self.add_assistant_markdown(block["text"])
+                elif kind == "tool_use":
+                    self.add_tool_card(block.get("id", ""), block.get("name", ""), block.get("input") or {},
+                                       states.get(block.get("id", ""), "COMPLETED"))
+
+    # internals -------------------------------------------------------------------------------
+    def _paint_card(self, call_id: str, state: str) -> None:
+        table = self._cards[call_id]
+        name, summary, duration = self._card_state[call_id]
+        colour, glyph = STATE_STYLE.get(ToolCallState(state), ("#8a8f98", "•"))
+        label = state.lower().replace("_", " ")
+        cell = table.cellAt(0, 0)
+        cur = cell.firstCursorPosition()
+        cur.setPosition(cell.lastCursorPosition().position(), QTextCursor.MoveMode.KeepAnchor)
+        e = html.escape
+        extra = f" · {e(duration)}" if duration else ""
+        cur.insertHtml(
+            f"<span style='color:{colour}; font-weight:bold'>{glyph}</span>&nbsp;"
+            f"<a href='call:{e(call_id)}' style='text-decoration:none'><b>{e(name)}</b></a>&nbsp; "
+            f"<code>{e(summary)}</code> &nbsp;<span style='color:{colour}'>{e(label)}{extra}</span>"
+        )
+
+    def _insert_markdown(self, text: str) -> None:
+        dark = is_dark()
+        for part, lang in split_fences(text):
+            cur = self._end_cursor()
+            if lang is None:
+                if part.strip():
+                    self._new_block(cur)
+                    cur.insertMarkdown(part.strip("\n"))
+            else:
+                self._new_block(cur)
+                bg = "#272822" if dark else "#f4f5f7"
+                fmt = QTextTableFormat()
+                fmt.setBorder(0)
+                fmt.setCellPadding(6)
+                fmt.setCellSpacing(0)
+                fmt.setBackground(QColor(bg))
+                fmt.setWidth(QTextLength(QTextLength.Type.PercentageLength, 100))
+                table = cur.insertTable(1, 1, fmt)
+                cell_fmt = table.cellAt(0, 0).format()
+                cell_fmt.setBackground(QColor(bg))
+                table.cellAt(0, 0).setFormat(cell_fmt)
+                cell = table.cellAt(0, 0).firstCursorPosition()
+                body = highlight_html(part, lang, dark).rstrip("\n").replace("\n", "<br>")
+                # keep indentation: QTextDocument collapses spaces outside <pre>
+                body = re.sub(r"(?<=>)( +)|^( +)|(?<=<br>)( +)", lambda m: "&nbsp;" * len(m.group(0)), body)
+                cell.insertHtml(f"<span style='font-family:monospace'>{body}</span>")
+
+    def _header(self, cur: QTextCursor, who: str) -> None:
+        self._new_block(cur, top_margin=10)
+        fmt = QTextCharFormat()
+        fmt.setFontWeight(QFont.Weight.Bold)
+        fmt.setForeground(QColor("#3b82c4" if who == "You" else "#2f9e44"))
+        cur.insertText(who, fmt)
+        self._new_block(cur)
+
+    def _new_block(self, cur: QTextCursor, top_margin: float = 2) -> None:
+        if cur.block().length() <= 1:  # the last block is empty: reuse it
+            bf = cur.blockFormat()
+            bf.setTopMargin(top_margin)
+            cur.setBlockFormat(bf)
+            return
+        bf = QTextBlockFormat()
+        bf.setTopMargin(top_margin)
+        cur.insertBlock(bf, QTextCharFormat())
+
+    def _end_cursor(self) -> QTextCursor:
+        cur = QTextCursor(self.document())
+        cur.movePosition(QTextCursor.MoveOperation.End)
+        return cur
+
+    def _at_bottom(self) -> bool:
+        bar = self.verticalScrollBar()
+        return bar.value() >= bar.maximum() - 4
+
+    def _scroll_to_end(self) -> None:
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def _anchor_clicked(self, url: QUrl) -> None:
+        if url.scheme() == "call":
+            self.callActivated.emit(url.path() or url.toString().removeprefix("call:"))
+        elif url.scheme() in ("http", "https"):
+            from PySide6.QtGui import QDesktopServices
+
+            QDesktopServices.openUrl(url)
+
+
+

@@ -1,0 +1,319 @@
+"""The projects sidebar: a tree model (projects, their sessions under them), a search filter, and the view."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QAbstractItemModel, QModelIndex, QRect, QSize, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QFont, QPalette
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QLineEdit,
+    QStyle,
+    QStyledItemDelegate,
+    QToolButton,
+    QTreeView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..core._store import ProjectInfo, SessionInfo
+
+KindRole = Qt.ItemDataRole.UserRole + 1  # "project" | "session"
+IdRole = Qt.ItemDataRole.UserRole + 2
+SubtitleRole = Qt.ItemDataRole.UserRole + 3
+ObjectRole = Qt.ItemDataRole.UserRole + 4
+
+
+@dataclass(slots=True)
+class _ProjectNode:
+    info: ProjectInfo
+    sessions: list[SessionInfo] = field(default_factory=list)
+
+
+def project_subtitle(p: ProjectInfo) -> str:
+    net = "net on" if (p.settings or {}).get("network") else "no net"
+    return f"{p.path} · {p.image} · {p.permission_mode} · {net}"
+
+
+def session_title(s: SessionInfo) -> str:
+    return s.title or time.strftime("Session %Y-%m-%d %H:%M", time.localtime(s.created_at))
+
+
+class ProjectsModel(QAbstractItemModel):
+    """Two levels: projects at the top, each with its sessions (newest first)."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self._projects: list[_ProjectNode] = []
+
+    # internal pointer: None for a project row, the _ProjectNode for a session row
+    def index(self, row: int, column: int, parent=QModelIndex()) -> QModelIndex:
+        if column != 0 or row < 0:
+            return QModelIndex()
+        if not parent.isValid():
+            return self.createIndex(row, 0, None) if row < len(self._projects) else QModelIndex()
+        if parent.internalPointer() is None and parent.row() < len(self._projects):
+            node = self._projects[parent.row()]
+            return self.createIndex(row, 0, node) if row < len(node.sessions) else QModelIndex()
+        return QModelIndex()
+
+    def parent(self, index=QModelIndex()) -> QModelIndex:
+        if not index.isValid():
+            return QModelIndex()
+        node = index.internalPointer()
+        if node is None:
+            return QModelIndex()
+        return self.createIndex(self._row_of_node(node), 0, None)
+
+    def rowCount(self, parent=QModelIndex()) -> int:
+        if not parent.isValid():
+            return len(self._projects)
+        if parent.column() != 0 or parent.internalPointer() is not None:
+            return 0
+        return len(self._projects[parent.row()].sessions)
+
+    def columnCount(self, parent=QModelIndex()) -> int:
+        return 1
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        node = index.internalPointer()
+        if node is None:
+            p = self._projects[index.row()].info
+            if role == Qt.ItemDataRole.DisplayRole:
+                return p.name
+            if role in (SubtitleRole, Qt.ItemDataRole.ToolTipRole):
+                return project_subtitle(p)
+            if role == KindRole:
+                return "project"
+            if role == IdRole:
+                return p.id
+            if role == ObjectRole:
+                return p
+            return None
+        s = node.sessions[index.row()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return session_title(s)
+        if role in (SubtitleRole, Qt.ItemDataRole.ToolTipRole):
+            return time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at))
+        if role == KindRole:
+            return "session"
+        if role == IdRole:
+            return s.id
+        if role == ObjectRole:
+            return s
+        return None
+
+    def flags(self, index):
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+
+    # feeding -------------------------------------------------------------------------------------
+    def set_data(self, projects: list[ProjectInfo], sessions: list[SessionInfo]) -> None:
+        self.beginResetModel()
+        by_project: dict[str, list[SessionInfo]] = {}
+        for s in sessions:
+            by_project.setdefault(s.project_id, []).append(s)
+        self._projects = [
+            _ProjectNode(p, sorted(by_project.get(p.id, []), key=lambda s: -s.updated_at)) for p in projects
+        ]
+        self.endResetModel()
+
+    def upsert_project(self, p: ProjectInfo) -> QModelIndex:
+        for i, node in enumerate(self._projects):
+            if node.info.id == p.id:
+                node.info = p
+                idx = self.index(i, 0)
+                self.dataChanged.emit(idx, idx)
+                return idx
+        n = len(self._projects)
+        self.beginInsertRows(QModelIndex(), n, n)
+        self._projects.append(_ProjectNode(p))
+        self.endInsertRows()
+        return self.index(n, 0)
+
+    def upsert_session(self, s: SessionInfo) -> QModelIndex:
+        pi = self.project_row(s.project_id)
+        if pi < 0:
+            return QModelIndex()
+        node = self._projects[pi]
+        parent = self.index(pi, 0)
+        for i, old in enumerate(node.sessions):
+            if old.id == s.id:
+                node.sessions[i] = s
+                idx = self.index(i, 0, parent)
+                self.dataChanged.emit(idx, idx)
+                return idx
+        self.beginInsertRows(parent, 0, 0)
+        node.sessions.insert(0, s)
+        self.endInsertRows()
+        return self.index(0, 0, parent)
+
+    def project_row(self, project_id: str) -> int:
+        for i, node in enumerate(self._projects):
+            if node.info.id == project_id:
+                return i
+        return -1
+
+    def project(self, project_id: str) -> ProjectInfo | None:
+        i = self.project_row(project_id)
+        return self._projects[i].info if i >= 0 else None
+
+    def projects(self) -> list[ProjectInfo]:
+        return [n.info for n in self._projects]
+
+    def session_index(self, session_id: str) -> QModelIndex:
+        for pi, node in enumerate(self._projects):
+            for si, s in enumerate(node.sessions):
+                if s.id == session_id:
+                    return self.index(si, 0, self.index(pi, 0))
+        return QModelIndex()
+
+    def _row_of_node(self, node: _ProjectNode) -> int:
+        for i, n in enumerate(self._projects):
+            if n is node:
+                return i
+        return -1
+
+
+class SessionSearchFilter(QSortFilterProxyModel):
+    """Matches session titles (and project names); a project stays visible when a session matches."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.setRecursiveFilteringEnabled(True)
+        self.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+
+    def filterAcceptsRow(self, source_row: int, source_parent) -> bool:
+        pattern = self.filterRegularExpression().pattern()
+        if not pattern:
+            return True
+        idx = self.sourceModel().index(source_row, 0, source_parent)
+        text = f"{idx.data()} {idx.data(SubtitleRole) or ''}"
+        return pattern.lower() in text.lower()
+
+
+class _TwoLineDelegate(QStyledItemDelegate):
+    """Projects get a second, muted line: folder · image · permission mode."""
+
+    def sizeHint(self, option, index) -> QSize:
+        base = super().sizeHint(option, index)
+        if index.data(KindRole) == "project":
+            return QSize(base.width(), option.fontMetrics.height() * 2 + 8)
+        return QSize(base.width(), option.fontMetrics.height() + 6)
+
+    def paint(self, painter, option, index) -> None:
+        if index.data(KindRole) != "project":
+            super().paint(painter, option, index)
+            return
+        self.initStyleOption(option, index)
+        style = option.widget.style() if option.widget else None
+        text = option.text
+        option.text = ""
+        if style:
+            style.drawControl(QStyle.ControlElement.CE_ItemViewItem, option, painter, option.widget)
+        painter.save()
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        fg = option.palette.color(QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text)
+        r = option.rect.adjusted(4, 3, -4, -3)
+        h = option.fontMetrics.height()
+        bold = QFont(option.font)
+        bold.setBold(True)
+        painter.setFont(bold)
+        painter.setPen(fg)
+        painter.drawText(QRect(r.left(), r.top(), r.width(), h), Qt.AlignmentFlag.AlignVCenter, text)
+        small = QFont(option.font)
+        small.setPointSizeF(max(6.0, option.font.pointSizeF() * 0.85))
+        painter.setFont(small)
+        fg.setAlpha(160)
+        painter.setPen(fg)
+        sub = painter.fontMetrics().elidedText(index.data(SubtitleRole) or "", Qt.TextElideMode.ElideMiddle,
+                                               r.width())
+        painter.drawText(QRect(r.left(), r.top() + h + 1, r.width(), h), Qt.AlignmentFlag.AlignVCenter, sub)
+        painter.restore()
+
+
+class ProjectsSidebar(QWidget):
+    """Search box, the project tree, and buttons for a new project, a new session, project settings."""
+
+    sessionActivated = Signal(str)  # session id
+    projectActivated = Signal(str)  # project id
+    newProjectRequested = Signal()
+    newSessionRequested = Signal(str)  # project id
+    projectSettingsRequested = Signal(str)  # project id
+
+    def __init__(self, model: ProjectsModel, parent=None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.proxy = SessionSearchFilter(self)
+        self.proxy.setSourceModel(model)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search sessions…")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self._search)
+        self.tree = QTreeView()
+        self.tree.setModel(self.proxy)
+        self.tree.setHeaderHidden(True)
+        self.tree.setItemDelegate(_TwoLineDelegate(self.tree))
+        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.tree.setIndentation(12)
+        self.tree.selectionModel().currentChanged.connect(self._current_changed)
+        model.rowsInserted.connect(lambda parent, *_: self.tree.expand(self.proxy.mapFromSource(parent)))
+        model.modelReset.connect(self.tree.expandAll)
+
+        def button(text: str, tip: str, slot) -> QToolButton:
+            b = QToolButton()
+            b.setText(text)
+            b.setToolTip(tip)
+            b.clicked.connect(slot)
+            return b
+
+        bar = QHBoxLayout()
+        bar.setContentsMargins(0, 0, 0, 0)
+        bar.addWidget(button("+ Project", "Add a project folder", self.newProjectRequested.emit))
+        bar.addWidget(button("+ Session", "New session in the selected project",
+                             lambda: self._with_project(self.newSessionRequested.emit)))
+        bar.addWidget(button("⚙", "Project settings", lambda: self._with_project(self.projectSettingsRequested.emit)))
+        bar.addStretch(1)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.search)
+        lay.addWidget(self.tree, 1)
+        lay.addLayout(bar)
+
+    def _search(self, text: str) -> None:
+        self.proxy.setFilterFixedString(text)
+        self.tree.expandAll()
+
+    def current_project_id(self) -> str | None:
+        idx = self.tree.currentIndex()
+        if not idx.isValid():
+            return None
+        if idx.data(KindRole) == "session":
+            idx = idx.parent()
+        return idx.data(IdRole)
+
+    def _with_project(self, fn) -> None:
+        pid = self.current_project_id()
+        if pid is None and self.model.rowCount():
+            pid = self.model.index(0, 0).data(IdRole)
+        if pid:
+            fn(pid)
+
+    def select_session(self, session_id: str) -> None:
+        idx = self.proxy.mapFromSource(self.model.session_index(session_id))
+        if idx.isValid():
+            self.tree.setCurrentIndex(idx)
+
+    def _current_changed(self, current, _previous) -> None:
+        if not current.isValid():
+            return
+        if current.data(KindRole) == "session":
+            self.sessionActivated.emit(current.data(IdRole))
+        else:
+            self.projectActivated.emit(current.data(IdRole))

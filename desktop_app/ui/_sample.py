@@ -1,0 +1,176 @@
+"""Sample data for screenshots and demos: a project, sessions, a streamed answer with code, tool calls
+in several states and a pending approval, all published as real events through the bus."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..core._events import (
+    EventBus,
+    PermissionRequired,
+    StateChanged,
+    TextChunk,
+    TokenUsage,
+    ToolEnd,
+    ToolStart,
+    ToolUpdate,
+)
+from ..core._record import Approval, Outcome, Provenance, ToolCallRecord, ToolCallState
+from ..core._store import ProjectInfo, SessionInfo, StoredMessage
+
+S = ToolCallState
+SANDBOX = {
+    "engine": "docker", "unsandboxed": False, "container_id": "3f9c2a7d81e4b0c6a5d2",
+    "image": "agent-desk/python:3.11", "image_digest": "sha256:7b1e4c0d9a2f63e8c1b5a4d7e9f0a1b2c3d4e5f6",
+    "network": "none", "limits": {"memory": "2g", "cpus": 2}, "workspace": "/workspace",
+}
+
+ANSWER = """I found the bug: `parse_price` drops the cents when the input has a thousands separator.
+
+```python
+def parse_price(text: str) -> Decimal:
+    cleaned = text.replace(",", "").strip()
+    return Decimal(cleaned).quantize(Decimal("0.01"))
+```
+
+The fix strips **every** separator before converting. I will run the tests next:
+
+- `tests/test_prices.py` covers the separator cases
+- the rest of the suite should be unaffected
+"""
+
+DIFF = """--- a/src/shop/prices.py
++++ b/src/shop/prices.py
+@@ -12,5 +12,5 @@
+ def parse_price(text: str) -> Decimal:
+-    cleaned = text.replace(",", "", 1).strip()
++    cleaned = text.replace(",", "").strip()
+     return Decimal(cleaned).quantize(Decimal("0.01"))
+"""
+
+
+def sample_projects(base: str = "/home/ada/code") -> tuple[list[ProjectInfo], list[SessionInfo]]:
+    now = time.time()
+    projects = [
+        ProjectInfo("prj_shop", "shop-backend", f"{base}/shop-backend", "agent-desk/python:3.11", "ask",
+                    {"network": False, "memory": "2g", "cpus": 2.0}, now - 86400 * 9),
+        ProjectInfo("prj_docs", "docs-site", f"{base}/docs-site", "agent-desk/node:20", "accept-edits",
+                    {"network": True}, now - 86400 * 30),
+    ]
+    sessions = [
+        SessionInfo("ses_sample_main", "prj_shop", "Fix price parsing with separators", "claude-sonnet-4-5",
+                    now - 600, now - 30),
+        SessionInfo("ses_sample_2", "prj_shop", "Add CSV export to orders", "claude-sonnet-4-5",
+                    now - 86400 * 2, now - 86400 * 2),
+        SessionInfo("ses_sample_3", "prj_shop", "Flaky test in checkout", "claude-sonnet-4-5",
+                    now - 86400 * 5, now - 86400 * 5),
+        SessionInfo("ses_sample_4", "prj_docs", "Update install guide", "claude-sonnet-4-5",
+                    now - 86400 * 3, now - 86400 * 3),
+    ]
+    return projects, sessions
+
+
+def _record(name: str, data: dict[str, Any], cid: str, sid: str, t0: float, states: list[ToolCallState],
+            result: dict | None = None, outcome: Outcome | None = None, prov: list[Provenance] | None = None,
+            risk: str = "low") -> ToolCallRecord:
+    rec = ToolCallRecord(name=name, input=data, id=cid, session_id=sid, project_id="prj_shop",
+                         created_at=t0, updated_at=t0, risk=risk, sandbox=dict(SANDBOX))
+    rec.provenance = prov or [Provenance("rule", f"{name}(*)", "project:.agent-desk/rules.toml", "allow", 0.04)]
+    at = t0
+    for st in states:
+        at += 0.35 if st is not S.COMPLETED else 1.2
+        rec.transition(st, actor="executor" if st is not S.APPROVED else "user", at=at,
+                       outcome=outcome if st.terminal else None,
+                       note="allowed by rule" if st is S.APPROVED else "")
+    rec.result = result
+    return rec
+
+
+def sample_records(session_id: str = "ses_sample_main") -> list[ToolCallRecord]:
+    t0 = time.time() - 240
+    run = [S.APPROVED, S.EXECUTING, S.COMPLETED]
+    out = [
+        _record("fs_grep", {"pattern": "def parse_price", "path": "src"}, "call_s1", session_id, t0, run,
+                {"content": [{"type": "text", "text": "src/shop/prices.py:12: def parse_price(text: str)"}],
+                 "details": {"matches": 1}}),
+        _record("fs_read", {"path": "src/shop/prices.py"}, "call_s2", session_id, t0 + 4, run,
+                {"content": [{"type": "text", "text": "1\tfrom decimal import Decimal\n..."}], "details": {}}),
+        _record("bash_run", {"command": "pytest -q tests/test_prices.py"}, "call_s3", session_id, t0 + 9, run,
+                {"content": [{"type": "text", "text": "F.. 1 failed, 2 passed"}], "details": {"exit_code": 1}}),
+        _record("fs_edit", {"path": "src/shop/prices.py", "old_string": 'replace(",", "", 1)',
+                            "new_string": 'replace(",", "")'}, "call_s4", session_id, t0 + 20, run,
+                {"content": [{"type": "text", "text": "edited src/shop/prices.py (1 replacement)"}],
+                 "details": {"diff": DIFF}},
+                prov=[Provenance("mode", "accept-edits", "project", "allow", 0.03)]),
+        _record("bash_run", {"command": "curl https://pypi.org/simple/"}, "call_s5", session_id, t0 + 31,
+                [S.DENIED], outcome=Outcome.POLICY,
+                prov=[Provenance("rule", "bash_run(curl *)", "project:.agent-desk/rules.toml", "deny", 0.05)],
+                risk="medium"),
+        _record("bash_run", {"command": "pytest -q"}, "call_s6", session_id, t0 + 40, run,
+                {"content": [{"type": "text", "text": "48 passed in 2.31s"}], "details": {"exit_code": 0}}),
+    ]
+    for r in out:
+        if r.state is S.DENIED:
+            r.error = "denied by rule bash_run(curl *)"
+    return out
+
+
+def publish_sample_turn(bus: EventBus, session_id: str = "ses_sample_main") -> ToolCallRecord:
+    """Stream the answer in small chunks, run a call live, and leave one waiting for approval."""
+    for i in range(0, len(ANSWER), 24):
+        bus.publish(TextChunk(session_id=session_id, text=ANSWER[i : i + 24], message_id="msg_sample_1"))
+    live = "call_s7"
+    bus.publish(ToolStart(session_id=session_id, call_id=live, name="bash_run",
+                          input={"command": "pytest -q tests/test_prices.py"}))
+    for st, prev in ((S.APPROVED, S.PENDING), (S.EXECUTING, S.APPROVED)):
+        bus.publish(StateChanged(session_id=session_id, call_id=live, name="bash_run", state=st.value,
+                                 previous=prev.value, actor="executor"))
+    bus.publish(ToolUpdate(session_id=session_id, call_id=live, text="tests/test_prices.py ...\n"))
+    bus.publish(ToolEnd(session_id=session_id, call_id=live, name="bash_run", state="COMPLETED", outcome="ok",
+                        duration_ms=1840.0, summary="3 passed"))
+    pending = ToolCallRecord(
+        name="bash_run", input={"command": "git commit -am 'Fix price parsing with separators'"},
+        id="call_s8", session_id=session_id, project_id="prj_shop", risk="medium",
+        approval=Approval(required=True, meta={"reason": "mode ask asks before bash_run"},
+                          expires_at=time.time() + 292),
+        provenance=[Provenance("mode", "ask", "project", "ask", 0.04)],
+    )
+    bus.publish(ToolStart(session_id=session_id, call_id=pending.id, name=pending.name, input=pending.input))
+    bus.publish(StateChanged(session_id=session_id, call_id=pending.id, name=pending.name,
+                             state=S.APPROVAL_REQUIRED.value, previous=S.PENDING.value, actor="policy"))
+    bus.publish(PermissionRequired(session_id=session_id, call_id=pending.id, name=pending.name,
+                                   input=pending.input, risk="medium", reason="mode ask asks before bash_run",
+                                   provenance=[p.to_dict() for p in pending.provenance],
+                                   expires_at=pending.approval.expires_at))
+    bus.publish(PermissionRequired(
+        session_id="ses_sample_2", call_id="call_s9", name="fs_write", risk="low",
+        input={"path": "src/shop/export.py", "content": "import csv\n"},
+        reason="mode ask asks before fs_write",
+        provenance=[{"kind": "mode", "detail": "ask", "source": "project", "decision": "ask"}],
+        meta={"diff": "--- /dev/null\n+++ b/src/shop/export.py\n@@ -0,0 +1 @@\n+import csv\n"}))
+    bus.publish(TokenUsage(session_id=session_id, model="claude-sonnet-4-5", input_tokens=18_432,
+                           output_tokens=1_204, cache_read_input_tokens=12_000, cost_usd=0.0772))
+    return pending
+
+
+def sample_messages(session_id: str = "ses_sample_main") -> list[StoredMessage]:
+    return [
+        StoredMessage(session_id, "user", [{"type": "text", "text":
+                      "Prices like `1,299.99` come out as `1299` in the cart. Find and fix the bug, then "
+                      "run the tests."}]),
+        StoredMessage(session_id, "assistant", [
+            {"type": "text", "text": "Let me find where prices are parsed."},
+            {"type": "tool_use", "id": "call_s1", "name": "fs_grep",
+             "input": {"pattern": "def parse_price", "path": "src"}},
+            {"type": "tool_use", "id": "call_s2", "name": "fs_read", "input": {"path": "src/shop/prices.py"}},
+        ]),
+        StoredMessage(session_id, "assistant", [
+            {"type": "tool_use", "id": "call_s3", "name": "bash_run",
+             "input": {"command": "pytest -q tests/test_prices.py"}},
+            {"type": "tool_use", "id": "call_s4", "name": "fs_edit", "input": {"path": "src/shop/prices.py"}},
+            {"type": "tool_use", "id": "call_s5", "name": "bash_run",
+             "input": {"command": "curl https://pypi.org/simple/"}},
+            {"type": "tool_use", "id": "call_s6", "name": "bash_run", "input": {"command": "pytest -q"}},
+        ]),
+    ]

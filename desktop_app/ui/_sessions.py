@@ -1,0 +1,92 @@
+"""Opens AgentSessions for the window: one executor, policy and sandbox per project, shared by its
+sessions, so an approval from any session reaches the executor that is waiting for it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ..core._store import ProjectInfo
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ProjectRuntime:
+    project: ProjectInfo
+    executor: Any
+    tools: list[Any]
+    sandbox: Any
+    started: asyncio.Task | None = None
+
+
+class SessionFactory:
+    """`await factory(project, session_id)` -> an open AgentSession (the sandbox starts in the background)."""
+
+    def __init__(self, *, settings: Any, store: Any, bus: Any, sandbox_factory: Any = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.bus = bus
+        self.sandbox_factory = sandbox_factory  # (project) -> Sandbox; default: sandbox.create_sandbox
+        self.runtimes: dict[str, ProjectRuntime] = {}
+
+    def runtime(self, project: ProjectInfo) -> ProjectRuntime:
+        rt = self.runtimes.get(project.id)
+        if rt is not None and rt.project == project:
+            return rt
+        from ..core._executor import Executor
+        from ..core._hooks import builtin_hooks
+        from ..core._policy import (
+            PermissionPolicy,
+            append_rule_to_file,
+            load_rules,
+            project_rules_path,
+        )
+        from ..core._registry import ToolRegistry
+        from ..core._settings import resolve_api_key
+        from ..tools import builtin_tools
+
+        tools = builtin_tools()
+        registry = ToolRegistry(tools)
+        user_rules = None
+        policy = PermissionPolicy(mode=project.permission_mode or self.settings.permission_mode,
+                                  rules=load_rules(project.path, user_rules))
+        key = resolve_api_key(self.settings)
+        hooks = builtin_hooks(api_key=key.value if key else None)
+        executor = Executor(registry, policy, bus=self.bus, store=self.store, hooks=hooks)
+        rules_path = project_rules_path(project.path)
+        executor.set_rule_writer(lambda rule: append_rule_to_file(rules_path, rule))
+        if self.sandbox_factory is not None:
+            sandbox = self.sandbox_factory(project)
+        else:
+            from ..sandbox import create_sandbox
+
+            sandbox = create_sandbox(project)
+        rt = ProjectRuntime(project, executor, tools, sandbox)
+        rt.started = asyncio.ensure_future(sandbox.start())
+        self.runtimes[project.id] = rt
+        return rt
+
+    async def __call__(self, project: ProjectInfo, session_id: str | None) -> Any:
+        from ..core._agent import AgentSession
+        from ..core._model import AnthropicModelClient
+
+        rt = self.runtime(project)
+        if rt.started is not None:
+            await asyncio.shield(rt.started)  # a sandbox that cannot start is reported to the person here
+        model = AnthropicModelClient.from_settings(self.settings)
+        return await AgentSession.open(
+            store=self.store, bus=self.bus, executor=rt.executor, tools=rt.tools, model_client=model,
+            project=project, sandbox=rt.sandbox, session_id=session_id,
+            max_steps=getattr(self.settings, "max_steps", 50),
+        )
+
+    async def close(self) -> None:
+        for rt in self.runtimes.values():
+            try:
+                await rt.sandbox.close()
+            except Exception:
+                log.exception("closing the sandbox of %s failed", rt.project.name)
+        self.runtimes.clear()

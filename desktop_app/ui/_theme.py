@@ -1,0 +1,132 @@
+"""Colours, state icons and the system/dark theme: one place so every view agrees on what a state looks like."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QFont, QGuiApplication, QIcon, QPainter, QPalette, QPixmap
+
+from ..core._record import ToolCallState
+
+S = ToolCallState
+
+# (colour, glyph) per state: colour carries the meaning, the glyph keeps it readable without colour.
+STATE_STYLE: dict[ToolCallState, tuple[str, str]] = {
+    S.PENDING: ("#8a8f98", "…"),
+    S.APPROVAL_REQUIRED: ("#d4890b", "?"),
+    S.APPROVED: ("#3b82c4", "✓"),
+    S.EXECUTING: ("#3b82c4", "▶"),
+    S.COMPLETED: ("#2f9e44", "✓"),
+    S.FAILED: ("#d9363e", "✕"),
+    S.DENIED: ("#b5475f", "⊘"),
+    S.SEALED: ("#7d6bb0", "■"),
+}
+
+RISK_COLOURS = {"low": "#2f9e44", "medium": "#d4890b", "high": "#d9363e"}
+
+
+def state_colour(state: ToolCallState | str) -> QColor:
+    return QColor(STATE_STYLE[ToolCallState(state)][0])
+
+
+@cache
+def state_icon(state: ToolCallState | str, size: int = 16) -> QIcon:
+    """A filled circle with a glyph, painted once per state (needs a QGuiApplication)."""
+    colour, glyph = STATE_STYLE[ToolCallState(state)]
+    pm = QPixmap(size * 2, size * 2)  # 2x for hi-dpi
+    pm.setDevicePixelRatio(2.0)
+    pm.fill(Qt.GlobalColor.transparent)
+    p = QPainter(pm)
+    p.setRenderHint(QPainter.RenderHint.Antialiasing)
+    p.setPen(Qt.PenStyle.NoPen)
+    p.setBrush(QColor(colour))
+    p.drawEllipse(QRectF(1, 1, size - 2, size - 2))
+    p.setPen(QColor("white"))
+    f = QFont()
+    f.setPixelSize(int(size * 0.62))
+    f.setBold(True)
+    p.setFont(f)
+    p.drawText(QRectF(0, 0, size, size), Qt.AlignmentFlag.AlignCenter, glyph)
+    p.end()
+    return QIcon(pm)
+
+
+def is_dark() -> bool:
+    app = QGuiApplication.instance()
+    if app is None:
+        return False
+    hints = app.styleHints()
+    if hasattr(hints, "colorScheme"):  # Qt 6.5+
+        scheme = hints.colorScheme()
+        if scheme != Qt.ColorScheme.Unknown:
+            return scheme == Qt.ColorScheme.Dark
+    return app.palette().color(QPalette.ColorRole.Window).lightness() < 128
+
+
+def dark_palette() -> QPalette:
+    pal = QPalette()
+    roles = {
+        QPalette.ColorRole.Window: "#1f2125",
+        QPalette.ColorRole.WindowText: "#e6e6e6",
+        QPalette.ColorRole.Base: "#17181b",
+        QPalette.ColorRole.AlternateBase: "#23262b",
+        QPalette.ColorRole.ToolTipBase: "#2b2e33",
+        QPalette.ColorRole.ToolTipText: "#e6e6e6",
+        QPalette.ColorRole.Text: "#e6e6e6",
+        QPalette.ColorRole.Button: "#2a2d32",
+        QPalette.ColorRole.ButtonText: "#e6e6e6",
+        QPalette.ColorRole.BrightText: "#ff6b6b",
+        QPalette.ColorRole.Link: "#6cb0ff",
+        QPalette.ColorRole.Highlight: "#3b6fb6",
+        QPalette.ColorRole.HighlightedText: "#ffffff",
+        QPalette.ColorRole.PlaceholderText: "#8a8f98",
+    }
+    for role, colour in roles.items():
+        pal.setColor(role, QColor(colour))
+    for role in (QPalette.ColorRole.Text, QPalette.ColorRole.WindowText, QPalette.ColorRole.ButtonText):
+        pal.setColor(QPalette.ColorGroup.Disabled, role, QColor("#6b6f76"))
+    return pal
+
+
+def apply_theme(theme: str = "system") -> None:
+    """`system` follows the platform (and its later changes); `dark`/`light` force one."""
+    app = QGuiApplication.instance()
+    if app is None:
+        return
+    hints = app.styleHints()
+    if theme == "dark":
+        app.setPalette(dark_palette())
+    elif theme == "light":
+        app.setPalette(app.style().standardPalette() if hasattr(app, "style") else QPalette())
+    else:
+        if hasattr(hints, "colorScheme") and hints.colorScheme() == Qt.ColorScheme.Dark:
+            app.setPalette(dark_palette())
+        else:
+            app.setPalette(app.style().standardPalette() if hasattr(app, "style") else QPalette())
+
+
+def summarize_input(name: str, data: dict[str, Any] | None, limit: int = 120) -> str:
+    """One line that says what a call will do: the command for bash, the path for files."""
+    data = data or {}
+    for key in ("command", "path", "pattern", "file_path", "query", "url"):
+        val = data.get(key)
+        if isinstance(val, str) and val:
+            text = val
+            break
+    else:
+        text = json.dumps(data, ensure_ascii=False, separators=(",", " "))
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def format_duration(ms: float | None) -> str:
+    if ms is None:
+        return ""
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{int(ms // 60000)}m{int(ms % 60000 / 1000):02d}s"
