@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 from desktop_app.core import Tool, ToolContext, ToolResult
+from tests.conftest import in_ci
 
-DOCKER_IMAGE = os.environ.get("AGENT_DESK_TEST_IMAGE", "agent-desk/minimal:latest")
+DOCKER_IMAGE_NAME = "minimal"  # catalog name; built on first use when missing
+DOCKER_IMAGE = "agent-desk/minimal:latest"
 
 
 class Updates:
@@ -30,7 +32,7 @@ class Updates:
 
 def _no_engine(reason: str) -> None:
     """Skip outside CI; in CI a missing engine is a failure."""
-    if os.environ.get("CI", "").lower() == "true":
+    if in_ci():
         pytest.fail(f"Docker engine required in CI: {reason}")
     pytest.skip(f"no Docker engine: {reason}")
 
@@ -48,7 +50,12 @@ def docker_workspace(tmp_path_factory) -> Iterator[tuple[str, str]]:
     try:
         client.images.get(DOCKER_IMAGE)
     except Exception:
-        _no_engine(f"image {DOCKER_IMAGE} is missing (run `make images`)")
+        from desktop_app.sandbox import build_image
+
+        try:
+            build_image(DOCKER_IMAGE_NAME, client=client)
+        except Exception as exc:
+            _no_engine(f"image {DOCKER_IMAGE} is missing and could not be built: {str(exc)[:200]}")
     folder = tmp_path_factory.mktemp("docker-ws")
     if os.geteuid() == 0:  # the container runs as uid 1000 when the folder's owner is root
         os.chown(folder, 1000, 1000)
