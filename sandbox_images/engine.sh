@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Make sure a Docker engine answers and the test images exist, for `make test` from a fresh clone.
+#  1. `docker info` answers: use that engine (whatever DOCKER_HOST names).
+#  2. else, as root on Linux: install Debian's docker.io (+ debootstrap) if missing and start dockerd
+#     in the background, its data, pidfile and log under $AGENT_DESK_DOCKERD_DIR (/tmp/agent-desk-dockerd).
+#  3. else: say so in one line; exit 0, or 1 when CI=true.
+# Then build, when missing, the offline base image (build_base.sh) and the test images
+# ($AGENT_DESK_TEST_IMAGES, default "minimal"). Idempotent; the second run takes well under a second.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+STATE="${AGENT_DESK_DOCKERD_DIR:-/tmp/agent-desk-dockerd}"
+TEST_IMAGES="${AGENT_DESK_TEST_IMAGES:-minimal}"
+WAIT_S="${AGENT_DESK_DOCKERD_WAIT:-60}"
+
+log() { echo "engine: $*" >&2; }
+engine_up() { command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; }
+
+unavailable() {
+    echo "engine: Docker is not available ($1); Docker tests will be skipped"
+    if [[ "${CI:-}" == "true" ]]; then exit 1; fi
+    exit 0
+}
+
+start_dockerd() {
+    local need=()
+    command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+    command -v docker >/dev/null 2>&1 || need+=(docker.io)
+    command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+    if ((${#need[@]})); then
+        command -v apt-get >/dev/null 2>&1 || unavailable "no dockerd and no apt-get to install it"
+        log "installing ${need[*]} with apt-get"
+        apt-get update -q >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker.io debootstrap >/dev/null
+    fi
+    mkdir -p "$STATE"
+    local pid=""
+    if [[ -s "$STATE/dockerd.pid" ]] && kill -0 "$(cat "$STATE/dockerd.pid")" 2>/dev/null; then
+        pid="$(cat "$STATE/dockerd.pid")"
+        log "dockerd $pid is already starting; waiting for it"
+    else
+        log "starting dockerd (data in $STATE/data, log in $STATE/dockerd.log)"
+        setsid dockerd --data-root "$STATE/data" --pidfile "$STATE/dockerd.pid" \
+            --host unix:///var/run/docker.sock >"$STATE/dockerd.log" 2>&1 </dev/null &
+        pid=$!
+    fi
+    local deadline=$((SECONDS + WAIT_S))
+    until docker info >/dev/null 2>&1; do
+        if ((SECONDS >= deadline)) || ! kill -0 "$pid" 2>/dev/null; then
+            log "dockerd did not answer within ${WAIT_S}s; the end of $STATE/dockerd.log:"
+            tail -n 25 "$STATE/dockerd.log" >&2 || true
+            if [[ "${CI:-}" == "true" ]]; then exit 1; fi
+            echo "engine: Docker is not available (dockerd did not start); Docker tests will be skipped"
+            exit 0
+        fi
+        sleep 0.5
+    done
+    log "dockerd is up (pid $(cat "$STATE/dockerd.pid" 2>/dev/null || echo "$pid"))"
+}
+
+# The tag of images.NAME in images.toml.
+image_tag() {
+    awk -v sect="[images.$1]" '
+        $0 == sect {on = 1; next}
+        /^\[/ {on = 0}
+        on && $1 == "tag" {gsub(/"/, "", $3); print $3; exit}
+    ' "$HERE/images.toml"
+}
+base_tag() {
+    awk '/^\[base\]/ {on = 1; next} /^\[/ {on = 0} on && $1 == "base_image" {gsub(/"/, "", $3); print $3; exit}' \
+        "$HERE/images.toml"
+}
+
+if ! engine_up; then
+    if [[ $(id -u) -eq 0 && "$(uname -s)" == "Linux" ]]; then
+        start_dockerd
+    elif ! command -v docker >/dev/null 2>&1; then
+        unavailable "no docker command"
+    else
+        unavailable "docker info does not answer; start Docker, or set DOCKER_HOST"
+    fi
+fi
+
+BASE="${AGENT_DESK_BASE_IMAGE:-$(base_tag)}"
+if ! docker image inspect "$BASE" >/dev/null 2>&1; then
+    log "building the base image $BASE offline (debootstrap, cached under /var/cache/agent-desk)"
+    AGENT_DESK_BASE_IMAGE="$BASE" "$HERE/build_base.sh"
+fi
+
+for name in $TEST_IMAGES; do
+    tag="$(image_tag "$name")"
+    [[ -n "$tag" ]] || { log "no image called $name in images.toml"; exit 1; }
+    if docker image inspect "$tag" >/dev/null 2>&1; then
+        continue
+    fi
+    log "building $tag (BASE=$BASE)"
+    if ! out="$(DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE=$BASE" -t "$tag" "$HERE/$name" 2>&1)"; then
+        echo "$out" | tail -n 25 >&2
+        log "building $tag failed"
+        exit 1
+    fi
+done
+log "ready: $(docker version --format '{{.Server.Version}}' 2>/dev/null) with $BASE ${TEST_IMAGES}"
