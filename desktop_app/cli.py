@@ -1,0 +1,416 @@
+"""The `agent-desk` command: the desktop app with no subcommand; run, sessions, audit and images headless."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+import time
+from typing import Any
+
+from .core._errors import AgentDeskError
+
+SUBCOMMANDS = ("run", "sessions", "audit", "images")
+EXIT_CODES = {"end_turn": 0, "error": 1, "paused": 3, "max_steps": 4, "interrupted": 130}
+MODES = ("ask", "accept-edits", "read-only", "auto", "strict")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="agent-desk",
+        description="Agent Desk. With no subcommand, opens the desktop window.",
+    )
+    sub = p.add_subparsers(dest="command")
+
+    def run_options(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--model", help="model id (default: from the settings)")
+        sp.add_argument("--permission-mode", choices=MODES, help="how tool calls are allowed")
+        sp.add_argument("--on-ask", choices=("allow", "deny", "prompt"), default="deny",
+                        help="what to answer when a call needs approval (default: deny)")
+        sp.add_argument("--json", action="store_true", help="one JSON envelope per line instead of text")
+        sp.add_argument("--sandbox", choices=("docker", "local"), help="where tools run (default: docker)")
+        sp.add_argument("--max-steps", type=int, help="steps per turn (default 50)")
+
+    run = sub.add_parser("run", help="run one turn in a project and print it")
+    run.add_argument("--project", required=True, help="the project folder")
+    run.add_argument("--image", help="sandbox image (e.g. agent-desk/python:latest)")
+    run.add_argument("--session", help="continue this session instead of starting one")
+    run.add_argument("--db", help="database URL or path (default: $AGENT_DESK_DB or the user data folder)")
+    run_options(run)
+    run.add_argument("prompt", help="what to ask")
+
+    ses = sub.add_parser("sessions", help="list, show or resume sessions")
+    ses.add_argument("--db", help="database URL or path")
+    ssub = ses.add_subparsers(dest="action", required=True)
+    sl = ssub.add_parser("list", help="list sessions")
+    sl.add_argument("--project", help="only this project folder")
+    ssub.add_parser("show", help="print a session's messages").add_argument("id")
+    sr = ssub.add_parser("resume", help="reopen a session (seals unfinished calls) and continue it")
+    sr.add_argument("id")
+    sr.add_argument("prompt", nargs="?", help="a new message; without one, the interrupted turn continues")
+    run_options(sr)
+
+    aud = sub.add_parser("audit", help="the tool-call audit log")
+    aud.add_argument("--db", help="database URL or path")
+    asub = aud.add_subparsers(dest="action", required=True)
+    al = asub.add_parser("list", help="list tool calls, newest first")
+    for flag in ("--session", "--tool", "--state", "--outcome", "--text", "--project"):
+        al.add_argument(flag)
+    al.add_argument("--limit", type=int, default=50)
+    asub.add_parser("show", help="one call with its audit trail").add_argument("id")
+    ae = asub.add_parser("export", help="export the log")
+    ae.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    ae.add_argument("--out", help="file (default: stdout)")
+    ae.add_argument("--session")
+    asub.add_parser("verify", help="check the audit hash chain")
+
+    img = sub.add_parser("images", help="sandbox images")
+    isub = img.add_subparsers(dest="action", required=True)
+    isub.add_parser("list", help="the catalog and what is built")
+    ib = isub.add_parser("build", help="build a catalog image")
+    ib.add_argument("name")
+    ib.add_argument("--no-cache", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] not in (*SUBCOMMANDS, "-h", "--help"):
+        return _launch_app(argv)
+    args = _parser().parse_args(argv)
+    try:
+        return asyncio.run(_dispatch(args))
+    except AgentDeskError as e:
+        print(f"agent-desk: {e.user_message()}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _launch_app(argv: list[str]) -> int:
+    try:
+        from . import app
+    except ImportError as e:
+        print(
+            f"agent-desk: the desktop app cannot start ({e}).\n"
+            "  hint: install the GUI dependencies (PySide6-Essentials, qasync), or use a subcommand: "
+            "agent-desk run --project DIR 'PROMPT'",
+            file=sys.stderr,
+        )
+        return 2
+    return int(app.main(argv) or 0)
+
+
+async def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        return await _run(args)
+    if args.command == "sessions":
+        return await _sessions(args)
+    if args.command == "audit":
+        return await _audit(args)
+    return await _images(args)
+
+
+# run / resume ---------------------------------------------------------------------------------------
+def _settings(args: argparse.Namespace) -> Any:
+    from .core._settings import Settings
+
+    settings = Settings.load()
+    if getattr(args, "model", None):
+        settings.model = args.model
+    if getattr(args, "max_steps", None):
+        settings.max_steps = args.max_steps
+    if getattr(args, "sandbox", None):
+        settings.sandbox = args.sandbox
+    return settings
+
+
+async def _engine_for(args: argparse.Namespace, project: Any, store: Any) -> Any:
+    from .engine import build_engine
+
+    if getattr(args, "sandbox", None):
+        project.settings["sandbox"] = args.sandbox
+    if getattr(args, "image", None):
+        project.image = args.image
+    return await build_engine(_settings(args), project, store=store, permission_mode=args.permission_mode)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from .engine import open_store, project_for_dir
+
+    settings = _settings(args)
+    store = await open_store(_db(args))
+    try:
+        project = await project_for_dir(store, args.project, image=args.image, settings=settings)
+    except BaseException:
+        await store.close()
+        raise
+    engine = await _engine_for(args, project, store)
+    try:
+        session = await engine.open_session(args.session, title=args.prompt[:60])
+        return await _drive(engine, session, args, args.prompt)
+    finally:
+        await engine.close()
+
+
+async def _drive(engine: Any, session: Any, args: argparse.Namespace, prompt: str | None) -> int:
+    printer = _Printer(engine, session, args)
+    off = engine.bus.on("*", printer.on_event)
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, session.stop)
+    if not args.json:
+        print(f"session {session.session.id}  ({engine.project.name}, {engine.model_client.model})",
+              file=sys.stderr)
+    try:
+        if prompt:
+            result = await session.send(prompt)
+        elif session.needs_resume:
+            result = await (session.wait() if session.running else session.retry())
+        else:
+            print("agent-desk: nothing to resume: the session's last turn ended normally.", file=sys.stderr)
+            return 0
+    finally:
+        off()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+    printer.finish()
+    if result.reason != "end_turn" and not args.json:
+        print(f"agent-desk: turn ended: {result.reason}" + (f": {result.message}" if result.message else ""),
+              file=sys.stderr)
+    return EXIT_CODES.get(result.reason, 1)
+
+
+class _Printer:
+    """Streams a turn to the terminal: text as it comes, one line per tool call, or JSON envelopes."""
+
+    def __init__(self, engine: Any, session: Any, args: argparse.Namespace) -> None:
+        self.engine = engine
+        self.session = session
+        self.args = args
+        self.sid = session.session.id
+        self.mid_line = False
+        self._answers: set[asyncio.Future[None]] = set()
+
+    def on_event(self, env: Any) -> None:
+        if env.session_id and env.session_id != self.sid:
+            return
+        if self.args.json:
+            print(json.dumps({"seq": env.seq, "channel": env.channel.value, "type": env.type,
+                              "payload": env.payload}, default=str), flush=True)
+        else:
+            self._text(env)
+        if env.type == "permission_required":
+            fut = asyncio.ensure_future(self._answer(env.payload))
+            self._answers.add(fut)
+            fut.add_done_callback(self._answers.discard)
+
+    def _line(self, s: str, *, err: bool = False) -> None:
+        if self.mid_line:
+            print(file=sys.stdout, flush=True)
+            self.mid_line = False
+        print(s, file=sys.stderr if err else sys.stdout, flush=True)
+
+    def _text(self, env: Any) -> None:
+        p = env.payload
+        if env.type == "text_chunk":
+            sys.stdout.write(p["text"])
+            sys.stdout.flush()
+            self.mid_line = not p["text"].endswith("\n")
+        elif env.type == "tool:start" and not p.get("partial"):
+            tool = self.engine.registry.find(p["name"])
+            summary = tool.summarize(p.get("input") or {}) if tool else json.dumps(p.get("input"))[:120]
+            self._line(f"→ {summary}" if summary.startswith(p["name"]) else f"→ {p['name']} {summary}")
+        elif env.type == "tool:end":
+            mark = "✗" if p.get("is_error") else "✓"
+            ms = f" {p['duration_ms']:.0f} ms" if p.get("duration_ms") is not None else ""
+            outcome = f"/{p['outcome']}" if p.get("outcome") and p["outcome"] != "ok" else ""
+            self._line(f"  {mark} {p['name']} {p['state'].lower()}{outcome}{ms}")
+        elif env.type == "error":
+            self._line(f"! {p['message']}", err=True)
+        elif env.type == "permission_required":
+            self._line(f"? {p['name']} needs approval: {p.get('reason') or ''} (risk {p.get('risk')})")
+
+    async def _answer(self, payload: dict[str, Any]) -> None:
+        from .core import Decision
+
+        mode = self.args.on_ask
+        call_id = payload["call_id"]
+        if mode == "allow":
+            decision = Decision(True, by="cli:--on-ask allow")
+        elif mode == "deny":
+            decision = Decision(False, by="cli:--on-ask deny", note="Denied: the CLI runs with --on-ask deny.")
+        else:
+            question = (f"Allow {payload['name']} {json.dumps(payload.get('input'))[:200]}? "
+                        "[y]es / [n]o (then a note): ")
+            answer = (await asyncio.to_thread(_ask, question)).strip()
+            if answer.lower() in ("y", "yes"):
+                decision = Decision(True, by="cli:prompt")
+            else:
+                note = answer[1:].strip() if answer[:1].lower() == "n" else answer
+                decision = Decision(False, by="cli:prompt", note=note or "Denied at the terminal.")
+        with contextlib.suppress(AgentDeskError):  # already answered or expired
+            self.engine.executor.decide(call_id, decision)
+
+    def finish(self) -> None:
+        if self.mid_line:
+            print(flush=True)
+            self.mid_line = False
+
+
+def _ask(question: str) -> str:
+    try:
+        with open("/dev/tty") as tty:
+            sys.stderr.write(question)
+            sys.stderr.flush()
+            return tty.readline()
+    except OSError:
+        return input(question)
+
+
+def _db(args: argparse.Namespace) -> str | None:
+    db = getattr(args, "db", None)
+    if db and "://" not in db:
+        from pathlib import Path
+
+        return f"sqlite:///{Path(db).expanduser().resolve()}"
+    return db
+
+
+# sessions ---------------------------------------------------------------------------------------------
+async def _sessions(args: argparse.Namespace) -> int:
+    from .engine import open_store
+
+    store = await open_store(_db(args))
+    closed = False
+    try:
+        if args.action == "list":
+            projects = {p.id: p for p in await store.list_projects()}
+            project_id = _project_id(projects.values(), args.project) if args.project else None
+            for s in sorted(await store.list_sessions(project_id), key=lambda s: s.updated_at, reverse=True):
+                proj = projects.get(s.project_id)
+                print(f"{s.id}  {_when(s.updated_at)}  {proj.name if proj else s.project_id}  {s.title!r}")
+            return 0
+        session = await store.get_session(args.id)
+        if session is None:
+            raise AgentDeskError(f"There is no session {args.id!r}.", hint="`agent-desk sessions list` shows them.")
+        if args.action == "show":
+            for m in await store.messages(session.id):
+                for b in m.content:
+                    print(f"{m.role:9} {_block(b)}")
+            return 0
+        project = await store.get_project(session.project_id)
+        if project is None:
+            raise AgentDeskError(f"The project of session {session.id} is missing from the database.")
+        args.image = None
+        engine = await _engine_for(args, project, store)
+        closed = True  # the engine owns the store now
+        try:
+            opened = await engine.open_session(session.id)
+            return await _drive(engine, opened, args, args.prompt)
+        finally:
+            await engine.close()
+    finally:
+        if not closed:
+            await store.close()
+
+
+def _project_id(projects: Any, folder: str) -> str:
+    from pathlib import Path
+
+    want = Path(folder).resolve()
+    return next((p.id for p in projects if Path(p.path) == want), "-")
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t))
+
+
+def _block(b: dict[str, Any]) -> str:
+    kind = b.get("type")
+    if kind == "text":
+        return b["text"].replace("\n", "\n          ")
+    if kind == "tool_use":
+        return f"[tool_use {b['name']} {json.dumps(b.get('input'))[:200]}]"
+    if kind == "tool_result":
+        content = b.get("content")
+        text = content if isinstance(content, str) else " ".join(
+            c.get("text", "[image]") for c in content or [])
+        return f"[tool_result{' error' if b.get('is_error') else ''} {text[:200]!r}]"
+    if kind == "thinking":
+        return f"[thinking {b.get('thinking', '')[:120]!r}]"
+    return f"[{kind}]"
+
+
+# audit ------------------------------------------------------------------------------------------------
+async def _audit(args: argparse.Namespace) -> int:
+    from .engine import open_store
+    from .store import AuditQuery
+
+    store = await open_store(_db(args))
+    try:
+        if args.action == "list":
+            projects = await store.list_projects()
+            project_id = _project_id(projects, args.project) if args.project else None
+            q = AuditQuery(project_id=project_id, session_id=args.session, tool=args.tool, states=args.state,
+                           outcome=args.outcome, text=args.text, limit=args.limit)
+            for r in await store.list_records(q):
+                ms = f"{r.duration_ms:.0f}ms" if r.duration_ms is not None else "-"
+                print(f"{r.id}  {_when(r.created_at)}  {r.name:14} {r.state.value:17} "
+                      f"{(r.outcome or '-'):10} {ms:>8}  {r.input_preview[:80]}")
+            return 0
+        if args.action == "show":
+            record = await store.get_record(args.id)
+            if record is None:
+                raise AgentDeskError(f"There is no tool call {args.id!r}.")
+            print(json.dumps(record.to_dict(), indent=2, default=str))
+            for e in await store.get_trail(record.id):
+                print(f"  {e.seq:>6}  {_when(e.at)}  {e.state.value:17} {e.actor:14} {e.note}")
+            return 0
+        if args.action == "export":
+            q = AuditQuery(session_id=args.session, limit=None)
+            n = await store.export(q, args.format, args.out or sys.stdout)
+            if args.out:
+                print(f"exported {n} tool calls to {args.out}", file=sys.stderr)
+            return 0
+        result = await store.verify()
+        if result.ok:
+            print(f"audit chain OK: {result.count} entries verified")
+            return 0
+        print(f"audit chain BROKEN: {result.problem} at entry {result.seq} (record {result.record_id}); "
+              f"{result.count} entries checked", file=sys.stderr)
+        return 1
+    finally:
+        await store.close()
+
+
+# images -----------------------------------------------------------------------------------------------
+async def _images(args: argparse.Namespace) -> int:
+    from .sandbox import build_image, list_images, load_catalog
+
+    if args.action == "list":
+        try:
+            statuses = await asyncio.to_thread(list_images)
+        except AgentDeskError as e:
+            print(f"(engine not reachable: {e})", file=sys.stderr)
+            for spec in load_catalog().values():
+                print(f"{spec.name:10} {spec.tag:32} ?      {spec.description}")
+            return 0
+        for st in statuses:
+            mark = "built" if st.present else "-"
+            size = f"{st.size / 1e6:.0f} MB" if st.present else ""
+            print(f"{st.spec.name:10} {st.spec.tag:32} {mark:6} {size:>7}  {st.spec.description}")
+        return 0
+    status = await asyncio.to_thread(
+        build_image, args.name, lambda line: print(f"  {line}", file=sys.stderr, flush=True),
+        nocache=args.no_cache,
+    )
+    print(f"built {status.spec.tag} ({status.image_id[:19]})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
