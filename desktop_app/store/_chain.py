@@ -103,7 +103,7 @@ def verify_chain(rows: Iterable[ChainRow], head: tuple[int, str] | None) -> Veri
     head_seq, head_hash = head if head is not None else (0, GENESIS)
     prev_hash, prev_seq, count = GENESIS, 0, 0
     # (hash, seq) of the last good entries, to name insertions by where the next link points.
-    recent: deque[tuple[str, int]] = deque([(GENESIS, 0)], maxlen=_WINDOW)
+    recent: deque[tuple[str, int, str]] = deque([(GENESIS, 0, "")], maxlen=_WINDOW)
     row = next(it, None)
     while row is not None:
         nxt = next(it, None)
@@ -122,10 +122,11 @@ def verify_chain(rows: Iterable[ChainRow], head: tuple[int, str] | None) -> Veri
                 return _fail(count, "inserted", row.seq, row.record_id,
                              f"entry {row.seq} (record {row.record_id}) was inserted: the entry after "
                              f"it links to entry {prev_seq}")
-            back = next((s for h, s in recent if h == row.prev_hash), None)
+            back = next((s for h, s, _ in recent if h == row.prev_hash), None)
             if not link_ok and back is not None and back < prev_seq:
                 first = back + 1
-                return _fail(count, "inserted", first, None,
+                first_record = next((r for _, s, r in recent if s == first), None)
+                return _fail(back, "inserted", first, first_record,
                              f"entries {first}..{prev_seq} were inserted: entry {row.seq} "
                              f"(record {row.record_id}) links to entry {first - 1}")
             if not link_ok:
@@ -136,7 +137,7 @@ def verify_chain(rows: Iterable[ChainRow], head: tuple[int, str] | None) -> Veri
                          f"entry {row.seq} (record {row.record_id}) was altered: its content does not "
                          f"match its hash")
         count += 1
-        recent.append((row.hash, row.seq))
+        recent.append((row.hash, row.seq, row.record_id))
         prev_hash, prev_seq = row.hash, row.seq
         row = nxt
     if prev_seq < head_seq:

@@ -96,7 +96,7 @@ class ErrorTranslator:
         if "locked" in low or "busy" in low:
             return StoreError(
                 f"could not save {what}: the audit database {self.where} is locked by another program "
-                f"(waited {self.busy_timeout_ms} ms); nothing was lost, this write was not saved",
+                f"(waited {self.busy_timeout_ms} ms); earlier records are safe, this write was not saved",
                 hint="close the other program that has the database open for writing, then retry",
             )
         if "full" in low or "no space" in low:
