@@ -153,6 +153,8 @@ class AgentSession:
         self._reoffered: list[ToolCallRecord] = []
         self._stopping = False
         self._ends_with_user = False
+        self._history: list[StoredMessage] | None = None  # cache of the stored messages, appended in step
+        self._tool_params = [t.to_api() for t in self.tools]  # schemas are built once per session
 
     # -- opening --------------------------------------------------------------------------------------
     @classmethod
@@ -319,11 +321,12 @@ class AgentSession:
 
     async def _step(self) -> ModelReply | None:
         """One model call; None when it was interrupted (the partial answer is dropped)."""
-        messages = _normalize(await self.store.messages(self.session.id))
+        if self._history is None:
+            self._history = await self.store.messages(self.session.id)
         request = ModelRequest(
             system=system_prompt(self.project, self.sandbox),
-            messages=messages,
-            tools=[t.to_api() for t in self.tools],
+            messages=_normalize(self._history),
+            tools=self._tool_params,
         )
         task = asyncio.ensure_future(
             self.model_client.stream(request, emit=self.bus.publish, session_id=self.session.id)
@@ -355,12 +358,15 @@ class AgentSession:
     async def _append(self, role: str, content: list[dict[str, Any]]) -> None:
         if not content:
             return
-        await self.store.append_message(StoredMessage(session_id=self.session.id, role=role, content=content))
+        message = StoredMessage(session_id=self.session.id, role=role, content=content)
+        await self.store.append_message(message)
+        if self._history is not None:
+            self._history.append(message)
         self._ends_with_user = role == "user"
 
     async def _answer_open_calls(self) -> None:
         """Give every tool_use of the last assistant message a tool_result, from the stored records."""
-        messages = await self.store.messages(self.session.id)
+        messages = self._history = await self.store.messages(self.session.id)
         self._ends_with_user = bool(messages) and messages[-1].role == "user"
         last_assistant = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
         if last_assistant is None:

@@ -402,6 +402,7 @@ class AnthropicServer:
 def _make_handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, like the real API; bodies are chunked or sized
+        disable_nagle_algorithm = True  # each SSE event leaves at once, as from the real API
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet test output
             return
