@@ -15,7 +15,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -118,13 +118,14 @@ def _parse_time(text: str) -> float:
 def remove_orphans(
     client: docker.DockerClient,
     *,
-    known_projects: Mapping[str, str] | None = None,
+    known_projects: Collection[str] | None = None,
     idle_limit_s: float | None = None,
+    only: Collection[str] | None = None,
     now: float | None = None,
 ) -> list[str]:
     """Remove agent-desk containers whose project is gone (its folder no longer exists, or its id is
-    not in `known_projects` {id: folder} when given), or that have been stopped longer than
-    `idle_limit_s`. Returns the names removed."""
+    not in `known_projects` when given), or that have been stopped longer than `idle_limit_s`.
+    `only` limits the sweep to those project ids. Returns the names removed."""
     import docker.errors
 
     now = time.time() if now is None else now
@@ -132,6 +133,8 @@ def remove_orphans(
     for c in client.containers.list(all=True, filters={"label": LABEL_MANAGED}):
         labels = c.labels or {}
         pid, path = labels.get(LABEL_PROJECT, ""), labels.get(LABEL_PATH, "")
+        if only is not None and pid not in only:
+            continue
         gone = not path or not os.path.isdir(path)
         if known_projects is not None and pid not in known_projects:
             gone = True
@@ -431,6 +434,10 @@ class DockerSandbox:
         except docker.errors.DockerException as exc:
             raise SandboxError(f"Docker failed: {_short(exc)}", hint=ENGINE_HINT) from None
         self._image_id = image.id
+        try:
+            remove_orphans(client, idle_limit_s=self.config.idle_limit_s)
+        except Exception as exc:  # clean-up must never stop a sandbox from starting
+            log.warning("could not remove orphan sandbox containers: %s", _short(exc))
         self._uid, self._gid = (self.config.uid, self.config.uid) if self.config.uid else folder_owner(self.folder)
         st = os.stat(self.folder)
         # The folder's inode too: a bind mount keeps a deleted-and-recreated folder's old inode.
