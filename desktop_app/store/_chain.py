@@ -77,7 +77,8 @@ class ChainRow:
 class VerifyResult:
     """Outcome of `SqlStore.verify()`.
 
-    ok: the whole chain checks out. count: entries checked. When not ok, `problem` is one of
+    ok: the whole chain checks out. count: entries found good (before the first problem, if any).
+    When not ok, `problem` is one of
     "altered", "removed", "inserted", and `seq` / `record_id` name the first entry concerned
     (for "removed", the first missing seq and the record of the entry that follows the gap, if any).
     """

@@ -11,10 +11,16 @@ config = context.config
 target_metadata = SQLModel.metadata
 
 
+def _include_name(name, type_, parent_names) -> bool:
+    # The FTS5 index and its shadow tables are made by raw DDL in the migration, not by the models.
+    return not (type_ == "table" and name and name.startswith("tool_calls_fts"))
+
+
 def _run(connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
+        include_name=_include_name,
         # SQLite cannot ALTER most things in place; batch mode copies the table instead.
         render_as_batch=connection.dialect.name == "sqlite",
     )
@@ -34,7 +40,8 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run(connection)
         return
-    engine = create_engine(config.get_main_option("sqlalchemy.url"), poolclass=pool.NullPool)
+    url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
+    engine = create_engine(url, poolclass=pool.NullPool)
     with engine.connect() as conn:
         _run(conn)
     engine.dispose()
