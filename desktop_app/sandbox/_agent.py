@@ -255,9 +255,7 @@ def fs_write(ws, path, data, make_dirs=True):
         pass
     except OSError as exc:
         raise _os_error(exc, ws.shown(real)) from None
-    tmp = os.path.join(
-        parent, f".{os.path.basename(real)}.agent-desk-{os.getpid()}-{threading.get_ident()}.tmp"
-    )
+    tmp = os.path.join(parent, f".{os.path.basename(real)}.agent-desk-{os.getpid()}-{threading.get_ident()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
         try:

@@ -252,11 +252,12 @@ class HelperChannel:
         return lines[0]
 
     def _reader(self) -> None:
+        sock = self._sock
         try:
             for line in getattr(self, "_early", []):
                 self._dispatch(line)
-            while True:
-                data = self._sock.recv(1 << 20)
+            while sock is not None:
+                data = sock.recv(1 << 20)
                 if not data:
                     break
                 for line in self._feed(data):

@@ -22,9 +22,9 @@ OUTSIDE = b"__AGENT_DESK_OUTSIDE__"
 PRELUDE = f"""
 ws={WORKSPACE}
 resolve() {{
-  case "$1" in /*) q="$1";; *) q="$ws/$1";; esac
-  p=$(realpath -m -- "$q") || exit 2
-  case "$p" in "$ws"|"$ws"/*) printf '%s' "$p";; *) echo "{OUTSIDE.decode()} $1" >&2; exit 3;; esac
+  case "$1" in /*) _q="$1";; *) _q="$ws/$1";; esac
+  _r=$(realpath -m -- "$_q") || exit 2
+  case "$_r" in "$ws"|"$ws"/*) printf '%s' "$_r";; *) echo "{OUTSIDE.decode()} $1" >&2; exit 3;; esac
 }}
 """
 STAT_FMT = "%F|%s|%.6Y|%a"
@@ -94,15 +94,15 @@ tail -c 1048576 "$f.log" 2>/dev/null
 """,
     "bg_kill": """f="$BG_DIR/$1"
 pid=$(cat "$f.pid" 2>/dev/null) || { echo "__AGENT_DESK_ERROR__ no background process $1" >&2; exit 4; }
-kill -TERM -- -"$pid" 2>/dev/null; code=143
+kill -TERM -"$pid" 2>/dev/null; code=143
 i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 10 ]; do sleep 0.1; i=$((i+1)); done
 if kill -0 "$pid" 2>/dev/null; then code=137; fi
-kill -KILL -- -"$pid" 2>/dev/null
+kill -KILL -"$pid" 2>/dev/null
 i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.02; i=$((i+1)); done
 [ -s "$f.exit" ] || echo $code > "$f.exit"
 """,
     "cancel": """pid=$(cat "$EXEC_DIR/$1" 2>/dev/null) || exit 0
-kill -TERM -- -"$pid" 2>/dev/null; sleep "$2"; kill -KILL -- -"$pid" 2>/dev/null; true
+kill -TERM -"$pid" 2>/dev/null; sleep "$2"; kill -KILL -"$pid" 2>/dev/null; true
 """,
 }
 
