@@ -287,12 +287,19 @@ class TimelineFilter(QSortFilterProxyModel):
         self._tool: str | None = None
 
     def set_states(self, states: Iterable[str] | None) -> None:
-        self._states = frozenset(states) if states else None
-        self.invalidateRowsFilter()
+        self._refilter(lambda: setattr(self, "_states", frozenset(states) if states else None))
 
     def set_tool(self, tool: str | None) -> None:
-        self._tool = tool or None
-        self.invalidateRowsFilter()
+        self._refilter(lambda: setattr(self, "_tool", tool or None))
+
+    def _refilter(self, change) -> None:
+        if hasattr(self, "beginFilterChange"):  # Qt 6.9+: invalidateRowsFilter is deprecated
+            self.beginFilterChange()
+            change()
+            self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        else:
+            change()
+            self.invalidateRowsFilter()
 
     def filterAcceptsRow(self, source_row: int, source_parent) -> bool:
         if self._states is None and self._tool is None:

@@ -1,0 +1,61 @@
+"""UI test kit: a qasync event loop installed on the test QApplication, and a helper that runs a
+coroutine on it while Qt processes events (waiting on the task, never sleeping)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+import qasync
+
+T = TypeVar("T")
+
+
+@pytest.fixture
+def qloop(qapp):
+    """qasync's loop as the running asyncio loop while pytest-qt drives the Qt event loop."""
+    loop = qasync.QEventLoop(qapp, already_running=True)
+    asyncio.set_event_loop(loop)
+    yield loop
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for t in pending:
+        t.cancel()
+    for _ in range(20):  # let the cancellations unwind
+        if all(t.done() for t in pending):
+            break
+        qapp.processEvents()
+    # Not loop.stop(): it calls QApplication.exit(), which with no exec() running leaves Qt's quit flag
+    # set and breaks the timers of the next test. Mark the loop stopped directly instead.
+    loop._QEventLoop__is_running = False
+    asyncio.events._set_running_loop(None)
+    loop.close()
+    asyncio.set_event_loop(None)
+
+
+@pytest.fixture
+def run(qtbot, qloop) -> Callable[..., Any]:
+    """run(coro, timeout_ms) -> its result, processing Qt events (and so asyncio tasks) meanwhile."""
+
+    def _run(coro: Awaitable[T], timeout: int = 15_000) -> T:
+        task = asyncio.ensure_future(coro)
+        qtbot.waitUntil(task.done, timeout=timeout)
+        return task.result()
+
+    return _run
+
+
+@pytest.fixture
+def store(tmp_path, run):
+    from desktop_app.store import SqlStore
+
+    s = run(SqlStore.open(tmp_path / "audit.db"))
+    yield s
+    run(s.close())
+
+
+@pytest.fixture(autouse=True)
+def _app(qapp):
+    """Every UI test needs the QApplication (pixmaps, fonts), even pure model tests."""
+    return qapp

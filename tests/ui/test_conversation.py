@@ -1,0 +1,80 @@
+"""ConversationView and EventBridge: streamed text through the real bus, Markdown with highlighted
+code, and tool cards linked to the timeline."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QUrl
+
+from desktop_app.core._events import EventBus, PermissionRequired, StateChanged, TextChunk, TokenUsage, ToolStart
+from desktop_app.core._store import MemoryStore
+from desktop_app.ui._bridge import EventBridge
+from desktop_app.ui._conversation import ConversationView, split_fences
+
+
+def test_bridge_turns_bus_events_into_typed_signals(qtbot, qloop):
+    bus = EventBus(MemoryStore())
+    bridge = EventBridge(bus)
+    with qtbot.waitSignal(bridge.textChunk) as text:
+        bus.publish(TextChunk(session_id="s1", text="hi", message_id="m1"))
+    assert text.args == ["s1", "m1", "hi"]
+    with qtbot.waitSignal(bridge.permissionRequired) as perm:
+        bus.publish(PermissionRequired(session_id="s1", call_id="c1", name="bash_run", input={"command": "ls"}))
+    assert isinstance(perm.args[0], PermissionRequired) and perm.args[0].call_id == "c1"
+    with qtbot.waitSignal(bridge.tokenUsage) as usage:
+        bus.publish(TokenUsage(session_id="s1", input_tokens=3, output_tokens=4, cost_usd=0.5))
+    assert usage.args[0].output_tokens == 4
+    bridge.detach()
+    with qtbot.assertNotEmitted(bridge.stateChanged):
+        bus.publish(StateChanged(session_id="s1", call_id="c1", state="APPROVED"))
+
+
+def test_streamed_chunks_are_painted_once_per_frame_then_rendered_as_markdown(qtbot, qloop):
+    bus = EventBus(MemoryStore())
+    bridge = EventBridge(bus)
+    view = ConversationView()
+    qtbot.addWidget(view)
+    bridge.textChunk.connect(lambda _s, mid, t: view.append_chunk(mid, t))
+    answer = "Here is **the fix**:\n\n```python\ndef add(a, b):\n    return a + b\n```\nDone."
+    for ch in answer:  # one chunk per character, all in the same loop turn
+        bus.publish(TextChunk(session_id="s", text=ch, message_id="m1"))
+    assert view.chunks_painted == 0
+    qtbot.waitUntil(lambda: view.chunks_painted >= 1)
+    assert view.chunks_painted == 1  # coalesced into one paint
+    assert view.toPlainText().endswith(answer)
+    view.finish_message()
+    text = view.toPlainText()
+    assert "**" not in text and "```" not in text  # rendered, not raw Markdown
+    assert "return a + b" in text and "    return" in text  # indentation kept
+    html = view.toHtml()
+    assert "font-weight" in html and "def" in text
+    # pygments coloured the keyword: the code has more than one foreground colour
+    assert html.count("color:#") >= 3
+
+
+def test_split_fences_separates_prose_and_code():
+    parts = split_fences("a\n```sh\nls -la\n```\nb")
+    assert parts == [("a\n", None), ("ls -la", "sh"), ("\nb", None)]
+    assert split_fences("```\nunterminated") == [("unterminated", "")]
+
+
+def test_tool_card_click_asks_to_select_the_timeline_row(qtbot, qloop):
+    view = ConversationView()
+    qtbot.addWidget(view)
+    view.add_tool_card("call_42", "bash_run", {"command": "pytest -q"})
+    assert "bash_run" in view.toPlainText() and "pending" in view.toPlainText()
+    view.update_tool_card("call_42", "COMPLETED", 1500)
+    assert "completed · 1.5 s" in view.toPlainText()
+    with qtbot.waitSignal(view.callActivated) as sig:
+        view.anchorClicked.emit(QUrl("call:call_42"))
+    assert sig.args == ["call_42"]
+
+
+def test_tool_start_then_card_and_text_keep_their_order(qtbot, qloop):
+    view = ConversationView()
+    qtbot.addWidget(view)
+    view.append_chunk("m1", "Let me look.")
+    view.add_tool_card("c1", "fs_read", ToolStart(input={"path": "a.py"}).input)
+    view.append_chunk("m2", "It is fine.")
+    view.finish_message()
+    text = view.toPlainText()
+    assert text.index("Let me look.") < text.index("fs_read") < text.index("It is fine.")
