@@ -1,0 +1,83 @@
+"""End-to-end fixtures: the fake Anthropic server, settings kept in tmp, and an engine on a real
+SQLite file with a real Docker sandbox (skipped without an engine, failing in CI)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from desktop_app.core import ProjectInfo
+from desktop_app.core._model import AnthropicModelClient
+from desktop_app.core._settings import Settings
+from tests.fakes.anthropic_server import AnthropicServer
+from tests.sandbox.conftest import TEST_IMAGE, docker_client, make_workspace  # noqa: F401 (fixture)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def server() -> Iterator[AnthropicServer]:
+    with AnthropicServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def env(tmp_path: Path, server: AnthropicServer, monkeypatch) -> dict[str, str]:
+    """Environment for the engine and for CLI subprocesses: tmp config/data, the fake endpoint."""
+    values = {
+        "AGENT_DESK_CONFIG_DIR": str(tmp_path / "cfg"),
+        "AGENT_DESK_DATA_DIR": str(tmp_path / "data"),
+        "AGENT_DESK_DB": f"sqlite:///{tmp_path / 'desk.db'}",
+        "AGENT_DESK_NO_KEYRING": "1",
+        "ANTHROPIC_API_KEY": server.api_key,
+        "ANTHROPIC_BASE_URL": server.url,
+    }
+    for k, v in values.items():
+        monkeypatch.setenv(k, v)
+    full = dict(os.environ)
+    full["PYTHONPATH"] = str(ROOT) + os.pathsep + full.get("PYTHONPATH", "")
+    return full
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "desktop_app.cli", *args]
+
+
+@pytest.fixture
+def workspace_dir(tmp_path: Path) -> Path:
+    ws = make_workspace(tmp_path / "project")
+    (ws / "greet.txt").write_text("hello world\n")
+    (ws / "test.sh").write_text('grep -q "hello agent" greet.txt && echo PASS || { echo FAIL; exit 1; }\n')
+    if os.geteuid() == 0:
+        for f in ws.iterdir():
+            os.chown(f, 1000, 1000)
+    return ws
+
+
+@pytest.fixture
+async def docker_engine(docker_client, workspace_dir, server, env) -> AsyncIterator[Any]:  # noqa: F811
+    """`await make(mode="auto")` -> Engine on a real SQLite file and a real DockerSandbox."""
+    from desktop_app.engine import build_engine
+
+    made: list[Any] = []
+
+    async def make(mode: str = "auto") -> Any:
+        project = ProjectInfo(id=f"e2e-{os.urandom(4).hex()}", name="project", path=str(workspace_dir),
+                              image=TEST_IMAGE)
+        client = AnthropicModelClient(api_key=server.api_key, base_url=server.url, max_retries=1)
+        engine = await build_engine(Settings(), project, permission_mode=mode, model_client=client)
+        made.append(engine)
+        return engine
+
+    yield make
+    for engine in made:
+        await engine.close()
+        for c in docker_client.containers.list(
+            all=True, filters={"label": f"org.agent-desk.project={engine.project.id}"}
+        ):
+            c.remove(force=True)

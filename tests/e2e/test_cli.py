@@ -1,0 +1,98 @@
+"""The `agent-desk` CLI as a subprocess against the fake server: a clear 401, an API error mid-stream,
+and a process killed with SIGKILL in the middle of a long bash_run, then resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.anthropic_server import StreamError, reply, text, tool_use
+
+from .conftest import TEST_IMAGE, cli
+
+pytestmark = pytest.mark.e2e
+
+
+def run_cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cli(*args), env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_401_gives_the_clear_message(env, server, tmp_path: Path) -> None:
+    env = {**env, "ANTHROPIC_API_KEY": "sk-ant-wrong-key"}
+    (tmp_path / "p").mkdir()
+    out = run_cli(env, "run", "--project", str(tmp_path / "p"), "--sandbox", "local", "hello")
+    assert out.returncode == 1
+    assert "Check the API key" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert "sk-ant-wrong-key" not in out.stderr + out.stdout
+
+
+def test_api_error_mid_stream_fails_visibly_then_resume_retries(env, server, tmp_path: Path) -> None:
+    (tmp_path / "p").mkdir()
+    server.add(StreamError(reply(text("half an answer, then")), after_events=4), reply(text("the whole answer")))
+    out = run_cli(env, "run", "--project", str(tmp_path / "p"), "--sandbox", "local", "hello")
+    assert out.returncode == 1 and "overloaded_error" in out.stderr
+    session_id = out.stderr.split("session ", 1)[1].split()[0]
+    again = run_cli(env, "sessions", "resume", session_id, "--sandbox", "local")
+    assert again.returncode == 0, again.stderr
+    assert "the whole answer" in again.stdout
+
+
+def test_json_output_is_one_envelope_per_line(env, server, tmp_path: Path) -> None:
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "a.txt").write_text("alpha\n")
+    server.add(reply(tool_use("fs_read", {"path": "a.txt"})), reply(text("done")))
+    out = run_cli(env, "run", "--project", str(tmp_path / "p"), "--sandbox", "local", "--json", "read")
+    assert out.returncode == 0, out.stderr
+    envs = [json.loads(line) for line in out.stdout.splitlines()]
+    assert all(set(e) == {"seq", "channel", "type", "payload"} for e in envs)
+    seqs = [e["seq"] for e in envs]
+    assert seqs == sorted(seqs)
+    assert envs[-1]["type"] == "done" and envs[-1]["payload"]["reason"] == "end_turn"
+    audit = run_cli(env, "audit", "list")
+    assert "fs_read" in audit.stdout and "COMPLETED" in audit.stdout
+    assert run_cli(env, "audit", "verify").returncode == 0
+
+
+@pytest.mark.docker
+def test_sigkill_during_bash_run_then_resume_seals_the_call(env, server, docker_client, workspace_dir,
+                                                            tmp_path: Path) -> None:
+    server.add(
+        reply(text("Running the long job."), tool_use("bash_run", {"command": "sleep 120"}, id="toolu_long")),
+        lambda req: reply(text("After the crash: " + req.last_tool_result_text())),
+    )
+    proc = subprocess.Popen(
+        cli("run", "--project", str(workspace_dir), "--image", TEST_IMAGE, "--permission-mode", "auto",
+            "--json", "run the long job"),
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        session_id = None
+        for line in proc.stdout:  # wait on the CLI's own events, not a sleep
+            env_ = json.loads(line)
+            session_id = session_id or env_["payload"].get("session_id")
+            if env_["type"] == "state_changed" and env_["payload"]["state"] == "EXECUTING":
+                break
+        else:
+            pytest.fail(f"the call never started: {proc.stderr.read() if proc.stderr else ''}")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+    out = run_cli(env, "sessions", "resume", session_id, "--permission-mode", "auto")
+    assert out.returncode == 0, out.stderr
+    sealed = json.loads(server.requests[-1].last_tool_result_text())
+    assert sealed["_autoSealed"] is True
+    shown = run_cli(env, "audit", "show", "toolu_long")
+    assert '"state": "SEALED"' in shown.stdout
+    for c in docker_client.containers.list(all=True, filters={"label": "org.agent-desk.project"}):
+        if str(workspace_dir) in json.dumps(c.attrs.get("Mounts", [])):
+            c.remove(force=True)
