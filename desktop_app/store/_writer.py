@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import queue
+import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.sql.elements import TextClause
 
 from desktop_app.core._errors import StoreError
 from desktop_app.core._record import AuditEntry
@@ -105,7 +107,7 @@ class ErrorTranslator:
                 "earlier records are safe, this write was not saved",
                 hint="free some disk space, then retry",
             )
-        if isinstance(exc, sa_exc.IntegrityError):
+        if isinstance(exc, (sa_exc.IntegrityError, sqlite3.IntegrityError)):
             return StoreError(f"could not save {what}: it conflicts with the stored data ({msg})")
         return StoreError(f"could not save {what} to the audit database {self.where}: {msg}")
 
@@ -115,6 +117,9 @@ class Writer(threading.Thread):
         super().__init__(name="agent-desk-store-writer", daemon=True)
         self.queue: queue.SimpleQueue[Op] = queue.SimpleQueue()
         self._engine = engine
+        # On SQLite the hot statements go straight to the driver (it takes the same :named SQL),
+        # which saves SQLAlchemy's per-row parameter processing inside the transaction it began.
+        self._raw = engine.dialect.name == "sqlite"
         self.head_seq, self.head_hash = head
         self._translate = translate
         self.failed_events: list[str] = []  # reported by the next flush()
@@ -166,7 +171,8 @@ class Writer(threading.Thread):
                 results = self._write_batch(conn, writes)
             except Exception as exc:
                 self._rollback(conn)
-                if not isinstance(exc, sa_exc.OperationalError) and len(writes) > 1:
+                whole_db = isinstance(exc, (sa_exc.OperationalError, sqlite3.OperationalError))
+                if not whole_db and len(writes) > 1:
                     # One bad op must not sink the others: write them one by one.
                     for op in writes:
                         try:
@@ -235,10 +241,10 @@ class Writer(threading.Thread):
                         entries.append({**op.params[1], "seq": seq, "prev_hash": prev, "hash": h})
                         results[k] = (seq, h)
                         prev = h
-                    conn.execute(UPSERT_TOOL_CALL, [ops[k].params[0] for k in range(i, j)])
-                    conn.execute(INSERT_ENTRY, entries)
+                    self._many(conn, UPSERT_TOOL_CALL, [ops[k].params[0] for k in range(i, j)])
+                    self._many(conn, INSERT_ENTRY, entries)
                 elif kind == "event":
-                    conn.execute(INSERT_EVENT, [ops[k].params for k in range(i, j)])
+                    self._many(conn, INSERT_EVENT, [ops[k].params for k in range(i, j)])
                 else:
                     j = i + 1
                     op = ops[i]
@@ -258,6 +264,12 @@ class Writer(threading.Thread):
         self.head_seq, self.head_hash = seq, prev
         self.batches += 1
         return results
+
+    def _many(self, conn: Connection, stmt: TextClause, rows: list[dict[str, Any]]) -> None:
+        if self._raw:
+            conn.connection.driver_connection.executemany(stmt.text, rows)
+        else:
+            conn.execute(stmt, rows)
 
     # resolution on the loops ----------------------------------------------------------------------
     @staticmethod
