@@ -165,7 +165,7 @@ async def _fill_sample(store, controller) -> None:
     controller.api_key_source = controller.api_key_source or "sample"
     await controller.start(check_docker=False)
     controller.window.status.set_sandbox("running", "agent-desk/python:3.11", "none")
-    controller.window.status.set_model("claude-sonnet-4-5")
+    controller.window.status.set_model("claude-sonnet-4-6")
     publish_sample_turn(controller.bus)
 
 

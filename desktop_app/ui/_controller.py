@@ -31,6 +31,7 @@ from ._bridge import EventBridge
 from ._inbox import InboxDecision, PendingApproval
 from ._mainwindow import MainWindow
 from ._projects import session_title
+from ._theme import bring_to_front
 
 log = logging.getLogger(__name__)
 
@@ -409,8 +410,7 @@ class AppController(QObject):
             self._history_window = HistoryWindow(self.store)
             self._history_window.model.project_names = {p.id: p.name for p in self.window.projects_model.projects()}
             self.spawn(self._history_window.refresh())
-        self._history_window.show()
-        self._history_window.raise_()
+        bring_to_front(self._history_window)
         return self._history_window
 
     async def edit_settings(self) -> Any:

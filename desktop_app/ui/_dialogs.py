@@ -133,7 +133,7 @@ class SettingsDialog(FutureDialog):
 
     def value(self) -> SettingsResult:
         return SettingsResult(
-            model=self.model.text().strip() or "claude-sonnet-4-5",
+            model=self.model.text().strip() or "claude-sonnet-4-6",
             base_url=self.base_url.text().strip() or None,
             permission_mode=self.mode.currentData(),
             theme=self.theme.currentData(),

@@ -22,6 +22,7 @@ from ..core._events import TokenUsage
 from ._conversation import ConversationView
 from ._inbox import ApprovalInbox, PendingApproval
 from ._projects import ProjectsModel, ProjectsSidebar
+from ._theme import bring_to_front
 from ._timeline import TimelineDock, TimelineModel
 
 
@@ -275,8 +276,7 @@ class MainWindow(QMainWindow):
         )
 
     def _review(self) -> None:
-        self.inbox.show()
-        self.inbox.raise_()
+        bring_to_front(self.inbox)
         self.inbox.list.setFocus()
         self.approval_banner.clear_item("approvals")
 
@@ -287,7 +287,7 @@ class MainWindow(QMainWindow):
             return None
         if self._tray is None:
             self._tray = QSystemTrayIcon(self.windowIcon(), self)
-            self._tray.activated.connect(lambda *_: (self.raise_(), self.activateWindow(), self._review()))
+            self._tray.activated.connect(lambda *_: (bring_to_front(self), self._review()))
             self._tray.messageClicked.connect(self._review)
             self._tray.show()
         return self._tray

@@ -59,13 +59,13 @@ def sample_projects(base: str = "/home/ada/code") -> tuple[list[ProjectInfo], li
                     {"network": True}, now - 86400 * 30),
     ]
     sessions = [
-        SessionInfo("ses_sample_main", "prj_shop", "Fix price parsing with separators", "claude-sonnet-4-5",
+        SessionInfo("ses_sample_main", "prj_shop", "Fix price parsing with separators", "claude-sonnet-4-6",
                     now - 600, now - 30),
-        SessionInfo("ses_sample_2", "prj_shop", "Add CSV export to orders", "claude-sonnet-4-5",
+        SessionInfo("ses_sample_2", "prj_shop", "Add CSV export to orders", "claude-sonnet-4-6",
                     now - 86400 * 2, now - 86400 * 2),
-        SessionInfo("ses_sample_3", "prj_shop", "Flaky test in checkout", "claude-sonnet-4-5",
+        SessionInfo("ses_sample_3", "prj_shop", "Flaky test in checkout", "claude-sonnet-4-6",
                     now - 86400 * 5, now - 86400 * 5),
-        SessionInfo("ses_sample_4", "prj_docs", "Update install guide", "claude-sonnet-4-5",
+        SessionInfo("ses_sample_4", "prj_docs", "Update install guide", "claude-sonnet-4-6",
                     now - 86400 * 3, now - 86400 * 3),
     ]
     return projects, sessions
@@ -149,7 +149,7 @@ def publish_sample_turn(bus: EventBus, session_id: str = "ses_sample_main") -> T
         reason="mode ask asks before fs_write",
         provenance=[{"kind": "mode", "detail": "ask", "source": "project", "decision": "ask"}],
         meta={"diff": "--- /dev/null\n+++ b/src/shop/export.py\n@@ -0,0 +1 @@\n+import csv\n"}))
-    bus.publish(TokenUsage(session_id=session_id, model="claude-sonnet-4-5", input_tokens=18_432,
+    bus.publish(TokenUsage(session_id=session_id, model="claude-sonnet-4-6", input_tokens=18_432,
                            output_tokens=1_204, cache_read_input_tokens=12_000, cost_usd=0.0772))
     return pending
 

@@ -130,3 +130,11 @@ def format_duration(ms: float | None) -> str:
     if ms < 60_000:
         return f"{ms / 1000:.1f} s"
     return f"{int(ms // 60000)}m{int(ms % 60000 / 1000):02d}s"
+
+
+def bring_to_front(widget) -> None:
+    """show + raise, except on platforms without a window manager (offscreen warns on raise())."""
+    widget.show()
+    if QGuiApplication.platformName() not in ("offscreen", "minimal"):
+        widget.raise_()
+        widget.activateWindow()

@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..core._record import ToolCallRecord, ToolCallState
-from ._theme import format_duration, state_colour, state_icon, summarize_input
+from ._theme import bring_to_front, format_duration, state_colour, state_icon, summarize_input
 
 CallIdRole = Qt.ItemDataRole.UserRole + 1
 StateRole = Qt.ItemDataRole.UserRole + 2
@@ -489,8 +489,7 @@ class TimelineDock(QDockWidget):
             idx, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows
         )
         self.view.scrollTo(idx)
-        self.show()
-        self.raise_()
+        bring_to_front(self)
         return True
 
     def current_call(self) -> str | None:

@@ -1,0 +1,136 @@
+"""The whole window against the local Anthropic-compatible server: a prompt streams back, a write waits
+in the inbox, is approved, completes in the timeline and is found in the history; and an approval left
+open survives a restart of the app."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+
+from desktop_app.core._events import EventBus
+from desktop_app.core._settings import DEFAULT_MODEL, Settings
+from desktop_app.core._store import ProjectInfo, SessionInfo
+from desktop_app.ui._controller import AppController
+from desktop_app.ui._mainwindow import MainWindow
+from desktop_app.ui._sessions import SessionFactory
+from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def env(monkeypatch, tmp_path):
+    monkeypatch.setenv("AGENT_DESK_NO_KEYRING", "1")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "README.md").write_text("demo\n")
+    # An explicitly local sandbox: this test is about the window, the Docker path has its own tests.
+    project = ProjectInfo("prj_rt", "demo", str(folder), permission_mode="ask", settings={"sandbox": "local"})
+    return folder, project
+
+
+def open_app(qtbot, run, store, server, project):
+    settings = Settings(path=None, base_url=server.url, api_key=server.api_key, model=DEFAULT_MODEL)
+    bus = run(EventBus.open(store))
+    window = MainWindow()
+    qtbot.addWidget(window)
+    factory = SessionFactory(settings=settings, store=store, bus=bus)
+    controller = AppController(window, store=store, bus=bus, settings=settings, agent_factory=factory,
+                               api_key_source="settings")
+    window.show()
+    return window, controller, factory
+
+
+def row_state(window, call_id):
+    model = window.timeline_model
+    row = model.row_of(call_id)
+    return model.row_at(row).state.value if row >= 0 else None
+
+
+def test_prompt_stream_approve_timeline_history(qtbot, run, store, env):
+    folder, project = env
+    script = [
+        reply(text("I will create the file you asked for."),
+              tool_use("fs_write", {"path": "hello.txt", "content": "hello\n"}, id="toolu_write1")),
+        reply(text("Created `hello.txt`.")),
+    ]
+    with AnthropicServer(script) as server:
+        run(store.save_project(project))
+        window, controller, factory = open_app(qtbot, run, store, server, project)
+        run(controller.start(check_docker=False))
+        window.sidebar.tree.setCurrentIndex(window.sidebar.proxy.index(0, 0))
+
+        window.prompt.setPlainText("Please create hello.txt")
+        with qtbot.waitSignal(controller.turnFinished, timeout=20_000) as finished:
+            qtbot.keyClick(window.prompt, Qt.Key.Key_Return)
+            qtbot.waitUntil(lambda: "I will create the file" in window.conversation.toPlainText(),
+                            timeout=10_000)
+            qtbot.waitUntil(lambda: window.inbox.model.rowCount() == 1, timeout=10_000)
+            assert window.inbox.windowTitle() == "Approvals (1)"
+            item = window.inbox.model.item(0)
+            assert item.call_id == "toolu_write1" and item.name == "fs_write"
+            assert row_state(window, "toolu_write1") == "APPROVAL_REQUIRED"
+            qtbot.waitUntil(lambda: "+hello" in window.inbox.card.toPlainText(), timeout=10_000)  # diff
+            assert not (folder / "hello.txt").exists()
+            window.inbox.list.setCurrentIndex(window.inbox.model.index(0))
+            qtbot.mouseClick(window.inbox.allow_btn, Qt.MouseButton.LeftButton)
+        assert finished.args[1].reason == "end_turn"
+        assert (folder / "hello.txt").read_text() == "hello\n"
+        assert window.inbox.model.rowCount() == 0
+        qtbot.waitUntil(lambda: row_state(window, "toolu_write1") == "COMPLETED")
+        qtbot.waitUntil(lambda: "Created hello.txt." in window.conversation.toPlainText())
+        # the request carried the tool result back to the model
+        assert any(b.get("type") == "tool_result" for m in server.requests[-1].body["messages"]
+                   for b in (m["content"] if isinstance(m["content"], list) else []))
+
+        # the card in the conversation selects the timeline row
+        window.conversation.callActivated.emit("toolu_write1")
+        assert window.timeline.current_call() == "toolu_write1"
+        qtbot.waitUntil(lambda: "Audit trail" in window.timeline.details.toPlainText())
+        assert "user" in window.timeline.details.toPlainText()  # who approved it
+
+        history = controller.open_history()
+        qtbot.addWidget(history)
+        history.tool.setCurrentText("fs_write")
+        run(history.refresh())
+        assert history.model.total == 1 and history.model.row(0).id == "toolu_write1"
+        run(controller.close())
+        run(factory.close())
+
+
+def test_an_open_approval_survives_a_restart(qtbot, run, store, env):
+    folder, project = env
+    script = [
+        reply(tool_use("bash_run", {"command": "echo restarted > out.txt"}, id="toolu_bash1")),
+        reply(text("Done after the restart.")),
+    ]
+    with AnthropicServer(script) as server:
+        run(store.save_project(project))
+        run(store.save_session(SessionInfo("ses_rt", project.id, "restart me")))
+        # first run of the app: the call reaches the inbox, then the app goes away without an answer
+        window, controller, _factory = open_app(qtbot, run, store, server, project)
+        run(controller.start(check_docker=False))
+        assert controller.current_session == "ses_rt"
+        window.prompt.setPlainText("write out.txt")
+        qtbot.keyClick(window.prompt, Qt.Key.Key_Return)
+        qtbot.waitUntil(lambda: window.inbox.model.rowCount() == 1, timeout=10_000)
+        run(store.flush())
+        controller.bridge.detach()
+        window.close()
+
+        # second run: same store, new window, new executor
+        window2, controller2, factory2 = open_app(qtbot, run, store, server, project)
+        run(controller2.start(check_docker=False))
+        assert [i.call_id for i in window2.inbox.model.items()] == ["toolu_bash1"]
+        assert window2.inbox.model.item(0).session_title == "restart me"
+        assert row_state(window2, "toolu_bash1") == "APPROVAL_REQUIRED"
+        with qtbot.waitSignal(window2.inbox.model.rowsRemoved, timeout=15_000):
+            window2.inbox.allow_selected()
+        qtbot.waitUntil(lambda: (folder / "out.txt").exists(), timeout=15_000)
+        assert (folder / "out.txt").read_text().strip() == "restarted"
+        qtbot.waitUntil(lambda: row_state(window2, "toolu_bash1") == "COMPLETED", timeout=15_000)
+        qtbot.waitUntil(lambda: "Done after the restart." in window2.conversation.toPlainText(), timeout=15_000)
+        run(controller2.close())
+        run(factory2.close())
