@@ -70,6 +70,7 @@ class AppController(QObject):
         self.docker_message = ""
         self._tasks: set[asyncio.Task] = set()
         self._history_window = None
+        self.history_loading: asyncio.Task | None = None
         self._connect()
 
     # plumbing --------------------------------------------------------------------------------------
@@ -408,8 +409,10 @@ class AppController(QObject):
 
         if self._history_window is None:
             self._history_window = HistoryWindow(self.store)
-            self._history_window.model.project_names = {p.id: p.name for p in self.window.projects_model.projects()}
-            self.spawn(self._history_window.refresh())
+            model = self._history_window.model
+            model.project_names = {p.id: p.name for p in self.window.projects_model.projects()}
+            model.session_names = {sid: session_title(s) for sid, s in self.sessions.items()}
+            self.history_loading = self.spawn(self._history_window.refresh())
         bring_to_front(self._history_window)
         return self._history_window
 

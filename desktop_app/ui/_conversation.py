@@ -22,7 +22,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QTextBrowser
 
 from ..core._record import ToolCallState
-from ._theme import STATE_STYLE, format_duration, is_dark, summarize_input
+from ._theme import STATE_LABEL, STATE_STYLE, format_duration, is_dark, summarize_input
 
 _FENCE = re.compile(r"^```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
 FRAME_MS = 16  # streamed chunks are coalesced and painted at most once per frame
@@ -213,7 +213,7 @@ class ConversationView(QTextBrowser):
         table = self._cards[call_id]
         name, summary, duration = self._card_state[call_id]
         colour, glyph = STATE_STYLE.get(ToolCallState(state), ("#8a8f98", "•"))
-        label = state.lower().replace("_", " ")
+        label = STATE_LABEL.get(ToolCallState(state), state.lower())
         cell = table.cellAt(0, 0)
         cur = cell.firstCursorPosition()
         cur.setPosition(cell.lastCursorPosition().position(), QTextCursor.MoveMode.KeepAnchor)

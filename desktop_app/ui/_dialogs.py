@@ -91,7 +91,7 @@ class SettingsDialog(FutureDialog):
     def __init__(self, settings: Any, *, key_source: str | None, keyring_ok: bool, parent=None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings — Agent Desk")
-        self.setMinimumWidth(560)
+        self.setMinimumWidth(640)
         self.key = QLineEdit()
         self.key.setEchoMode(QLineEdit.EchoMode.Password)
         self.key.setPlaceholderText("sk-ant-…  (leave empty to keep the current key)")
@@ -100,9 +100,9 @@ class SettingsDialog(FutureDialog):
         self.key_state = QLabel(f"Current key: {where}")
         self.clear_key = QCheckBox("Forget the stored key")
         self.keyring_warning = QLabel(
-            "⚠ No keyring backend is available. The key will be written to the settings file "
-            f"({getattr(settings, 'path', '') or 'settings.json'}), readable only by you. Install and unlock "
-            "a keyring (e.g. gnome-keyring or KWallet) to keep it out of files.")
+            "⚠ No keyring backend is available: the key will be written to "
+            f"{getattr(settings, 'path', '') or 'the settings file'} (readable only by you).\n"
+            "Install and unlock a keyring (gnome-keyring, KWallet) to keep it out of files.")
         self.keyring_warning.setWordWrap(True)
         self.keyring_warning.setStyleSheet("color: #d4890b")
         self.keyring_warning.setVisible(not keyring_ok)
@@ -122,7 +122,7 @@ class SettingsDialog(FutureDialog):
         form.addRow("", self.keyring_warning)
         form.addRow("Base URL", self.base_url)
         form.addRow("Model", self.model)
-        form.addRow("Default permission mode", self.mode)
+        form.addRow("Default mode", self.mode)
         form.addRow("Theme", self.theme)
         bb = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
         bb.accepted.connect(self.accept)

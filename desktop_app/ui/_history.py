@@ -93,6 +93,7 @@ class HistoryModel(QAbstractTableModel):
         self._fetching: asyncio.Task | None = None
         self._generation = 0
         self.project_names: dict[str, str] = {}
+        self.session_names: dict[str, str] = {}
 
     def rowCount(self, parent=QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self._rows)
@@ -124,7 +125,7 @@ class HistoryModel(QAbstractTableModel):
                 return format_duration(r.duration_ms)
             if c == 5:
                 project = self.project_names.get(r.project_id, r.project_id[-6:])
-                return f"{project} / {r.session_id[-8:]}"
+                return f"{project} / {self.session_names.get(r.session_id, r.session_id[-8:])}"
             return None
         if role == Qt.ItemDataRole.DecorationRole and c == 1:
             return state_icon(r.state)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QRect, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFont, QKeySequence, QPalette, QShortcut
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QKeySequence, QPalette, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
@@ -192,7 +192,7 @@ class InboxCardDelegate(QStyledItemDelegate):
     HEIGHT = 58
 
     def sizeHint(self, option, index) -> QSize:
-        return QSize(option.rect.width() or 300, self.HEIGHT)
+        return QSize(120, self.HEIGHT)  # the width follows the view
 
     def paint(self, painter, option, index) -> None:
         item: PendingApproval = index.data(ItemRole)
@@ -214,7 +214,7 @@ class InboxCardDelegate(QStyledItemDelegate):
         small.setPointSizeF(max(6.0, option.font.pointSizeF() * 0.88))
         x = r.left() + 8
         # line 1: risk chip, tool, countdown
-        chip = QRect(x, r.top() + 7, 44, 15)
+        chip = QRect(x, r.top() + 7, QFontMetrics(small).horizontalAdvance(item.risk) + 14, 15)
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(QColor(RISK_COLOURS.get(item.risk, "#8a8f98")))
         painter.drawRoundedRect(chip, 7, 7)
@@ -356,6 +356,8 @@ class ApprovalInbox(QDockWidget):
         self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.list.setUniformItemSizes(True)
         self.list.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setResizeMode(QListView.ResizeMode.Adjust)
         self.list.selectionModel().selectionChanged.connect(self._selection_changed)
         self.list.selectionModel().currentChanged.connect(lambda *_: self._show_current())
 

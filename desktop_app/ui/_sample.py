@@ -22,7 +22,7 @@ from ..core._store import ProjectInfo, SessionInfo, StoredMessage
 S = ToolCallState
 SANDBOX = {
     "engine": "docker", "unsandboxed": False, "container_id": "3f9c2a7d81e4b0c6a5d2",
-    "image": "agent-desk/python:3.11", "image_digest": "sha256:7b1e4c0d9a2f63e8c1b5a4d7e9f0a1b2c3d4e5f6",
+    "image": "agent-desk/python:latest", "image_digest": "sha256:7b1e4c0d9a2f63e8c1b5a4d7e9f0a1b2c3d4e5f6",
     "network": "none", "limits": {"memory": "2g", "cpus": 2}, "workspace": "/workspace",
 }
 
@@ -53,9 +53,9 @@ DIFF = """--- a/src/shop/prices.py
 def sample_projects(base: str = "/home/ada/code") -> tuple[list[ProjectInfo], list[SessionInfo]]:
     now = time.time()
     projects = [
-        ProjectInfo("prj_shop", "shop-backend", f"{base}/shop-backend", "agent-desk/python:3.11", "ask",
+        ProjectInfo("prj_shop", "shop-backend", f"{base}/shop-backend", "agent-desk/python:latest", "ask",
                     {"network": False, "memory": "2g", "cpus": 2.0}, now - 86400 * 9),
-        ProjectInfo("prj_docs", "docs-site", f"{base}/docs-site", "agent-desk/node:20", "accept-edits",
+        ProjectInfo("prj_docs", "docs-site", f"{base}/docs-site", "agent-desk/node:latest", "accept-edits",
                     {"network": True}, now - 86400 * 30),
     ]
     sessions = [
@@ -78,11 +78,13 @@ def _record(name: str, data: dict[str, Any], cid: str, sid: str, t0: float, stat
                          created_at=t0, updated_at=t0, risk=risk, sandbox=dict(SANDBOX))
     rec.provenance = prov or [Provenance("rule", f"{name}(*)", "project:.agent-desk/rules.toml", "allow", 0.04)]
     at = t0
+
     for st in states:
         at += 0.35 if st is not S.COMPLETED else 1.2
-        rec.transition(st, actor="executor" if st is not S.APPROVED else "user", at=at,
+        why = rec.provenance[-1]
+        rec.transition(st, actor="policy" if st in (S.APPROVED, S.DENIED) else "executor", at=at,
                        outcome=outcome if st.terminal else None,
-                       note="allowed by rule" if st is S.APPROVED else "")
+                       note=f"{why.decision} by {why.kind} {why.detail}" if st in (S.APPROVED, S.DENIED) else "")
     rec.result = result
     return rec
 

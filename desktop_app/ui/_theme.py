@@ -25,6 +25,17 @@ STATE_STYLE: dict[ToolCallState, tuple[str, str]] = {
     S.SEALED: ("#7d6bb0", "■"),
 }
 
+STATE_LABEL: dict[ToolCallState, str] = {
+    S.PENDING: "pending",
+    S.APPROVAL_REQUIRED: "needs approval",
+    S.APPROVED: "approved",
+    S.EXECUTING: "running",
+    S.COMPLETED: "done",
+    S.FAILED: "failed",
+    S.DENIED: "denied",
+    S.SEALED: "sealed",
+}
+
 RISK_COLOURS = {"low": "#2f9e44", "medium": "#d4890b", "high": "#d9363e"}
 
 

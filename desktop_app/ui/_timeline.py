@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..core._record import ToolCallRecord, ToolCallState
-from ._theme import bring_to_front, format_duration, state_colour, state_icon, summarize_input
+from ._theme import STATE_LABEL, bring_to_front, format_duration, state_colour, state_icon, summarize_input
 
 CallIdRole = Qt.ItemDataRole.UserRole + 1
 StateRole = Qt.ItemDataRole.UserRole + 2
@@ -266,16 +266,7 @@ class TimelineModel(QAbstractTableModel):
         self.rowChanged.emit(call_id)
 
 
-_STATE_LABEL = {
-    ToolCallState.PENDING: "pending",
-    ToolCallState.APPROVAL_REQUIRED: "needs approval",
-    ToolCallState.APPROVED: "approved",
-    ToolCallState.EXECUTING: "running",
-    ToolCallState.COMPLETED: "done",
-    ToolCallState.FAILED: "failed",
-    ToolCallState.DENIED: "denied",
-    ToolCallState.SEALED: "sealed",
-}
+_STATE_LABEL = STATE_LABEL
 
 
 class TimelineFilter(QSortFilterProxyModel):

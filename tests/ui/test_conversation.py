@@ -63,7 +63,7 @@ def test_tool_card_click_asks_to_select_the_timeline_row(qtbot, qloop):
     view.add_tool_card("call_42", "bash_run", {"command": "pytest -q"})
     assert "bash_run" in view.toPlainText() and "pending" in view.toPlainText()
     view.update_tool_card("call_42", "COMPLETED", 1500)
-    assert "completed · 1.5 s" in view.toPlainText()
+    assert "done · 1.5 s" in view.toPlainText()
     with qtbot.waitSignal(view.callActivated) as sig:
         view.anchorClicked.emit(QUrl("call:call_42"))
     assert sig.args == ["call_42"]
