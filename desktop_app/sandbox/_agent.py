@@ -23,6 +23,7 @@ CHUNK = 65536
 KILL_GRACE_S = 1.0  # SIGTERM, then SIGKILL of the whole group after this long
 LINGER_S = 0.2  # after the command exits, how long to wait for grandchildren to close its pipes
 MAX_WRITE = 100 * 1024 * 1024
+MAX_OUTPUT_LIMIT = 16 * 1024 * 1024  # per stream; a caller asking for more gets this much
 GREP_MAX_FILE = 20 * 1024 * 1024
 GREP_LINE_MAX = 500
 WALK_MAX_ENTRIES = 200000
@@ -47,9 +48,16 @@ except ImportError:  # python3-minimal: a small JSON codec good enough for this 
         c = m.group()
         return _ESC_MAP.get(c) or f"\\u{ord(c):04x}"
 
+    def _enc_str(s):
+        # Fast path (base64, most text lines): nothing to escape; str methods here are C loops.
+        if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
+            return '"' + s + '"'
+        # Slices bound the memory of re.sub's pieces when escapes are dense (e.g. a flood of NULs).
+        return '"' + "".join(_ESC.sub(_esc, s[i : i + 65536]) for i in range(0, len(s), 65536)) + '"'
+
     def _enc(obj, out):
         if isinstance(obj, str):
-            out.append('"' + _ESC.sub(_esc, obj) + '"')
+            out.append(_enc_str(obj))
         elif obj is None:
             out.append("null")
         elif obj is True:
@@ -426,19 +434,22 @@ def fs_grep(ws, pattern, path=".", glob=None, ignore_case=False, max_results=200
 
 
 # ------------------------------------------------------------------------------------------ processes
+_OOM_FILES = ["/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"]  # v2, v1
+
+
 def _oom_kills():
-    for p, key in (
-        ("/sys/fs/cgroup/memory.events", "oom_kill"),
-        ("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill"),
-    ):
+    """The cgroup's OOM-kill counter, or None where there is none to read."""
+    for p in list(_OOM_FILES):
         try:
-            with open(p) as fh:
-                for line in fh:
-                    k, _, v = line.partition(" ")
-                    if k == key:
-                        return int(v)
-        except (OSError, ValueError):
+            with open(p, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            if len(_OOM_FILES) > 1:
+                _OOM_FILES.remove(p)  # absent here: do not look again
             continue
+        i = data.find(b"oom_kill ")
+        if i >= 0:
+            return int(data[i + 9 :].split(b"\n", 1)[0])
     return None
 
 
@@ -450,9 +461,40 @@ def _killpg(pid, sig):
         return False
 
 
-def _argv(command):
+# A command of plain words needs no shell: running it directly saves the shell's start-up (~1 ms).
+# Anything a shell would interpret (quotes, $, globs, redirections, ~, comments), a variable assignment,
+# a builtin or keyword, or a name not on PATH goes through the shell as usual.
+_SIMPLE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+(?: [A-Za-z0-9_@%+=:,./-]+)*\Z")
+_SHELL_WORDS = frozenset(
+    "alias bg bind break builtin caller cd command compgen complete compopt continue declare dirs disown echo "
+    "enable eval exec exit export fc fg getopts hash help history jobs kill let local logout mapfile popd printf "
+    "pushd pwd read readarray readonly return set shift shopt source suspend test times trap type typeset ulimit "
+    "umask unalias unset wait . [ [[ ]] if then else elif fi case esac for select while until do done in function "
+    "time coproc { } !".split()
+)
+
+
+def _which(name, path):
+    if "/" in name:  # a relative path is relative to the command's cwd: leave it to the shell
+        return name if name.startswith("/") and os.access(name, os.X_OK) and not os.path.isdir(name) else None
+    for d in (path or "/usr/local/bin:/usr/bin:/bin").split(":"):
+        if not d.startswith("/"):
+            continue
+        full = os.path.join(d, name)
+        if os.access(full, os.X_OK) and not os.path.isdir(full):
+            return full
+    return None
+
+
+def _argv(command, env=None):
     if isinstance(command, (list, tuple)):
         return [str(a) for a in command]
+    if _SIMPLE.match(command):
+        words = command.split(" ")
+        if "=" not in words[0] and words[0] not in _SHELL_WORDS:
+            exe = _which(words[0], (env or os.environ).get("PATH"))
+            if exe is not None:
+                return [exe, *words[1:]]
     shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
     return [shell, "-c", command]
 
@@ -520,9 +562,9 @@ class CommandRun:
         grace=KILL_GRACE_S,
         base_env=None,
     ):
-        self.argv = _argv(command)
-        self.cwd = cwd
         self.env = _env(env, base_env)
+        self.argv = _argv(command, self.env)
+        self.cwd = cwd
         self.timeout = float(timeout)
         self.on_chunk = on_chunk
         self.grace = grace
@@ -797,6 +839,7 @@ class Server:
     """Reads requests from `inp`, runs them concurrently, writes responses and events to `out`."""
 
     FILE_WORKERS = 4
+    EXEC_IDLE_MAX = 4  # exec threads kept waiting for the next command
 
     def __init__(self, ws, inp, out):
         self.ws = ws
@@ -808,6 +851,9 @@ class Server:
         self.procs = Processes()
         self.jobs = []
         self.jobs_cv = threading.Condition()
+        self.exec_cv = threading.Condition()
+        self.exec_jobs = []
+        self.exec_idle = 0
         self.closing = False
 
     def send(self, obj):
@@ -851,7 +897,7 @@ class Server:
                     run.cancel()
             elif op == "exec":
                 try:
-                    threading.Thread(target=self._handle, args=(req,), daemon=True).start()
+                    self._start_exec(req)
                 except RuntimeError:
                     self.send(
                         {
@@ -869,6 +915,29 @@ class Server:
                     self.jobs_cv.notify()
         self.shutdown()
 
+    def _start_exec(self, req):
+        """Hand an exec to an idle exec thread, or start one (each command needs its own thread)."""
+        with self.exec_cv:
+            if self.exec_idle > 0:
+                self.exec_jobs.append(req)
+                self.exec_idle -= 1
+                self.exec_cv.notify()
+                return
+        threading.Thread(target=self._exec_worker, args=(req,), daemon=True).start()
+
+    def _exec_worker(self, req):
+        while req is not None:
+            self._handle(req)
+            req = None
+            with self.exec_cv:
+                if self.exec_idle >= self.EXEC_IDLE_MAX or self.closing:
+                    return
+                self.exec_idle += 1
+                while not self.exec_jobs and not self.closing:
+                    self.exec_cv.wait()
+                if self.exec_jobs:
+                    req = self.exec_jobs.pop(0)
+
     def shutdown(self):
         self.closing = True
         with self.runs_lock:
@@ -878,6 +947,8 @@ class Server:
         self.procs.kill_all()
         with self.jobs_cv:
             self.jobs_cv.notify_all()
+        with self.exec_cv:
+            self.exec_cv.notify_all()
 
     def _worker(self):
         while True:
@@ -916,7 +987,7 @@ class Server:
                 ws.resolve(a.get("cwd") or "."),
                 a.get("env"),
                 a.get("timeout", 120.0),
-                a.get("output_limit", 1_000_000),
+                min(int(a.get("output_limit", 1_000_000)), MAX_OUTPUT_LIMIT),
                 on_chunk,
                 a.get("grace", KILL_GRACE_S),
             )

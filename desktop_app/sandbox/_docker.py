@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -305,6 +306,24 @@ class HelperChannel:
                 raise SandboxError("the sandbox helper is not running")
             self._sock.sendall(line)
 
+    def _try_send_now(self, data: bytes) -> bool:
+        """Send a small request without blocking (the usual case: the socket buffer has room);
+        False sends nothing and leaves it to the pool."""
+        if len(data) > 32768 or not self._send_lock.acquire(blocking=False):
+            return False
+        try:
+            if self._sock is None:
+                return False
+            try:
+                n = self._sock.send(data, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return False
+            if n < len(data):
+                self._sock.sendall(data[n:])  # rare: a nearly full buffer; the rest follows at once
+            return True
+        finally:
+            self._send_lock.release()
+
     def _close_socket(self) -> None:
         sock, self._sock = self._sock, None
         if sock is not None:
@@ -337,7 +356,9 @@ class HelperChannel:
             self._pending[rid] = _Pending(loop, fut, on_event)
         line = json.dumps({"id": rid, "op": op, "args": args}, ensure_ascii=False, separators=(",", ":")) + "\n"
         try:
-            await loop.run_in_executor(self._pool, self._send, line.encode("utf-8"))
+            data = line.encode("utf-8")
+            if not self._try_send_now(data):
+                await loop.run_in_executor(self._pool, self._send, data)
             async with asyncio.timeout(timeout):
                 msg = await fut
         except asyncio.CancelledError:

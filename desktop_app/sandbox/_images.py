@@ -43,9 +43,15 @@ def images_dir() -> Path:
     """sandbox_images/: $AGENT_DESK_IMAGES_DIR, else next to the desktop_app package (source checkout
     or an install that ships it alongside)."""
     env = os.environ.get("AGENT_DESK_IMAGES_DIR")
-    candidates = [Path(env)] if env else []
+    if env:
+        if (Path(env) / "images.toml").is_file():
+            return Path(env)
+        raise ConfigError(
+            f"AGENT_DESK_IMAGES_DIR={env} has no images.toml",
+            hint="point it at the sandbox_images folder of an agent-desk checkout",
+        )
     pkg = Path(__file__).resolve().parent.parent
-    candidates += [pkg.parent / "sandbox_images", pkg / "sandbox_images"]
+    candidates = [pkg.parent / "sandbox_images", pkg / "sandbox_images"]
     for c in candidates:
         if (c / "images.toml").is_file():
             return c
