@@ -161,6 +161,12 @@ class _Pending:
         self.loop, self.fut, self.on_event = loop, fut, on_event
 
 
+def _post(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> None:
+    """call_soon_threadsafe that tolerates a loop already closed (its caller is gone)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(fn, *args)
+
+
 def _resolve(fut: asyncio.Future, msg: dict[str, Any] | BaseException) -> None:
     if fut.done():
         return
@@ -279,12 +285,12 @@ class HelperChannel:
             with self._lock:
                 p = self._pending.get(rid)
             if p is not None and p.on_event is not None:
-                p.loop.call_soon_threadsafe(p.on_event, msg)
+                _post(p.loop, p.on_event, msg)
             return
         with self._lock:
             p = self._pending.pop(rid, None)
         if p is not None:
-            p.loop.call_soon_threadsafe(_resolve, p.fut, msg)
+            _post(p.loop, _resolve, p.fut, msg)
 
     def _die(self) -> None:
         self.dead = True
@@ -297,7 +303,7 @@ class HelperChannel:
         with self._lock:
             pending, self._pending = list(self._pending.values()), {}
         for p in pending:
-            p.loop.call_soon_threadsafe(_resolve, p.fut, err)
+            _post(p.loop, _resolve, p.fut, err)
         self._close_socket()
 
     def _send(self, line: bytes) -> None:

@@ -193,3 +193,15 @@ async def test_background_process(sb: LocalSandbox) -> None:
     assert logs.exit_code == 7
     with pytest.raises(SandboxError, match="no background process"):
         await sb.logs("bg-999")
+
+
+async def test_plain_word_commands_behave_as_in_the_shell(sb: LocalSandbox, tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "f.txt").write_text("x")
+    direct, piped = await sb.exec("ls -a"), await sb.exec("ls -a | cat")
+    assert direct.stdout == piped.stdout and "f.txt" in direct.stdout
+    missing = await sb.exec("no-such-command-xyz")
+    assert missing.exit_code == 127 and "command not found" in missing.stderr
+    assert (await sb.exec("cd sub")).exit_code == 0  # a builtin: through the shell
+    assert (await sb.exec("A=1")).exit_code == 0
+    assert (await sb.exec("false")).exit_code == 1
