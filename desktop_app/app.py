@@ -72,6 +72,9 @@ async def _run(app, args: argparse.Namespace) -> int:
 
     settings, settings_error = _load_settings()
     apply_theme(args.theme or getattr(settings, "theme", "system"))
+    hints = app.styleHints()
+    if hasattr(hints, "colorSchemeChanged"):  # Qt 6.5+: follow the system when it switches
+        hints.colorSchemeChanged.connect(lambda *_: apply_theme(args.theme or settings.theme))
     if not args.screenshot:
         window.show()  # shown before the store opens: start-up feels instant
 
@@ -97,6 +100,8 @@ async def _run(app, args: argparse.Namespace) -> int:
         await _fill_sample(store, controller)
     else:
         await controller.start(check_docker=not args.screenshot)
+        if args.screenshot:  # show the real Docker state in the picture
+            await controller.check_docker()
     try:
         if args.screenshot:
             return await _screenshot(window, controller, args)

@@ -3,7 +3,7 @@
 from ._bridge import EventBridge
 from ._controller import AppController
 from ._conversation import ConversationView
-from ._dialogs import ProjectSettingsDialog, SettingsDialog, test_rules
+from ._dialogs import ProjectSettingsDialog, SettingsDialog, would_allow
 from ._history import HistoryModel, HistoryWindow
 from ._inbox import ApprovalInbox, InboxDecision, InboxModel, PendingApproval
 from ._mainwindow import MainWindow, PromptEdit
@@ -31,5 +31,5 @@ __all__ = [
     "TimelineDock",
     "TimelineFilter",
     "TimelineModel",
-    "test_rules",
+    "would_allow",
 ]

@@ -4,6 +4,7 @@ does (send, stop, approve, edit settings) into engine calls. Every await here ru
 from __future__ import annotations
 
 import asyncio
+import html
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -192,9 +193,10 @@ class AppController(QObject):
             self.window.status.set_sandbox("unavailable")
             self.window.banner.set_item(
                 "docker",
-                "<b>Docker: not available</b> — start Docker (or set DOCKER_HOST), then retry. Tools cannot "
-                f"run without a sandbox. <small>({message})</small>",
-                [("Retry", lambda: self.spawn(self.check_docker()))])
+                "<b>Docker: not available</b> — start Docker (or set DOCKER_HOST) and retry, or choose the "
+                "local (unsandboxed) sandbox in a project's settings. History and the image catalog work "
+                f"without it.<br><small>{html.escape(message[:90])}</small>",
+                [("Retry", lambda: self.spawn(self.check_docker())), ("History…", self.open_history)])
         self.dockerChecked.emit(ok, message)
         return ok
 
@@ -443,6 +445,9 @@ class AppController(QObject):
         self.window.status.set_model(s.model)
         self.check_api_key()
         self.agents.clear()  # new sessions pick up the new model and key
+        forget = getattr(self.agent_factory, "forget_model", None)
+        if forget is not None:
+            forget()
         return result
 
     async def image_catalog(self) -> list[dict[str, Any]]:

@@ -67,8 +67,7 @@ class ConversationView(QTextBrowser):
         self.setOpenLinks(False)
         self.setOpenExternalLinks(False)
         self.anchorClicked.connect(self._anchor_clicked)
-        self.setPlaceholderText("Type a request below. Tool calls appear as cards; click one to see it "
-                                "in the timeline.")
+        self.setPlaceholderText("Ask something below to start.")
         self.document().setDocumentMargin(12)
         self._pending: list[str] = []
         self._stream_msg: str | None = None

@@ -171,7 +171,7 @@ def tool_facts() -> dict[str, ToolFacts]:
         return {}
 
 
-def test_rules(rules_text: str, mode: str, tool: str, input_json: str) -> str:
+def would_allow(rules_text: str, mode: str, tool: str, input_json: str) -> str:
     """'Would this call be allowed?': the decision, its reason and what decided it, as one line of HTML."""
     try:
         rules = rules_from_text(rules_text)
@@ -243,6 +243,10 @@ class ProjectSettingsDialog(FutureDialog):
         self.cpus.setRange(0.1, 64)
         self.cpus.setSingleStep(0.5)
         self.cpus.setValue(float(st.get("cpus", 2.0)))
+        self.local = QCheckBox("Run tools on this machine, without a container (local sandbox: UNSAFE)")
+        self.local.setToolTip("For development without Docker: commands run on your machine as you.")
+        self.local.setChecked(st.get("sandbox") == "local")
+        self.local.setStyleSheet("QCheckBox:checked { color: #d9363e; }")
         self.workspace_ro = QCheckBox("Mount the workspace read-only")
         self.workspace_ro.setChecked(bool(st.get("workspace_ro", False)))
         self.mode = _mode_combo(project.permission_mode if project else default_mode)
@@ -284,6 +288,7 @@ class ProjectSettingsDialog(FutureDialog):
         form.addRow("Memory limit", self.memory)
         form.addRow("CPU limit", self.cpus)
         form.addRow("", self.workspace_ro)
+        form.addRow("", self.local)
         form.addRow("Permission mode", self.mode)
 
         rules_tab = QWidget()
@@ -381,7 +386,7 @@ class ProjectSettingsDialog(FutureDialog):
 
     # rules ---------------------------------------------------------------------------------------
     def run_test(self) -> str:
-        html = test_rules(self.rules.toPlainText(), self.mode.currentData(), self.test_tool.currentText(),
+        html = would_allow(self.rules.toPlainText(), self.mode.currentData(), self.test_tool.currentText(),
                           self.test_input.text())
         self.test_result.setText(html)
         return html
@@ -413,6 +418,7 @@ class ProjectSettingsDialog(FutureDialog):
                 "memory": self.memory.text().strip() or "2g",
                 "cpus": self.cpus.value(),
                 "workspace_ro": self.workspace_ro.isChecked(),
+                "sandbox": "local" if self.local.isChecked() else "docker",
             },
             created_at=base.created_at if base else __import__("time").time(),
         )

@@ -178,7 +178,7 @@ class MainWindow(QMainWindow):
         self.inbox = ApprovalInbox(parent=self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.inbox)
         self.splitDockWidget(self.timeline, self.inbox, Qt.Orientation.Vertical)
-        self.resizeDocks([self.projects_dock, self.timeline], [270, 560], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.projects_dock, self.timeline], [250, 500], Qt.Orientation.Horizontal)
         self.resizeDocks([self.timeline, self.inbox], [430, 400], Qt.Orientation.Vertical)
 
         self.banner = Banner()

@@ -31,30 +31,32 @@ class SessionFactory:
         self.bus = bus
         self.sandbox_factory = sandbox_factory  # (project) -> Sandbox; default: sandbox.create_sandbox
         self.runtimes: dict[str, ProjectRuntime] = {}
+        self._model: Any = None
+        self._closing: set[asyncio.Future] = set()
 
     def runtime(self, project: ProjectInfo) -> ProjectRuntime:
+        """The project's executor, tools and sandbox, wired as engine.build_engine wires them, but on the
+        window's one store and one bus (build_engine opens its own bus and closes the store it is given)."""
         rt = self.runtimes.get(project.id)
         if rt is not None and rt.project == project:
             return rt
+        if rt is not None:  # the project's settings changed: its old container goes
+            self._closing.add(asyncio.ensure_future(rt.sandbox.close()))
         from ..core._executor import Executor
         from ..core._hooks import builtin_hooks
-        from ..core._policy import (
-            PermissionPolicy,
-            append_rule_to_file,
-            load_rules,
-            project_rules_path,
-        )
+        from ..core._policy import PermissionPolicy, append_rule_to_file, load_rules, project_rules_path
         from ..core._registry import ToolRegistry
-        from ..core._settings import resolve_api_key
+        from ..core._settings import data_dir, resolve_api_key
+        from ..engine import user_rules
         from ..tools import builtin_tools
 
-        tools = builtin_tools()
-        registry = ToolRegistry(tools)
-        user_rules = None
-        policy = PermissionPolicy(mode=project.permission_mode or self.settings.permission_mode,
-                                  rules=load_rules(project.path, user_rules))
+        registry = ToolRegistry(builtin_tools())
+        rules = user_rules(self.settings).extend(load_rules(project.path))
+        # as build_engine: a project left on "ask" lets its rules file name the mode
+        mode = project.permission_mode if project.permission_mode != "ask" else None
+        policy = PermissionPolicy(mode, rules)
         key = resolve_api_key(self.settings)
-        hooks = builtin_hooks(api_key=key.value if key else None)
+        hooks = builtin_hooks(api_key=key.value if key else None, artifacts_dir=data_dir() / "artifacts")
         executor = Executor(registry, policy, bus=self.bus, store=self.store, hooks=hooks)
         rules_path = project_rules_path(project.path)
         executor.set_rule_writer(lambda rule: append_rule_to_file(rules_path, rule))
@@ -64,7 +66,7 @@ class SessionFactory:
             from ..sandbox import create_sandbox
 
             sandbox = create_sandbox(project)
-        rt = ProjectRuntime(project, executor, tools, sandbox)
+        rt = ProjectRuntime(project, executor, registry.for_profile("coding"), sandbox)
         rt.started = asyncio.ensure_future(sandbox.start())
         self.runtimes[project.id] = rt
         return rt
@@ -76,14 +78,24 @@ class SessionFactory:
         rt = self.runtime(project)
         if rt.started is not None:
             await asyncio.shield(rt.started)  # a sandbox that cannot start is reported to the person here
-        model = AnthropicModelClient.from_settings(self.settings)
+        if self._model is None:
+            self._model = AnthropicModelClient.from_settings(self.settings)
         return await AgentSession.open(
-            store=self.store, bus=self.bus, executor=rt.executor, tools=rt.tools, model_client=model,
+            store=self.store, bus=self.bus, executor=rt.executor, tools=rt.tools, model_client=self._model,
             project=project, sandbox=rt.sandbox, session_id=session_id,
             max_steps=getattr(self.settings, "max_steps", 50),
         )
 
+    def forget_model(self) -> None:
+        """Settings changed (key, model, endpoint): the next session gets a new client."""
+        self._model = None
+
     async def close(self) -> None:
+        if self._model is not None and hasattr(self._model, "close"):
+            try:
+                await self._model.close()
+            except Exception:
+                log.exception("closing the model client failed")
         for rt in self.runtimes.values():
             try:
                 await rt.sandbox.close()
