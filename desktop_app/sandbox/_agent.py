@@ -1040,7 +1040,19 @@ def main(argv=None):
     except OSError:
         pass
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    Server(Workspace(root, root), sys.stdin.buffer, sys.stdout.buffer).serve()
+    server = Server(Workspace(root, root), sys.stdin.buffer, sys.stdout.buffer)
+    server.serve()
+    # Let cancelled commands finish killing their groups, then leave without the interpreter's
+    # shutdown, which aborts when a daemon thread still holds stdout's lock.
+    deadline = time.monotonic() + KILL_GRACE_S + 2.0
+    while server.runs and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        with server.out_lock:
+            sys.stdout.flush()
+    except Exception:
+        pass
+    os._exit(0)
 
 
 if __name__ == "__main__":
