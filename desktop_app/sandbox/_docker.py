@@ -427,9 +427,15 @@ class DockerSandbox:
                 raise SandboxError("the sandbox is closed")
             if self._transport_ready():
                 return
-            await self._run(self._ensure_container)
-            channel = HelperChannel(self._client.api, self._container.id, self._pool)
-            if await self._run(channel.open):
+            try:
+                await self._run(self._ensure_container)
+                channel = HelperChannel(self._client.api, self._container.id, self._pool)
+                has_python = await self._run(channel.open)
+            except SandboxError:
+                raise
+            except Exception as exc:  # docker's and requests' errors: the engine went away or refused
+                raise SandboxError(f"Docker failed: {_short(exc)}", hint=ENGINE_HINT) from None
+            if has_python:
                 self._channel, self._fallback, self.transport = channel, None, "helper"
             else:
                 log.info("image %s has no python3: one docker exec per call", self.config.image)
@@ -439,7 +445,7 @@ class DockerSandbox:
     def _transport_ready(self) -> bool:
         if self._channel is not None and not self._channel.dead:
             return True
-        return self._fallback is not None
+        return self._fallback is not None and not self._fallback.dead
 
     def _ensure_container(self) -> None:
         import docker.errors

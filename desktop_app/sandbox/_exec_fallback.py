@@ -204,7 +204,7 @@ class _ExecTransport:
         if op == "exec":
             self._n += 1
             run_id = f"x{self._n}-{time.monotonic_ns()}"
-            fut = loop.run_in_executor(self._pool, self._exec, run_id, args, loop, on_event)
+            fut = loop.run_in_executor(self._pool, self._guarded, lambda a: self._exec(run_id, a, loop, on_event), args)
             try:
                 return await asyncio.shield(fut)
             except asyncio.CancelledError:
@@ -213,7 +213,16 @@ class _ExecTransport:
         method = getattr(self, "_op_" + op, None)
         if method is None:
             raise SandboxError(f"unknown sandbox operation {op!r}")
-        return await loop.run_in_executor(self._pool, method, args)
+        return await loop.run_in_executor(self._pool, self._guarded, method, args)
+
+    def _guarded(self, method: Callable[[dict[str, Any]], Any], args: dict[str, Any]) -> Any:
+        try:
+            return method(args)
+        except SandboxError:
+            raise
+        except Exception as exc:  # docker's errors: the container stopped, or the engine went away
+            self.dead = True  # the next call makes sure the container runs again
+            raise SandboxError(f"the sandbox container did not answer: {str(exc)[:300]}") from None
 
     def _exec(self, run_id: str, a: dict[str, Any], loop: asyncio.AbstractEventLoop, on_event: Callable | None) -> Any:
         command = a["command"]

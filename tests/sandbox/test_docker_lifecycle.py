@@ -182,3 +182,21 @@ async def test_fallback_background(exec_sandbox) -> None:
     assert logs.running and logs.output == "up\n"
     killed = await exec_sandbox.kill(pid)
     assert not killed.running and killed.exit_code == 143
+
+
+async def test_fallback_recovers_when_the_container_stops(exec_sandbox, docker_client) -> None:
+    docker_client.containers.get(exec_sandbox.container_id).stop(timeout=1)
+    with pytest.raises(SandboxError, match="did not answer"):
+        await exec_sandbox.exec("true")
+    assert (await exec_sandbox.exec("echo back")).stdout == "back\n"
+
+
+async def test_helper_recovers_when_the_container_is_removed(docker_sandbox, docker_client) -> None:
+    old = docker_sandbox.container_id
+    docker_client.containers.get(old).remove(force=True)
+    try:  # the helper's end of file may or may not have been seen yet: either way no hang
+        await docker_sandbox.exec("true")
+    except SandboxError as exc:
+        assert "helper" in str(exc) or "did not answer" in str(exc)
+    res = await docker_sandbox.exec("echo back")
+    assert res.stdout == "back\n" and docker_sandbox.container_id != old
