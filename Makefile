@@ -1,5 +1,5 @@
 # Agent Desk: `make run` starts the app, `make test` runs the whole suite, `make bench` prints the figures.
-PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
+PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11; do \
 	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(not ((3,11) <= sys.version_info[:2] < (3,14)))' && { echo $$p; break; }; done)
 VENV ?= .venv
 PY := $(VENV)/bin/python

@@ -14,8 +14,8 @@ import pytest
 from desktop_app.core import ProjectInfo
 from desktop_app.core._model import AnthropicModelClient
 from desktop_app.core._settings import Settings
+from tests.conftest import TEST_IMAGE, make_workspace
 from tests.fakes.anthropic_server import AnthropicServer
-from tests.sandbox.conftest import TEST_IMAGE, docker_client, make_workspace  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,7 +60,7 @@ def workspace_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def docker_engine(docker_client, workspace_dir, server, env) -> AsyncIterator[Any]:  # noqa: F811
+async def docker_engine(docker_client, workspace_dir, server, env) -> AsyncIterator[Any]:
     """`await make(mode="auto")` -> Engine on a real SQLite file and a real DockerSandbox."""
     from desktop_app.engine import build_engine
 

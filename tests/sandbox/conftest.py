@@ -3,51 +3,14 @@ CI=true), and factories for project folders and DockerSandboxes that clean up af
 
 from __future__ import annotations
 
-import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import in_ci
-
-TEST_IMAGE = os.environ.get("AGENT_DESK_TEST_IMAGE", "agent-desk/minimal:latest")
-SANDBOX_UID = 1000  # the container's user when the folder's owner is root
-
-
-def no_engine(reason: str) -> None:
-    """Skip outside CI; in CI a missing engine is a failure."""
-    if in_ci():
-        pytest.fail(f"a Docker engine is required in CI: {reason}", pytrace=False)
-    pytest.skip(f"no Docker engine: {reason}")
-
-
-@pytest.fixture(scope="session")
-def docker_client() -> Iterator[Any]:
-    """A docker client for the engine DOCKER_HOST names, with the test image present."""
-    from desktop_app.core import AgentDeskError
-    from desktop_app.sandbox import connect
-
-    try:
-        client = connect()
-    except AgentDeskError as exc:
-        no_engine(str(exc))
-    try:
-        client.images.get(TEST_IMAGE)
-    except Exception:
-        no_engine(f"image {TEST_IMAGE} is missing (run sandbox_images/engine.sh)")
-    yield client
-    client.close()
-
-
-def make_workspace(path: Path) -> Path:
-    """A project folder the container's user can write (chowned to 1000 when we are root)."""
-    path.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() == 0:
-        os.chown(path, SANDBOX_UID, SANDBOX_UID)
-    return path
+from tests.conftest import TEST_IMAGE, docker_client, make_workspace  # noqa: F401 (re-exported for older imports)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ engine answers) and a ToolContext whose streamed updates are recorded."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -11,10 +10,7 @@ from typing import Any
 import pytest
 
 from desktop_app.core import Tool, ToolContext, ToolResult
-from tests.conftest import in_ci
-
-DOCKER_IMAGE_NAME = "minimal"  # catalog name; built on first use when missing
-DOCKER_IMAGE = "agent-desk/minimal:latest"
+from tests.conftest import TEST_IMAGE, make_workspace
 
 
 class Updates:
@@ -30,40 +26,14 @@ class Updates:
         return "".join(t for s, t in self.chunks if s == stream)
 
 
-def _no_engine(reason: str) -> None:
-    """Skip outside CI; in CI a missing engine is a failure."""
-    if in_ci():
-        pytest.fail(f"Docker engine required in CI: {reason}")
-    pytest.skip(f"no Docker engine: {reason}")
-
-
 @pytest.fixture(scope="session")
-def docker_workspace(tmp_path_factory) -> Iterator[tuple[str, str]]:
+def docker_workspace(docker_client, tmp_path_factory) -> Iterator[tuple[str, str]]:
     """One container for the whole session (kept running between tests), on one host folder."""
-    try:
-        import docker
-
-        client = docker.from_env(timeout=10)
-        client.ping()
-    except Exception as exc:
-        _no_engine(str(exc).splitlines()[0][:200])
-    try:
-        client.images.get(DOCKER_IMAGE)
-    except Exception:
-        from desktop_app.sandbox import build_image
-
-        try:
-            build_image(DOCKER_IMAGE_NAME, client=client)
-        except Exception as exc:
-            _no_engine(f"image {DOCKER_IMAGE} is missing and could not be built: {str(exc)[:200]}")
-    folder = tmp_path_factory.mktemp("docker-ws")
-    if os.geteuid() == 0:  # the container runs as uid 1000 when the folder's owner is root
-        os.chown(folder, 1000, 1000)
+    folder = make_workspace(tmp_path_factory.mktemp("docker-ws"))
     project = f"tools-test-{uuid.uuid4().hex[:8]}"
     yield project, str(folder)
-    for c in client.containers.list(all=True, filters={"label": f"org.agent-desk.project={project}"}):
+    for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={project}"}):
         c.remove(force=True)
-    client.close()
 
 
 @pytest.fixture
@@ -85,7 +55,7 @@ async def docker_sandbox(docker_workspace) -> AsyncIterator[Any]:
     from desktop_app.sandbox import DockerSandbox, SandboxConfig
 
     project, folder = docker_workspace
-    sb = DockerSandbox(project, folder, SandboxConfig(image=DOCKER_IMAGE, keep_running=True))
+    sb = DockerSandbox(project, folder, SandboxConfig(image=TEST_IMAGE, keep_running=True))
     await sb.start()
     try:
         clean = await sb.exec("find /workspace -mindepth 1 -delete")
