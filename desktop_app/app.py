@@ -49,12 +49,17 @@ def main(argv: list[str] | None = None) -> int:
         from PySide6.QtGui import QIcon
 
         app.setWindowIcon(QIcon(str(icon)))
+    from .ui._gc import MainThreadGarbageCollector
+
+    collector = MainThreadGarbageCollector(app)
+    collector.start()
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     try:
         return loop.run_until_complete(_run(app, args))
     finally:
         loop.close()
+        collector.stop()
 
 
 async def _run(app, args: argparse.Namespace) -> int:

@@ -4,11 +4,14 @@ coroutine on it while Qt processes events (waiting on the task, never sleeping).
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
 import qasync
+
+from desktop_app.ui._gc import MainThreadGarbageCollector
 
 T = TypeVar("T")
 
@@ -16,13 +19,15 @@ T = TypeVar("T")
 @pytest.fixture
 def qloop(qapp):
     """qasync's loop as the running asyncio loop while pytest-qt drives the Qt event loop."""
+    collector = MainThreadGarbageCollector()  # as the app: QObjects die on the GUI thread only
+    collector.start()
     loop = qasync.QEventLoop(qapp, already_running=True)
     asyncio.set_event_loop(loop)
     yield loop
     pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
     for t in pending:
         t.cancel()
-    for _ in range(20):  # let the cancellations unwind
+    for _ in range(500):  # let the cancellations unwind (closing clients may take a few turns)
         if all(t.done() for t in pending):
             break
         qapp.processEvents()
@@ -32,6 +37,8 @@ def qloop(qapp):
     asyncio.events._set_running_loop(None)
     loop.close()
     asyncio.set_event_loop(None)
+    gc.collect()  # the test's cycles (windows, models, this loop) go now, on this thread
+    collector.stop()
 
 
 @pytest.fixture

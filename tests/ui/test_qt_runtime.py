@@ -23,3 +23,27 @@ def test_signal_emit_keeps_the_refcount_of_true():
         f"each signal emit dropped a reference to True ({leaked} in 200 emits): this PySide6 build "
         "crashes the app; use PySide6-Essentials < 6.12"
     )
+
+
+def test_garbage_is_collected_on_the_gui_thread_by_the_timer(qtbot):
+    import gc
+
+    from desktop_app.ui._gc import MainThreadGarbageCollector
+
+    collector = MainThreadGarbageCollector()
+    collector.start()
+    try:
+        assert not gc.isenabled()  # no collection in whatever thread allocates next
+        gc.collect()
+
+        class Node:
+            def __init__(self) -> None:
+                self.me = self
+
+        for _ in range(gc.get_threshold()[0] + 10):
+            Node()
+        assert gc.get_count()[0] > gc.get_threshold()[0]
+        assert collector.check() > 0
+    finally:
+        collector.stop()
+    assert gc.isenabled()

@@ -4,6 +4,8 @@ open survives a restart of the app."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from PySide6.QtCore import Qt
 
@@ -13,6 +15,7 @@ from desktop_app.core._store import ProjectInfo, SessionInfo
 from desktop_app.ui._controller import AppController
 from desktop_app.ui._mainwindow import MainWindow
 from desktop_app.ui._sessions import SessionFactory
+from tests.conftest import TEST_IMAGE, make_workspace
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 
 pytestmark = pytest.mark.e2e
@@ -110,7 +113,7 @@ def test_an_open_approval_survives_a_restart(qtbot, run, store, env):
         run(store.save_project(project))
         run(store.save_session(SessionInfo("ses_rt", project.id, "restart me")))
         # first run of the app: the call reaches the inbox, then the app goes away without an answer
-        window, controller, _factory = open_app(qtbot, run, store, server, project)
+        window, controller, factory = open_app(qtbot, run, store, server, project)
         run(controller.start(check_docker=False))
         assert controller.current_session == "ses_rt"
         window.prompt.setPlainText("write out.txt")
@@ -119,6 +122,9 @@ def test_an_open_approval_survives_a_restart(qtbot, run, store, env):
         run(store.flush())
         controller.bridge.detach()
         window.close()
+        # like a killed app: the old turn never gets its answer; its model client and sandbox go away
+        run(factory.close())
+        assert run(store.get_record("toolu_bash1")).state.value == "APPROVAL_REQUIRED"
 
         # second run: same store, new window, new executor
         window2, controller2, factory2 = open_app(qtbot, run, store, server, project)
@@ -134,3 +140,40 @@ def test_an_open_approval_survives_a_restart(qtbot, run, store, env):
         qtbot.waitUntil(lambda: "Done after the restart." in window2.conversation.toPlainText(), timeout=15_000)
         run(controller2.close())
         run(factory2.close())
+
+
+@pytest.mark.docker
+def test_a_call_approved_in_the_window_runs_in_docker_and_shows_where(qtbot, run, store, tmp_path, monkeypatch,
+                                                                        docker_client):
+    monkeypatch.setenv("AGENT_DESK_NO_KEYRING", "1")
+    folder = make_workspace(tmp_path / "ws")
+    project = ProjectInfo(f"prj-ui-{uuid.uuid4().hex[:8]}", "docker-demo", str(folder), image=TEST_IMAGE,
+                          permission_mode="ask", settings={})
+    script = [reply(tool_use("bash_run", {"command": "echo hello from the container"}, id="toolu_dock1")),
+              reply(text("It ran in the container."))]
+    try:
+        with AnthropicServer(script) as server:
+            run(store.save_project(project))
+            window, controller, factory = open_app(qtbot, run, store, server, project)
+            run(controller.start(check_docker=False))
+            run(controller.new_session(project.id))
+            window.prompt.setPlainText("say hello")
+            with qtbot.waitSignal(controller.turnFinished, timeout=60_000):
+                qtbot.keyClick(window.prompt, Qt.Key.Key_Return)
+                qtbot.waitUntil(lambda: window.inbox.model.rowCount() == 1, timeout=60_000)
+                window.inbox.allow_selected()
+            qtbot.waitUntil(lambda: row_state(window, "toolu_dock1") == "COMPLETED", timeout=10_000)
+            assert "hello from the container" in window.timeline_model.output("toolu_dock1")
+            qtbot.waitUntil(lambda: bool(getattr(window.timeline_model.get("toolu_dock1").record, "sandbox", None)),
+                            timeout=10_000)
+            sandbox = window.timeline_model.get("toolu_dock1").record.sandbox
+            assert sandbox["engine"] == "docker" and sandbox["image_digest"].startswith("sha256:")
+            assert window.timeline.select_call("toolu_dock1")
+            details = window.timeline.details.toPlainText()
+            assert "Where it ran" in details and sandbox["container_id"][:12] in details
+            assert window.timeline_model.get("toolu_dock1").exit_code == 0
+            run(controller.close())
+            run(factory.close())
+    finally:
+        for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={project.id}"}):
+            c.remove(force=True)
