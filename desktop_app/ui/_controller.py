@@ -259,7 +259,17 @@ class AppController(QObject):
             raise AgentDeskError("Pick a project (or add one) before sending a message.")
         agent = await self.agent_factory(project, session_id)
         self.agents[session_id] = agent
+        self._show_sandbox(agent)
         return agent
+
+    def _show_sandbox(self, agent: Any) -> None:
+        """The running sandbox as it describes itself: engine, image, network, and UNSANDBOXED if local."""
+        try:
+            d = agent.sandbox.describe()
+        except Exception:
+            return
+        label = "running" if not d.unsandboxed else "local"
+        self.window.status.set_sandbox(label, d.image or "", d.network or "none", unsafe=d.unsandboxed)
 
     async def send(self, text: str) -> Any:
         w = self.window
