@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TEST_IMAGE, docker_client, make_workspace  # noqa: F401 (re-exported for older imports)
+from tests.conftest import TEST_IMAGE, make_workspace
 
 
 @pytest.fixture
