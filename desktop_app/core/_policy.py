@@ -393,7 +393,7 @@ class PermissionPolicy:
             paths = paths_of(input)
             if paths and all(normalize_path(p) is not None for p in paths):
                 return by(Action.ALLOW, "mode accept-edits runs file writes inside the workspace")
-        return by(Action.ASK, f"mode {mode.value} asks before {tool.name}")
+        return by(Action.ASK, f"{tool.name} can change things and mode {mode.value} asks first")
 
 
 def suggest_rule(name: str, input: dict[str, Any], action: Action = Action.ALLOW) -> Rule:

@@ -64,8 +64,20 @@ OP_TIMEOUT_S = 120.0
 ENGINE_HINT = "start Docker, or set DOCKER_HOST"
 
 
+_ENGINE_CAUSES = (
+    ("FileNotFoundError", "nothing listens there: is dockerd running?"),
+    ("Connection refused", "the connection was refused: is dockerd running?"),
+    ("PermissionError", "permission denied: is your user allowed to use Docker (the docker group)?"),
+    ("Permission denied", "permission denied: is your user allowed to use Docker (the docker group)?"),
+    ("timed out", "the engine did not answer in time"),
+)
+
+
 def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    for marker, plain in _ENGINE_CAUSES:
+        if marker in text:
+            return plain
     return text[:300]
 
 

@@ -195,7 +195,7 @@ class AppController(QObject):
                 "docker",
                 "<b>Docker: not available</b> — start Docker (or set DOCKER_HOST) and retry, or choose the "
                 "local (unsandboxed) sandbox in a project's settings. History and the image catalog work "
-                f"without it.<br><small>{html.escape(message[:90])}</small>",
+                f"without it.<br><small>{html.escape(message[:200])}</small>",
                 [("Retry", lambda: self.spawn(self.check_docker())), ("History…", self.open_history)])
         self.dockerChecked.emit(ok, message)
         return ok

@@ -16,7 +16,7 @@ from ..core._events import (
     ToolStart,
     ToolUpdate,
 )
-from ..core._record import Approval, Outcome, Provenance, ToolCallRecord, ToolCallState
+from ..core._record import Approval, AuditEntry, Outcome, Provenance, ToolCallRecord, ToolCallState
 from ..core._store import ProjectInfo, SessionInfo, StoredMessage
 
 S = ToolCallState
@@ -77,21 +77,22 @@ def _record(name: str, data: dict[str, Any], cid: str, sid: str, t0: float, stat
     rec = ToolCallRecord(name=name, input=data, id=cid, session_id=sid, project_id="prj_shop",
                          created_at=t0, updated_at=t0, risk=risk, sandbox=dict(SANDBOX))
     rec.provenance = prov or [Provenance("rule", f"{name}(*)", "project:.agent-desk/rules.toml", "allow", 0.04)]
+    # the same trail the executor writes: PENDING from the model, then the policy's or executor's moves
+    rec.trail.append(AuditEntry(cid, S.PENDING, t0, "model", "tool_use received"))
     at = t0
-
     for st in states:
         at += 0.35 if st is not S.COMPLETED else 1.2
         why = rec.provenance[-1]
-        rec.transition(st, actor="policy" if st in (S.APPROVED, S.DENIED) else "executor", at=at,
+        rec.transition(st, actor="policy" if st is S.DENIED else "executor", at=at,
                        outcome=outcome if st.terminal else None,
-                       note=f"{why.decision} by {why.kind} {why.detail}" if st in (S.APPROVED, S.DENIED) else "")
+                       note=f"denied by policy: rule {why.detail}" if st is S.DENIED else "")
     rec.result = result
     return rec
 
 
 def sample_records(session_id: str = "ses_sample_main") -> list[ToolCallRecord]:
     t0 = time.time() - 240
-    run = [S.APPROVED, S.EXECUTING, S.COMPLETED]
+    run = [S.EXECUTING, S.COMPLETED]
     out = [
         _record("fs_grep", {"pattern": "def parse_price", "path": "src"}, "call_s1", session_id, t0, run,
                 {"content": [{"type": "text", "text": "src/shop/prices.py:12: def parse_price(text: str)"}],
@@ -125,7 +126,7 @@ def publish_sample_turn(bus: EventBus, session_id: str = "ses_sample_main") -> T
     live = "call_s7"
     bus.publish(ToolStart(session_id=session_id, call_id=live, name="bash_run",
                           input={"command": "pytest -q tests/test_prices.py"}))
-    for st, prev in ((S.APPROVED, S.PENDING), (S.EXECUTING, S.APPROVED)):
+    for st, prev in ((S.EXECUTING, S.PENDING),):
         bus.publish(StateChanged(session_id=session_id, call_id=live, name="bash_run", state=st.value,
                                  previous=prev.value, actor="executor"))
     bus.publish(ToolUpdate(session_id=session_id, call_id=live, text="tests/test_prices.py ...\n"))
@@ -134,7 +135,7 @@ def publish_sample_turn(bus: EventBus, session_id: str = "ses_sample_main") -> T
     pending = ToolCallRecord(
         name="bash_run", input={"command": "git commit -am 'Fix price parsing with separators'"},
         id="call_s8", session_id=session_id, project_id="prj_shop", risk="medium",
-        approval=Approval(required=True, meta={"reason": "mode ask asks before bash_run"},
+        approval=Approval(required=True, meta={"reason": "bash_run can change things and mode ask asks first"},
                           expires_at=time.time() + 292),
         provenance=[Provenance("mode", "ask", "project", "ask", 0.04)],
     )
@@ -142,13 +143,14 @@ def publish_sample_turn(bus: EventBus, session_id: str = "ses_sample_main") -> T
     bus.publish(StateChanged(session_id=session_id, call_id=pending.id, name=pending.name,
                              state=S.APPROVAL_REQUIRED.value, previous=S.PENDING.value, actor="policy"))
     bus.publish(PermissionRequired(session_id=session_id, call_id=pending.id, name=pending.name,
-                                   input=pending.input, risk="medium", reason="mode ask asks before bash_run",
+                                   input=pending.input, risk="medium",
+                                   reason="bash_run can change things and mode ask asks first",
                                    provenance=[p.to_dict() for p in pending.provenance],
                                    expires_at=pending.approval.expires_at))
     bus.publish(PermissionRequired(
         session_id="ses_sample_2", call_id="call_s9", name="fs_write", risk="low",
         input={"path": "src/shop/export.py", "content": "import csv\n"},
-        reason="mode ask asks before fs_write",
+        reason="fs_write can change things and mode ask asks first",
         provenance=[{"kind": "mode", "detail": "ask", "source": "project", "decision": "ask"}],
         meta={"diff": "--- /dev/null\n+++ b/src/shop/export.py\n@@ -0,0 +1 @@\n+import csv\n"}))
     bus.publish(TokenUsage(session_id=session_id, model="claude-sonnet-4-6", input_tokens=18_432,

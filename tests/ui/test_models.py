@@ -98,11 +98,11 @@ def test_inbox_model_passes_the_model_tester(qtmodeltester):
 def test_inbox_item_from_a_stored_record_keeps_risk_reason_and_expiry():
     rec = ToolCallRecord(name="fs_write", input={"path": "a.txt", "content": "x"}, session_id="s", risk="high")
     rec.transition(S.APPROVAL_REQUIRED, actor="policy")
-    rec.approval.meta = {"reason": "mode ask asks before fs_write"}
+    rec.approval.meta = {"reason": "fs_write can change things and mode ask asks first"}
     rec.approval.expires_at = time.time() + 30
     item = PendingApproval.from_record(rec)
     assert item.risk == "high"
-    assert item.why == "mode ask asks before fs_write"
+    assert item.why == "fs_write can change things and mode ask asks first"
     assert 0 < item.remaining_s() <= 30
 
 
