@@ -211,10 +211,8 @@ class SqlStore:
     def append_event(self, env: Envelope) -> None:
         """Queue an envelope for writing, in order, without waiting. Failures surface at flush()."""
         self._check_open()
-        self._writer.queue.put(Op("event", {
-            "seq": env.seq, "channel": Channel(env.channel).value, "type": env.type, "time": env.time,
-            "session_id": env.session_id or "", "payload": _dumps(env.payload),
-        }, describe=f"event {env.seq} ({env.type})"))
+        # Serialised on the writer thread (event_params), not here on the event loop.
+        self._writer.queue.put(Op("event", env))
 
     async def flush(self) -> None:
         """Wait until everything queued so far is written; raises StoreError if events were lost."""

@@ -4,6 +4,7 @@ commit), then resolves every waiter's asyncio future from the loop that is await
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import queue
 import sqlite3
@@ -18,9 +19,10 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.elements import TextClause
 
 from desktop_app.core._errors import StoreError
+from desktop_app.core._events import Channel, Envelope
 from desktop_app.core._record import AuditEntry
 
-from ._chain import link_hash
+from ._chain import _default, link_hash
 from ._query import RECORD_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,21 @@ INSERT_MESSAGE = text(
     "INSERT INTO messages (session_id, role, content, created_at) "
     "VALUES (:session_id, :role, :content, :created_at) RETURNING id"
 )
+
+
+def event_params(env: Envelope) -> dict[str, Any]:
+    """An envelope as a row of `events`; done here on the writer thread, off the event loop."""
+    payload = json.dumps(env.payload, ensure_ascii=False, separators=(",", ":"), default=_default)
+    return {"seq": env.seq, "channel": Channel(env.channel).value, "type": env.type, "time": env.time,
+            "session_id": env.session_id or "", "payload": payload}
+
+
+def describe_op(op: Op) -> str:
+    if op.describe:
+        return op.describe
+    if op.kind == "event":
+        return f"event {op.params.seq} ({op.params.type})"
+    return ""
 
 
 @dataclass(slots=True)
@@ -179,14 +196,14 @@ class Writer(threading.Thread):
                             res = self._write_batch(conn, [op])
                         except Exception as one_exc:
                             self._rollback(conn)
-                            self._failed(pend, op, self._translate(one_exc, op.describe))
+                            self._failed(pend, op, self._translate(one_exc, describe_op(op)))
                         else:
                             if op.waiter is not None:
                                 pend.done.append((op.waiter, None, res[0]))
                 else:
                     err = self._translate(exc, "the last batch of writes")
                     for op in writes:
-                        self._failed(pend, op, self._translate(exc, op.describe) if op.describe else err)
+                        self._failed(pend, op, self._translate(exc, describe_op(op)) if describe_op(op) else err)
             else:
                 for op, res in zip(writes, results, strict=True):
                     if op.waiter is not None:
@@ -213,57 +230,80 @@ class Writer(threading.Thread):
             with self._failed_lock:
                 self.failed_events.append(str(err))
 
-    @staticmethod
-    def _rollback(conn: Connection) -> None:
+    def _rollback(self, conn: Connection) -> None:
         try:
             conn.rollback()
+            if self._raw:
+                dbapi = conn.connection.driver_connection
+                if dbapi.in_transaction:
+                    dbapi.execute("ROLLBACK")
         except Exception:
             log.exception("rollback after a failed write failed")
 
     def _write_batch(self, conn: Connection, ops: list[Op]) -> list[Any]:
         """Write `ops` in one transaction; returns a result per op. Raises on any failure."""
         results: list[Any] = [None] * len(ops)
-        seq, prev = self.head_seq, self.head_hash
-        with conn.begin():
-            i = 0
-            while i < len(ops):
-                kind = ops[i].kind
-                j = i
-                while j < len(ops) and ops[j].kind == kind and kind in ("tx", "event"):
-                    j += 1
-                if kind == "tx":
-                    entries = []
-                    for k in range(i, j):
-                        op = ops[k]
-                        seq += 1
-                        prefix, suffix = op.canon
-                        h = link_hash(prev, f"{prefix}{seq}{suffix}")
-                        entries.append({**op.params[1], "seq": seq, "prev_hash": prev, "hash": h})
-                        results[k] = (seq, h)
-                        prev = h
-                    self._many(conn, UPSERT_TOOL_CALL, [ops[k].params[0] for k in range(i, j)])
-                    self._many(conn, INSERT_ENTRY, entries)
-                elif kind == "event":
-                    self._many(conn, INSERT_EVENT, [ops[k].params for k in range(i, j)])
-                else:
-                    j = i + 1
-                    op = ops[i]
-                    if kind == "project":
-                        conn.execute(UPSERT_PROJECT, op.params)
-                    elif kind == "session":
-                        conn.execute(UPSERT_SESSION, op.params)
-                    elif kind == "message":
-                        results[i] = conn.execute(INSERT_MESSAGE, op.params).scalar_one()
-                    elif kind == "exec":
-                        results[i] = op.params(conn)
-                    else:
-                        raise AssertionError(f"unknown op {kind}")
-                i = j
-            if seq != self.head_seq:
-                conn.execute(UPSERT_HEAD, {"seq": seq, "hash": prev})
+        if self._raw and all(op.kind in ("tx", "event") for op in ops):
+            # The hot path (transitions and events) talks to sqlite3 directly: SQLAlchemy's
+            # transaction bookkeeping costs about as much as the commit itself.
+            dbapi = conn.connection.driver_connection
+            dbapi.execute("BEGIN IMMEDIATE")
+            try:
+                seq, prev = self._write_ops(conn, ops, results)
+                if seq != self.head_seq:
+                    dbapi.execute(UPSERT_HEAD.text, {"seq": seq, "hash": prev})
+                dbapi.execute("COMMIT")
+            except BaseException:
+                if dbapi.in_transaction:
+                    dbapi.execute("ROLLBACK")
+                raise
+        else:
+            with conn.begin():
+                seq, prev = self._write_ops(conn, ops, results)
+                if seq != self.head_seq:
+                    conn.execute(UPSERT_HEAD, {"seq": seq, "hash": prev})
         self.head_seq, self.head_hash = seq, prev
         self.batches += 1
         return results
+
+    def _write_ops(self, conn: Connection, ops: list[Op], results: list[Any]) -> tuple[int, str]:
+        """The statements of one batch, inside the caller's transaction; returns the new chain head."""
+        seq, prev = self.head_seq, self.head_hash
+        i = 0
+        while i < len(ops):
+            kind = ops[i].kind
+            j = i
+            while j < len(ops) and ops[j].kind == kind and kind in ("tx", "event"):
+                j += 1
+            if kind == "tx":
+                entries = []
+                for k in range(i, j):
+                    op = ops[k]
+                    seq += 1
+                    prefix, suffix = op.canon
+                    h = link_hash(prev, f"{prefix}{seq}{suffix}")
+                    entries.append({**op.params[1], "seq": seq, "prev_hash": prev, "hash": h})
+                    results[k] = (seq, h)
+                    prev = h
+                self._many(conn, UPSERT_TOOL_CALL, [ops[k].params[0] for k in range(i, j)])
+                self._many(conn, INSERT_ENTRY, entries)
+            elif kind == "event":
+                self._many(conn, INSERT_EVENT, [event_params(ops[k].params) for k in range(i, j)])
+            else:
+                j = i + 1
+                op = ops[i]
+                if kind == "project":
+                    conn.execute(UPSERT_PROJECT, op.params)
+                elif kind == "session":
+                    conn.execute(UPSERT_SESSION, op.params)
+                elif kind == "message":
+                    results[i] = conn.execute(INSERT_MESSAGE, op.params).scalar_one()
+                elif kind == "exec":
+                    results[i] = op.params(conn)
+                else:
+                    raise AssertionError(f"unknown op {kind}")
+            i = j
+        return seq, prev
 
     def _many(self, conn: Connection, stmt: TextClause, rows: list[dict[str, Any]]) -> None:
         if self._raw:
