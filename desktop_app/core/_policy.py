@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..sandbox._agent import glob_regex
 from ._errors import ConfigError
 from ._record import Provenance
 from ._shell import WORKSPACE, parse_command
@@ -160,27 +161,8 @@ def append_rule_to_file(path: str | Path, rule: Rule) -> None:
 
 
 # pattern matching ---------------------------------------------------------------------------------
-@lru_cache(maxsize=1024)
-def _glob_re(pattern: str) -> re.Pattern[str]:
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return re.compile("".join(out) + r"\Z", re.S)
+# Rules glob the way fs_glob does (`*`, `?`, `[...]`, `**`, `{a,b}`): one translation for both.
+_glob_re = lru_cache(maxsize=1024)(glob_regex)
 
 
 def normalize_path(path: str) -> str | None:

@@ -7,7 +7,6 @@ Every docker call runs in the sandbox's own thread pool, never on the event loop
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import logging
@@ -24,17 +23,14 @@ from typing import TYPE_CHECKING, Any
 from ..core._errors import SandboxError
 from . import _agent
 from ._config import SandboxConfig, human_size
-from ._convert import background_logs, clamp_timeout, error_from, exec_result, file_stat, grep_match
+from ._convert import clamp_timeout, error_from, exec_result
+from ._fileops import HelperOps
 from ._protocol import (
     DEFAULT_OUTPUT_LIMIT,
-    DEFAULT_READ_LIMIT,
     DEFAULT_TIMEOUT_S,
     MAX_TIMEOUT_S,
     WORKSPACE,
-    BackgroundLogs,
     ExecResult,
-    FileStat,
-    GrepMatch,
     OutputCallback,
     SandboxDescription,
 )
@@ -401,7 +397,7 @@ class HelperChannel:
 
 
 # ------------------------------------------------------------------------------------------ sandbox
-class DockerSandbox:
+class DockerSandbox(HelperOps):
     """The Sandbox protocol in a hardened per-project container (see SandboxConfig for the knobs)."""
 
     def __init__(
@@ -639,50 +635,8 @@ class DockerSandbox:
         res = await self._call("exec", args, on_event, timeout + _agent.KILL_GRACE_S + 30.0)
         return exec_result(res)
 
-    async def read_file(self, path: str, *, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> bytes:
-        res = await self._call("read", {"path": path, "offset": offset, "limit": limit})
-        return base64.b64decode(res["data"])
-
-    async def write_file(self, path: str, data: bytes, *, make_dirs: bool = True) -> FileStat:
-        args = {"path": path, "data": base64.b64encode(bytes(data)).decode("ascii"), "make_dirs": make_dirs}
-        return file_stat(await self._call("write", args))
-
-    async def read_text(self, path: str, *, limit: int = DEFAULT_READ_LIMIT) -> str:
-        return await self._call("read_text", {"path": path, "limit": limit})
-
-    async def write_text(self, path: str, text: str) -> FileStat:
-        return file_stat(await self._call("write", {"path": path, "text": text}))
-
-    async def stat(self, path: str) -> FileStat | None:
-        d = await self._call("stat", {"path": path})
-        return None if d is None else file_stat(d)
-
-    async def list_dir(self, path: str = ".") -> list[FileStat]:
-        return [file_stat(d) for d in await self._call("list", {"path": path})]
-
-    async def glob(self, pattern: str, path: str = ".", *, limit: int = 200) -> list[FileStat]:
-        return [file_stat(d) for d in await self._call("glob", {"pattern": pattern, "path": path, "limit": limit})]
-
-    async def grep(
-        self,
-        pattern: str,
-        path: str = ".",
-        *,
-        glob: str | None = None,
-        ignore_case: bool = False,
-        max_results: int = 200,
-    ) -> list[GrepMatch]:
-        args = {"pattern": pattern, "path": path, "glob": glob, "ignore_case": ignore_case, "max_results": max_results}
-        return [grep_match(d) for d in await self._call("grep", args)]
-
-    async def start_background(self, command: str, cwd: str = WORKSPACE, env: Mapping[str, str] | None = None) -> str:
-        return await self._call("bg_start", {"command": command, "cwd": cwd, "env": dict(env or {})})
-
-    async def logs(self, process_id: str) -> BackgroundLogs:
-        return background_logs(await self._call("bg_logs", {"process_id": process_id}))
-
-    async def kill(self, process_id: str) -> BackgroundLogs:
-        return background_logs(await self._call("bg_kill", {"process_id": process_id}))
+    async def _op(self, op: str, args: dict[str, Any]) -> Any:
+        return await self._call(op, args)
 
 
 from ._exec_fallback import _ExecTransport  # noqa: E402  (it uses names defined above)

@@ -6,7 +6,6 @@ design (no isolation); for development and machines without Docker, and only whe
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -17,23 +16,19 @@ from ..core._errors import SandboxError
 from . import _agent
 from ._convert import (
     SECRET_ENV_MARKERS,
-    background_logs,
     clamp_timeout,
     error_from,
     exec_result,
     file_stat,
-    grep_match,
 )
+from ._fileops import HelperOps
 from ._protocol import (
     DEFAULT_OUTPUT_LIMIT,
-    DEFAULT_READ_LIMIT,
     DEFAULT_TIMEOUT_S,
     MAX_TIMEOUT_S,
     WORKSPACE,
-    BackgroundLogs,
     ExecResult,
     FileStat,
-    GrepMatch,
     OutputCallback,
     SandboxDescription,
 )
@@ -43,7 +38,7 @@ def _host_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not any(m in k.upper() for m in SECRET_ENV_MARKERS)}
 
 
-class LocalSandbox:
+class LocalSandbox(HelperOps):
     """The Sandbox protocol on the host, reusing the in-container helper's code so semantics match."""
 
     def __init__(self, folder: str | os.PathLike[str], *, max_workers: int = 8) -> None:
@@ -123,10 +118,6 @@ class LocalSandbox:
             raise error_from({"kind": exc.kind, "message": str(exc)}) from None
         return exec_result(result)
 
-    async def read_file(self, path: str, *, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> bytes:
-        res = await self._op("read", {"path": path, "offset": offset, "limit": limit})
-        return base64.b64decode(res["data"])
-
     async def write_file(self, path: str, data: bytes, *, make_dirs: bool = True) -> FileStat:
         loop = asyncio.get_running_loop()
         if self._closed:
@@ -136,40 +127,3 @@ class LocalSandbox:
         except _agent.HelperError as exc:
             raise error_from({"kind": exc.kind, "message": str(exc)}) from None
         return file_stat(d)
-
-    async def read_text(self, path: str, *, limit: int = DEFAULT_READ_LIMIT) -> str:
-        return await self._op("read_text", {"path": path, "limit": limit})
-
-    async def write_text(self, path: str, text: str) -> FileStat:
-        return file_stat(await self._op("write", {"path": path, "text": text}))
-
-    async def stat(self, path: str) -> FileStat | None:
-        d = await self._op("stat", {"path": path})
-        return None if d is None else file_stat(d)
-
-    async def list_dir(self, path: str = ".") -> list[FileStat]:
-        return [file_stat(d) for d in await self._op("list", {"path": path})]
-
-    async def glob(self, pattern: str, path: str = ".", *, limit: int = 200) -> list[FileStat]:
-        return [file_stat(d) for d in await self._op("glob", {"pattern": pattern, "path": path, "limit": limit})]
-
-    async def grep(
-        self,
-        pattern: str,
-        path: str = ".",
-        *,
-        glob: str | None = None,
-        ignore_case: bool = False,
-        max_results: int = 200,
-    ) -> list[GrepMatch]:
-        args = {"pattern": pattern, "path": path, "glob": glob, "ignore_case": ignore_case, "max_results": max_results}
-        return [grep_match(d) for d in await self._op("grep", args)]
-
-    async def start_background(self, command: str, cwd: str = WORKSPACE, env: Mapping[str, str] | None = None) -> str:
-        return await self._op("bg_start", {"command": command, "cwd": cwd, "env": dict(env or {})})
-
-    async def logs(self, process_id: str) -> BackgroundLogs:
-        return background_logs(await self._op("bg_logs", {"process_id": process_id}))
-
-    async def kill(self, process_id: str) -> BackgroundLogs:
-        return background_logs(await self._op("bg_kill", {"process_id": process_id}))

@@ -226,3 +226,12 @@ def test_path_globs(parts):
     assert path_matches(parts[0] + "/**", path) or len(parts) == 1
     assert not path_matches("other_dir/**", path) or parts[0] == "other_dir"
     assert not path_matches("**", "../" + path)
+
+
+def test_rule_globs_are_the_same_globs_as_fs_glob():
+    p = policy(allow=["fs_write(src/**/*.{py,pyi})", "fs_write(docs/[a-c]*.md)"])
+    assert decide(p, WRITE, path="src/pkg/mod.py") is Action.ALLOW
+    assert decide(p, WRITE, path="src/mod.pyi") is Action.ALLOW
+    assert decide(p, WRITE, path="src/mod.js") is Action.ASK
+    assert decide(p, WRITE, path="docs/api.md") is Action.ALLOW
+    assert decide(p, WRITE, path="docs/zeta.md") is Action.ASK
