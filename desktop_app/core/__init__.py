@@ -51,7 +51,7 @@ from ._hooks import (
     post_hook,
     pre_hook,
 )
-from ._model import AnthropicModelClient, ModelClient, ModelReply, ModelRequest, ModelUsage, ToolUse
+from ._model import AnthropicModelClient, ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._policy import (
     Action,
     PermissionMode,
@@ -174,7 +174,6 @@ __all__ = [
     "ToolResult",
     "ToolStart",
     "ToolUpdate",
-    "ToolUse",
     "TurnResult",
     "append_rule_to_file",
     "builtin_hooks",

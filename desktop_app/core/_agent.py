@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import AgentDeskError, ModelError
 from ._events import Done, ErrorEvent, EventBus
-from ._executor import Executor, RunContext, ToolCall, tool_result_block
+from ._executor import Executor, RunContext, tool_result_block
 from ._model import ModelClient, ModelReply, ModelRequest
 from ._record import ToolCallRecord, ToolCallState
 from ._store import ProjectInfo, RecordStore, SessionInfo, StoredMessage, new_session
@@ -300,7 +300,7 @@ class AgentSession:
                 if self._queue:  # a message arrived during the last step: it opens the next one
                     continue
                 return self._end("end_turn", steps, last_text)
-            calls = [ToolCall(u.id, u.name, u.input, u.raw_input, u.parse_error) for u in reply.tool_uses]
+            calls = reply.tool_uses
             records = await self.executor.run_batch(calls, self._run)
             by_id = {r.id: r for r in records}
             results = []

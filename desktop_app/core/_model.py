@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._errors import ModelError
 from ._events import ErrorEvent, Event, TextChunk, ThinkingChunk, TokenUsage, ToolStart
+from ._executor import ToolCall
 from ._pricing import estimate_cost
 from ._settings import DEFAULT_MODEL, Settings, resolve_api_key
 
@@ -43,17 +44,6 @@ class ModelRequest:
 
 
 @dataclass(slots=True)
-class ToolUse:
-    """A tool_use block as the model sent it; `input` is None when its JSON did not parse."""
-
-    id: str
-    name: str
-    input: dict[str, Any] | None
-    raw_input: str = ""
-    parse_error: str | None = None
-
-
-@dataclass(slots=True)
 class ModelUsage:
     input_tokens: int = 0
     output_tokens: int = 0
@@ -69,7 +59,7 @@ class ModelReply:
     message_id: str
     model: str
     content: list[dict[str, Any]]
-    tool_uses: list[ToolUse]
+    tool_uses: list[ToolCall]
     stop_reason: str | None
     usage: ModelUsage
     duration_ms: float = 0.0
@@ -474,15 +464,15 @@ class _Accumulator:
                 hint="Retry the step; the partial answer was dropped.",
             )
         content: list[dict[str, Any]] = []
-        tool_uses: list[ToolUse] = []
+        tool_uses: list[ToolCall] = []
         for index in sorted(self.blocks):
             block = self.blocks[index]
             if block["type"] == "tool_use":
                 raw = self.json_bufs.get(index, "")
                 parsed, error = _parse_input(raw)
-                # The history must hold an object; malformed input is kept raw on the ToolUse.
+                # The history must hold an object; malformed input is kept raw on the ToolCall.
                 block["input"] = parsed if parsed is not None else {}
-                tool_uses.append(ToolUse(block["id"], block["name"], parsed, raw, error))
+                tool_uses.append(ToolCall(block["id"], block["name"], parsed, raw, error))
             elif block["type"] == "text" and not block["text"]:
                 continue  # the API refuses empty text blocks in history
             content.append(block)
