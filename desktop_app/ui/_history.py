@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QDateTime, QModelIndex, Qt, Signal
+from PySide6.QtCore import QDateTime, QModelIndex, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 
 from ..core._errors import AgentDeskError
 from ..core._record import ToolCallRecord, ToolCallState
+from ._rows import RowTableModel
 from ._theme import format_duration, state_colour, state_icon, summarize_input
 from ._timeline import TimelineRow, render_call_details
 
@@ -76,7 +77,7 @@ def make_query(**kw: Any) -> Any:
     return AuditQuery(**kw)
 
 
-class HistoryModel(QAbstractTableModel):
+class HistoryModel(RowTableModel):
     """Lazy, paged view of `store.query(AuditQuery)`, newest first."""
 
     COLUMNS = ("Time", "State", "Tool", "Input", "Duration", "Session")
@@ -94,18 +95,6 @@ class HistoryModel(QAbstractTableModel):
         self._generation = 0
         self.project_names: dict[str, str] = {}
         self.session_names: dict[str, str] = {}
-
-    def rowCount(self, parent=QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent=QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self.COLUMNS)
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            if 0 <= section < len(self.COLUMNS):
-                return self.COLUMNS[section]
-        return None
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         if not index.isValid() or not (0 <= index.row() < len(self._rows)):

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QItemSelectionModel,
     QModelIndex,
     QPersistentModelIndex,
@@ -34,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..core._record import ToolCallRecord, ToolCallState
+from ._rows import RowTableModel
 from ._theme import STATE_LABEL, bring_to_front, format_duration, state_colour, state_icon, summarize_input
 
 CallIdRole = Qt.ItemDataRole.UserRole + 1
@@ -80,7 +80,7 @@ def exit_code_of(rec: ToolCallRecord) -> int | None:
     return code if isinstance(code, int) else None
 
 
-class TimelineModel(QAbstractTableModel):
+class TimelineModel(RowTableModel):
     """Every tool call of a session, one row each, in the order they started."""
 
     COLUMNS = ("State", "Tool", "Input", "Duration", "Exit")
@@ -97,18 +97,6 @@ class TimelineModel(QAbstractTableModel):
         self._flush.timeout.connect(self.flush)
 
     # Qt model API ------------------------------------------------------------------------------
-    def rowCount(self, parent=QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent=QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self.COLUMNS)
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            if 0 <= section < len(self.COLUMNS):
-                return self.COLUMNS[section]
-        return None
-
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         if not index.isValid() or not (0 <= index.row() < len(self._rows)):
             return None
