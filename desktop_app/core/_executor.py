@@ -309,7 +309,7 @@ class Executor:
                              data={"provenance": decision.provenance.to_dict()})
             return
         ask_reason = decision.reason if decision.action is Action.ASK else ""
-        risk = decision.risk if decision.action is Action.ASK else record.risk
+        risk = _max_risk(record.risk, decision.risk) if decision.action is Action.ASK else record.risk
         meta: dict[str, Any] = {}
         # pre hooks
         hook_call = HookCall(record.id, record.session_id, tool.name, record.input, tool.read_only)

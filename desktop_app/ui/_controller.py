@@ -14,6 +14,7 @@ from PySide6.QtCore import QObject, Signal
 
 from ..core._errors import AgentDeskError
 from ..core._events import (
+    Channel,
     Done,
     ErrorEvent,
     EventBus,
@@ -215,10 +216,20 @@ class AppController(QObject):
         session = self.sessions.get(session_id) or await self.store.get_session(session_id)
         project = w.projects_model.project(session.project_id) if session else None
         w.session_label.setText(f"{project.name if project else ''} › {session_title(session)}" if session else "")
-        records, messages = await asyncio.gather(self.store.session_records(session_id),
-                                                 self.store.messages(session_id))
+        known_usage = w.status.has_usage(session_id)
+        records, messages, monitor = await asyncio.gather(
+            self.store.session_records(session_id),
+            self.store.messages(session_id),
+            # a session from an earlier run: its token count is in the persisted monitor events
+            self.store.events_since(0, [Channel.MONITOR], session_id=session_id) if not known_usage
+            else asyncio.sleep(0, []),
+        )
         if self.current_session != session_id:
             return
+        if not w.status.has_usage(session_id):
+            for env in monitor:
+                if env.type == TokenUsage.type:
+                    w.status.add_usage(env.event)
         records.sort(key=lambda r: (r.created_at, r.batch_index))
         w.timeline_model.add_records(records)
         w.conversation.load_messages(messages, {r.id: r.state.value for r in records})

@@ -143,6 +143,9 @@ class AgentStatusBar:
         if ev.session_id == self._session:
             self.show_session(self._session)
 
+    def has_usage(self, session_id: str) -> bool:
+        return session_id in self._usage
+
     def show_session(self, session_id: str) -> None:
         self._session = session_id
         i, o, cost = self._usage.get(session_id, [0, 0, 0.0])

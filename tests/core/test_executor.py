@@ -336,3 +336,23 @@ async def test_reopened_session_seals_open_calls_and_reoffers_approvals():
     h2.executor.decide("toolu_wait", Decision(True))
     [done] = await resumed
     assert done.state is S.COMPLETED and h2.run.state["files"] == {"d": "4"}
+
+
+async def test_an_asking_call_keeps_the_tools_own_risk():
+    from desktop_app.core import ToolRegistry, tool
+
+    @tool(risk="high")
+    async def shred(path: str) -> str:
+        """Destroys a file."""
+        return path
+
+    h = Harness(MemoryStore())
+    h.executor.registry = ToolRegistry([shred])
+    c = call("shred", path="a")
+    task = asyncio.ensure_future(h.batch(c))
+    [p] = await h.wait_pending()
+    assert p.risk == "high"
+    required = next(e for e in h.events if e.type == "permission_required")
+    assert required.payload["risk"] == "high"
+    h.executor.decide(c.id, Decision(False))
+    await task
