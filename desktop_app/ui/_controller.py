@@ -173,17 +173,18 @@ class AppController(QObject):
     async def check_docker(self) -> bool:
         """Ping the engine on a worker thread: the docker SDK is imported and connected off the GUI thread."""
         def ping() -> tuple[bool, str]:
-            try:
-                import docker
+            from ..sandbox import connect
 
-                client = docker.from_env(timeout=5)
-                try:
-                    version = client.version().get("Version", "?")
-                finally:
-                    client.close()
-                return True, f"Docker {version}"
+            try:
+                client = connect()
+            except AgentDeskError as exc:
+                return False, str(exc)
+            try:
+                return True, f"Docker {client.version().get('Version', '?')}"
             except Exception as exc:
                 return False, str(exc).splitlines()[0][:200]
+            finally:
+                client.close()
 
         ok, message = await asyncio.get_running_loop().run_in_executor(None, ping)
         self.docker_ok, self.docker_message = ok, message
