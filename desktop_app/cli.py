@@ -267,13 +267,14 @@ class _Printer:
 
 
 def _ask(question: str) -> str:
+    """Ask on the terminal (or stdin when there is none); the question goes to stderr, never stdout."""
+    sys.stderr.write(question)
+    sys.stderr.flush()
     try:
         with open("/dev/tty") as tty:
-            sys.stderr.write(question)
-            sys.stderr.flush()
             return tty.readline()
     except OSError:
-        return input(question)
+        return sys.stdin.readline()
 
 
 def _db(args: argparse.Namespace) -> str | None:
