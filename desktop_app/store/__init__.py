@@ -2,8 +2,19 @@
 hash-chained audit entries, queries, export and verification."""
 
 from ._chain import VerifyResult, canonical_json
+from ._export import CSV_COLUMNS, write_records
 from ._models import SCHEMA_VERSION
 from ._query import AuditQuery, RecordRow, StoreStats
 from ._sql_store import SqlStore
 
-__all__ = ["SCHEMA_VERSION", "AuditQuery", "RecordRow", "SqlStore", "StoreStats", "VerifyResult", "canonical_json"]
+__all__ = [
+    "CSV_COLUMNS",
+    "SCHEMA_VERSION",
+    "AuditQuery",
+    "RecordRow",
+    "SqlStore",
+    "StoreStats",
+    "VerifyResult",
+    "canonical_json",
+    "write_records",
+]

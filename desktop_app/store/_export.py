@@ -7,7 +7,7 @@ import csv
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -90,7 +90,14 @@ def export(
     fts: bool,
     iter_records: Callable[..., Iterator[ToolCallRecord]],
 ) -> int:
-    records = iter_records(conn, q, fts)
+    return write_records(iter_records(conn, q, fts), fmt, out)
+
+
+def write_records(records: Iterable[ToolCallRecord], fmt: str, out: str | os.PathLike[str] | IO[str]) -> int:
+    """Records as JSONL (with their trails) or CSV, to a stream or atomically to a file; returns the count."""
+    if fmt not in ("jsonl", "csv"):
+        raise StoreError(f"unknown export format {fmt!r}", hint="use jsonl or csv")
+    records = iter(records)
     if hasattr(out, "write"):
         return _write(records, fmt, out)  # type: ignore[arg-type]
     path = Path(out).expanduser()

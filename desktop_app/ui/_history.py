@@ -7,7 +7,6 @@ view scrolls (canFetchMore/fetchMore), so a million records open as fast as a hu
 from __future__ import annotations
 
 import asyncio
-import csv
 import json
 import time
 from dataclasses import dataclass
@@ -198,25 +197,6 @@ class HistoryModel(RowTableModel):
         return dict(self._filters)
 
 
-def _records_to_csv(records: list[ToolCallRecord], path: str) -> None:
-    cols = ["id", "created_at", "project_id", "session_id", "name", "state", "outcome", "risk",
-            "duration_ms", "is_error", "input", "error"]
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(cols)
-        for r in records:
-            d = r.to_dict()
-            w.writerow([json.dumps(d[c], ensure_ascii=False) if c == "input" else d[c] for c in cols])
-
-
-def _records_to_jsonl(records: list[ToolCallRecord], path: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        for r in records:
-            d = r.to_dict()
-            d["trail"] = [e.to_dict() | {"seq": e.seq, "hash": e.hash} for e in r.trail]
-            f.write(json.dumps(d, ensure_ascii=False) + "\n")
-
-
 async def save_file_dialog(parent, title: str, name: str, filters: str) -> str | None:
     """A non-blocking save dialog: open() + a future, never exec()."""
     dlg = QFileDialog(parent, title, name, filters)
@@ -380,9 +360,9 @@ class HistoryWindow(QMainWindow):
             q = make_query(**self.model.query_kwargs(0, None))
             return int(await self.store.export(q, fmt, path))
         records = [r for r in await asyncio.gather(*(self.store.get_record(i) for i in ids)) if r]
-        writer = _records_to_csv if fmt == "csv" else _records_to_jsonl
-        await asyncio.get_running_loop().run_in_executor(None, writer, records, path)
-        return len(records)
+        from ..store import write_records
+
+        return await asyncio.get_running_loop().run_in_executor(None, write_records, records, fmt, path)
 
     def _verify_clicked(self) -> None:
         self._spawn(self.verify())
