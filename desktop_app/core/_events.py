@@ -72,7 +72,8 @@ class ThinkingChunk(Event):
 
 @dataclass(slots=True)
 class ToolStart(Event):
-    """A tool_use block appeared; `partial` is True while its input still streams in."""
+    """A tool_use block appeared. While its input streams in (`partial`), `partial_json` is the JSON added
+    since the previous event (concatenated, the whole input) and `input` a preview of the object so far."""
 
     channel: ClassVar[Channel] = Channel.PROGRESS
     type: ClassVar[str] = "tool:start"

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     import anthropic
 
 log = logging.getLogger(__name__)
+# A streaming tool input is shown at most this often, with strings cut to PREVIEW_CHARS.
+PARTIAL_INPUT_EVERY_S = 0.1
+PREVIEW_CHARS = 200
 
 Emit = Callable[[Event], Any]
 
@@ -376,7 +379,9 @@ class _Accumulator:
         self.session_id = session_id
         self.message_id = ""
         self.blocks: dict[int, dict[str, Any]] = {}
-        self.json_bufs: dict[int, str] = {}
+        # Tool input JSON as it streams: the parts, how many were already published, and when.
+        self.json_parts: dict[int, list[str]] = {}
+        self.json_sent: dict[int, tuple[int, float]] = {}
         self.stop_reason: str | None = None
         self.usage = ModelUsage()
         self.stopped = False
@@ -388,7 +393,7 @@ class _Accumulator:
         elif kind == "content_block_start":
             self._start(event.index, event.content_block)
         elif kind == "content_block_stop":
-            pass
+            self._publish_partial(event.index, final=True)
         elif kind == "message_start":
             msg = event.message
             self.message_id = msg.id
@@ -422,7 +427,8 @@ class _Accumulator:
             self.blocks[index] = {"type": "redacted_thinking", "data": block.data}
         elif btype == "tool_use":
             self.blocks[index] = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
-            self.json_bufs[index] = ""
+            self.json_parts[index] = []
+            self.json_sent[index] = (0, 0.0)
             self.emit(ToolStart(session_id=self.session_id, call_id=block.id, name=block.name, partial=True))
         else:  # server tools and future block kinds: keep them as sent
             self.blocks[index] = block.model_dump(exclude_none=True)
@@ -438,17 +444,8 @@ class _Accumulator:
         elif dtype == "input_json_delta":
             if not delta.partial_json:
                 return  # the API opens every tool input with an empty delta: nothing new to show
-            buf = self.json_bufs[index] = self.json_bufs.get(index, "") + delta.partial_json
-            self.emit(
-                ToolStart(
-                    session_id=self.session_id,
-                    call_id=block["id"],
-                    name=block["name"],
-                    input=_partial_object(buf),
-                    partial_json=buf,
-                    partial=True,
-                )
-            )
+            self.json_parts.setdefault(index, []).append(delta.partial_json)
+            self._publish_partial(index)
         elif dtype == "thinking_delta":
             block["thinking"] += delta.thinking
             self.emit(ThinkingChunk(session_id=self.session_id, text=delta.thinking, message_id=self.message_id))
@@ -456,6 +453,32 @@ class _Accumulator:
             block["signature"] = block.get("signature", "") + delta.signature
         elif dtype == "citations_delta":
             block.setdefault("citations", []).append(delta.citation.model_dump(exclude_none=True))
+
+    def _publish_partial(self, index: int, *, final: bool = False) -> None:
+        """Show a tool's input as it streams, at most every PARTIAL_INPUT_EVERY_S.
+
+        Each event carries only the JSON added since the previous one (concatenated, they are the whole
+        input) and a preview of the object so far, so a large fs_write costs O(n), not O(n^2), in events.
+        """
+        parts = self.json_parts.get(index)
+        block = self.blocks.get(index)
+        if not parts or block is None or block["type"] != "tool_use":
+            return
+        sent, last = self.json_sent.get(index, (0, 0.0))
+        now = time.monotonic()
+        if sent == len(parts) or (not final and sent and now - last < PARTIAL_INPUT_EVERY_S):
+            return
+        self.json_sent[index] = (len(parts), now)
+        self.emit(
+            ToolStart(
+                session_id=self.session_id,
+                call_id=block["id"],
+                name=block["name"],
+                input=_preview(_partial_object("".join(parts))),
+                partial_json="".join(parts[sent:]),
+                partial=True,
+            )
+        )
 
     def finish(self) -> ModelReply:
         if not self.stopped:
@@ -468,7 +491,7 @@ class _Accumulator:
         for index in sorted(self.blocks):
             block = self.blocks[index]
             if block["type"] == "tool_use":
-                raw = self.json_bufs.get(index, "")
+                raw = "".join(self.json_parts.get(index, ()))
                 parsed, error = _parse_input(raw)
                 # The history must hold an object; malformed input is kept raw on the ToolCall.
                 block["input"] = parsed if parsed is not None else {}
@@ -515,6 +538,17 @@ def _parse_input(raw: str) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(value, dict):
         return None, f"the input must be a JSON object, got {type(value).__name__}"
     return value, None
+
+
+def _preview(value: Any, limit: int = PREVIEW_CHARS) -> Any:
+    """The partial input with long strings cut, for live display (the full input comes at the end)."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + f"… ({len(value):,} chars so far)"
+    if isinstance(value, dict):
+        return {k: _preview(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_preview(v, limit) for v in value[:50]]
+    return value
 
 
 def _partial_object(buf: str) -> dict[str, Any]:

@@ -3,6 +3,8 @@ cache marks, retries reported on the monitor channel, and the clear errors."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from desktop_app.core._errors import ModelError
@@ -53,9 +55,8 @@ async def test_text_and_tool_use_stream_into_events_and_a_reply(server: Anthropi
     assert "".join(c.text for c in chunks) == "Reading the file now."
     partial = [e for e in events if isinstance(e, ToolStart)]
     assert all(e.partial and e.call_id == "toolu_1" for e in partial)
-    # partial_json grows with each delta and ends with the whole input
-    assert [len(e.partial_json) for e in partial] == sorted(len(e.partial_json) for e in partial)
-    assert partial[-1].partial_json == '{"path": "src/a.py"}'
+    # each event carries the JSON added since the last one: together they are the whole input
+    assert "".join(e.partial_json for e in partial) == '{"path": "src/a.py"}'
     assert partial[-1].input == {"path": "src/a.py"}
     assert all(e.session_id == "s1" for e in events)
 
@@ -63,6 +64,21 @@ async def test_text_and_tool_use_stream_into_events_and_a_reply(server: Anthropi
     assert got.text == "Reading the file now."
     assert [(t.id, t.name, t.input) for t in got.tool_uses] == [("toolu_1", "fs_read", {"path": "src/a.py"})]
     assert got.content[-1] == {"type": "tool_use", "id": "toolu_1", "name": "fs_read", "input": {"path": "src/a.py"}}
+    await client.close()
+
+
+async def test_a_large_streamed_input_costs_linear_event_bytes(server: AnthropicServer) -> None:
+    content = "x" * 200_000
+    server.add(reply(tool_use("fs_write", {"path": "big.txt", "content": content}, id="toolu_big", pieces=2000)))
+    events: list = []
+    client = client_for(server)
+    got = await client.stream(request(), emit=events.append, session_id="s1")
+    partial = [e for e in events if isinstance(e, ToolStart)]
+    assert "".join(e.partial_json for e in partial) == json.dumps({"path": "big.txt", "content": content})
+    published = sum(len(e.partial_json) + len(json.dumps(e.input)) for e in partial)
+    assert published < 3 * len(content)  # not one copy of the input per delta
+    assert all(len(e.input.get("content", "")) < 300 for e in partial)  # previews, not copies
+    assert got.tool_uses[0].input["content"] == content
     await client.close()
 
 
