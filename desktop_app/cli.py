@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any
 
-from .core._errors import AgentDeskError
+from .core._errors import AgentDeskError, ModelError
 
 SUBCOMMANDS = ("run", "sessions", "audit", "images")
 EXIT_CODES = {"end_turn": 0, "error": 1, "paused": 3, "max_steps": 4, "interrupted": 130}
@@ -121,9 +121,13 @@ async def _dispatch(args: argparse.Namespace) -> int:
 
 # run / resume ---------------------------------------------------------------------------------------
 def _settings(args: argparse.Namespace) -> Any:
-    from .core._settings import Settings
+    """The user's settings with this command's overrides; a turn needs an API key, so say so up front."""
+    from .core._model import MISSING_KEY_HINT
+    from .core._settings import Settings, resolve_api_key
 
     settings = Settings.load()
+    if resolve_api_key(settings) is None:
+        raise ModelError("No Anthropic API key is set.", hint=MISSING_KEY_HINT)
     if getattr(args, "model", None):
         settings.model = args.model
     if getattr(args, "max_steps", None):

@@ -468,11 +468,11 @@ class DockerSandbox(HelperOps):
         except docker.errors.ImageNotFound:
             from ._images import image_name_for_tag
 
-            name = image_name_for_tag(self.config.image) or self.config.image
-            raise SandboxError(
-                f"the sandbox image {self.config.image} is not on this machine",
-                hint=f"build it with `agent-desk images build {name}`",
-            ) from None
+            name = image_name_for_tag(self.config.image)
+            hint = (f"build it with `agent-desk images build {name}`" if name else
+                    "pull or build that tag, or pick an image from `agent-desk images list` (--image or the "
+                    "project settings)")
+            raise SandboxError(f"the sandbox image {self.config.image} is not on this machine", hint=hint) from None
         except docker.errors.DockerException as exc:
             raise SandboxError(f"Docker failed: {_short(exc)}", hint=ENGINE_HINT) from None
         self._image_id = image.id

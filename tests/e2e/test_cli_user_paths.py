@@ -1,4 +1,4 @@
-"""The CLI's terminal approvals (`--on-ask prompt`) and its image commands, as a user runs them."""
+"""The CLI as a new user meets it: no API key, terminal approvals (`--on-ask prompt`), image commands."""
 
 from __future__ import annotations
 
@@ -58,3 +58,15 @@ def test_images_build_of_an_unknown_image_is_a_clear_error(env) -> None:
     out = subprocess.run(cli("images", "build", "nosuch"), env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert "nosuch" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_run_without_an_api_key_says_so_before_doing_anything(env, tmp_path: Path) -> None:
+    env = {k: v for k, v in env.items() if k != "ANTHROPIC_API_KEY"}
+    (tmp_path / "p").mkdir()
+    db = tmp_path / "fresh.db"
+    out = subprocess.run(cli("run", "--project", str(tmp_path / "p"), "--db", str(db), "hello"),
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "No Anthropic API key is set" in out.stderr and "ANTHROPIC_API_KEY" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not db.exists()  # nothing was started or recorded
