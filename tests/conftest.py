@@ -8,6 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests judge correctness, not speed: no per-example deadline on a loaded 2-core CI machine.
+settings.register_profile("desk", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("desk")
 
 # Set before anything imports Qt: the window tests run without a display.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
