@@ -95,11 +95,22 @@ async def test_read_only_workspace(make_docker_sandbox, workspace: Path) -> None
     assert sb.describe().limits["workspace"] == "read-only"
 
 
-async def test_missing_image_names_the_build_command(make_docker_sandbox) -> None:
-    sb = await make_docker_sandbox(SandboxConfig(image="agent-desk/python-nope:latest"), start=False)
+async def test_missing_image_names_the_build_command(make_docker_sandbox, monkeypatch, tmp_path: Path) -> None:
+    # a tag from the catalog: the hint names its build command
+    (tmp_path / "images.toml").write_text(
+        '[images.extra]\nlabel = "Extra"\ndescription = "d"\ncontains = []\n'
+        'dockerfile = "extra/Dockerfile"\ntag = "agent-desk/extra-nope:latest"\n'
+    )
+    monkeypatch.setenv("AGENT_DESK_IMAGES_DIR", str(tmp_path))
+    sb = await make_docker_sandbox(SandboxConfig(image="agent-desk/extra-nope:latest"), start=False)
     with pytest.raises(SandboxError, match="not on this machine") as info:
         await sb.start()
-    assert "agent-desk images build" in info.value.hint
+    assert "agent-desk images build extra" in info.value.hint
+    # any other tag: the hint points at the catalog
+    other = await make_docker_sandbox(SandboxConfig(image="example/unknown-nope:1"), start=False)
+    with pytest.raises(SandboxError, match="not on this machine") as info:
+        await other.start()
+    assert "agent-desk images list" in info.value.hint
 
 
 async def test_missing_engine_says_how_to_fix_it(monkeypatch, workspace: Path) -> None:
