@@ -218,11 +218,13 @@ class Executor:
     async def resume_approvals(self, records: Sequence[ToolCallRecord], run: RunContext) -> list[ToolCallRecord]:
         """Wait for the decisions of re-offered calls, then run the allowed ones, in order."""
         batch = _Batch()
+        for record in records:
+            pending = self._pending.get(record.id) or self._register_pending(record, batch)
+            pending.batch = batch
+            batch.waiting.add(record.id)  # a denial of one skips the others, as in a live batch
         out = []
         for record in records:
             tool = self.registry.find(record.name)
-            pending = self._pending.get(record.id) or self._register_pending(record, batch)
-            pending.batch = batch
             if tool is None:
                 await self._fail(record, f"unknown tool {record.name!r}", Outcome.ERROR, actor="system")
             else:

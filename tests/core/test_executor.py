@@ -22,6 +22,7 @@ from desktop_app.core import (
     pre_hook,
     tool_result_block,
 )
+from desktop_app.core._executor import SKIPPED_AFTER_DENIAL as SKIPPED
 
 from .conftest import Harness, call
 
@@ -332,7 +333,7 @@ async def test_reopened_session_seals_open_calls_and_reoffers_approvals():
     assert [r.id for r in report.reoffered] == ["toolu_wait"]
     assert [p.id for p in h2.executor.pending()] == ["toolu_wait"]
     resumed = asyncio.ensure_future(h2.executor.resume_approvals(report.reoffered, h2.run))
-    await asyncio.sleep(0)
+    await h2.wait_pending(1)
     h2.executor.decide("toolu_wait", Decision(True))
     [done] = await resumed
     assert done.state is S.COMPLETED and h2.run.state["files"] == {"d": "4"}
@@ -356,3 +357,23 @@ async def test_an_asking_call_keeps_the_tools_own_risk():
     assert required.payload["risk"] == "high"
     h.executor.decide(c.id, Decision(False))
     await task
+
+
+async def test_after_a_reoffered_call_is_denied_the_others_are_skipped_without_asking():
+    from desktop_app.core import ToolCallRecord
+
+    store = MemoryStore()
+    for cid, path in (("toolu_a", "a"), ("toolu_b", "b")):
+        rec = ToolCallRecord(name="write", input={"path": path, "content": "x"}, session_id="s1", id=cid)
+        rec.transition(S.APPROVAL_REQUIRED, actor="policy")
+        store.records[cid] = rec
+    h = Harness(store)
+    report = await h.executor.seal_open("s1")
+    assert sorted(r.id for r in report.reoffered) == ["toolu_a", "toolu_b"]
+    resumed = asyncio.ensure_future(h.executor.resume_approvals(report.reoffered, h.run))
+    await h.wait_pending(2)
+    h.executor.decide("toolu_a", Decision(False, note="stop"))
+    a, b = await asyncio.wait_for(resumed, 2)  # nobody answered b: it is skipped, not left waiting
+    assert (a.state, b.state) == (S.DENIED, S.DENIED)
+    assert SKIPPED in b.trail[-1].note
+    assert "files" not in h.run.state
