@@ -33,10 +33,28 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _no_display() -> bool:
+    """On Linux, Qt aborts without a display; say so plainly instead."""
+    return (
+        sys.platform.startswith("linux")
+        and not os.environ.get("QT_QPA_PLATFORM")
+        and not os.environ.get("DISPLAY")
+        and not os.environ.get("WAYLAND_DISPLAY")
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.screenshot or args.exit_on_show:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    elif _no_display():
+        print(
+            "agent-desk: there is no display to open the window on (DISPLAY and WAYLAND_DISPLAY are unset).\n"
+            "  hint: start it from a desktop session or under Xvfb; `agent-desk --screenshot out.png` renders\n"
+            "  the window offscreen, and `agent-desk run --project DIR PROMPT` is the same engine without one.",
+            file=sys.stderr,
+        )
+        return 2
     import qasync
     from PySide6.QtWidgets import QApplication
 

@@ -190,7 +190,11 @@ class AppController(QObject):
         self.docker_ok, self.docker_message = ok, message
         if ok:
             self.window.banner.clear_item("docker")
-            self.window.status.set_sandbox("ready", network="none")
+            project = self._current_project()
+            if project is not None:
+                self._show_project_sandbox(project)
+            else:
+                self.window.status.set_sandbox("ready", network="none")
         else:
             self.window.status.set_sandbox("unavailable")
             self.window.banner.set_item(
@@ -240,6 +244,10 @@ class AppController(QObject):
         if project is not None:
             self._show_project_sandbox(project)
         self.sessionChanged.emit(session_id)
+
+    def _current_project(self) -> ProjectInfo | None:
+        session = self.sessions.get(self.current_session or "")
+        return self.window.projects_model.project(session.project_id) if session else None
 
     def _show_project_sandbox(self, project: ProjectInfo) -> None:
         if self.docker_ok is False:
