@@ -22,6 +22,20 @@ unavailable() {
     exit 0
 }
 
+# A containerd killed together with its dockerd (at the end of a session, say) leaves its pidfile behind;
+# if that pid is now a zombie or another program, a new dockerd waits for a containerd that never answers.
+clear_stale_containerd() {
+    local pidfile=/var/run/docker/containerd/containerd.pid pid comm state
+    [[ -s "$pidfile" ]] || return 0
+    pid="$(cat "$pidfile")"
+    comm="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
+    state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)"
+    if [[ "$comm" != "containerd" || "$state" == "Z" ]]; then
+        log "removing a stale containerd pidfile (pid $pid: ${comm:-gone}${state:+, state $state})"
+        rm -f "$pidfile"
+    fi
+}
+
 start_dockerd() {
     local need=()
     command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
@@ -39,6 +53,7 @@ start_dockerd() {
         pid="$(cat "$STATE/dockerd.pid")"
         log "dockerd $pid is already starting; waiting for it"
     else
+        clear_stale_containerd
         log "starting dockerd (data in $STATE/data, log in $STATE/dockerd.log)"
         setsid dockerd --data-root "$STATE/data" --pidfile "$STATE/dockerd.pid" \
             --host unix:///var/run/docker.sock >"$STATE/dockerd.log" 2>&1 </dev/null &
