@@ -22,16 +22,21 @@ unavailable() {
     exit 0
 }
 
-# A containerd killed together with its dockerd (at the end of a session, say) leaves its pidfile behind;
-# if that pid is now a zombie or another program, a new dockerd waits for a containerd that never answers.
+# Is `pid` a live (not zombie) process called `name`? A pidfile can outlive its process, and the pid
+# can come back as a zombie or as another program.
+alive_as() {
+    local pid="$1" name="$2"
+    [[ -n "$pid" && "$(cat "/proc/$pid/comm" 2>/dev/null)" == "$name" ]] || return 1
+    [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != "Z" ]]
+}
+
+# A containerd killed together with its dockerd (at the end of a session, say) leaves its pidfile behind,
+# and a new dockerd then waits for a containerd that never answers.
 clear_stale_containerd() {
-    local pidfile=/var/run/docker/containerd/containerd.pid pid comm state
+    local pidfile=/var/run/docker/containerd/containerd.pid
     [[ -s "$pidfile" ]] || return 0
-    pid="$(cat "$pidfile")"
-    comm="$(cat "/proc/$pid/comm" 2>/dev/null || true)"
-    state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)"
-    if [[ "$comm" != "containerd" || "$state" == "Z" ]]; then
-        log "removing a stale containerd pidfile (pid $pid: ${comm:-gone}${state:+, state $state})"
+    if ! alive_as "$(cat "$pidfile")" containerd; then
+        log "removing a stale containerd pidfile"
         rm -f "$pidfile"
     fi
 }
@@ -49,10 +54,11 @@ start_dockerd() {
     fi
     mkdir -p "$STATE"
     local pid=""
-    if [[ -s "$STATE/dockerd.pid" ]] && kill -0 "$(cat "$STATE/dockerd.pid")" 2>/dev/null; then
+    if [[ -s "$STATE/dockerd.pid" ]] && alive_as "$(cat "$STATE/dockerd.pid")" dockerd; then
         pid="$(cat "$STATE/dockerd.pid")"
         log "dockerd $pid is already starting; waiting for it"
     else
+        rm -f "$STATE/dockerd.pid"  # not a live dockerd: dockerd would refuse to start over it
         clear_stale_containerd
         log "starting dockerd (data in $STATE/data, log in $STATE/dockerd.log)"
         setsid dockerd --data-root "$STATE/data" --pidfile "$STATE/dockerd.pid" \
