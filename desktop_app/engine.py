@@ -3,6 +3,7 @@ model client, wired the same way for the CLI and the desktop app."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from dataclasses import dataclass, field
@@ -133,6 +134,32 @@ async def project_for_dir(store: Any, folder: str | os.PathLike[str], *, image: 
     return project
 
 
+def build_executor(
+    settings: Settings,
+    project: ProjectInfo,
+    *,
+    bus: EventBus,
+    store: Any,
+    permission_mode: str | None = None,
+    tools: list[Tool] | None = None,
+) -> tuple[Executor, ToolRegistry, PermissionPolicy]:
+    """The project's tools, policy (user rules, then the project's), built-in hooks and executor on a
+    given store and bus. It reads the rules files and the keyring, so async code calls it in a thread."""
+    from .tools import builtin_tools
+
+    registry = ToolRegistry(tools if tools is not None else builtin_tools())
+    rules = user_rules(settings).extend(load_rules(project.path))
+    # a project left on "ask" lets its rules file name the mode
+    mode = permission_mode or (project.permission_mode if project.permission_mode != "ask" else None)
+    policy = PermissionPolicy(mode, rules)
+    key = resolve_api_key(settings)
+    hooks = builtin_hooks(api_key=key.value if key else None, artifacts_dir=data_dir() / "artifacts")
+    executor = Executor(registry, policy, bus=bus, store=store, hooks=hooks)
+    rules_file = project_rules_path(project.path)
+    executor.set_rule_writer(lambda rule: append_rule_to_file(rules_file, rule))
+    return executor, registry, policy
+
+
 async def build_engine(
     settings: Settings,
     project: ProjectInfo | str | os.PathLike[str],
@@ -147,8 +174,6 @@ async def build_engine(
 ) -> Engine:
     """Wire store, bus, registry (built-in tools), policy (project + user rules), hooks, executor,
     sandbox (created from the project and started, unless given) and the model client."""
-    from .tools import builtin_tools
-
     store = store or await open_store(db_url)
     try:
         if not isinstance(project, ProjectInfo):
@@ -156,15 +181,9 @@ async def build_engine(
         elif await store.get_project(project.id) is None:
             await store.save_project(project)
         bus = await EventBus.open(store)
-        registry = ToolRegistry(tools if tools is not None else builtin_tools())
-        rules = user_rules(settings).extend(load_rules(project.path))
-        mode = permission_mode or (project.permission_mode if project.permission_mode != "ask" else None)
-        policy = PermissionPolicy(mode, rules)
-        key = resolve_api_key(settings)
-        hooks = builtin_hooks(api_key=key.value if key else None, artifacts_dir=data_dir() / "artifacts")
-        executor = Executor(registry, policy, bus=bus, store=store, hooks=hooks)
-        rules_file = project_rules_path(project.path)
-        executor.set_rule_writer(lambda rule: append_rule_to_file(rules_file, rule))
+        executor, registry, policy = await asyncio.to_thread(
+            build_executor, settings, project, bus=bus, store=store, permission_mode=permission_mode, tools=tools
+        )
         owns = sandbox is None
         if sandbox is None:
             from .sandbox import create_sandbox
@@ -179,4 +198,5 @@ async def build_engine(
                   executor=executor, sandbox=sandbox, model_client=client, profile=profile, owns_sandbox=owns)
 
 
-__all__ = ["AgentDeskError", "Engine", "build_engine", "open_store", "project_for_dir", "user_rules"]
+__all__ = ["AgentDeskError", "Engine", "build_engine", "build_executor", "open_store", "project_for_dir",
+           "user_rules"]

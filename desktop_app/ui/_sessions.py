@@ -33,33 +33,26 @@ class SessionFactory:
         self.runtimes: dict[str, ProjectRuntime] = {}
         self._model: Any = None
         self._closing: set[asyncio.Future] = set()
+        self._runtime_lock = asyncio.Lock()
 
-    def runtime(self, project: ProjectInfo) -> ProjectRuntime:
-        """The project's executor, tools and sandbox, wired as engine.build_engine wires them, but on the
-        window's one store and one bus (build_engine opens its own bus and closes the store it is given)."""
+    async def runtime(self, project: ProjectInfo) -> ProjectRuntime:
+        """The project's executor, tools and sandbox, wired by engine.build_executor on the window's one
+        store and one bus (build_engine opens its own bus and closes the store it is given)."""
+        async with self._runtime_lock:  # two sessions of one project opening at once share one runtime
+            return await self._runtime(project)
+
+    async def _runtime(self, project: ProjectInfo) -> ProjectRuntime:
         rt = self.runtimes.get(project.id)
         if rt is not None and rt.project == project:
             return rt
         if rt is not None:  # the project's settings changed: its old container goes
             self._closing.add(asyncio.ensure_future(rt.sandbox.close()))
-        from ..core._executor import Executor
-        from ..core._hooks import builtin_hooks
-        from ..core._policy import PermissionPolicy, append_rule_to_file, load_rules, project_rules_path
-        from ..core._registry import ToolRegistry
-        from ..core._settings import data_dir, resolve_api_key
-        from ..engine import user_rules
-        from ..tools import builtin_tools
+        from ..engine import build_executor
 
-        registry = ToolRegistry(builtin_tools())
-        rules = user_rules(self.settings).extend(load_rules(project.path))
-        # as build_engine: a project left on "ask" lets its rules file name the mode
-        mode = project.permission_mode if project.permission_mode != "ask" else None
-        policy = PermissionPolicy(mode, rules)
-        key = resolve_api_key(self.settings)
-        hooks = builtin_hooks(api_key=key.value if key else None, artifacts_dir=data_dir() / "artifacts")
-        executor = Executor(registry, policy, bus=self.bus, store=self.store, hooks=hooks)
-        rules_path = project_rules_path(project.path)
-        executor.set_rule_writer(lambda rule: append_rule_to_file(rules_path, rule))
+        # rules files and the keyring are read on a worker thread, never on the GUI thread
+        executor, registry, _ = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: build_executor(self.settings, project, bus=self.bus, store=self.store)
+        )
         if self.sandbox_factory is not None:
             sandbox = self.sandbox_factory(project)
         else:
@@ -75,7 +68,7 @@ class SessionFactory:
         from ..core._agent import AgentSession
         from ..core._model import AnthropicModelClient
 
-        rt = self.runtime(project)
+        rt = await self.runtime(project)
         if rt.started is not None:
             await asyncio.shield(rt.started)  # a sandbox that cannot start is reported to the person here
         if self._model is None:
