@@ -150,15 +150,10 @@ def build_sql(q: AuditQuery, *, fts: bool) -> SqlParts:
     source, order = "tool_calls t", NEWEST_FIRST
     clauses: list[str] = []
     params: dict[str, Any] = {}
-    if q.project_id is not None:
-        clauses.append("t.project_id = :project_id")
-        params["project_id"] = q.project_id
-    if q.session_id is not None:
-        clauses.append("t.session_id = :session_id")
-        params["session_id"] = q.session_id
-    if q.tool is not None:
-        clauses.append("t.name = :tool")
-        params["tool"] = q.tool
+    for column, value in (("project_id", q.project_id), ("session_id", q.session_id), ("name", q.tool)):
+        if value is not None:
+            clauses.append(f"t.{column} = :{column}")
+            params[column] = value
     states = q.state_values()
     if len(states) == 1:
         clauses.append("t.state = :state0")

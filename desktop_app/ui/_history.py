@@ -36,9 +36,8 @@ from ..core._errors import AgentDeskError
 from ..core._record import ToolCallRecord, ToolCallState
 from ._rows import RowTableModel
 from ._theme import format_duration, state_colour, state_icon, summarize_input
-from ._timeline import TimelineRow, render_call_details
+from ._timeline import CallIdRole, TimelineRow, render_call_details
 
-CallIdRole = Qt.ItemDataRole.UserRole + 1
 PAGE = 500
 
 
