@@ -775,6 +775,10 @@ class BackgroundProcess:
 
     def logs(self):
         rc = self.proc.poll()
+        if rc is not None:
+            # The process has exited, but its last output may still sit in the pipe: let the reader
+            # drain it first, or a fast exit would be reported without its output.
+            self.reader.join(LINGER_S)
         with self.lock:
             text = bytes(self.buf).decode("utf-8", "replace")
             dropped = self.dropped

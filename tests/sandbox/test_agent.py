@@ -87,3 +87,23 @@ def test_helper_over_pipes(tmp_path: Path) -> None:
     assert got[2][-1]["error"]["kind"] == "PathOutsideWorkspace"
     assert {"id": 3, "ev": "output", "stream": "stdout", "data": "hi\n"} in got[3]
     assert got[3][-1]["result"]["stdout"] == "hi\n" and got[3][-1]["result"]["exit_code"] == 0
+
+
+def test_background_logs_of_an_exited_process_wait_for_its_last_output(tmp_path: Path) -> None:
+    """A fast exit must not be reported before the reader has drained the pipe (the race behind
+    a lost 'finishing' line): the reader is slowed on purpose, and the output must still be there."""
+    import threading
+    import time
+
+    class SlowReader(_agent.BackgroundProcess):
+        def _read(self) -> None:
+            time.sleep(0.1)
+            super()._read()
+
+    bp = SlowReader("bg-1", "echo finishing; exit 4", str(tmp_path))
+    bp.proc.wait()
+    logs = bp.logs()
+    assert logs["running"] is False and logs["exit_code"] == 4
+    assert "finishing" in logs["output"]
+    bp.kill()
+    assert not any(t.name == "bg-bg-1" for t in threading.enumerate())
