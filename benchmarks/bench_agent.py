@@ -24,9 +24,16 @@ ROUNDS = 5
 
 
 async def _one_turn(tmp: Path, round_: int) -> tuple[float, float, float, float]:
-    from desktop_app.core import EventBus, Executor, PermissionPolicy, ProjectInfo, ToolRegistry, tool
-    from desktop_app.core._agent import AgentSession
-    from desktop_app.core._model import AnthropicModelClient
+    from desktop_app.core import (
+        AgentSession,
+        AnthropicModelClient,
+        EventBus,
+        Executor,
+        PermissionPolicy,
+        ProjectInfo,
+        ToolRegistry,
+        tool,
+    )
     from desktop_app.store import SqlStore
     from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from desktop_app.core._record import AuditEntry, Outcome, ToolCallRecord, ToolCallState
+from desktop_app.core import AuditEntry, Outcome, ToolCallRecord, ToolCallState
 from desktop_app.store import SCHEMA_VERSION, AuditQuery, SqlStore
 from desktop_app.store._chain import GENESIS, canonical_json, entry_fields, link_hash
 

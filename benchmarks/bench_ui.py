@@ -60,8 +60,7 @@ def _run(coro):
 
 async def bench_stream_lag() -> tuple[float, int]:
     """Worst event-loop lag (ms) while 5,000 chunks/s go bus -> EventBridge -> ConversationView."""
-    from desktop_app.core._events import EventBus, TextChunk
-    from desktop_app.core._store import MemoryStore
+    from desktop_app.core import EventBus, MemoryStore, TextChunk
     from desktop_app.ui._bridge import EventBridge
     from desktop_app.ui._conversation import ConversationView
 
@@ -117,7 +116,7 @@ async def bench_timeline(n: int = 100_000) -> float:
     """ms to load n records into the timeline (model + its table view, filter proxy on)."""
     from PySide6.QtWidgets import QApplication
 
-    from desktop_app.core._record import ToolCallRecord, ToolCallState
+    from desktop_app.core import ToolCallRecord, ToolCallState
     from desktop_app.ui._timeline import TimelineDock, TimelineModel
 
     records = []

@@ -101,7 +101,7 @@ async def _run(app, args: argparse.Namespace) -> int:
     if not args.screenshot:
         window.show()  # shown before the store opens: start-up feels instant
 
-    from .core._events import EventBus
+    from .core import EventBus
     from .ui._controller import AppController
     from .ui._sessions import SessionFactory
 
@@ -141,8 +141,8 @@ async def _run(app, args: argparse.Namespace) -> int:
 
 
 def _load_settings():
-    from .core._errors import AgentDeskError
-    from .core._settings import Settings
+    from .config import Settings
+    from .core import AgentDeskError
 
     try:
         return Settings.load(), None
@@ -151,13 +151,13 @@ def _load_settings():
 
 
 def _default_db() -> str:
-    from .core._settings import default_db_url
+    from .config import default_db_url
 
     return default_db_url()
 
 
 def _key_source(settings) -> str | None:
-    from .core._settings import resolve_api_key
+    from .config import resolve_api_key
 
     key = resolve_api_key(settings)
     return key.source if key else None
@@ -172,7 +172,7 @@ async def _open_store(db: str):
 
 async def _fill_sample(store, controller) -> None:
     """Demo content through the real paths: stored records and messages, then live bus events."""
-    from .core._record import AuditEntry
+    from .core import AuditEntry
     from .ui._sample import publish_sample_turn, sample_messages, sample_projects, sample_records
 
     projects, sessions = sample_projects()

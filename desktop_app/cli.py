@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any
 
-from .core._errors import AgentDeskError, ModelError
+from .core import AgentDeskError, ModelError
 
 SUBCOMMANDS = ("run", "sessions", "audit", "images")
 EXIT_CODES = {"end_turn": 0, "error": 1, "paused": 3, "max_steps": 4, "interrupted": 130}
@@ -122,8 +122,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
 # run / resume ---------------------------------------------------------------------------------------
 def _settings(args: argparse.Namespace) -> Any:
     """The user's settings with this command's overrides; a turn needs an API key, so say so up front."""
-    from .core._model import MISSING_KEY_HINT
-    from .core._settings import Settings, resolve_api_key
+    from .config import Settings, resolve_api_key
+    from .core import MISSING_KEY_HINT
 
     settings = Settings.load()
     if resolve_api_key(settings) is None:
@@ -138,7 +138,7 @@ def _settings(args: argparse.Namespace) -> Any:
 
 
 async def _engine_for(args: argparse.Namespace, project: Any, store: Any) -> Any:
-    from .engine import build_engine
+    from .runtime import build_engine
 
     if getattr(args, "sandbox", None):
         project.settings["sandbox"] = args.sandbox
@@ -148,7 +148,7 @@ async def _engine_for(args: argparse.Namespace, project: Any, store: Any) -> Any
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from .engine import open_store, project_for_dir
+    from .runtime import open_store, project_for_dir
 
     settings = _settings(args)
     store = await open_store(_db(args))
@@ -292,7 +292,7 @@ def _db(args: argparse.Namespace) -> str | None:
 
 # sessions ---------------------------------------------------------------------------------------------
 async def _sessions(args: argparse.Namespace) -> int:
-    from .engine import open_store
+    from .runtime import open_store
 
     store = await open_store(_db(args))
     closed = False
@@ -357,7 +357,7 @@ def _block(b: dict[str, Any]) -> str:
 
 # audit ------------------------------------------------------------------------------------------------
 async def _audit(args: argparse.Namespace) -> int:
-    from .engine import open_store
+    from .runtime import open_store
     from .store import AuditQuery
 
     store = await open_store(_db(args))

@@ -1,9 +1,13 @@
-"""The engine: tools, registry, permission policy, hooks, tool-call records, executor and event bus.
+"""The core of the agent: tools, registry, the Sandbox protocol, permission policy, hooks, tool-call
+records, executor, event bus, agent loop and the model client.
 
-Pure asyncio; imports neither Qt nor docker, so it runs headless and tests without a display or an engine.
+The floor of the project: pure asyncio, imports nothing else of desktop_app, nor Qt, nor docker, so it
+runs headless and tests without a display or a Docker engine.
 """
 
 from ._agent import AgentSession, TurnResult, system_prompt
+from ._anthropic import MISSING_KEY_HINT, AnthropicModelClient
+from ._bus import EventBus
 from ._errors import (
     AgentDeskError,
     ConfigError,
@@ -22,7 +26,6 @@ from ._events import (
     Envelope,
     ErrorEvent,
     Event,
-    EventBus,
     PermissionDecided,
     PermissionRequired,
     StateChanged,
@@ -51,7 +54,7 @@ from ._hooks import (
     post_hook,
     pre_hook,
 )
-from ._model import AnthropicModelClient, ModelClient, ModelReply, ModelRequest, ModelUsage
+from ._llm import DEFAULT_MODEL, ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._policy import (
     Action,
     PermissionMode,
@@ -63,6 +66,7 @@ from ._policy import (
     append_rule_to_file,
     load_rules,
     project_rules_path,
+    rules_from_texts,
     suggest_rule,
 )
 from ._pricing import estimate_cost, price_for
@@ -75,38 +79,49 @@ from ._record import (
     Provenance,
     ToolCallRecord,
     ToolCallState,
+    new_id,
 )
 from ._registry import GROUPS, PROFILES, ToolRegistry
-from ._settings import (
-    DEFAULT_MODEL,
-    ApiKey,
-    Settings,
-    clear_api_key,
-    config_dir,
-    data_dir,
-    default_db_url,
-    keyring_available,
-    resolve_api_key,
-    store_api_key,
+from ._sandbox import (
+    DEFAULT_IMAGE,
+    DEFAULT_OUTPUT_LIMIT,
+    DEFAULT_READ_LIMIT,
+    DEFAULT_TIMEOUT_S,
+    MAX_TIMEOUT_S,
+    WORKSPACE,
+    BackgroundLogs,
+    ExecResult,
+    FileStat,
+    GrepMatch,
+    OutputCallback,
+    Sandbox,
+    SandboxDescription,
 )
 from ._shell import ParsedCommand, parse_command
 from ._store import MemoryStore, ProjectInfo, RecordStore, SessionInfo, StoredMessage, new_session
 from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, tool
 
 __all__ = [
+    "DEFAULT_IMAGE",
     "DEFAULT_MODEL",
+    "DEFAULT_OUTPUT_LIMIT",
+    "DEFAULT_READ_LIMIT",
+    "DEFAULT_TIMEOUT_S",
     "EVENT_TYPES",
     "GROUPS",
+    "MAX_TIMEOUT_S",
+    "MISSING_KEY_HINT",
     "PROFILES",
     "TERMINAL_STATES",
     "TRANSITIONS",
+    "WORKSPACE",
     "Action",
     "AgentDeskError",
     "AgentSession",
     "AnthropicModelClient",
-    "ApiKey",
     "Approval",
     "AuditEntry",
+    "BackgroundLogs",
     "Channel",
     "ConfigError",
     "DangerousCommandHook",
@@ -116,7 +131,10 @@ __all__ = [
     "ErrorEvent",
     "Event",
     "EventBus",
+    "ExecResult",
     "Executor",
+    "FileStat",
+    "GrepMatch",
     "HookCall",
     "HookChain",
     "IllegalTransition",
@@ -128,6 +146,7 @@ __all__ = [
     "ModelRequest",
     "ModelUsage",
     "Outcome",
+    "OutputCallback",
     "OutputTruncationHook",
     "ParsedCommand",
     "PathOutsideWorkspace",
@@ -146,11 +165,12 @@ __all__ = [
     "Rule",
     "RuleSet",
     "RunContext",
+    "Sandbox",
+    "SandboxDescription",
     "SandboxError",
     "SealReport",
     "SecretRedactionHook",
     "SessionInfo",
-    "Settings",
     "StateChanged",
     "StoreError",
     "StoredMessage",
@@ -177,22 +197,17 @@ __all__ = [
     "TurnResult",
     "append_rule_to_file",
     "builtin_hooks",
-    "clear_api_key",
-    "config_dir",
     "dangerous_reason",
-    "data_dir",
-    "default_db_url",
     "estimate_cost",
-    "keyring_available",
     "load_rules",
+    "new_id",
     "new_session",
     "parse_command",
     "post_hook",
     "pre_hook",
     "price_for",
     "project_rules_path",
-    "resolve_api_key",
-    "store_api_key",
+    "rules_from_texts",
     "suggest_rule",
     "system_prompt",
     "tool",

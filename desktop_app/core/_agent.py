@@ -14,16 +14,17 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._bus import EventBus
 from ._errors import AgentDeskError, ModelError
-from ._events import Done, ErrorEvent, EventBus
+from ._events import Done, ErrorEvent
 from ._executor import Executor, RunContext, tool_result_block
-from ._model import ModelClient, ModelReply, ModelRequest
+from ._llm import ModelClient, ModelReply, ModelRequest
 from ._record import ToolCallRecord, ToolCallState
 from ._store import ProjectInfo, RecordStore, SessionInfo, StoredMessage, new_session
 from ._tool import Tool
 
 if TYPE_CHECKING:
-    from ..sandbox import Sandbox
+    from ._sandbox import Sandbox
 
 log = logging.getLogger(__name__)
 

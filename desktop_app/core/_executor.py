@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from ._bus import EventBus
 from ._errors import AgentDeskError, StoreError, ToolInputError
 from ._events import (
-    EventBus,
     PermissionDecided,
     PermissionRequired,
     StateChanged,
@@ -37,7 +37,7 @@ from ._store import RecordStore
 from ._tool import Tool, ToolContext, ToolResult
 
 if TYPE_CHECKING:
-    from ..sandbox import Sandbox
+    from ._sandbox import Sandbox
 
 log = logging.getLogger(__name__)
 S = ToolCallState

@@ -17,10 +17,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..sandbox._agent import glob_regex
 from ._errors import ConfigError
+from ._glob import glob_regex
 from ._record import Provenance
-from ._shell import WORKSPACE, parse_command
+from ._sandbox import WORKSPACE
+from ._shell import parse_command
 
 
 class PermissionMode(StrEnum):

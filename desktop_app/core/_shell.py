@@ -7,7 +7,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-WORKSPACE = "/workspace"
+from ._sandbox import WORKSPACE
+
 _SEPARATORS = ("&&", "||", ";;", ";", "|&", "|", "&", "\n")
 _SAFE_REDIRECT_TARGETS = {"/dev/null", "/dev/stdout", "/dev/stderr"}
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, get_type_hint
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 if TYPE_CHECKING:
-    from ..sandbox import Sandbox
+    from ._sandbox import Sandbox
 
 
 @dataclass(slots=True, frozen=True)

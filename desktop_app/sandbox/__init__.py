@@ -1,20 +1,8 @@
-"""Where tools run: the Sandbox protocol, the hardened DockerSandbox (default), the opt-in
-LocalSandbox, per-project SandboxConfig, and the image catalog. docker is imported lazily."""
+"""Where tools run: the hardened DockerSandbox (default), the opt-in
+LocalSandbox, per-project SandboxConfig, and the image catalog. docker is imported lazily.
+The Sandbox protocol itself lives in core, beside the tools that consume it; it is re-exported here."""
 
-from ._config import SandboxConfig, create_sandbox, parse_size
-from ._docker import DockerSandbox, connect, container_name, remove_orphans
-from ._images import (
-    ImageSpec,
-    ImageStatus,
-    build_base_image,
-    build_image,
-    image_name_for_tag,
-    images_dir,
-    list_images,
-    load_catalog,
-)
-from ._local import LocalSandbox
-from ._protocol import (
+from ..core import (
     DEFAULT_OUTPUT_LIMIT,
     DEFAULT_READ_LIMIT,
     DEFAULT_TIMEOUT_S,
@@ -28,6 +16,19 @@ from ._protocol import (
     Sandbox,
     SandboxDescription,
 )
+from ._config import SandboxConfig, create_sandbox, parse_size
+from ._docker import DockerSandbox, connect, container_name, remove_orphans
+from ._images import (
+    ImageSpec,
+    ImageStatus,
+    build_base_image,
+    build_image,
+    image_name_for_tag,
+    images_dir,
+    list_images,
+    load_catalog,
+)
+from ._local import LocalSandbox
 
 __all__ = [
     "DEFAULT_OUTPUT_LIMIT",

@@ -9,13 +9,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from ..core._errors import ConfigError, SandboxError
+from ..core import DEFAULT_IMAGE, ConfigError, SandboxError
 
 if TYPE_CHECKING:
-    from ._protocol import Sandbox
+    from ..core import Sandbox
 
 GIB = 1024**3
-DEFAULT_IMAGE = "agent-desk/minimal:latest"
 DEFAULT_MEMORY = 2 * GIB
 DEFAULT_CPUS = 2.0
 DEFAULT_PIDS = 256

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core._errors import PathOutsideWorkspace, SandboxError
-from ._protocol import BackgroundLogs, ExecResult, FileStat, GrepMatch
+from ..core import BackgroundLogs, ExecResult, FileStat, GrepMatch, PathOutsideWorkspace, SandboxError
 
 # Names whose values never reach a command on the host (LocalSandbox): API keys and the like.
 SECRET_ENV_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")

@@ -20,12 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core._errors import SandboxError
-from . import _agent
-from ._config import SandboxConfig, human_size
-from ._convert import clamp_timeout, error_from, exec_result
-from ._fileops import HelperOps
-from ._protocol import (
+from ..core import (
     DEFAULT_OUTPUT_LIMIT,
     DEFAULT_TIMEOUT_S,
     MAX_TIMEOUT_S,
@@ -33,7 +28,13 @@ from ._protocol import (
     ExecResult,
     OutputCallback,
     SandboxDescription,
+    SandboxError,
 )
+from ..core import _glob as _glob_module
+from . import _agent
+from ._config import SandboxConfig, human_size
+from ._convert import clamp_timeout, error_from, exec_result
+from ._fileops import HelperOps
 
 if TYPE_CHECKING:
     import docker
@@ -46,7 +47,9 @@ LABEL_HASH = "org.agent-desk.config-hash"
 LABEL_PATH = "org.agent-desk.host-path"
 HOME = "/home/sandbox"
 FALLBACK_UID = 1000
-HELPER_SOURCE = Path(_agent.__file__).read_text(encoding="utf-8")
+HELPER_SOURCE = (
+    Path(_glob_module.__file__).read_text(encoding="utf-8") + "\n" + Path(_agent.__file__).read_text(encoding="utf-8")
+)
 # One shell line decides the transport: the helper when python3 exists, else a marker line.
 HELPER_CMD = [
     "/bin/sh",

@@ -13,10 +13,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..core._errors import SandboxError
+from ..core import WORKSPACE, SandboxError
 from . import _agent
 from ._convert import error_from
-from ._protocol import WORKSPACE
 
 OUTSIDE = b"__AGENT_DESK_OUTSIDE__"
 PRELUDE = f"""

@@ -7,8 +7,8 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
+from ..core import DEFAULT_READ_LIMIT, WORKSPACE, BackgroundLogs, FileStat, GrepMatch
 from ._convert import background_logs, file_stat, grep_match
-from ._protocol import DEFAULT_READ_LIMIT, WORKSPACE, BackgroundLogs, FileStat, GrepMatch
 
 
 class HelperOps:

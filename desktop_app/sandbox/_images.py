@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core._errors import ConfigError, SandboxError
+from ..core import ConfigError, SandboxError
 
 if TYPE_CHECKING:
     import docker

@@ -12,7 +12,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..core._errors import SandboxError
+from ..core import (
+    DEFAULT_OUTPUT_LIMIT,
+    DEFAULT_TIMEOUT_S,
+    MAX_TIMEOUT_S,
+    WORKSPACE,
+    ExecResult,
+    FileStat,
+    OutputCallback,
+    SandboxDescription,
+    SandboxError,
+)
 from . import _agent
 from ._convert import (
     SECRET_ENV_MARKERS,
@@ -22,16 +32,6 @@ from ._convert import (
     file_stat,
 )
 from ._fileops import HelperOps
-from ._protocol import (
-    DEFAULT_OUTPUT_LIMIT,
-    DEFAULT_TIMEOUT_S,
-    MAX_TIMEOUT_S,
-    WORKSPACE,
-    ExecResult,
-    FileStat,
-    OutputCallback,
-    SandboxDescription,
-)
 
 
 def _host_env() -> dict[str, str]:

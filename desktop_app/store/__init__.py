@@ -3,9 +3,9 @@ hash-chained audit entries, queries, export and verification."""
 
 from ._chain import VerifyResult, canonical_json
 from ._export import CSV_COLUMNS, write_records
-from ._models import SCHEMA_VERSION
 from ._query import AuditQuery, RecordRow, StoreStats
 from ._sql_store import SqlStore
+from ._tables import SCHEMA_VERSION
 
 __all__ = [
     "CSV_COLUMNS",

@@ -14,8 +14,7 @@ from typing import IO, Any
 
 from sqlalchemy.engine import Connection
 
-from desktop_app.core._errors import StoreError
-from desktop_app.core._record import ToolCallRecord
+from desktop_app.core import StoreError, ToolCallRecord
 
 from ._query import AuditQuery
 

@@ -8,8 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from desktop_app.core._errors import StoreError
-from desktop_app.core._record import AuditEntry, ToolCallRecord, ToolCallState
+from desktop_app.core import AuditEntry, StoreError, ToolCallRecord, ToolCallState
 
 SEARCH_TEXT_MAX = 200_000
 

@@ -15,14 +15,21 @@ from typing import IO, Any, TypeVar
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine, make_url
 
-from desktop_app.core._errors import StoreError
-from desktop_app.core._events import Channel, Envelope
-from desktop_app.core._record import AuditEntry, ToolCallRecord, ToolCallState
-from desktop_app.core._store import ProjectInfo, SessionInfo, StoredMessage
+from desktop_app.core import (
+    AuditEntry,
+    Channel,
+    Envelope,
+    ProjectInfo,
+    SessionInfo,
+    StoredMessage,
+    StoreError,
+    ToolCallRecord,
+    ToolCallState,
+)
 
 from . import _export
 from ._chain import GENESIS, ChainRow, VerifyResult, _default, canonical_json, split_canonical, verify_chain
-from ._engine import make_engine, to_url
+from ._connections import make_engine, to_url
 from ._migrate import upgrade
 from ._query import (
     ENTRY_COLUMNS,

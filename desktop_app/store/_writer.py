@@ -18,9 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.elements import TextClause
 
-from desktop_app.core._errors import StoreError
-from desktop_app.core._events import Channel, Envelope
-from desktop_app.core._record import AuditEntry
+from desktop_app.core import AuditEntry, Channel, Envelope, StoreError
 
 from ._chain import _default, link_hash
 from ._query import RECORD_COLUMNS

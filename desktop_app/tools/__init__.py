@@ -6,8 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..core import AgentDeskError, Tool
-from ..sandbox._protocol import Sandbox
+from ..core import AgentDeskError, Sandbox, Tool
 from ._bash import BashKill, BashLogs, BashRun, BashRunInput, ProcessInput
 from ._common import READ_HASHES_KEY, TODOS_KEY, Refusal, workspace_path
 from ._edits import EditSpec, load, plan, plan_edits

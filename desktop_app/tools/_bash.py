@@ -8,8 +8,19 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field, field_validator
 
-from ..core import PathOutsideWorkspace, SandboxError, TextBlock, ToolContext, ToolInput, ToolResult
-from ..sandbox._protocol import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, WORKSPACE, BackgroundLogs, ExecResult
+from ..core import (
+    DEFAULT_TIMEOUT_S,
+    MAX_TIMEOUT_S,
+    WORKSPACE,
+    BackgroundLogs,
+    ExecResult,
+    PathOutsideWorkspace,
+    SandboxError,
+    TextBlock,
+    ToolContext,
+    ToolInput,
+    ToolResult,
+)
 from ._common import BuiltinTool, Refusal, need_sandbox
 
 DEFAULT_TIMEOUT_MS = int(DEFAULT_TIMEOUT_S * 1000)

@@ -7,8 +7,7 @@ import hashlib
 import posixpath
 from typing import Any
 
-from ..core import PathOutsideWorkspace, SandboxError, Tool, ToolContext, ToolResult
-from ..sandbox._protocol import WORKSPACE, Sandbox
+from ..core import WORKSPACE, PathOutsideWorkspace, Sandbox, SandboxError, Tool, ToolContext, ToolResult
 
 READ_HASHES_KEY = "fs_read_hashes"
 TODOS_KEY = "todos"

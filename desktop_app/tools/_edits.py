@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import ToolContext
-from ..sandbox._protocol import Sandbox
+from ..core import Sandbox, ToolContext
 from ._common import (
     Refusal,
     diff_counts,

@@ -8,8 +8,16 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..core import ImageBlock, PathOutsideWorkspace, SandboxError, TextBlock, ToolContext, ToolInput, ToolResult
-from ..sandbox._protocol import WORKSPACE
+from ..core import (
+    WORKSPACE,
+    ImageBlock,
+    PathOutsideWorkspace,
+    SandboxError,
+    TextBlock,
+    ToolContext,
+    ToolInput,
+    ToolResult,
+)
 from ._common import (
     BuiltinTool,
     Refusal,

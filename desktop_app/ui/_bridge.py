@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 
 from PySide6.QtCore import SIGNAL, QObject, Signal
 
-from ..core._events import (
+from ..core import (
     Done,
     Envelope,
     ErrorEvent,

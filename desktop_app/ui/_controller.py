@@ -12,23 +12,25 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from ..core._errors import AgentDeskError
-from ..core._events import (
+from ..core import (
+    AgentDeskError,
     Channel,
     Done,
     ErrorEvent,
     EventBus,
     PermissionDecided,
     PermissionRequired,
+    ProjectInfo,
+    SessionInfo,
     StateChanged,
     TokenUsage,
+    ToolCallState,
     ToolEnd,
     ToolError,
     ToolStart,
     ToolUpdate,
+    new_id,
 )
-from ..core._record import ToolCallState, new_id
-from ..core._store import ProjectInfo, SessionInfo
 from ._bridge import EventBridge
 from ._inbox import InboxDecision, PendingApproval
 from ._mainwindow import MainWindow
@@ -328,7 +330,7 @@ class AppController(QObject):
 
     # approvals -------------------------------------------------------------------------------------
     async def decide(self, d: InboxDecision) -> None:
-        from ..core._executor import Decision
+        from ..core import Decision
 
         agent = await self.agent_for(d.session_id)
         executor = getattr(agent, "executor", None)
@@ -343,7 +345,7 @@ class AppController(QObject):
         self.window.inbox.remove(d.call_id)
 
     def _rules_target(self, item: PendingApproval) -> str:
-        from ..core._policy import project_rules_path
+        from ..core import project_rules_path
 
         s = self.sessions.get(item.session_id)
         project = self.window.projects_model.project(s.project_id) if s else None
@@ -449,7 +451,7 @@ class AppController(QObject):
         return self._history_window
 
     async def edit_settings(self) -> Any:
-        from ..core._settings import clear_api_key, keyring_available, store_api_key
+        from ..config import clear_api_key, keyring_available, store_api_key
         from ._dialogs import SettingsDialog
         from ._theme import apply_theme
 

@@ -21,7 +21,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QTextBrowser
 
-from ..core._record import ToolCallState
+from ..core import ToolCallState
 from ._theme import STATE_LABEL, STATE_STYLE, format_duration, is_dark, summarize_input
 
 _FENCE = re.compile(r"^```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)

@@ -32,9 +32,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core._errors import AgentDeskError, ConfigError
-from ..core._policy import Action, PermissionMode, PermissionPolicy, Rule, RuleSet, ToolFacts, project_rules_path
-from ..core._store import ProjectInfo
+from ..core import (
+    Action,
+    AgentDeskError,
+    ConfigError,
+    PermissionMode,
+    PermissionPolicy,
+    ProjectInfo,
+    Rule,
+    RuleSet,
+    ToolFacts,
+    project_rules_path,
+)
 
 MODES = [m.value for m in PermissionMode]
 MODE_HELP = {
@@ -403,7 +412,7 @@ class ProjectSettingsDialog(FutureDialog):
             except AgentDeskError as e:
                 self.error.setText(f"Rules: {e.user_message()}")
                 return
-        from ..core._record import new_id
+        from ..core import new_id
 
         base = self.project
         self._result = ProjectInfo(

@@ -32,8 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core._errors import AgentDeskError
-from ..core._record import ToolCallRecord, ToolCallState
+from ..core import AgentDeskError, ToolCallRecord, ToolCallState
 from ._rows import RowTableModel
 from ._theme import format_duration, state_colour, state_icon, summarize_input
 from ._timeline import CallIdRole, TimelineRow, render_call_details

@@ -34,8 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core._events import PermissionRequired
-from ..core._record import ToolCallRecord
+from ..core import PermissionRequired, ToolCallRecord
 from ._theme import RISK_COLOURS, summarize_input
 from ._timeline import diff_html
 
@@ -249,7 +248,7 @@ class InboxCardDelegate(QStyledItemDelegate):
 
 def suggest_rule(item: PendingApproval) -> str:
     """The narrow rule 'always allow' proposes (core's suggestion: a command prefix, a folder)."""
-    from ..core._policy import suggest_rule as core_suggest
+    from ..core import suggest_rule as core_suggest
 
     return core_suggest(item.name, item.input).text
 

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core._events import TokenUsage
+from ..core import TokenUsage
 from ._conversation import ConversationView
 from ._inbox import ApprovalInbox, PendingApproval
 from ._projects import ProjectsModel, ProjectsSidebar

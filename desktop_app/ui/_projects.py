@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core._store import ProjectInfo, SessionInfo
+from ..core import ProjectInfo, SessionInfo
 
 KindRole = Qt.ItemDataRole.UserRole + 1  # "project" | "session"
 IdRole = Qt.ItemDataRole.UserRole + 2

@@ -6,18 +6,25 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..core._events import (
+from ..core import (
+    Approval,
+    AuditEntry,
     EventBus,
+    Outcome,
     PermissionRequired,
+    ProjectInfo,
+    Provenance,
+    SessionInfo,
     StateChanged,
+    StoredMessage,
     TextChunk,
     TokenUsage,
+    ToolCallRecord,
+    ToolCallState,
     ToolEnd,
     ToolStart,
     ToolUpdate,
 )
-from ..core._record import Approval, AuditEntry, Outcome, Provenance, ToolCallRecord, ToolCallState
-from ..core._store import ProjectInfo, SessionInfo, StoredMessage
 
 S = ToolCallState
 SANDBOX = {

@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from ..core._store import ProjectInfo
+from ..core import ProjectInfo
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class SessionFactory:
             return rt
         if rt is not None:  # the project's settings changed: its old container goes
             self._closing.add(asyncio.ensure_future(rt.sandbox.close()))
-        from ..engine import build_executor
+        from ..runtime import build_executor
 
         # rules files and the keyring are read on a worker thread, never on the GUI thread
         executor, registry, _ = await asyncio.get_running_loop().run_in_executor(
@@ -65,14 +65,14 @@ class SessionFactory:
         return rt
 
     async def __call__(self, project: ProjectInfo, session_id: str | None) -> Any:
-        from ..core._agent import AgentSession
-        from ..core._model import AnthropicModelClient
+        from ..core import AgentSession
+        from ..runtime import model_client_from_settings
 
         rt = await self.runtime(project)
         if rt.started is not None:
             await asyncio.shield(rt.started)  # a sandbox that cannot start is reported to the person here
         if self._model is None:
-            self._model = AnthropicModelClient.from_settings(self.settings)
+            self._model = model_client_from_settings(self.settings)
         return await AgentSession.open(
             store=self.store, bus=self.bus, executor=rt.executor, tools=rt.tools, model_client=self._model,
             project=project, sandbox=rt.sandbox, session_id=session_id,

@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QGuiApplication, QIcon, QPainter, QPalette, QPixmap
 
-from ..core._record import ToolCallState
+from ..core import ToolCallState
 
 S = ToolCallState
 

@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core._record import ToolCallRecord, ToolCallState
+from ..core import ToolCallRecord, ToolCallState
 from ._rows import RowTableModel
 from ._theme import STATE_LABEL, bring_to_front, format_duration, state_colour, state_icon, summarize_input
 

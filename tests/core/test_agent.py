@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from desktop_app.core import (
+    AnthropicModelClient,
     Decision,
     EventBus,
     Executor,
@@ -18,6 +19,7 @@ from desktop_app.core import (
     ProjectInfo,
     Rule,
     RuleSet,
+    SandboxDescription,
     ToolCallRecord,
     ToolCallState,
     ToolContext,
@@ -25,10 +27,8 @@ from desktop_app.core import (
     tool,
 )
 from desktop_app.core._agent import AgentSession, system_prompt
-from desktop_app.core._model import AnthropicModelClient
 from desktop_app.core._record import AuditEntry
 from desktop_app.core._store import StoredMessage
-from desktop_app.sandbox._protocol import SandboxDescription
 from tests.fakes.anthropic_server import (
     AnthropicServer,
     StreamError,

@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from desktop_app.core import ProjectInfo
-from desktop_app.core._model import AnthropicModelClient
-from desktop_app.core._settings import Settings
+from desktop_app.config import Settings
+from desktop_app.core import AnthropicModelClient, ProjectInfo
 from tests.conftest import TEST_IMAGE, make_workspace
 from tests.fakes.anthropic_server import AnthropicServer
 
@@ -62,7 +61,7 @@ def workspace_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 async def docker_engine(docker_client, workspace_dir, server, env) -> AsyncIterator[Any]:
     """`await make(mode="auto")` -> Engine on a real SQLite file and a real DockerSandbox."""
-    from desktop_app.engine import build_engine
+    from desktop_app.runtime import build_engine
 
     made: list[Any] = []
 

@@ -14,8 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from desktop_app.sandbox import _agent
-
-SOURCE = Path(_agent.__file__).read_text()
+from desktop_app.sandbox._docker import HELPER_SOURCE as SOURCE
 
 
 def _load_without_json() -> dict[str, Any]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from desktop_app.core._record import AuditEntry, Outcome, ToolCallRecord, ToolCallState
+from desktop_app.core import AuditEntry, Outcome, ToolCallRecord, ToolCallState
 from desktop_app.store import SqlStore
 
 

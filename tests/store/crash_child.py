@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from desktop_app.core._record import ToolCallState
+from desktop_app.core import ToolCallState
 from desktop_app.store import SqlStore
 from tests.store.conftest import make_record, pending
 

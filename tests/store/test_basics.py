@@ -14,13 +14,26 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
 
-from desktop_app.core._errors import StoreError
-from desktop_app.core._events import Channel, Envelope, EventBus, PermissionRequired, TextChunk, ToolEnd
-from desktop_app.core._record import Approval, AuditEntry, Provenance, ToolCallState
-from desktop_app.core._store import ProjectInfo, RecordStore, SessionInfo, StoredMessage
+from desktop_app.core import (
+    Approval,
+    AuditEntry,
+    Channel,
+    Envelope,
+    EventBus,
+    PermissionRequired,
+    ProjectInfo,
+    Provenance,
+    RecordStore,
+    SessionInfo,
+    StoredMessage,
+    StoreError,
+    TextChunk,
+    ToolCallState,
+    ToolEnd,
+)
 from desktop_app.store import SCHEMA_VERSION, SqlStore
 from desktop_app.store._chain import GENESIS
-from desktop_app.store._models import STORE_TABLES, SQLModel
+from desktop_app.store._tables import STORE_TABLES, SQLModel
 
 from .conftest import make_record, pending, run_to_completion
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from desktop_app.core._record import ToolCallState
+from desktop_app.core import ToolCallState
 from desktop_app.store import SqlStore, canonical_json
 from desktop_app.store._chain import entry_fields, split_canonical
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from desktop_app.core._errors import StoreError
+from desktop_app.core import StoreError
 from desktop_app.store import AuditQuery, SqlStore
 from desktop_app.store._export import CSV_COLUMNS
 

@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from desktop_app.core._errors import StoreError
-from desktop_app.core._events import Channel, Envelope
-from desktop_app.core._record import ToolCallState
+from desktop_app.core import Channel, Envelope, StoreError, ToolCallState
 from desktop_app.store import AuditQuery, SqlStore
 
 from .conftest import make_record, pending, run_to_completion

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from desktop_app.core._errors import StoreError
-from desktop_app.core._record import Outcome, ToolCallState
+from desktop_app.core import Outcome, StoreError, ToolCallState
 from desktop_app.store import AuditQuery, SqlStore
 from desktop_app.store._query import build_sql
 

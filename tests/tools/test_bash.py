@@ -155,7 +155,7 @@ async def test_output_past_the_sandbox_limit_says_truncated(call):
 
 
 def test_oom_and_signal_are_errors_that_say_so():
-    from desktop_app.sandbox._protocol import ExecResult
+    from desktop_app.core import ExecResult
     from desktop_app.tools._bash import _exec_result
 
     res = _exec_result("big", "/workspace", 120, ExecResult(None, "partial\n", "", oom_killed=True,

@@ -9,7 +9,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from desktop_app.core._tool import ImageBlock
+from desktop_app.core import ImageBlock
 from desktop_app.tools import (
     READ_HASHES_KEY,
     FsEdit,

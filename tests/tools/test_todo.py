@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from desktop_app.core._tool import ToolContext
+from desktop_app.core import ToolContext
 from desktop_app.tools import TODOS_KEY, TodoRead, TodoWrite
 
 read, write = TodoRead(), TodoWrite()

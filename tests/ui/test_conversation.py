@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QUrl
 
-from desktop_app.core._events import EventBus, PermissionRequired, StateChanged, TextChunk, TokenUsage, ToolStart
-from desktop_app.core._store import MemoryStore
+from desktop_app.core import EventBus, MemoryStore, PermissionRequired, StateChanged, TextChunk, TokenUsage, ToolStart
 from desktop_app.ui._bridge import EventBridge
 from desktop_app.ui._conversation import ConversationView, split_fences
 

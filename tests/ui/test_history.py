@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 
-from desktop_app.core._record import Outcome, ToolCallRecord, ToolCallState
+from desktop_app.core import Outcome, ToolCallRecord, ToolCallState
 from desktop_app.ui._history import HistoryModel, HistoryWindow
 
 S = ToolCallState

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import time
 
-from desktop_app.core._record import Outcome, ToolCallRecord, ToolCallState
-from desktop_app.core._store import ProjectInfo, SessionInfo
+from desktop_app.core import Outcome, ProjectInfo, SessionInfo, ToolCallRecord, ToolCallState
 from desktop_app.ui._inbox import InboxModel, PendingApproval
 from desktop_app.ui._projects import IdRole, ProjectsModel, SessionSearchFilter, SubtitleRole
 from desktop_app.ui._timeline import CallIdRole, TimelineFilter, TimelineModel

@@ -9,9 +9,8 @@ import uuid
 import pytest
 from PySide6.QtCore import Qt
 
-from desktop_app.core._events import EventBus
-from desktop_app.core._settings import DEFAULT_MODEL, Settings
-from desktop_app.core._store import ProjectInfo, SessionInfo
+from desktop_app.config import DEFAULT_MODEL, Settings
+from desktop_app.core import EventBus, ProjectInfo, SessionInfo
 from desktop_app.ui._controller import AppController
 from desktop_app.ui._mainwindow import MainWindow
 from desktop_app.ui._sessions import SessionFactory

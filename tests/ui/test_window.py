@@ -8,9 +8,8 @@ import asyncio
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from desktop_app.core._events import EventBus
-from desktop_app.core._settings import Settings
-from desktop_app.core._store import ProjectInfo
+from desktop_app.config import Settings
+from desktop_app.core import EventBus, ProjectInfo
 from desktop_app.ui._controller import AppController
 from desktop_app.ui._dialogs import ProjectSettingsDialog, SettingsDialog, rules_from_text, would_allow
 from desktop_app.ui._mainwindow import MainWindow, PromptEdit

@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from desktop_app.store._models import SQLModel
+from desktop_app.store._tables import SQLModel
 
 config = context.config
 target_metadata = SQLModel.metadata

@@ -1,4 +1,5 @@
-"""User settings (a JSON file in the user's config folder) and the API key's home (the keyring).
+"""The app's configuration: user settings (a JSON file in the user's config folder) and the API key's
+home (the keyring).
 
 The key is looked up in the keyring (service "agent-desk"), then in the settings file, then in
 ANTHROPIC_API_KEY. It is never logged: `Settings.__repr__` hides it.
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._errors import ConfigError
+from .core import DEFAULT_IMAGE, DEFAULT_MODEL, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +24,6 @@ APP_NAME = "agent-desk"
 KEYRING_SERVICE = "agent-desk"
 KEYRING_USER = "anthropic-api-key"
 SETTINGS_FILE = "settings.json"
-DEFAULT_MODEL = "claude-sonnet-4-6"
-DEFAULT_IMAGE = "agent-desk/minimal:latest"
 
 
 def config_dir() -> Path:

@@ -1,5 +1,5 @@
-"""Composition of the engine without a window: store, bus, tools, policy, hooks, executor, sandbox and
-model client, wired the same way for the CLI and the desktop app."""
+"""The runtime: the one composition of store, bus, tools, policy, hooks, executor, sandbox and model
+client per project, wired the same way for the CLI and the desktop app."""
 
 from __future__ import annotations
 
@@ -10,11 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .config import Settings, config_dir, data_dir, default_db_url, resolve_api_key
 from .core import (
     AgentDeskError,
+    AgentSession,
+    AnthropicModelClient,
     ConfigError,
     EventBus,
     Executor,
+    ModelClient,
     PermissionPolicy,
     ProjectInfo,
     RuleSet,
@@ -23,13 +27,10 @@ from .core import (
     append_rule_to_file,
     builtin_hooks,
     load_rules,
+    new_id,
     project_rules_path,
+    rules_from_texts,
 )
-from .core._agent import AgentSession
-from .core._model import AnthropicModelClient, ModelClient
-from .core._policy import rules_from_texts
-from .core._record import new_id
-from .core._settings import Settings, config_dir, data_dir, default_db_url, resolve_api_key
 
 USER_RULES_FILE = "rules.toml"
 
@@ -134,6 +135,21 @@ async def project_for_dir(store: Any, folder: str | os.PathLike[str], *, image: 
     return project
 
 
+def model_client_from_settings(settings: Settings) -> AnthropicModelClient:
+    """Key from keyring / settings / ANTHROPIC_API_KEY, base URL from settings / ANTHROPIC_BASE_URL."""
+    key = resolve_api_key(settings)
+    return AnthropicModelClient(
+        api_key=key.value if key else None,
+        key_source=key.source if key else "",
+        model=settings.model,
+        base_url=settings.resolved_base_url(),
+        max_tokens=settings.max_tokens,
+        max_retries=settings.max_retries,
+        timeout_s=settings.request_timeout_s,
+        thinking_budget=settings.thinking_budget,
+    )
+
+
 def build_executor(
     settings: Settings,
     project: ProjectInfo,
@@ -190,7 +206,7 @@ async def build_engine(
 
             sandbox = create_sandbox(project)
             await sandbox.start()
-        client = model_client or AnthropicModelClient.from_settings(settings)
+        client = model_client or model_client_from_settings(settings)
     except BaseException:
         await store.close()
         raise
@@ -198,5 +214,5 @@ async def build_engine(
                   executor=executor, sandbox=sandbox, model_client=client, profile=profile, owns_sandbox=owns)
 
 
-__all__ = ["AgentDeskError", "Engine", "build_engine", "build_executor", "open_store", "project_for_dir",
-           "user_rules"]
+__all__ = ["AgentDeskError", "Engine", "build_engine", "build_executor", "model_client_from_settings", "open_store",
+           "project_for_dir", "user_rules"]

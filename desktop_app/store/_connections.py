@@ -10,7 +10,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.pool import NullPool, QueuePool
 
-from desktop_app.core._errors import StoreError
+from desktop_app.core import StoreError
 
 _PRAGMA_NAME = re.compile(r"^[a-z_]+$")
 

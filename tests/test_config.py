@@ -10,10 +10,7 @@ import keyring
 import pytest
 from keyring.backend import KeyringBackend
 
-from desktop_app.core._errors import ConfigError
-from desktop_app.core._model import AnthropicModelClient
-from desktop_app.core._pricing import estimate_cost, price_for
-from desktop_app.core._settings import (
+from desktop_app.config import (
     KEYRING_SERVICE,
     Settings,
     config_dir,
@@ -21,6 +18,8 @@ from desktop_app.core._settings import (
     resolve_api_key,
     store_api_key,
 )
+from desktop_app.core import ConfigError, estimate_cost, price_for
+from desktop_app.runtime import model_client_from_settings
 
 
 class MemoryKeyring(KeyringBackend):
@@ -145,7 +144,7 @@ def test_base_url_from_settings_then_env(cfg, monkeypatch) -> None:
 def test_client_from_settings(cfg, no_keyring, monkeypatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-from-env")
     s = Settings(model="claude-opus-4-6", base_url="http://127.0.0.1:9", max_retries=5)
-    c = AnthropicModelClient.from_settings(s)
+    c = model_client_from_settings(s)
     assert (c.model, c.base_url, c.max_retries, c.key_source, c.has_api_key) == (
         "claude-opus-4-6", "http://127.0.0.1:9", 5, "env", True)
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 WORKSPACE = "/workspace"
+DEFAULT_IMAGE = "agent-desk/minimal:latest"  # the catalog's "minimal" image
 DEFAULT_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 600.0
 DEFAULT_OUTPUT_LIMIT = 1_000_000  # bytes kept per stream; the rest is dropped and `truncated` is set

@@ -1,4 +1,4 @@
-"""The model seam: one streamed Messages-API step in, typed events out, the assistant message back.
+"""The Anthropic model client: one streamed Messages-API step in, typed events out, the assistant message back.
 
 `AnthropicModelClient` drives the real `anthropic.AsyncAnthropic` client. Text, thinking and partial
 tool input are published as they stream; the SDK does the retries, and a middleware reports each one.
@@ -12,14 +12,13 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from ._errors import ModelError
-from ._events import ErrorEvent, Event, TextChunk, ThinkingChunk, TokenUsage, ToolStart
+from ._events import ErrorEvent, TextChunk, ThinkingChunk, TokenUsage, ToolStart
 from ._executor import ToolCall
+from ._llm import DEFAULT_MODEL, Emit, ModelReply, ModelRequest, ModelUsage
 from ._pricing import estimate_cost
-from ._settings import DEFAULT_MODEL, Settings, resolve_api_key
 
 if TYPE_CHECKING:
     import anthropic
@@ -29,58 +28,9 @@ log = logging.getLogger(__name__)
 PARTIAL_INPUT_EVERY_S = 0.1
 PREVIEW_CHARS = 200
 
-Emit = Callable[[Event], Any]
-
 MISSING_KEY_HINT = (
     "Set it in Settings (kept in the keyring, service 'agent-desk'), or export ANTHROPIC_API_KEY."
 )
-
-
-@dataclass(slots=True)
-class ModelRequest:
-    """One step's input. `messages` are the persisted history; the client adds cache marks on a copy."""
-
-    system: str
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    max_tokens: int | None = None
-
-
-@dataclass(slots=True)
-class ModelUsage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    cost_usd: float = 0.0
-
-
-@dataclass(slots=True)
-class ModelReply:
-    """The finished assistant message: content blocks ready to persist, and the tool calls in it."""
-
-    message_id: str
-    model: str
-    content: list[dict[str, Any]]
-    tool_uses: list[ToolCall]
-    stop_reason: str | None
-    usage: ModelUsage
-    duration_ms: float = 0.0
-
-    @property
-    def text(self) -> str:
-        return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
-
-
-@runtime_checkable
-class ModelClient(Protocol):
-    """What the loop needs from a model: stream one step, publishing events through `emit`."""
-
-    model: str
-
-    async def stream(self, request: ModelRequest, *, emit: Emit, session_id: str = "") -> ModelReply: ...
-
-    async def close(self) -> None: ...
 
 
 def with_cache_control(request: ModelRequest) -> tuple[list[dict], list[dict], list[dict]]:
@@ -194,21 +144,6 @@ class AnthropicModelClient:
         self.key_source = key_source
         self._api_key = api_key
         self._client: anthropic.AsyncAnthropic | None = None
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> AnthropicModelClient:
-        """Key from keyring / settings / ANTHROPIC_API_KEY, base URL from settings / ANTHROPIC_BASE_URL."""
-        key = resolve_api_key(settings)
-        return cls(
-            api_key=key.value if key else None,
-            key_source=key.source if key else "",
-            model=settings.model,
-            base_url=settings.resolved_base_url(),
-            max_tokens=settings.max_tokens,
-            max_retries=settings.max_retries,
-            timeout_s=settings.request_timeout_s,
-            thinking_budget=settings.thinking_budget,
-        )
 
     def __repr__(self) -> str:  # never the key
         return f"<AnthropicModelClient model={self.model} base_url={self.base_url or 'default'}>"

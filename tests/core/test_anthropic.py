@@ -7,9 +7,10 @@ import json
 
 import pytest
 
+from desktop_app.core import ModelRequest
+from desktop_app.core._anthropic import AnthropicModelClient, with_cache_control
 from desktop_app.core._errors import ModelError
 from desktop_app.core._events import ErrorEvent, TextChunk, ThinkingChunk, TokenUsage, ToolStart
-from desktop_app.core._model import AnthropicModelClient, ModelRequest, with_cache_control
 from desktop_app.core._pricing import estimate_cost
 from tests.fakes.anthropic_server import (
     AnthropicServer,
