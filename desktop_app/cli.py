@@ -244,23 +244,23 @@ class _Printer:
             self._line(f"? {p['name']} needs approval: {p.get('reason') or ''} (risk {p.get('risk')})")
 
     async def _answer(self, payload: dict[str, Any]) -> None:
-        from .core import Decision
+        from .core import Allow, Deny
 
         mode = self.args.on_ask
         call_id = payload["call_id"]
         if mode == "allow":
-            decision = Decision(True, by="cli:--on-ask allow")
+            decision = Allow(by="cli:--on-ask allow")
         elif mode == "deny":
-            decision = Decision(False, by="cli:--on-ask deny", note="Denied: the CLI runs with --on-ask deny.")
+            decision = Deny(by="cli:--on-ask deny", note="Denied: the CLI runs with --on-ask deny.")
         else:
             question = (f"Allow {payload['name']} {json.dumps(payload.get('input'))[:200]}? "
                         "[y]es / [n]o (then a note): ")
             answer = (await asyncio.to_thread(_ask, question)).strip()
             if answer.lower() in ("y", "yes"):
-                decision = Decision(True, by="cli:prompt")
+                decision = Allow(by="cli:prompt")
             else:
                 note = answer[1:].strip() if answer[:1].lower() == "n" else answer
-                decision = Decision(False, by="cli:prompt", note=note or "Denied at the terminal.")
+                decision = Deny(by="cli:prompt", note=note or "Denied at the terminal.")
         with contextlib.suppress(AgentDeskError):  # already answered or expired
             self.engine.executor.decide(call_id, decision)
 

@@ -7,6 +7,7 @@ runs headless and tests without a display or a Docker engine.
 
 from ._agent import AgentSession, TurnResult, system_prompt
 from ._anthropic import MISSING_KEY_HINT, AnthropicModelClient
+from ._approvals import Allow, ApprovalDecision, ApprovalScope, Deny
 from ._bus import EventBus
 from ._errors import (
     AgentDeskError,
@@ -38,7 +39,7 @@ from ._events import (
     ToolStart,
     ToolUpdate,
 )
-from ._executor import Decision, Executor, RunContext, SealReport, ToolCall, tool_result_block
+from ._executor import Executor, RunContext, SealReport, ToolCall, tool_result_block
 from ._hooks import (
     DangerousCommandHook,
     HookCall,
@@ -99,7 +100,7 @@ from ._sandbox import (
 )
 from ._shell import ParsedCommand, parse_command
 from ._store import MemoryStore, ProjectInfo, RecordStore, SessionInfo, StoredMessage, new_session
-from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, tool
+from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, summarize_input, tool
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -118,14 +119,17 @@ __all__ = [
     "Action",
     "AgentDeskError",
     "AgentSession",
+    "Allow",
     "AnthropicModelClient",
     "Approval",
+    "ApprovalDecision",
+    "ApprovalScope",
     "AuditEntry",
     "BackgroundLogs",
     "Channel",
     "ConfigError",
     "DangerousCommandHook",
-    "Decision",
+    "Deny",
     "Done",
     "Envelope",
     "ErrorEvent",
@@ -209,6 +213,7 @@ __all__ = [
     "project_rules_path",
     "rules_from_texts",
     "suggest_rule",
+    "summarize_input",
     "system_prompt",
     "tool",
     "tool_result_block",

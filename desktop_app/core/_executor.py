@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from ._approvals import Allow, ApprovalDecision, ApprovalScope, Deny
 from ._bus import EventBus
 from ._errors import AgentDeskError, StoreError, ToolInputError
 from ._events import (
@@ -73,18 +74,6 @@ class RunContext:
 
 
 @dataclass(slots=True)
-class Decision:
-    """A person's (or a front end's) answer to a pending approval."""
-
-    allow: bool
-    by: str = "user"
-    note: str = ""
-    edited_input: dict[str, Any] | None = None
-    scope: str = "once"  # once | session | always
-    rule: str | None = None  # for session/always: the rule text to add (default: suggest_rule)
-
-
-@dataclass(slots=True)
 class SealReport:
     sealed: list[ToolCallRecord] = field(default_factory=list)
     reoffered: list[ToolCallRecord] = field(default_factory=list)
@@ -99,7 +88,7 @@ class _Batch:
 @dataclass(slots=True)
 class _Pending:
     record: ToolCallRecord
-    future: asyncio.Future[Decision]
+    future: asyncio.Future[ApprovalDecision]
     batch: _Batch | None
 
 
@@ -180,7 +169,7 @@ class Executor:
                 i += 1
         return [r for r in results if r is not None]
 
-    def decide(self, call_id: str, decision: Decision) -> None:
+    def decide(self, call_id: str, decision: ApprovalDecision) -> None:
         """Answer a pending approval. Calls wait per id, so answers may come in any order."""
         pending = self._pending.get(call_id)
         if pending is None or pending.future.done():
@@ -392,7 +381,7 @@ class Executor:
         return None
 
     def _register_pending(self, record: ToolCallRecord, batch: _Batch | None) -> _Pending:
-        fut: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
         pending = _Pending(record, fut, batch)
         self._pending[record.id] = pending
         if batch is not None:
@@ -430,12 +419,13 @@ class Executor:
         decision = pending.future.result()
         t_decided = time.time()
         ap = record.approval
-        ap.decision = "allow" if decision.allow else "deny"
+        ap.decision = decision.kind
         ap.decided_by, ap.decided_at, ap.note = decision.by, t_decided, decision.note
-        prov = Provenance("user", decision.by, source=decision.scope, decision=ap.decision,
+        scope = decision.scope if isinstance(decision, Allow) else ApprovalScope.ONCE
+        prov = Provenance("user", decision.by, source=scope, decision=ap.decision,
                           elapsed_ms=(t_decided - (record.updated_at or t_decided)) * 1000)
         record.provenance.append(prov)
-        if not decision.allow:
+        if isinstance(decision, Deny):
             batch.denied_by_user = True
             note = decision.note or "denied by the user"
             await self._deny(record, f"denied by {decision.by}: {note}", Outcome.USER, actor=decision.by,
@@ -446,9 +436,9 @@ class Executor:
             for other_id in list(batch.waiting):
                 other = self._pending.get(other_id)
                 if other and not other.future.done():
-                    other.future.set_result(Decision(False, by="executor", note=SKIPPED_AFTER_DENIAL))
+                    other.future.set_result(Deny(note=SKIPPED_AFTER_DENIAL, by="executor"))
             return
-        data: dict[str, Any] = {"provenance": prov.to_dict(), "scope": decision.scope}
+        data: dict[str, Any] = {"provenance": prov.to_dict(), "scope": str(scope)}
         if decision.edited_input is not None and decision.edited_input != record.input:
             original = record.input
             args = await self._validate(record, tool, decision.edited_input, run)
@@ -459,10 +449,10 @@ class Executor:
             record.input = decision.edited_input
         else:
             args = tool.parse(record.input)
-        if decision.scope in ("session", "always"):
+        if scope in (ApprovalScope.SESSION, ApprovalScope.ALWAYS):
             rule = (Rule.parse(decision.rule, Action.ALLOW, "session") if decision.rule
                     else suggest_rule(tool.name, record.input))
-            if decision.scope == "session":
+            if scope is ApprovalScope.SESSION:
                 self.policy.add_rule(
                     Rule(Action.ALLOW, rule.target, rule.pattern, "session"), session_id=record.session_id
                 )

@@ -103,25 +103,40 @@ class RuleSet:
 
     @classmethod
     def from_toml(cls, path: Path, source: str) -> RuleSet:
+        """The rules file at `path` (no file: no rules). ConfigError names the file and what is wrong."""
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return cls()
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(f"cannot read permission rules from {path}: {e}") from e
+        return cls._from_data(data, f"{source}:{path}", where=f"{path}: ")
+
+    @classmethod
+    def from_text(cls, text: str, source: str = "editor") -> RuleSet:
+        """Rules from rules.toml text, e.g. the settings dialog's editor (ConfigError on bad input)."""
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"the rules are not valid TOML: {e}") from e
+        return cls._from_data(data, source)
+
+    @classmethod
+    def _from_data(cls, data: dict[str, Any], source: str, *, where: str = "") -> RuleSet:
+        """A `[permissions]` table, or its keys at the top level."""
         perms = data.get("permissions", data)
         rules: list[Rule] = []
         for action in Action:
             entries = perms.get(action.value, [])
             if not isinstance(entries, list) or not all(isinstance(x, str) for x in entries):
-                raise ConfigError(f"{path}: permissions.{action.value} must be a list of strings")
-            rules += [Rule.parse(t, action, f"{source}:{path}") for t in entries]
+                raise ConfigError(f"{where}permissions.{action.value} must be a list of strings")
+            rules += [Rule.parse(t, action, source) for t in entries]
         mode = perms.get("mode")
         try:
             return cls(rules, PermissionMode(mode) if mode else None)
         except ValueError:
             raise ConfigError(
-                f"{path}: unknown permission mode {mode!r}",
+                f"{where}unknown permission mode {mode!r}",
                 hint=f"one of {', '.join(m.value for m in PermissionMode)}",
             ) from None
 

@@ -146,14 +146,25 @@ class Tool(Generic[ArgsT]):
         raise NotImplementedError
 
     def summarize(self, raw: dict[str, Any]) -> str:
-        """One line for the timeline and the CLI."""
-        for key in ("command", "path", "pattern", "process_id"):
-            if key in raw:
-                return f"{key}={str(raw[key])[:120]}"
-        return json.dumps(raw, ensure_ascii=False)[:120]
+        """One line that says what a call does, for the CLI and the tool:end event."""
+        return summarize_input(raw)
 
     def __repr__(self) -> str:
         return f"<Tool {self.name}{' ro' if self.read_only else ''}>"
+
+
+def summarize_input(data: dict[str, Any] | None, limit: int = 120) -> str:
+    """One line that says what a call will do: the command for bash, the path for files, else the input."""
+    data = data or {}
+    for key in ("command", "path", "pattern", "process_id", "file_path", "query", "url"):
+        val = data.get(key)
+        if isinstance(val, str) and val:
+            text = val
+            break
+    else:
+        text = json.dumps(data, ensure_ascii=False, separators=(",", " "))
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class FunctionTool(Tool[BaseModel]):

@@ -330,15 +330,16 @@ class AppController(QObject):
 
     # approvals -------------------------------------------------------------------------------------
     async def decide(self, d: InboxDecision) -> None:
-        from ..core import Decision
+        from ..core import Allow, ApprovalScope, Deny
 
         agent = await self.agent_for(d.session_id)
         executor = getattr(agent, "executor", None)
         if executor is None:
             raise AgentDeskError("This session cannot take decisions (no executor).")
         try:
-            executor.decide(d.call_id, Decision(allow=d.allow, by="user", note=d.note,
-                                                edited_input=d.edited_input, scope=d.scope, rule=d.rule))
+            decision = (Allow(ApprovalScope(d.scope), d.edited_input, d.rule, note=d.note) if d.allow
+                        else Deny(note=d.note))
+            executor.decide(d.call_id, decision)
         except KeyError:
             # Not pending in this run any more (expired, decided elsewhere): drop the stale card.
             pass

@@ -21,8 +21,8 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QTextBrowser
 
-from ..core import ToolCallState
-from ._theme import STATE_LABEL, STATE_STYLE, format_duration, is_dark, summarize_input
+from ..core import ToolCallState, summarize_input
+from ._theme import STATE_LABEL, STATE_STYLE, format_duration, is_dark
 
 _FENCE = re.compile(r"^```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
 FRAME_MS = 16  # streamed chunks are coalesced and painted at most once per frame
@@ -152,7 +152,7 @@ class ConversationView(QTextBrowser):
     def add_tool_card(self, call_id: str, name: str, data: dict[str, Any] | None, state: str = "PENDING") -> None:
         """A compact card; clicking it selects the call's timeline row."""
         if call_id in self._cards:
-            self.update_tool_card(call_id, state, summary=summarize_input(name, data, 90) if data else None)
+            self.update_tool_card(call_id, state, summary=summarize_input(data, 90) if data else None)
             return
         self.finish_message()
         cur = self._end_cursor()
@@ -167,7 +167,7 @@ class ConversationView(QTextBrowser):
         fmt.setWidth(QTextLength(QTextLength.Type.PercentageLength, 100))
         table = cur.insertTable(1, 1, fmt)
         self._cards[call_id] = table
-        self._card_state[call_id] = (name, summarize_input(name, data, 90), "")
+        self._card_state[call_id] = (name, summarize_input(data, 90), "")
         self._paint_card(call_id, state)
         self._scroll_to_end()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import tomllib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -33,13 +32,11 @@ from PySide6.QtWidgets import (
 )
 
 from ..core import (
-    Action,
     AgentDeskError,
     ConfigError,
     PermissionMode,
     PermissionPolicy,
     ProjectInfo,
-    Rule,
     RuleSet,
     ToolFacts,
     project_rules_path,
@@ -151,26 +148,6 @@ class SettingsDialog(FutureDialog):
         )
 
 
-def rules_from_text(text: str, source: str = "editor") -> RuleSet:
-    """Parse rules.toml text the way core reads the file (ConfigError on bad input)."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"the rules are not valid TOML: {e}") from e
-    perms = data.get("permissions", data)
-    rules: list[Rule] = []
-    for action in Action:
-        entries = perms.get(action.value, [])
-        if not isinstance(entries, list) or not all(isinstance(x, str) for x in entries):
-            raise ConfigError(f"permissions.{action.value} must be a list of strings")
-        rules += [Rule.parse(t, action, source) for t in entries]
-    mode = perms.get("mode")
-    try:
-        return RuleSet(rules, PermissionMode(mode) if mode else None)
-    except ValueError:
-        raise ConfigError(f"unknown permission mode {mode!r}", hint=f"one of {', '.join(MODES)}") from None
-
-
 def tool_facts() -> dict[str, ToolFacts]:
     try:
         from ..tools import builtin_tools
@@ -183,7 +160,7 @@ def tool_facts() -> dict[str, ToolFacts]:
 def would_allow(rules_text: str, mode: str, tool: str, input_json: str) -> str:
     """'Would this call be allowed?': the decision, its reason and what decided it, as one line of HTML."""
     try:
-        rules = rules_from_text(rules_text)
+        rules = RuleSet.from_text(rules_text)
         data = json.loads(input_json or "{}")
         if not isinstance(data, dict):
             raise ConfigError("the input must be a JSON object")
@@ -408,7 +385,7 @@ class ProjectSettingsDialog(FutureDialog):
         text = self.rules.toPlainText()
         if text.strip():
             try:
-                rules_from_text(text)
+                RuleSet.from_text(text)
             except AgentDeskError as e:
                 self.error.setText(f"Rules: {e.user_message()}")
                 return

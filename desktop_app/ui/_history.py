@@ -32,9 +32,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core import AgentDeskError, ToolCallRecord, ToolCallState
+from ..core import AgentDeskError, ToolCallRecord, ToolCallState, summarize_input
 from ._rows import RowTableModel
-from ._theme import format_duration, state_colour, state_icon, summarize_input
+from ._theme import format_duration, state_colour, state_icon
 from ._timeline import CallIdRole, TimelineRow, render_call_details
 
 PAGE = 500
@@ -57,10 +57,10 @@ class HistoryRow:
         """From a store RecordRow (input_preview) or a full ToolCallRecord (input)."""
         preview = getattr(r, "input_preview", None)
         if preview is None:
-            preview = summarize_input(r.name, getattr(r, "input", {}) or {})
+            preview = summarize_input(getattr(r, "input", {}) or {})
         else:
             try:
-                preview = summarize_input(r.name, json.loads(preview))
+                preview = summarize_input(json.loads(preview))
             except (ValueError, TypeError):
                 preview = " ".join(str(preview).split())[:120]
         outcome = getattr(r, "outcome", None)

@@ -34,8 +34,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core import PermissionRequired, ToolCallRecord
-from ._theme import RISK_COLOURS, summarize_input
+from ..core import PermissionRequired, ToolCallRecord, summarize_input
+from ._theme import RISK_COLOURS
 from ._timeline import diff_html
 
 ItemRole = Qt.ItemDataRole.UserRole + 1
@@ -127,7 +127,7 @@ class InboxModel(QAbstractListModel):
             return None
         item = self._items[index.row()]
         if role == Qt.ItemDataRole.DisplayRole:
-            return f"{item.name}: {summarize_input(item.name, item.input, 80)}"
+            return f"{item.name}: {summarize_input(item.input, 80)}"
         if role == Qt.ItemDataRole.ToolTipRole:
             return f"{item.name} ({item.risk} risk)\n{item.why}"
         if role == ItemRole:
@@ -233,7 +233,7 @@ class InboxCardDelegate(QStyledItemDelegate):
         # line 2: the input, line 3: why
         painter.setFont(option.font)
         fm = painter.fontMetrics()
-        text = fm.elidedText(summarize_input(item.name, item.input, 200), Qt.TextElideMode.ElideRight,
+        text = fm.elidedText(summarize_input(item.input, 200), Qt.TextElideMode.ElideRight,
                              r.width() - 16)
         painter.drawText(QRect(x, r.top() + 23, r.width() - 16, 16), Qt.AlignmentFlag.AlignVCenter, text)
         painter.setFont(small)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from functools import cache
-from typing import Any
 
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QGuiApplication, QIcon, QPainter, QPalette, QPixmap
@@ -117,20 +115,6 @@ def apply_theme(theme: str = "system") -> None:
             app.setPalette(dark_palette())
         else:
             app.setPalette(app.style().standardPalette() if hasattr(app, "style") else QPalette())
-
-
-def summarize_input(name: str, data: dict[str, Any] | None, limit: int = 120) -> str:
-    """One line that says what a call will do: the command for bash, the path for files."""
-    data = data or {}
-    for key in ("command", "path", "pattern", "file_path", "query", "url"):
-        val = data.get(key)
-        if isinstance(val, str) and val:
-            text = val
-            break
-    else:
-        text = json.dumps(data, ensure_ascii=False, separators=(",", " "))
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def format_duration(ms: float | None) -> str:

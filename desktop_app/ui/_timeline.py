@@ -32,9 +32,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core import ToolCallRecord, ToolCallState
+from ..core import ToolCallRecord, ToolCallState, summarize_input
 from ._rows import RowTableModel
-from ._theme import STATE_LABEL, bring_to_front, format_duration, state_colour, state_icon, summarize_input
+from ._theme import STATE_LABEL, bring_to_front, format_duration, state_colour, state_icon
 
 CallIdRole = Qt.ItemDataRole.UserRole + 1
 StateRole = Qt.ItemDataRole.UserRole + 2
@@ -62,7 +62,7 @@ class TimelineRow:
         return cls(
             call_id=rec.id,
             name=rec.name,
-            summary=summarize_input(rec.name, rec.input),
+            summary=summarize_input(rec.input),
             state=rec.state,
             session_id=rec.session_id,
             created_at=rec.created_at,
@@ -163,11 +163,11 @@ class TimelineModel(RowTableModel):
         if row is not None:
             if data:
                 row.input = data
-                row.summary = summarize_input(name, data)
+                row.summary = summarize_input(data)
                 self._changed(call_id)
             return
         self._pending.append(
-            TimelineRow(call_id, name, summarize_input(name, data), ToolCallState.PENDING, session_id, at,
+            TimelineRow(call_id, name, summarize_input(data), ToolCallState.PENDING, session_id, at,
                         input=dict(data))
         )
         self._flush.start()

@@ -10,8 +10,9 @@ import threading
 import pytest
 
 from desktop_app.core import (
+    Allow,
     AnthropicModelClient,
-    Decision,
+    Deny,
     EventBus,
     Executor,
     MemoryStore,
@@ -228,7 +229,7 @@ async def test_denied_call_note_reaches_the_model(server) -> None:
     session = await rig.open()
     turn = asyncio.ensure_future(session.send("write it"))
     await asyncio.wait_for(rig.asked.wait(), 5)
-    rig.executor.decide("toolu_w", Decision(False, note="not that file, use b.txt"))
+    rig.executor.decide("toolu_w", Deny(note="not that file, use b.txt"))
     result = await turn
     assert result.reason == "end_turn"
     assert "not that file, use b.txt" in server.requests[1].last_tool_result_text()
@@ -364,7 +365,7 @@ async def test_reopen_reoffers_approvals_and_continues_after_the_decision(server
     reopened = await rig2.open(session_id=session.session.id)
     assert reopened.running and reopened.needs_resume
     assert [r.id for r in rig2.executor.pending()] == ["toolu_ask"]
-    rig2.executor.decide("toolu_ask", Decision(True))
+    rig2.executor.decide("toolu_ask", Allow())
     result = await reopened.wait()
     assert result.reason == "end_turn" and result.text == "result: wrote x"
     assert_history_valid(await reopened.history())

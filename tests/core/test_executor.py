@@ -9,7 +9,9 @@ import time
 import pytest
 
 from desktop_app.core import (
-    Decision,
+    Allow,
+    ApprovalScope,
+    Deny,
     HookChain,
     MemoryStore,
     Outcome,
@@ -125,11 +127,11 @@ async def test_a_write_asks_and_waits_for_its_own_id(harness):
     assert pending.id == w1.id and pending.state is S.APPROVAL_REQUIRED
     assert "permission_required" in harness.types(w1.id)
     with pytest.raises(Exception, match="no tool call"):
-        harness.executor.decide(w2.id, Decision(True))
-    harness.executor.decide(w1.id, Decision(True, by="alice", note="fine"))
+        harness.executor.decide(w2.id, Allow())
+    harness.executor.decide(w1.id, Allow(by="alice", note="fine"))
     [pending2] = await harness.wait_pending()
     assert pending2.id == w2.id
-    harness.executor.decide(w2.id, Decision(True, by="alice"))
+    harness.executor.decide(w2.id, Allow(by="alice"))
     r1, r2 = await task
     assert (r1.state, r2.state) == (S.COMPLETED, S.COMPLETED)
     assert r1.approval.decided_by == "alice" and r1.approval.note == "fine"
@@ -144,7 +146,7 @@ async def test_parallel_approvals_answer_in_any_order():
     task = asyncio.ensure_future(h.batch(*calls))
     pending = await h.wait_pending(3)
     for rec in reversed(pending):
-        h.executor.decide(rec.id, Decision(True))
+        h.executor.decide(rec.id, Allow())
     records = await task
     assert [r.result["content"][0]["text"] for r in records] == ["0", "1", "2"]
 
@@ -153,7 +155,7 @@ async def test_denial_note_reaches_the_model_and_the_rest_of_the_batch_is_skippe
     w1, w2, e = call("write", path="a", content="1"), call("write", path="b", content="2"), call("echo", text="x")
     task = asyncio.ensure_future(harness.batch(w1, w2, e))
     await harness.wait_pending()
-    harness.executor.decide(w1.id, Decision(False, by="bob", note="not that file"))
+    harness.executor.decide(w1.id, Deny(by="bob", note="not that file"))
     r1, r2, r3 = await task
     assert r1.state is S.DENIED and r1.outcome is Outcome.USER
     assert "not that file" in error_body(r1)["error"]
@@ -167,7 +169,7 @@ async def test_an_edit_before_allowing_is_recorded():
     w = call("write", path="a", content="old")
     task = asyncio.ensure_future(h.batch(w))
     await h.wait_pending()
-    h.executor.decide(w.id, Decision(True, edited_input={"path": "a", "content": "new"}))
+    h.executor.decide(w.id, Allow(edited_input={"path": "a", "content": "new"}))
     [r] = await task
     assert h.run.state["files"] == {"a": "new"}
     approved = next(e for e in r.trail if e.state is S.APPROVED)
@@ -181,7 +183,7 @@ async def test_an_invalid_edit_fails_instead_of_running():
     w = call("write", path="a", content="old")
     task = asyncio.ensure_future(h.batch(w))
     await h.wait_pending()
-    h.executor.decide(w.id, Decision(True, edited_input={"path": "a"}))
+    h.executor.decide(w.id, Allow(edited_input={"path": "a"}))
     [r] = await task
     assert r.state is S.FAILED and "field `content`" in error_body(r)["error"]
 
@@ -200,7 +202,7 @@ async def test_allow_for_the_session_adds_a_session_rule():
     first = call("bash_run", command="make test")
     task = asyncio.ensure_future(h.batch(first))
     await h.wait_pending()
-    h.executor.decide(first.id, Decision(True, scope="session"))
+    h.executor.decide(first.id, Allow(scope=ApprovalScope.SESSION))
     [r] = await task
     approved = next(e for e in r.trail if e.state is S.APPROVED)
     assert approved.data["rule_added"] == "bash_run(make test *)"
@@ -215,7 +217,7 @@ async def test_always_allow_calls_the_rule_writer():
     c = call("write", path="src/x.py", content="1")
     task = asyncio.ensure_future(h.batch(c))
     await h.wait_pending()
-    h.executor.decide(c.id, Decision(True, scope="always", rule="write(src/**)"))
+    h.executor.decide(c.id, Allow(scope=ApprovalScope.ALWAYS, rule="write(src/**)"))
     await task
     assert [r.text for r in written] == ["write(src/**)"]
     [again] = await h.batch(call("write", path="src/y.py", content="2"))
@@ -262,7 +264,7 @@ async def test_pre_hooks_can_short_circuit_rewrite_and_ask():
     task = asyncio.ensure_future(h.batch(risky))
     [p] = await h.wait_pending()
     assert p.risk == "high" and "looks risky" in p.approval.meta["reason"]
-    h.executor.decide(risky.id, Decision(True))
+    h.executor.decide(risky.id, Allow())
     [c] = await task
     assert c.state is S.COMPLETED
 
@@ -308,7 +310,7 @@ async def test_reopened_session_seals_open_calls_and_reoffers_approvals():
     w = call("write", path="a", content="1")
     task = asyncio.ensure_future(h.batch(w, call("write", path="b", content="2")))
     await h.wait_pending()
-    h.executor.decide(w.id, Decision(True))
+    h.executor.decide(w.id, Allow())
     await h.wait_pending()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -334,7 +336,7 @@ async def test_reopened_session_seals_open_calls_and_reoffers_approvals():
     assert [p.id for p in h2.executor.pending()] == ["toolu_wait"]
     resumed = asyncio.ensure_future(h2.executor.resume_approvals(report.reoffered, h2.run))
     await h2.wait_pending(1)
-    h2.executor.decide("toolu_wait", Decision(True))
+    h2.executor.decide("toolu_wait", Allow())
     [done] = await resumed
     assert done.state is S.COMPLETED and h2.run.state["files"] == {"d": "4"}
 
@@ -355,7 +357,7 @@ async def test_an_asking_call_keeps_the_tools_own_risk():
     assert p.risk == "high"
     required = next(e for e in h.events if e.type == "permission_required")
     assert required.payload["risk"] == "high"
-    h.executor.decide(c.id, Decision(False))
+    h.executor.decide(c.id, Deny())
     await task
 
 
@@ -372,7 +374,7 @@ async def test_after_a_reoffered_call_is_denied_the_others_are_skipped_without_a
     assert sorted(r.id for r in report.reoffered) == ["toolu_a", "toolu_b"]
     resumed = asyncio.ensure_future(h.executor.resume_approvals(report.reoffered, h.run))
     await h.wait_pending(2)
-    h.executor.decide("toolu_a", Decision(False, note="stop"))
+    h.executor.decide("toolu_a", Deny(note="stop"))
     a, b = await asyncio.wait_for(resumed, 2)  # nobody answered b: it is skipped, not left waiting
     assert (a.state, b.state) == (S.DENIED, S.DENIED)
     assert SKIPPED in b.trail[-1].note

@@ -55,9 +55,9 @@ async def test_dangerous_command_asks_with_high_risk_even_in_auto_mode():
     [p] = await h.wait_pending()
     assert p.risk == "high" and "dangerous command" in p.approval.meta["reason"]
     assert p.approval.meta["hooks"] == ["dangerous-command"]
-    from desktop_app.core import Decision
+    from desktop_app.core import Deny
 
-    h.executor.decide(c.id, Decision(False, note="no way"))
+    h.executor.decide(c.id, Deny(note="no way"))
     [r] = await task
     assert r.state.value == "DENIED" and "ran" not in h.run.state
 

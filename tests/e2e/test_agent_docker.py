@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from desktop_app.core import Decision, ToolCallState
+from desktop_app.core import Deny, ToolCallState
 from tests.fakes.anthropic_server import reply, text, tool_use
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
@@ -58,7 +58,7 @@ async def test_a_denied_call_note_reaches_the_model(docker_engine, server, works
     session = await engine.open_session()
     turn = asyncio.ensure_future(session.send("clean up"))
     await asyncio.wait_for(asked.wait(), 30)
-    engine.executor.decide("toolu_rm", Decision(False, note="keep greet.txt, it is the fixture"))
+    engine.executor.decide("toolu_rm", Deny(note="keep greet.txt, it is the fixture"))
     result = await turn
     assert "keep greet.txt, it is the fixture" in result.text
     assert (workspace_dir / "greet.txt").exists()

@@ -9,9 +9,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from desktop_app.config import Settings
-from desktop_app.core import EventBus, ProjectInfo
+from desktop_app.core import EventBus, ProjectInfo, RuleSet
 from desktop_app.ui._controller import AppController
-from desktop_app.ui._dialogs import ProjectSettingsDialog, SettingsDialog, rules_from_text, would_allow
+from desktop_app.ui._dialogs import ProjectSettingsDialog, SettingsDialog, would_allow
 from desktop_app.ui._mainwindow import MainWindow, PromptEdit
 
 
@@ -79,7 +79,7 @@ def test_rules_tester_uses_core_policy():
     assert "ALLOW" in would_allow("", "accept-edits", "fs_write", '{"path": "a.txt", "content": "x"}')
     assert "not JSON" in would_allow(rules, "ask", "bash_run", "{oops")
     assert "not valid TOML" in would_allow("allow = [", "ask", "bash_run", "{}")
-    assert len(rules_from_text(rules).rules) == 2
+    assert len(RuleSet.from_text(rules).rules) == 2
 
 
 def test_project_settings_dialog_builds_a_project_and_runs_a_build(qtbot, run, tmp_path):
