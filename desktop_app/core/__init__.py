@@ -40,6 +40,7 @@ from ._events import (
     ToolUpdate,
 )
 from ._executor import Executor, RunContext, SealReport, ToolCall, tool_result_block
+from ._glob import glob_regex
 from ._hooks import (
     DangerousCommandHook,
     HookCall,
@@ -203,6 +204,7 @@ __all__ = [
     "builtin_hooks",
     "dangerous_reason",
     "estimate_cost",
+    "glob_regex",
     "load_rules",
     "new_id",
     "new_session",

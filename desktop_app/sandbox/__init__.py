@@ -16,8 +16,10 @@ from ..core import (
     Sandbox,
     SandboxDescription,
 )
-from ._config import SandboxConfig, create_sandbox, parse_size
-from ._docker import DockerSandbox, connect, container_name, remove_orphans
+from ._client import connect
+from ._config import SandboxConfig, parse_size
+from ._docker import DockerSandbox, container_name, remove_orphans
+from ._factory import create_sandbox
 from ._images import (
     ImageSpec,
     ImageStatus,

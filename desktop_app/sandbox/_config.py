@@ -1,4 +1,4 @@
-"""Per-project sandbox settings (SandboxConfig) and the factory that picks the implementation."""
+"""Per-project sandbox settings: SandboxConfig, its sizes, and what loosens the hardened defaults."""
 
 from __future__ import annotations
 
@@ -7,12 +7,9 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..core import DEFAULT_IMAGE, ConfigError, SandboxError
-
-if TYPE_CHECKING:
-    from ..core import Sandbox
+from ..core import DEFAULT_IMAGE, ConfigError
 
 GIB = 1024**3
 DEFAULT_MEMORY = 2 * GIB
@@ -106,30 +103,3 @@ class SandboxConfig:
             d.pop(k)
         d.update(extra)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def create_sandbox(
-    project: Any = None,
-    *,
-    project_id: str | None = None,
-    folder: str | None = None,
-    config: SandboxConfig | None = None,
-) -> Sandbox:
-    """The sandbox a project asked for. `project` is a ProjectInfo (id, path, image, settings) or any
-    object/mapping with those; Docker is the default, and LocalSandbox only when settings say
-    sandbox="local" (or config.kind == "local"): it is never a silent fallback."""
-    from ._docker import DockerSandbox
-    from ._local import LocalSandbox
-
-    if project is not None:
-        get = project.get if isinstance(project, Mapping) else lambda k, d=None: getattr(project, k, d)
-        project_id = project_id or get("id")
-        folder = folder or get("path")
-        if config is None:
-            config = SandboxConfig.from_settings(get("settings") or {}, image=get("image"))
-    config = config or SandboxConfig()
-    if not project_id or not folder:
-        raise SandboxError("a sandbox needs a project id and a project folder")
-    if config.kind == "local":
-        return LocalSandbox(folder)
-    return DockerSandbox(project_id, folder, config)

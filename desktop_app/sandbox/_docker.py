@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import hashlib
 import logging
 import os
 import re
-import socket
-import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..core import (
@@ -30,11 +28,13 @@ from ..core import (
     SandboxDescription,
     SandboxError,
 )
-from ..core import _glob as _glob_module
-from . import _agent
+from ._client import ENGINE_HINT, connect, short_reason
 from ._config import SandboxConfig, human_size
-from ._convert import clamp_timeout, error_from, exec_result
-from ._fileops import HelperOps
+from ._exec_transport import ExecTransport
+from ._helper_channel import OP_TIMEOUT_S, HelperChannel
+from ._helper_ops import HelperOps, clamp_timeout, exec_result
+from ._images import image_name_for_tag
+from .helper.processes import KILL_GRACE_S
 
 if TYPE_CHECKING:
     import docker
@@ -47,55 +47,9 @@ LABEL_HASH = "org.agent-desk.config-hash"
 LABEL_PATH = "org.agent-desk.host-path"
 HOME = "/home/sandbox"
 FALLBACK_UID = 1000
-HELPER_SOURCE = (
-    Path(_glob_module.__file__).read_text(encoding="utf-8") + "\n" + Path(_agent.__file__).read_text(encoding="utf-8")
-)
-# One shell line decides the transport: the helper when python3 exists, else a marker line.
-HELPER_CMD = [
-    "/bin/sh",
-    "-c",
-    'if command -v python3 >/dev/null 2>&1; then exec python3 -I -S -c "$1" "$2"; fi; echo NOPYTHON',
-    "agent-desk-helper",
-    HELPER_SOURCE,
-    WORKSPACE,
-]
-OP_TIMEOUT_S = 120.0
-ENGINE_HINT = "start Docker, or set DOCKER_HOST"
-
-
-_ENGINE_CAUSES = (
-    ("FileNotFoundError", "nothing listens there: is dockerd running?"),
-    ("Connection refused", "the connection was refused: is dockerd running?"),
-    ("PermissionError", "permission denied: is your user allowed to use Docker (the docker group)?"),
-    ("Permission denied", "permission denied: is your user allowed to use Docker (the docker group)?"),
-    ("timed out", "the engine did not answer in time"),
-)
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    for marker, plain in _ENGINE_CAUSES:
-        if marker in text:
-            return plain
-    return text[:300]
-
-
-def connect() -> docker.DockerClient:
-    """A client for the engine DOCKER_HOST names (or the default socket); SandboxError if none answers."""
-    import docker
-
-    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    try:
-        client = docker.from_env(timeout=60)
-        client.ping()
-    except Exception as exc:
-        raise SandboxError(f"no Docker engine answers at {host} ({_short(exc)})", hint=ENGINE_HINT) from None
-    return client
 
 
 def _slug(text: str) -> str:
-    import hashlib
-
     base = re.sub(r"[^a-zA-Z0-9_.-]+", "-", text).strip("-.")[:40] or "project"
     return f"{base}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
@@ -114,8 +68,6 @@ def folder_owner(folder: str) -> tuple[int, int]:
 
 def _parse_time(text: str) -> float:
     """Docker's RFC 3339 timestamps (nanoseconds, Z) to epoch seconds; 0 for the zero time."""
-    from datetime import datetime
-
     if not text or text.startswith("0001-"):
         return 0.0
     m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?", text)
@@ -164,241 +116,6 @@ def remove_orphans(
     return removed
 
 
-# ------------------------------------------------------------------------------------------ transport
-class _Pending:
-    __slots__ = ("fut", "loop", "on_event")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, fut: asyncio.Future, on_event: Callable | None) -> None:
-        self.loop, self.fut, self.on_event = loop, fut, on_event
-
-
-def _post(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> None:
-    """call_soon_threadsafe that tolerates a loop already closed (its caller is gone)."""
-    with contextlib.suppress(RuntimeError):
-        loop.call_soon_threadsafe(fn, *args)
-
-
-def _resolve(fut: asyncio.Future, msg: dict[str, Any] | BaseException) -> None:
-    if fut.done():
-        return
-    if isinstance(msg, BaseException):
-        fut.set_exception(msg)
-    else:
-        fut.set_result(msg)
-
-
-class HelperChannel:
-    """One attached `docker exec` of the helper: requests out as JSON lines on its stdin, responses and
-    output events back on its stdout (Docker's multiplexed stream), matched by id."""
-
-    def __init__(self, api: Any, container_id: str, pool: ThreadPoolExecutor) -> None:
-        self._api = api
-        self._cid = container_id
-        self._pool = pool
-        self._pending: dict[int, _Pending] = {}
-        self._lock = threading.Lock()
-        self._send_lock = threading.Lock()
-        self._next = 0
-        self._sock: Any = None
-        self._keep: Any = None
-        self._buf = bytearray()
-        self._lines = bytearray()
-        self._stderr = bytearray()
-        self.dead = False
-        self.hello: dict[str, Any] = {}
-
-    # -- blocking side (pool / reader thread)
-    def open(self, timeout: float = 20.0) -> bool:
-        """Start the helper; True when it said hello, False when the image has no python3."""
-        exec_id = self._api.exec_create(self._cid, HELPER_CMD, stdin=True, stdout=True, stderr=True, workdir="/")["Id"]
-        sock = self._api.exec_start(exec_id, socket=True)
-        self._keep = sock
-        self._sock = getattr(sock, "_sock", sock)
-        self._sock.settimeout(timeout)
-        try:
-            first = self._read_first_line()
-        except OSError as exc:
-            self._close_socket()
-            raise SandboxError(f"the sandbox helper did not start: {_short(exc)}") from None
-        finally:
-            if self._sock is not None:
-                self._sock.settimeout(None)
-        if first is None or first.strip() == b"NOPYTHON":
-            self._close_socket()
-            if first is None:
-                log.warning("sandbox helper exited at start: %s", self._stderr.decode(errors="replace")[-500:])
-            return False
-        try:
-            self.hello = json.loads(first)
-        except ValueError:
-            self._close_socket()
-            raise SandboxError(f"the sandbox helper said something unexpected: {first[:200]!r}") from None
-        threading.Thread(target=self._reader, name=f"sandbox-helper-{self._cid[:12]}", daemon=True).start()
-        return True
-
-    def _feed(self, data: bytes) -> list[bytes]:
-        """Demultiplex Docker's 8-byte-header frames; return complete stdout lines."""
-        self._buf += data
-        out: list[bytes] = []
-        while len(self._buf) >= 8:
-            size = int.from_bytes(self._buf[4:8], "big")
-            if len(self._buf) < 8 + size:
-                break
-            stream, payload = self._buf[0], bytes(self._buf[8 : 8 + size])
-            del self._buf[: 8 + size]
-            if stream == 2:
-                self._stderr += payload
-                del self._stderr[:-8192]
-                continue
-            start = len(self._lines)
-            self._lines += payload
-            nl = self._lines.find(b"\n", start)
-            while nl >= 0:
-                out.append(bytes(self._lines[:nl]))
-                del self._lines[: nl + 1]
-                nl = self._lines.find(b"\n")
-        return out
-
-    def _read_first_line(self) -> bytes | None:
-        lines: list[bytes] = []
-        while not lines:
-            data = self._sock.recv(65536)
-            if not data:
-                return None
-            lines = self._feed(data)
-        self._early = lines[1:]
-        return lines[0]
-
-    def _reader(self) -> None:
-        sock = self._sock
-        try:
-            for line in getattr(self, "_early", []):
-                self._dispatch(line)
-            while sock is not None:
-                data = sock.recv(1 << 20)
-                if not data:
-                    break
-                for line in self._feed(data):
-                    self._dispatch(line)
-        except OSError:
-            pass
-        finally:
-            self._die()
-
-    def _dispatch(self, line: bytes) -> None:
-        try:
-            msg = json.loads(line)
-        except ValueError:
-            log.warning("sandbox helper sent a bad line: %r", line[:200])
-            return
-        rid = msg.get("id")
-        if "ev" in msg:
-            with self._lock:
-                p = self._pending.get(rid)
-            if p is not None and p.on_event is not None:
-                _post(p.loop, p.on_event, msg)
-            return
-        with self._lock:
-            p = self._pending.pop(rid, None)
-        if p is not None:
-            _post(p.loop, _resolve, p.fut, msg)
-
-    def _die(self) -> None:
-        self.dead = True
-        tail = self._stderr.decode(errors="replace").strip()[-300:]
-        err = SandboxError(
-            "the sandbox helper stopped (the container was stopped, or ran out of memory)"
-            + (f": {tail}" if tail else ""),
-            hint="the next call restarts it",
-        )
-        with self._lock:
-            pending, self._pending = list(self._pending.values()), {}
-        for p in pending:
-            _post(p.loop, _resolve, p.fut, err)
-        self._close_socket()
-
-    def _send(self, line: bytes) -> None:
-        with self._send_lock:
-            if self._sock is None:
-                raise SandboxError("the sandbox helper is not running")
-            self._sock.sendall(line)
-
-    def _try_send_now(self, data: bytes) -> bool:
-        """Send a small request without blocking (the usual case: the socket buffer has room);
-        False sends nothing and leaves it to the pool."""
-        if len(data) > 32768 or not self._send_lock.acquire(blocking=False):
-            return False
-        try:
-            if self._sock is None:
-                return False
-            try:
-                n = self._sock.send(data, socket.MSG_DONTWAIT)
-            except (BlockingIOError, InterruptedError):
-                return False
-            if n < len(data):
-                self._sock.sendall(data[n:])  # rare: a nearly full buffer; the rest follows at once
-            return True
-        finally:
-            self._send_lock.release()
-
-    def _close_socket(self) -> None:
-        sock, self._sock = self._sock, None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(2)  # SHUT_RDWR: EOF on the helper's stdin, it kills what it started
-            with contextlib.suppress(OSError):
-                sock.close()
-        with contextlib.suppress(Exception):
-            self._keep.close()
-
-    def close(self) -> None:
-        self.dead = True
-        self._close_socket()
-
-    # -- async side
-    async def request(
-        self,
-        op: str,
-        args: dict[str, Any],
-        on_event: Callable[[dict], None] | None = None,
-        timeout: float = OP_TIMEOUT_S,
-    ) -> Any:
-        if self.dead:
-            raise SandboxError("the sandbox helper is not running")
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        with self._lock:
-            self._next += 1
-            rid = self._next
-            self._pending[rid] = _Pending(loop, fut, on_event)
-        line = json.dumps({"id": rid, "op": op, "args": args}, ensure_ascii=False, separators=(",", ":")) + "\n"
-        try:
-            data = line.encode("utf-8")
-            if not self._try_send_now(data):
-                await loop.run_in_executor(self._pool, self._send, data)
-            async with asyncio.timeout(timeout):
-                msg = await fut
-        except asyncio.CancelledError:
-            with self._lock:
-                self._pending.pop(rid, None)
-            if op == "exec" and not self.dead:
-                cancel = json.dumps({"id": None, "op": "cancel", "target": rid}) + "\n"
-                with contextlib.suppress(Exception):
-                    self._pool.submit(self._send, cancel.encode())
-            raise
-        except TimeoutError:
-            with self._lock:
-                self._pending.pop(rid, None)
-            raise SandboxError(f"the sandbox did not answer a {op} request within {timeout:g} s") from None
-        except OSError as exc:
-            with self._lock:
-                self._pending.pop(rid, None)
-            raise SandboxError(f"lost the connection to the sandbox helper: {_short(exc)}") from None
-        if not msg.get("ok"):
-            raise error_from(msg.get("error") or {})
-        return msg.get("result")
-
-
 # ------------------------------------------------------------------------------------------ sandbox
 class DockerSandbox(HelperOps):
     """The Sandbox protocol in a hardened per-project container (see SandboxConfig for the knobs)."""
@@ -423,7 +140,7 @@ class DockerSandbox(HelperOps):
         self._image_id = ""
         self._uid, self._gid = 0, 0
         self._channel: HelperChannel | None = None
-        self._fallback: _ExecTransport | None = None
+        self._exec_transport: ExecTransport | None = None
         self._start_lock = asyncio.Lock()
         self._closed = False
         self.transport = ""  # "helper" or "exec", once started
@@ -445,18 +162,18 @@ class DockerSandbox(HelperOps):
             except SandboxError:
                 raise
             except Exception as exc:  # docker's and requests' errors: the engine went away or refused
-                raise SandboxError(f"Docker failed: {_short(exc)}", hint=ENGINE_HINT) from None
+                raise SandboxError(f"Docker failed: {short_reason(exc)}", hint=ENGINE_HINT) from None
             if has_python:
-                self._channel, self._fallback, self.transport = channel, None, "helper"
+                self._channel, self._exec_transport, self.transport = channel, None, "helper"
             else:
                 log.info("image %s has no python3: one docker exec per call", self.config.image)
-                self._channel, self._fallback = None, _ExecTransport(self._client.api, self._container.id, self._pool)
-                self.transport = "exec"
+                self._channel, self.transport = None, "exec"
+                self._exec_transport = ExecTransport(self._client.api, self._container.id, self._pool)
 
     def _transport_ready(self) -> bool:
         if self._channel is not None and not self._channel.dead:
             return True
-        return self._fallback is not None and not self._fallback.dead
+        return self._exec_transport is not None and not self._exec_transport.dead
 
     def _ensure_container(self) -> None:
         import docker.errors
@@ -469,20 +186,21 @@ class DockerSandbox(HelperOps):
         try:
             image = client.images.get(self.config.image)
         except docker.errors.ImageNotFound:
-            from ._images import image_name_for_tag
-
             name = image_name_for_tag(self.config.image)
-            hint = (f"build it with `agent-desk images build {name}`" if name else
-                    "pull or build that tag, or pick an image from `agent-desk images list` (--image or the "
-                    "project settings)")
+            hint = (
+                f"build it with `agent-desk images build {name}`"
+                if name
+                else "pull or build that tag, or pick an image from `agent-desk images list` (--image or the "
+                "project settings)"
+            )
             raise SandboxError(f"the sandbox image {self.config.image} is not on this machine", hint=hint) from None
         except docker.errors.DockerException as exc:
-            raise SandboxError(f"Docker failed: {_short(exc)}", hint=ENGINE_HINT) from None
+            raise SandboxError(f"Docker failed: {short_reason(exc)}", hint=ENGINE_HINT) from None
         self._image_id = image.id
         try:
             remove_orphans(client, idle_limit_s=self.config.idle_limit_s)
         except Exception as exc:  # clean-up must never stop a sandbox from starting
-            log.warning("could not remove orphan sandbox containers: %s", _short(exc))
+            log.warning("could not remove orphan sandbox containers: %s", short_reason(exc))
         self._uid, self._gid = (self.config.uid, self.config.uid) if self.config.uid else folder_owner(self.folder)
         st = os.stat(self.folder)
         # The folder's inode too: a bind mount keeps a deleted-and-recreated folder's old inode.
@@ -504,7 +222,7 @@ class DockerSandbox(HelperOps):
             try:
                 keep.start()
             except docker.errors.APIError as exc:
-                raise SandboxError(f"the sandbox container did not start: {_short(exc)}") from None
+                raise SandboxError(f"the sandbox container did not start: {short_reason(exc)}") from None
             keep.reload()
         self._container = keep
 
@@ -547,7 +265,7 @@ class DockerSandbox(HelperOps):
                 detach=True,
             )
         except docker.errors.APIError as exc:
-            raise SandboxError(f"could not create the sandbox container: {_short(exc)}") from None
+            raise SandboxError(f"could not create the sandbox container: {short_reason(exc)}") from None
 
     async def close(self) -> None:
         if self._closed:
@@ -608,8 +326,8 @@ class DockerSandbox(HelperOps):
             await self.start()
         if self._channel is not None:
             return await self._channel.request(op, args, on_event, timeout)
-        assert self._fallback is not None
-        return await self._fallback.request(op, args, on_event, timeout)
+        assert self._exec_transport is not None
+        return await self._exec_transport.request(op, args, on_event, timeout)
 
     async def exec(
         self,
@@ -635,11 +353,8 @@ class DockerSandbox(HelperOps):
             def on_event(msg: dict[str, Any]) -> None:
                 on_output(msg["stream"], msg["data"])
 
-        res = await self._call("exec", args, on_event, timeout + _agent.KILL_GRACE_S + 30.0)
+        res = await self._call("exec", args, on_event, timeout + KILL_GRACE_S + 30.0)
         return exec_result(res)
 
     async def _op(self, op: str, args: dict[str, Any]) -> Any:
         return await self._call(op, args)
-
-
-from ._exec_fallback import _ExecTransport  # noqa: E402  (it uses names defined above)

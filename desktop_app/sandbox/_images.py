@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core import ConfigError, SandboxError
+from ._client import connect
 
 if TYPE_CHECKING:
     import docker
@@ -107,11 +108,7 @@ def image_name_for_tag(tag: str) -> str | None:
 
 
 def _client(client: docker.DockerClient | None) -> docker.DockerClient:
-    if client is not None:
-        return client
-    from ._docker import connect
-
-    return connect()
+    return client if client is not None else connect()
 
 
 def list_images(client: docker.DockerClient | None = None) -> list[ImageStatus]:

@@ -6,8 +6,9 @@ design (no isolation); for development and machines without Docker, and only whe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -23,19 +24,27 @@ from ..core import (
     SandboxDescription,
     SandboxError,
 )
-from . import _agent
-from ._convert import (
-    SECRET_ENV_MARKERS,
-    clamp_timeout,
-    error_from,
-    exec_result,
-    file_stat,
-)
-from ._fileops import HelperOps
+from ._helper_ops import ErrorCode, HelperOps, clamp_timeout, exec_result, file_stat, sandbox_error
+from .helper.errors import HelperError
+from .helper.processes import CommandRun, Processes
+from .helper.server import call_op
+from .helper.workspace import Workspace, fs_write
+
+# Names whose values never reach a command on the host: API keys and the like.
+SECRET_ENV_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 
 
 def _host_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not any(m in k.upper() for m in SECRET_ENV_MARKERS)}
+
+
+@contextlib.contextmanager
+def _helper_errors() -> Iterator[None]:
+    """The helper's errors, raised in-process, as the host's."""
+    try:
+        yield
+    except HelperError as exc:
+        raise sandbox_error(ErrorCode.of(exc.kind), str(exc)) from None
 
 
 class LocalSandbox(HelperOps):
@@ -45,8 +54,8 @@ class LocalSandbox(HelperOps):
         path = Path(folder)
         if not path.is_dir():
             raise SandboxError(f"the project folder {path} does not exist or is not a folder")
-        self._ws = _agent.Workspace(str(path), WORKSPACE)
-        self._procs = _agent.Processes(base_env=_host_env())
+        self._ws = Workspace(str(path), WORKSPACE)
+        self._procs = Processes(base_env=_host_env())
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="agent-desk-local")
         self._closed = False
 
@@ -79,10 +88,8 @@ class LocalSandbox(HelperOps):
         if self._closed:
             raise SandboxError("the sandbox is closed")
         loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._pool, _agent.call_op, self._ws, self._procs, op, args)
-        except _agent.HelperError as exc:
-            raise error_from({"kind": exc.kind, "message": str(exc)}) from None
+        with _helper_errors():
+            return await loop.run_in_executor(self._pool, call_op, self._ws, self._procs, op, args)
 
     async def exec(
         self,
@@ -103,27 +110,22 @@ class LocalSandbox(HelperOps):
             def on_chunk(stream: str, text: str) -> None:
                 loop.call_soon_threadsafe(on_output, stream, text)
 
-        try:
+        with _helper_errors():
             real_cwd = self._ws.resolve(cwd)
-        except _agent.HelperError as exc:
-            raise error_from({"kind": exc.kind, "message": str(exc)}) from None
-        run = _agent.CommandRun(command, real_cwd, env, timeout, output_limit, on_chunk, base_env=_host_env())
+        run = CommandRun(command, real_cwd, env, timeout, output_limit, on_chunk, base_env=_host_env())
         fut = loop.run_in_executor(self._pool, run.run)
         try:
-            result = await asyncio.shield(fut)
+            with _helper_errors():
+                result = await asyncio.shield(fut)
         except asyncio.CancelledError:
             run.cancel()
             raise
-        except _agent.HelperError as exc:
-            raise error_from({"kind": exc.kind, "message": str(exc)}) from None
         return exec_result(result)
 
     async def write_file(self, path: str, data: bytes, *, make_dirs: bool = True) -> FileStat:
         loop = asyncio.get_running_loop()
         if self._closed:
             raise SandboxError("the sandbox is closed")
-        try:
-            d = await loop.run_in_executor(self._pool, _agent.fs_write, self._ws, path, bytes(data), make_dirs)
-        except _agent.HelperError as exc:
-            raise error_from({"kind": exc.kind, "message": str(exc)}) from None
+        with _helper_errors():
+            d = await loop.run_in_executor(self._pool, fs_write, self._ws, path, bytes(data), make_dirs)
         return file_stat(d)

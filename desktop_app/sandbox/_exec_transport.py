@@ -13,9 +13,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..core import WORKSPACE, SandboxError
-from . import _agent
-from ._convert import error_from
+from ..core import WORKSPACE, SandboxError, glob_regex
+from ._frames import STDERR, read_frames
+from ._helper_ops import ErrorCode, sandbox_error
+from .helper.processes import KILL_GRACE_S, Capture
+from .helper.workspace import GREP_LINE_MAX, MAX_WRITE
 
 OUTSIDE = b"__AGENT_DESK_OUTSIDE__"
 PRELUDE = f"""
@@ -124,8 +126,8 @@ def _rel(real: str) -> str:
     return "." if real == WORKSPACE else real[len(WORKSPACE) + 1 :]
 
 
-class _ExecTransport:
-    """Same `request(op, args)` as HelperChannel, one `docker exec` per call."""
+class ExecTransport:
+    """The same `request(op, args)` as HelperChannel, one `docker exec` per call."""
 
     def __init__(self, api: Any, container_id: str, pool: ThreadPoolExecutor) -> None:
         self._api = api
@@ -150,26 +152,16 @@ class _ExecTransport:
         ]
         sock = self._api.exec_start(exec_id, socket=True)
         raw = getattr(sock, "_sock", sock)
-        out, err, buf = bytearray(), bytearray(), bytearray()
+        out, err = bytearray(), bytearray()
         try:
             if stdin is not None:
                 raw.sendall(stdin)
                 raw.shutdown(1)  # SHUT_WR: EOF on the script's stdin
-            while True:
-                data = raw.recv(1 << 20)
-                if not data:
-                    break
-                buf += data
-                while len(buf) >= 8:
-                    size = int.from_bytes(buf[4:8], "big")
-                    if len(buf) < 8 + size:
-                        break
-                    stream, payload = buf[0], bytes(buf[8 : 8 + size])
-                    del buf[: 8 + size]
-                    if on_frame is not None:
-                        on_frame(stream, payload)
-                    else:
-                        (err if stream == 2 else out).extend(payload)
+            for stream, payload in read_frames(raw):
+                if on_frame is not None:
+                    on_frame(stream, payload)
+                else:
+                    (err if stream == STDERR else out).extend(payload)
         finally:
             with contextlib.suppress(OSError):
                 raw.close()
@@ -185,13 +177,8 @@ class _ExecTransport:
         text = err.decode(errors="replace").strip()
         if text.startswith(OUTSIDE.decode()):
             path = text[len(OUTSIDE) :].strip().splitlines()[0]
-            raise error_from(
-                {
-                    "kind": "PathOutsideWorkspace",
-                    "message": f"{path} resolves outside the workspace ({WORKSPACE}); "
-                    "paths and symlinks must stay inside it",
-                }
-            )
+            message = f"{path} resolves outside the workspace ({WORKSPACE}); paths and symlinks must stay inside it"
+            raise sandbox_error(ErrorCode.OUTSIDE_WORKSPACE, message)
         text = text.replace("__AGENT_DESK_ERROR__ ", "")
         raise SandboxError(text or f"the sandbox command failed with exit code {code}")
 
@@ -207,7 +194,7 @@ class _ExecTransport:
             try:
                 return await asyncio.shield(fut)
             except asyncio.CancelledError:
-                self._pool.submit(self._run, "cancel", [run_id, str(_agent.KILL_GRACE_S)])
+                self._pool.submit(self._run, "cancel", [run_id, str(KILL_GRACE_S)])
                 raise
         method = getattr(self, "_op_" + op, None)
         if method is None:
@@ -235,14 +222,14 @@ class _ExecTransport:
                 "sh",
                 command,
             ]
-        out = _agent._Capture(a.get("output_limit", 1_000_000))
-        err = _agent._Capture(a.get("output_limit", 1_000_000))
+        out = Capture(a.get("output_limit", 1_000_000))
+        err = Capture(a.get("output_limit", 1_000_000))
         head = bytearray()
 
         def on_frame(stream: int, payload: bytes) -> None:
-            if stream == 2 and len(head) < 200 and not out.head and not err.head:
+            if stream == STDERR and len(head) < 200 and not out.head and not err.head:
                 head.extend(payload)
-            cap, name = (err, "stderr") if stream == 2 else (out, "stdout")
+            cap, name = (err, "stderr") if stream == STDERR else (out, "stdout")
             live = cap.feed(payload)
             if live and on_event is not None:
                 text = cap.decoder.decode(live)
@@ -253,7 +240,7 @@ class _ExecTransport:
         timeout = float(a.get("timeout", 120.0))
         code, _, _ = self._run(
             "exec",
-            [a.get("cwd") or ".", run_id, f"{timeout}s", f"{_agent.KILL_GRACE_S}s", *argv],
+            [a.get("cwd") or ".", run_id, f"{timeout}s", f"{KILL_GRACE_S}s", *argv],
             env=a.get("env") or None,
             on_frame=on_frame,
         )
@@ -298,8 +285,8 @@ class _ExecTransport:
         import base64
 
         data = base64.b64decode(a["data"]) if "data" in a else a["text"].encode("utf-8")
-        if len(data) > _agent.MAX_WRITE:
-            raise SandboxError(f"refusing to write {len(data)} bytes (limit {_agent.MAX_WRITE})")
+        if len(data) > MAX_WRITE:
+            raise SandboxError(f"refusing to write {len(data)} bytes (limit {MAX_WRITE})")
         code, out, err = self._run("write", [a["path"], "1" if a.get("make_dirs", True) else "0"], stdin=data)
         self._check(code, err)
         return self._stat_of(a["path"], out)
@@ -353,7 +340,7 @@ class _ExecTransport:
         pattern = a["pattern"]
         while pattern.startswith("./"):
             pattern = pattern[2:]
-        rx = _agent.glob_regex(pattern)
+        rx = glob_regex(pattern)
         _, entries = self._entries("walk", a.get("path", "."))
         found = [e for e in entries if rx.match(e.pop("_name"))]
         found.sort(key=lambda d: (-d["mtime"], d["path"]))
@@ -378,7 +365,7 @@ class _ExecTransport:
                 {
                     "path": _rel(path.decode("utf-8", "replace")),
                     "line": int(num),
-                    "text": text.decode("utf-8", "replace")[: _agent.GREP_LINE_MAX],
+                    "text": text.decode("utf-8", "replace")[:GREP_LINE_MAX],
                 }
             )
             if len(matches) >= int(a.get("max_results", 200)):

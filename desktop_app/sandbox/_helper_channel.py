@@ -1,0 +1,268 @@
+"""HelperChannel: one attached `docker exec` of the helper, requests out as JSON lines on its stdin,
+responses and output events back on its stdout, matched by id. A reader thread resolves the futures."""
+
+# ruff: noqa: ASYNC109  (a request's `timeout` is the sandbox's own deadline for the helper's answer)
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..core import WORKSPACE, SandboxError
+from ._client import short_reason
+from ._frames import STDERR, FrameDecoder
+from ._helper_archive import NO_PYTHON, NOT_WRITTEN, helper_command
+from ._helper_ops import error_from
+
+log = logging.getLogger(__name__)
+
+OP_TIMEOUT_S = 120.0
+
+
+class _PendingRequest:
+    __slots__ = ("fut", "loop", "on_event")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fut: asyncio.Future, on_event: Callable | None) -> None:
+        self.loop, self.fut, self.on_event = loop, fut, on_event
+
+
+def _post(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> None:
+    """call_soon_threadsafe that tolerates a loop already closed (its caller is gone)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(fn, *args)
+
+
+def _resolve(fut: asyncio.Future, msg: dict[str, Any] | BaseException) -> None:
+    if fut.done():
+        return
+    if isinstance(msg, BaseException):
+        fut.set_exception(msg)
+    else:
+        fut.set_result(msg)
+
+
+class HelperChannel:
+    """One attached `docker exec` of the helper: requests out as JSON lines on its stdin, responses and
+    output events back on its stdout (Docker's multiplexed stream), matched by id."""
+
+    def __init__(self, api: Any, container_id: str, pool: ThreadPoolExecutor) -> None:
+        self._api = api
+        self._cid = container_id
+        self._pool = pool
+        self._pending: dict[int, _PendingRequest] = {}
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._next = 0
+        self._sock: Any = None
+        self._keep: Any = None
+        self._frames = FrameDecoder()
+        self._early: list[bytes] = []
+        self._lines = bytearray()
+        self._stderr = bytearray()
+        self.dead = False
+        self.hello: dict[str, Any] = {}
+
+    # -- blocking side (pool / reader thread)
+    def open(self, timeout: float = 20.0) -> bool:
+        """Start the helper; True when it said hello, False when the image has no python3."""
+        cmd = helper_command(WORKSPACE)
+        exec_id = self._api.exec_create(self._cid, cmd, stdin=True, stdout=True, stderr=True, workdir="/")["Id"]
+        sock = self._api.exec_start(exec_id, socket=True)
+        self._keep = sock
+        self._sock = getattr(sock, "_sock", sock)
+        self._sock.settimeout(timeout)
+        try:
+            first = self._read_first_line()
+        except OSError as exc:
+            self._close_socket()
+            raise SandboxError(f"the sandbox helper did not start: {short_reason(exc)}") from None
+        finally:
+            if self._sock is not None:
+                self._sock.settimeout(None)
+        if first is None or first.strip() == NO_PYTHON.encode():
+            self._close_socket()
+            if first is None:
+                log.warning("sandbox helper exited at start: %s", self._stderr_tail(500))
+            return False
+        self.hello = self._parse_hello(first)
+        threading.Thread(target=self._reader, name=f"sandbox-helper-{self._cid[:12]}", daemon=True).start()
+        return True
+
+    def _parse_hello(self, first: bytes) -> dict[str, Any]:
+        if first.strip() == NOT_WRITTEN.encode():
+            self._close_socket()
+            raise SandboxError(
+                f"could not write the sandbox helper to the container's /tmp: {self._stderr_tail(300)}",
+                hint="/tmp may be full: stop what fills it, or restart the sandbox",
+            )
+        try:
+            return json.loads(first)
+        except ValueError:
+            self._close_socket()
+            raise SandboxError(f"the sandbox helper said something unexpected: {first[:200]!r}") from None
+
+    def _stderr_tail(self, n: int) -> str:
+        return self._stderr.decode(errors="replace").strip()[-n:]
+
+    def _feed(self, data: bytes) -> list[bytes]:
+        """Demultiplex Docker's stream; return complete stdout lines (stderr keeps its last 8 KiB)."""
+        out: list[bytes] = []
+        for stream, payload in self._frames.feed(data):
+            if stream == STDERR:
+                self._stderr += payload
+                del self._stderr[:-8192]
+                continue
+            start = len(self._lines)
+            self._lines += payload
+            nl = self._lines.find(b"\n", start)
+            while nl >= 0:
+                out.append(bytes(self._lines[:nl]))
+                del self._lines[: nl + 1]
+                nl = self._lines.find(b"\n")
+        return out
+
+    def _read_first_line(self) -> bytes | None:
+        lines: list[bytes] = []
+        while not lines:
+            data = self._sock.recv(65536)
+            if not data:
+                return None
+            lines = self._feed(data)
+        self._early = lines[1:]
+        return lines[0]
+
+    def _reader(self) -> None:
+        sock = self._sock
+        try:
+            for line in self._early:
+                self._dispatch(line)
+            while sock is not None:
+                data = sock.recv(1 << 20)
+                if not data:
+                    break
+                for line in self._feed(data):
+                    self._dispatch(line)
+        except OSError:
+            pass
+        finally:
+            self._die()
+
+    def _dispatch(self, line: bytes) -> None:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            log.warning("sandbox helper sent a bad line: %r", line[:200])
+            return
+        rid = msg.get("id")
+        if "ev" in msg:
+            with self._lock:
+                p = self._pending.get(rid)
+            if p is not None and p.on_event is not None:
+                _post(p.loop, p.on_event, msg)
+            return
+        with self._lock:
+            p = self._pending.pop(rid, None)
+        if p is not None:
+            _post(p.loop, _resolve, p.fut, msg)
+
+    def _die(self) -> None:
+        self.dead = True
+        tail = self._stderr_tail(300)
+        err = SandboxError(
+            "the sandbox helper stopped (the container was stopped, or ran out of memory)"
+            + (f": {tail}" if tail else ""),
+            hint="the next call restarts it",
+        )
+        with self._lock:
+            pending, self._pending = list(self._pending.values()), {}
+        for p in pending:
+            _post(p.loop, _resolve, p.fut, err)
+        self._close_socket()
+
+    def _send(self, line: bytes) -> None:
+        with self._send_lock:
+            if self._sock is None:
+                raise SandboxError("the sandbox helper is not running")
+            self._sock.sendall(line)
+
+    def _try_send_now(self, data: bytes) -> bool:
+        """Send a small request without blocking (the usual case: the socket buffer has room);
+        False sends nothing and leaves it to the pool."""
+        if len(data) > 32768 or not self._send_lock.acquire(blocking=False):
+            return False
+        try:
+            if self._sock is None:
+                return False
+            try:
+                n = self._sock.send(data, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return False
+            if n < len(data):
+                self._sock.sendall(data[n:])  # rare: a nearly full buffer; the rest follows at once
+            return True
+        finally:
+            self._send_lock.release()
+
+    def _close_socket(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(2)  # SHUT_RDWR: EOF on the helper's stdin, it kills what it started
+            with contextlib.suppress(OSError):
+                sock.close()
+        with contextlib.suppress(Exception):
+            self._keep.close()
+
+    def close(self) -> None:
+        self.dead = True
+        self._close_socket()
+
+    # -- async side
+    async def request(
+        self,
+        op: str,
+        args: dict[str, Any],
+        on_event: Callable[[dict], None] | None = None,
+        timeout: float = OP_TIMEOUT_S,
+    ) -> Any:
+        if self.dead:
+            raise SandboxError("the sandbox helper is not running")
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        with self._lock:
+            self._next += 1
+            rid = self._next
+            self._pending[rid] = _PendingRequest(loop, fut, on_event)
+        line = json.dumps({"id": rid, "op": op, "args": args}, ensure_ascii=False, separators=(",", ":")) + "\n"
+        try:
+            data = line.encode("utf-8")
+            if not self._try_send_now(data):
+                await loop.run_in_executor(self._pool, self._send, data)
+            async with asyncio.timeout(timeout):
+                msg = await fut
+        except asyncio.CancelledError:
+            with self._lock:
+                self._pending.pop(rid, None)
+            if op == "exec" and not self.dead:
+                cancel = json.dumps({"id": None, "op": "cancel", "target": rid}) + "\n"
+                with contextlib.suppress(Exception):
+                    self._pool.submit(self._send, cancel.encode())
+            raise
+        except TimeoutError:
+            with self._lock:
+                self._pending.pop(rid, None)
+            raise SandboxError(f"the sandbox did not answer a {op} request within {timeout:g} s") from None
+        except OSError as exc:
+            with self._lock:
+                self._pending.pop(rid, None)
+            raise SandboxError(f"lost the connection to the sandbox helper: {short_reason(exc)}") from None
+        if not msg.get("ok"):
+            raise error_from(msg.get("error") or {})
+        return msg.get("result")

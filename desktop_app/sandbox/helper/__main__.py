@@ -1,0 +1,37 @@
+"""The helper's entry point: `python3 -I -S helper.pyz ROOT` in the container (ROOT is the workspace)."""
+
+import os
+import signal
+import sys
+import time
+
+from .processes import KILL_GRACE_S
+from .server import Server
+from .workspace import Workspace
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    root = argv[0] if argv else "/workspace"
+    try:
+        os.chdir("/")
+    except OSError:
+        pass
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    server = Server(Workspace(root, root), sys.stdin.buffer, sys.stdout.buffer)
+    server.serve()
+    # Let cancelled commands finish killing their groups, then leave without the interpreter's
+    # shutdown, which aborts when a daemon thread still holds stdout's lock.
+    deadline = time.monotonic() + KILL_GRACE_S + 2.0
+    while server.runs and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        with server.out_lock:
+            sys.stdout.flush()
+    except Exception:
+        pass
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

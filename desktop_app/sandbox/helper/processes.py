@@ -1,0 +1,448 @@
+"""Processes the helper runs: one command at a time to completion (CommandRun), long ones in the
+background (BackgroundProcess, Processes), and the bounded capture of their output (Capture)."""
+
+import codecs
+import os
+import re
+import selectors
+import signal
+import subprocess
+import threading
+import time
+
+from .errors import HelperError
+
+CHUNK = 65536
+KILL_GRACE_S = 1.0  # SIGTERM, then SIGKILL of the whole group after this long
+LINGER_S = 0.2  # after the command exits, how long to wait for grandchildren to close its pipes
+MAX_OUTPUT_LIMIT = 16 * 1024 * 1024  # per stream; a caller asking for more gets this much
+BG_OUTPUT_LIMIT = 1024 * 1024
+
+# ------------------------------------------------------------------------------------------ processes
+_OOM_FILES = ["/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"]  # v2, v1
+
+
+def _oom_kills():
+    """The cgroup's OOM-kill counter, or None where there is none to read."""
+    for p in list(_OOM_FILES):
+        try:
+            with open(p, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            if len(_OOM_FILES) > 1:
+                _OOM_FILES.remove(p)  # absent here: do not look again
+            continue
+        i = data.find(b"oom_kill ")
+        if i >= 0:
+            return int(data[i + 9 :].split(b"\n", 1)[0])
+    return None
+
+
+def _killpg(pid, sig):
+    try:
+        os.killpg(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+# A command of plain words needs no shell: running it directly saves the shell's start-up (~1 ms).
+# Anything a shell would interpret (quotes, $, globs, redirections, ~, comments), a variable assignment,
+# a builtin or keyword, or a name not on PATH goes through the shell as usual.
+_SIMPLE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+(?: [A-Za-z0-9_@%+=:,./-]+)*\Z")
+_SHELL_WORDS = frozenset(
+    "alias bg bind break builtin caller cd command compgen complete compopt continue declare dirs disown echo "
+    "enable eval exec exit export fc fg getopts hash help history jobs kill let local logout mapfile popd printf "
+    "pushd pwd read readarray readonly return set shift shopt source suspend test times trap type typeset ulimit "
+    "umask unalias unset wait . [ [[ ]] if then else elif fi case esac for select while until do done in function "
+    "time coproc { } !".split()
+)
+
+
+def _which(name, path):
+    if "/" in name:  # a relative path is relative to the command's cwd: leave it to the shell
+        return name if name.startswith("/") and os.access(name, os.X_OK) and not os.path.isdir(name) else None
+    for d in (path or "/usr/local/bin:/usr/bin:/bin").split(":"):
+        if not d.startswith("/"):
+            continue
+        full = os.path.join(d, name)
+        if os.access(full, os.X_OK) and not os.path.isdir(full):
+            return full
+    return None
+
+
+def _argv(command, env=None):
+    if isinstance(command, (list, tuple)):
+        return [str(a) for a in command]
+    if _SIMPLE.match(command):
+        words = command.split(" ")
+        if "=" not in words[0] and words[0] not in _SHELL_WORDS:
+            exe = _which(words[0], (env or os.environ).get("PATH"))
+            if exe is not None:
+                return [exe, *words[1:]]
+    shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
+    return [shell, "-c", command]
+
+
+def _env(env, base=None):
+    merged = dict(os.environ if base is None else base)
+    for k, v in (env or {}).items():
+        merged[str(k)] = str(v)
+    return merged
+
+
+class Capture:
+    """One output stream: keeps the head and the tail within `limit` bytes, drops the middle."""
+
+    def __init__(self, limit):
+        self.limit = max(0, int(limit))
+        self.head_cap = self.limit - self.limit // 4
+        self.tail_cap = self.limit // 4
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def feed(self, data):
+        """Store `data`; return the part that went into the head (what is streamed live)."""
+        room = self.head_cap - len(self.head)
+        live = data[:room] if room > 0 else b""
+        if live:
+            self.head += live
+        rest = data[len(live) :]
+        if rest:
+            self.tail += rest
+            over = len(self.tail) - self.tail_cap
+            if over > 0:
+                del self.tail[:over]
+                self.dropped += over
+        return live
+
+    @property
+    def truncated(self):
+        return self.dropped > 0
+
+    def text(self):
+        if not self.dropped:
+            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace")
+        return (
+            bytes(self.head).decode("utf-8", "replace")
+            + f"\n[... {self.dropped} bytes of output truncated ...]\n"
+            + bytes(self.tail).decode("utf-8", "replace")
+        )
+
+
+class CommandRun:
+    """One command in its own process group: streamed output, timeout, cancel, and clean-up of
+    everything it started (an exec leaves no process behind; use a background process for that)."""
+
+    def __init__(
+        self,
+        command,
+        cwd,
+        env=None,
+        timeout=120.0,
+        output_limit=1_000_000,
+        on_chunk=None,
+        grace=KILL_GRACE_S,
+        base_env=None,
+    ):
+        self.env = _env(env, base_env)
+        self.argv = _argv(command, self.env)
+        self.cwd = cwd
+        self.timeout = float(timeout)
+        self.on_chunk = on_chunk
+        self.grace = grace
+        self.out = Capture(output_limit)
+        self.err = Capture(output_limit)
+        self._cancel_r, self._cancel_w = os.pipe()
+        self.cancelled = False
+
+    def cancel(self):
+        self.cancelled = True
+        try:
+            os.write(self._cancel_w, b"x")
+        except OSError:
+            pass
+
+    def run(self):
+        start = time.monotonic()
+        oom_before = _oom_kills()
+        try:
+            proc = subprocess.Popen(
+                self.argv,
+                cwd=self.cwd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+                bufsize=0,
+            )
+        except FileNotFoundError:
+            self._close_cancel()
+            return self._result(127, start, stderr=f"{self.argv[0]}: command not found\n")
+        except PermissionError:
+            self._close_cancel()
+            return self._result(126, start, stderr=f"{self.argv[0]}: permission denied\n")
+        except OSError as exc:
+            self._close_cancel()
+            raise HelperError(f"could not start the command: {exc.strerror} (is the pids limit reached?)") from None
+        try:
+            return self._drive(proc, start, oom_before)
+        finally:
+            for f in (proc.stdout, proc.stderr):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+            self._close_cancel()
+
+    def _close_cancel(self):
+        for fd in (self._cancel_r, self._cancel_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _drive(self, proc, start, oom_before):
+        """Wait for the command, streaming its output, escalating SIGTERM to SIGKILL at the deadline or
+        on cancel; then kill what is left of its group."""
+        self._watch(proc, start)
+        try:
+            while True:
+                now = time.monotonic()
+                if self._finished(proc, now):
+                    break
+                for key, _ in self._sel.select(self._wait_s(proc, now)):
+                    if key.data == "pipe":
+                        self._on_pipe(key.fd)
+                    elif key.data == "exit":
+                        self._sel.unregister(self._pidfd)
+                        proc.wait()
+                    elif key.data == "cancel":
+                        self._on_cancel(proc)
+        finally:
+            self._sel.close()
+            if self._pidfd is not None:
+                os.close(self._pidfd)
+            # Leftovers of the group (e.g. `sleep 100 &`) go with the command.
+            _killpg(proc.pid, signal.SIGKILL)
+            if proc.returncode is None:
+                proc.wait()
+        return self._outcome(proc, start, oom_before)
+
+    def _watch(self, proc, start):
+        """The wait loop's state: a selector over the pipes, the cancel pipe and (where there is one)
+        a pidfd for the exit; the deadline; when SIGKILL follows a SIGTERM; how long to linger."""
+        self._sel = sel = selectors.DefaultSelector()
+        self._streams = {proc.stdout.fileno(): ("stdout", self.out), proc.stderr.fileno(): ("stderr", self.err)}
+        for fd in self._streams:
+            sel.register(fd, selectors.EVENT_READ, "pipe")
+        sel.register(self._cancel_r, selectors.EVENT_READ, "cancel")
+        self._pidfd = None
+        if hasattr(os, "pidfd_open"):
+            try:
+                self._pidfd = os.pidfd_open(proc.pid)
+                sel.register(self._pidfd, selectors.EVENT_READ, "exit")
+            except OSError:
+                self._pidfd = None
+        self._deadline = start + self.timeout
+        self._kill_at = None  # when SIGKILL follows the SIGTERM
+        self._linger_until = None  # after exit: wait this long for pipes to close
+        self._timed_out = False
+        self._last_signal = None
+
+    def _finished(self, proc, now):
+        """True when the command has exited and its pipes are closed (or lingered long enough);
+        until then, send the signal that is due."""
+        if proc.returncode is None and (self._pidfd is None or self._kill_at is not None):
+            proc.poll()
+        if proc.returncode is not None:
+            if self._linger_until is None:
+                self._linger_until = now + LINGER_S
+            return not self._streams or now >= self._linger_until
+        if self._kill_at is None and now >= self._deadline and not self.cancelled:
+            self._timed_out = True
+            self._signal(proc, signal.SIGTERM, now + self.grace)
+        elif self._kill_at is not None and now >= self._kill_at:
+            self._signal(proc, signal.SIGKILL, now + 0.05)
+        return False
+
+    def _signal(self, proc, sig, kill_at):
+        self._last_signal = sig
+        _killpg(proc.pid, sig)
+        self._kill_at = kill_at
+
+    def _wait_s(self, proc, now):
+        """How long select may block: until the next thing due (linger end, SIGKILL, deadline)."""
+        running = proc.returncode is None
+        waits = [
+            self._linger_until,
+            self._kill_at if running else None,
+            self._deadline if self._kill_at is None and running else None,
+        ]
+        waits = [w for w in waits if w is not None]
+        wait = max(0.0, min(waits) - now) if waits else None
+        if self._pidfd is None and running:
+            wait = 0.05 if wait is None else min(wait, 0.05)
+        return wait
+
+    def _on_pipe(self, fd):
+        try:
+            data = os.read(fd, CHUNK)
+        except OSError:
+            data = b""
+        if not data:
+            self._sel.unregister(fd)
+            self._streams.pop(fd)
+            return
+        name, cap = self._streams[fd]
+        live = cap.feed(data)
+        if live and self.on_chunk is not None:
+            text = cap.decoder.decode(live)
+            if text:
+                self.on_chunk(name, text)
+
+    def _on_cancel(self, proc):
+        self._sel.unregister(self._cancel_r)
+        if proc.returncode is None and self._kill_at is None:
+            self._signal(proc, signal.SIGTERM, time.monotonic() + self.grace)
+
+    def _outcome(self, proc, start, oom_before):
+        rc = proc.returncode
+        sig = -rc if rc < 0 else None
+        if sig is None and self._timed_out and rc in (128 + signal.SIGTERM, 128 + signal.SIGKILL):
+            sig = rc - 128
+        oom_after = _oom_kills()
+        oom = bool(
+            oom_before is not None
+            and oom_after is not None
+            and oom_after > oom_before
+            and (sig == signal.SIGKILL or rc == 128 + signal.SIGKILL)
+            and self._last_signal != signal.SIGKILL
+        )
+        code = rc if rc >= 0 else 128 + sig
+        return self._result(code, start, timed_out=self._timed_out, killed_signal=sig, oom=oom)
+
+    def _result(self, code, start, stderr="", timed_out=False, killed_signal=None, oom=False):
+        return {
+            "exit_code": code,
+            "stdout": self.out.text(),
+            "stderr": self.err.text() + stderr,
+            "timed_out": timed_out,
+            "truncated": self.out.truncated or self.err.truncated,
+            "duration_ms": (time.monotonic() - start) * 1000.0,
+            "oom_killed": oom,
+            "killed_signal": killed_signal,
+            "cancelled": self.cancelled,
+        }
+
+
+class BackgroundProcess:
+    """A long process: output (stdout and stderr merged) kept in a bounded buffer, the tail wins."""
+
+    def __init__(self, pid_id, command, cwd, env=None, base_env=None):
+        self.id = pid_id
+        self.command = command
+        self.buf = bytearray()
+        self.dropped = 0
+        self.lock = threading.Lock()
+        try:
+            self.proc = subprocess.Popen(
+                _argv(command),
+                cwd=cwd,
+                env=_env(env, base_env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+                bufsize=0,
+            )
+        except OSError as exc:
+            raise HelperError("could not start the background process: %s" % (exc.strerror or exc)) from None
+        self.reader = threading.Thread(target=self._read, name="bg-" + pid_id, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        fd = self.proc.stdout.fileno()
+        while True:
+            try:
+                data = os.read(fd, CHUNK)
+            except OSError:
+                break
+            if not data:
+                break
+            with self.lock:
+                self.buf += data
+                over = len(self.buf) - BG_OUTPUT_LIMIT
+                if over > 0:
+                    del self.buf[:over]
+                    self.dropped += over
+        self.proc.stdout.close()
+
+    def logs(self):
+        rc = self.proc.poll()
+        if rc is not None:
+            # The process has exited, but its last output may still sit in the pipe: let the reader
+            # drain it first, or a fast exit would be reported without its output.
+            self.reader.join(LINGER_S)
+        with self.lock:
+            text = bytes(self.buf).decode("utf-8", "replace")
+            dropped = self.dropped
+        return {
+            "process_id": self.id,
+            "output": text,
+            "running": rc is None,
+            "exit_code": None if rc is None else (rc if rc >= 0 else 128 - rc),
+            "truncated": dropped > 0,
+        }
+
+    def kill(self, grace=KILL_GRACE_S):
+        if self.proc.poll() is None:
+            _killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        _killpg(self.proc.pid, signal.SIGKILL)  # and whatever it left behind
+        self.proc.wait()
+        self.reader.join(1.0)
+        return self.logs()
+
+
+class Processes:
+    """Background processes by id."""
+
+    def __init__(self, base_env=None):
+        self.base_env = base_env
+        self.items = {}
+        self.lock = threading.Lock()
+        self.counter = 0
+
+    def start(self, command, cwd, env=None):
+        with self.lock:
+            self.counter += 1
+            pid_id = f"bg-{self.counter}"
+        bp = BackgroundProcess(pid_id, command, cwd, env, self.base_env)
+        with self.lock:
+            self.items[pid_id] = bp
+        return pid_id
+
+    def get(self, pid_id):
+        with self.lock:
+            bp = self.items.get(pid_id)
+        if bp is None:
+            raise HelperError(f"no background process {pid_id!r}")
+        return bp
+
+    def kill_all(self):
+        with self.lock:
+            items = list(self.items.values())
+        for bp in items:
+            try:
+                bp.kill(grace=0.2)
+            except Exception:
+                pass

@@ -1,0 +1,209 @@
+"""The helper's server: requests read as JSON lines, run concurrently (file ops on a few workers, each
+command on its own thread), responses and output events written back, matched by id."""
+
+import base64
+import os
+import sys
+import threading
+
+from .errors import HelperError
+from .processes import KILL_GRACE_S, MAX_OUTPUT_LIMIT, CommandRun, Processes
+from .wire import dumps, loads
+from .workspace import READ_LIMIT, fs_glob, fs_grep, fs_list, fs_read, fs_read_text, fs_stat, fs_write
+
+PROTOCOL_VERSION = 1
+
+
+class Server:
+    """Reads requests from `inp`, runs them concurrently, writes responses and events to `out`."""
+
+    FILE_WORKERS = 4
+    EXEC_IDLE_MAX = 4  # exec threads kept waiting for the next command
+
+    def __init__(self, ws, inp, out):
+        self.ws = ws
+        self.inp = inp
+        self.out = out
+        self.out_lock = threading.Lock()
+        self.runs = {}
+        self.runs_lock = threading.Lock()
+        self.procs = Processes()
+        self.jobs = []
+        self.jobs_cv = threading.Condition()
+        self.exec_cv = threading.Condition()
+        self.exec_jobs = []
+        self.exec_idle = 0
+        self.closing = False
+
+    def send(self, obj):
+        line = (dumps(obj) + "\n").encode("utf-8", "backslashreplace")
+        with self.out_lock:
+            self.out.write(line)
+            self.out.flush()
+
+    def serve(self):
+        # File workers exist before any command runs, so a fork bomb cannot starve them of threads.
+        workers = [threading.Thread(target=self._worker, daemon=True) for _ in range(self.FILE_WORKERS)]
+        for t in workers:
+            t.start()
+        self.send(
+            {
+                "id": 0,
+                "ev": "hello",
+                "version": PROTOCOL_VERSION,
+                "pid": os.getpid(),
+                "uid": os.getuid(),
+                "python": ".".join(str(v) for v in sys.version_info[:3]),
+                "root": self.ws.root,
+            }
+        )
+        while True:
+            line = self.inp.readline()
+            if not line:
+                break
+            try:
+                req = loads(line)
+            except Exception as exc:
+                self.send(
+                    {"id": None, "ok": False, "error": {"kind": "SandboxError", "message": f"bad request: {exc}"}}
+                )
+                continue
+            self._route(req)
+        self.shutdown()
+
+    def _route(self, req):
+        """A cancel acts at once, an exec gets its own thread, everything else queues for the workers."""
+        op = req.get("op")
+        if op == "cancel":
+            with self.runs_lock:
+                run = self.runs.get(req.get("target"))
+            if run is not None:
+                run.cancel()
+        elif op == "exec":
+            try:
+                self._start_exec(req)
+            except RuntimeError:
+                message = "the sandbox cannot start a thread (pids limit reached?)"
+                self.send({"id": req.get("id"), "ok": False, "error": {"kind": "SandboxError", "message": message}})
+        else:
+            with self.jobs_cv:
+                self.jobs.append(req)
+                self.jobs_cv.notify()
+
+    def _start_exec(self, req):
+        """Hand an exec to an idle exec thread, or start one (each command needs its own thread)."""
+        with self.exec_cv:
+            if self.exec_idle > 0:
+                self.exec_jobs.append(req)
+                self.exec_idle -= 1
+                self.exec_cv.notify()
+                return
+        threading.Thread(target=self._exec_worker, args=(req,), daemon=True).start()
+
+    def _exec_worker(self, req):
+        while req is not None:
+            self._handle(req)
+            req = None
+            with self.exec_cv:
+                if self.exec_idle >= self.EXEC_IDLE_MAX or self.closing:
+                    return
+                self.exec_idle += 1
+                while not self.exec_jobs and not self.closing:
+                    self.exec_cv.wait()
+                if self.exec_jobs:
+                    req = self.exec_jobs.pop(0)
+
+    def shutdown(self):
+        self.closing = True
+        with self.runs_lock:
+            runs = list(self.runs.values())
+        for run in runs:
+            run.cancel()
+        self.procs.kill_all()
+        with self.jobs_cv:
+            self.jobs_cv.notify_all()
+        with self.exec_cv:
+            self.exec_cv.notify_all()
+
+    def _worker(self):
+        while True:
+            with self.jobs_cv:
+                while not self.jobs and not self.closing:
+                    self.jobs_cv.wait()
+                if self.closing and not self.jobs:
+                    return
+                req = self.jobs.pop(0)
+            self._handle(req)
+
+    def _handle(self, req):
+        rid = req.get("id")
+        try:
+            result = self.dispatch(req)
+            self.send({"id": rid, "ok": True, "result": result})
+        except HelperError as exc:
+            self.send({"id": rid, "ok": False, "error": {"kind": exc.kind, "message": str(exc)}})
+        except Exception as exc:
+            self.send(
+                {"id": rid, "ok": False, "error": {"kind": "SandboxError", "message": f"{type(exc).__name__}: {exc}"}}
+            )
+
+    def dispatch(self, req):
+        op, a = req.get("op"), req.get("args") or {}
+        if op == "exec":
+            return self._exec(req.get("id"), a)
+        return call_op(self.ws, self.procs, op, a)
+
+    def _exec(self, rid, a):
+        on_chunk = None
+        if a.get("stream"):
+
+            def on_chunk(stream, text):
+                self.send({"id": rid, "ev": "output", "stream": stream, "data": text})
+
+        run = CommandRun(
+            a["command"],
+            self.ws.resolve(a.get("cwd") or "."),
+            a.get("env"),
+            a.get("timeout", 120.0),
+            min(int(a.get("output_limit", 1_000_000)), MAX_OUTPUT_LIMIT),
+            on_chunk,
+            a.get("grace", KILL_GRACE_S),
+        )
+        with self.runs_lock:
+            self.runs[rid] = run
+        try:
+            return run.run()
+        finally:
+            with self.runs_lock:
+                self.runs.pop(rid, None)
+
+
+def call_op(ws, procs, op, a):
+    """Every non-exec operation, shared by the helper server and LocalSandbox."""
+    if op == "read":
+        data, size = fs_read(ws, a["path"], a.get("offset", 0), a.get("limit", READ_LIMIT))
+        return {"data": base64.b64encode(data).decode("ascii"), "size": size}
+    if op == "read_text":
+        return fs_read_text(ws, a["path"], a.get("limit", READ_LIMIT))
+    if op == "write":
+        data = base64.b64decode(a["data"]) if "data" in a else a["text"].encode("utf-8")
+        return fs_write(ws, a["path"], data, a.get("make_dirs", True))
+    if op == "stat":
+        return fs_stat(ws, a["path"])
+    if op == "list":
+        return fs_list(ws, a.get("path", "."))
+    if op == "glob":
+        return fs_glob(ws, a["pattern"], a.get("path", "."), a.get("limit", 200))
+    if op == "grep":
+        return fs_grep(
+            ws, a["pattern"], a.get("path", "."), a.get("glob"), a.get("ignore_case", False), a.get("max_results", 200)
+        )
+    if op == "bg_start":
+        return procs.start(a["command"], ws.resolve(a.get("cwd") or "."), a.get("env"))
+    if op == "bg_logs":
+        return procs.get(a["process_id"]).logs()
+    if op == "bg_kill":
+        return procs.get(a["process_id"]).kill()
+    if op == "ping":
+        return {"version": PROTOCOL_VERSION, "uid": os.getuid()}
+    raise HelperError(f"unknown operation {op!r}")

@@ -1,0 +1,296 @@
+"""The workspace the helper serves (paths mapped and confined to its root) and the file operations on it."""
+
+import errno
+import os
+import re
+import stat as _stat
+import threading
+
+from .errors import HelperError, OutsideWorkspace
+from .glob import glob_regex
+
+MAX_WRITE = 100 * 1024 * 1024
+READ_LIMIT = 10 * 1024 * 1024
+GREP_MAX_FILE = 20 * 1024 * 1024
+GREP_LINE_MAX = 500
+WALK_MAX_ENTRIES = 200000
+SKIP_DIRS = (".git",)
+
+
+def _os_error(exc, shown):
+    reasons = {
+        errno.ENOENT: "no such file or directory",
+        errno.EISDIR: "is a directory",
+        errno.ENOTDIR: "not a directory",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "operation not permitted",
+        errno.EROFS: "the workspace is read-only",
+        errno.ELOOP: "too many levels of symbolic links",
+        errno.ENOSPC: "no space left on device",
+        errno.EDQUOT: "disk quota exceeded",
+    }
+    return HelperError(f"{shown}: {reasons.get(exc.errno) or exc.strerror or str(exc)}")
+
+
+class Workspace:
+    """Maps workspace paths (relative, or absolute under the alias) to real paths, refusing any that
+    resolve outside the root in this machine's own view, symlinks included."""
+
+    def __init__(self, root, alias="/workspace"):
+        self.root = os.path.realpath(root)
+        self.alias = alias.rstrip("/") or "/"
+
+    def _inside(self, real):
+        return real == self.root or real.startswith(self.root.rstrip("/") + "/")
+
+    def _joined(self, path):
+        path = "." if path in (None, "") else str(path)
+        if "\x00" in path:
+            raise HelperError(f"invalid path (NUL byte): {path!r}")
+        if os.path.isabs(path):
+            for prefix in (self.alias, self.root):
+                if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
+                    return os.path.join(self.root, path[len(prefix) :].lstrip("/"))
+            raise OutsideWorkspace(f"{path} is outside the workspace ({self.alias})")
+        return os.path.join(self.root, path)
+
+    def resolve(self, path):
+        real = os.path.realpath(self._joined(path))
+        if not self._inside(real):
+            raise OutsideWorkspace(
+                f"{path} resolves outside the workspace ({self.alias}); paths and symlinks must stay inside it"
+            )
+        return real
+
+    def rel(self, real):
+        r = os.path.relpath(real, self.root)
+        return "." if r == "." else r
+
+    def shown(self, real):
+        rel = self.rel(real)
+        return self.alias if rel == "." else self.alias.rstrip("/") + "/" + rel
+
+
+def _type_of(mode):
+    if _stat.S_ISREG(mode):
+        return "file"
+    if _stat.S_ISDIR(mode):
+        return "dir"
+    if _stat.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+def _stat_dict(ws, real, st):
+    return {
+        "path": ws.rel(real),
+        "type": _type_of(st.st_mode),
+        "size": st.st_size,
+        "mtime": st.st_mtime,
+        "mode": _stat.S_IMODE(st.st_mode),
+    }
+
+
+def _open_regular(ws, real):
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _os_error(exc, ws.shown(real)) from None
+    st = os.fstat(fd)
+    if not _stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        what = "a directory" if _stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise HelperError(f"{ws.shown(real)}: {what}")
+    return fd, st
+
+
+def fs_read(ws, path, offset=0, limit=READ_LIMIT):
+    """Bytes [offset, offset+limit) of a regular file."""
+    real = ws.resolve(path)
+    fd, st = _open_regular(ws, real)
+    try:
+        if offset:
+            os.lseek(fd, int(offset), os.SEEK_SET)
+        parts, left = [], max(0, int(limit))
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 20))
+            if not b:
+                break
+            parts.append(b)
+            left -= len(b)
+        return b"".join(parts), st.st_size
+    finally:
+        os.close(fd)
+
+
+def fs_read_text(ws, path, limit=READ_LIMIT):
+    real = ws.resolve(path)
+    fd, st = _open_regular(ws, real)
+    try:
+        if st.st_size > limit:
+            raise HelperError(
+                f"{ws.shown(real)} is {st.st_size} bytes, over the {limit}-byte limit for reading as text;"
+                " read a range instead"
+            )
+        parts = []
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            parts.append(b)
+            if sum(len(p) for p in parts) > limit:
+                raise HelperError(f"{ws.shown(real)} grew over the {limit}-byte limit while reading")
+        return b"".join(parts).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+
+
+def fs_write(ws, path, data, make_dirs=True):
+    """Write atomically (temp file + rename in the same folder), keeping an existing file's mode."""
+    if len(data) > MAX_WRITE:
+        raise HelperError(f"refusing to write {len(data)} bytes (limit {MAX_WRITE})")
+    real = ws.resolve(path)
+    if real == ws.root:
+        raise HelperError(f"{ws.alias}: is a directory")
+    parent = os.path.dirname(real)
+    if make_dirs and not os.path.isdir(parent):
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError as exc:
+            raise _os_error(exc, ws.shown(parent)) from None
+        ws.resolve(parent)  # a racing symlink swap must not have taken us outside
+    mode = 0o644
+    try:
+        st = os.lstat(real)
+        if _stat.S_ISDIR(st.st_mode):
+            raise HelperError(f"{ws.shown(real)}: is a directory")
+        mode = _stat.S_IMODE(st.st_mode)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise _os_error(exc, ws.shown(real)) from None
+    tmp = os.path.join(parent, f".{os.path.basename(real)}.agent-desk-{os.getpid()}-{threading.get_ident()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+        finally:
+            os.close(fd)
+        os.chmod(tmp, mode)
+        os.rename(tmp, real)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise _os_error(exc, ws.shown(real)) from None
+    return _stat_dict(ws, real, os.lstat(real))
+
+
+def fs_stat(ws, path):
+    real = ws.resolve(path)
+    try:
+        return _stat_dict(ws, real, os.lstat(real))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _os_error(exc, ws.shown(real)) from None
+
+
+def fs_list(ws, path="."):
+    real = ws.resolve(path)
+    out = []
+    try:
+        with os.scandir(real) as it:
+            for entry in it:
+                try:
+                    out.append(_stat_dict(ws, entry.path, entry.stat(follow_symlinks=False)))
+                except OSError:
+                    continue
+    except OSError as exc:
+        raise _os_error(exc, ws.shown(real)) from None
+    out.sort(key=lambda d: d["path"])
+    return out
+
+
+def _walk(real, skip_hidden_git=True):
+    """(dirpath, name, is_dir) under `real`, sorted, never following symlinks, bounded."""
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(real, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not (skip_hidden_git and d in SKIP_DIRS))
+        for d in dirnames:
+            yield dirpath, d, True
+        for f in sorted(filenames):
+            yield dirpath, f, False
+        count += len(dirnames) + len(filenames)
+        if count > WALK_MAX_ENTRIES:
+            return
+
+
+def fs_glob(ws, pattern, path=".", limit=200):
+    """Matches of `pattern` relative to `path`, newest first."""
+    base = ws.resolve(path)
+    if not os.path.isdir(base):
+        raise HelperError(f"{ws.shown(base)}: not a directory")
+    if os.path.isabs(pattern):
+        rel = os.path.relpath(ws.resolve(os.path.dirname(pattern) or "/"), base)
+        if rel.startswith(".."):
+            raise OutsideWorkspace(f"{pattern} is outside the search folder {ws.shown(base)}")
+        pattern = os.path.join(rel, os.path.basename(pattern)) if rel != "." else os.path.basename(pattern)
+    while pattern.startswith("./"):
+        pattern = pattern[2:]
+    rx = glob_regex(pattern)
+    found = []
+    for dirpath, name, _is_dir in _walk(base):
+        full = os.path.join(dirpath, name)
+        if rx.match(os.path.relpath(full, base)):
+            try:
+                found.append(_stat_dict(ws, full, os.lstat(full)))
+            except OSError:
+                continue
+    found.sort(key=lambda d: (-d["mtime"], d["path"]))
+    return found[: max(0, int(limit))]
+
+
+def fs_grep(ws, pattern, path=".", glob=None, ignore_case=False, max_results=200):
+    """Lines matching a Python regex, in files under `path` (binary files and .git skipped)."""
+    try:
+        rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error as exc:
+        raise HelperError(f"invalid regular expression {pattern!r}: {exc}") from None
+    base = ws.resolve(path)
+    grx = glob_regex(glob) if glob else None
+    if os.path.isfile(base):
+        files = [base]
+    elif os.path.isdir(base):
+        files = (os.path.join(d, n) for d, n, is_dir in _walk(base) if not is_dir)
+    else:
+        raise HelperError(f"{ws.shown(base)}: no such file or directory")
+    out = []
+    for full in files:
+        if grx is not None:
+            subject = os.path.relpath(full, base) if "/" in glob else os.path.basename(full)
+            if not grx.match(subject):
+                continue
+        try:
+            st = os.lstat(full)
+            if not _stat.S_ISREG(st.st_mode) or st.st_size > GREP_MAX_FILE:
+                continue
+            with open(full, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        if b"\x00" in data[:8192]:
+            continue
+        text = data.decode("utf-8", "replace")
+        if not rx.search(text):
+            continue
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if rx.search(line):
+                out.append({"path": ws.rel(full), "line": lineno, "text": line[:GREP_LINE_MAX]})
+                if len(out) >= max_results:
+                    return out
+    return out

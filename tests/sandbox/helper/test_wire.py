@@ -1,0 +1,54 @@
+"""The helper's wire codec: the python3-minimal fallback (no json module) speaks the same JSON."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from importlib import resources
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from desktop_app.sandbox.helper import wire
+
+
+def _load_without_json() -> dict[str, Any]:
+    """The wire module as python3-minimal sees it: no json package."""
+    source = resources.files("desktop_app.sandbox.helper").joinpath("wire.py").read_text(encoding="utf-8")
+    real_import = builtins.__import__
+
+    def fake_import(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "json":
+            raise ImportError("No module named 'json'")
+        return real_import(name, *args, **kwargs)
+
+    ns: dict[str, Any] = {"__name__": "wire_minimal"}
+    builtins.__import__ = fake_import
+    try:
+        exec(compile(source, "wire.py", "exec"), ns)
+    finally:
+        builtins.__import__ = real_import
+    return ns
+
+
+MINIMAL = _load_without_json()
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5),
+    max_leaves=20,
+)
+
+
+def test_the_fallback_codec_is_really_in_use() -> None:
+    assert "_json" not in MINIMAL and MINIMAL["dumps"] is not wire.dumps
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_fallback_codec_speaks_json(value: Any) -> None:
+    dumps, loads = MINIMAL["dumps"], MINIMAL["loads"]
+    line = dumps(value)
+    assert json.loads(line) == value  # what the app reads
+    assert loads(json.dumps(value, ensure_ascii=False)) == value  # what the app sends
+    assert loads(line.encode()) == value
