@@ -110,3 +110,7 @@ async def test_a_helper_that_cannot_be_written_is_a_clear_error(docker_sandbox, 
         with pytest.raises(SandboxError, match="could not write the sandbox helper") as info:
             await asyncio.get_running_loop().run_in_executor(pool, channel.open)
     assert info.value.hint and "/tmp" in info.value.hint
+
+
+def test_an_unknown_error_kind_is_a_plain_sandbox_error() -> None:
+    assert ErrorCode.of("SomethingNew") is ErrorCode.SANDBOX and ErrorCode.of(None) is ErrorCode.SANDBOX
