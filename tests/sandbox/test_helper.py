@@ -34,9 +34,8 @@ def test_the_archive_is_stored_deterministic_and_carries_cores_glob() -> None:
         assert {i.compress_type for i in infos} == {zipfile.ZIP_STORED}
         names = [i.filename for i in infos]
         assert "__main__.py" in names and "helper/server.py" in names and "helper/wire.py" in names
-        core_glob = glob_regex.__module__.rpartition(".")
-        want = resources.files(core_glob[0]).joinpath(core_glob[2] + ".py").read_bytes()
-        assert zf.read("helper/glob.py") == want
+        package, _, module = glob_regex.__module__.rpartition(".")
+        assert zf.read("helper/glob.py") == resources.files(package).joinpath(f"{module}.py").read_bytes()
 
 
 def test_the_bootstrap_command_fits_in_argv() -> None:
