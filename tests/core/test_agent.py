@@ -28,8 +28,8 @@ from desktop_app.core import (
     tool,
 )
 from desktop_app.core._agent import AgentSession, system_prompt
+from desktop_app.core._messages import StoredMessage
 from desktop_app.core._record import AuditEntry
-from desktop_app.core._store import StoredMessage
 from tests.fakes.anthropic_server import (
     AnthropicServer,
     StreamError,

@@ -24,7 +24,7 @@ from desktop_app.core import (
     pre_hook,
     tool_result_block,
 )
-from desktop_app.core._executor import SKIPPED_AFTER_DENIAL as SKIPPED
+from desktop_app.core._approvals import SKIPPED_AFTER_DENIAL as SKIPPED
 
 from .conftest import Harness, call
 
