@@ -91,7 +91,7 @@ def _validation_message(tool: Tool, exc: ValidationError) -> tuple[str, list[str
 
 
 class Executor:
-    """Runs batches of tool calls; the only place where records change state."""
+    """Runs batches of tool calls; records change state only here, through its RecordWriter."""
 
     def __init__(
         self,

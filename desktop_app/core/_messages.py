@@ -1,4 +1,7 @@
-"""The Messages-API shape in one room: tool calls in, tool results out, and stored history as the API wants it."""
+"""The Messages-API shape in one room: tool calls in, tool results out, and stored history as the API wants it.
+
+Kept apart from the executor so that the model seam (`_llm.py`) needs only this, not the executor.
+"""
 
 from __future__ import annotations
 

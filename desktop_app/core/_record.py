@@ -85,6 +85,8 @@ class Risk(StrEnum):
     @classmethod
     def of(cls, value: str | None) -> Risk:
         """`value` as a Risk; an unknown or missing one counts as LOW."""
+        if isinstance(value, Risk):
+            return value
         try:
             return cls(value)
         except ValueError:

@@ -17,8 +17,6 @@ from desktop_app.core import (
 
 from .conftest import Harness, call
 
-S = ToolCallState
-
 
 def error_body(record):
     return json.loads(tool_result_block(record)["content"][0]["text"])
@@ -26,19 +24,19 @@ def error_body(record):
 
 async def test_read_only_call_runs_and_completes(harness):
     [r] = await harness.batch(call("echo", text="hi"))
-    assert r.state is S.COMPLETED and r.outcome is Outcome.OK
+    assert r.state is ToolCallState.COMPLETED and r.outcome is Outcome.OK
     expected = {"type": "tool_result", "tool_use_id": r.id, "content": [{"type": "text", "text": "hi"}]}
     assert tool_result_block(r) == expected
-    assert [e.state for e in r.trail] == [S.PENDING, S.EXECUTING, S.COMPLETED]
+    assert [e.state for e in r.trail] == [ToolCallState.PENDING, ToolCallState.EXECUTING, ToolCallState.COMPLETED]
     assert harness.types(r.id)[:2] == ["tool:start", "state_changed"]
     assert harness.types(r.id)[-2:] == ["tool:end", "tool_executed"]
     stored = harness.store.records[r.id]
-    assert stored.state is S.COMPLETED
+    assert stored.state is ToolCallState.COMPLETED
 
 
 async def test_unknown_tool_fails_with_recommendations(harness):
     [r] = await harness.batch(call("ecko", text="x"))
-    assert r.state is S.FAILED and r.outcome is Outcome.ERROR
+    assert r.state is ToolCallState.FAILED and r.outcome is Outcome.ERROR
     body = error_body(r)
     assert body["ok"] is False and "unknown tool 'ecko'" in body["error"]
     assert any("echo" in rec for rec in body["recommendations"])
@@ -47,28 +45,28 @@ async def test_unknown_tool_fails_with_recommendations(harness):
 async def test_schema_failure_names_the_field(harness):
     [r] = await harness.batch(call("echo", txt="x"))
     body = error_body(r)
-    assert r.state is S.FAILED
+    assert r.state is ToolCallState.FAILED
     assert "field `text`" in body["error"] and "Field required" in body["error"]
     assert "field `txt`" in body["error"]  # extra fields are refused too
 
 
 async def test_malformed_json_input_is_an_error_for_the_model(harness):
     [r] = await harness.batch(ToolCall(id="t1", name="echo", input=None, raw_input='{"text": ', parse_error="EOF"))
-    assert r.state is S.FAILED and "not valid JSON" in error_body(r)["error"]
+    assert r.state is ToolCallState.FAILED and "not valid JSON" in error_body(r)["error"]
     assert r.trail[0].data["raw_input"] == '{"text": '
 
 
 async def test_a_tool_that_raises_becomes_an_error_result(harness):
     [r] = await harness.batch(call("boom"))
     body = error_body(r)
-    assert r.state is S.FAILED and r.outcome is Outcome.ERROR
+    assert r.state is ToolCallState.FAILED and r.outcome is Outcome.ERROR
     assert "RuntimeError: kaboom" in body["error"] and body["recommendations"]
 
 
 async def test_a_tool_that_hangs_times_out(harness):
     t0 = time.monotonic()
     [r] = await harness.batch(call("hang"))
-    assert r.state is S.FAILED and r.outcome is Outcome.TIMEOUT
+    assert r.state is ToolCallState.FAILED and r.outcome is Outcome.TIMEOUT
     assert "timed out" in error_body(r)["error"]
     assert time.monotonic() - t0 < 2
 
@@ -76,7 +74,7 @@ async def test_a_tool_that_hangs_times_out(harness):
 async def test_streamed_updates_are_published(harness):
     [r] = await harness.batch(call("chatty"))
     texts = [e.payload["text"] for e in harness.events if e.type == "tool:update"]
-    assert texts == ["one\n", "two\n"] and r.state is S.COMPLETED
+    assert texts == ["one\n", "two\n"] and r.state is ToolCallState.COMPLETED
 
 
 async def test_read_only_calls_run_in_parallel_and_keep_order(harness):
@@ -85,7 +83,7 @@ async def test_read_only_calls_run_in_parallel_and_keep_order(harness):
     records = await harness.batch(*calls)
     elapsed = time.monotonic() - t0
     assert [r.id for r in records] == [c.id for c in calls]
-    assert all(r.state is S.COMPLETED for r in records)
+    assert all(r.state is ToolCallState.COMPLETED for r in records)
     assert elapsed < 0.45  # 8 x 100 ms at 4 at a time is ~200 ms, never 800
 
 
@@ -104,7 +102,7 @@ async def test_a_write_is_a_barrier(harness):
     w = call("write", path="f", content="x")
     c = call("nap", ms=50)
     records = await harness.batch(a, b, w, c)
-    assert [r.state for r in records] == [S.COMPLETED] * 4
+    assert [r.state for r in records] == [ToolCallState.COMPLETED] * 4
     assert starts[w.id] >= max(ends[a.id], ends[b.id])
     assert starts[c.id] >= ends[w.id]
 
@@ -112,7 +110,7 @@ async def test_a_write_is_a_barrier(harness):
 async def test_policy_denial():
     h = Harness(MemoryStore(), mode="read-only")
     [r] = await h.batch(call("write", path="a", content="1"))
-    assert r.state is S.DENIED and r.outcome is Outcome.POLICY
+    assert r.state is ToolCallState.DENIED and r.outcome is Outcome.POLICY
     assert "read-only" in error_body(r)["error"]
     assert r.provenance[0].kind == "mode"
 
@@ -124,7 +122,7 @@ async def test_abort_cancels_running_and_waiting_calls(harness):
     await harness.wait_for(lambda: "EXECUTING" in [e.payload.get("state") for e in harness.events])
     harness.run.abort.set()
     [r] = await asyncio.wait_for(task, 2)
-    assert r.state is S.FAILED and r.outcome is Outcome.CANCELLED
+    assert r.state is ToolCallState.FAILED and r.outcome is Outcome.CANCELLED
 
 
 async def test_a_store_that_refuses_fails_the_call_visibly_and_keeps_what_was_written():
@@ -144,10 +142,10 @@ async def test_a_store_that_refuses_fails_the_call_visibly_and_keeps_what_was_wr
 
     store.save_transition = flaky
     [r] = await h.batch(c)
-    assert r.state is S.FAILED and r.is_error
+    assert r.state is ToolCallState.FAILED and r.is_error
     assert "audit store" in error_body(r)["error"] and "locked" in error_body(r)["error"]
     assert "files" not in h.run.state  # it never ran
-    assert store.records[ok.id].state is S.COMPLETED
+    assert store.records[ok.id].state is ToolCallState.COMPLETED
     assert any(e.type == "tool:error" and e.payload["call_id"] == c.id for e in h.events)
 
 
