@@ -7,10 +7,11 @@ runs headless and tests without a display or a Docker engine.
 
 from ._agent import AgentSession, TurnResult, system_prompt
 from ._anthropic import MISSING_KEY_HINT, AnthropicModelClient
-from ._approvals import Allow, ApprovalDecision, ApprovalScope, Deny
+from ._approvals import Allow, ApprovalDecision, ApprovalScope, Deny, PendingApprovals, RuleWriter
 from ._bus import EventBus
 from ._errors import (
     AgentDeskError,
+    ApprovalNotPending,
     ConfigError,
     IllegalTransition,
     ModelError,
@@ -38,18 +39,22 @@ from ._events import (
     ToolExecuted,
     ToolStart,
     ToolUpdate,
+    TurnEnd,
 )
-from ._executor import Executor, RunContext, SealReport, ToolCall, tool_result_block
+from ._executor import Executor, RunContext, SealReport
 from ._glob import glob_regex
 from ._hooks import (
     DangerousCommandHook,
     HookCall,
     HookChain,
+    HookStep,
     OutputTruncationHook,
     PostAction,
     PostHookResult,
+    PostVerdict,
     PreAction,
     PreHookResult,
+    PreVerdict,
     SecretRedactionHook,
     builtin_hooks,
     dangerous_reason,
@@ -57,6 +62,7 @@ from ._hooks import (
     pre_hook,
 )
 from ._llm import DEFAULT_MODEL, ModelClient, ModelReply, ModelRequest, ModelUsage
+from ._messages import StoredMessage, ToolCall, sealed_result, tool_result_block
 from ._policy import (
     Action,
     PermissionMode,
@@ -72,6 +78,7 @@ from ._policy import (
     suggest_rule,
 )
 from ._pricing import estimate_cost, price_for
+from ._project import ProjectInfo, SessionInfo, new_session
 from ._record import (
     TERMINAL_STATES,
     TRANSITIONS,
@@ -79,10 +86,12 @@ from ._record import (
     AuditEntry,
     Outcome,
     Provenance,
+    Risk,
     ToolCallRecord,
     ToolCallState,
     new_id,
 )
+from ._recorder import RecordWriter
 from ._registry import GROUPS, PROFILES, ToolRegistry
 from ._sandbox import (
     DEFAULT_IMAGE,
@@ -100,7 +109,7 @@ from ._sandbox import (
     SandboxDescription,
 )
 from ._shell import ParsedCommand, parse_command
-from ._store import MemoryStore, ProjectInfo, RecordStore, SessionInfo, StoredMessage, new_session
+from ._store import MemoryStore, RecordStore
 from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, summarize_input, tool
 
 __all__ = [
@@ -124,6 +133,7 @@ __all__ = [
     "AnthropicModelClient",
     "Approval",
     "ApprovalDecision",
+    "ApprovalNotPending",
     "ApprovalScope",
     "AuditEntry",
     "BackgroundLogs",
@@ -142,6 +152,7 @@ __all__ = [
     "GrepMatch",
     "HookCall",
     "HookChain",
+    "HookStep",
     "IllegalTransition",
     "ImageBlock",
     "MemoryStore",
@@ -155,6 +166,7 @@ __all__ = [
     "OutputTruncationHook",
     "ParsedCommand",
     "PathOutsideWorkspace",
+    "PendingApprovals",
     "PermissionDecided",
     "PermissionMode",
     "PermissionPolicy",
@@ -162,13 +174,18 @@ __all__ = [
     "PolicyDecision",
     "PostAction",
     "PostHookResult",
+    "PostVerdict",
     "PreAction",
     "PreHookResult",
+    "PreVerdict",
     "ProjectInfo",
     "Provenance",
     "RecordStore",
+    "RecordWriter",
+    "Risk",
     "Rule",
     "RuleSet",
+    "RuleWriter",
     "RunContext",
     "Sandbox",
     "SandboxDescription",
@@ -199,6 +216,7 @@ __all__ = [
     "ToolResult",
     "ToolStart",
     "ToolUpdate",
+    "TurnEnd",
     "TurnResult",
     "append_rule_to_file",
     "builtin_hooks",
@@ -214,6 +232,7 @@ __all__ = [
     "price_for",
     "project_rules_path",
     "rules_from_texts",
+    "sealed_result",
     "suggest_rule",
     "summarize_input",
     "system_prompt",

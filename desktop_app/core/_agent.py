@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from ._bus import EventBus
 from ._errors import AgentDeskError, ModelError
-from ._events import Done, ErrorEvent
-from ._executor import Executor, RunContext, tool_result_block
+from ._events import Done, ErrorEvent, TurnEnd
+from ._executor import Executor, RunContext
 from ._llm import ModelClient, ModelReply, ModelRequest
+from ._messages import StoredMessage, normalize, sealed_result, text_blocks, tool_result_block
+from ._project import ProjectInfo, SessionInfo, new_session
 from ._record import ToolCallRecord, ToolCallState
-from ._store import ProjectInfo, RecordStore, SessionInfo, StoredMessage, new_session
+from ._store import RecordStore
 from ._tool import Tool
 
 if TYPE_CHECKING:
@@ -30,17 +32,14 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_STEPS = 50
 REPEAT_LIMIT = 3
-MISSING_RESULT = (
-    "This tool call never reported a result (the run stopped before it finished). It may have had "
-    "side effects: check before you retry it."
-)
+RUN_STOPPED = "the run stopped before it finished"
 
 
 @dataclass(slots=True)
 class TurnResult:
-    """How a turn ended: reason is end_turn | interrupted | paused | error | max_steps."""
+    """How a turn ended, after how many model steps, with the last text and a message for the person."""
 
-    reason: str
+    reason: TurnEnd
     steps: int
     text: str = ""
     message: str = ""
@@ -48,7 +47,7 @@ class TurnResult:
 
     @property
     def ok(self) -> bool:
-        return self.reason == "end_turn"
+        return self.reason is TurnEnd.END_TURN
 
 
 def system_prompt(project: ProjectInfo, sandbox: Sandbox | None) -> str:
@@ -94,30 +93,6 @@ def system_prompt(project: ProjectInfo, sandbox: Sandbox | None) -> str:
         "Keep answers short; say what you changed and how you checked it.",
     ]
     return "\n".join(lines)
-
-
-def _text_blocks(texts: list[str]) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": t} for t in texts if t]
-
-
-def _normalize(messages: list[StoredMessage]) -> list[dict[str, Any]]:
-    """History as the API wants it: consecutive messages of one role merged, tool_results first."""
-    out: list[dict[str, Any]] = []
-    for m in messages:
-        content = m.content if isinstance(m.content, list) else [{"type": "text", "text": str(m.content)}]
-        if not content:
-            continue
-        if out and out[-1]["role"] == m.role:
-            out[-1]["content"] = out[-1]["content"] + list(content)
-        else:
-            out.append({"role": m.role, "content": list(content)})
-    for msg in out:
-        if msg["role"] == "user":
-            blocks = msg["content"]
-            msg["content"] = [b for b in blocks if b.get("type") == "tool_result"] + [
-                b for b in blocks if b.get("type") != "tool_result"
-            ]
-    return out
 
 
 class AgentSession:
@@ -257,11 +232,11 @@ class AgentSession:
         try:
             result = await self._turn_loop(text, resume=resume)
         except AgentDeskError as e:
-            result = self._end("error", 0, "", e.user_message(), error=e)
+            result = self._end(TurnEnd.ERROR, 0, "", e.user_message(), error=e)
         except Exception as e:  # a bug must end the turn visibly, not hang the UI
             log.exception("session %s: the turn failed", self.session.id)
             err = AgentDeskError(f"The turn failed unexpectedly: {type(e).__name__}: {e}")
-            result = self._end("error", 0, "", err.user_message(), error=err)
+            result = self._end(TurnEnd.ERROR, 0, "", err.user_message(), error=err)
         finally:
             self.running = False
             self._stream_task = None
@@ -275,42 +250,42 @@ class AgentSession:
             await self.executor.resume_approvals(records, self._run)
             await self._answer_open_calls()
         if text:
-            await self._append("user", _text_blocks([text]))
+            await self._append("user", text_blocks([text]))
         calls_seen: list[tuple[str, str, bool]] = []
         steps = 0
         last_text = ""
         while True:
             if self._stopping:
-                return self._end("interrupted", steps, last_text, "Stopped by the user.")
+                return self._end(TurnEnd.INTERRUPTED, steps, last_text, "Stopped by the user.")
             queued = self._drain_queue()
             if queued:  # messages sent during the turn join this step's user message
-                await self._append("user", _text_blocks(queued))
+                await self._append("user", text_blocks(queued))
             if steps >= self.max_steps:
                 return self._end(
-                    "max_steps", steps, last_text,
+                    TurnEnd.MAX_STEPS, steps, last_text,
                     f"Stopped after {steps} steps (the limit per turn). Send a message to continue.",
                 )
             steps += 1
             reply = await self._step()
             if reply is None:
-                return self._end("interrupted", steps, last_text, "Stopped by the user.")
+                return self._end(TurnEnd.INTERRUPTED, steps, last_text, "Stopped by the user.")
             last_text = reply.text or last_text
             if reply.content:
                 await self._append("assistant", reply.content)
             if not reply.tool_uses:
                 if self._queue:  # a message arrived during the last step: it opens the next one
                     continue
-                return self._end("end_turn", steps, last_text)
+                return self._end(TurnEnd.END_TURN, steps, last_text)
             calls = reply.tool_uses
             records = await self.executor.run_batch(calls, self._run)
             by_id = {r.id: r for r in records}
             results = []
             for call in calls:
                 record = by_id.get(call.id)
-                results.append(tool_result_block(record) if record else self._missing_result(call.id))
+                results.append(tool_result_block(record) if record else sealed_result(call.id, RUN_STOPPED))
             await self._append("user", results)
             if self._stopping:
-                return self._end("interrupted", steps, last_text, "Stopped by the user.")
+                return self._end(TurnEnd.INTERRUPTED, steps, last_text, "Stopped by the user.")
             for r in records:
                 calls_seen.append(
                     (r.name, json.dumps(r.input, sort_keys=True, default=str), r.state is ToolCallState.FAILED)
@@ -318,7 +293,7 @@ class AgentSession:
             pause = _repetition(calls_seen)
             if pause:
                 log.info("session %s: pausing: %s", sid, pause)
-                return self._end("paused", steps, last_text, pause)
+                return self._end(TurnEnd.PAUSED, steps, last_text, pause)
 
     async def _step(self) -> ModelReply | None:
         """One model call; None when it was interrupted (the partial answer is dropped)."""
@@ -326,7 +301,7 @@ class AgentSession:
             self._history = await self.store.messages(self.session.id)
         request = ModelRequest(
             system=system_prompt(self.project, self.sandbox),
-            messages=_normalize(self._history),
+            messages=normalize(self._history),
             tools=self._tool_params,
         )
         task = asyncio.ensure_future(
@@ -347,7 +322,7 @@ class AgentSession:
             self._stream_task = None
 
     # -- helpers --------------------------------------------------------------------------------------
-    def _end(self, reason: str, steps: int, text: str, message: str = "", *,
+    def _end(self, reason: TurnEnd, steps: int, text: str, message: str = "", *,
              error: AgentDeskError | None = None) -> TurnResult:
         self.bus.publish(Done(session_id=self.session.id, reason=reason, message=message))
         return TurnResult(reason=reason, steps=steps, text=text, message=message, error=error)
@@ -390,14 +365,8 @@ class AgentSession:
             if record is not None and record.terminal:
                 results.append(tool_result_block(record))
             else:
-                results.append(self._missing_result(use["id"]))
+                results.append(sealed_result(use["id"], RUN_STOPPED))
         await self._append("user", results)
-
-    @staticmethod
-    def _missing_result(call_id: str) -> dict[str, Any]:
-        body = {"ok": False, "error": MISSING_RESULT, "_autoSealed": True}
-        return {"type": "tool_result", "tool_use_id": call_id, "is_error": True,
-                "content": [{"type": "text", "text": json.dumps(body)}]}
 
 
 def _repetition(calls: list[tuple[str, str, bool]]) -> str:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import ModelError
 from ._events import ErrorEvent, TextChunk, ThinkingChunk, TokenUsage, ToolStart
-from ._executor import ToolCall
 from ._llm import DEFAULT_MODEL, Emit, ModelReply, ModelRequest, ModelUsage
+from ._messages import ToolCall
 from ._pricing import estimate_cost
 
 if TYPE_CHECKING:
@@ -243,48 +243,7 @@ class AnthropicModelClient:
 
         where = self.base_url or "api.anthropic.com"
         if isinstance(e, anthropic.APIStatusError):
-            api_message = e.api_message or ""
-            err_type = e.type or ""
-            status = e.status_code
-            if status == 200:  # an `error` event inside a stream
-                err = ModelError(
-                    f"The model stream failed: {err_type or 'error'}: {api_message or e.message}",
-                    hint="Retry the step; the partial answer was dropped.",
-                )
-                err.status_code = 529 if err_type == "overloaded_error" else 500  # type: ignore[attr-defined]
-                return err
-            if status == 401:
-                err = ModelError(
-                    f"The API rejected the API key (401 {err_type or 'authentication_error'}"
-                    f"{': ' + api_message if api_message else ''}). Check the API key.",
-                    hint=f"Check the API key{_SOURCES.get(self.key_source, '')}. {MISSING_KEY_HINT}",
-                )
-            elif status == 400:
-                err = ModelError(f"The API refused the request (400): {api_message or e.message}")
-            elif status == 403:
-                err = ModelError(f"The API key may not do this (403): {api_message or e.message}")
-            elif status == 404:
-                err = ModelError(
-                    f"Not found (404): {api_message or e.message}",
-                    hint=f"Check the model name ({self.model!r}) and the base URL ({where}).",
-                )
-            elif status == 529 or err_type == "overloaded_error":
-                err = ModelError(
-                    f"The API is overloaded (529) and still was after {self.max_retries} retries.",
-                    hint="Retry the step in a moment.",
-                )
-            elif status == 429:
-                err = ModelError(
-                    f"Rate limited (429) after {self.max_retries} retries: {api_message or e.message}",
-                    hint="Wait a moment, then retry the step.",
-                )
-            else:
-                err = ModelError(
-                    f"The API failed ({status}) after {self.max_retries} retries: {api_message or e.message}",
-                    hint="Retry the step.",
-                )
-            err.status_code = status  # type: ignore[attr-defined]
-            return err
+            return self._status_error(e)
         if isinstance(e, anthropic.APITimeoutError):
             return ModelError(
                 f"The model endpoint at {where} did not answer in time (after {self.max_retries} retries).",
@@ -296,6 +255,43 @@ class AnthropicModelClient:
                 hint="Check the network and the base URL, then retry the step.",
             )
         return ModelError(f"The model endpoint failed: {e.message}", hint="Retry the step.")
+
+    def _status_error(self, e: anthropic.APIStatusError) -> ModelError:
+        api_message = e.api_message or ""
+        err_type = e.type or ""
+        status = e.status_code
+        detail = api_message or e.message
+        if status == 200:  # an `error` event inside a stream
+            return ModelError(
+                f"The model stream failed: {err_type or 'error'}: {detail}",
+                hint="Retry the step; the partial answer was dropped.",
+                status_code=529 if err_type == "overloaded_error" else 500,
+            )
+        message, hint = self._status_message(status, err_type, api_message, detail)
+        return ModelError(message, hint=hint, status_code=status)
+
+    def _status_message(self, status: int, err_type: str, api_message: str, detail: str) -> tuple[str, str]:
+        """What to tell the person about an HTTP error status: the message and a hint."""
+        if status == 401:
+            return (
+                f"The API rejected the API key (401 {err_type or 'authentication_error'}"
+                f"{': ' + api_message if api_message else ''}). Check the API key.",
+                f"Check the API key{_SOURCES.get(self.key_source, '')}. {MISSING_KEY_HINT}",
+            )
+        if status == 400:
+            return f"The API refused the request (400): {detail}", ""
+        if status == 403:
+            return f"The API key may not do this (403): {detail}", ""
+        if status == 404:
+            where = self.base_url or "api.anthropic.com"
+            return f"Not found (404): {detail}", f"Check the model name ({self.model!r}) and the base URL ({where})."
+        if status == 529 or err_type == "overloaded_error":
+            return (f"The API is overloaded (529) and still was after {self.max_retries} retries.",
+                    "Retry the step in a moment.")
+        if status == 429:
+            return (f"Rate limited (429) after {self.max_retries} retries: {detail}",
+                    "Wait a moment, then retry the step.")
+        return f"The API failed ({status}) after {self.max_retries} retries: {detail}", "Retry the step."
 
 
 _SOURCES = {

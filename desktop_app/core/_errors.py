@@ -46,5 +46,15 @@ class PathOutsideWorkspace(SandboxError):
     """A path resolved outside /workspace."""
 
 
+class ApprovalNotPending(AgentDeskError):
+    """An answer came for a call that is not waiting for approval (expired, already answered, or
+    unknown): nothing happened, and a front end drops what it shows for that call."""
+
+
 class ModelError(AgentDeskError):
-    """The model endpoint failed (auth, bad request, overloaded after retries)."""
+    """The model endpoint failed (auth, bad request, overloaded after retries); `status_code` is the
+    HTTP status when there was one."""
+
+    def __init__(self, message: str, *, hint: str = "", status_code: int | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status_code = status_code

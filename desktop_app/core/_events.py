@@ -19,6 +19,16 @@ class Channel(StrEnum):
     MONITOR = "monitor"
 
 
+class TurnEnd(StrEnum):
+    """Why a turn ended (`Done.reason`, `TurnResult.reason`); the CLI maps each to an exit code."""
+
+    END_TURN = "end_turn"
+    INTERRUPTED = "interrupted"
+    PAUSED = "paused"
+    ERROR = "error"
+    MAX_STEPS = "max_steps"
+
+
 EVENT_TYPES: dict[str, type[Event]] = {}
 
 
@@ -113,7 +123,7 @@ class ToolError(Event):
 class Done(Event):
     channel: ClassVar[Channel] = Channel.PROGRESS
     type: ClassVar[str] = "done"
-    reason: str = "end_turn"  # end_turn | interrupted | paused | error | max_steps
+    reason: TurnEnd = TurnEnd.END_TURN
     message: str = ""
 
 

@@ -1,15 +1,18 @@
-"""Pre and post hooks around each tool call, and the built-in ones: truncation, redaction, danger."""
+"""Pre and post hooks around each tool call, how a chain of them runs, and the built-in ones:
+truncation, redaction, danger."""
 
 from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from ._record import Provenance, Risk
 from ._shell import parse_command
 from ._tool import TextBlock, ToolResult
 
@@ -29,7 +32,7 @@ class PreHookResult:
     result: ToolResult | None = None
     input: dict[str, Any] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
-    risk: str | None = None
+    risk: Risk | None = None
 
     @classmethod
     def proceed(cls) -> PreHookResult:
@@ -40,8 +43,8 @@ class PreHookResult:
         return cls(PreAction.DENY, reason, result=result)
 
     @classmethod
-    def ask(cls, reason: str, *, risk: str = "medium", **meta: Any) -> PreHookResult:
-        return cls(PreAction.ASK, reason, meta=meta, risk=risk)
+    def ask(cls, reason: str, *, risk: Risk | str = Risk.MEDIUM, **meta: Any) -> PreHookResult:
+        return cls(PreAction.ASK, reason, meta=meta, risk=Risk.of(risk))
 
     @classmethod
     def short_circuit(cls, result: ToolResult, reason: str = "") -> PreHookResult:
@@ -101,9 +104,109 @@ class PostHook(Protocol):
 
 
 @dataclass(slots=True)
+class HookStep:
+    """One pre hook's answer other than CONTINUE, with the provenance it leaves on the record."""
+
+    hook: str
+    answer: PreHookResult
+    provenance: Provenance
+    original_input: dict[str, Any] | None = None  # the input the hook saw
+    raised: bool = False  # the hook raised: fail closed, a deny that names it
+
+    @property
+    def stops(self) -> bool:
+        """A deny, or a result that stands in for running the tool, ends the chain."""
+        action = self.answer.action
+        return action is PreAction.DENY or (action is PreAction.RESULT and self.answer.result is not None)
+
+    @property
+    def rewrites(self) -> bool:
+        return self.answer.action is PreAction.REWRITE and self.answer.input is not None
+
+    @property
+    def deny_note(self) -> str:
+        return self.answer.reason if self.raised else f"denied by hook {self.hook}: {self.answer.reason}"
+
+
+@dataclass(slots=True)
+class PreVerdict:
+    """What the pre hooks said about one call, in the order they said it. The chain stops at the
+    first hook that denies (or raises) or answers with a result; later hooks see rewritten input."""
+
+    steps: list[HookStep] = field(default_factory=list)
+
+    @property
+    def stop(self) -> HookStep | None:
+        """The hook that ended the chain with a deny or a result, if one did."""
+        last = self.steps[-1] if self.steps else None
+        return last if last is not None and last.stops else None
+
+    @property
+    def asks(self) -> list[HookStep]:
+        return [s for s in self.steps if s.answer.action is PreAction.ASK]
+
+
+@dataclass(slots=True)
+class PostVerdict:
+    """The result after the post hooks, the notes of those that changed it, and the hook that raised
+    (the output is then withheld)."""
+
+    result: ToolResult
+    changes: list[tuple[str, str]] = field(default_factory=list)  # (hook name, what it did)
+    failed_hook: str = ""
+    error: str = ""  # why the output was withheld
+
+
+def _hook_name(hook: PreHook | PostHook) -> str:
+    return getattr(hook, "name", type(hook).__name__)
+
+
+@dataclass(slots=True)
 class HookChain:
     pre: list[PreHook] = field(default_factory=list)
     post: list[PostHook] = field(default_factory=list)
+
+    async def run_pre(self, call: HookCall) -> PreVerdict:
+        """Run the pre hooks in order. A hook that raises is a deny naming it (fail closed)."""
+        verdict = PreVerdict()
+        for hook in self.pre:
+            name = _hook_name(hook)
+            t0 = time.perf_counter()
+            try:
+                answer = await hook(call)
+            except Exception as e:
+                prov = Provenance("hook", name, decision="deny", elapsed_ms=(time.perf_counter() - t0) * 1000)
+                why = PreHookResult.deny(f"pre hook {name!r} raised {type(e).__name__}: {e}")
+                verdict.steps.append(HookStep(name, why, prov, raised=True))
+                return verdict
+            if answer is None or answer.action is PreAction.CONTINUE:
+                continue
+            prov = Provenance("hook", name, decision=answer.action.value,
+                              elapsed_ms=(time.perf_counter() - t0) * 1000)
+            step = HookStep(name, answer, prov, original_input=call.input)
+            verdict.steps.append(step)
+            if step.stops:
+                return verdict
+            if step.rewrites:
+                call = replace(call, input=answer.input)
+        return verdict
+
+    async def run_post(self, call: HookCall, result: ToolResult) -> PostVerdict:
+        """Run the post hooks in order over the result. A hook that raises withholds the output (fail
+        closed: a broken redaction hook must not let the raw output through)."""
+        verdict = PostVerdict(result)
+        for hook in self.post:
+            name = _hook_name(hook)
+            try:
+                answer = await hook(call, verdict.result)
+            except Exception as e:
+                verdict.failed_hook = name
+                verdict.error = f"post hook {name!r} raised {type(e).__name__}: {e}; the output was withheld"
+                return verdict
+            if answer is not None and answer.action is not PostAction.KEEP and answer.result is not None:
+                verdict.result = answer.result
+                verdict.changes.append((name, f"{answer.action.value}: {answer.note}".strip(": ")))
+        return verdict
 
 
 def pre_hook(name: str) -> Callable[[Callable[[HookCall], Awaitable[PreHookResult | None]]], PreHook]:
@@ -173,7 +276,7 @@ class DangerousCommandHook:
         why = dangerous_reason(command)
         if why is None:
             return None
-        return PreHookResult.ask(f"dangerous command: {why}", risk="high", pattern=why)
+        return PreHookResult.ask(f"dangerous command: {why}", risk=Risk.HIGH, pattern=why)
 
 
 # -- built-in: secret redaction --------------------------------------------------------------------

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ._events import Event
-from ._executor import ToolCall
+from ._messages import ToolCall
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 

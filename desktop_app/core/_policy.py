@@ -19,7 +19,7 @@ from typing import Any
 
 from ._errors import ConfigError
 from ._glob import glob_regex
-from ._record import Provenance
+from ._record import Provenance, Risk
 from ._sandbox import WORKSPACE
 from ._shell import parse_command
 
@@ -86,7 +86,7 @@ class PolicyDecision:
     action: Action
     provenance: Provenance
     reason: str
-    risk: str = "low"
+    risk: Risk = Risk.LOW
 
     @property
     def allowed(self) -> bool:
@@ -293,7 +293,7 @@ class PermissionPolicy:
         return self._by_mode(tool, input)
 
     @staticmethod
-    def _rule_decision(rule: Rule, reason: str, risk: str = "low") -> PolicyDecision:
+    def _rule_decision(rule: Rule, reason: str, risk: Risk = Risk.LOW) -> PolicyDecision:
         return PolicyDecision(
             rule.action,
             Provenance("rule", rule.text, source=rule.source, decision=rule.action.value),
@@ -361,7 +361,7 @@ class PermissionPolicy:
                     Action.ASK,
                     Provenance("rule", first.text, source=first.source, decision="ask"),
                     f"{', '.join(parsed.flags)} cannot be allowed by a prefix rule",
-                    "medium",
+                    Risk.MEDIUM,
                 )
             texts = sorted({r.text for r in allowed_subs if r is not None})
             return PolicyDecision(

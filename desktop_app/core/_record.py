@@ -30,17 +30,21 @@ TERMINAL_STATES = frozenset(
     {ToolCallState.COMPLETED, ToolCallState.FAILED, ToolCallState.DENIED, ToolCallState.SEALED}
 )
 
-S = ToolCallState
 # The only edges there are. SEALED is reached by a reopened session, never by a live run.
 TRANSITIONS: dict[ToolCallState, frozenset[ToolCallState]] = {
-    S.PENDING: frozenset({S.APPROVAL_REQUIRED, S.APPROVED, S.EXECUTING, S.FAILED, S.DENIED, S.SEALED}),
-    S.APPROVAL_REQUIRED: frozenset({S.APPROVED, S.DENIED, S.FAILED}),
-    S.APPROVED: frozenset({S.EXECUTING, S.FAILED, S.SEALED}),
-    S.EXECUTING: frozenset({S.COMPLETED, S.FAILED, S.SEALED}),
-    S.COMPLETED: frozenset(),
-    S.FAILED: frozenset(),
-    S.DENIED: frozenset(),
-    S.SEALED: frozenset(),
+    ToolCallState.PENDING: frozenset({
+        ToolCallState.APPROVAL_REQUIRED, ToolCallState.APPROVED, ToolCallState.EXECUTING,
+        ToolCallState.FAILED, ToolCallState.DENIED, ToolCallState.SEALED,
+    }),
+    ToolCallState.APPROVAL_REQUIRED: frozenset(
+        {ToolCallState.APPROVED, ToolCallState.DENIED, ToolCallState.FAILED}
+    ),
+    ToolCallState.APPROVED: frozenset({ToolCallState.EXECUTING, ToolCallState.FAILED, ToolCallState.SEALED}),
+    ToolCallState.EXECUTING: frozenset({ToolCallState.COMPLETED, ToolCallState.FAILED, ToolCallState.SEALED}),
+    ToolCallState.COMPLETED: frozenset(),
+    ToolCallState.FAILED: frozenset(),
+    ToolCallState.DENIED: frozenset(),
+    ToolCallState.SEALED: frozenset(),
 }
 
 
@@ -63,11 +67,37 @@ class Outcome(StrEnum):
 
 
 OUTCOMES_BY_STATE: dict[ToolCallState, frozenset[Outcome]] = {
-    S.COMPLETED: frozenset({Outcome.OK}),
-    S.FAILED: frozenset({Outcome.ERROR, Outcome.TIMEOUT, Outcome.CANCELLED, Outcome.INTERRUPTED}),
-    S.DENIED: frozenset({Outcome.POLICY, Outcome.HOOK, Outcome.USER, Outcome.EXPIRED}),
-    S.SEALED: frozenset({Outcome.SEALED}),
+    ToolCallState.COMPLETED: frozenset({Outcome.OK}),
+    ToolCallState.FAILED: frozenset({Outcome.ERROR, Outcome.TIMEOUT, Outcome.CANCELLED, Outcome.INTERRUPTED}),
+    ToolCallState.DENIED: frozenset({Outcome.POLICY, Outcome.HOOK, Outcome.USER, Outcome.EXPIRED}),
+    ToolCallState.SEALED: frozenset({Outcome.SEALED}),
 }
+
+
+class Risk(StrEnum):
+    """How much harm a call could do; a call's risk is the highest that its tool, the policy and the
+    hooks name."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+    @classmethod
+    def of(cls, value: str | None) -> Risk:
+        """`value` as a Risk; an unknown or missing one counts as LOW."""
+        if isinstance(value, Risk):
+            return value
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.LOW
+
+
+_RISK_ORDER = (Risk.LOW, Risk.MEDIUM, Risk.HIGH)
+
+
+def highest_risk(*risks: str | None) -> Risk:
+    return max((Risk.of(r) for r in risks), key=_RISK_ORDER.index)
 
 
 def now() -> float:
@@ -166,7 +196,7 @@ class ToolCallRecord:
     is_error: bool = False
     sandbox: dict[str, Any] = field(default_factory=dict)  # Sandbox.describe() at run time
     read_only: bool = False
-    risk: str = "low"
+    risk: Risk = Risk.LOW
     started_at: float | None = None
     completed_at: float | None = None
     duration_ms: float | None = None
@@ -232,7 +262,7 @@ class ToolCallRecord:
             "is_error": self.is_error,
             "sandbox": self.sandbox,
             "read_only": self.read_only,
-            "risk": self.risk,
+            "risk": str(self.risk),
             "started_at": self.started_at,
             "completed_at": self.completed_at,
             "duration_ms": self.duration_ms,
@@ -259,7 +289,7 @@ class ToolCallRecord:
             is_error=bool(d.get("is_error")),
             sandbox=d.get("sandbox") or {},
             read_only=bool(d.get("read_only")),
-            risk=d.get("risk") or "low",
+            risk=Risk.of(d.get("risk")),
             started_at=d.get("started_at"),
             completed_at=d.get("completed_at"),
             duration_ms=d.get("duration_ms"),

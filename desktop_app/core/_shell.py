@@ -62,103 +62,122 @@ def _strip_redirections(argv: list[str]) -> list[str]:
     return out
 
 
+class _Scanner:
+    """One pass over a command line as a shell reads it: quotes and escapes respected, the line split
+    at separators outside them, with the flags and the output-redirect targets it meets."""
+
+    def __init__(self, command: str) -> None:
+        self.s, self.n, self.i = command, len(command), 0
+        self.quote: str | None = None
+        self.buf: list[str] = []
+        self.parts: list[str] = []
+        self.redirects: list[str] = []
+        self.flags: set[str] = set()
+
+    def run(self) -> _Scanner:
+        while self.i < self.n:
+            self._step(self.s[self.i])
+        if self.quote is not None:
+            self.flags.add("unbalanced quote")
+        self._flush()
+        return self
+
+    def _take(self, text: str) -> None:
+        self.buf.append(text)
+        self.i += len(text)
+
+    def _flush(self) -> None:
+        text = "".join(self.buf).strip()
+        self.buf.clear()
+        if text:
+            self.parts.append(text)
+
+    def _step(self, c: str) -> None:
+        if self.quote == "'":
+            if c == "'":
+                self.quote = None
+            self._take(c)
+        elif c == "\\" and self.i + 1 < self.n:
+            if self.s[self.i + 1] == "\n" and self.quote is None:  # line continuation
+                self.i += 2
+            else:
+                self._take(self.s[self.i : self.i + 2])
+        elif self.quote == '"':
+            if c == '"':
+                self.quote = None
+            elif c == "`" or self.s.startswith("$(", self.i):
+                self.flags.add("command substitution")
+            self._take(c)
+        else:
+            self._unquoted(c)
+
+    def _unquoted(self, c: str) -> None:
+        s, i = self.s, self.i
+        if c in "'\"":
+            self.quote = c
+            self._take(c)
+            return
+        if c == "`" or s.startswith("$(", i):
+            self.flags.add("command substitution")
+        if s.startswith(("<(", ">("), i):
+            self.flags.add("process substitution")
+        if c == "#" and (not self.buf or self.buf[-1][-1:].isspace()):
+            # a comment runs to the end of the line
+            j = s.find("\n", i)
+            self.i = self.n if j < 0 else j
+            return
+        if c == ">" and not s.startswith(">(", i):
+            self._redirect()
+            return
+        matched = next((op for op in _SEPARATORS if s.startswith(op, i)), None)
+        if matched is not None and not (matched == "&" and s.startswith("&>", i)):
+            self._flush()
+            self.i += len(matched)
+            return
+        self._take(c)
+
+    def _redirect(self) -> None:
+        """An output redirection at `i`: note its target word, keep it in the sub-command's text."""
+        s, n, i = self.s, self.n, self.i
+        j = i + 1
+        if j < n and s[j] in ">|":
+            j += 1
+        if j < n and s[j] == "&":
+            j += 1
+        while j < n and s[j] in " \t":
+            j += 1
+        k = j
+        while k < n and s[k] not in " \t\n;&|<>()":
+            k += 1
+        target = s[j:k].strip("'\"")
+        if s[i + 1 : i + 2] == "&" or (i + 1 < n and s[i + 1] == ">" and s[i + 2 : i + 3] == "&"):
+            target = "&" + target
+        self.redirects.append(target)
+        self._take(s[i:k])
+
+
+def _program_argv(text: str, flags: set[str]) -> list[str]:
+    """The words of one sub-command, without leading VAR=value assignments and redirections, so rules
+    match the program."""
+    try:
+        argv = shlex.split(text, comments=False, posix=True)
+    except ValueError:
+        flags.add("unparseable")
+        argv = text.split()
+    while argv and "=" in argv[0] and not argv[0].startswith("=") and argv[0].split("=", 1)[0].isidentifier():
+        argv.pop(0)
+    return _strip_redirections(argv)
+
+
 def parse_command(command: str) -> ParsedCommand:
     """Scan like a shell would: quotes and escapes respected, operators found outside them."""
+    scan = _Scanner(command).run()
+    flags = scan.flags
+    if not all(_redirect_target_ok(t) for t in scan.redirects):
+        flags.add("redirect outside workspace")
     parsed = ParsedCommand(source=command)
-    flags: set[str] = set()
-    parts: list[str] = []
-    buf: list[str] = []
-    redirects: list[str] = []
-    i, n = 0, len(command)
-    quote: str | None = None
-
-    def flush() -> None:
-        text = "".join(buf).strip()
-        buf.clear()
-        if text:
-            parts.append(text)
-
-    while i < n:
-        c = command[i]
-        if quote == "'":
-            buf.append(c)
-            if c == "'":
-                quote = None
-            i += 1
-            continue
-        if c == "\\" and i + 1 < n:
-            if command[i + 1] == "\n" and quote is None:  # line continuation
-                i += 2
-                continue
-            buf.append(command[i : i + 2])
-            i += 2
-            continue
-        if quote == '"':
-            if c == '"':
-                quote = None
-            elif c == "`" or command.startswith("$(", i):
-                flags.add("command substitution")
-            buf.append(c)
-            i += 1
-            continue
-        # outside any quote
-        if c in "'\"":
-            quote = c
-            buf.append(c)
-            i += 1
-            continue
-        if c == "`" or command.startswith("$(", i):
-            flags.add("command substitution")
-        if command.startswith(("<(", ">("), i):
-            flags.add("process substitution")
-        if c == "#" and (not buf or buf[-1][-1:].isspace()):
-            # a comment runs to the end of the line
-            j = command.find("\n", i)
-            i = n if j < 0 else j
-            continue
-        if c == ">" and not command.startswith(">(", i):
-            # output redirection: capture the target word
-            j = i + 1
-            if j < n and command[j] in ">|":
-                j += 1
-            if j < n and command[j] == "&":
-                j += 1
-            while j < n and command[j] in " \t":
-                j += 1
-            k = j
-            while k < n and command[k] not in " \t\n;&|<>()":
-                k += 1
-            target = command[j:k].strip("'\"")
-            if command[i + 1 : i + 2] == "&" or (i + 1 < n and command[i + 1] == ">" and command[i + 2 : i + 3] == "&"):
-                target = "&" + target
-            redirects.append(target)
-            buf.append(command[i:k])
-            i = k
-            continue
-        matched = next((op for op in _SEPARATORS if command.startswith(op, i)), None)
-        if matched is not None and not (matched == "&" and command.startswith("&>", i)):
-            flush()
-            i += len(matched)
-            continue
-        buf.append(c)
-        i += 1
-    if quote is not None:
-        flags.add("unbalanced quote")
-    flush()
-
-    for target in redirects:
-        if not _redirect_target_ok(target):
-            flags.add("redirect outside workspace")
-    for text in parts:
-        try:
-            argv = shlex.split(text, comments=False, posix=True)
-        except ValueError:
-            flags.add("unparseable")
-            argv = text.split()
-        # Drop leading VAR=value assignments and redirections so rules match the program.
-        while argv and "=" in argv[0] and not argv[0].startswith("=") and argv[0].split("=", 1)[0].isidentifier():
-            argv.pop(0)
-        argv = _strip_redirections(argv)
+    for text in scan.parts:
+        argv = _program_argv(text, flags)
         if text.startswith(("(", "{")) or text.endswith((")", "}")):
             flags.add("subshell or group")
         parsed.commands.append(SubCommand(text=text, argv=argv))

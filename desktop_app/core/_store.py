@@ -4,46 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ._events import Channel, Envelope
-from ._record import AuditEntry, ToolCallRecord, ToolCallState, new_id, now
-
-
-@dataclass(slots=True)
-class ProjectInfo:
-    """A project: a host folder and how its sandbox and permissions are set."""
-
-    id: str
-    name: str
-    path: str
-    image: str = "agent-desk/minimal:latest"
-    permission_mode: str = "ask"
-    settings: dict[str, Any] = field(default_factory=dict)  # network, memory, cpus, workspace_ro, sandbox kind
-    created_at: float = field(default_factory=now)
-
-
-@dataclass(slots=True)
-class SessionInfo:
-    id: str
-    project_id: str
-    title: str = ""
-    model: str = ""
-    created_at: float = field(default_factory=now)
-    updated_at: float = field(default_factory=now)
-    meta: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class StoredMessage:
-    """One Messages-API message as sent: role plus a list of content blocks."""
-
-    session_id: str
-    role: str  # user | assistant
-    content: list[dict[str, Any]]
-    id: int | None = None
-    created_at: float = field(default_factory=now)
+from ._messages import StoredMessage
+from ._project import ProjectInfo, SessionInfo
+from ._record import AuditEntry, ToolCallRecord, ToolCallState
 
 
 @runtime_checkable
@@ -176,6 +142,3 @@ class MemoryStore:
     async def close(self) -> None:
         return None
 
-
-def new_session(project_id: str, title: str = "", model: str = "") -> SessionInfo:
-    return SessionInfo(id=new_id("ses_"), project_id=project_id, title=title, model=model)

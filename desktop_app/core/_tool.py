@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, get_type_hint
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from ._record import Risk
+
 if TYPE_CHECKING:
     from ._sandbox import Sandbox
 
@@ -122,7 +124,7 @@ class Tool(Generic[ArgsT]):
     read_only: ClassVar[bool] = False
     timeout_s: ClassVar[float | None] = None
     group: ClassVar[str] = "group:custom"
-    risk: ClassVar[str] = "low"  # low | medium | high, a default the policy can raise
+    risk: ClassVar[Risk] = Risk.LOW  # a default the policy and hooks can raise
 
     def input_schema(self) -> dict[str, Any]:
         schema = self.input_model.model_json_schema()
@@ -180,7 +182,7 @@ class FunctionTool(Tool[BaseModel]):
         read_only: bool,
         timeout_s: float | None,
         group: str,
-        risk: str,
+        risk: Risk,
         ctx_param: str | None,
         validator: Callable[[BaseModel, ToolContext], Awaitable[None]] | None = None,
     ) -> None:
@@ -218,7 +220,7 @@ def tool(
     read_only: bool = False,
     timeout: float | None = None,
     group: str = "group:custom",
-    risk: str = "low",
+    risk: Risk | str = Risk.LOW,
 ) -> Callable[[Callable[..., Awaitable[Any]]], FunctionTool]:
     """Build a Tool from an async function: its signature is the schema, its docstring the description.
 
@@ -251,7 +253,7 @@ def tool(
             read_only=read_only,
             timeout_s=timeout,
             group=group,
-            risk=risk,
+            risk=Risk.of(risk),
             ctx_param=ctx_param,
         )
 

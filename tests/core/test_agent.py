@@ -28,8 +28,8 @@ from desktop_app.core import (
     tool,
 )
 from desktop_app.core._agent import AgentSession, system_prompt
+from desktop_app.core._messages import StoredMessage
 from desktop_app.core._record import AuditEntry
-from desktop_app.core._store import StoredMessage
 from tests.fakes.anthropic_server import (
     AnthropicServer,
     StreamError,
@@ -38,8 +38,6 @@ from tests.fakes.anthropic_server import (
     text,
     tool_use,
 )
-
-S = ToolCallState
 
 
 @tool(read_only=True, group="group:fs")
@@ -245,7 +243,7 @@ async def test_stop_during_a_tool_cancels_it_and_keeps_history_valid(server) -> 
     result = await turn
     assert result.reason == "interrupted"
     record = rig.store.records["toolu_slow"]
-    assert (record.state, record.outcome.value) == (S.FAILED, "cancelled")
+    assert (record.state, record.outcome.value) == (ToolCallState.FAILED, "cancelled")
     history = await session.history()
     assert_history_valid(history)
     assert history[-1].role == "user"
@@ -331,14 +329,14 @@ async def test_reopen_seals_open_calls_and_the_next_request_carries_them(server)
     await store.append_message(StoredMessage(sid, "assistant", [
         {"type": "tool_use", "id": "toolu_long", "name": "slow", "input": {}}]))
     rec = ToolCallRecord(name="slow", input={}, id="toolu_long", session_id=sid, project_id="p1")
-    rec.trail.append(AuditEntry(rec.id, S.PENDING, rec.created_at, "model"))
+    rec.trail.append(AuditEntry(rec.id, ToolCallState.PENDING, rec.created_at, "model"))
     await store.save_transition(rec, rec.trail[-1])
-    await store.save_transition(rec, rec.transition(S.EXECUTING, actor="executor"))
+    await store.save_transition(rec, rec.transition(ToolCallState.EXECUTING, actor="executor"))
 
     server.add(lambda req: reply(text(f"sealed? {req.last_tool_result_text()}")))
     rig2 = Rig(server, store=store)
     reopened = await rig2.open(session_id=sid)
-    assert store.records["toolu_long"].state is S.SEALED
+    assert store.records["toolu_long"].state is ToolCallState.SEALED
     assert reopened.needs_resume
     result = await reopened.retry()
     body = json.loads(server.requests[-1].last_tool_result_text())
@@ -358,7 +356,7 @@ async def test_reopen_reoffers_approvals_and_continues_after_the_decision(server
     with pytest.raises(asyncio.CancelledError):
         await turn
     session._turn.cancel()
-    assert store.records["toolu_ask"].state is S.APPROVAL_REQUIRED
+    assert store.records["toolu_ask"].state is ToolCallState.APPROVAL_REQUIRED
 
     server.add(lambda req: reply(text(f"result: {req.last_tool_result_text()}")))
     rig2 = Rig(server, store=store, mode="ask")

@@ -6,29 +6,16 @@ import asyncio
 import json
 import time
 
-import pytest
-
 from desktop_app.core import (
-    Allow,
-    ApprovalScope,
-    Deny,
-    HookChain,
     MemoryStore,
     Outcome,
-    PreHookResult,
-    Rule,
     StoreError,
     ToolCall,
     ToolCallState,
-    ToolResult,
-    pre_hook,
     tool_result_block,
 )
-from desktop_app.core._executor import SKIPPED_AFTER_DENIAL as SKIPPED
 
 from .conftest import Harness, call
-
-S = ToolCallState
 
 
 def error_body(record):
@@ -37,19 +24,19 @@ def error_body(record):
 
 async def test_read_only_call_runs_and_completes(harness):
     [r] = await harness.batch(call("echo", text="hi"))
-    assert r.state is S.COMPLETED and r.outcome is Outcome.OK
+    assert r.state is ToolCallState.COMPLETED and r.outcome is Outcome.OK
     expected = {"type": "tool_result", "tool_use_id": r.id, "content": [{"type": "text", "text": "hi"}]}
     assert tool_result_block(r) == expected
-    assert [e.state for e in r.trail] == [S.PENDING, S.EXECUTING, S.COMPLETED]
+    assert [e.state for e in r.trail] == [ToolCallState.PENDING, ToolCallState.EXECUTING, ToolCallState.COMPLETED]
     assert harness.types(r.id)[:2] == ["tool:start", "state_changed"]
     assert harness.types(r.id)[-2:] == ["tool:end", "tool_executed"]
     stored = harness.store.records[r.id]
-    assert stored.state is S.COMPLETED
+    assert stored.state is ToolCallState.COMPLETED
 
 
 async def test_unknown_tool_fails_with_recommendations(harness):
     [r] = await harness.batch(call("ecko", text="x"))
-    assert r.state is S.FAILED and r.outcome is Outcome.ERROR
+    assert r.state is ToolCallState.FAILED and r.outcome is Outcome.ERROR
     body = error_body(r)
     assert body["ok"] is False and "unknown tool 'ecko'" in body["error"]
     assert any("echo" in rec for rec in body["recommendations"])
@@ -58,28 +45,28 @@ async def test_unknown_tool_fails_with_recommendations(harness):
 async def test_schema_failure_names_the_field(harness):
     [r] = await harness.batch(call("echo", txt="x"))
     body = error_body(r)
-    assert r.state is S.FAILED
+    assert r.state is ToolCallState.FAILED
     assert "field `text`" in body["error"] and "Field required" in body["error"]
     assert "field `txt`" in body["error"]  # extra fields are refused too
 
 
 async def test_malformed_json_input_is_an_error_for_the_model(harness):
     [r] = await harness.batch(ToolCall(id="t1", name="echo", input=None, raw_input='{"text": ', parse_error="EOF"))
-    assert r.state is S.FAILED and "not valid JSON" in error_body(r)["error"]
+    assert r.state is ToolCallState.FAILED and "not valid JSON" in error_body(r)["error"]
     assert r.trail[0].data["raw_input"] == '{"text": '
 
 
 async def test_a_tool_that_raises_becomes_an_error_result(harness):
     [r] = await harness.batch(call("boom"))
     body = error_body(r)
-    assert r.state is S.FAILED and r.outcome is Outcome.ERROR
+    assert r.state is ToolCallState.FAILED and r.outcome is Outcome.ERROR
     assert "RuntimeError: kaboom" in body["error"] and body["recommendations"]
 
 
 async def test_a_tool_that_hangs_times_out(harness):
     t0 = time.monotonic()
     [r] = await harness.batch(call("hang"))
-    assert r.state is S.FAILED and r.outcome is Outcome.TIMEOUT
+    assert r.state is ToolCallState.FAILED and r.outcome is Outcome.TIMEOUT
     assert "timed out" in error_body(r)["error"]
     assert time.monotonic() - t0 < 2
 
@@ -87,7 +74,7 @@ async def test_a_tool_that_hangs_times_out(harness):
 async def test_streamed_updates_are_published(harness):
     [r] = await harness.batch(call("chatty"))
     texts = [e.payload["text"] for e in harness.events if e.type == "tool:update"]
-    assert texts == ["one\n", "two\n"] and r.state is S.COMPLETED
+    assert texts == ["one\n", "two\n"] and r.state is ToolCallState.COMPLETED
 
 
 async def test_read_only_calls_run_in_parallel_and_keep_order(harness):
@@ -96,7 +83,7 @@ async def test_read_only_calls_run_in_parallel_and_keep_order(harness):
     records = await harness.batch(*calls)
     elapsed = time.monotonic() - t0
     assert [r.id for r in records] == [c.id for c in calls]
-    assert all(r.state is S.COMPLETED for r in records)
+    assert all(r.state is ToolCallState.COMPLETED for r in records)
     assert elapsed < 0.45  # 8 x 100 ms at 4 at a time is ~200 ms, never 800
 
 
@@ -115,158 +102,17 @@ async def test_a_write_is_a_barrier(harness):
     w = call("write", path="f", content="x")
     c = call("nap", ms=50)
     records = await harness.batch(a, b, w, c)
-    assert [r.state for r in records] == [S.COMPLETED] * 4
+    assert [r.state for r in records] == [ToolCallState.COMPLETED] * 4
     assert starts[w.id] >= max(ends[a.id], ends[b.id])
     assert starts[c.id] >= ends[w.id]
-
-
-async def test_a_write_asks_and_waits_for_its_own_id(harness):
-    w1, w2 = call("write", path="a", content="1"), call("write", path="b", content="2")
-    task = asyncio.ensure_future(harness.batch(w1, w2))
-    [pending] = await harness.wait_pending()
-    assert pending.id == w1.id and pending.state is S.APPROVAL_REQUIRED
-    assert "permission_required" in harness.types(w1.id)
-    with pytest.raises(Exception, match="no tool call"):
-        harness.executor.decide(w2.id, Allow())
-    harness.executor.decide(w1.id, Allow(by="alice", note="fine"))
-    [pending2] = await harness.wait_pending()
-    assert pending2.id == w2.id
-    harness.executor.decide(w2.id, Allow(by="alice"))
-    r1, r2 = await task
-    assert (r1.state, r2.state) == (S.COMPLETED, S.COMPLETED)
-    assert r1.approval.decided_by == "alice" and r1.approval.note == "fine"
-    assert [p.kind for p in r1.provenance] == ["mode", "user"]
-    assert [e.state for e in r1.trail] == [S.PENDING, S.APPROVAL_REQUIRED, S.APPROVED, S.EXECUTING, S.COMPLETED]
-
-
-async def test_parallel_approvals_answer_in_any_order():
-    h = Harness(MemoryStore())
-    h.policy.add_rule(Rule.parse("echo", "ask", "test"))
-    calls = [call("echo", text=str(i)) for i in range(3)]
-    task = asyncio.ensure_future(h.batch(*calls))
-    pending = await h.wait_pending(3)
-    for rec in reversed(pending):
-        h.executor.decide(rec.id, Allow())
-    records = await task
-    assert [r.result["content"][0]["text"] for r in records] == ["0", "1", "2"]
-
-
-async def test_denial_note_reaches_the_model_and_the_rest_of_the_batch_is_skipped(harness):
-    w1, w2, e = call("write", path="a", content="1"), call("write", path="b", content="2"), call("echo", text="x")
-    task = asyncio.ensure_future(harness.batch(w1, w2, e))
-    await harness.wait_pending()
-    harness.executor.decide(w1.id, Deny(by="bob", note="not that file"))
-    r1, r2, r3 = await task
-    assert r1.state is S.DENIED and r1.outcome is Outcome.USER
-    assert "not that file" in error_body(r1)["error"]
-    assert r2.state is S.DENIED and "skipped after a denial" in r2.trail[-1].note
-    assert r3.state is S.DENIED and r3.outcome is Outcome.USER
-    assert "files" not in harness.run.state
-
-
-async def test_an_edit_before_allowing_is_recorded():
-    h = Harness(MemoryStore())
-    w = call("write", path="a", content="old")
-    task = asyncio.ensure_future(h.batch(w))
-    await h.wait_pending()
-    h.executor.decide(w.id, Allow(edited_input={"path": "a", "content": "new"}))
-    [r] = await task
-    assert h.run.state["files"] == {"a": "new"}
-    approved = next(e for e in r.trail if e.state is S.APPROVED)
-    assert approved.data["original_input"] == {"path": "a", "content": "old"}
-    assert approved.data["edited_input"] == {"path": "a", "content": "new"}
-    assert r.approval.edited_input == {"path": "a", "content": "new"}
-
-
-async def test_an_invalid_edit_fails_instead_of_running():
-    h = Harness(MemoryStore())
-    w = call("write", path="a", content="old")
-    task = asyncio.ensure_future(h.batch(w))
-    await h.wait_pending()
-    h.executor.decide(w.id, Allow(edited_input={"path": "a"}))
-    [r] = await task
-    assert r.state is S.FAILED and "field `content`" in error_body(r)["error"]
-
-
-async def test_approvals_expire():
-    h = Harness(MemoryStore(), approval_timeout_s=0.05)
-    [r] = await h.batch(call("write", path="a", content="1"))
-    assert r.state is S.DENIED and r.outcome is Outcome.EXPIRED
-    assert r.approval.expires_at is not None
-    required = next(e for e in h.events if e.type == "permission_required")
-    assert required.payload["expires_at"] == r.approval.expires_at
-
-
-async def test_allow_for_the_session_adds_a_session_rule():
-    h = Harness(MemoryStore())
-    first = call("bash_run", command="make test")
-    task = asyncio.ensure_future(h.batch(first))
-    await h.wait_pending()
-    h.executor.decide(first.id, Allow(scope=ApprovalScope.SESSION))
-    [r] = await task
-    approved = next(e for e in r.trail if e.state is S.APPROVED)
-    assert approved.data["rule_added"] == "bash_run(make test *)"
-    [again] = await h.batch(call("bash_run", command="make test -j2"))
-    assert again.state is S.COMPLETED and again.provenance[0].source == "session"
-
-
-async def test_always_allow_calls_the_rule_writer():
-    h = Harness(MemoryStore())
-    written = []
-    h.executor.set_rule_writer(written.append)
-    c = call("write", path="src/x.py", content="1")
-    task = asyncio.ensure_future(h.batch(c))
-    await h.wait_pending()
-    h.executor.decide(c.id, Allow(scope=ApprovalScope.ALWAYS, rule="write(src/**)"))
-    await task
-    assert [r.text for r in written] == ["write(src/**)"]
-    [again] = await h.batch(call("write", path="src/y.py", content="2"))
-    assert again.state is S.COMPLETED
 
 
 async def test_policy_denial():
     h = Harness(MemoryStore(), mode="read-only")
     [r] = await h.batch(call("write", path="a", content="1"))
-    assert r.state is S.DENIED and r.outcome is Outcome.POLICY
+    assert r.state is ToolCallState.DENIED and r.outcome is Outcome.POLICY
     assert "read-only" in error_body(r)["error"]
     assert r.provenance[0].kind == "mode"
-
-
-async def test_a_hook_that_raises_is_a_deny_that_names_it():
-    @pre_hook("flaky-hook")
-    async def flaky(c):
-        raise ValueError("oops")
-
-    h = Harness(MemoryStore(), hooks=HookChain(pre=[flaky]))
-    [r] = await h.batch(call("echo", text="x"))
-    assert r.state is S.DENIED and r.outcome is Outcome.HOOK
-    assert "flaky-hook" in error_body(r)["error"] and "oops" in error_body(r)["error"]
-    assert r.trail[-1].actor == "hook:flaky-hook"
-
-
-async def test_pre_hooks_can_short_circuit_rewrite_and_ask():
-    @pre_hook("cache")
-    async def cache(c):
-        if c.input.get("text") == "cached":
-            return PreHookResult.short_circuit(ToolResult.text("from cache"))
-        if c.input.get("text") == "rewrite-me":
-            return PreHookResult.rewrite({"text": "rewritten"}, "normalised")
-        if c.input.get("text") == "risky":
-            return PreHookResult.ask("looks risky", risk="high", why="test")
-        return None
-
-    h = Harness(MemoryStore(), hooks=HookChain(pre=[cache]))
-    a, b = await h.batch(call("echo", text="cached"), call("echo", text="rewrite-me"))
-    assert a.result["content"][0]["text"] == "from cache" and a.state is S.COMPLETED
-    assert b.result["content"][0]["text"] == "rewritten" and b.input == {"text": "rewritten"}
-    assert any(e.data.get("original_input") == {"text": "rewrite-me"} for e in b.trail)
-    risky = call("echo", text="risky")
-    task = asyncio.ensure_future(h.batch(risky))
-    [p] = await h.wait_pending()
-    assert p.risk == "high" and "looks risky" in p.approval.meta["reason"]
-    h.executor.decide(risky.id, Allow())
-    [c] = await task
-    assert c.state is S.COMPLETED
 
 
 async def test_abort_cancels_running_and_waiting_calls(harness):
@@ -276,7 +122,7 @@ async def test_abort_cancels_running_and_waiting_calls(harness):
     await harness.wait_for(lambda: "EXECUTING" in [e.payload.get("state") for e in harness.events])
     harness.run.abort.set()
     [r] = await asyncio.wait_for(task, 2)
-    assert r.state is S.FAILED and r.outcome is Outcome.CANCELLED
+    assert r.state is ToolCallState.FAILED and r.outcome is Outcome.CANCELLED
 
 
 async def test_a_store_that_refuses_fails_the_call_visibly_and_keeps_what_was_written():
@@ -296,86 +142,10 @@ async def test_a_store_that_refuses_fails_the_call_visibly_and_keeps_what_was_wr
 
     store.save_transition = flaky
     [r] = await h.batch(c)
-    assert r.state is S.FAILED and r.is_error
+    assert r.state is ToolCallState.FAILED and r.is_error
     assert "audit store" in error_body(r)["error"] and "locked" in error_body(r)["error"]
     assert "files" not in h.run.state  # it never ran
-    assert store.records[ok.id].state is S.COMPLETED
+    assert store.records[ok.id].state is ToolCallState.COMPLETED
     assert any(e.type == "tool:error" and e.payload["call_id"] == c.id for e in h.events)
 
 
-async def test_reopened_session_seals_open_calls_and_reoffers_approvals():
-    store = MemoryStore()
-    h = Harness(store)
-    # a call that was executing when the process died
-    w = call("write", path="a", content="1")
-    task = asyncio.ensure_future(h.batch(w, call("write", path="b", content="2")))
-    await h.wait_pending()
-    h.executor.decide(w.id, Allow())
-    await h.wait_pending()
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    # simulate the crash states in the store: one EXECUTING, one APPROVAL_REQUIRED
-    from desktop_app.core import ToolCallRecord
-
-    executing = ToolCallRecord(name="write", input={"path": "c", "content": "3"}, session_id="s1", id="toolu_exec")
-    executing.transition(S.EXECUTING, actor="executor")
-    store.records[executing.id] = executing
-    waiting = ToolCallRecord(name="write", input={"path": "d", "content": "4"}, session_id="s1", id="toolu_wait")
-    waiting.transition(S.APPROVAL_REQUIRED, actor="policy")
-    store.records[waiting.id] = waiting
-
-    h2 = Harness(store)
-    report = await h2.executor.seal_open("s1")
-    assert [r.id for r in report.sealed] == ["toolu_exec"]
-    sealed = report.sealed[0]
-    body = error_body(sealed)
-    assert sealed.state is S.SEALED and body["_autoSealed"] is True and body["ok"] is False
-    assert "side effects" in body["error"]
-    assert [r.id for r in report.reoffered] == ["toolu_wait"]
-    assert [p.id for p in h2.executor.pending()] == ["toolu_wait"]
-    resumed = asyncio.ensure_future(h2.executor.resume_approvals(report.reoffered, h2.run))
-    await h2.wait_pending(1)
-    h2.executor.decide("toolu_wait", Allow())
-    [done] = await resumed
-    assert done.state is S.COMPLETED and h2.run.state["files"] == {"d": "4"}
-
-
-async def test_an_asking_call_keeps_the_tools_own_risk():
-    from desktop_app.core import ToolRegistry, tool
-
-    @tool(risk="high")
-    async def shred(path: str) -> str:
-        """Destroys a file."""
-        return path
-
-    h = Harness(MemoryStore())
-    h.executor.registry = ToolRegistry([shred])
-    c = call("shred", path="a")
-    task = asyncio.ensure_future(h.batch(c))
-    [p] = await h.wait_pending()
-    assert p.risk == "high"
-    required = next(e for e in h.events if e.type == "permission_required")
-    assert required.payload["risk"] == "high"
-    h.executor.decide(c.id, Deny())
-    await task
-
-
-async def test_after_a_reoffered_call_is_denied_the_others_are_skipped_without_asking():
-    from desktop_app.core import ToolCallRecord
-
-    store = MemoryStore()
-    for cid, path in (("toolu_a", "a"), ("toolu_b", "b")):
-        rec = ToolCallRecord(name="write", input={"path": path, "content": "x"}, session_id="s1", id=cid)
-        rec.transition(S.APPROVAL_REQUIRED, actor="policy")
-        store.records[cid] = rec
-    h = Harness(store)
-    report = await h.executor.seal_open("s1")
-    assert sorted(r.id for r in report.reoffered) == ["toolu_a", "toolu_b"]
-    resumed = asyncio.ensure_future(h.executor.resume_approvals(report.reoffered, h.run))
-    await h.wait_pending(2)
-    h.executor.decide("toolu_a", Deny(note="stop"))
-    a, b = await asyncio.wait_for(resumed, 2)  # nobody answered b: it is skipped, not left waiting
-    assert (a.state, b.state) == (S.DENIED, S.DENIED)
-    assert SKIPPED in b.trail[-1].note
-    assert "files" not in h.run.state

@@ -13,14 +13,12 @@ from desktop_app.core import (
     ToolCallState,
 )
 
-S = ToolCallState
-
 
 def test_happy_path_leaves_a_trail_and_timing():
     r = ToolCallRecord(name="fs_read", input={"path": "a"})
-    r.transition(S.EXECUTING, actor="executor")
-    r.transition(S.COMPLETED, actor="executor")
-    assert [e.state for e in r.trail] == [S.EXECUTING, S.COMPLETED]
+    r.transition(ToolCallState.EXECUTING, actor="executor")
+    r.transition(ToolCallState.COMPLETED, actor="executor")
+    assert [e.state for e in r.trail] == [ToolCallState.EXECUTING, ToolCallState.COMPLETED]
     assert r.outcome is Outcome.OK
     assert r.duration_ms is not None and r.duration_ms >= 0
     assert r.terminal
@@ -28,19 +26,25 @@ def test_happy_path_leaves_a_trail_and_timing():
 
 def test_illegal_transition_raises_and_changes_nothing():
     r = ToolCallRecord(name="x", input={})
-    r.transition(S.EXECUTING, actor="e")
+    r.transition(ToolCallState.EXECUTING, actor="e")
     with pytest.raises(IllegalTransition):
-        r.transition(S.APPROVAL_REQUIRED, actor="e")
-    assert r.state is S.EXECUTING and len(r.trail) == 1
+        r.transition(ToolCallState.APPROVAL_REQUIRED, actor="e")
+    assert r.state is ToolCallState.EXECUTING and len(r.trail) == 1
 
 
 @pytest.mark.parametrize(
     ("state", "outcome"),
-    [(S.FAILED, Outcome.OK), (S.DENIED, Outcome.TIMEOUT), (S.COMPLETED, Outcome.USER), (S.FAILED, None)],
+    [
+        (ToolCallState.FAILED, Outcome.OK),
+        (ToolCallState.DENIED, Outcome.TIMEOUT),
+        (ToolCallState.COMPLETED, Outcome.USER),
+        (ToolCallState.FAILED, None),
+    ],
 )
 def test_terminal_states_need_their_own_outcomes(state, outcome):
     r = ToolCallRecord(name="x", input={})
-    r.transition(S.APPROVAL_REQUIRED if state is S.DENIED else S.EXECUTING, actor="e")
+    before = ToolCallState.APPROVAL_REQUIRED if state is ToolCallState.DENIED else ToolCallState.EXECUTING
+    r.transition(before, actor="e")
     with pytest.raises(IllegalTransition):
         r.transition(state, actor="e", outcome=outcome)
 
@@ -52,14 +56,14 @@ def test_terminal_states_have_no_way_out():
 
 def test_round_trip_through_dict_keeps_every_field():
     r = ToolCallRecord(name="bash_run", input={"command": "ls"}, session_id="s", project_id="p")
-    r.transition(S.APPROVAL_REQUIRED, actor="policy", note="mode ask")
+    r.transition(ToolCallState.APPROVAL_REQUIRED, actor="policy", note="mode ask")
     r.approval.decision = "allow"
-    r.transition(S.APPROVED, actor="user")
+    r.transition(ToolCallState.APPROVED, actor="user")
     back = ToolCallRecord.from_dict(r.to_dict())
     assert back.to_dict() == r.to_dict()
 
 
-@given(st.lists(st.tuples(st.sampled_from(list(S)), st.sampled_from([*list(Outcome), None])), max_size=12))
+@given(st.lists(st.tuples(st.sampled_from(list(ToolCallState)), st.sampled_from([*list(Outcome), None])), max_size=12))
 def test_no_sequence_of_events_reaches_an_illegal_state(steps):
     """Whatever is attempted, the record only ever follows TRANSITIONS and terminal states carry outcomes."""
     r = ToolCallRecord(name="x", input={})

@@ -1,0 +1,152 @@
+"""The record's transitions, durable first: every state is in the store before its events are published."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ._bus import EventBus
+from ._errors import StoreError
+from ._events import Event, StateChanged, ToolEnd, ToolError, ToolExecuted, ToolStart
+from ._messages import ToolCall, sealed_result
+from ._record import AuditEntry, Outcome, ToolCallRecord, ToolCallState
+from ._store import RecordStore
+from ._tool import ToolResult
+
+SESSION_ENDED = "the session ended while it was open"
+
+
+class RecordWriter:
+    """Moves records through their states: the executor's only way to change one."""
+
+    def __init__(self, store: RecordStore, bus: EventBus, summarize: Callable[[ToolCallRecord], str]) -> None:
+        self.store = store
+        self.bus = bus
+        self.summarize = summarize  # the one-line summary a ToolEnd carries
+        # A new record's PENDING entry rides along with its next transition (one commit, not two);
+        # its events are published once both are durable.
+        self._unsaved: dict[str, tuple[AuditEntry, list[Event]]] = {}
+
+    def create(self, record: ToolCallRecord, call: ToolCall) -> None:
+        """Start the trail at PENDING; it is written with the record's next transition."""
+        entry = AuditEntry(record.id, ToolCallState.PENDING, record.created_at, "model", "tool_use received",
+                           {"raw_input": call.raw_input} if call.parse_error else {})
+        record.trail.append(entry)
+        events: list[Event] = [
+            ToolStart(session_id=record.session_id, call_id=record.id, name=record.name,
+                      input=record.input, partial=False),
+            StateChanged(session_id=record.session_id, call_id=record.id, name=record.name,
+                         state=ToolCallState.PENDING.value, actor="model"),
+        ]
+        self._unsaved[record.id] = (entry, events)
+
+    def forget(self, record: ToolCallRecord) -> None:
+        """Drop what waits for a write that will not come (the call is over)."""
+        self._unsaved.pop(record.id, None)
+
+    async def persist(self, record: ToolCallRecord, entry: AuditEntry) -> None:
+        """Make `entry` (and a deferred PENDING entry) durable, then publish what waited for it."""
+        deferred = self._unsaved.pop(record.id, None)
+        try:
+            if deferred is None:
+                await self.store.save_transition(record, entry)
+            else:
+                # queued back to back, they land in the same group commit
+                await asyncio.gather(self.store.save_transition(record, deferred[0]),
+                                     self.store.save_transition(record, entry))
+        except BaseException:
+            if deferred is not None:
+                self._unsaved[record.id] = deferred
+            raise
+        if deferred is not None:
+            for event in deferred[1]:
+                self.bus.publish(event)
+
+    async def note(self, record: ToolCallRecord, actor: str, note: str, data: dict[str, Any] | None = None) -> None:
+        """Add an entry in the current state (an input rewritten, an output redacted) and make it durable."""
+        record.trail.append(AuditEntry(record.id, record.state, time.time(), actor, note, data or {}))
+        await self.persist(record, record.trail[-1])
+
+    async def move(self, record: ToolCallRecord, to: ToolCallState, *, actor: str, note: str = "",
+                   outcome: Outcome | None = None, data: dict[str, Any] | None = None) -> None:
+        """Transition, make it durable, then publish. A failed write undoes the transition in memory."""
+        snapshot = (record.state, record.outcome, record.updated_at, record.started_at,
+                    record.completed_at, record.duration_ms)
+        previous = record.state
+        entry = record.transition(to, actor=actor, note=note, outcome=outcome, data=data)
+        try:
+            await self.persist(record, entry)
+        except BaseException:
+            (record.state, record.outcome, record.updated_at, record.started_at,
+             record.completed_at, record.duration_ms) = snapshot
+            record.trail.remove(entry)
+            raise
+        self.bus.publish(StateChanged(session_id=record.session_id, call_id=record.id, name=record.name,
+                                      state=to.value, previous=previous.value, actor=actor, note=note))
+
+    async def fail(self, record: ToolCallRecord, error: str, outcome: Outcome, *, actor: str,
+                   recs: list[str] | None = None) -> None:
+        record.error, record.is_error = error, True
+        if record.result is None or not record.result.get("is_error"):
+            record.result = ToolResult.error(error, recs).to_dict()
+        await self.move(record, ToolCallState.FAILED, actor=actor, note=error, outcome=outcome)
+        self.bus.publish(ToolError(session_id=record.session_id, call_id=record.id, name=record.name, error=error))
+        self.publish_end(record)
+
+    async def deny(self, record: ToolCallRecord, note: str, outcome: Outcome, *, actor: str,
+                   data: dict[str, Any] | None = None) -> None:
+        record.error, record.is_error = note, True
+        if record.result is None:
+            recs = ["Do not retry the same call; ask the user or take another approach."]
+            record.result = ToolResult.error(note, recs).to_dict()
+        await self.move(record, ToolCallState.DENIED, actor=actor, note=note, outcome=outcome, data=data)
+        self.publish_end(record)
+
+    async def finish(self, record: ToolCallRecord, result: ToolResult) -> None:
+        """The tool's (post-hooked) result is final: COMPLETED, or FAILED when it reports an error."""
+        record.result = result.to_dict()
+        record.is_error = result.is_error
+        if result.is_error:
+            record.error = result.text_content[:2000]
+            await self.move(record, ToolCallState.FAILED, actor="executor", note="the tool reported an error",
+                            outcome=Outcome.ERROR)
+        else:
+            await self.move(record, ToolCallState.COMPLETED, actor="executor", outcome=Outcome.OK)
+        self.publish_end(record)
+
+    async def seal(self, record: ToolCallRecord) -> None:
+        """A call a reopened session found open, that may have run: SEALED, with a result that says so."""
+        block = sealed_result(record.id, SESSION_ENDED, state_when_sealed=record.state.value)
+        record.error = json.loads(block["content"][0]["text"])["error"]
+        record.result = {**ToolResult.error(record.error).to_dict(), "content": block["content"]}
+        record.is_error = True
+        await self.move(record, ToolCallState.SEALED, actor="system", note="session reopened",
+                        outcome=Outcome.SEALED)
+        self.bus.publish(
+            ToolEnd(session_id=record.session_id, call_id=record.id, name=record.name,
+                    state=record.state.value, outcome=Outcome.SEALED.value, is_error=True,
+                    summary="sealed on reopen")
+        )
+
+    def unrecorded(self, record: ToolCallRecord, exc: StoreError) -> ToolCallRecord:
+        """The store refused a write: the call stops here, visibly (in memory and on the bus) but unrecorded."""
+        msg = f"the audit store could not record this call, so it was stopped: {exc}"
+        if not record.terminal:
+            record.state, record.outcome = ToolCallState.FAILED, Outcome.ERROR
+        record.error, record.is_error = msg, True
+        record.result = ToolResult.error(msg, ["Retry once the audit database is writable again."]).to_dict()
+        self.bus.publish(ToolError(session_id=record.session_id, call_id=record.id, name=record.name, error=msg))
+        return record
+
+    def publish_end(self, record: ToolCallRecord) -> None:
+        summary = self.summarize(record)
+        outcome = record.outcome.value if record.outcome else None
+        self.bus.publish(ToolEnd(session_id=record.session_id, call_id=record.id, name=record.name,
+                                 state=record.state.value, outcome=outcome,
+                                 is_error=record.is_error, duration_ms=record.duration_ms, summary=summary))
+        self.bus.publish(ToolExecuted(session_id=record.session_id, call_id=record.id, name=record.name,
+                                      state=record.state.value, outcome=outcome,
+                                      duration_ms=record.duration_ms, sandbox=record.sandbox))
