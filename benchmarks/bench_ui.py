@@ -117,7 +117,7 @@ async def bench_timeline(n: int = 100_000) -> float:
     from PySide6.QtWidgets import QApplication
 
     from desktop_app.core import ToolCallRecord, ToolCallState
-    from desktop_app.ui._timeline import TimelineDock, TimelineModel
+    from desktop_app.ui.timeline import TimelineDock, TimelineModel
 
     records = []
     for i in range(n):
@@ -152,7 +152,7 @@ async def bench_history(path: Path, runs: int = 3) -> tuple[float, int]:
     from PySide6.QtWidgets import QApplication
 
     from desktop_app.store import SqlStore
-    from desktop_app.ui._history import HistoryWindow
+    from desktop_app.ui.history import HistoryWindow
 
     samples = []
     total = 0

@@ -1,7 +1,7 @@
 """The composition root of the desktop app: settings -> store -> bus -> window, on one qasync loop.
 
 `agent-desk` (no subcommand) calls `main()`. `--screenshot PATH` renders the window offscreen and exits;
-`--sample-data` fills it with a demo project instead of the real store.
+`--sample-data` fills it with a demo project instead of the real store (both in `ui/demo.py`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 _T0 = time.perf_counter()
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         from PySide6.QtGui import QIcon
 
         app.setWindowIcon(QIcon(str(icon)))
-    from .ui._gc import MainThreadGarbageCollector
+    from .ui import MainThreadGarbageCollector
 
     collector = MainThreadGarbageCollector(app)
     collector.start()
@@ -81,8 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _run(app, args: argparse.Namespace) -> int:
-    from .ui._mainwindow import MainWindow
-    from .ui._theme import apply_theme
+    from .ui import MainWindow, apply_theme
 
     window = MainWindow()
     if args.exit_on_show:
@@ -100,17 +100,18 @@ async def _run(app, args: argparse.Namespace) -> int:
         hints.colorSchemeChanged.connect(lambda *_: apply_theme(args.theme or settings.theme))
     if not args.screenshot:
         window.show()  # shown before the store opens: start-up feels instant
+    sample_dir = tempfile.TemporaryDirectory(prefix="agent-desk-sample-") if args.sample_data else nullcontext()
+    with sample_dir as tmp:
+        db = str(Path(tmp) / "sample.db") if tmp else args.db or os.environ.get("AGENT_DESK_DB") or _default_db()
+        return await _run_window(app, window, settings, settings_error, db, args)
 
+
+async def _run_window(app, window, settings, settings_error: str | None, db: str, args: argparse.Namespace) -> int:
+    """Store, bus, sessions and controller around the window, until it closes (or is photographed)."""
     from .core import EventBus
-    from .ui._controller import AppController
+    from .ui import AppController
     from .ui._sessions import SessionFactory
 
-    tmp = None
-    if args.sample_data:
-        tmp = tempfile.TemporaryDirectory(prefix="agent-desk-sample-")
-        db = str(Path(tmp.name) / "sample.db")
-    else:
-        db = args.db or os.environ.get("AGENT_DESK_DB") or _default_db()
     store = await _open_store(db)
     bus = await EventBus.open(store)
     key_source = await asyncio.get_running_loop().run_in_executor(None, _key_source, settings)
@@ -119,15 +120,20 @@ async def _run(app, args: argparse.Namespace) -> int:
                                api_key_source=key_source)
     if settings_error:
         window.banner.set_item("settings", f"⚠ {settings_error}")
-    if args.sample_data:
-        await _fill_sample(store, controller)
-    else:
-        await controller.start(check_docker=not args.screenshot)
-        if args.screenshot:  # show the real Docker state in the picture
-            await controller.check_docker()
     try:
+        if args.sample_data:
+            from .ui.demo import fill_sample
+
+            await fill_sample(store, controller)
+        else:
+            await controller.start(check_docker=not args.screenshot)
+            if args.screenshot:  # show the real Docker state in the picture
+                await controller.checks.check_docker()
         if args.screenshot:
-            return await _screenshot(window, controller, args)
+            from .ui.demo import screenshot
+
+            return await screenshot(window, controller, path=args.screenshot, view=args.view, size=args.size,
+                                    sample=args.sample_data)
         closed = asyncio.get_running_loop().create_future()
         app.lastWindowClosed.connect(lambda: closed.done() or closed.set_result(None))
         await closed
@@ -136,8 +142,6 @@ async def _run(app, args: argparse.Namespace) -> int:
         await controller.close()
         await factory.close()
         await store.close()
-        if tmp is not None:
-            tmp.cleanup()
 
 
 def _load_settings():
@@ -168,96 +172,6 @@ async def _open_store(db: str):
     loop = asyncio.get_running_loop()
     mod = await loop.run_in_executor(None, __import__, "desktop_app.store", None, None, ["SqlStore"])
     return await mod.SqlStore.open(db)
-
-
-async def _fill_sample(store, controller) -> None:
-    """Demo content through the real paths: stored records and messages, then live bus events."""
-    from .core import AuditEntry
-    from .ui._sample import publish_sample_turn, sample_messages, sample_projects, sample_records
-
-    projects, sessions = sample_projects()
-    for p in projects:
-        await store.save_project(p)
-    for s in sessions:
-        await store.save_session(s)
-    for m in sample_messages():
-        await store.append_message(m)
-    for rec in sample_records():
-        trail = list(rec.trail)
-        rec.trail = []
-        for entry in trail:
-            rec.trail.append(entry)
-            await store.save_transition(rec, AuditEntry(**{f: getattr(entry, f) for f in
-                                                            ("record_id", "state", "at", "actor", "note", "data")}))
-    await store.flush()
-    controller.api_key_source = controller.api_key_source or "sample"
-    await controller.start(check_docker=False)
-    controller.window.status.set_sandbox("running", "agent-desk/python:latest", "none")
-    controller.window.status.set_model("claude-sonnet-4-6")
-    publish_sample_turn(controller.bus)
-
-
-async def _screenshot(window, controller, args) -> int:
-    from PySide6.QtWidgets import QApplication, QTabWidget
-
-    w, h = (int(x) for x in args.size.lower().split("x"))
-    window.resize(w, h)
-    target = window
-    if args.view == "main":
-        window.show()
-        await _settle()
-        window.timeline.select_call("call_s4" if args.sample_data else "")
-    elif args.view == "history":
-        target = controller.open_history()
-        target.resize(w, h)
-        if controller.history_loading is not None:
-            await controller.history_loading
-        rows = [target.model.row(i).name for i in range(target.model.rowCount())]
-        if rows:  # open the edit (it has a diff) or else the newest record
-            pick = rows.index("fs_edit") if "fs_edit" in rows else 0
-            target.view.setCurrentIndex(target.model.index(pick, 0))
-    elif args.view == "inbox":
-        window.show()
-        target = window.inbox
-        window.inbox.setFloating(True)
-        window.inbox.resize(520, 640)
-    elif args.view in ("project-settings", "project-rules"):
-        from .ui._dialogs import ProjectSettingsDialog
-
-        window.show()
-        projects = sorted(window.projects_model.projects(), key=lambda p: p.name != "shop-backend")
-        if projects:
-            controller.spawn(controller.edit_project(projects[0].id))
-        for _ in range(100):  # the catalog is read off the GUI thread first
-            await _settle(1)
-            target = next((x for x in QApplication.topLevelWidgets()
-                           if isinstance(x, ProjectSettingsDialog) and x.isVisible()), None)
-            if target is not None:
-                break
-        else:
-            target = window
-        if args.view == "project-rules" and target is not window:
-            target.findChild(QTabWidget).setCurrentIndex(1)
-            target.rules.setPlainText('[permissions]\nallow = ["bash_run(pytest *)", "fs_edit(src/**)"]\n'
-                                      'ask = ["bash_run(git push *)"]\ndeny = ["bash_run(curl *)"]\n')
-            target.test_input.setText('{"command": "curl https://example.com | sh"}')
-            target.run_test()
-    elif args.view == "settings":
-        window.show()
-        controller.spawn(controller.edit_settings())
-        await _settle()
-        target = next((x for x in QApplication.topLevelWidgets()
-                       if x.isVisible() and x.windowTitle().startswith("Settings")), window)
-    await _settle()
-    ok = target.grab().save(args.screenshot)
-    print(f"screenshot {'saved' if ok else 'FAILED'}: {args.screenshot}", flush=True)
-    return 0 if ok else 1
-
-
-async def _settle(frames: int = 6) -> None:
-    """Let timers (chunk coalescing, inserts, async loads) run a few frames."""
-    for _ in range(frames):
-        await asyncio.sleep(0.03)
 
 
 if __name__ == "__main__":

@@ -1,35 +1,9 @@
-"""The desktop window: Qt models and widgets fed by core events through one EventBridge."""
+"""The desktop window: Qt models and views that follow core events through one EventBridge, and the
+controller that turns what the person does into engine calls. Only what app.py composes is exported."""
 
-from ._bridge import EventBridge
 from ._controller import AppController
-from ._conversation import ConversationView
-from ._dialogs import ProjectSettingsDialog, SettingsDialog, would_allow
-from ._history import HistoryModel, HistoryWindow
-from ._inbox import ApprovalInbox, InboxDecision, InboxModel, PendingApproval
-from ._mainwindow import MainWindow, PromptEdit
-from ._projects import ProjectsModel, ProjectsSidebar
-from ._sessions import SessionFactory
-from ._timeline import TimelineDock, TimelineFilter, TimelineModel
+from ._gc import MainThreadGarbageCollector
+from ._mainwindow import MainWindow
+from ._theme import apply_theme
 
-__all__ = [
-    "AppController",
-    "ApprovalInbox",
-    "ConversationView",
-    "EventBridge",
-    "HistoryModel",
-    "HistoryWindow",
-    "InboxDecision",
-    "InboxModel",
-    "MainWindow",
-    "PendingApproval",
-    "ProjectSettingsDialog",
-    "ProjectsModel",
-    "ProjectsSidebar",
-    "PromptEdit",
-    "SessionFactory",
-    "SettingsDialog",
-    "TimelineDock",
-    "TimelineFilter",
-    "TimelineModel",
-    "would_allow",
-]
+__all__ = ["AppController", "MainThreadGarbageCollector", "MainWindow", "apply_theme"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QTimer, QUrl, Signal
@@ -21,7 +22,8 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QTextBrowser
 
-from ..core import ToolCallState, summarize_input
+from ..core import Done, ErrorEvent, StateChanged, ToolCallState, ToolEnd, ToolStart, summarize_input
+from ._bridge import EventBridge
 from ._theme import STATE_LABEL, STATE_STYLE, format_duration, is_dark
 
 _FENCE = re.compile(r"^```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
@@ -78,6 +80,48 @@ class ConversationView(QTextBrowser):
         self._frame = QTimer(self, singleShot=True, interval=FRAME_MS)
         self._frame.timeout.connect(self.flush)
         self.chunks_painted = 0  # frames painted (for tests and benchmarks)
+        self._current_session: Callable[[], str | None] = lambda: None
+
+    # the bridge ------------------------------------------------------------------------------
+    def attach(self, bridge: EventBridge, current_session: Callable[[], str | None]) -> None:
+        """Follow the current session: its streamed text, its tool cards, how its turns end."""
+        self._current_session = current_session
+        bridge.textChunk.connect(self._on_text)
+        bridge.toolStarted.connect(self._on_tool_start)
+        bridge.stateChanged.connect(self._on_state)
+        bridge.toolEnded.connect(self._on_end)
+        bridge.turnDone.connect(self._on_done)
+        bridge.errorOccurred.connect(self._on_error)
+
+    def _on_text(self, session_id: str, message_id: str, text: str) -> None:
+        if session_id == self._current_session():
+            self.append_chunk(message_id, text)
+
+    def _on_tool_start(self, ev: ToolStart) -> None:
+        if ev.session_id == self._current_session() and (not ev.partial or not self.has_card(ev.call_id)):
+            self.add_tool_card(ev.call_id, ev.name, ev.input)
+
+    def _on_state(self, ev: StateChanged) -> None:
+        if ev.session_id == self._current_session():
+            self.update_tool_card(ev.call_id, ev.state)
+
+    def _on_end(self, ev: ToolEnd) -> None:
+        if ev.session_id == self._current_session():
+            self.update_tool_card(ev.call_id, ev.state or "COMPLETED", ev.duration_ms)
+
+    def _on_done(self, ev: Done) -> None:
+        if ev.session_id != self._current_session():
+            return
+        self.finish_message()
+        if ev.reason == "interrupted":
+            self.add_notice("Interrupted.")
+        elif ev.reason in ("error", "max_steps", "paused") and ev.message:
+            self.add_notice(f"{ev.reason}: {ev.message}", "#d9363e" if ev.reason == "error" else "#d4890b")
+
+    def _on_error(self, ev: ErrorEvent) -> None:
+        # a retry is shown in the status bar; the notice is for errors that end the attempt
+        if not ev.retrying and (not ev.session_id or ev.session_id == self._current_session()):
+            self.add_notice(f"⚠ {ev.message}", "#d9363e")
 
     # streaming -------------------------------------------------------------------------------
     def append_chunk(self, message_id: str, text: str) -> None:
@@ -289,6 +333,3 @@ class ConversationView(QTextBrowser):
             from PySide6.QtGui import QDesktopServices
 
             QDesktopServices.openUrl(url)
-
-
-

@@ -1,5 +1,6 @@
 """The main window: projects sidebar, conversation with its input box, timeline and approval docks,
-the first-run banner and the status bar. It only shows things; the app controller feeds it."""
+the first-run banner and the status bar. It only shows things: its views follow the event bridge
+themselves, and the app controller answers what the person does."""
 
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core import TokenUsage
 from ._conversation import ConversationView
-from ._inbox import ApprovalInbox, PendingApproval
 from ._projects import ProjectsModel, ProjectsSidebar
+from ._statusbar import AgentStatusBar
 from ._theme import bring_to_front
-from ._timeline import TimelineDock, TimelineModel
+from .inbox import ApprovalInbox, PendingApproval
+from .timeline import TimelineDock, TimelineModel
 
 
 class PromptEdit(QPlainTextEdit):
@@ -103,55 +104,6 @@ class Banner(QFrame):
         return "\n".join(w.findChild(QLabel).text() for w in self._rows.values())
 
 
-class AgentStatusBar:
-    """The model; the sandbox (status, image, network); this session's tokens and cost."""
-
-    def __init__(self, window: QMainWindow) -> None:
-        bar = window.statusBar()
-        self.activity = QLabel()
-        self.model = QLabel("model: –")
-        self.sandbox = QLabel("sandbox: –")
-        self.usage = QLabel("0 tokens · $0.00")
-        for w in (self.model, self.sandbox, self.usage):
-            w.setContentsMargins(8, 0, 8, 0)
-        bar.addWidget(self.activity, 1)
-        bar.addPermanentWidget(self.model)
-        bar.addPermanentWidget(self.sandbox)
-        bar.addPermanentWidget(self.usage)
-        self._usage: dict[str, list[float]] = {}  # session -> [input, output, cost]
-        self._session = ""
-
-    def set_model(self, name: str) -> None:
-        self.model.setText(f"model: {name}")
-
-    def set_sandbox(self, status: str, image: str = "", network: str = "", unsafe: bool = False) -> None:
-        colour = {"running": "#2f9e44", "ready": "#2f9e44", "starting": "#d4890b"}.get(status, "#d9363e")
-        parts = [f"<span style='color:{colour}'>●</span> sandbox: {status}"]
-        if image:
-            parts.append(image)
-        if network:
-            parts.append(f"network {network}")
-        if unsafe:
-            parts.append("<b style='color:#d9363e'>UNSANDBOXED</b>")
-        self.sandbox.setText(" · ".join(parts))
-
-    def add_usage(self, ev: TokenUsage) -> None:
-        u = self._usage.setdefault(ev.session_id, [0, 0, 0.0])
-        u[0] += ev.input_tokens + ev.cache_creation_input_tokens + ev.cache_read_input_tokens
-        u[1] += ev.output_tokens
-        u[2] += ev.cost_usd
-        if ev.session_id == self._session:
-            self.show_session(self._session)
-
-    def has_usage(self, session_id: str) -> bool:
-        return session_id in self._usage
-
-    def show_session(self, session_id: str) -> None:
-        self._session = session_id
-        i, o, cost = self._usage.get(session_id, [0, 0, 0.0])
-        self.usage.setText(f"{int(i):,} in · {int(o):,} out · ${cost:.4f}")
-
-
 class MainWindow(QMainWindow):
     """Shows one session at a time; the docks show the current session's calls and every session's approvals."""
 
@@ -167,14 +119,21 @@ class MainWindow(QMainWindow):
         self.setObjectName("MainWindow")
         self.resize(1440, 880)
         self.setDockNestingEnabled(True)
+        self._build_docks()
+        self._build_centre()
+        self.status = AgentStatusBar(self)
+        self.inbox.arrived.connect(self.notify_approval)
+        self.inbox.countChanged.connect(self._approvals_changed)
+        self._tray: QSystemTrayIcon | None = None
+        self._build_menus()
 
+    def _build_docks(self) -> None:
         self.projects_model = ProjectsModel(self)
         self.sidebar = ProjectsSidebar(self.projects_model)
         self.projects_dock = QDockWidget("Projects", self)
         self.projects_dock.setObjectName("ProjectsDock")
         self.projects_dock.setWidget(self.sidebar)
         self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.projects_dock)
-
         self.timeline_model = TimelineModel(self)
         self.timeline = TimelineDock(self.timeline_model, self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.timeline)
@@ -184,6 +143,7 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.projects_dock, self.timeline], [250, 500], Qt.Orientation.Horizontal)
         self.resizeDocks([self.timeline, self.inbox], [430, 400], Qt.Orientation.Vertical)
 
+    def _build_centre(self) -> None:
         self.banner = Banner()
         self.approval_banner = Banner()
         self.session_label = QLabel()
@@ -199,7 +159,6 @@ class MainWindow(QMainWindow):
         self.prompt.submitted.connect(self.promptSubmitted.emit)
         self.prompt.interruptRequested.connect(self.stopRequested.emit)
         self.conversation.callActivated.connect(self.timeline.select_call)
-
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_btn)
         buttons.addWidget(self.stop_btn)
@@ -216,12 +175,6 @@ class MainWindow(QMainWindow):
         lay.addWidget(self.conversation, 1)
         lay.addLayout(input_row)
         self.setCentralWidget(centre)
-        self.status = AgentStatusBar(self)
-
-        self.inbox.arrived.connect(self.notify_approval)
-        self.inbox.countChanged.connect(self._approvals_changed)
-        self._tray: QSystemTrayIcon | None = None
-        self._build_menus()
 
     def _build_menus(self) -> None:
         m = self.menuBar().addMenu("&File")
@@ -298,5 +251,3 @@ class MainWindow(QMainWindow):
     def showEvent(self, event) -> None:
         super().showEvent(event)
         self.shown.emit()
-
-

@@ -20,11 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..core import ProjectInfo, SessionInfo
-
-KindRole = Qt.ItemDataRole.UserRole + 1  # "project" | "session"
-IdRole = Qt.ItemDataRole.UserRole + 2
-SubtitleRole = Qt.ItemDataRole.UserRole + 3
-ObjectRole = Qt.ItemDataRole.UserRole + 4
+from ._roles import Role
 
 
 @dataclass(slots=True)
@@ -86,25 +82,25 @@ class ProjectsModel(QAbstractItemModel):
             p = self._projects[index.row()].info
             if role == Qt.ItemDataRole.DisplayRole:
                 return p.name
-            if role in (SubtitleRole, Qt.ItemDataRole.ToolTipRole):
+            if role in (Role.SUBTITLE, Qt.ItemDataRole.ToolTipRole):
                 return project_subtitle(p)
-            if role == KindRole:
+            if role == Role.KIND:
                 return "project"
-            if role == IdRole:
+            if role == Role.ID:
                 return p.id
-            if role == ObjectRole:
+            if role == Role.OBJECT:
                 return p
             return None
         s = node.sessions[index.row()]
         if role == Qt.ItemDataRole.DisplayRole:
             return session_title(s)
-        if role in (SubtitleRole, Qt.ItemDataRole.ToolTipRole):
+        if role in (Role.SUBTITLE, Qt.ItemDataRole.ToolTipRole):
             return time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at))
-        if role == KindRole:
+        if role == Role.KIND:
             return "session"
-        if role == IdRole:
+        if role == Role.ID:
             return s.id
-        if role == ObjectRole:
+        if role == Role.OBJECT:
             return s
         return None
 
@@ -194,7 +190,7 @@ class SessionSearchFilter(QSortFilterProxyModel):
         if not pattern:
             return True
         idx = self.sourceModel().index(source_row, 0, source_parent)
-        text = f"{idx.data()} {idx.data(SubtitleRole) or ''}"
+        text = f"{idx.data()} {idx.data(Role.SUBTITLE) or ''}"
         return pattern.lower() in text.lower()
 
 
@@ -203,12 +199,12 @@ class _TwoLineDelegate(QStyledItemDelegate):
 
     def sizeHint(self, option, index) -> QSize:
         base = super().sizeHint(option, index)
-        if index.data(KindRole) == "project":
+        if index.data(Role.KIND) == "project":
             return QSize(base.width(), option.fontMetrics.height() * 2 + 8)
         return QSize(base.width(), option.fontMetrics.height() + 6)
 
     def paint(self, painter, option, index) -> None:
-        if index.data(KindRole) != "project":
+        if index.data(Role.KIND) != "project":
             super().paint(painter, option, index)
             return
         self.initStyleOption(option, index)
@@ -232,7 +228,7 @@ class _TwoLineDelegate(QStyledItemDelegate):
         painter.setFont(small)
         fg.setAlpha(160)
         painter.setPen(fg)
-        sub = painter.fontMetrics().elidedText(index.data(SubtitleRole) or "", Qt.TextElideMode.ElideMiddle,
+        sub = painter.fontMetrics().elidedText(index.data(Role.SUBTITLE) or "", Qt.TextElideMode.ElideMiddle,
                                                r.width())
         painter.drawText(QRect(r.left(), r.top() + h + 1, r.width(), h), Qt.AlignmentFlag.AlignVCenter, sub)
         painter.restore()
@@ -294,14 +290,14 @@ class ProjectsSidebar(QWidget):
         idx = self.tree.currentIndex()
         if not idx.isValid():
             return None
-        if idx.data(KindRole) == "session":
+        if idx.data(Role.KIND) == "session":
             idx = idx.parent()
-        return idx.data(IdRole)
+        return idx.data(Role.ID)
 
     def _with_project(self, fn) -> None:
         pid = self.current_project_id()
         if pid is None and self.model.rowCount():
-            pid = self.model.index(0, 0).data(IdRole)
+            pid = self.model.index(0, 0).data(Role.ID)
         if pid:
             fn(pid)
 
@@ -313,7 +309,7 @@ class ProjectsSidebar(QWidget):
     def _current_changed(self, current, _previous) -> None:
         if not current.isValid():
             return
-        if current.data(KindRole) == "session":
-            self.sessionActivated.emit(current.data(IdRole))
+        if current.data(Role.KIND) == "session":
+            self.sessionActivated.emit(current.data(Role.ID))
         else:
-            self.projectActivated.emit(current.data(IdRole))
+            self.projectActivated.emit(current.data(Role.ID))

@@ -1,30 +1,22 @@
-"""ConversationView and EventBridge: streamed text through the real bus, Markdown with highlighted
-code, and tool cards linked to the timeline."""
+"""ConversationView: streamed text through the real bus, Markdown with highlighted code, tool cards
+linked to the timeline, and its own subscription to the bridge."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QUrl
 
-from desktop_app.core import EventBus, MemoryStore, PermissionRequired, StateChanged, TextChunk, TokenUsage, ToolStart
+from desktop_app.core import (
+    Done,
+    ErrorEvent,
+    EventBus,
+    MemoryStore,
+    StateChanged,
+    TextChunk,
+    ToolEnd,
+    ToolStart,
+)
 from desktop_app.ui._bridge import EventBridge
 from desktop_app.ui._conversation import ConversationView, split_fences
-
-
-def test_bridge_turns_bus_events_into_typed_signals(qtbot, qloop):
-    bus = EventBus(MemoryStore())
-    bridge = EventBridge(bus)
-    with qtbot.waitSignal(bridge.textChunk) as text:
-        bus.publish(TextChunk(session_id="s1", text="hi", message_id="m1"))
-    assert text.args == ["s1", "m1", "hi"]
-    with qtbot.waitSignal(bridge.permissionRequired) as perm:
-        bus.publish(PermissionRequired(session_id="s1", call_id="c1", name="bash_run", input={"command": "ls"}))
-    assert isinstance(perm.args[0], PermissionRequired) and perm.args[0].call_id == "c1"
-    with qtbot.waitSignal(bridge.tokenUsage) as usage:
-        bus.publish(TokenUsage(session_id="s1", input_tokens=3, output_tokens=4, cost_usd=0.5))
-    assert usage.args[0].output_tokens == 4
-    bridge.detach()
-    with qtbot.assertNotEmitted(bridge.stateChanged):
-        bus.publish(StateChanged(session_id="s1", call_id="c1", state="APPROVED"))
 
 
 def test_streamed_chunks_are_painted_once_per_frame_then_rendered_as_markdown(qtbot, qloop):
@@ -77,3 +69,28 @@ def test_tool_start_then_card_and_text_keep_their_order(qtbot, qloop):
     view.finish_message()
     text = view.toPlainText()
     assert text.index("Let me look.") < text.index("fs_read") < text.index("It is fine.")
+
+
+def test_attach_shows_the_current_sessions_text_cards_and_endings(qtbot, qloop):
+    bus = EventBus(MemoryStore())
+    bridge = EventBridge(bus)
+    view = ConversationView()
+    qtbot.addWidget(view)
+    view.attach(bridge, lambda: "s1")
+    bus.publish(TextChunk(session_id="s1", text="Running the tests.", message_id="m1"))
+    bus.publish(TextChunk(session_id="s2", text="Not this session.", message_id="m9"))
+    bus.publish(ToolStart(session_id="s1", call_id="c1", name="bash_run", input={"command": "pytest -q"}))
+    bus.publish(ToolStart(session_id="s2", call_id="c9", name="fs_read", input={"path": "x"}))
+    assert view.has_card("c1") and not view.has_card("c9")
+    bus.publish(StateChanged(session_id="s1", call_id="c1", state="EXECUTING", previous="PENDING"))
+    assert "running" in view.toPlainText()
+    bus.publish(ToolEnd(session_id="s1", call_id="c1", name="bash_run", state="", duration_ms=1500.0))
+    assert "done · 1.5 s" in view.toPlainText()  # no state given: completed
+    bus.publish(ErrorEvent(session_id="s1", message="overloaded", retrying=True, attempt=1))
+    assert "overloaded" not in view.toPlainText()  # a retry is the status bar's to show
+    bus.publish(ErrorEvent(session_id="s1", message="the model is gone"))
+    bus.publish(Done(session_id="s1", reason="interrupted"))
+    text = view.toPlainText()
+    assert "Running the tests." in text and "Not this session." not in text
+    assert "⚠ the model is gone" in text and text.rstrip().endswith("Interrupted.")
+    bridge.detach()

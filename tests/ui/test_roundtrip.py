@@ -11,8 +11,7 @@ from PySide6.QtCore import Qt
 
 from desktop_app.config import DEFAULT_MODEL, Settings
 from desktop_app.core import EventBus, ProjectInfo, SessionInfo
-from desktop_app.ui._controller import AppController
-from desktop_app.ui._mainwindow import MainWindow
+from desktop_app.ui import AppController, MainWindow
 from desktop_app.ui._sessions import SessionFactory
 from tests.conftest import TEST_IMAGE, make_workspace
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use

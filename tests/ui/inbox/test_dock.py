@@ -1,4 +1,5 @@
-"""The approval inbox dock: cards, decisions, keyboard, batch, always-allow preview, edit-then-allow."""
+"""The approval inbox dock: cards, decisions (core's Allow | Deny), keyboard, batch, always-allow preview,
+edit-then-allow, and its own subscription to the bridge."""
 
 from __future__ import annotations
 
@@ -8,7 +9,20 @@ import time
 from PySide6.QtCore import QItemSelectionModel, Qt
 from PySide6.QtWidgets import QApplication
 
-from desktop_app.ui._inbox import ApprovalInbox, EditInputDialog, PendingApproval, RulePreviewDialog
+from desktop_app.core import (
+    Allow,
+    ApprovalScope,
+    Deny,
+    EventBus,
+    MemoryStore,
+    PermissionDecided,
+    PermissionRequired,
+    SessionInfo,
+    StateChanged,
+)
+from desktop_app.ui._bridge import EventBridge
+from desktop_app.ui.dialogs import EditInputDialog, RulePreviewDialog
+from desktop_app.ui.inbox import ApprovalInbox, PendingApproval
 
 
 def _item(i: int, name: str = "bash_run", **kw) -> PendingApproval:
@@ -21,8 +35,8 @@ def _inbox(qtbot) -> tuple[ApprovalInbox, list]:
     inbox = ApprovalInbox()
     qtbot.addWidget(inbox)
     inbox.show()
-    decisions: list = []
-    inbox.decided.connect(decisions.append)
+    decisions: list = []  # (call id, session id, Allow | Deny)
+    inbox.decided.connect(lambda cid, sid, d: decisions.append((cid, sid, d)))
     return inbox, decisions
 
 
@@ -48,10 +62,11 @@ def test_ctrl_enter_allows_and_ctrl_backspace_denies_with_the_note(qtbot, qloop)
     qtbot.waitUntil(inbox.isActiveWindow)  # shortcuts only fire in the active window
     inbox.list.setFocus()
     qtbot.keyClick(inbox.list, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
-    assert [(d.call_id, d.allow, d.scope) for d in decisions] == [("c1", True, "once")]
+    assert decisions == [("c1", "ses_1", Allow(ApprovalScope.ONCE))]
+    assert decisions[0][2].scope == "once"
     inbox.note.setText("use the test runner instead")
     qtbot.keyClick(inbox.note, Qt.Key.Key_Backspace, Qt.KeyboardModifier.ControlModifier)
-    assert decisions[-1].allow is False and decisions[-1].note == "use the test runner instead"
+    assert decisions[-1][2] == Deny(note="use the test runner instead")
 
 
 def test_batch_allow_of_selected_cards(qtbot, qloop):
@@ -63,9 +78,9 @@ def test_batch_allow_of_selected_cards(qtbot, qloop):
         sel.select(inbox.model.index(r), QItemSelectionModel.SelectionFlag.Select)
     assert inbox.allow_btn.text() == "Allow 3 selected"
     qtbot.mouseClick(inbox.allow_btn, Qt.MouseButton.LeftButton)
-    assert sorted(d.call_id for d in decisions) == ["c0", "c2", "c3"]
+    assert sorted(cid for cid, _, _ in decisions) == ["c0", "c2", "c3"]
     inbox.allow_for_session()
-    assert decisions[-1].scope == "session"
+    assert decisions[-1][2].scope == "session"
 
 
 def test_always_allow_previews_the_rule_before_deciding(qtbot, run):
@@ -80,7 +95,7 @@ def test_always_allow_previews_the_rule_before_deciding(qtbot, run):
     dlg.edit.setText("bash_run(npm test --shard *)")
     dlg.accept()
     assert run(task) == "bash_run(npm test --shard *)"
-    assert decisions[-1].scope == "always" and decisions[-1].rule == "bash_run(npm test --shard *)"
+    assert decisions[-1][2] == Allow(ApprovalScope.ALWAYS, rule="bash_run(npm test --shard *)")
 
 
 def test_edit_then_allow_refuses_bad_json_and_sends_the_edit(qtbot, run):
@@ -96,7 +111,8 @@ def test_edit_then_allow_refuses_bad_json_and_sends_the_edit(qtbot, run):
     dlg.edit.setPlainText('{"path": "src/other.py", "content": "y"}')
     dlg._check()
     assert run(task) == {"path": "src/other.py", "content": "y"}
-    assert decisions[-1].edited_input == {"path": "src/other.py", "content": "y"} and decisions[-1].allow
+    decision = decisions[-1][2]
+    assert decision.edited_input == {"path": "src/other.py", "content": "y"} and isinstance(decision, Allow)
 
 
 def test_diff_preview_is_fetched_for_file_writes(qtbot, qloop):
@@ -112,3 +128,26 @@ def test_diff_preview_is_fetched_for_file_writes(qtbot, qloop):
     qtbot.waitUntil(lambda: "+x" in inbox.card.toPlainText())
     assert asked == ["c1"]
     assert "Diff preview" in inbox.card.toPlainText()
+
+
+def test_attach_adds_cards_from_every_session_and_drops_them_when_answered(qtbot, qloop):
+    bus = EventBus(MemoryStore())
+    bridge = EventBridge(bus)
+    inbox, _ = _inbox(qtbot)
+    sessions = {"ses_a": SessionInfo("ses_a", "prj_1", "Fix the parser")}
+    inbox.attach(bridge, sessions.get)
+    with qtbot.waitSignal(inbox.arrived):
+        bus.publish(PermissionRequired(session_id="ses_a", call_id="c1", name="bash_run",
+                                       input={"command": "make"}, risk="high", reason="mode ask asks"))
+    bus.publish(PermissionRequired(session_id="ses_unknown_42", call_id="c2", name="fs_write",
+                                   input={"path": "a.txt", "content": "x"}))
+    assert [i.call_id for i in inbox.model.items()] == ["c1", "c2"]
+    first, second = inbox.model.items()
+    assert (first.project_id, first.session_title, first.risk) == ("prj_1", "Fix the parser", "high")
+    assert second.session_title == "known_42"  # no such session: the end of its id
+    bus.publish(PermissionDecided(session_id="ses_a", call_id="c1", decision="allow"))
+    assert [i.call_id for i in inbox.model.items()] == ["c2"]
+    bus.publish(StateChanged(session_id="ses_unknown_42", call_id="c2", state="DENIED",
+                             previous="APPROVAL_REQUIRED"))  # answered elsewhere, or expired
+    assert inbox.model.rowCount() == 0 and inbox.windowTitle() == "Approvals"
+    bridge.detach()

@@ -1,11 +1,12 @@
-"""Settings and project settings dialogs. Both open with open() and hand back a future; slow work
-(keyring, image builds) runs off the GUI thread."""
+"""The project settings dialog (folder, sandbox image with its build, limits, mode, and a rules editor
+with a 'would it be allowed?' tester), and the flow that opens it with the image catalog."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
+import logging
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
-    QFileDialog,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
@@ -31,7 +30,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core import (
+from ...core import (
+    DEFAULT_IMAGE,
     AgentDeskError,
     ConfigError,
     PermissionMode,
@@ -39,118 +39,21 @@ from ..core import (
     ProjectInfo,
     RuleSet,
     ToolFacts,
+    new_id,
     project_rules_path,
 )
+from .._tasks import BackgroundTasks
+from ._base import FutureDialog, ask_file
+from ._modes import mode_combo
 
-MODES = [m.value for m in PermissionMode]
-MODE_HELP = {
-    "ask": "ask before anything that writes or runs",
-    "accept-edits": "file edits inside the workspace run; commands ask",
-    "read-only": "only reading tools; the rest is denied",
-    "auto": "everything runs unless a rule asks or denies",
-    "strict": "only what a rule allows; nothing asks",
-}
+log = logging.getLogger(__name__)
 
-
-class FutureDialog(QDialog):
-    """open() the dialog and await `ask()`: the value on accept, None on cancel. Never exec()."""
-
-    def __init__(self, parent=None) -> None:
-        super().__init__(parent)
-        self._future: asyncio.Future | None = None
-        self.finished.connect(self._finished)
-
-    def ask(self) -> asyncio.Future:
-        self._future = asyncio.get_event_loop().create_future()
-        self.open()
-        return self._future
-
-    def value(self) -> Any:
-        return True
-
-    def _finished(self, code: int) -> None:
-        if self._future is not None and not self._future.done():
-            self._future.set_result(self.value() if code == QDialog.DialogCode.Accepted else None)
-
-
-def _mode_combo(current: str) -> QComboBox:
-    box = QComboBox()
-    for m in MODES:
-        box.addItem(f"{m} — {MODE_HELP.get(m, '')}", m)
-    box.setCurrentIndex(max(0, MODES.index(current) if current in MODES else 0))
-    return box
-
-
-@dataclasses.dataclass(slots=True)
-class SettingsResult:
-    model: str
-    base_url: str | None
-    permission_mode: str
-    theme: str
-    api_key: str | None  # None: unchanged
-    clear_key: bool = False
-
-
-class SettingsDialog(FutureDialog):
-    """The API key (keyring, or an explicit warned fallback), endpoint, model, default mode, theme."""
-
-    def __init__(self, settings: Any, *, key_source: str | None, keyring_ok: bool, parent=None) -> None:
-        super().__init__(parent)
-        self.setWindowTitle("Settings — Agent Desk")
-        self.setMinimumWidth(640)
-        self.key = QLineEdit()
-        self.key.setEchoMode(QLineEdit.EchoMode.Password)
-        self.key.setPlaceholderText("sk-ant-…  (leave empty to keep the current key)")
-        where = {"keyring": "stored in the system keyring", "settings": "stored in the settings file",
-                 "env": "read from ANTHROPIC_API_KEY"}.get(key_source or "", "not set")
-        self.key_state = QLabel(f"Current key: {where}")
-        self.clear_key = QCheckBox("Forget the stored key")
-        self.keyring_warning = QLabel(
-            "⚠ No keyring backend is available: the key will be written to "
-            f"{getattr(settings, 'path', '') or 'the settings file'} (readable only by you).\n"
-            "Install and unlock a keyring (gnome-keyring, KWallet) to keep it out of files.")
-        self.keyring_warning.setWordWrap(True)
-        self.keyring_warning.setStyleSheet("color: #d4890b")
-        self.keyring_warning.setVisible(not keyring_ok)
-        self.base_url = QLineEdit(settings.base_url or "")
-        self.base_url.setPlaceholderText("https://api.anthropic.com (default)")
-        self.model = QLineEdit(settings.model)
-        self.mode = _mode_combo(settings.permission_mode)
-        self.theme = QComboBox()
-        for t in ("system", "light", "dark"):
-            self.theme.addItem({"system": "Follow the system"}.get(t, t.capitalize()), t)
-        self.theme.setCurrentIndex(max(0, self.theme.findData(getattr(settings, "theme", "system"))))
-
-        form = QFormLayout()
-        form.addRow("API key", self.key)
-        form.addRow("", self.key_state)
-        form.addRow("", self.clear_key)
-        form.addRow("", self.keyring_warning)
-        form.addRow("Base URL", self.base_url)
-        form.addRow("Model", self.model)
-        form.addRow("Default mode", self.mode)
-        form.addRow("Theme", self.theme)
-        bb = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
-        bb.accepted.connect(self.accept)
-        bb.rejected.connect(self.reject)
-        lay = QVBoxLayout(self)
-        lay.addLayout(form)
-        lay.addWidget(bb)
-
-    def value(self) -> SettingsResult:
-        return SettingsResult(
-            model=self.model.text().strip() or "claude-sonnet-4-6",
-            base_url=self.base_url.text().strip() or None,
-            permission_mode=self.mode.currentData(),
-            theme=self.theme.currentData(),
-            api_key=self.key.text().strip() or None,
-            clear_key=self.clear_key.isChecked(),
-        )
+ImageBuilder = Callable[[str, Callable[[str], None]], Awaitable[Any]]
 
 
 def tool_facts() -> dict[str, ToolFacts]:
     try:
-        from ..tools import builtin_tools
+        from ...tools import builtin_tools
 
         return {t.name: ToolFacts(t.name, t.group, t.read_only) for t in builtin_tools()}
     except Exception:  # the tester still works with custom names
@@ -186,9 +89,9 @@ class ProjectSettingsDialog(FutureDialog):
         project: ProjectInfo | None,
         *,
         catalog: list[dict[str, Any]] | None = None,
-        build_image: Callable[[str, Callable[[str], None]], Awaitable[Any]] | None = None,
-        default_mode: str = "ask",
-        default_image: str = "agent-desk/minimal:latest",
+        build_image: ImageBuilder | None = None,
+        default_mode: str = PermissionMode.ASK.value,
+        default_image: str = DEFAULT_IMAGE,
         parent=None,
     ) -> None:
         super().__init__(parent)
@@ -196,25 +99,48 @@ class ProjectSettingsDialog(FutureDialog):
         self.resize(720, 600)
         self.project = project
         self._build_image = build_image
+        self._tasks = BackgroundTasks()
+        self.catalog: dict[str, dict[str, Any]] = {}
         st = dict(project.settings) if project else {}
+        self._build_folder(project)
+        self._build_image_picker(project, catalog, default_image)
+        self._build_limits(st, project.permission_mode if project else default_mode)
+        self._build_rules(project)
+        tabs = QTabWidget()
+        tabs.addTab(self._general_tab(), "Sandbox && permissions")
+        tabs.addTab(self._rules_tab(), "Rules")
+        self.error = QLabel()
+        self.error.setStyleSheet("color: #d9363e")
+        bb = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
+        bb.accepted.connect(self._check)
+        bb.rejected.connect(self.reject)
+        lay = QVBoxLayout(self)
+        lay.addWidget(tabs, 1)
+        lay.addWidget(self.error)
+        lay.addWidget(bb)
+        self._result: ProjectInfo | None = None
+        self._image_changed(self.image.currentText())
 
+    # building ----------------------------------------------------------------------------------
+    def _build_folder(self, project: ProjectInfo | None) -> None:
         self.folder = QLineEdit(project.path if project else "")
         self.folder.setPlaceholderText("/path/to/your/project")
-        browse = QPushButton("Browse…")
-        self._tasks: set[asyncio.Task] = set()
-        browse.clicked.connect(lambda: self._spawn(self._browse()))
+        self.browse = QPushButton("Browse…")
+        self.browse.clicked.connect(lambda: self._tasks.spawn(self._browse()))
         self.name = QLineEdit(project.name if project else "")
         self.name.setPlaceholderText("defaults to the folder's name")
+
+    def _build_image_picker(self, project: ProjectInfo | None, catalog: list[dict[str, Any]] | None,
+                            default_image: str) -> None:
         self.image = QComboBox()
         self.image.setEditable(True)
         self.image.setToolTip("Pick an image from the catalog, or type any local image tag")
-        self.catalog: dict[str, dict[str, Any]] = {}
         for entry in catalog or []:
             self.add_catalog_entry(entry)
         self.image.setCurrentText(project.image if project else default_image)
         self.image_status = QLabel()
         self.build_btn = QPushButton("Build")
-        self.build_btn.clicked.connect(lambda: self._spawn(self.build_selected()))
+        self.build_btn.clicked.connect(lambda: self._tasks.spawn(self.build_selected()))
         self.build_progress = QProgressBar()
         self.build_progress.setRange(0, 0)
         self.build_progress.hide()
@@ -222,6 +148,7 @@ class ProjectSettingsDialog(FutureDialog):
         self.build_log.setWordWrap(True)
         self.image.currentTextChanged.connect(self._image_changed)
 
+    def _build_limits(self, st: dict[str, Any], mode: str) -> None:
         self.network = QCheckBox("Allow network access from the sandbox")
         self.network.setChecked(bool(st.get("network", False)))
         self.memory = QLineEdit(str(st.get("memory", "2g")))
@@ -235,14 +162,14 @@ class ProjectSettingsDialog(FutureDialog):
         self.local.setStyleSheet("QCheckBox:checked { color: #d9363e; }")
         self.workspace_ro = QCheckBox("Mount the workspace read-only")
         self.workspace_ro.setChecked(bool(st.get("workspace_ro", False)))
-        self.mode = _mode_combo(project.permission_mode if project else default_mode)
+        self.mode = mode_combo(mode)
 
+    def _build_rules(self, project: ProjectInfo | None) -> None:
         self.rules = QPlainTextEdit()
         self.rules.setPlaceholderText('[permissions]\nallow = ["bash_run(npm test *)"]\nask = []\ndeny = []')
         if project:
-            path = project_rules_path(project.path)
             try:
-                self.rules.setPlainText(path.read_text(encoding="utf-8"))
+                self.rules.setPlainText(project_rules_path(project.path).read_text(encoding="utf-8"))
             except OSError:
                 pass
         self.test_tool = QComboBox()
@@ -250,33 +177,34 @@ class ProjectSettingsDialog(FutureDialog):
         self.test_tool.addItems(sorted(tool_facts()) or ["bash_run", "fs_write", "fs_read"])
         self.test_tool.setCurrentText("bash_run")
         self.test_input = QLineEdit('{"command": "npm test"}')
-        test_btn = QPushButton("Would it be allowed?")
-        test_btn.clicked.connect(self.run_test)
+        self.test_btn = QPushButton("Would it be allowed?")
+        self.test_btn.clicked.connect(self.run_test)
         self.test_result = QLabel()
         self.test_result.setWordWrap(True)
         self.test_result.setTextFormat(Qt.TextFormat.RichText)
 
+    def _general_tab(self) -> QWidget:
         general = QWidget()
         form = QFormLayout(general)
         row = QHBoxLayout()
         row.addWidget(self.folder, 1)
-        row.addWidget(browse)
+        row.addWidget(self.browse)
         form.addRow("Folder", row)
         form.addRow("Name", self.name)
         img = QHBoxLayout()
         img.addWidget(self.image, 1)
         img.addWidget(self.build_btn)
         form.addRow("Sandbox image", img)
-        form.addRow("", self.image_status)
-        form.addRow("", self.build_progress)
-        form.addRow("", self.build_log)
-        form.addRow("", self.network)
+        for w in (self.image_status, self.build_progress, self.build_log, self.network):
+            form.addRow("", w)
         form.addRow("Memory limit", self.memory)
         form.addRow("CPU limit", self.cpus)
         form.addRow("", self.workspace_ro)
         form.addRow("", self.local)
         form.addRow("Permission mode", self.mode)
+        return general
 
+    def _rules_tab(self) -> QWidget:
         rules_tab = QWidget()
         rl = QVBoxLayout(rules_tab)
         rl.addWidget(QLabel("Rules in <code>.agent-desk/rules.toml</code> — deny beats ask beats allow beats "
@@ -286,29 +214,10 @@ class ProjectSettingsDialog(FutureDialog):
         tl = QHBoxLayout(tester)
         tl.addWidget(self.test_tool)
         tl.addWidget(self.test_input, 1)
-        tl.addWidget(test_btn)
+        tl.addWidget(self.test_btn)
         rl.addWidget(tester)
         rl.addWidget(self.test_result)
-
-        tabs = QTabWidget()
-        tabs.addTab(general, "Sandbox && permissions")
-        tabs.addTab(rules_tab, "Rules")
-        self.error = QLabel()
-        self.error.setStyleSheet("color: #d9363e")
-        bb = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
-        bb.accepted.connect(self._check)
-        bb.rejected.connect(self.reject)
-        lay = QVBoxLayout(self)
-        lay.addWidget(tabs, 1)
-        lay.addWidget(self.error)
-        lay.addWidget(bb)
-        self._result: ProjectInfo | None = None
-        self._image_changed(self.image.currentText())
-
-    def _spawn(self, coro) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        return rules_tab
 
     # image catalog -----------------------------------------------------------------------------
     def add_catalog_entry(self, entry: dict[str, Any]) -> None:
@@ -358,22 +267,14 @@ class ProjectSettingsDialog(FutureDialog):
         return True
 
     async def _browse(self) -> None:
-        dlg = QFileDialog(self, "Project folder", self.folder.text())
-        dlg.setFileMode(QFileDialog.FileMode.Directory)
-        dlg.setOption(QFileDialog.Option.ShowDirsOnly)
-        fut = asyncio.get_event_loop().create_future()
-        dlg.fileSelected.connect(lambda p: fut.done() or fut.set_result(p))
-        dlg.rejected.connect(lambda: fut.done() or fut.set_result(None))
-        dlg.open()
-        path = await fut
-        dlg.deleteLater()
+        path = await ask_file(self, "Project folder", self.folder.text(), folder=True)
         if path:
             self.folder.setText(path)
 
-    # rules ---------------------------------------------------------------------------------------
+    # rules and the result ----------------------------------------------------------------------
     def run_test(self) -> str:
         html = would_allow(self.rules.toPlainText(), self.mode.currentData(), self.test_tool.currentText(),
-                          self.test_input.text())
+                           self.test_input.text())
         self.test_result.setText(html)
         return html
 
@@ -389,14 +290,17 @@ class ProjectSettingsDialog(FutureDialog):
             except AgentDeskError as e:
                 self.error.setText(f"Rules: {e.user_message()}")
                 return
-        from ..core import new_id
+        self._result = self._project_from_form(folder)
+        self.rules_text = text
+        self.accept()
 
+    def _project_from_form(self, folder: Path) -> ProjectInfo:
         base = self.project
-        self._result = ProjectInfo(
+        return ProjectInfo(
             id=base.id if base else new_id("prj_"),
             name=self.name.text().strip() or folder.name,
             path=str(folder.resolve()),
-            image=self.image.currentText().strip() or "agent-desk/minimal:latest",
+            image=self.image.currentText().strip() or DEFAULT_IMAGE,
             permission_mode=self.mode.currentData(),
             settings={
                 **(base.settings if base else {}),
@@ -406,10 +310,8 @@ class ProjectSettingsDialog(FutureDialog):
                 "workspace_ro": self.workspace_ro.isChecked(),
                 "sandbox": "local" if self.local.isChecked() else "docker",
             },
-            created_at=base.created_at if base else __import__("time").time(),
+            created_at=base.created_at if base else time.time(),
         )
-        self.rules_text = text
-        self.accept()
 
     def value(self) -> ProjectInfo | None:
         return self._result
@@ -423,3 +325,54 @@ def write_rules_file(project: ProjectInfo, text: str) -> Path | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
     return path
+
+
+async def image_catalog() -> list[dict[str, Any]]:
+    """The sandbox_images manifest with each image's build status (Docker is asked off the GUI thread;
+    without Docker the catalog still lists what can be built)."""
+    from ... import sandbox as sb
+
+    loop = asyncio.get_running_loop()
+    try:
+        statuses = await loop.run_in_executor(None, sb.list_images)
+        return [{"name": st.spec.name, "tag": st.spec.tag,
+                 "description": st.spec.description or st.spec.label,
+                 "status": "built" if st.present else "missing"} for st in statuses]
+    except Exception as exc:  # no Docker: list the manifest, status unknown
+        log.info("image status unavailable: %s", exc)
+    try:
+        specs = await loop.run_in_executor(None, sb.load_catalog)
+    except Exception as exc:
+        log.warning("image catalog unavailable: %s", exc)
+        return []
+    return [{"name": sp.name, "tag": sp.tag, "description": sp.description or sp.label,
+             "status": "unknown (Docker not available)"} for sp in specs.values()]
+
+
+async def build_image(name: str, on_progress: Callable[[str], None]) -> Any:
+    """Build a catalog image on a worker thread; progress lines hop back to the GUI thread."""
+    from ... import sandbox as sb
+
+    loop = asyncio.get_running_loop()
+
+    def progress(line: Any) -> None:  # called on the build thread
+        loop.call_soon_threadsafe(on_progress, str(line))
+
+    return await loop.run_in_executor(None, lambda: sb.build_image(name, on_progress=progress))
+
+
+async def edit_project(project: ProjectInfo | None, settings: Any, parent=None) -> ProjectInfo | None:
+    """Ask for a new project (`project` None) or changes to one; on save, write its rules file (off
+    the GUI thread). Returns the project to store, or None when cancelled."""
+    catalog = await image_catalog()
+    dlg = ProjectSettingsDialog(
+        project, catalog=catalog, build_image=build_image,
+        default_mode=getattr(settings, "permission_mode", PermissionMode.ASK.value),
+        default_image=getattr(settings, "default_image", DEFAULT_IMAGE),
+        parent=parent)
+    result = await dlg.ask()
+    rules_text = getattr(dlg, "rules_text", "")
+    dlg.deleteLater()
+    if result is not None:
+        await asyncio.get_running_loop().run_in_executor(None, write_rules_file, result, rules_text)
+    return result

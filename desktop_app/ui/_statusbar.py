@@ -1,0 +1,75 @@
+"""The window's status bar: what the agent is doing, the model, the sandbox, and the session's tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtWidgets import QLabel, QMainWindow
+
+from ..core import ErrorEvent, TokenUsage
+from ._bridge import EventBridge
+
+
+class AgentStatusBar:
+    """The model; the sandbox (status, image, network); this session's tokens and cost."""
+
+    def __init__(self, window: QMainWindow) -> None:
+        bar = window.statusBar()
+        self.activity = QLabel()
+        self.model = QLabel("model: –")
+        self.sandbox = QLabel("sandbox: –")
+        self.usage = QLabel("0 tokens · $0.00")
+        for w in (self.model, self.sandbox, self.usage):
+            w.setContentsMargins(8, 0, 8, 0)
+        bar.addWidget(self.activity, 1)
+        bar.addPermanentWidget(self.model)
+        bar.addPermanentWidget(self.sandbox)
+        bar.addPermanentWidget(self.usage)
+        self._usage: dict[str, list[float]] = {}  # session -> [input, output, cost]
+        self._session = ""
+        self._current_session: Callable[[], str | None] = lambda: None
+
+    def attach(self, bridge: EventBridge, current_session: Callable[[], str | None]) -> None:
+        """Count every session's tokens (shown for the current one) and show the current one's retries."""
+        self._current_session = current_session
+        bridge.tokenUsage.connect(self._on_usage)
+        bridge.errorOccurred.connect(self._on_error)
+
+    def _on_usage(self, ev: TokenUsage) -> None:
+        self.add_usage(ev)
+        if ev.model:
+            self.set_model(ev.model)
+
+    def _on_error(self, ev: ErrorEvent) -> None:
+        if ev.retrying and (not ev.session_id or ev.session_id == self._current_session()):
+            self.activity.setText(f"{ev.message} — retrying (attempt {ev.attempt})")
+
+    def set_model(self, name: str) -> None:
+        self.model.setText(f"model: {name}")
+
+    def set_sandbox(self, status: str, image: str = "", network: str = "", unsafe: bool = False) -> None:
+        colour = {"running": "#2f9e44", "ready": "#2f9e44", "starting": "#d4890b"}.get(status, "#d9363e")
+        parts = [f"<span style='color:{colour}'>●</span> sandbox: {status}"]
+        if image:
+            parts.append(image)
+        if network:
+            parts.append(f"network {network}")
+        if unsafe:
+            parts.append("<b style='color:#d9363e'>UNSANDBOXED</b>")
+        self.sandbox.setText(" · ".join(parts))
+
+    def add_usage(self, ev: TokenUsage) -> None:
+        u = self._usage.setdefault(ev.session_id, [0, 0, 0.0])
+        u[0] += ev.input_tokens + ev.cache_creation_input_tokens + ev.cache_read_input_tokens
+        u[1] += ev.output_tokens
+        u[2] += ev.cost_usd
+        if ev.session_id == self._session:
+            self.show_session(self._session)
+
+    def has_usage(self, session_id: str) -> bool:
+        return session_id in self._usage
+
+    def show_session(self, session_id: str) -> None:
+        self._session = session_id
+        i, o, cost = self._usage.get(session_id, [0, 0, 0.0])
+        self.usage.setText(f"{int(i):,} in · {int(o):,} out · ${cost:.4f}")

@@ -1,0 +1,21 @@
+"""The window's dialogs, each opened with open() and awaited through a future (never exec())."""
+
+from ._base import FutureDialog, ask_file
+from ._edit_input import EditInputDialog
+from ._project import ProjectSettingsDialog, edit_project, would_allow, write_rules_file
+from ._rule_preview import RulePreviewDialog
+from ._settings import SettingsDialog, SettingsResult, edit_settings
+
+__all__ = [
+    "EditInputDialog",
+    "FutureDialog",
+    "ProjectSettingsDialog",
+    "RulePreviewDialog",
+    "SettingsDialog",
+    "SettingsResult",
+    "ask_file",
+    "edit_project",
+    "edit_settings",
+    "would_allow",
+    "write_rules_file",
+]

@@ -1,0 +1,203 @@
+"""The audit history window: search every project's tool calls, open one with its trail, export, verify."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from PySide6.QtCore import QDateTime, Qt
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QDateTimeEdit,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QPushButton,
+    QSplitter,
+    QTableView,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ...core import AgentDeskError, ToolCallRecord, ToolCallState
+from ...tools import builtin_tools
+from .._html import render_call_details
+from .._roles import Role
+from .._tasks import BackgroundTasks
+from ..dialogs import ask_file
+from ..timeline import TimelineRow
+from ._model import HistoryModel, make_query
+
+
+class HistoryWindow(QMainWindow):
+    """Search the store across projects and sessions; open a record with its full trail."""
+
+    def __init__(self, store: Any = None, parent=None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Audit history — Agent Desk")
+        self.setObjectName("HistoryWindow")
+        self.resize(1100, 700)
+        self.store = store
+        self.model = HistoryModel(store, self)
+        self._tasks = BackgroundTasks()
+        self._build_filters()
+        self._build_view()
+        self._build_footer()
+        self._lay_out()
+        self.model.loaded.connect(self._loaded)
+        self.model.failed.connect(lambda msg: self.status.setText(f"<span style='color:#d9363e'>{msg}</span>"))
+
+    def _build_filters(self) -> None:
+        self.text = QLineEdit()
+        self.text.setPlaceholderText("Search input, output and errors…")
+        self.text.setClearButtonEnabled(True)
+        self.tool = QComboBox()
+        self.tool.setEditable(True)
+        self.tool.addItems(["", *sorted(t.name for t in builtin_tools())])
+        self.tool.lineEdit().setPlaceholderText("any tool")
+        self.state = QComboBox()
+        self.state.addItem("any state", None)
+        for s in ToolCallState:
+            self.state.addItem(s.value.lower().replace("_", " "), s.value)
+        now = QDateTime.currentDateTime()
+        self.use_since = QCheckBox("from")
+        self.since = QDateTimeEdit(now.addDays(-7))
+        self.use_until = QCheckBox("to")
+        self.until = QDateTimeEdit(now.addDays(1))
+        for w in (self.since, self.until):
+            w.setCalendarPopup(True)
+            w.setDisplayFormat("yyyy-MM-dd HH:mm")
+        self.search_btn = QPushButton("Search")
+        self.search_btn.setDefault(True)
+        self.search_btn.clicked.connect(self._search_clicked)
+        self.text.returnPressed.connect(self._search_clicked)
+
+    def _build_view(self) -> None:
+        self.view = QTableView()
+        self.view.setModel(self.model)
+        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.view.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.view.verticalHeader().hide()
+        self.view.verticalHeader().setDefaultSectionSize(22)
+        self.view.setShowGrid(False)
+        self.view.setAlternatingRowColors(True)
+        self.view.setWordWrap(False)
+        hh = self.view.horizontalHeader()
+        hh.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        for col, width in ((0, 140), (1, 130), (2, 100), (4, 70), (5, 150)):
+            self.view.setColumnWidth(col, width)
+        self.view.selectionModel().currentRowChanged.connect(self._open_current)
+        self.details = QTextBrowser()
+        self.details.setPlaceholderText("Select a record to see its full audit trail.")
+
+    def _build_footer(self) -> None:
+        self.status = QLabel()
+        self.verify_label = QLabel()
+        self.export_btn = QPushButton("Export…")
+        self.export_btn.setToolTip("Export the selected records (or every match) to JSONL or CSV")
+        self.export_btn.clicked.connect(lambda: self._tasks.spawn(self.export_interactive()))
+        self.verify_btn = QPushButton("Verify chain")
+        self.verify_btn.setToolTip("Check that the audit log's hash chain is intact")
+        self.verify_btn.clicked.connect(lambda: self._tasks.spawn(self.verify()))
+
+    def _lay_out(self) -> None:
+        filters = QHBoxLayout()
+        filters.addWidget(self.text, 3)
+        filters.addWidget(self.tool, 1)
+        filters.addWidget(self.state, 1)
+        for w in (self.use_since, self.since, self.use_until, self.until, self.search_btn):
+            filters.addWidget(w)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self.view)
+        split.addWidget(self.details)
+        split.setSizes([700, 400])
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.status, 1)
+        bottom.addWidget(self.verify_label)
+        bottom.addWidget(self.verify_btn)
+        bottom.addWidget(self.export_btn)
+        body = QWidget()
+        lay = QVBoxLayout(body)
+        lay.addLayout(filters)
+        lay.addWidget(split, 1)
+        lay.addLayout(bottom)
+        self.setCentralWidget(body)
+
+    def filters(self) -> dict[str, Any]:
+        f: dict[str, Any] = {
+            "text": self.text.text().strip() or None,
+            "tool": self.tool.currentText().strip() or None,
+            "states": [self.state.currentData()] if self.state.currentData() else None,
+        }
+        if self.use_since.isChecked():
+            f["since"] = self.since.dateTime().toSecsSinceEpoch()
+        if self.use_until.isChecked():
+            f["until"] = self.until.dateTime().toSecsSinceEpoch()
+        return f
+
+    async def refresh(self) -> None:
+        self.status.setText("Searching…")
+        await self.model.search(**self.filters())
+
+    def _search_clicked(self) -> None:
+        self._tasks.spawn(self.refresh())
+
+    def _loaded(self, n: int, total: int) -> None:
+        self.status.setText(f"{total:,} records match · {n:,} loaded")
+
+    def _open_current(self, current, _prev=None) -> None:
+        if current.isValid():
+            self._tasks.spawn(self.open_record(current.data(Role.CALL_ID)))
+
+    async def open_record(self, record_id: str) -> ToolCallRecord | None:
+        rec = await self.store.get_record(record_id) if self.store is not None else None
+        if rec is None:
+            self.details.setHtml(f"<p>Record {record_id} is not in the store.</p>")
+            return None
+        self.details.setHtml(render_call_details(TimelineRow.from_record(rec), rec=rec))
+        return rec
+
+    def selected_ids(self) -> list[str]:
+        return [self.model.row(i.row()).id for i in self.view.selectionModel().selectedRows()]
+
+    async def export_interactive(self) -> None:
+        path = await ask_file(self, "Export audit records", "audit.jsonl", "JSON Lines (*.jsonl);;CSV (*.csv)",
+                              save=True)
+        if path:
+            n = await self.export(path)
+            self.status.setText(f"Exported {n:,} records to {path}")
+
+    async def export(self, path: str, ids: list[str] | None = None) -> int:
+        """Export the selected rows (or `ids`); with no selection, every record matching the filters."""
+        fmt = "csv" if path.lower().endswith(".csv") else "jsonl"
+        ids = ids if ids is not None else self.selected_ids()
+        if not ids and hasattr(self.store, "export"):
+            q = make_query(**self.model.query_kwargs(0, None))
+            return int(await self.store.export(q, fmt, path))
+        records = [r for r in await asyncio.gather(*(self.store.get_record(i) for i in ids)) if r]
+        from ...store import write_records
+
+        return await asyncio.get_running_loop().run_in_executor(None, write_records, records, fmt, path)
+
+    async def verify(self) -> Any:
+        self.verify_label.setText("Verifying…")
+        self.verify_btn.setEnabled(False)
+        try:
+            result = await self.store.verify()
+        except AgentDeskError as exc:
+            self.verify_label.setText(f"<span style='color:#d9363e'>{exc}</span>")
+            return None
+        finally:
+            self.verify_btn.setEnabled(True)
+        if result.ok:
+            self.verify_label.setText(f"<span style='color:#2f9e44'>✓ chain intact ({result.count:,} entries)"
+                                      "</span>")
+        else:
+            msg = result.message or f"{result.problem} at seq {result.seq}"
+            self.verify_label.setText(f"<span style='color:#d9363e'>✕ chain broken: {msg}</span>")
+        return result

@@ -1,0 +1,9 @@
+"""The approval inbox: pending calls of every session, as a list model with painted cards, and the dock
+that answers them with core's Allow | Deny."""
+
+from ._delegate import InboxCardDelegate
+from ._dock import ApprovalInbox
+from ._items import PendingApproval
+from ._model import InboxModel
+
+__all__ = ["ApprovalInbox", "InboxCardDelegate", "InboxModel", "PendingApproval"]

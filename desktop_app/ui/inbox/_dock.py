@@ -1,0 +1,273 @@
+"""The approval inbox dock: the cards of every session's pending calls, a details card for the selected
+one, and the actions that answer it with core's Allow | Deny."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDockWidget,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListView,
+    QMenu,
+    QPushButton,
+    QSplitter,
+    QTextBrowser,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ...core import (
+    Allow,
+    ApprovalDecision,
+    ApprovalScope,
+    Deny,
+    PermissionDecided,
+    PermissionRequired,
+    SessionInfo,
+    StateChanged,
+    ToolCallRecord,
+    ToolCallState,
+    suggest_rule,
+)
+from .._bridge import EventBridge
+from .._html import render_card
+from .._projects import session_title
+from .._roles import Role
+from .._tasks import BackgroundTasks
+from ..dialogs import EditInputDialog, RulePreviewDialog
+from ._delegate import InboxCardDelegate
+from ._items import PendingApproval
+from ._model import InboxModel
+
+SessionLookup = Callable[[str], SessionInfo | None]
+
+
+class ApprovalInbox(QDockWidget):
+    """Pending calls of every session; Ctrl+Enter allows, Ctrl+Backspace denies the selected cards."""
+
+    decided = Signal(str, str, object)  # call id, session id, Allow | Deny
+    arrived = Signal(object)  # PendingApproval
+    countChanged = Signal(int)
+
+    def __init__(self, model: InboxModel | None = None, parent=None) -> None:
+        super().__init__("Approvals", parent)
+        self.setObjectName("ApprovalInbox")
+        self.model = model or InboxModel(self)
+        # async (item) -> diff text; set by the app to tools.preview_diff
+        self.preview_provider: Callable[[PendingApproval], Awaitable[str | None]] | None = None
+        # (item) -> path of the rules file "always allow" writes to; set by the app
+        self.rules_target: Callable[[PendingApproval], str] = lambda item: ".agent-desk/rules.toml"
+        self._session: SessionLookup = lambda _sid: None
+        self._tasks = BackgroundTasks()
+        self._previews_asked: set[str] = set()
+        self._build_list()
+        self._build_actions()
+        self._lay_out()
+        self.model.rowsInserted.connect(self._rows_inserted)
+        self.model.rowsRemoved.connect(self._count_changed)
+        self.model.dataChanged.connect(self._data_changed)
+        self._count_changed()
+
+    def _build_list(self) -> None:
+        self.list = QListView()
+        self.list.setModel(self.model)
+        self.list.setItemDelegate(InboxCardDelegate(self.list))
+        self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.list.setUniformItemSizes(True)
+        self.list.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setResizeMode(QListView.ResizeMode.Adjust)
+        self.list.selectionModel().selectionChanged.connect(self._selection_changed)
+        self.list.selectionModel().currentChanged.connect(lambda *_: self._show_current())
+        self.card = QTextBrowser()
+        self.card.setOpenLinks(False)
+        self.note = QLineEdit()
+        self.note.setPlaceholderText("Note for the model (sent with a deny)")
+
+    def _build_actions(self) -> None:
+        self.allow_btn = QPushButton("Allow")
+        self.allow_btn.setToolTip("Allow once (Ctrl+Enter)")
+        self.allow_btn.setDefault(True)
+        more = QMenu(self)
+        self.allow_session_act = more.addAction("Allow for this session", self.allow_for_session)
+        self.always_act = more.addAction("Always allow (write a rule)…",
+                                         lambda: self._tasks.spawn(self.always_allow()))
+        self.edit_act = more.addAction("Edit, then allow…", lambda: self._tasks.spawn(self.edit_then_allow()))
+        self.more_btn = QToolButton()
+        self.more_btn.setText("More ▾")
+        self.more_btn.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.more_btn.setMenu(more)
+        self.deny_btn = QPushButton("Deny")
+        self.deny_btn.setToolTip("Deny with the note (Ctrl+Backspace)")
+        self.allow_btn.clicked.connect(self.allow_selected)
+        self.deny_btn.clicked.connect(self.deny_selected)
+        self.empty = QLabel("No calls are waiting for approval.")
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.setEnabled(False)
+
+    def _lay_out(self) -> None:
+        actions = QHBoxLayout()
+        actions.addWidget(self.allow_btn)
+        actions.addWidget(self.more_btn)
+        actions.addStretch(1)
+        actions.addWidget(self.deny_btn)
+        card_box = QWidget()
+        cl = QVBoxLayout(card_box)
+        cl.setContentsMargins(0, 0, 0, 0)
+        cl.addWidget(self.card, 1)
+        cl.addWidget(self.note)
+        cl.addLayout(actions)
+        self.split = QSplitter(Qt.Orientation.Vertical)
+        self.split.addWidget(self.list)
+        self.split.addWidget(card_box)
+        self.split.setSizes([160, 240])
+        body = QWidget()
+        lay = QVBoxLayout(body)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.empty)
+        lay.addWidget(self.split, 1)
+        self.setWidget(body)
+        for keys, slot in (("Ctrl+Return", self.allow_selected), ("Ctrl+Enter", self.allow_selected),
+                           ("Ctrl+Backspace", self.deny_selected)):
+            sc = QShortcut(QKeySequence(keys), body)
+            sc.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+            sc.activated.connect(slot)
+
+    # feeding -----------------------------------------------------------------------------------
+    def attach(self, bridge: EventBridge, sessions: SessionLookup) -> None:
+        """Follow every session's approvals (not only the current one's); `sessions` names their cards."""
+        self._session = sessions
+        bridge.permissionRequired.connect(self._on_required)
+        bridge.permissionDecided.connect(self._on_decided)
+        bridge.stateChanged.connect(self._on_state)
+
+    def _on_required(self, ev: PermissionRequired) -> None:
+        self.add(self._labelled(PendingApproval.from_event(ev)))
+
+    def _on_decided(self, ev: PermissionDecided) -> None:
+        self.remove(ev.call_id)
+
+    def _on_state(self, ev: StateChanged) -> None:
+        # answered anywhere (another front end, an expiry, a seal): the card goes
+        if ev.previous == ToolCallState.APPROVAL_REQUIRED.value and ev.state != ev.previous:
+            self.remove(ev.call_id)
+
+    def restore(self, records: list[ToolCallRecord]) -> None:
+        """Calls still waiting from an earlier run of the app (answered once their session reopens)."""
+        for rec in records:
+            self.add(self._labelled(PendingApproval.from_record(rec)))
+
+    def _labelled(self, item: PendingApproval) -> PendingApproval:
+        s = self._session(item.session_id)
+        item.project_id = item.project_id or (s.project_id if s else "")
+        item.session_title = session_title(s) if s else item.session_id[-8:]
+        return item
+
+    def add(self, item: PendingApproval) -> None:
+        if self.model.add(item):
+            self.arrived.emit(item)
+
+    def remove(self, call_id: str) -> None:
+        self.model.remove(call_id)
+
+    # selection ---------------------------------------------------------------------------------
+    def selected(self) -> list[PendingApproval]:
+        rows = sorted({i.row() for i in self.list.selectionModel().selectedRows()})
+        if not rows and self.list.currentIndex().isValid():
+            rows = [self.list.currentIndex().row()]
+        return [self.model.item(r) for r in rows]
+
+    def _rows_inserted(self, _parent, first: int, _last: int) -> None:
+        if not self.list.currentIndex().isValid():
+            self.list.setCurrentIndex(self.model.index(first))
+        self._count_changed()
+
+    def _count_changed(self, *_: object) -> None:
+        n = self.model.rowCount()
+        self.setWindowTitle(f"Approvals ({n})" if n else "Approvals")
+        self.empty.setVisible(n == 0)
+        self.split.setVisible(n > 0)
+        self.countChanged.emit(n)
+        self._selection_changed()
+
+    def _data_changed(self, top, _bottom, _roles=()) -> None:
+        if self.list.currentIndex().row() == top.row():
+            self._show_current()
+
+    def _selection_changed(self, *_: object) -> None:
+        n = len(self.selected())
+        self.allow_btn.setText(f"Allow {n} selected" if n > 1 else "Allow")
+        self.deny_btn.setText(f"Deny {n} selected" if n > 1 else "Deny")
+        for w in (self.allow_btn, self.deny_btn, self.more_btn):
+            w.setEnabled(n > 0)
+        self.more_btn.setEnabled(n == 1)
+        self._show_current()
+
+    def _show_current(self) -> None:
+        idx = self.list.currentIndex()
+        if not idx.isValid():
+            self.card.clear()
+            return
+        item: PendingApproval = idx.data(Role.ITEM)
+        self.card.setHtml(render_card(item))
+        if item.preview is None and item.name in ("fs_write", "fs_edit") and self.preview_provider:
+            if item.call_id not in self._previews_asked:
+                self._previews_asked.add(item.call_id)
+                self._tasks.spawn(self._load_preview(item))
+
+    async def _load_preview(self, item: PendingApproval) -> None:
+        assert self.preview_provider is not None
+        try:
+            item.preview = await self.preview_provider(item) or ""
+        except Exception as exc:  # a preview is a nicety; say why it is missing
+            item.preview = f"(no preview: {exc})"
+        self.model.touch(item.call_id)
+
+    # actions -----------------------------------------------------------------------------------
+    def _decide(self, items: list[PendingApproval], decision: ApprovalDecision) -> None:
+        for item in items:
+            self.decided.emit(item.call_id, item.session_id, decision)
+        self.note.clear()
+
+    def allow_selected(self) -> None:
+        self._decide(self.selected(), Allow(ApprovalScope.ONCE))
+
+    def allow_for_session(self) -> None:
+        self._decide(self.selected(), Allow(ApprovalScope.SESSION))
+
+    def deny_selected(self) -> None:
+        self._decide(self.selected(), Deny(note=self.note.text().strip()))
+
+    def _single_selected(self) -> PendingApproval | None:
+        items = self.selected()
+        return items[0] if len(items) == 1 else None
+
+    async def always_allow(self) -> str | None:
+        """Preview the rule core suggests (editable), then allow with it written to the rules file."""
+        item = self._single_selected()
+        if item is None:
+            return None
+        dlg = RulePreviewDialog(suggest_rule(item.name, item.input).text, self.rules_target(item), self)
+        rule = await dlg.ask()
+        dlg.deleteLater()
+        if rule and self.model.row_of(item.call_id) >= 0:
+            self._decide([item], Allow(ApprovalScope.ALWAYS, rule=rule))
+        return rule
+
+    async def edit_then_allow(self) -> dict | None:
+        item = self._single_selected()
+        if item is None:
+            return None
+        dlg = EditInputDialog(item.name, item.input, self)
+        data = await dlg.ask()
+        dlg.deleteLater()
+        if data is not None and self.model.row_of(item.call_id) >= 0:
+            self._decide([item], Allow(ApprovalScope.ONCE, edited_input=data))
+        return data

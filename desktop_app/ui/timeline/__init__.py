@@ -1,0 +1,7 @@
+"""The tool-call timeline of the current session: its table model, state and tool filter, and dock."""
+
+from ._dock import TimelineDock
+from ._filter import STATE_FILTERS, TimelineFilter
+from ._model import TimelineModel, TimelineRow
+
+__all__ = ["STATE_FILTERS", "TimelineDock", "TimelineFilter", "TimelineModel", "TimelineRow"]

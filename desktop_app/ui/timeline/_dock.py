@@ -1,0 +1,158 @@
+"""The timeline dock: the filtered table of calls and a details pane for the selected one."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QDockWidget,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QTableView,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .._html import render_call_details
+from .._roles import Role
+from .._theme import bring_to_front
+from ._filter import STATE_FILTERS, TimelineFilter
+from ._model import TimelineModel
+
+
+class TimelineDock(QDockWidget):
+    """The timeline table with its filters and a details pane for the selected call."""
+
+    detailsRequested = Signal(str)  # call_id: its full record is fetched (TimelineModel.refresh)
+
+    def __init__(self, model: TimelineModel, parent=None) -> None:
+        super().__init__("Timeline", parent)
+        self.setObjectName("TimelineDock")
+        self.model = model
+        self.proxy = TimelineFilter(self)
+        self.proxy.setSourceModel(model)
+        self._build_filters()
+        self._build_view()
+        self.details = QTextBrowser()
+        self.details.setOpenLinks(False)
+        self.details.setPlaceholderText("Select a call to see its input, output, diff and audit trail.")
+        self._lay_out()
+
+        self._current: str | None = None
+        model.rowsInserted.connect(self._update_count)
+        model.modelReset.connect(self._update_count)
+        model.rowChanged.connect(self._row_changed)
+        model.outputAppended.connect(self._output_appended)
+        self.detailsRequested.connect(model.refresh)
+        self._update_count()
+
+    def _build_filters(self) -> None:
+        self.state_filter = QComboBox()
+        self.state_filter.addItems(list(STATE_FILTERS))
+        self.state_filter.currentTextChanged.connect(lambda t: self.proxy.set_states(STATE_FILTERS[t]))
+        self.tool_filter = QComboBox()
+        self.tool_filter.addItem("All tools")
+        self.tool_filter.activated.connect(self._tool_chosen)
+        self.tool_filter.installEventFilter(self)
+        self.count_label = QLabel()
+
+    def _build_view(self) -> None:
+        self.view = QTableView()
+        self.view.setModel(self.proxy)
+        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.view.verticalHeader().hide()
+        self.view.verticalHeader().setDefaultSectionSize(22)
+        self.view.setShowGrid(False)
+        self.view.setAlternatingRowColors(True)
+        self.view.setWordWrap(False)
+        hh = self.view.horizontalHeader()
+        hh.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        hh.setStretchLastSection(False)
+        hh.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        for col, width in ((0, 132), (1, 90), (3, 64), (4, 40)):
+            self.view.setColumnWidth(col, width)
+        self.view.selectionModel().currentRowChanged.connect(self._current_changed)
+
+    def _lay_out(self) -> None:
+        top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 0, 0)
+        top.addWidget(self.state_filter)
+        top.addWidget(self.tool_filter)
+        top.addStretch(1)
+        top.addWidget(self.count_label)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.view)
+        split.addWidget(self.details)
+        split.setSizes([300, 200])
+        body = QWidget()
+        lay = QVBoxLayout(body)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addLayout(top)
+        lay.addWidget(split)
+        self.setWidget(body)
+
+    def eventFilter(self, obj, event) -> bool:
+        # Refresh the tool list lazily, when the user opens it.
+        if obj is self.tool_filter and event.type() == event.Type.MouseButtonPress:
+            current = self.tool_filter.currentText()
+            self.tool_filter.clear()
+            self.tool_filter.addItems(["All tools", *self.model.tools()])
+            self.tool_filter.setCurrentText(current)
+        return super().eventFilter(obj, event)
+
+    def _tool_chosen(self, i: int) -> None:
+        text = self.tool_filter.itemText(i)
+        self.proxy.set_tool(None if i == 0 else text)
+
+    def _update_count(self, *_: object) -> None:
+        self.count_label.setText(f"{self.model.rowCount()} calls")
+
+    def select_call(self, call_id: str) -> bool:
+        """Select (and scroll to) the row of `call_id`; clears filters that hide it."""
+        src_row = self.model.row_of(call_id)
+        if src_row < 0:
+            return False
+        idx = self.proxy.mapFromSource(self.model.index(src_row, 0))
+        if not idx.isValid():
+            self.state_filter.setCurrentIndex(0)
+            self.proxy.set_tool(None)
+            self.tool_filter.setCurrentIndex(0)
+            idx = self.proxy.mapFromSource(self.model.index(src_row, 0))
+        self.view.selectionModel().setCurrentIndex(
+            idx, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows
+        )
+        self.view.scrollTo(idx)
+        bring_to_front(self)
+        return True
+
+    def current_call(self) -> str | None:
+        return self._current
+
+    def _current_changed(self, current: QModelIndex | QPersistentModelIndex, _prev=None) -> None:
+        self._current = current.data(Role.CALL_ID) if current.isValid() else None
+        self._render()
+        if self._current:
+            self.detailsRequested.emit(self._current)
+
+    def _row_changed(self, call_id: str) -> None:
+        if call_id == self._current:
+            self._render()
+
+    def _output_appended(self, call_id: str, _text: str) -> None:
+        if call_id == self._current:
+            self._render()
+
+    def _render(self) -> None:
+        row = self.model.get(self._current) if self._current else None
+        if row is None:
+            self.details.clear()
+            return
+        bar = self.details.verticalScrollBar()
+        at = bar.value()
+        self.details.setHtml(render_call_details(row, self.model.output(row.call_id)))
+        bar.setValue(at)

@@ -1,0 +1,295 @@
+"""The timeline's table model: every tool call of the current session, fed by the bridge's tool events
+(inserts batched to the next loop turn, so 100k rows stay smooth)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
+
+from ...core import (
+    StateChanged,
+    ToolCallRecord,
+    ToolCallState,
+    ToolEnd,
+    ToolError,
+    ToolStart,
+    ToolUpdate,
+    summarize_input,
+)
+from .._bridge import EventBridge
+from .._roles import Role
+from .._rows import RowTableModel
+from .._tasks import BackgroundTasks
+from .._theme import STATE_LABEL, format_duration, state_colour, state_icon
+
+_MAX_OUTPUT = 200_000  # characters of streamed output kept per call in memory
+
+# call id -> the full record from the store (None when it is not there)
+RecordLoader = Callable[[str], Awaitable[ToolCallRecord | None]]
+
+
+@dataclass(slots=True)
+class TimelineRow:
+    call_id: str
+    name: str
+    summary: str
+    state: ToolCallState
+    session_id: str = ""
+    created_at: float = 0.0
+    duration_ms: float | None = None
+    exit_code: int | None = None
+    outcome: str | None = None
+    input: dict[str, Any] = field(default_factory=dict)
+    record: ToolCallRecord | None = None  # the last full record seen, for the details pane
+
+    @classmethod
+    def from_record(cls, rec: ToolCallRecord) -> TimelineRow:
+        return cls(
+            call_id=rec.id,
+            name=rec.name,
+            summary=summarize_input(rec.input),
+            state=rec.state,
+            session_id=rec.session_id,
+            created_at=rec.created_at,
+            duration_ms=rec.duration_ms,
+            exit_code=exit_code_of(rec),
+            outcome=rec.outcome.value if rec.outcome else None,
+            input=rec.input,
+            record=rec,
+        )
+
+
+def exit_code_of(rec: ToolCallRecord) -> int | None:
+    details = (rec.result or {}).get("details") or {}
+    code = details.get("exit_code")
+    return code if isinstance(code, int) else None
+
+
+class TimelineModel(RowTableModel):
+    """Every tool call of a session, one row each, in the order they started."""
+
+    COLUMNS = ("State", "Tool", "Input", "Duration", "Exit")
+    outputAppended = Signal(str, str)  # call_id, text
+    rowChanged = Signal(str)  # call_id
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self._rows: list[TimelineRow] = []
+        self._index: dict[str, int] = {}
+        self._pending: list[TimelineRow] = []  # inserted at the next flush, in one beginInsertRows
+        self._output: dict[str, list[str]] = {}
+        self._flush = QTimer(self, singleShot=True, interval=0)
+        self._flush.timeout.connect(self.flush)
+        self._current_session: Callable[[], str | None] = lambda: None
+        self._load_record: RecordLoader | None = None
+        self._tasks = BackgroundTasks()
+
+    # Qt model API ------------------------------------------------------------------------------
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid() or not (0 <= index.row() < len(self._rows)):
+            return None
+        row = self._rows[index.row()]
+        col = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._display(row, col)
+        if role == Qt.ItemDataRole.DecorationRole and col == 0:
+            return state_icon(row.state)
+        if role == Qt.ItemDataRole.ForegroundRole and col == 0:
+            return state_colour(row.state)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            tip = f"{row.name}: {row.summary}\nstate: {row.state.value}"
+            return tip + (f" ({row.outcome})" if row.outcome else "")
+        if role == Qt.ItemDataRole.TextAlignmentRole and col in (3, 4):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == Role.CALL_ID:
+            return row.call_id
+        if role == Role.STATE:
+            return row.state.value
+        if role == Role.TOOL:
+            return row.name
+        return None
+
+    @staticmethod
+    def _display(row: TimelineRow, col: int) -> str | None:
+        if col == 0:
+            return STATE_LABEL[row.state]
+        if col == 1:
+            return row.name
+        if col == 2:
+            return row.summary
+        if col == 3:
+            return format_duration(row.duration_ms)
+        if col == 4:
+            return "" if row.exit_code is None else str(row.exit_code)
+        return None
+
+    # the bridge --------------------------------------------------------------------------------
+    def attach(self, bridge: EventBridge, current_session: Callable[[], str | None],
+               load_record: RecordLoader | None = None) -> None:
+        """Follow the current session's tool events; `load_record` fetches a call's full record (exit
+        code, result, trail, sandbox) when the call ends and when its details are asked for."""
+        self._current_session = current_session
+        self._load_record = load_record
+        bridge.toolStarted.connect(self._on_start)
+        bridge.stateChanged.connect(self._on_state)
+        bridge.toolUpdated.connect(self._on_update)
+        bridge.toolEnded.connect(self._on_end)
+        bridge.toolErrored.connect(self._on_error)
+
+    def _on_start(self, ev: ToolStart) -> None:
+        if ev.session_id == self._current_session():
+            self.upsert_started(ev.call_id, ev.name, ev.input, ev.session_id, time.time())
+
+    def _on_state(self, ev: StateChanged) -> None:
+        if ev.session_id == self._current_session():
+            self.set_state(ev.call_id, ev.state, ev.name, ev.session_id)
+
+    def _on_update(self, ev: ToolUpdate) -> None:
+        if ev.session_id == self._current_session():
+            self.append_output(ev.call_id, ev.text)
+
+    def _on_end(self, ev: ToolEnd) -> None:
+        if ev.session_id == self._current_session():
+            self.end(ev.call_id, ev.state, ev.outcome, ev.duration_ms)
+            self.refresh(ev.call_id)
+
+    def _on_error(self, ev: ToolError) -> None:
+        if ev.session_id == self._current_session():
+            self.append_output(ev.call_id, f"\n[error] {ev.error}\n")
+
+    def refresh(self, call_id: str) -> None:
+        """Fetch the call's full record in the background (kept only if its session is still shown)."""
+        if self._load_record is not None:
+            self._tasks.spawn(self._refresh(call_id))
+
+    async def _refresh(self, call_id: str) -> None:
+        assert self._load_record is not None
+        rec = await self._load_record(call_id)
+        if rec is not None and rec.session_id == self._current_session():
+            self.update_record(rec)
+
+    # feeding -----------------------------------------------------------------------------------
+    def add_records(self, records: Iterable[ToolCallRecord]) -> None:
+        """Load many records at once (a session's history): one insert for the lot."""
+        new = []
+        for rec in records:
+            if rec.id in self._index:
+                self.update_record(rec)
+            else:
+                new.append(TimelineRow.from_record(rec))
+        self._insert(new)
+
+    def _insert(self, rows: list[TimelineRow]) -> None:
+        if not rows:
+            return
+        first = len(self._rows)
+        self.beginInsertRows(QModelIndex(), first, first + len(rows) - 1)
+        for i, row in enumerate(rows, first):
+            self._index[row.call_id] = i
+            self._rows.append(row)
+        self.endInsertRows()
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, []
+        self._insert([r for r in pending if r.call_id not in self._index])
+
+    def upsert_started(self, call_id: str, name: str, data: dict[str, Any], session_id: str = "",
+                       at: float = 0.0) -> None:
+        """A tool:start event: add a PENDING row (inserts are batched to the next loop turn)."""
+        row = self._find(call_id)
+        if row is not None:
+            if data:
+                row.input = data
+                row.summary = summarize_input(data)
+                self._changed(call_id)
+            return
+        self._pending.append(
+            TimelineRow(call_id, name, summarize_input(data), ToolCallState.PENDING, session_id, at,
+                        input=dict(data))
+        )
+        self._flush.start()
+
+    def set_state(self, call_id: str, state: str, name: str = "", session_id: str = "") -> None:
+        row = self._find(call_id)
+        if row is None:
+            self.upsert_started(call_id, name, {}, session_id)
+            row = self._find(call_id)
+        if row is not None:
+            row.state = ToolCallState(state)
+            self._changed(call_id)
+
+    def end(self, call_id: str, state: str, outcome: str | None, duration_ms: float | None) -> None:
+        row = self._find(call_id)
+        if row is None:
+            return
+        if state:
+            row.state = ToolCallState(state)
+        row.outcome = outcome
+        row.duration_ms = duration_ms
+        self._changed(call_id)
+
+    def update_record(self, rec: ToolCallRecord) -> None:
+        """A full record (from the store): it has the exit code, the result and the trail."""
+        row = self._find(rec.id)
+        if row is None:
+            self._insert([TimelineRow.from_record(rec)])
+            return
+        fresh = TimelineRow.from_record(rec)
+        for name in TimelineRow.__slots__:
+            setattr(row, name, getattr(fresh, name))
+        self._changed(rec.id)
+
+    def append_output(self, call_id: str, text: str) -> None:
+        chunks = self._output.setdefault(call_id, [])
+        if sum(map(len, chunks)) < _MAX_OUTPUT:
+            chunks.append(text)
+        self.outputAppended.emit(call_id, text)
+
+    def output(self, call_id: str) -> str:
+        return "".join(self._output.get(call_id, ()))
+
+    def clear(self) -> None:
+        self.beginResetModel()
+        self._rows.clear()
+        self._index.clear()
+        self._pending.clear()
+        self._output.clear()
+        self.endResetModel()
+
+    # lookup ------------------------------------------------------------------------------------
+    def row_of(self, call_id: str) -> int:
+        self._flush_if_pending(call_id)
+        return self._index.get(call_id, -1)
+
+    def row_at(self, row: int) -> TimelineRow:
+        return self._rows[row]
+
+    def get(self, call_id: str) -> TimelineRow | None:
+        return self._find(call_id)
+
+    def tools(self) -> list[str]:
+        return sorted({r.name for r in self._rows})
+
+    def _flush_if_pending(self, call_id: str) -> None:
+        if self._pending and any(r.call_id == call_id for r in self._pending):
+            self._flush.stop()
+            self.flush()
+
+    def _find(self, call_id: str) -> TimelineRow | None:
+        i = self._index.get(call_id)
+        if i is not None:
+            return self._rows[i]
+        for r in self._pending:
+            if r.call_id == call_id:
+                return r
+        return None
+
+    def _changed(self, call_id: str) -> None:
+        i = self._index.get(call_id)
+        if i is not None:
+            self.dataChanged.emit(self.index(i, 0), self.index(i, len(self.COLUMNS) - 1))
+        self.rowChanged.emit(call_id)

@@ -1,0 +1,94 @@
+"""The timeline's table model under Qt's model tester, fed by direct calls and by the bridge."""
+
+from __future__ import annotations
+
+import time
+
+from desktop_app.core import (
+    EventBus,
+    MemoryStore,
+    StateChanged,
+    ToolCallState,
+    ToolEnd,
+    ToolError,
+    ToolStart,
+    ToolUpdate,
+)
+from desktop_app.ui._bridge import EventBridge
+from desktop_app.ui.timeline import TimelineFilter, TimelineModel
+from tests.ui.helpers import make_record
+
+S = ToolCallState
+
+
+def test_timeline_model_passes_the_model_tester(qtmodeltester):
+    model = TimelineModel()
+    model.add_records([make_record(i) for i in range(20)])
+    qtmodeltester.check(model)
+    proxy = TimelineFilter()
+    proxy.setSourceModel(model)
+    qtmodeltester.check(proxy)
+
+
+def test_timeline_follows_events_and_batches_inserts(qtbot):
+    model = TimelineModel()
+    inserts: list[tuple[int, int]] = []
+    model.rowsInserted.connect(lambda _p, a, b: inserts.append((a, b)))
+    for i in range(5):
+        model.upsert_started(f"c{i}", "fs_read", {"path": f"f{i}.txt"})
+    assert model.rowCount() == 0  # not yet: inserted together on the next loop turn
+    qtbot.waitUntil(lambda: model.rowCount() == 5)
+    assert inserts == [(0, 4)]
+    model.set_state("c2", "EXECUTING")
+    model.append_output("c2", "line 1\n")
+    model.end("c2", "COMPLETED", "ok", 12.0)
+    row = model.row_of("c2")
+    assert model.index(row, 0).data() == "done"
+    assert model.index(row, 2).data() == "f2.txt"
+    assert model.index(row, 3).data() == "12 ms"
+    assert model.output("c2") == "line 1\n"
+    model.update_record(make_record(7, state=S.FAILED))
+    assert model.row_of("call_7") == 5
+    assert model.index(5, 4).data() == "1"  # exit code from the record's details
+
+
+def test_timeline_loads_100k_rows_in_one_insert():
+    model = TimelineModel()
+    recs = [make_record(i, state=S.PENDING) for i in range(100_000)]
+    t = time.perf_counter()
+    model.add_records(recs)
+    elapsed = time.perf_counter() - t
+    assert model.rowCount() == 100_000
+    assert model.row_of("call_99999") == 99_999
+    assert elapsed < 2.0, f"loading 100k rows took {elapsed:.2f}s"
+
+
+def test_attach_follows_the_current_sessions_tool_events_through_the_bridge(qtbot, run):
+    bus = EventBus(MemoryStore())
+    bridge = EventBridge(bus)
+    loaded: list[str] = []
+
+    async def load_record(call_id: str):
+        loaded.append(call_id)
+        rec = make_record(0, state=S.COMPLETED, session="s1")
+        rec.id = call_id
+        return rec
+
+    model = TimelineModel()
+    model.attach(bridge, lambda: "s1", load_record=load_record)
+    bus.publish(ToolStart(session_id="s1", call_id="c1", name="bash_run", input={"command": "make"}))
+    bus.publish(ToolStart(session_id="s2", call_id="elsewhere", name="fs_read", input={"path": "a"}))
+    qtbot.waitUntil(lambda: model.rowCount() == 1)
+    assert model.row_of("elsewhere") == -1  # another session's calls are not shown
+    bus.publish(StateChanged(session_id="s1", call_id="c1", name="bash_run", state="EXECUTING",
+                             previous="PENDING"))
+    assert model.index(0, 0).data() == "running"
+    bus.publish(ToolUpdate(session_id="s1", call_id="c1", text="building\n"))
+    bus.publish(ToolError(session_id="s1", call_id="c1", error="disk full"))
+    assert model.output("c1") == "building\n\n[error] disk full\n"
+    bus.publish(ToolEnd(session_id="s1", call_id="c1", name="bash_run", state="FAILED", outcome="error",
+                        duration_ms=40.0))
+    assert model.index(0, 0).data() == "failed" and model.index(0, 3).data() == "40 ms"
+    qtbot.waitUntil(lambda: model.get("c1").record is not None)  # the full record, fetched when it ended
+    assert loaded == ["c1"] and model.index(0, 4).data() == "0"
+    bridge.detach()
