@@ -102,8 +102,8 @@ async def _run(app, args: argparse.Namespace) -> int:
         window.show()  # shown before the store opens: start-up feels instant
 
     from .core import EventBus
+    from .runtime import ProjectRuntimes
     from .ui._controller import AppController
-    from .ui._sessions import SessionFactory
 
     tmp = None
     if args.sample_data:
@@ -114,7 +114,7 @@ async def _run(app, args: argparse.Namespace) -> int:
     store = await _open_store(db)
     bus = await EventBus.open(store)
     key_source = await asyncio.get_running_loop().run_in_executor(None, _key_source, settings)
-    factory = SessionFactory(settings=settings, store=store, bus=bus)
+    factory = ProjectRuntimes(settings=settings, store=store, bus=bus)
     controller = AppController(window, store=store, bus=bus, settings=settings, agent_factory=factory,
                                api_key_source=key_source)
     if settings_error:

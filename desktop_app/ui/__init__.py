@@ -8,7 +8,6 @@ from ._history import HistoryModel, HistoryWindow
 from ._inbox import ApprovalInbox, InboxDecision, InboxModel, PendingApproval
 from ._mainwindow import MainWindow, PromptEdit
 from ._projects import ProjectsModel, ProjectsSidebar
-from ._sessions import SessionFactory
 from ._timeline import TimelineDock, TimelineFilter, TimelineModel
 
 __all__ = [
@@ -26,7 +25,6 @@ __all__ = [
     "ProjectsModel",
     "ProjectsSidebar",
     "PromptEdit",
-    "SessionFactory",
     "SettingsDialog",
     "TimelineDock",
     "TimelineFilter",
