@@ -36,24 +36,34 @@ def _parser() -> argparse.ArgumentParser:
         description="Agent Desk. With no subcommand, opens the desktop window.",
     )
     sub = p.add_subparsers(dest="command")
+    _add_run(sub)
+    _add_sessions(sub)
+    _add_audit(sub)
+    _add_images(sub)
+    return p
 
-    def run_options(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--model", help="model id (default: from the settings)")
-        sp.add_argument("--permission-mode", choices=MODES, help="how tool calls are allowed")
-        sp.add_argument("--on-ask", choices=("allow", "deny", "prompt"), default="deny",
-                        help="what to answer when a call needs approval (default: deny)")
-        sp.add_argument("--json", action="store_true", help="one JSON envelope per line instead of text")
-        sp.add_argument("--sandbox", choices=("docker", "local"), help="where tools run (default: docker)")
-        sp.add_argument("--max-steps", type=int, help="steps per turn (default 50)")
 
+def _run_options(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--model", help="model id (default: from the settings)")
+    sp.add_argument("--permission-mode", choices=MODES, help="how tool calls are allowed")
+    sp.add_argument("--on-ask", choices=("allow", "deny", "prompt"), default="deny",
+                    help="what to answer when a call needs approval (default: deny)")
+    sp.add_argument("--json", action="store_true", help="one JSON envelope per line instead of text")
+    sp.add_argument("--sandbox", choices=("docker", "local"), help="where tools run (default: docker)")
+    sp.add_argument("--max-steps", type=int, help="steps per turn (default 50)")
+
+
+def _add_run(sub: Any) -> None:
     run = sub.add_parser("run", help="run one turn in a project and print it")
     run.add_argument("--project", required=True, help="the project folder")
     run.add_argument("--image", help="sandbox image (e.g. agent-desk/python:latest)")
     run.add_argument("--session", help="continue this session instead of starting one")
     run.add_argument("--db", help="database URL or path (default: $AGENT_DESK_DB or the user data folder)")
-    run_options(run)
+    _run_options(run)
     run.add_argument("prompt", help="what to ask")
 
+
+def _add_sessions(sub: Any) -> None:
     ses = sub.add_parser("sessions", help="list, show or resume sessions")
     ses.add_argument("--db", help="database URL or path")
     ssub = ses.add_subparsers(dest="action", required=True)
@@ -63,8 +73,10 @@ def _parser() -> argparse.ArgumentParser:
     sr = ssub.add_parser("resume", help="reopen a session (seals unfinished calls) and continue it")
     sr.add_argument("id")
     sr.add_argument("prompt", nargs="?", help="a new message; without one, the interrupted turn continues")
-    run_options(sr)
+    _run_options(sr)
 
+
+def _add_audit(sub: Any) -> None:
     aud = sub.add_parser("audit", help="the tool-call audit log")
     aud.add_argument("--db", help="database URL or path")
     asub = aud.add_subparsers(dest="action", required=True)
@@ -79,13 +91,14 @@ def _parser() -> argparse.ArgumentParser:
     ae.add_argument("--session")
     asub.add_parser("verify", help="check the audit hash chain")
 
+
+def _add_images(sub: Any) -> None:
     img = sub.add_parser("images", help="sandbox images")
     isub = img.add_subparsers(dest="action", required=True)
     isub.add_parser("list", help="the catalog and what is built")
     ib = isub.add_parser("build", help="build a catalog image")
     ib.add_argument("name")
     ib.add_argument("--no-cache", action="store_true")
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

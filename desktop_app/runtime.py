@@ -241,10 +241,14 @@ async def open_runtime(
     *,
     db_url: str | None = None,
     store: Any = None,
-    **recipe: Any,
+    sandbox_factory: SandboxFactory | None = None,
+    model_client: ModelClient | None = None,
+    permission_mode: str | None = None,
+    tools: list[Tool] | None = None,
+    profile: str = DEFAULT_PROFILE,
 ) -> ProjectRuntime:
     """A started runtime for one project (a ProjectInfo or a folder) with its own bus, on `store` or the
-    store at `db_url`; closing it closes the store too. `recipe` goes to `build_runtime`."""
+    store at `db_url`; closing it closes the store too."""
     store = store or await open_store(db_url)
     cleanup = AsyncExitStack()
     cleanup.push_async_callback(store.close)
@@ -255,7 +259,9 @@ async def open_runtime(
             await store.save_project(project)
         bus = await EventBus.open(store)
         cleanup.callback(bus.close)
-        runtime = await build_runtime(settings, project, store=store, bus=bus, cleanup=cleanup, **recipe)
+        runtime = await build_runtime(settings, project, store=store, bus=bus, sandbox_factory=sandbox_factory,
+                                      model_client=model_client, permission_mode=permission_mode, tools=tools,
+                                      profile=profile, cleanup=cleanup)
         await runtime.ready()
     except BaseException:
         await cleanup.aclose()
