@@ -53,7 +53,7 @@ def _first_line(command: Any, width: int = 100) -> str:
 
 
 class BashRunInput(ToolInput):
-    command: str = Field(min_length=1, description="The shell command to run in /workspace.")
+    command: str = Field(min_length=1, description=f"The shell command to run in {WORKSPACE}.")
     timeout_ms: int | None = Field(
         default=None,
         ge=1,
@@ -80,7 +80,7 @@ class BashRunInput(ToolInput):
 class BashRun(BuiltinTool, name="bash_run", group="group:runtime", input_model=BashRunInput, read_only=False,
               timeout_s=MAX_TIMEOUT_S + _EXECUTOR_MARGIN_S, risk="high"):
     description = (
-        "Run a shell command in the project's sandbox, in /workspace (each call starts a fresh shell "
+        f"Run a shell command in the project's sandbox, in {WORKSPACE} (each call starts a fresh shell "
         "there, so `cd` does not carry over: chain with &&). "
         f"Default timeout {DEFAULT_TIMEOUT_MS // 1000} s, at most {MAX_TIMEOUT_MS // 1000} s via timeout_ms. "
         "The result gives the exit code, stdout and stderr (long output keeps its head and tail). "

@@ -44,9 +44,9 @@ def workspace_path(path: str) -> str:
     """Normalize `path` to an absolute path under /workspace, refusing obvious escapes before the
     sandbox is asked (the sandbox still resolves symlinks in its own view)."""
     if not isinstance(path, str) or not path.strip():
-        raise Refusal("path is empty", ["pass a path relative to /workspace, e.g. src/app.py"])
+        raise Refusal("path is empty", [f"pass a path relative to {WORKSPACE}, e.g. src/app.py"])
     if "\x00" in path:
-        raise Refusal("path contains a NUL byte", ["pass a plain path relative to /workspace"])
+        raise Refusal("path contains a NUL byte", [f"pass a plain path relative to {WORKSPACE}"])
     if path.startswith("~"):
         raise Refusal(
             f"{path!r}: '~' is not expanded; paths are relative to {WORKSPACE}",

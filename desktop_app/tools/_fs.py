@@ -43,6 +43,7 @@ GREP_LINE_CHARS = 500
 GREP_OUTPUT_BYTES = 256 * 1024
 
 _FS_TIMEOUT_S = 60.0
+PATH_HELP = f"File path, relative to {WORKSPACE} (or absolute under {WORKSPACE})."
 
 
 def image_media_type(head: bytes) -> str | None:
@@ -95,7 +96,7 @@ async def _missing(ctx: ToolContext, path: str) -> Refusal:
 
 
 class FsReadInput(ToolInput):
-    path: str = Field(description="File path, relative to /workspace (or absolute under /workspace).")
+    path: str = Field(description=PATH_HELP)
     offset: int | None = Field(
         default=None, ge=1, description="1-based line number to start from (default 1)."
     )
@@ -221,7 +222,7 @@ class FsRead(BuiltinTool, name="fs_read", group="group:fs", input_model=FsReadIn
 
 
 class FsWriteInput(ToolInput):
-    path: str = Field(description="File path, relative to /workspace (or absolute under /workspace).")
+    path: str = Field(description=PATH_HELP)
     content: str = Field(description="The complete new contents of the file.")
 
 
@@ -257,7 +258,7 @@ class FsWrite(BuiltinTool, name="fs_write", group="group:fs", input_model=FsWrit
 
 
 class FsEditInput(ToolInput):
-    path: str = Field(description="File path, relative to /workspace (or absolute under /workspace).")
+    path: str = Field(description=PATH_HELP)
     old_string: str = Field(description="Exact text to replace (without fs_read's line-number prefixes).")
     new_string: str = Field(description="Text to put in its place; must differ from old_string.")
     replace_all: bool = Field(default=False, description="Replace every match instead of exactly one.")
@@ -296,7 +297,7 @@ class FsEdit(BuiltinTool, name="fs_edit", group="group:fs", input_model=FsEditIn
 class EditItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    path: str = Field(description="File path, relative to /workspace.")
+    path: str = Field(description=f"File path, relative to {WORKSPACE}.")
     old_string: str = Field(description="Exact text to replace.")
     new_string: str = Field(description="Text to put in its place.")
     replace_all: bool = Field(default=False, description="Replace every match instead of exactly one.")
@@ -358,21 +359,21 @@ def _relative_pattern(pattern: str) -> str:
     if pattern.startswith("/") or ".." in pattern.split("/"):
         raise Refusal(
             f"glob pattern {pattern!r} reaches outside the workspace",
-            ["use a pattern relative to /workspace (or to `path`), e.g. **/*.py"],
+            [f"use a pattern relative to {WORKSPACE} (or to `path`), e.g. **/*.py"],
         )
     return pattern
 
 
 class FsGlobInput(ToolInput):
     pattern: str = Field(min_length=1, description="Glob pattern, e.g. **/*.py or src/**/test_*.ts.")
-    path: str | None = Field(default=None, description="Folder to search in, relative to /workspace.")
+    path: str | None = Field(default=None, description=f"Folder to search in, relative to {WORKSPACE}.")
 
 
 class FsGlob(BuiltinTool, name="fs_glob", group="group:fs", input_model=FsGlobInput, read_only=True,
              timeout_s=_FS_TIMEOUT_S, risk="low"):
     description = (
         f"Find files by glob pattern (** matches folders at any depth). Returns up to {GLOB_LIMIT} paths, "
-        "newest first, relative to /workspace."
+        f"newest first, relative to {WORKSPACE}."
     )
 
     async def _run(self, args: FsGlobInput, ctx: ToolContext) -> ToolResult:
@@ -399,7 +400,7 @@ class FsGlob(BuiltinTool, name="fs_glob", group="group:fs", input_model=FsGlobIn
 
 class FsGrepInput(ToolInput):
     pattern: str = Field(min_length=1, description="Regular expression (ripgrep syntax) to search for.")
-    path: str | None = Field(default=None, description="File or folder to search, relative to /workspace.")
+    path: str | None = Field(default=None, description=f"File or folder to search, relative to {WORKSPACE}.")
     glob: str | None = Field(default=None, description="Only files matching this glob, e.g. *.py.")
     ignore_case: bool = Field(default=False, description="Case-insensitive search.")
     max_results: int = Field(default=200, ge=1, le=2000, description="Most matching lines to return.")
