@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import Settings, config_dir, data_dir, default_db_url, resolve_api_key
 from .core import (
@@ -36,6 +36,9 @@ from .core import (
     rules_from_texts,
 )
 
+if TYPE_CHECKING:
+    from .store import SqlStore
+
 log = logging.getLogger(__name__)
 
 USER_RULES_FILE = "rules.toml"
@@ -51,7 +54,7 @@ class ProjectRuntime:
 
     settings: Settings
     project: ProjectInfo
-    store: Any  # SqlStore (RecordStore + audit queries)
+    store: SqlStore
     bus: EventBus
     registry: ToolRegistry
     policy: PermissionPolicy
@@ -61,7 +64,7 @@ class ProjectRuntime:
     profile: str = DEFAULT_PROFILE
     # What this runtime (and whoever opened its store and bus) must close, in reverse order.
     cleanup: AsyncExitStack = field(default_factory=AsyncExitStack)
-    _started: asyncio.Future[None] | None = None
+    _started: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
 
     @property
     def tools(self) -> list[Tool]:
