@@ -194,7 +194,7 @@ async def build_runtime(
 
         sandbox_factory = create_sandbox
     sandbox = sandbox_factory(project)
-    stack = cleanup or AsyncExitStack()
+    stack = cleanup if cleanup is not None else AsyncExitStack()
     stack.push_async_callback(_quietly, sandbox.close, f"the sandbox of {project.name}")
     stack.push_async_callback(_quietly, model_client.close, "the model client")
     return ProjectRuntime(settings=settings, project=project, store=store, bus=bus, registry=registry,
@@ -203,7 +203,7 @@ async def build_runtime(
 
 
 # the CLI: one project, with its own store and bus -----------------------------------------------------
-async def open_store(db_url: str | None = None) -> Any:
+async def open_store(db_url: str | None = None) -> SqlStore:
     """The SqlStore at `db_url` (a URL or a path), $AGENT_DESK_DB, or the default file in the user's data
     folder (the store creates a SQLite file's folder)."""
     from .store import SqlStore
