@@ -109,13 +109,13 @@ async def _run(app, args: argparse.Namespace) -> int:
 async def _run_window(app, window, settings, settings_error: str | None, db: str, args: argparse.Namespace) -> int:
     """Store, bus, sessions and controller around the window, until it closes (or is photographed)."""
     from .core import EventBus
+    from .runtime import ProjectRuntimes
     from .ui import AppController
-    from .ui._sessions import SessionFactory
 
     store = await _open_store(db)
     bus = await EventBus.open(store)
     key_source = await asyncio.get_running_loop().run_in_executor(None, _key_source, settings)
-    factory = SessionFactory(settings=settings, store=store, bus=bus)
+    factory = ProjectRuntimes(settings=settings, store=store, bus=bus)
     controller = AppController(window, store=store, bus=bus, settings=settings, agent_factory=factory,
                                api_key_source=key_source)
     if settings_error:

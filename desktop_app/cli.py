@@ -12,11 +12,22 @@ import sys
 import time
 from typing import Any
 
-from .core import AgentDeskError, ModelError
+from .core import (
+    AgentDeskError,
+    Envelope,
+    ErrorEvent,
+    Event,
+    ModelError,
+    PermissionMode,
+    PermissionRequired,
+    TextChunk,
+    ToolEnd,
+    ToolStart,
+)
 
 SUBCOMMANDS = ("run", "sessions", "audit", "images")
 EXIT_CODES = {"end_turn": 0, "error": 1, "paused": 3, "max_steps": 4, "interrupted": 130}
-MODES = ("ask", "accept-edits", "read-only", "auto", "strict")
+MODES = tuple(m.value for m in PermissionMode)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,24 +36,34 @@ def _parser() -> argparse.ArgumentParser:
         description="Agent Desk. With no subcommand, opens the desktop window.",
     )
     sub = p.add_subparsers(dest="command")
+    _add_run(sub)
+    _add_sessions(sub)
+    _add_audit(sub)
+    _add_images(sub)
+    return p
 
-    def run_options(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--model", help="model id (default: from the settings)")
-        sp.add_argument("--permission-mode", choices=MODES, help="how tool calls are allowed")
-        sp.add_argument("--on-ask", choices=("allow", "deny", "prompt"), default="deny",
-                        help="what to answer when a call needs approval (default: deny)")
-        sp.add_argument("--json", action="store_true", help="one JSON envelope per line instead of text")
-        sp.add_argument("--sandbox", choices=("docker", "local"), help="where tools run (default: docker)")
-        sp.add_argument("--max-steps", type=int, help="steps per turn (default 50)")
 
+def _run_options(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--model", help="model id (default: from the settings)")
+    sp.add_argument("--permission-mode", choices=MODES, help="how tool calls are allowed")
+    sp.add_argument("--on-ask", choices=("allow", "deny", "prompt"), default="deny",
+                    help="what to answer when a call needs approval (default: deny)")
+    sp.add_argument("--json", action="store_true", help="one JSON envelope per line instead of text")
+    sp.add_argument("--sandbox", choices=("docker", "local"), help="where tools run (default: docker)")
+    sp.add_argument("--max-steps", type=int, help="steps per turn (default 50)")
+
+
+def _add_run(sub: Any) -> None:
     run = sub.add_parser("run", help="run one turn in a project and print it")
     run.add_argument("--project", required=True, help="the project folder")
     run.add_argument("--image", help="sandbox image (e.g. agent-desk/python:latest)")
     run.add_argument("--session", help="continue this session instead of starting one")
     run.add_argument("--db", help="database URL or path (default: $AGENT_DESK_DB or the user data folder)")
-    run_options(run)
+    _run_options(run)
     run.add_argument("prompt", help="what to ask")
 
+
+def _add_sessions(sub: Any) -> None:
     ses = sub.add_parser("sessions", help="list, show or resume sessions")
     ses.add_argument("--db", help="database URL or path")
     ssub = ses.add_subparsers(dest="action", required=True)
@@ -52,8 +73,10 @@ def _parser() -> argparse.ArgumentParser:
     sr = ssub.add_parser("resume", help="reopen a session (seals unfinished calls) and continue it")
     sr.add_argument("id")
     sr.add_argument("prompt", nargs="?", help="a new message; without one, the interrupted turn continues")
-    run_options(sr)
+    _run_options(sr)
 
+
+def _add_audit(sub: Any) -> None:
     aud = sub.add_parser("audit", help="the tool-call audit log")
     aud.add_argument("--db", help="database URL or path")
     asub = aud.add_subparsers(dest="action", required=True)
@@ -68,13 +91,14 @@ def _parser() -> argparse.ArgumentParser:
     ae.add_argument("--session")
     asub.add_parser("verify", help="check the audit hash chain")
 
+
+def _add_images(sub: Any) -> None:
     img = sub.add_parser("images", help="sandbox images")
     isub = img.add_subparsers(dest="action", required=True)
     isub.add_parser("list", help="the catalog and what is built")
     ib = isub.add_parser("build", help="build a catalog image")
     ib.add_argument("name")
     ib.add_argument("--no-cache", action="store_true")
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,42 +161,44 @@ def _settings(args: argparse.Namespace) -> Any:
     return settings
 
 
-async def _engine_for(args: argparse.Namespace, project: Any, store: Any) -> Any:
-    from .runtime import build_engine
+async def _open_runtime(args: argparse.Namespace, project: Any, store: Any, settings: Any = None) -> Any:
+    """The project's runtime on `store` (which it then owns), with this command's sandbox and image."""
+    from .runtime import open_runtime
 
     if getattr(args, "sandbox", None):
         project.settings["sandbox"] = args.sandbox
     if getattr(args, "image", None):
         project.image = args.image
-    return await build_engine(_settings(args), project, store=store, permission_mode=args.permission_mode)
+    return await open_runtime(settings or _settings(args), project, store=store,
+                              permission_mode=args.permission_mode)
 
 
 async def _run(args: argparse.Namespace) -> int:
     from .runtime import open_store, project_for_dir
 
     settings = _settings(args)
-    store = await open_store(_db(args))
+    store = await open_store(args.db)
     try:
         project = await project_for_dir(store, args.project, image=args.image, settings=settings)
     except BaseException:
         await store.close()
         raise
-    engine = await _engine_for(args, project, store)
+    runtime = await _open_runtime(args, project, store, settings)
     try:
-        session = await engine.open_session(args.session, title=args.prompt[:60])
-        return await _drive(engine, session, args, args.prompt)
+        session = await runtime.open_session(args.session, title=args.prompt[:60])
+        return await _drive(runtime, session, args, args.prompt)
     finally:
-        await engine.close()
+        await runtime.close()
 
 
-async def _drive(engine: Any, session: Any, args: argparse.Namespace, prompt: str | None) -> int:
-    printer = _Printer(engine, session, args)
-    off = engine.bus.on("*", printer.on_event)
+async def _drive(runtime: Any, session: Any, args: argparse.Namespace, prompt: str | None) -> int:
+    printer = _Printer(runtime, session, args)
+    off = runtime.bus.on("*", printer.on_event)
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, session.stop)
     if not args.json:
-        print(f"session {session.session.id}  ({engine.project.name}, {engine.model_client.model})",
+        print(f"session {session.session.id}  ({runtime.project.name}, {runtime.model_client.model})",
               file=sys.stderr)
     try:
         if prompt:
@@ -184,6 +210,7 @@ async def _drive(engine: Any, session: Any, args: argparse.Namespace, prompt: st
             return 0
     finally:
         off()
+        session.stop()  # a turn cut short (an error, Ctrl-C) stops its tools too
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
     printer.finish()
@@ -196,24 +223,25 @@ async def _drive(engine: Any, session: Any, args: argparse.Namespace, prompt: st
 class _Printer:
     """Streams a turn to the terminal: text as it comes, one line per tool call, or JSON envelopes."""
 
-    def __init__(self, engine: Any, session: Any, args: argparse.Namespace) -> None:
-        self.engine = engine
+    def __init__(self, runtime: Any, session: Any, args: argparse.Namespace) -> None:
+        self.runtime = runtime
         self.session = session
         self.args = args
         self.sid = session.session.id
         self.mid_line = False
         self._answers: set[asyncio.Future[None]] = set()
 
-    def on_event(self, env: Any) -> None:
+    def on_event(self, env: Envelope) -> None:
         if env.session_id and env.session_id != self.sid:
             return
         if self.args.json:
             print(json.dumps({"seq": env.seq, "channel": env.channel.value, "type": env.type,
                               "payload": env.payload}, default=str), flush=True)
-        else:
-            self._text(env)
-        if env.type == "permission_required":
-            fut = asyncio.ensure_future(self._answer(env.payload))
+        event = env.event
+        if not self.args.json:
+            self._show(event)
+        if isinstance(event, PermissionRequired):
+            fut = asyncio.ensure_future(self._answer(event))
             self._answers.add(fut)
             fut.add_done_callback(self._answers.discard)
 
@@ -223,37 +251,39 @@ class _Printer:
             self.mid_line = False
         print(s, file=sys.stderr if err else sys.stdout, flush=True)
 
-    def _text(self, env: Any) -> None:
-        p = env.payload
-        if env.type == "text_chunk":
-            sys.stdout.write(p["text"])
-            sys.stdout.flush()
-            self.mid_line = not p["text"].endswith("\n")
-        elif env.type == "tool:start" and not p.get("partial"):
-            tool = self.engine.registry.find(p["name"])
-            summary = tool.summarize(p.get("input") or {}) if tool else json.dumps(p.get("input"))[:120]
-            self._line(f"→ {summary}" if summary.startswith(p["name"]) else f"→ {p['name']} {summary}")
-        elif env.type == "tool:end":
-            mark = "✗" if p.get("is_error") else "✓"
-            ms = f" {p['duration_ms']:.0f} ms" if p.get("duration_ms") is not None else ""
-            outcome = f"/{p['outcome']}" if p.get("outcome") and p["outcome"] != "ok" else ""
-            self._line(f"  {mark} {p['name']} {p['state'].lower()}{outcome}{ms}")
-        elif env.type == "error":
-            self._line(f"! {p['message']}", err=True)
-        elif env.type == "permission_required":
-            self._line(f"? {p['name']} needs approval: {p.get('reason') or ''} (risk {p.get('risk')})")
+    def _show(self, event: Event) -> None:
+        match event:
+            case TextChunk(text=text):
+                sys.stdout.write(text)
+                sys.stdout.flush()
+                self.mid_line = not text.endswith("\n")
+            case ToolStart(partial=False):
+                self._line(self._started(event))
+            case ToolEnd():
+                mark = "✗" if event.is_error else "✓"
+                ms = f" {event.duration_ms:.0f} ms" if event.duration_ms is not None else ""
+                outcome = f"/{event.outcome}" if event.outcome and event.outcome != "ok" else ""
+                self._line(f"  {mark} {event.name} {event.state.lower()}{outcome}{ms}")
+            case ErrorEvent(message=message):
+                self._line(f"! {message}", err=True)
+            case PermissionRequired():
+                self._line(f"? {event.name} needs approval: {event.reason or ''} (risk {event.risk})")
 
-    async def _answer(self, payload: dict[str, Any]) -> None:
+    def _started(self, event: ToolStart) -> str:
+        tool = self.runtime.registry.find(event.name)
+        summary = tool.summarize(event.input or {}) if tool else json.dumps(event.input)[:120]
+        return f"→ {summary}" if summary.startswith(event.name) else f"→ {event.name} {summary}"
+
+    async def _answer(self, event: PermissionRequired) -> None:
         from .core import Allow, Deny
 
         mode = self.args.on_ask
-        call_id = payload["call_id"]
         if mode == "allow":
             decision = Allow(by="cli:--on-ask allow")
         elif mode == "deny":
             decision = Deny(by="cli:--on-ask deny", note="Denied: the CLI runs with --on-ask deny.")
         else:
-            question = (f"Allow {payload['name']} {json.dumps(payload.get('input'))[:200]}? "
+            question = (f"Allow {event.name} {json.dumps(event.input)[:200]}? "
                         "[y]es / [n]o (then a note): ")
             answer = (await asyncio.to_thread(_ask, question)).strip()
             if answer.lower() in ("y", "yes"):
@@ -262,7 +292,7 @@ class _Printer:
                 note = answer[1:].strip() if answer[:1].lower() == "n" else answer
                 decision = Deny(by="cli:prompt", note=note or "Denied at the terminal.")
         with contextlib.suppress(AgentDeskError):  # already answered or expired
-            self.engine.executor.decide(call_id, decision)
+            self.runtime.executor.decide(event.call_id, decision)
 
     def finish(self) -> None:
         if self.mid_line:
@@ -281,51 +311,57 @@ def _ask(question: str) -> str:
         return sys.stdin.readline()
 
 
-def _db(args: argparse.Namespace) -> str | None:
-    db = getattr(args, "db", None)
-    if db and "://" not in db:
-        from pathlib import Path
-
-        return f"sqlite:///{Path(db).expanduser().resolve()}"
-    return db
-
-
 # sessions ---------------------------------------------------------------------------------------------
 async def _sessions(args: argparse.Namespace) -> int:
     from .runtime import open_store
 
-    store = await open_store(_db(args))
-    closed = False
+    store = await open_store(args.db)
+    if args.action == "resume":
+        return await _resume(args, store)
     try:
         if args.action == "list":
-            projects = {p.id: p for p in await store.list_projects()}
-            project_id = _project_id(projects.values(), args.project) if args.project else None
-            for s in sorted(await store.list_sessions(project_id), key=lambda s: s.updated_at, reverse=True):
-                proj = projects.get(s.project_id)
-                print(f"{s.id}  {_when(s.updated_at)}  {proj.name if proj else s.project_id}  {s.title!r}")
-            return 0
-        session = await store.get_session(args.id)
-        if session is None:
-            raise AgentDeskError(f"There is no session {args.id!r}.", hint="`agent-desk sessions list` shows them.")
-        if args.action == "show":
-            for m in await store.messages(session.id):
+            await _list_sessions(args, store)
+        else:
+            for m in await store.messages((await _stored_session(store, args.id)).id):
                 for b in m.content:
                     print(f"{m.role:9} {_block(b)}")
-            return 0
+        return 0
+    finally:
+        await store.close()
+
+
+async def _list_sessions(args: argparse.Namespace, store: Any) -> None:
+    projects = {p.id: p for p in await store.list_projects()}
+    project_id = _project_id(projects.values(), args.project) if args.project else None
+    for s in sorted(await store.list_sessions(project_id), key=lambda s: s.updated_at, reverse=True):
+        proj = projects.get(s.project_id)
+        print(f"{s.id}  {_when(s.updated_at)}  {proj.name if proj else s.project_id}  {s.title!r}")
+
+
+async def _stored_session(store: Any, session_id: str) -> Any:
+    session = await store.get_session(session_id)
+    if session is None:
+        raise AgentDeskError(f"There is no session {session_id!r}.", hint="`agent-desk sessions list` shows them.")
+    return session
+
+
+async def _resume(args: argparse.Namespace, store: Any) -> int:
+    """Reopen a stored session in its project's runtime, which owns `store` from then on."""
+    try:
+        session = await _stored_session(store, args.id)
         project = await store.get_project(session.project_id)
         if project is None:
             raise AgentDeskError(f"The project of session {session.id} is missing from the database.")
         args.image = None
-        engine = await _engine_for(args, project, store)
-        closed = True  # the engine owns the store now
-        try:
-            opened = await engine.open_session(session.id)
-            return await _drive(engine, opened, args, args.prompt)
-        finally:
-            await engine.close()
+        runtime = await _open_runtime(args, project, store)
+    except BaseException:
+        await store.close()
+        raise
+    try:
+        opened = await runtime.open_session(session.id)
+        return await _drive(runtime, opened, args, args.prompt)
     finally:
-        if not closed:
-            await store.close()
+        await runtime.close()
 
 
 def _project_id(projects: Any, folder: str) -> str:
@@ -358,43 +394,56 @@ def _block(b: dict[str, Any]) -> str:
 # audit ------------------------------------------------------------------------------------------------
 async def _audit(args: argparse.Namespace) -> int:
     from .runtime import open_store
-    from .store import AuditQuery
 
-    store = await open_store(_db(args))
+    action = {"list": _audit_list, "show": _audit_show, "export": _audit_export}.get(args.action, _audit_verify)
+    store = await open_store(args.db)
     try:
-        if args.action == "list":
-            projects = await store.list_projects()
-            project_id = _project_id(projects, args.project) if args.project else None
-            q = AuditQuery(project_id=project_id, session_id=args.session, tool=args.tool, states=args.state,
-                           outcome=args.outcome, text=args.text, limit=args.limit)
-            for r in await store.list_records(q):
-                ms = f"{r.duration_ms:.0f}ms" if r.duration_ms is not None else "-"
-                print(f"{r.id}  {_when(r.created_at)}  {r.name:14} {r.state.value:17} "
-                      f"{(r.outcome or '-'):10} {ms:>8}  {r.input_preview[:80]}")
-            return 0
-        if args.action == "show":
-            record = await store.get_record(args.id)
-            if record is None:
-                raise AgentDeskError(f"There is no tool call {args.id!r}.")
-            print(json.dumps(record.to_dict(), indent=2, default=str))
-            for e in await store.get_trail(record.id):
-                print(f"  {e.seq:>6}  {_when(e.at)}  {e.state.value:17} {e.actor:14} {e.note}")
-            return 0
-        if args.action == "export":
-            q = AuditQuery(session_id=args.session, limit=None)
-            n = await store.export(q, args.format, args.out or sys.stdout)
-            if args.out:
-                print(f"exported {n} tool calls to {args.out}", file=sys.stderr)
-            return 0
-        result = await store.verify()
-        if result.ok:
-            print(f"audit chain OK: {result.count} entries verified")
-            return 0
-        print(f"audit chain BROKEN: {result.problem} at entry {result.seq} (record {result.record_id}); "
-              f"{result.count} entries checked", file=sys.stderr)
-        return 1
+        return await action(args, store)
     finally:
         await store.close()
+
+
+async def _audit_list(args: argparse.Namespace, store: Any) -> int:
+    from .store import AuditQuery
+
+    projects = await store.list_projects()
+    project_id = _project_id(projects, args.project) if args.project else None
+    q = AuditQuery(project_id=project_id, session_id=args.session, tool=args.tool, states=args.state,
+                   outcome=args.outcome, text=args.text, limit=args.limit)
+    for r in await store.list_records(q):
+        ms = f"{r.duration_ms:.0f}ms" if r.duration_ms is not None else "-"
+        print(f"{r.id}  {_when(r.created_at)}  {r.name:14} {r.state.value:17} "
+              f"{(r.outcome or '-'):10} {ms:>8}  {r.input_preview[:80]}")
+    return 0
+
+
+async def _audit_show(args: argparse.Namespace, store: Any) -> int:
+    record = await store.get_record(args.id)
+    if record is None:
+        raise AgentDeskError(f"There is no tool call {args.id!r}.")
+    print(json.dumps(record.to_dict(), indent=2, default=str))
+    for e in await store.get_trail(record.id):
+        print(f"  {e.seq:>6}  {_when(e.at)}  {e.state.value:17} {e.actor:14} {e.note}")
+    return 0
+
+
+async def _audit_export(args: argparse.Namespace, store: Any) -> int:
+    from .store import AuditQuery
+
+    n = await store.export(AuditQuery(session_id=args.session, limit=None), args.format, args.out or sys.stdout)
+    if args.out:
+        print(f"exported {n} tool calls to {args.out}", file=sys.stderr)
+    return 0
+
+
+async def _audit_verify(args: argparse.Namespace, store: Any) -> int:
+    result = await store.verify()
+    if result.ok:
+        print(f"audit chain OK: {result.count} entries verified")
+        return 0
+    print(f"audit chain BROKEN: {result.problem} at entry {result.seq} (record {result.record_id}); "
+          f"{result.count} entries checked", file=sys.stderr)
+    return 1
 
 
 # images -----------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .core import DEFAULT_IMAGE, DEFAULT_MODEL, ConfigError
+from .core import DEFAULT_IMAGE, DEFAULT_MODEL, ConfigError, PermissionMode
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class Settings:
     max_retries: int = 2
     request_timeout_s: float = 600.0
     thinking_budget: int = 0  # 0: extended thinking off
-    permission_mode: str = "ask"
+    permission_mode: str = PermissionMode.ASK.value
     rules: list[Any] = field(default_factory=list)  # user-level permission rules, below the project's
     default_image: str = DEFAULT_IMAGE
     sandbox: str = "docker"  # docker | local

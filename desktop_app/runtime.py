@@ -1,27 +1,31 @@
-"""The runtime: the one composition of store, bus, tools, policy, hooks, executor, sandbox and model
-client per project, wired the same way for the CLI and the desktop app."""
+"""The runtime: one project's tools, policy, hooks, executor, sandbox and model client, built by one recipe
+for the CLI (`open_runtime`, one project) and the window (`ProjectRuntimes`, a runtime per project)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 import os
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import Settings, config_dir, data_dir, default_db_url, resolve_api_key
 from .core import (
-    AgentDeskError,
+    DEFAULT_IMAGE,
     AgentSession,
     AnthropicModelClient,
     ConfigError,
     EventBus,
     Executor,
     ModelClient,
+    PermissionMode,
     PermissionPolicy,
     ProjectInfo,
     RuleSet,
+    Sandbox,
     Tool,
     ToolRegistry,
     append_rule_to_file,
@@ -32,52 +36,80 @@ from .core import (
     rules_from_texts,
 )
 
+if TYPE_CHECKING:
+    from .store import SqlStore
+
+log = logging.getLogger(__name__)
+
 USER_RULES_FILE = "rules.toml"
+DEFAULT_PROFILE = "coding"
+
+SandboxFactory = Callable[[ProjectInfo], Sandbox]
 
 
-@dataclass
-class Engine:
-    """Everything a session needs, built once per project."""
+@dataclass(eq=False)
+class ProjectRuntime:
+    """Everything a project's sessions share: one executor (so an approval from any session reaches the
+    executor that waits for it), one sandbox and one model client. `close()` closes what it opened."""
 
     settings: Settings
     project: ProjectInfo
-    store: Any  # SqlStore (RecordStore + audit queries)
+    store: SqlStore
     bus: EventBus
     registry: ToolRegistry
     policy: PermissionPolicy
     executor: Executor
-    sandbox: Any
+    sandbox: Sandbox
     model_client: ModelClient
-    profile: str = "coding"
-    owns_sandbox: bool = True
-    sessions: list[AgentSession] = field(default_factory=list)
+    profile: str = DEFAULT_PROFILE
+    # What this runtime (and whoever opened its store and bus) must close, in reverse order.
+    cleanup: AsyncExitStack = field(default_factory=AsyncExitStack)
+    _started: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
 
     @property
     def tools(self) -> list[Tool]:
         return self.registry.for_profile(self.profile)
 
+    def start(self) -> asyncio.Future[None]:
+        """Start the sandbox in the background, once; `ready()` reports a failure."""
+        if self._started is None:
+            self._started = asyncio.ensure_future(self.sandbox.start())
+        return self._started
+
+    async def ready(self) -> None:
+        """Wait until the sandbox has started; a sandbox that cannot start raises here."""
+        await asyncio.shield(self.start())
+
     async def open_session(self, session_id: str | None = None, *, title: str = "") -> AgentSession:
         """A new session of this project, or a stored one (sealed and resumed)."""
-        session = await AgentSession.open(
+        await self.ready()
+        return await AgentSession.open(
             store=self.store, bus=self.bus, executor=self.executor, tools=self.tools,
             model_client=self.model_client, project=self.project, sandbox=self.sandbox,
             session_id=session_id, title=title, max_steps=self.settings.max_steps,
         )
-        self.sessions.append(session)
-        return session
+
+    async def renew_model_client(self) -> None:
+        """The settings changed (key, model, endpoint): sessions opened from now on get a new client. The old
+        one is closed with the runtime, since a running turn may still use it."""
+        self.model_client = await asyncio.to_thread(model_client_from_settings, self.settings)
+        self.cleanup.push_async_callback(_quietly, self.model_client.close, "the model client")
 
     async def close(self) -> None:
-        for s in self.sessions:
-            s.stop()
-        with contextlib.suppress(Exception):
-            await self.model_client.close()
-        if self.owns_sandbox and self.sandbox is not None:
-            with contextlib.suppress(Exception):
-                await self.sandbox.close()
-        self.bus.close()
-        await self.store.close()
+        """Close the sandbox and model client (and the store and bus when opened for this runtime). Open
+        sessions are their owner's to stop: an approval left waiting stays open in the store."""
+        await self.cleanup.aclose()
 
 
+async def _quietly(close: Callable[[], Awaitable[Any]], what: str) -> None:
+    """Closing is best effort: one part that fails to close must not keep the others open."""
+    try:
+        await close()
+    except Exception:
+        log.exception("closing %s failed", what)
+
+
+# the recipe ------------------------------------------------------------------------------------------
 def user_rules(settings: Settings) -> RuleSet:
     """The user's rules: config_dir()/rules.toml, then `rules` in the settings ([action, text] pairs or
     {"action": ..., "rule": ...} objects)."""
@@ -94,45 +126,6 @@ def user_rules(settings: Settings) -> RuleSet:
                 hint='write ["allow", "bash_run(npm test *)"] or {"action": "allow", "rule": "..."}',
             )
     return rs.extend(rules_from_texts(pairs, "user:settings")) if pairs else rs
-
-
-async def open_store(db_url: str | None = None) -> Any:
-    """The SqlStore at `db_url`, $AGENT_DESK_DB, or the default file in the user's data folder."""
-    from .store import SqlStore
-
-    url = db_url or default_db_url()
-    if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    return await SqlStore.open(url)
-
-
-def _project_dir(folder: str | os.PathLike[str]) -> Path:
-    path = Path(folder).expanduser().resolve()
-    if not path.is_dir():
-        raise ConfigError(f"The project folder {path} does not exist.")
-    return path
-
-
-async def project_for_dir(store: Any, folder: str | os.PathLike[str], *, image: str | None = None,
-                          settings: Settings | None = None) -> ProjectInfo:
-    """The stored project for `folder` (matched by its absolute path), or a new one."""
-    path = _project_dir(folder)
-    for p in await store.list_projects():
-        if Path(p.path) == path:
-            if image and image != p.image:
-                p.image = image
-                await store.save_project(p)
-            return p
-    project = ProjectInfo(
-        id=new_id("prj_"), name=path.name, path=str(path),
-        image=image or (settings.default_image if settings else ProjectInfo.__dataclass_fields__["image"].default),
-    )
-    if settings is not None:
-        project.permission_mode = settings.permission_mode
-        if settings.sandbox != "docker":
-            project.settings["sandbox"] = settings.sandbox
-    await store.save_project(project)
-    return project
 
 
 def model_client_from_settings(settings: Settings) -> AnthropicModelClient:
@@ -166,7 +159,7 @@ def build_executor(
     registry = ToolRegistry(tools if tools is not None else builtin_tools())
     rules = user_rules(settings).extend(load_rules(project.path))
     # a project left on "ask" lets its rules file name the mode
-    mode = permission_mode or (project.permission_mode if project.permission_mode != "ask" else None)
+    mode = permission_mode or (project.permission_mode if project.permission_mode != PermissionMode.ASK else None)
     policy = PermissionPolicy(mode, rules)
     key = resolve_api_key(settings)
     hooks = builtin_hooks(api_key=key.value if key else None, artifacts_dir=data_dir() / "artifacts")
@@ -176,43 +169,154 @@ def build_executor(
     return executor, registry, policy
 
 
-async def build_engine(
+async def build_runtime(
+    settings: Settings,
+    project: ProjectInfo,
+    *,
+    store: Any,
+    bus: EventBus,
+    sandbox_factory: SandboxFactory | None = None,
+    model_client: ModelClient | None = None,
+    permission_mode: str | None = None,
+    tools: list[Tool] | None = None,
+    profile: str = DEFAULT_PROFILE,
+    cleanup: AsyncExitStack | None = None,
+) -> ProjectRuntime:
+    """The one recipe: executor, sandbox (made, not yet started) and model client for `project` on a given
+    store and bus. Rules files and the keyring are read on a worker thread, never on the event loop."""
+    executor, registry, policy = await asyncio.to_thread(
+        build_executor, settings, project, bus=bus, store=store, permission_mode=permission_mode, tools=tools
+    )
+    if model_client is None:
+        model_client = await asyncio.to_thread(model_client_from_settings, settings)
+    if sandbox_factory is None:
+        from .sandbox import create_sandbox
+
+        sandbox_factory = create_sandbox
+    sandbox = sandbox_factory(project)
+    stack = cleanup if cleanup is not None else AsyncExitStack()
+    stack.push_async_callback(_quietly, sandbox.close, f"the sandbox of {project.name}")
+    stack.push_async_callback(_quietly, model_client.close, "the model client")
+    return ProjectRuntime(settings=settings, project=project, store=store, bus=bus, registry=registry,
+                          policy=policy, executor=executor, sandbox=sandbox, model_client=model_client,
+                          profile=profile, cleanup=stack)
+
+
+# the CLI: one project, with its own store and bus -----------------------------------------------------
+async def open_store(db_url: str | None = None) -> SqlStore:
+    """The SqlStore at `db_url` (a URL or a path), $AGENT_DESK_DB, or the default file in the user's data
+    folder (the store creates a SQLite file's folder)."""
+    from .store import SqlStore
+
+    return await SqlStore.open(db_url or default_db_url())
+
+
+def _project_dir(folder: str | os.PathLike[str]) -> Path:
+    path = Path(folder).expanduser().resolve()
+    if not path.is_dir():
+        raise ConfigError(f"The project folder {path} does not exist.")
+    return path
+
+
+async def project_for_dir(store: Any, folder: str | os.PathLike[str], *, image: str | None = None,
+                          settings: Settings | None = None) -> ProjectInfo:
+    """The stored project for `folder` (matched by its absolute path), or a new one."""
+    path = _project_dir(folder)
+    for p in await store.list_projects():
+        if Path(p.path) == path:
+            if image and image != p.image:
+                p.image = image
+                await store.save_project(p)
+            return p
+    project = ProjectInfo(id=new_id("prj_"), name=path.name, path=str(path),
+                          image=image or (settings.default_image if settings else DEFAULT_IMAGE))
+    if settings is not None:
+        project.permission_mode = settings.permission_mode
+        if settings.sandbox != "docker":
+            project.settings["sandbox"] = settings.sandbox
+    await store.save_project(project)
+    return project
+
+
+async def open_runtime(
     settings: Settings,
     project: ProjectInfo | str | os.PathLike[str],
     *,
     db_url: str | None = None,
-    sandbox: Any = None,
     store: Any = None,
-    permission_mode: str | None = None,
+    sandbox_factory: SandboxFactory | None = None,
     model_client: ModelClient | None = None,
-    profile: str = "coding",
+    permission_mode: str | None = None,
     tools: list[Tool] | None = None,
-) -> Engine:
-    """Wire store, bus, registry (built-in tools), policy (project + user rules), hooks, executor,
-    sandbox (created from the project and started, unless given) and the model client."""
+    profile: str = DEFAULT_PROFILE,
+) -> ProjectRuntime:
+    """A started runtime for one project (a ProjectInfo or a folder) with its own bus, on `store` or the
+    store at `db_url`; closing it closes the store too."""
     store = store or await open_store(db_url)
+    cleanup = AsyncExitStack()
+    cleanup.push_async_callback(store.close)
     try:
         if not isinstance(project, ProjectInfo):
             project = await project_for_dir(store, project, settings=settings)
         elif await store.get_project(project.id) is None:
             await store.save_project(project)
         bus = await EventBus.open(store)
-        executor, registry, policy = await asyncio.to_thread(
-            build_executor, settings, project, bus=bus, store=store, permission_mode=permission_mode, tools=tools
-        )
-        owns = sandbox is None
-        if sandbox is None:
-            from .sandbox import create_sandbox
-
-            sandbox = create_sandbox(project)
-            await sandbox.start()
-        client = model_client or model_client_from_settings(settings)
+        cleanup.callback(bus.close)
+        runtime = await build_runtime(settings, project, store=store, bus=bus, sandbox_factory=sandbox_factory,
+                                      model_client=model_client, permission_mode=permission_mode, tools=tools,
+                                      profile=profile, cleanup=cleanup)
+        await runtime.ready()
     except BaseException:
-        await store.close()
+        await cleanup.aclose()
         raise
-    return Engine(settings=settings, project=project, store=store, bus=bus, registry=registry, policy=policy,
-                  executor=executor, sandbox=sandbox, model_client=client, profile=profile, owns_sandbox=owns)
+    return runtime
 
 
-__all__ = ["AgentDeskError", "Engine", "build_engine", "build_executor", "model_client_from_settings", "open_store",
-           "project_for_dir", "user_rules"]
+# the window: a runtime per project on the window's one store and bus ------------------------------------
+class ProjectRuntimes:
+    """The window's runtimes, one per project, built on first use by the same recipe as the CLI's;
+    `await runtimes(project, session_id)` is an open AgentSession (the sandbox starts in the background)."""
+
+    def __init__(self, *, settings: Settings, store: Any, bus: EventBus,
+                 sandbox_factory: SandboxFactory | None = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.bus = bus
+        self.sandbox_factory = sandbox_factory  # default: sandbox.create_sandbox
+        self.runtimes: dict[str, ProjectRuntime] = {}
+        self._stale_clients: set[str] = set()  # projects whose model client predates the settings
+        self._closing: set[asyncio.Future[None]] = set()
+        self._lock = asyncio.Lock()
+
+    async def get(self, project: ProjectInfo) -> ProjectRuntime:
+        """The project's runtime; two sessions of one project opening at once share one."""
+        async with self._lock:
+            rt = self.runtimes.get(project.id)
+            if rt is not None and rt.project == project:
+                return rt
+            if rt is not None:  # the project's settings changed: its old container goes
+                self._closing.add(asyncio.ensure_future(rt.close()))
+            rt = await build_runtime(self.settings, project, store=self.store, bus=self.bus,
+                                     sandbox_factory=self.sandbox_factory)
+            rt.start()
+            self._stale_clients.discard(project.id)
+            self.runtimes[project.id] = rt
+            return rt
+
+    async def __call__(self, project: ProjectInfo, session_id: str | None) -> AgentSession:
+        rt = await self.get(project)
+        if project.id in self._stale_clients:
+            self._stale_clients.discard(project.id)
+            await rt.renew_model_client()
+        return await rt.open_session(session_id)  # a sandbox that cannot start is reported here
+
+    def forget_model(self) -> None:
+        """Settings changed (key, model, endpoint): each project's next session gets a new client."""
+        self._stale_clients = set(self.runtimes)
+
+    async def close(self) -> None:
+        for rt in self.runtimes.values():
+            await rt.close()
+        self.runtimes.clear()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)

@@ -13,7 +13,7 @@ GENESIS = "0" * 64
 _WINDOW = 256
 
 
-def _default(o: Any) -> Any:
+def json_default(o: Any) -> Any:
     # Values JSON has no type for are stored as their text, so hashing and re-reading agree.
     if isinstance(o, (set, frozenset)):
         return sorted(o, key=str)
@@ -21,7 +21,7 @@ def _default(o: Any) -> Any:
 
 
 def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default)
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=json_default)
 
 
 def entry_fields(
@@ -35,17 +35,12 @@ def link_hash(prev_hash: str, canonical: str) -> str:
     return hashlib.sha256((prev_hash + canonical).encode("utf-8")).hexdigest()
 
 
-def canonical_entry(prefix: str, seq: int, suffix: str) -> str:
-    """Assemble canonical_json(entry_fields(...)) from two pre-rendered halves and the seq.
-
-    Keys sort as actor, at, data, note, record_id, seq, state, so only `seq` needs filling in by the
-    writer; `split_canonical` renders the halves on the caller's thread. A test checks this equals
-    canonical_json of the whole dict.
-    """
-    return f"{prefix}{seq}{suffix}"
-
-
 def split_canonical(record_id: str, state: str, at: float, actor: str, note: str, data_json: str) -> tuple[str, str]:
+    """canonical_json(entry_fields(...)) in two halves around the seq, which only the writer knows.
+
+    Keys sort as actor, at, data, note, record_id, seq, state, so the halves are rendered on the caller's
+    thread and the writer joins `prefix + str(seq) + suffix`. A test checks this equals canonical_json.
+    """
     d = json.dumps
     prefix = (
         f'{{"actor":{d(actor, ensure_ascii=False)},"at":{d(at)},"data":{data_json},'

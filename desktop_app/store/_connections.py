@@ -1,4 +1,5 @@
-"""Engines for the store: SQLite connections get WAL, busy_timeout, foreign keys and an explicit BEGIN."""
+"""Database URLs and SQLAlchemy engines for the store: SQLite connections get WAL, busy_timeout, foreign
+keys and an explicit BEGIN."""
 
 from __future__ import annotations
 
@@ -8,38 +9,53 @@ from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.pool import NullPool, QueuePool
 
 from desktop_app.core import StoreError
 
 _PRAGMA_NAME = re.compile(r"^[a-z_]+$")
+_URL_HINT = "pass a path to a SQLite file, or a URL such as sqlite:////abs/path/agent-desk.db"
 
 
 def to_url(url_or_path: str | Path) -> str:
-    """A SQLAlchemy URL for `url_or_path`; a plain path means a SQLite file (parents are created)."""
+    """A SQLAlchemy URL for `url_or_path`; a plain path means a SQLite file. A SQLite file's folder is
+    created here, so callers never normalise paths or make folders themselves."""
     text = str(url_or_path)
-    if "://" in text:
+    if "://" not in text:
+        path = Path(text).expanduser().resolve()
+        _make_folder(path)
+        return f"sqlite:///{path}"
+    try:
         url = make_url(text)
-        if url.get_backend_name() == "sqlite":
-            db = url.database or ""
-            if db in ("", ":memory:") or db.startswith("file::memory:"):
-                raise StoreError("the audit store needs a database file, not an in-memory SQLite database",
-                                 hint="pass a path such as ~/.local/share/agent-desk/audit.db")
-            Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        return text
-    path = Path(text).expanduser().resolve()
+    except ArgumentError as exc:
+        raise StoreError(f"{text!r} is not a database URL: {exc}", hint=_URL_HINT) from exc
+    if url.get_backend_name() == "sqlite":
+        db = url.database or ""
+        if db in ("", ":memory:") or db.startswith("file::memory:"):
+            raise StoreError("the audit store needs a database file, not an in-memory SQLite database",
+                             hint="pass a path such as ~/.local/share/agent-desk/audit.db")
+        _make_folder(Path(db).expanduser())
+    return text
+
+
+def _make_folder(path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StoreError(f"cannot create the folder for the audit database {path}: {exc}") from exc
-    return f"sqlite:///{path}"
 
 
 def make_engine(
     url: str, *, writer: bool, busy_timeout_ms: int, pragmas: dict[str, Any] | None = None, pool_size: int = 4
 ) -> Engine:
-    if make_url(url).get_backend_name() != "sqlite":
-        return create_engine(url, poolclass=NullPool if writer else QueuePool, pool_pre_ping=True)
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        try:
+            return create_engine(url, poolclass=NullPool if writer else QueuePool, pool_pre_ping=True)
+        except (NoSuchModuleError, ImportError) as exc:  # an unknown dialect, or its driver is missing
+            raise StoreError(f"cannot use the database {parsed.render_as_string(hide_password=True)}: {exc}",
+                             hint=_URL_HINT) from exc
     extra = dict(pragmas or {})
     for name, value in extra.items():
         if not _PRAGMA_NAME.match(name) or not re.match(r"^[\w.-]+$", str(value)):

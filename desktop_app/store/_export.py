@@ -7,18 +7,15 @@ import csv
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from sqlalchemy.engine import Connection
-
 from desktop_app.core import StoreError, ToolCallRecord
 
-from ._query import AuditQuery
-
 FORMATS = ("jsonl", "csv")
+# A file format: the order is the export's own (people and scripts read these columns), not the table's.
 CSV_COLUMNS = (
     "id", "name", "state", "outcome", "session_id", "project_id", "batch_index", "created_at",
     "created_at_iso", "updated_at", "started_at", "completed_at", "duration_ms", "is_error", "error", "risk",
@@ -81,21 +78,10 @@ def _write(records: Iterator[ToolCallRecord], fmt: str, stream: IO[str]) -> int:
     return n
 
 
-def export(
-    conn: Connection,
-    q: AuditQuery,
-    fmt: str,
-    out: str | os.PathLike[str] | IO[str],
-    fts: bool,
-    iter_records: Callable[..., Iterator[ToolCallRecord]],
-) -> int:
-    return write_records(iter_records(conn, q, fts), fmt, out)
-
-
 def write_records(records: Iterable[ToolCallRecord], fmt: str, out: str | os.PathLike[str] | IO[str]) -> int:
     """Records as JSONL (with their trails) or CSV, to a stream or atomically to a file; returns the count."""
-    if fmt not in ("jsonl", "csv"):
-        raise StoreError(f"unknown export format {fmt!r}", hint="use jsonl or csv")
+    if fmt not in FORMATS:
+        raise StoreError(f"unknown export format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
     records = iter(records)
     if hasattr(out, "write"):
         return _write(records, fmt, out)  # type: ignore[arg-type]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -10,15 +9,13 @@ from typing import Any
 
 from desktop_app.core import AuditEntry, StoreError, ToolCallRecord, ToolCallState
 
+from ._tables import AuditEntryRow, ToolCallRow, columns, decode_row, from_json
+
 SEARCH_TEXT_MAX = 200_000
 
-RECORD_COLUMNS = (
-    "id", "name", "input", "session_id", "project_id", "batch_index", "state", "outcome", "approval",
-    "provenance", "result", "error", "is_error", "sandbox", "read_only", "risk", "started_at",
-    "completed_at", "duration_ms", "created_at", "updated_at",
-)
-JSON_COLUMNS = frozenset({"input", "approval", "provenance", "result", "sandbox"})
-ENTRY_COLUMNS = ("seq", "record_id", "state", "at", "actor", "note", "data", "prev_hash", "hash")
+# A ToolCallRecord's columns: the row key and the index's text are the store's own.
+RECORD_COLUMNS = columns(ToolCallRow, without=("pk", "search_text"))
+ENTRY_COLUMNS = columns(AuditEntryRow)
 
 
 @dataclass(slots=True)
@@ -185,21 +182,14 @@ def build_sql(q: AuditQuery, *, fts: bool) -> SqlParts:
     return SqlParts(source, where, order, params)
 
 
-def _j(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def record_from_row(row: Any, trail: list[AuditEntry] | None = None) -> ToolCallRecord:
-    d = dict(zip(RECORD_COLUMNS, row, strict=False))
-    for col in JSON_COLUMNS:
-        d[col] = _j(d[col])
-    return ToolCallRecord.from_dict(d, trail or [])
+    return ToolCallRecord.from_dict(decode_row(ToolCallRow, RECORD_COLUMNS, row), trail or [])
 
 
 def entry_from_row(row: Any) -> AuditEntry:
     seq, record_id, state, at, actor, note, data, _prev, h = row
     return AuditEntry(record_id=record_id, state=ToolCallState(state), at=at, actor=actor, note=note,
-                      data=_j(data) or {}, seq=seq, hash=h)
+                      data=from_json(data) or {}, seq=seq, hash=h)
 
 
 def _strings(value: Any, out: list[str], skip_keys: frozenset[str] = frozenset()) -> None:

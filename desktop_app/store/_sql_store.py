@@ -4,6 +4,7 @@ threads, an audit hash chain, queries, export and verification."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -14,6 +15,7 @@ from typing import IO, Any, TypeVar
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine, make_url
+from sqlmodel import SQLModel
 
 from desktop_app.core import (
     AuditEntry,
@@ -27,9 +29,9 @@ from desktop_app.core import (
     ToolCallState,
 )
 
-from . import _export
-from ._chain import GENESIS, ChainRow, VerifyResult, _default, canonical_json, split_canonical, verify_chain
+from ._chain import GENESIS, ChainRow, VerifyResult, canonical_json, split_canonical, verify_chain
 from ._connections import make_engine, to_url
+from ._export import FORMATS, write_records
 from ._migrate import upgrade
 from ._query import (
     ENTRY_COLUMNS,
@@ -42,6 +44,18 @@ from ._query import (
     record_from_row,
     search_text,
 )
+from ._tables import (
+    EventRow,
+    MessageRow,
+    ProjectRow,
+    SessionRow,
+    ToolCallRow,
+    columns,
+    decode_row,
+    encode_row,
+    from_json,
+    to_json,
+)
 from ._writer import ErrorTranslator, Op, Waiter, Writer
 
 log = logging.getLogger(__name__)
@@ -51,22 +65,19 @@ _REC_COLS = ", ".join(f"t.{c}" for c in RECORD_COLUMNS)
 _REC_SELECT = f"SELECT {_REC_COLS} FROM tool_calls t"
 _ENTRY_SELECT = "SELECT " + ", ".join(ENTRY_COLUMNS) + " FROM audit_entries"
 _TRAIL_CHUNK = 500
+# The light rows a list shows: RecordRow's fields, all columns but the last, a preview of the input.
+_LIST_FIELDS = tuple(f.name for f in dataclasses.fields(RecordRow))
+_LIST_COLS = ", ".join(f"t.{name}" for name in _LIST_FIELDS[:-1])
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_default)
-
-
-def _loads(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
+def row_params(obj: Any, table: type[SQLModel], without: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`obj`'s attributes named like the table's columns, as the row's parameters."""
+    return encode_row(table, {c: getattr(obj, c) for c in columns(table, without=without)})
 
 
 def record_params(record: ToolCallRecord) -> dict[str, Any]:
     d = record.to_dict()
-    p = {c: d[c] for c in RECORD_COLUMNS}
-    for c in ("input", "approval", "provenance", "sandbox"):
-        p[c] = _dumps(d[c])
-    p["result"] = None if d["result"] is None else _dumps(d["result"])
+    p = encode_row(ToolCallRow, {c: d[c] for c in RECORD_COLUMNS})
     p["search_text"] = search_text(record)
     return p
 
@@ -134,10 +145,6 @@ class SqlStore:
         return cls(url, writer, read_engine, reader_threads, where)
 
     @property
-    def url(self) -> str:
-        return self._url
-
-    @property
     def path(self) -> Path | None:
         """The SQLite file, or None for another database."""
         u = make_url(self._url)
@@ -153,12 +160,6 @@ class SqlStore:
         await asyncio.to_thread(self._writer.join)
         await asyncio.to_thread(self._readers.shutdown, True)
         self._read_engine.dispose()
-
-    async def __aenter__(self) -> SqlStore:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     # plumbing -------------------------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -204,7 +205,7 @@ class SqlStore:
         state = ToolCallState(entry.state).value
         try:
             params = record_params(record)
-            data_json = canonical_json(json.loads(_dumps(entry.data)))
+            data_json = canonical_json(json.loads(to_json(entry.data)))
         except (TypeError, ValueError) as exc:
             raise StoreError(f"tool call {record.id} cannot be saved: its data is not JSON ({exc})") from exc
         at = float(entry.at)
@@ -226,24 +227,16 @@ class SqlStore:
         await self._submit(Op("flush"))
 
     async def save_project(self, project: ProjectInfo) -> None:
-        await self._submit(Op("project", {
-            "id": project.id, "name": project.name, "path": project.path, "image": project.image,
-            "permission_mode": project.permission_mode, "settings": _dumps(project.settings),
-            "created_at": project.created_at,
-        }, describe=f"project {project.name!r}"))
+        await self._submit(Op("project", row_params(project, ProjectRow), describe=f"project {project.name!r}"))
 
     async def save_session(self, session: SessionInfo) -> None:
-        await self._submit(Op("session", {
-            "id": session.id, "project_id": session.project_id, "title": session.title,
-            "model": session.model, "created_at": session.created_at, "updated_at": session.updated_at,
-            "meta": _dumps(session.meta),
-        }, describe=f"session {session.id} (its project {session.project_id} must be saved first)"))
+        await self._submit(Op("session", row_params(session, SessionRow),
+                              describe=f"session {session.id} (its project {session.project_id} must be saved first)"))
 
     async def append_message(self, message: StoredMessage) -> int:
-        mid = await self._submit(Op("message", {
-            "session_id": message.session_id, "role": message.role, "content": _dumps(message.content),
-            "created_at": message.created_at,
-        }, describe=f"a {message.role} message of session {message.session_id} (save the session first)"))
+        mid = await self._submit(Op("message", row_params(message, MessageRow, without=("id",)),
+                                    describe=f"a {message.role} message of session {message.session_id} "
+                                             "(save the session first)"))
         message.id = mid
         return mid
 
@@ -324,12 +317,19 @@ class SqlStore:
         """Write the records matching `q` (its limit applies; None for all) as "jsonl" (records with
         their trails) or "csv" (flat columns) to a path or a text stream. Returns the record count."""
         fmt = fmt.lower()
-        if fmt not in _export.FORMATS:
-            raise StoreError(f"unknown export format {fmt!r}", hint=f"use one of {', '.join(_export.FORMATS)}")
-        return await self._read(_export.export, q, fmt, out, self._fts, _iter_records)
+        if fmt not in FORMATS:
+            raise StoreError(f"unknown export format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
+        return await self._read(lambda conn: write_records(_iter_records(conn, q, self._fts), fmt, out))
 
 
 # read functions: each runs on a reader thread with its own connection -------------------------------
+def _rows(conn: Connection, table: type[SQLModel], tail: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Rows of `table` (every column, JSON decoded) as dicts; `tail` is the WHERE and ORDER BY."""
+    cols = columns(table)
+    for r in conn.execute(text(f"SELECT {', '.join(cols)} FROM {table.__tablename__}{tail}"), params):
+        yield decode_row(table, cols, r)
+
+
 def _events_since(conn: Connection, since: int, chans: list[str], upto: int | None,
                   session_id: str | None) -> list[Envelope]:
     if not chans:
@@ -339,17 +339,15 @@ def _events_since(conn: Connection, since: int, chans: list[str], upto: int | No
     for i, ch in enumerate(chans):
         names.append(f":ch{i}")
         params[f"ch{i}"] = ch
-    sql = (f"SELECT seq, channel, type, time, payload, session_id FROM events "
-           f"WHERE seq > :since AND channel IN ({', '.join(names)})")
+    where = f" WHERE seq > :since AND channel IN ({', '.join(names)})"
     if upto is not None:
-        sql += " AND seq <= :upto"
+        where += " AND seq <= :upto"
         params["upto"] = upto
     if session_id:
-        sql += " AND session_id = :sid"
+        where += " AND session_id = :sid"
         params["sid"] = session_id
-    rows = conn.execute(text(sql + " ORDER BY seq"), params).all()
-    return [Envelope(seq=r[0], channel=Channel(r[1]), type=r[2], time=r[3], payload=_loads(r[4]),
-                     session_id=r[5] or "") for r in rows]
+    return [Envelope(**{**d, "channel": Channel(d["channel"]), "session_id": d["session_id"] or ""})
+            for d in _rows(conn, EventRow, where + " ORDER BY seq", params)]
 
 
 def _trails(conn: Connection, ids: list[str]) -> dict[str, list[AuditEntry]]:
@@ -395,44 +393,38 @@ def _count(conn: Connection, q: AuditQuery, fts: bool) -> int:
 
 def _list_rows(conn: Connection, q: AuditQuery, fts: bool) -> list[RecordRow]:
     p = build_sql(q, fts=fts)
-    sql = ("SELECT t.id, t.name, t.state, t.outcome, t.session_id, t.project_id, t.created_at, "
-           "t.updated_at, t.duration_ms, t.is_error, t.risk, t.read_only, substr(CAST(t.input AS TEXT), 1, 200) "
-           f"FROM {p.source}{p.where}{p.page(q)}")
-    return [RecordRow(r[0], r[1], ToolCallState(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], bool(r[9]),
-                      r[10], bool(r[11]), r[12] if isinstance(r[12], str) else _dumps(r[12])[:200])
-            for r in conn.execute(text(sql), p.params)]
+    sql = f"SELECT {_LIST_COLS}, substr(CAST(t.input AS TEXT), 1, 200) FROM {p.source}{p.where}{p.page(q)}"
+    rows = []
+    for r in conn.execute(text(sql), p.params):
+        d = dict(zip(_LIST_FIELDS, r, strict=True))
+        preview = d["input_preview"]
+        rows.append(RecordRow(**{
+            **d, "state": ToolCallState(d["state"]), "is_error": bool(d["is_error"]),
+            "read_only": bool(d["read_only"]),
+            "input_preview": preview if isinstance(preview, str) else to_json(preview)[:200],
+        }))
+    return rows
 
 
 def _projects(conn: Connection, project_id: str | None) -> list[ProjectInfo]:
-    sql = "SELECT id, name, path, image, permission_mode, settings, created_at FROM projects"
-    params: dict[str, Any] = {}
-    if project_id is not None:
-        sql += " WHERE id = :id"
-        params["id"] = project_id
-    rows = conn.execute(text(sql + " ORDER BY created_at, id"), params)
-    return [ProjectInfo(id=r[0], name=r[1], path=r[2], image=r[3], permission_mode=r[4],
-                        settings=_loads(r[5]) or {}, created_at=r[6]) for r in rows]
+    where, params = (" WHERE id = :id", {"id": project_id}) if project_id is not None else ("", {})
+    return [ProjectInfo(**{**d, "settings": d["settings"] or {}})
+            for d in _rows(conn, ProjectRow, where + " ORDER BY created_at, id", params)]
 
 
 def _sessions(conn: Connection, session_id: str | None, project_id: str | None) -> list[SessionInfo]:
-    sql = "SELECT id, project_id, title, model, created_at, updated_at, meta FROM sessions"
-    params: dict[str, Any] = {}
+    where, params = "", {}
     if session_id is not None:
-        sql += " WHERE id = :id"
-        params["id"] = session_id
+        where, params = " WHERE id = :id", {"id": session_id}
     elif project_id is not None:
-        sql += " WHERE project_id = :pid"
-        params["pid"] = project_id
-    rows = conn.execute(text(sql + " ORDER BY updated_at DESC, id"), params)
-    return [SessionInfo(id=r[0], project_id=r[1], title=r[2], model=r[3], created_at=r[4], updated_at=r[5],
-                        meta=_loads(r[6]) or {}) for r in rows]
+        where, params = " WHERE project_id = :pid", {"pid": project_id}
+    return [SessionInfo(**{**d, "meta": d["meta"] or {}})
+            for d in _rows(conn, SessionRow, where + " ORDER BY updated_at DESC, id", params)]
 
 
 def _messages(conn: Connection, session_id: str) -> list[StoredMessage]:
-    rows = conn.execute(text("SELECT id, session_id, role, content, created_at FROM messages "
-                             "WHERE session_id = :sid ORDER BY id"), {"sid": session_id})
-    return [StoredMessage(session_id=r[1], role=r[2], content=_loads(r[3]), id=r[0], created_at=r[4])
-            for r in rows]
+    return [StoredMessage(**d)
+            for d in _rows(conn, MessageRow, " WHERE session_id = :sid ORDER BY id", {"sid": session_id})]
 
 
 def _stats(conn: Connection, path: Path | None) -> StoreStats:
@@ -461,6 +453,6 @@ def _verify(conn: Connection) -> VerifyResult:
         while batch := result.fetchmany(5000):
             for r in batch:
                 yield ChainRow(seq=r[0], record_id=r[1], state=r[2], at=r[3], actor=r[4], note=r[5],
-                               data=_loads(r[6]), prev_hash=r[7], hash=r[8])
+                               data=from_json(r[6]), prev_hash=r[7], hash=r[8])
 
     return verify_chain(rows(), head)

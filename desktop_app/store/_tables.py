@@ -1,17 +1,22 @@
-"""The audit store's tables as sqlmodel models; migrations/versions holds the same schema as DDL."""
+"""The audit store's tables as sqlmodel models (migrations/versions holds the same schema as DDL), and what
+the rest of the store derives from them: column names in schema order and JSON-typed columns."""
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import Any
 
 from sqlalchemy import JSON, Column, Index, Text
 from sqlmodel import Field, SQLModel
 
+from ._chain import json_default
+
 # The Alembic head this code expects; benchmarks key their cached fixtures on it.
 SCHEMA_VERSION = "0001"
 
 
-class Project(SQLModel, table=True):
+class ProjectRow(SQLModel, table=True):
     __tablename__ = "projects"
 
     id: str = Field(primary_key=True)
@@ -23,7 +28,7 @@ class Project(SQLModel, table=True):
     created_at: float
 
 
-class Session(SQLModel, table=True):
+class SessionRow(SQLModel, table=True):
     __tablename__ = "sessions"
     __table_args__ = (Index("ix_sessions_project_updated", "project_id", "updated_at"),)
 
@@ -36,7 +41,7 @@ class Session(SQLModel, table=True):
     meta: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
 
 
-class Message(SQLModel, table=True):
+class MessageRow(SQLModel, table=True):
     __tablename__ = "messages"
     __table_args__ = (Index("ix_messages_session_id", "session_id", "id"),)
 
@@ -47,7 +52,7 @@ class Message(SQLModel, table=True):
     created_at: float
 
 
-class ToolCall(SQLModel, table=True):
+class ToolCallRow(SQLModel, table=True):
     """One ToolCallRecord. `pk` is an integer key so the FTS index can point at rows by rowid."""
 
     __tablename__ = "tool_calls"
@@ -102,7 +107,7 @@ class AuditEntryRow(SQLModel, table=True):
     hash: str
 
 
-class ChainHead(SQLModel, table=True):
+class ChainHeadRow(SQLModel, table=True):
     """The last seq and hash the writer committed, so removing or adding entries at the tail shows."""
 
     __tablename__ = "audit_head"
@@ -124,4 +129,47 @@ class EventRow(SQLModel, table=True):
     payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
 
 
-STORE_TABLES = ("projects", "sessions", "messages", "tool_calls", "audit_entries", "audit_head", "events")
+TABLES: tuple[type[SQLModel], ...] = (
+    ProjectRow, SessionRow, MessageRow, ToolCallRow, AuditEntryRow, ChainHeadRow, EventRow,
+)
+STORE_TABLES = tuple(str(t.__tablename__) for t in TABLES)
+
+
+@functools.cache
+def columns(table: type[SQLModel], *, without: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The table's column names in schema order: what INSERTs name and SELECTed row tuples follow."""
+    return tuple(c.name for c in table.__table__.columns if c.name not in without)  # type: ignore[attr-defined]
+
+
+@functools.cache
+def json_columns(table: type[SQLModel]) -> tuple[tuple[str, bool], ...]:
+    """(name, nullable) of each column stored as JSON text."""
+    cols = table.__table__.columns  # type: ignore[attr-defined]
+    return tuple((c.name, bool(c.nullable)) for c in cols if isinstance(c.type, JSON))
+
+
+def encode_row(table: type[SQLModel], values: dict[str, Any]) -> dict[str, Any]:
+    """`values` as parameters for a row of `table`: JSON columns become text, and None stays NULL only
+    where the column allows it (elsewhere it is stored as JSON null)."""
+    for name, nullable in json_columns(table):
+        if name in values and (values[name] is not None or not nullable):
+            values[name] = to_json(values[name])
+    return values
+
+
+def decode_row(table: type[SQLModel], cols: tuple[str, ...], row: Any) -> dict[str, Any]:
+    """A SELECTed row of `cols` as a dict, JSON columns decoded."""
+    values = dict(zip(cols, row, strict=True))
+    for name, _ in json_columns(table):
+        if name in values:
+            values[name] = from_json(values[name])
+    return values
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=json_default)
+
+
+def from_json(value: Any) -> Any:
+    # SQLite hands JSON columns back as text; other databases may decode them already.
+    return json.loads(value) if isinstance(value, str) else value

@@ -4,66 +4,63 @@ commit), then resolves every waiter's asyncio future from the loop that is await
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.elements import TextClause
+from sqlmodel import SQLModel
 
 from desktop_app.core import AuditEntry, Channel, Envelope, StoreError
 
-from ._chain import _default, link_hash
-from ._query import RECORD_COLUMNS
+from ._chain import link_hash
+from ._tables import (
+    AuditEntryRow,
+    ChainHeadRow,
+    EventRow,
+    MessageRow,
+    ProjectRow,
+    SessionRow,
+    ToolCallRow,
+    columns,
+    to_json,
+)
 
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 2000
 
-_TC_COLS = (*RECORD_COLUMNS, "search_text")
-UPSERT_TOOL_CALL = text(
-    f"INSERT INTO tool_calls ({', '.join(_TC_COLS)}) VALUES ({', '.join(':' + c for c in _TC_COLS)}) "
-    "ON CONFLICT (id) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _TC_COLS if c not in ("id", "created_at"))
-)
-INSERT_ENTRY = text(
-    "INSERT INTO audit_entries (seq, record_id, state, at, actor, note, data, prev_hash, hash) "
-    "VALUES (:seq, :record_id, :state, :at, :actor, :note, :data, :prev_hash, :hash)"
-)
-UPSERT_HEAD = text(
-    "INSERT INTO audit_head (id, seq, hash) VALUES (1, :seq, :hash) "
-    "ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash"
-)
-INSERT_EVENT = text(
-    "INSERT INTO events (seq, channel, type, time, session_id, payload) "
-    "VALUES (:seq, :channel, :type, :time, :session_id, :payload)"
-)
-_PROJ_COLS = ("id", "name", "path", "image", "permission_mode", "settings", "created_at")
-UPSERT_PROJECT = text(
-    f"INSERT INTO projects ({', '.join(_PROJ_COLS)}) VALUES ({', '.join(':' + c for c in _PROJ_COLS)}) "
-    "ON CONFLICT (id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _PROJ_COLS[1:])
-)
-_SES_COLS = ("id", "project_id", "title", "model", "created_at", "updated_at", "meta")
-UPSERT_SESSION = text(
-    f"INSERT INTO sessions ({', '.join(_SES_COLS)}) VALUES ({', '.join(':' + c for c in _SES_COLS)}) "
-    "ON CONFLICT (id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _SES_COLS[1:])
-)
-INSERT_MESSAGE = text(
-    "INSERT INTO messages (session_id, role, content, created_at) "
-    "VALUES (:session_id, :role, :content, :created_at) RETURNING id"
-)
+def _insert(table: type[SQLModel], cols: tuple[str, ...]) -> str:
+    return (f"INSERT INTO {table.__tablename__} ({', '.join(cols)}) "
+            f"VALUES ({', '.join(':' + c for c in cols)})")
+
+
+def _upsert(table: type[SQLModel], *, keep: tuple[str, ...] = ()) -> TextClause:
+    """Insert a row, or update every column of the row with its key except `keep`."""
+    cols = columns(table, without=("pk",))
+    key = "id"
+    updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c not in (key, *keep))
+    return text(f"{_insert(table, cols)} ON CONFLICT ({key}) DO UPDATE SET {updates}")
+
+
+UPSERT_TOOL_CALL = _upsert(ToolCallRow, keep=("created_at",))
+INSERT_ENTRY = text(_insert(AuditEntryRow, columns(AuditEntryRow)))
+UPSERT_HEAD = _upsert(ChainHeadRow)
+INSERT_EVENT = text(_insert(EventRow, columns(EventRow)))
+UPSERT_PROJECT = _upsert(ProjectRow)
+UPSERT_SESSION = _upsert(SessionRow)
+INSERT_MESSAGE = text(_insert(MessageRow, columns(MessageRow, without=("id",))) + " RETURNING id")
 
 
 def event_params(env: Envelope) -> dict[str, Any]:
     """An envelope as a row of `events`; done here on the writer thread, off the event loop."""
-    payload = json.dumps(env.payload, ensure_ascii=False, separators=(",", ":"), default=_default)
+    payload = to_json(env.payload)
     return {"seq": env.seq, "channel": Channel(env.channel).value, "type": env.type, "time": env.time,
             "session_id": env.session_id or "", "payload": payload}
 
@@ -93,11 +90,8 @@ class Op:
     describe: str = ""
 
 
-@dataclass(slots=True)
-class _Pending:
-    """One batch's outcome per op, applied on the loop thread."""
-
-    done: list[tuple[Waiter, BaseException | None, Any]] = field(default_factory=list)
+# What the writer settles on a waiter's loop: the waiter, the error (or None), the result.
+Outcome = tuple[Waiter, BaseException | None, Any]
 
 
 class ErrorTranslator:
@@ -168,61 +162,69 @@ class Writer(threading.Thread):
             self._engine.dispose()
 
     def _fail_rest(self, err: StoreError) -> None:
-        pend = _Pending()
+        pend: list[Outcome] = []
         while True:
             try:
                 op = self.queue.get_nowait()
             except queue.Empty:
                 break
             if op.waiter is not None:
-                pend.done.append((op.waiter, err, None))
+                pend.append((op.waiter, err, None))
         self._resolve(pend)
 
     def _process(self, conn: Connection, ops: list[Op]) -> None:
-        pend = _Pending()
+        pend: list[Outcome] = []
         writes = [op for op in ops if op.kind not in ("flush", "stop")]
         if writes:
-            try:
-                results = self._write_batch(conn, writes)
-            except Exception as exc:
-                self._rollback(conn)
-                whole_db = isinstance(exc, (sa_exc.OperationalError, sqlite3.OperationalError))
-                if not whole_db and len(writes) > 1:
-                    # One bad op must not sink the others: write them one by one.
-                    for op in writes:
-                        try:
-                            res = self._write_batch(conn, [op])
-                        except Exception as one_exc:
-                            self._rollback(conn)
-                            self._failed(pend, op, self._translate(one_exc, describe_op(op)))
-                        else:
-                            if op.waiter is not None:
-                                pend.done.append((op.waiter, None, res[0]))
-                else:
-                    err = self._translate(exc, "the last batch of writes")
-                    for op in writes:
-                        self._failed(pend, op, self._translate(exc, describe_op(op)) if describe_op(op) else err)
-            else:
-                for op, res in zip(writes, results, strict=True):
-                    if op.waiter is not None:
-                        pend.done.append((op.waiter, None, res))
+            self._write_or_split(conn, writes, pend)
         for op in ops:
             if op.kind == "flush" and op.waiter is not None:
-                err = None
-                if op.params != "quiet":  # a quiet flush only waits; the next real one reports
-                    with self._failed_lock:
-                        failed, self.failed_events = self.failed_events, []
-                    if failed:
-                        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-                        err = StoreError(f"{len(failed)} event(s) could not be saved: {failed[0]}{more}")
-                pend.done.append((op.waiter, err, None))
+                pend.append((op.waiter, self._flush_error(op), None))
             elif op.kind == "stop" and op.waiter is not None:
-                pend.done.append((op.waiter, None, None))
+                pend.append((op.waiter, None, None))
         self._resolve(pend)
 
-    def _failed(self, pend: _Pending, op: Op, err: StoreError) -> None:
+    def _write_or_split(self, conn: Connection, writes: list[Op], pend: list[Outcome]) -> None:
+        """Write the batch in one transaction; when it fails for one op's sake, write them one by one."""
+        try:
+            results = self._write_batch(conn, writes)
+        except Exception as exc:
+            self._rollback(conn)
+            whole_db = isinstance(exc, (sa_exc.OperationalError, sqlite3.OperationalError))
+            if whole_db or len(writes) == 1:
+                err = self._translate(exc, "the last batch of writes")
+                for op in writes:
+                    self._failed(pend, op, self._translate(exc, describe_op(op)) if describe_op(op) else err)
+                return
+            # One bad op must not sink the others.
+            for op in writes:
+                try:
+                    res = self._write_batch(conn, [op])
+                except Exception as one_exc:
+                    self._rollback(conn)
+                    self._failed(pend, op, self._translate(one_exc, describe_op(op)))
+                else:
+                    if op.waiter is not None:
+                        pend.append((op.waiter, None, res[0]))
+            return
+        for op, res in zip(writes, results, strict=True):
+            if op.waiter is not None:
+                pend.append((op.waiter, None, res))
+
+    def _flush_error(self, op: Op) -> StoreError | None:
+        """Events lost since the last flush; a quiet flush only waits, and the next real one reports."""
+        if op.params == "quiet":
+            return None
+        with self._failed_lock:
+            failed, self.failed_events = self.failed_events, []
+        if not failed:
+            return None
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        return StoreError(f"{len(failed)} event(s) could not be saved: {failed[0]}{more}")
+
+    def _failed(self, pend: list[Outcome], op: Op, err: StoreError) -> None:
         if op.waiter is not None:
-            pend.done.append((op.waiter, err, None))
+            pend.append((op.waiter, err, None))
         elif op.kind == "event":
             log.error("%s", err)
             with self._failed_lock:
@@ -249,7 +251,7 @@ class Writer(threading.Thread):
             try:
                 seq, prev = self._write_ops(conn, ops, results)
                 if seq != self.head_seq:
-                    dbapi.execute(UPSERT_HEAD.text, {"seq": seq, "hash": prev})
+                    dbapi.execute(UPSERT_HEAD.text, {"id": 1, "seq": seq, "hash": prev})
                 dbapi.execute("COMMIT")
             except BaseException:
                 if dbapi.in_transaction:
@@ -259,7 +261,7 @@ class Writer(threading.Thread):
             with conn.begin():
                 seq, prev = self._write_ops(conn, ops, results)
                 if seq != self.head_seq:
-                    conn.execute(UPSERT_HEAD, {"seq": seq, "hash": prev})
+                    conn.execute(UPSERT_HEAD, {"id": 1, "seq": seq, "hash": prev})
         self.head_seq, self.head_hash = seq, prev
         self.batches += 1
         return results
@@ -311,9 +313,9 @@ class Writer(threading.Thread):
 
     # resolution on the loops ----------------------------------------------------------------------
     @staticmethod
-    def _resolve(pend: _Pending) -> None:
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Waiter, BaseException | None, Any]]] = {}
-        for item in pend.done:
+    def _resolve(pend: list[Outcome]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
+        for item in pend:
             by_loop.setdefault(item[0].loop, []).append(item)
         for loop, items in by_loop.items():
             try:
@@ -322,7 +324,7 @@ class Writer(threading.Thread):
                 pass  # that loop is closed; nobody is waiting any more
 
 
-def _settle(items: list[tuple[Waiter, BaseException | None, Any]]) -> None:
+def _settle(items: list[Outcome]) -> None:
     for waiter, err, res in items:
         if waiter.fut.done():
             continue
@@ -333,5 +335,3 @@ def _settle(items: list[tuple[Waiter, BaseException | None, Any]]) -> None:
             waiter.entry.seq, waiter.entry.hash = res
         waiter.fut.set_result(res)
 
-
-ExecFn = Callable[[Connection], Any]

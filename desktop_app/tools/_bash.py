@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, ClassVar
+from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 
 from ..core import (
     DEFAULT_TIMEOUT_S,
@@ -15,6 +15,7 @@ from ..core import (
     BackgroundLogs,
     ExecResult,
     PathOutsideWorkspace,
+    Sandbox,
     SandboxError,
     TextBlock,
     ToolContext,
@@ -52,7 +53,7 @@ def _first_line(command: Any, width: int = 100) -> str:
 
 
 class BashRunInput(ToolInput):
-    command: str = Field(min_length=1, description="The shell command to run in /workspace.")
+    command: str = Field(min_length=1, description=f"The shell command to run in {WORKSPACE}.")
     timeout_ms: int | None = Field(
         default=None,
         ge=1,
@@ -74,23 +75,18 @@ class BashRunInput(ToolInput):
         return v
 
 
-class BashRun(BuiltinTool):
-    name: ClassVar[str] = "bash_run"
-    description: ClassVar[str] = (
-        "Run a shell command in the project's sandbox, in /workspace (each call starts a fresh shell "
+# The command's own timeout is enforced by the sandbox; the executor's must leave room for it
+# (timeout_for gives the executor a per-call deadline; timeout_s is the upper bound).
+class BashRun(BuiltinTool, name="bash_run", group="group:runtime", input_model=BashRunInput, read_only=False,
+              timeout_s=MAX_TIMEOUT_S + _EXECUTOR_MARGIN_S, risk="high"):
+    description = (
+        f"Run a shell command in the project's sandbox, in {WORKSPACE} (each call starts a fresh shell "
         "there, so `cd` does not carry over: chain with &&). "
         f"Default timeout {DEFAULT_TIMEOUT_MS // 1000} s, at most {MAX_TIMEOUT_MS // 1000} s via timeout_ms. "
         "The result gives the exit code, stdout and stderr (long output keeps its head and tail). "
         "A non-zero exit code is reported, not treated as a tool failure. "
         "Use background=true for long-running processes; then bash_logs and bash_kill."
     )
-    input_model: ClassVar[type[BaseModel]] = BashRunInput
-    read_only: ClassVar[bool] = False
-    group: ClassVar[str] = "group:runtime"
-    # The command's own timeout is enforced by the sandbox; the executor's must leave room for it
-    # (timeout_for gives the executor a per-call deadline; this is the upper bound).
-    timeout_s: ClassVar[float | None] = MAX_TIMEOUT_S + _EXECUTOR_MARGIN_S
-    risk: ClassVar[str] = "high"
 
     def timeout_for(self, args: BashRunInput) -> float:
         """The executor's deadline: the command's own timeout plus room for the sandbox to report it."""
@@ -102,18 +98,7 @@ class BashRun(BuiltinTool):
         sandbox = need_sandbox(ctx)
         cwd = WORKSPACE
         if args.background:
-            pid = await sandbox.start_background(args.command, cwd)
-            ctx.state.setdefault(BG_PROCESSES_KEY, {})[pid] = args.command
-            return ToolResult.text(
-                f"Started in the background: process_id={pid}\n"
-                f"Read its output with bash_logs {{\"process_id\": \"{pid}\"}}; "
-                f"stop it with bash_kill {{\"process_id\": \"{pid}\"}}.",
-                process_id=pid,
-                background=True,
-                command=args.command,
-                cwd=cwd,
-            )
-
+            return await _start_background(sandbox, args.command, cwd, ctx)
         requested = (args.timeout_ms or DEFAULT_TIMEOUT_MS) / 1000
         timeout = ctx.remaining(requested)  # never past the executor's own deadline
         if timeout <= 0:
@@ -135,20 +120,36 @@ class BashRun(BuiltinTool):
                 with contextlib.suppress(BaseException):
                     await run
         if run.cancelled():
-            out = "".join(streamed["stdout"])
-            err = "".join(streamed["stderr"])
-            text = "Cancelled by the user; the command was stopped.\n" + _streams(out, err)[0]
-            return ToolResult(
-                content=[TextBlock(text)],
-                details={"command": args.command, "cwd": cwd, "exit_code": None, "cancelled": True,
-                         "timed_out": False, "truncated": False, "oom_killed": False, "duration_ms": None},
-                is_error=True,
-            )
+            return _cancelled(args.command, cwd, "".join(streamed["stdout"]), "".join(streamed["stderr"]))
         return _exec_result(args.command, cwd, timeout, run.result())
 
     def summarize(self, raw: dict[str, Any]) -> str:
         s = f"bash_run: {_first_line(raw.get('command'))}"
         return s + " (background)" if raw.get("background") else s
+
+
+async def _start_background(sandbox: Sandbox, command: str, cwd: str, ctx: ToolContext) -> ToolResult:
+    pid = await sandbox.start_background(command, cwd)
+    ctx.state.setdefault(BG_PROCESSES_KEY, {})[pid] = command
+    return ToolResult.text(
+        f"Started in the background: process_id={pid}\n"
+        f"Read its output with bash_logs {{\"process_id\": \"{pid}\"}}; "
+        f"stop it with bash_kill {{\"process_id\": \"{pid}\"}}.",
+        process_id=pid,
+        background=True,
+        command=command,
+        cwd=cwd,
+    )
+
+
+def _cancelled(command: str, cwd: str, out: str, err: str) -> ToolResult:
+    text = "Cancelled by the user; the command was stopped.\n" + _streams(out, err)[0]
+    return ToolResult(
+        content=[TextBlock(text)],
+        details={"command": command, "cwd": cwd, "exit_code": None, "cancelled": True,
+                 "timed_out": False, "truncated": False, "oom_killed": False, "duration_ms": None},
+        is_error=True,
+    )
 
 
 def _streams(stdout: str, stderr: str) -> tuple[str, bool, str, str]:
@@ -245,16 +246,11 @@ def _logs_result(logs: BackgroundLogs, *, killed: bool) -> ToolResult:
     )
 
 
-class BashLogs(BuiltinTool):
-    name: ClassVar[str] = "bash_logs"
-    description: ClassVar[str] = (
+class BashLogs(BuiltinTool, name="bash_logs", group="group:runtime", input_model=ProcessInput, read_only=True,
+               timeout_s=30.0, risk="low"):
+    description = (
         "Read the output so far of a background process started by bash_run, and whether it is still running."
     )
-    input_model: ClassVar[type[BaseModel]] = ProcessInput
-    read_only: ClassVar[bool] = True
-    group: ClassVar[str] = "group:runtime"
-    timeout_s: ClassVar[float | None] = 30.0
-    risk: ClassVar[str] = "low"
 
     async def _run(self, args: ProcessInput, ctx: ToolContext) -> ToolResult:
         return _logs_result(await _logs(ctx, args.process_id, kill=False), killed=False)
@@ -263,14 +259,9 @@ class BashLogs(BuiltinTool):
         return f"bash_logs {raw.get('process_id', '?')}"
 
 
-class BashKill(BuiltinTool):
-    name: ClassVar[str] = "bash_kill"
-    description: ClassVar[str] = "Stop a background process started by bash_run and return its last output."
-    input_model: ClassVar[type[BaseModel]] = ProcessInput
-    read_only: ClassVar[bool] = False
-    group: ClassVar[str] = "group:runtime"
-    timeout_s: ClassVar[float | None] = 30.0
-    risk: ClassVar[str] = "medium"
+class BashKill(BuiltinTool, name="bash_kill", group="group:runtime", input_model=ProcessInput, read_only=False,
+               timeout_s=30.0, risk="medium"):
+    description = "Stop a background process started by bash_run and return its last output."
 
     async def _run(self, args: ProcessInput, ctx: ToolContext) -> ToolResult:
         return _logs_result(await _logs(ctx, args.process_id, kill=True), killed=True)

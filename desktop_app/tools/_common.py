@@ -7,7 +7,18 @@ import hashlib
 import posixpath
 from typing import Any
 
-from ..core import WORKSPACE, PathOutsideWorkspace, Sandbox, SandboxError, Tool, ToolContext, ToolResult
+from pydantic import BaseModel
+
+from ..core import (
+    WORKSPACE,
+    PathOutsideWorkspace,
+    Sandbox,
+    SandboxError,
+    Tool,
+    ToolContext,
+    ToolInput,
+    ToolResult,
+)
 
 READ_HASHES_KEY = "fs_read_hashes"
 TODOS_KEY = "todos"
@@ -33,9 +44,9 @@ def workspace_path(path: str) -> str:
     """Normalize `path` to an absolute path under /workspace, refusing obvious escapes before the
     sandbox is asked (the sandbox still resolves symlinks in its own view)."""
     if not isinstance(path, str) or not path.strip():
-        raise Refusal("path is empty", ["pass a path relative to /workspace, e.g. src/app.py"])
+        raise Refusal("path is empty", [f"pass a path relative to {WORKSPACE}, e.g. src/app.py"])
     if "\x00" in path:
-        raise Refusal("path contains a NUL byte", ["pass a plain path relative to /workspace"])
+        raise Refusal("path contains a NUL byte", [f"pass a plain path relative to {WORKSPACE}"])
     if path.startswith("~"):
         raise Refusal(
             f"{path!r}: '~' is not expanded; paths are relative to {WORKSPACE}",
@@ -136,7 +147,23 @@ def sandbox_refusal(exc: SandboxError, path: str | None = None) -> Refusal:
 
 
 class BuiltinTool(Tool):
-    """Turns Refusal and SandboxError into error results so every tool answers the same way."""
+    """Turns Refusal and SandboxError into error results so every tool answers the same way. A subclass
+    names itself in its class line: `class FsRead(BuiltinTool, name="fs_read", group="group:fs", ...)`."""
+
+    def __init_subclass__(
+        cls,
+        *,
+        name: str,
+        group: str,
+        input_model: type[BaseModel] = ToolInput,
+        read_only: bool = False,
+        timeout_s: float | None = None,
+        risk: str = "low",
+        **kw: Any,
+    ) -> None:
+        super().__init_subclass__(**kw)
+        cls.name, cls.group, cls.input_model = name, group, input_model
+        cls.read_only, cls.timeout_s, cls.risk = read_only, timeout_s, risk
 
     async def run(self, args: Any, ctx: ToolContext) -> ToolResult:
         try:

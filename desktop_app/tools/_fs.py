@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import posixpath
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,6 +43,7 @@ GREP_LINE_CHARS = 500
 GREP_OUTPUT_BYTES = 256 * 1024
 
 _FS_TIMEOUT_S = 60.0
+PATH_HELP = f"File path, relative to {WORKSPACE} (or absolute under {WORKSPACE})."
 
 
 def image_media_type(head: bytes) -> str | None:
@@ -95,7 +96,7 @@ async def _missing(ctx: ToolContext, path: str) -> Refusal:
 
 
 class FsReadInput(ToolInput):
-    path: str = Field(description="File path, relative to /workspace (or absolute under /workspace).")
+    path: str = Field(description=PATH_HELP)
     offset: int | None = Field(
         default=None, ge=1, description="1-based line number to start from (default 1)."
     )
@@ -104,19 +105,83 @@ class FsReadInput(ToolInput):
     )
 
 
-class FsRead(BuiltinTool):
-    name: ClassVar[str] = "fs_read"
-    description: ClassVar[str] = (
+def _image(data: bytes, media: str, base: dict[str, Any]) -> ToolResult:
+    shown = base["path"]
+    if len(data) > MAX_IMAGE_BYTES:
+        raise Refusal(
+            f"{shown} is a {media} of {len(data)} bytes, over the {MAX_IMAGE_BYTES} byte image cap",
+            ["make a smaller copy with bash_run (e.g. python Pillow or ImageMagick) and read that"],
+            **base,
+        )
+    return ToolResult(
+        content=[
+            TextBlock(f"{shown}: {media}, {len(data)} bytes"),
+            ImageBlock(media, base64.b64encode(data).decode("ascii")),
+        ],
+        details={**base, "kind": "image", "media_type": media},
+    )
+
+
+def _numbered(data: bytes, args: FsReadInput, base: dict[str, Any]) -> ToolResult:
+    """The lines asked for, numbered like `cat -n`, within the line and byte caps."""
+    shown = base["path"]
+    lines = _lines(data.decode("utf-8", errors="replace"))
+    total = len(lines)
+    start = args.offset or 1
+    if total == 0:
+        return ToolResult.text(f"{shown} is empty (0 lines).", **base, kind="text", total_lines=0,
+                               start_line=0, end_line=0, truncated=False)
+    if start > total:
+        raise Refusal(
+            f"offset {start} is past the end of {shown}, which has {total} lines",
+            [f"use an offset between 1 and {total}"],
+            **base,
+            total_lines=total,
+        )
+    out, end, cut_lines = _page(lines, start, args.limit or DEFAULT_READ_LINES)
+    truncated = end < total
+    text = "\n".join(out)
+    if truncated:
+        text += (
+            f"\n\n[lines {start}-{end} of {total}; {total - end} more lines. "
+            f"To continue, call fs_read with offset={end + 1}.]"
+        )
+    if cut_lines:
+        text += f"\n[{cut_lines} line(s) longer than {MAX_LINE_CHARS} characters were cut]"
+    return ToolResult.text(
+        text, **base, kind="text", total_lines=total, start_line=start, end_line=end, truncated=truncated
+    )
+
+
+def _page(lines: list[str], start: int, want: int) -> tuple[list[str], int, int]:
+    """Numbered rows from line `start` until `want` lines or MAX_READ_BYTES; with the last line number
+    shown and how many long lines were cut."""
+    out: list[str] = []
+    size = cut_lines = 0
+    end = start - 1
+    for i in range(start - 1, min(len(lines), start - 1 + want)):
+        line = lines[i].removesuffix("\r")
+        if len(line) > MAX_LINE_CHARS:
+            line = f"{line[:MAX_LINE_CHARS]}… [line cut: {len(line)} characters]"
+            cut_lines += 1
+        row = f"{i + 1:>6}\t{line}"
+        row_bytes = len(row.encode("utf-8", errors="replace")) + 1
+        if out and size + row_bytes > MAX_READ_BYTES:
+            break
+        out.append(row)
+        size += row_bytes
+        end = i + 1
+    return out, end, cut_lines
+
+
+class FsRead(BuiltinTool, name="fs_read", group="group:fs", input_model=FsReadInput, read_only=True,
+             timeout_s=_FS_TIMEOUT_S, risk="low"):
+    description = (
         "Read a file in the workspace. Text comes back numbered like `cat -n` (line number, tab, line); "
         f"at most {DEFAULT_READ_LINES} lines or {MAX_READ_BYTES // 1024} KB per call: use offset (1-based "
         "line) and limit to page through long files. PNG, JPEG, GIF and WebP images are returned as images. "
         "Binary files are refused. Read a file before changing it with fs_write or fs_edit."
     )
-    input_model: ClassVar[type[BaseModel]] = FsReadInput
-    read_only: ClassVar[bool] = True
-    group: ClassVar[str] = "group:fs"
-    timeout_s: ClassVar[float | None] = _FS_TIMEOUT_S
-    risk: ClassVar[str] = "low"
 
     async def _run(self, args: FsReadInput, ctx: ToolContext) -> ToolResult:
         sandbox = need_sandbox(ctx)
@@ -130,24 +195,8 @@ class FsRead(BuiltinTool):
         data = await read_all(sandbox, path, st.size)
         digest = sha256(data)
         base = {"path": shown, "size": len(data), "sha256": digest}
-
         media = image_media_type(data[:16])
-        if media is not None:
-            if len(data) > MAX_IMAGE_BYTES:
-                raise Refusal(
-                    f"{shown} is a {media} of {len(data)} bytes, over the {MAX_IMAGE_BYTES} byte image cap",
-                    ["make a smaller copy with bash_run (e.g. python Pillow or ImageMagick) and read that"],
-                    **base,
-                )
-            read_hashes(ctx)[path] = digest
-            return ToolResult(
-                content=[
-                    TextBlock(f"{shown}: {media}, {len(data)} bytes"),
-                    ImageBlock(media, base64.b64encode(data).decode("ascii")),
-                ],
-                details={**base, "kind": "image", "media_type": media},
-            )
-        if looks_binary(data):
+        if media is None and looks_binary(data):
             raise Refusal(
                 f"{shown} looks like a binary file ({len(data)} bytes); fs_read shows text and images only",
                 [
@@ -156,50 +205,12 @@ class FsRead(BuiltinTool):
                 ],
                 **base,
             )
-
+        if media is not None:
+            result = _image(data, media, base)  # an image over the cap is refused, and not counted as read
+            read_hashes(ctx)[path] = digest
+            return result
         read_hashes(ctx)[path] = digest
-        lines = _lines(data.decode("utf-8", errors="replace"))
-        total = len(lines)
-        start = args.offset or 1
-        if total == 0:
-            return ToolResult.text(f"{shown} is empty (0 lines).", **base, kind="text", total_lines=0,
-                                   start_line=0, end_line=0, truncated=False)
-        if start > total:
-            raise Refusal(
-                f"offset {start} is past the end of {shown}, which has {total} lines",
-                [f"use an offset between 1 and {total}"],
-                **base,
-                total_lines=total,
-            )
-        want = args.limit or DEFAULT_READ_LINES
-        out: list[str] = []
-        size = 0
-        cut_lines = 0
-        end = start - 1
-        for i in range(start - 1, min(total, start - 1 + want)):
-            line = lines[i].removesuffix("\r")
-            if len(line) > MAX_LINE_CHARS:
-                line = f"{line[:MAX_LINE_CHARS]}… [line cut: {len(line)} characters]"
-                cut_lines += 1
-            row = f"{i + 1:>6}\t{line}"
-            row_bytes = len(row.encode("utf-8", errors="replace")) + 1
-            if out and size + row_bytes > MAX_READ_BYTES:
-                break
-            out.append(row)
-            size += row_bytes
-            end = i + 1
-        truncated = end < total
-        text = "\n".join(out)
-        if truncated:
-            text += (
-                f"\n\n[lines {start}-{end} of {total}; {total - end} more lines. "
-                f"To continue, call fs_read with offset={end + 1}.]"
-            )
-        if cut_lines:
-            text += f"\n[{cut_lines} line(s) longer than {MAX_LINE_CHARS} characters were cut]"
-        return ToolResult.text(
-            text, **base, kind="text", total_lines=total, start_line=start, end_line=end, truncated=truncated
-        )
+        return _numbered(data, args, base)
 
     def summarize(self, raw: dict[str, Any]) -> str:
         s = f"fs_read {raw.get('path', '?')}"
@@ -211,22 +222,17 @@ class FsRead(BuiltinTool):
 
 
 class FsWriteInput(ToolInput):
-    path: str = Field(description="File path, relative to /workspace (or absolute under /workspace).")
+    path: str = Field(description=PATH_HELP)
     content: str = Field(description="The complete new contents of the file.")
 
 
-class FsWrite(BuiltinTool):
-    name: ClassVar[str] = "fs_write"
-    description: ClassVar[str] = (
+class FsWrite(BuiltinTool, name="fs_write", group="group:fs", input_model=FsWriteInput, read_only=False,
+              timeout_s=_FS_TIMEOUT_S, risk="medium"):
+    description = (
         "Create a file or replace all of its contents; parent folders are created. An existing file "
         "must have been read with fs_read in this session and be unchanged since, "
         "otherwise the write is refused. Prefer fs_edit for changes to part of a file."
     )
-    input_model: ClassVar[type[BaseModel]] = FsWriteInput
-    read_only: ClassVar[bool] = False
-    group: ClassVar[str] = "group:fs"
-    timeout_s: ClassVar[float | None] = _FS_TIMEOUT_S
-    risk: ClassVar[str] = "medium"
 
     async def _run(self, args: FsWriteInput, ctx: ToolContext) -> ToolResult:
         sandbox = need_sandbox(ctx)
@@ -252,7 +258,7 @@ class FsWrite(BuiltinTool):
 
 
 class FsEditInput(ToolInput):
-    path: str = Field(description="File path, relative to /workspace (or absolute under /workspace).")
+    path: str = Field(description=PATH_HELP)
     old_string: str = Field(description="Exact text to replace (without fs_read's line-number prefixes).")
     new_string: str = Field(description="Text to put in its place; must differ from old_string.")
     replace_all: bool = Field(default=False, description="Replace every match instead of exactly one.")
@@ -265,18 +271,13 @@ def _string_counts(old: Any, new: Any) -> tuple[int, int]:
     return diff_counts(unified_diff("x", old + "\n", new + "\n"))
 
 
-class FsEdit(BuiltinTool):
-    name: ClassVar[str] = "fs_edit"
-    description: ClassVar[str] = (
+class FsEdit(BuiltinTool, name="fs_edit", group="group:fs", input_model=FsEditInput, read_only=False,
+             timeout_s=_FS_TIMEOUT_S, risk="medium"):
+    description = (
         "Replace exact text in a file. old_string must match exactly once (or pass replace_all=true to "
         "change every match); include enough surrounding lines to make it unique. The file must have "
         "been read with fs_read in this session and be unchanged since."
     )
-    input_model: ClassVar[type[BaseModel]] = FsEditInput
-    read_only: ClassVar[bool] = False
-    group: ClassVar[str] = "group:fs"
-    timeout_s: ClassVar[float | None] = _FS_TIMEOUT_S
-    risk: ClassVar[str] = "medium"
 
     async def _run(self, args: FsEditInput, ctx: ToolContext) -> ToolResult:
         sandbox = need_sandbox(ctx)
@@ -296,7 +297,7 @@ class FsEdit(BuiltinTool):
 class EditItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    path: str = Field(description="File path, relative to /workspace.")
+    path: str = Field(description=f"File path, relative to {WORKSPACE}.")
     old_string: str = Field(description="Exact text to replace.")
     new_string: str = Field(description="Text to put in its place.")
     replace_all: bool = Field(default=False, description="Replace every match instead of exactly one.")
@@ -308,18 +309,13 @@ class FsMultiEditInput(ToolInput):
     )
 
 
-class FsMultiEdit(BuiltinTool):
-    name: ClassVar[str] = "fs_multi_edit"
-    description: ClassVar[str] = (
+class FsMultiEdit(BuiltinTool, name="fs_multi_edit", group="group:fs", input_model=FsMultiEditInput,
+                  read_only=False, timeout_s=_FS_TIMEOUT_S, risk="medium"):
+    description = (
         "Apply several exact-text edits, across one or more files, all or none: every edit is checked "
         "against the files' contents first (edits to the same file apply in order, each seeing the previous "
         "ones) and nothing is written unless all succeed. Same rules per edit as fs_edit."
     )
-    input_model: ClassVar[type[BaseModel]] = FsMultiEditInput
-    read_only: ClassVar[bool] = False
-    group: ClassVar[str] = "group:fs"
-    timeout_s: ClassVar[float | None] = _FS_TIMEOUT_S
-    risk: ClassVar[str] = "medium"
 
     async def _run(self, args: FsMultiEditInput, ctx: ToolContext) -> ToolResult:
         sandbox = need_sandbox(ctx)
@@ -363,27 +359,22 @@ def _relative_pattern(pattern: str) -> str:
     if pattern.startswith("/") or ".." in pattern.split("/"):
         raise Refusal(
             f"glob pattern {pattern!r} reaches outside the workspace",
-            ["use a pattern relative to /workspace (or to `path`), e.g. **/*.py"],
+            [f"use a pattern relative to {WORKSPACE} (or to `path`), e.g. **/*.py"],
         )
     return pattern
 
 
 class FsGlobInput(ToolInput):
     pattern: str = Field(min_length=1, description="Glob pattern, e.g. **/*.py or src/**/test_*.ts.")
-    path: str | None = Field(default=None, description="Folder to search in, relative to /workspace.")
+    path: str | None = Field(default=None, description=f"Folder to search in, relative to {WORKSPACE}.")
 
 
-class FsGlob(BuiltinTool):
-    name: ClassVar[str] = "fs_glob"
-    description: ClassVar[str] = (
+class FsGlob(BuiltinTool, name="fs_glob", group="group:fs", input_model=FsGlobInput, read_only=True,
+             timeout_s=_FS_TIMEOUT_S, risk="low"):
+    description = (
         f"Find files by glob pattern (** matches folders at any depth). Returns up to {GLOB_LIMIT} paths, "
-        "newest first, relative to /workspace."
+        f"newest first, relative to {WORKSPACE}."
     )
-    input_model: ClassVar[type[BaseModel]] = FsGlobInput
-    read_only: ClassVar[bool] = True
-    group: ClassVar[str] = "group:fs"
-    timeout_s: ClassVar[float | None] = _FS_TIMEOUT_S
-    risk: ClassVar[str] = "low"
 
     async def _run(self, args: FsGlobInput, ctx: ToolContext) -> ToolResult:
         sandbox = need_sandbox(ctx)
@@ -409,23 +400,18 @@ class FsGlob(BuiltinTool):
 
 class FsGrepInput(ToolInput):
     pattern: str = Field(min_length=1, description="Regular expression (ripgrep syntax) to search for.")
-    path: str | None = Field(default=None, description="File or folder to search, relative to /workspace.")
+    path: str | None = Field(default=None, description=f"File or folder to search, relative to {WORKSPACE}.")
     glob: str | None = Field(default=None, description="Only files matching this glob, e.g. *.py.")
     ignore_case: bool = Field(default=False, description="Case-insensitive search.")
     max_results: int = Field(default=200, ge=1, le=2000, description="Most matching lines to return.")
 
 
-class FsGrep(BuiltinTool):
-    name: ClassVar[str] = "fs_grep"
-    description: ClassVar[str] = (
+class FsGrep(BuiltinTool, name="fs_grep", group="group:fs", input_model=FsGrepInput, read_only=True,
+             timeout_s=_FS_TIMEOUT_S, risk="low"):
+    description = (
         "Search file contents with a regular expression. Returns matching lines as path:line:text. "
         "Narrow with path and glob; set ignore_case for case-insensitive search."
     )
-    input_model: ClassVar[type[BaseModel]] = FsGrepInput
-    read_only: ClassVar[bool] = True
-    group: ClassVar[str] = "group:fs"
-    timeout_s: ClassVar[float | None] = _FS_TIMEOUT_S
-    risk: ClassVar[str] = "low"
 
     async def _run(self, args: FsGrepInput, ctx: ToolContext) -> ToolResult:
         sandbox = need_sandbox(ctx)

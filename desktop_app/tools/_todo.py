@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -62,14 +62,9 @@ def _counts(todos: list[dict[str, Any]]) -> dict[str, int]:
     return {s: c.get(s, 0) for s in ("pending", "in_progress", "completed")}
 
 
-class TodoRead(BuiltinTool):
-    name: ClassVar[str] = "todo_read"
-    description: ClassVar[str] = "Read this session's todo list: each item's id, content and status."
-    input_model: ClassVar[type[BaseModel]] = ToolInput
-    read_only: ClassVar[bool] = True
-    group: ClassVar[str] = "group:todo"
-    timeout_s: ClassVar[float | None] = 5.0
-    risk: ClassVar[str] = "low"
+class TodoRead(BuiltinTool, name="todo_read", group="group:todo", input_model=ToolInput, read_only=True,
+               timeout_s=5.0, risk="low"):
+    description = "Read this session's todo list: each item's id, content and status."
 
     async def _run(self, args: ToolInput, ctx: ToolContext) -> ToolResult:
         todos = [dict(t) for t in ctx.state.get(TODOS_KEY, [])]
@@ -79,18 +74,14 @@ class TodoRead(BuiltinTool):
         return "todo_read"
 
 
-class TodoWrite(BuiltinTool):
-    name: ClassVar[str] = "todo_write"
-    description: ClassVar[str] = (
+# Not read-only: it changes session state, though nothing outside the session.
+class TodoWrite(BuiltinTool, name="todo_write", group="group:todo", input_model=TodoWriteInput, read_only=False,
+                timeout_s=5.0, risk="low"):
+    description = (
         "Replace this session's todo list (send the whole list). Use it to plan multi-step work and show "
         "progress: status is pending, in_progress or completed, with at most one item in_progress at a time; "
         "mark an item completed as soon as it is done. Touches no files."
     )
-    input_model: ClassVar[type[BaseModel]] = TodoWriteInput
-    read_only: ClassVar[bool] = False  # it changes session state, but nothing outside the session
-    group: ClassVar[str] = "group:todo"
-    timeout_s: ClassVar[float | None] = 5.0
-    risk: ClassVar[str] = "low"
 
     async def _run(self, args: TodoWriteInput, ctx: ToolContext) -> ToolResult:
         previous = [dict(t) for t in ctx.state.get(TODOS_KEY, [])]

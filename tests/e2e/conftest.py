@@ -1,5 +1,5 @@
-"""End-to-end fixtures: the fake Anthropic server, settings kept in tmp, and an engine on a real
-SQLite file with a real Docker sandbox (skipped without an engine, failing in CI)."""
+"""End-to-end fixtures: the fake Anthropic server, settings kept in tmp, and a project runtime on a real
+SQLite file with a real Docker sandbox (skipped without a Docker engine, failing in CI)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def server() -> Iterator[AnthropicServer]:
 
 @pytest.fixture
 def env(tmp_path: Path, server: AnthropicServer, monkeypatch) -> dict[str, str]:
-    """Environment for the engine and for CLI subprocesses: tmp config/data, the fake endpoint."""
+    """Environment for the runtime and for CLI subprocesses: tmp config/data, the fake endpoint."""
     values = {
         "AGENT_DESK_CONFIG_DIR": str(tmp_path / "cfg"),
         "AGENT_DESK_DATA_DIR": str(tmp_path / "data"),
@@ -59,9 +59,9 @@ def workspace_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def docker_engine(docker_client, workspace_dir, server, env) -> AsyncIterator[Any]:
-    """`await make(mode="auto")` -> Engine on a real SQLite file and a real DockerSandbox."""
-    from desktop_app.runtime import build_engine
+async def docker_runtime(docker_client, workspace_dir, server, env) -> AsyncIterator[Any]:
+    """`await make(mode="auto")` -> ProjectRuntime on a real SQLite file and a real DockerSandbox."""
+    from desktop_app.runtime import open_runtime
 
     made: list[Any] = []
 
@@ -69,14 +69,14 @@ async def docker_engine(docker_client, workspace_dir, server, env) -> AsyncItera
         project = ProjectInfo(id=f"e2e-{os.urandom(4).hex()}", name="project", path=str(workspace_dir),
                               image=TEST_IMAGE)
         client = AnthropicModelClient(api_key=server.api_key, base_url=server.url, max_retries=1)
-        engine = await build_engine(Settings(), project, permission_mode=mode, model_client=client)
-        made.append(engine)
-        return engine
+        runtime = await open_runtime(Settings(), project, permission_mode=mode, model_client=client)
+        made.append(runtime)
+        return runtime
 
     yield make
-    for engine in made:
-        await engine.close()
+    for runtime in made:
+        await runtime.close()
         for c in docker_client.containers.list(
-            all=True, filters={"label": f"org.agent-desk.project={engine.project.id}"}
+            all=True, filters={"label": f"org.agent-desk.project={runtime.project.id}"}
         ):
             c.remove(force=True)

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 S = ToolCallState
 
 
-async def test_read_edit_and_run_tests_in_the_container(docker_engine, server, workspace_dir) -> None:
+async def test_read_edit_and_run_tests_in_the_container(docker_runtime, server, workspace_dir) -> None:
     server.add(
         reply(text("Let me read it."), tool_use("fs_read", {"path": "greet.txt"}, id="toolu_read")),
         # a malformed input and an unknown tool: both reach the model as errors, the turn goes on
@@ -26,8 +26,8 @@ async def test_read_edit_and_run_tests_in_the_container(docker_engine, server, w
         reply(tool_use("bash_run", {"command": "sh test.sh"}, id="toolu_test")),
         lambda req: reply(text(f"Tests: {req.last_tool_result_text()}")),
     )
-    engine = await docker_engine("auto")
-    session = await engine.open_session(title="e2e")
+    runtime = await docker_runtime("auto")
+    session = await runtime.open_session(title="e2e")
     result = await session.send("change the greeting and run the tests")
     assert result.reason == "end_turn", result
     assert "PASS" in result.text
@@ -36,7 +36,7 @@ async def test_read_edit_and_run_tests_in_the_container(docker_engine, server, w
     bad, unknown = server.requests[2].tool_results()
     assert bad["is_error"] and "not valid JSON" in bad["content"][0]["text"]
     assert unknown["is_error"] and "unknown tool" in unknown["content"][0]["text"]
-    rec = await engine.store.get_record("toolu_test")
+    rec = await runtime.store.get_record("toolu_test")
     assert rec.state is S.COMPLETED and rec.sandbox["engine"] == "docker"
     # prompt caching on every request, and the system prompt names the image
     for req in server.requests:
@@ -44,38 +44,38 @@ async def test_read_edit_and_run_tests_in_the_container(docker_engine, server, w
         assert req.body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
         assert req.body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
     assert "agent-desk/minimal" in server.requests[0].body["system"][0]["text"]
-    assert (await engine.store.verify()).ok
+    assert (await runtime.store.verify()).ok
 
 
-async def test_a_denied_call_note_reaches_the_model(docker_engine, server, workspace_dir) -> None:
+async def test_a_denied_call_note_reaches_the_model(docker_runtime, server, workspace_dir) -> None:
     server.add(
         reply(tool_use("bash_run", {"command": "rm greet.txt"}, id="toolu_rm")),
         lambda req: reply(text(f"Understood: {req.last_tool_result_text()}")),
     )
-    engine = await docker_engine("ask")
+    runtime = await docker_runtime("ask")
     asked = asyncio.Event()
-    engine.bus.on("permission_required", lambda env: asked.set())
-    session = await engine.open_session()
+    runtime.bus.on("permission_required", lambda env: asked.set())
+    session = await runtime.open_session()
     turn = asyncio.ensure_future(session.send("clean up"))
     await asyncio.wait_for(asked.wait(), 30)
-    engine.executor.decide("toolu_rm", Deny(note="keep greet.txt, it is the fixture"))
+    runtime.executor.decide("toolu_rm", Deny(note="keep greet.txt, it is the fixture"))
     result = await turn
     assert "keep greet.txt, it is the fixture" in result.text
     assert (workspace_dir / "greet.txt").exists()
-    rec = await engine.store.get_record("toolu_rm")
+    rec = await runtime.store.get_record("toolu_rm")
     assert rec.state is S.DENIED
 
 
-async def test_a_call_that_times_out(docker_engine, server) -> None:
+async def test_a_call_that_times_out(docker_runtime, server) -> None:
     server.add(
         reply(tool_use("bash_run", {"command": "sleep 30", "timeout_ms": 500}, id="toolu_slow")),
         lambda req: reply(text(req.last_tool_result_text())),
     )
-    engine = await docker_engine("auto")
-    session = await engine.open_session()
+    runtime = await docker_runtime("auto")
+    session = await runtime.open_session()
     result = await session.send("wait")
     assert result.reason == "end_turn"
-    rec = await engine.store.get_record("toolu_slow")
+    rec = await runtime.store.get_record("toolu_slow")
     assert rec.is_error
     assert "timed out" in result.text.lower() or "timeout" in result.text.lower()
     body = server.requests[1].tool_results()[0]

@@ -11,8 +11,8 @@ from PySide6.QtCore import Qt
 
 from desktop_app.config import DEFAULT_MODEL, Settings
 from desktop_app.core import EventBus, ProjectInfo, SessionInfo
+from desktop_app.runtime import ProjectRuntimes
 from desktop_app.ui import AppController, MainWindow
-from desktop_app.ui._sessions import SessionFactory
 from tests.conftest import TEST_IMAGE, make_workspace
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 
@@ -37,7 +37,7 @@ def open_app(qtbot, run, store, server, project):
     bus = run(EventBus.open(store))
     window = MainWindow()
     qtbot.addWidget(window)
-    factory = SessionFactory(settings=settings, store=store, bus=bus)
+    factory = ProjectRuntimes(settings=settings, store=store, bus=bus)
     controller = AppController(window, store=store, bus=bus, settings=settings, agent_factory=factory,
                                api_key_source="settings")
     window.show()

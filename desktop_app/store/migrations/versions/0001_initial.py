@@ -34,6 +34,16 @@ _FTS_SQLITE = [
 
 
 def upgrade() -> None:
+    _create_projects_sessions_messages()
+    _create_tool_calls()
+    _create_audit_chain()
+    _create_events()
+    if op.get_bind().dialect.name == "sqlite":
+        for stmt in _FTS_SQLITE:
+            op.execute(stmt)
+
+
+def _create_projects_sessions_messages() -> None:
     op.create_table(
         "projects",
         sa.Column("id", AutoString(), primary_key=True, nullable=False),
@@ -64,6 +74,9 @@ def upgrade() -> None:
         sa.Column("created_at", sa.Float(), nullable=False),
     )
     op.create_index("ix_messages_session_id", "messages", ["session_id", "id"])
+
+
+def _create_tool_calls() -> None:
     op.create_table(
         "tool_calls",
         sa.Column("pk", sa.Integer(), primary_key=True, nullable=False),
@@ -95,6 +108,9 @@ def upgrade() -> None:
     op.create_index("ix_tool_calls_session_created", "tool_calls", ["session_id", "created_at"])
     op.create_index("ix_tool_calls_project_created", "tool_calls", ["project_id", "created_at"])
     op.create_index("ix_tool_calls_created", "tool_calls", ["created_at"])
+
+
+def _create_audit_chain() -> None:
     op.create_table(
         "audit_entries",
         sa.Column("seq", sa.Integer(), primary_key=True, autoincrement=False, nullable=False),
@@ -114,6 +130,9 @@ def upgrade() -> None:
         sa.Column("seq", sa.Integer(), nullable=False),
         sa.Column("hash", AutoString(), nullable=False),
     )
+
+
+def _create_events() -> None:
     op.create_table(
         "events",
         sa.Column("seq", sa.Integer(), primary_key=True, autoincrement=False, nullable=False),
@@ -124,9 +143,6 @@ def upgrade() -> None:
         sa.Column("payload", sa.JSON(), nullable=False),
     )
     op.create_index("ix_events_session_seq", "events", ["session_id", "seq"])
-    if op.get_bind().dialect.name == "sqlite":
-        for stmt in _FTS_SQLITE:
-            op.execute(stmt)
 
 
 def downgrade() -> None:
