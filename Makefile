@@ -27,7 +27,8 @@ engine:
 images: $(STAMP) engine
 	$(VENV)/bin/agent-desk images build minimal
 
-test: $(STAMP) engine
+# The lint (style and the import contracts of docs/architecture.md) runs first: a broken layer fails CI.
+test: lint engine
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
 
 bench: $(STAMP) engine
@@ -35,6 +36,7 @@ bench: $(STAMP) engine
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --cache-dir $(VENV)/.import-linter-cache
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

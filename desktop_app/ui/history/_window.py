@@ -26,11 +26,10 @@ from PySide6.QtWidgets import (
 
 from ...core import AgentDeskError, ToolCallRecord, ToolCallState
 from ...tools import builtin_tools
-from .._html import render_call_details
 from .._roles import Role
 from .._tasks import BackgroundTasks
 from ..dialogs import ask_file
-from ..timeline import TimelineRow
+from ..timeline import TimelineRow, render_call_details
 from ._model import HistoryModel, make_query
 
 

@@ -37,11 +37,11 @@ from ...core import (
     suggest_rule,
 )
 from .._bridge import EventBridge
-from .._html import render_card
 from .._projects import session_title
 from .._roles import Role
 from .._tasks import BackgroundTasks
 from ..dialogs import EditInputDialog, RulePreviewDialog
+from ._card import render_card
 from ._delegate import InboxCardDelegate
 from ._items import PendingApproval
 from ._model import InboxModel

@@ -17,9 +17,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .._html import render_call_details
 from .._roles import Role
 from .._theme import bring_to_front
+from ._details import render_call_details
 from ._filter import STATE_FILTERS, TimelineFilter
 from ._model import TimelineModel
 

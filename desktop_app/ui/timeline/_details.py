@@ -1,0 +1,94 @@
+"""The HTML of a tool call's details pane (timeline and history): input, output, result, diff, the audit
+trail with provenance, and where it ran."""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from typing import TYPE_CHECKING
+
+from ...core import ToolCallRecord
+from .._html import diff_html
+from .._theme import format_duration, state_colour
+
+if TYPE_CHECKING:
+    from ._model import TimelineRow
+
+e = html.escape
+
+
+def render_call_details(row: TimelineRow, output: str = "", rec: ToolCallRecord | None = None) -> str:
+    """HTML for the details pane: input, output, result, diff, audit trail with provenance, sandbox."""
+    rec = rec or row.record
+    parts = [
+        f"<h3>{e(row.name)} <span style='color:{state_colour(row.state).name()}'>"
+        f"{e(row.state.value)}{' · ' + e(row.outcome) if row.outcome else ''}</span></h3>",
+        f"<p><small>call {e(row.call_id)}"
+        + (f" · {e(format_duration(row.duration_ms))}" if row.duration_ms is not None else "")
+        + (f" · exit {row.exit_code}" if row.exit_code is not None else "")
+        + "</small></p>",
+        "<h4>Input</h4>",
+        f"<pre>{e(json.dumps(row.input, indent=2, ensure_ascii=False))}</pre>",
+    ]
+    if output:
+        parts += ["<h4>Output</h4>", f"<pre>{e(output[-20_000:])}</pre>"]
+    if rec is not None:
+        parts += _result_parts(rec) + _provenance_parts(rec) + _trail_parts(rec) + _sandbox_parts(rec)
+    return "".join(parts)
+
+
+def _result_parts(rec: ToolCallRecord) -> list[str]:
+    parts: list[str] = []
+    result = rec.result or {}
+    diff = (result.get("details") or {}).get("diff")
+    if diff:
+        parts += ["<h4>Diff</h4>", diff_html(diff)]
+    text = "\n".join(b.get("text", "") for b in result.get("content") or [] if b.get("type") == "text")
+    if text:
+        parts += ["<h4>Result" + (" (error)" if rec.is_error else "") + "</h4>", f"<pre>{e(text[:20_000])}</pre>"]
+    if rec.error:
+        parts += ["<h4>Error</h4>", f"<pre>{e(rec.error)}</pre>"]
+    return parts
+
+
+def _provenance_parts(rec: ToolCallRecord) -> list[str]:
+    if not rec.provenance:
+        return []
+    parts = ["<h4>Why it was allowed or asked</h4><ul>"]
+    for p in rec.provenance:
+        src = f" ({e(p.source)})" if p.source else ""
+        parts.append(f"<li><b>{e(p.decision or '?')}</b> by {e(p.kind)}: <code>{e(p.detail)}</code>{src}</li>")
+    parts.append("</ul>")
+    return parts
+
+
+def _trail_parts(rec: ToolCallRecord) -> list[str]:
+    if not rec.trail:
+        return []
+    parts = ["<h4>Audit trail</h4><table cellspacing='0' cellpadding='2'>"]
+    for t in rec.trail:
+        when = time.strftime("%H:%M:%S", time.localtime(t.at)) + f".{int(t.at % 1 * 1000):03d}"
+        parts.append(
+            f"<tr><td>{when}</td><td><b>{e(t.state.value)}</b></td><td>{e(t.actor)}</td>"
+            f"<td>{e(t.note)}</td></tr>"
+        )
+    parts.append("</table>")
+    return parts
+
+
+def _sandbox_parts(rec: ToolCallRecord) -> list[str]:
+    sb = rec.sandbox
+    if not sb:
+        return []
+    unsafe = " <b style='color:#d9363e'>UNSANDBOXED</b>" if sb.get("unsandboxed") else ""
+
+    def val(k: str) -> str:
+        return e(str(sb.get(k, "")))
+
+    return [
+        "<h4>Where it ran</h4>",
+        f"<p>{val('engine')}{unsafe} · container <code>{val('container_id')[:12]}</code>"
+        f"<br>image <code>{val('image')}</code><br>digest <code>{val('image_digest')}</code>"
+        f"<br>network {val('network')}</p>",
+    ]
