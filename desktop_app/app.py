@@ -102,7 +102,7 @@ async def _run(app, args: argparse.Namespace) -> int:
         window.show()  # shown before the store opens: start-up feels instant
     sample_dir = tempfile.TemporaryDirectory(prefix="agent-desk-sample-") if args.sample_data else nullcontext()
     with sample_dir as tmp:
-        db = str(Path(tmp) / "sample.db") if tmp else args.db or os.environ.get("AGENT_DESK_DB") or _default_db()
+        db = str(Path(tmp) / "sample.db") if tmp else args.db or _default_db()
         return await _run_window(app, window, settings, settings_error, db, args)
 
 

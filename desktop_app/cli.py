@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from .core import (
+    DEFAULT_MAX_STEPS,
     AgentDeskError,
     Envelope,
     ErrorEvent,
@@ -23,10 +24,11 @@ from .core import (
     TextChunk,
     ToolEnd,
     ToolStart,
+    TurnEnd,
 )
 
 SUBCOMMANDS = ("run", "sessions", "audit", "images")
-EXIT_CODES = {"end_turn": 0, "error": 1, "paused": 3, "max_steps": 4, "interrupted": 130}
+EXIT_CODES = {TurnEnd.END_TURN: 0, TurnEnd.ERROR: 1, TurnEnd.PAUSED: 3, TurnEnd.MAX_STEPS: 4, TurnEnd.INTERRUPTED: 130}
 MODES = tuple(m.value for m in PermissionMode)
 
 
@@ -50,7 +52,7 @@ def _run_options(sp: argparse.ArgumentParser) -> None:
                     help="what to answer when a call needs approval (default: deny)")
     sp.add_argument("--json", action="store_true", help="one JSON envelope per line instead of text")
     sp.add_argument("--sandbox", choices=("docker", "local"), help="where tools run (default: docker)")
-    sp.add_argument("--max-steps", type=int, help="steps per turn (default 50)")
+    sp.add_argument("--max-steps", type=int, help=f"steps per turn (default {DEFAULT_MAX_STEPS})")
 
 
 def _add_run(sub: Any) -> None:

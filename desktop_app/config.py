@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .core import DEFAULT_IMAGE, DEFAULT_MODEL, ConfigError, PermissionMode
+from .core import DEFAULT_IMAGE, DEFAULT_MAX_STEPS, DEFAULT_MODEL, ConfigError, PermissionMode
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class Settings:
     rules: list[Any] = field(default_factory=list)  # user-level permission rules, below the project's
     default_image: str = DEFAULT_IMAGE
     sandbox: str = "docker"  # docker | local
-    max_steps: int = 50
+    max_steps: int = DEFAULT_MAX_STEPS
     theme: str = "system"
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as-is
     path: Path | None = field(default=None, repr=False, compare=False)

@@ -5,9 +5,9 @@ The floor of the project: pure asyncio, imports nothing else of desktop_app, nor
 runs headless and tests without a display or a Docker engine.
 """
 
-from ._agent import AgentSession, TurnResult, system_prompt
+from ._agent import DEFAULT_MAX_STEPS, AgentSession, TurnResult
 from ._anthropic import MISSING_KEY_HINT, AnthropicModelClient
-from ._approvals import Allow, ApprovalDecision, ApprovalScope, Deny, PendingApprovals, RuleWriter
+from ._approvals import Allow, ApprovalDecision, ApprovalScope, Deny
 from ._bus import EventBus
 from ._errors import (
     AgentDeskError,
@@ -22,7 +22,6 @@ from ._errors import (
     ToolNotFound,
 )
 from ._events import (
-    EVENT_TYPES,
     Channel,
     Done,
     Envelope,
@@ -41,28 +40,24 @@ from ._events import (
     ToolUpdate,
     TurnEnd,
 )
-from ._executor import Executor, RunContext, SealReport
+from ._executor import Executor, RunContext
 from ._glob import glob_regex
 from ._hooks import (
     DangerousCommandHook,
     HookCall,
     HookChain,
-    HookStep,
     OutputTruncationHook,
     PostAction,
     PostHookResult,
-    PostVerdict,
     PreAction,
     PreHookResult,
-    PreVerdict,
     SecretRedactionHook,
     builtin_hooks,
-    dangerous_reason,
     post_hook,
     pre_hook,
 )
 from ._llm import DEFAULT_MODEL, ModelClient, ModelReply, ModelRequest, ModelUsage
-from ._messages import StoredMessage, ToolCall, sealed_result, tool_result_block
+from ._messages import StoredMessage, ToolCall
 from ._policy import (
     Action,
     PermissionMode,
@@ -77,11 +72,8 @@ from ._policy import (
     rules_from_texts,
     suggest_rule,
 )
-from ._pricing import estimate_cost, price_for
-from ._project import ProjectInfo, SessionInfo, new_session
+from ._project import ProjectInfo, SessionInfo
 from ._record import (
-    TERMINAL_STATES,
-    TRANSITIONS,
     Approval,
     AuditEntry,
     Outcome,
@@ -91,8 +83,7 @@ from ._record import (
     ToolCallState,
     new_id,
 )
-from ._recorder import RecordWriter
-from ._registry import GROUPS, PROFILES, ToolRegistry
+from ._registry import ToolRegistry
 from ._sandbox import (
     DEFAULT_IMAGE,
     DEFAULT_OUTPUT_LIMIT,
@@ -108,23 +99,18 @@ from ._sandbox import (
     Sandbox,
     SandboxDescription,
 )
-from ._shell import ParsedCommand, parse_command
 from ._store import MemoryStore, RecordStore
 from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, summarize_input, tool
 
 __all__ = [
     "DEFAULT_IMAGE",
+    "DEFAULT_MAX_STEPS",
     "DEFAULT_MODEL",
     "DEFAULT_OUTPUT_LIMIT",
     "DEFAULT_READ_LIMIT",
     "DEFAULT_TIMEOUT_S",
-    "EVENT_TYPES",
-    "GROUPS",
     "MAX_TIMEOUT_S",
     "MISSING_KEY_HINT",
-    "PROFILES",
-    "TERMINAL_STATES",
-    "TRANSITIONS",
     "WORKSPACE",
     "Action",
     "AgentDeskError",
@@ -152,7 +138,6 @@ __all__ = [
     "GrepMatch",
     "HookCall",
     "HookChain",
-    "HookStep",
     "IllegalTransition",
     "ImageBlock",
     "MemoryStore",
@@ -164,9 +149,7 @@ __all__ = [
     "Outcome",
     "OutputCallback",
     "OutputTruncationHook",
-    "ParsedCommand",
     "PathOutsideWorkspace",
-    "PendingApprovals",
     "PermissionDecided",
     "PermissionMode",
     "PermissionPolicy",
@@ -174,23 +157,18 @@ __all__ = [
     "PolicyDecision",
     "PostAction",
     "PostHookResult",
-    "PostVerdict",
     "PreAction",
     "PreHookResult",
-    "PreVerdict",
     "ProjectInfo",
     "Provenance",
     "RecordStore",
-    "RecordWriter",
     "Risk",
     "Rule",
     "RuleSet",
-    "RuleWriter",
     "RunContext",
     "Sandbox",
     "SandboxDescription",
     "SandboxError",
-    "SealReport",
     "SecretRedactionHook",
     "SessionInfo",
     "StateChanged",
@@ -220,22 +198,14 @@ __all__ = [
     "TurnResult",
     "append_rule_to_file",
     "builtin_hooks",
-    "dangerous_reason",
-    "estimate_cost",
     "glob_regex",
     "load_rules",
     "new_id",
-    "new_session",
-    "parse_command",
     "post_hook",
     "pre_hook",
-    "price_for",
     "project_rules_path",
     "rules_from_texts",
-    "sealed_result",
     "suggest_rule",
     "summarize_input",
-    "system_prompt",
     "tool",
-    "tool_result_block",
 ]

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._record import new_id, now
+from ._sandbox import DEFAULT_IMAGE
 
 
 @dataclass(slots=True)
@@ -15,7 +16,7 @@ class ProjectInfo:
     id: str
     name: str
     path: str
-    image: str = "agent-desk/minimal:latest"
+    image: str = DEFAULT_IMAGE
     permission_mode: str = "ask"
     settings: dict[str, Any] = field(default_factory=dict)  # network, memory, cpus, workspace_ro, sandbox kind
     created_at: float = field(default_factory=now)

@@ -7,8 +7,6 @@ from collections.abc import Iterable
 from ._errors import ConfigError, ToolNotFound
 from ._tool import Tool
 
-GROUPS = ("group:fs", "group:runtime", "group:todo", "group:mcp")
-
 # A profile is a set of tool names and groups; "*" means every registered tool.
 PROFILES: dict[str, frozenset[str]] = {
     "minimal": frozenset({"fs_read", "fs_glob", "fs_grep", "todo_read", "todo_write"}),

@@ -15,6 +15,7 @@ from ..core import (
     BackgroundLogs,
     ExecResult,
     PathOutsideWorkspace,
+    Risk,
     Sandbox,
     SandboxError,
     TextBlock,
@@ -78,7 +79,7 @@ class BashRunInput(ToolInput):
 # The command's own timeout is enforced by the sandbox; the executor's must leave room for it
 # (timeout_for gives the executor a per-call deadline; timeout_s is the upper bound).
 class BashRun(BuiltinTool, name="bash_run", group="group:runtime", input_model=BashRunInput, read_only=False,
-              timeout_s=MAX_TIMEOUT_S + _EXECUTOR_MARGIN_S, risk="high"):
+              timeout_s=MAX_TIMEOUT_S + _EXECUTOR_MARGIN_S, risk=Risk.HIGH):
     description = (
         f"Run a shell command in the project's sandbox, in {WORKSPACE} (each call starts a fresh shell "
         "there, so `cd` does not carry over: chain with &&). "
@@ -247,7 +248,7 @@ def _logs_result(logs: BackgroundLogs, *, killed: bool) -> ToolResult:
 
 
 class BashLogs(BuiltinTool, name="bash_logs", group="group:runtime", input_model=ProcessInput, read_only=True,
-               timeout_s=30.0, risk="low"):
+               timeout_s=30.0, risk=Risk.LOW):
     description = (
         "Read the output so far of a background process started by bash_run, and whether it is still running."
     )
@@ -260,7 +261,7 @@ class BashLogs(BuiltinTool, name="bash_logs", group="group:runtime", input_model
 
 
 class BashKill(BuiltinTool, name="bash_kill", group="group:runtime", input_model=ProcessInput, read_only=False,
-               timeout_s=30.0, risk="medium"):
+               timeout_s=30.0, risk=Risk.MEDIUM):
     description = "Stop a background process started by bash_run and return its last output."
 
     async def _run(self, args: ProcessInput, ctx: ToolContext) -> ToolResult:

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from ..core import (
     WORKSPACE,
     PathOutsideWorkspace,
+    Risk,
     Sandbox,
     SandboxError,
     Tool,
@@ -158,7 +159,7 @@ class BuiltinTool(Tool):
         input_model: type[BaseModel] = ToolInput,
         read_only: bool = False,
         timeout_s: float | None = None,
-        risk: str = "low",
+        risk: Risk = Risk.LOW,
         **kw: Any,
     ) -> None:
         super().__init_subclass__(**kw)

@@ -12,6 +12,7 @@ from ..core import (
     WORKSPACE,
     ImageBlock,
     PathOutsideWorkspace,
+    Risk,
     SandboxError,
     TextBlock,
     ToolContext,
@@ -175,7 +176,7 @@ def _page(lines: list[str], start: int, want: int) -> tuple[list[str], int, int]
 
 
 class FsRead(BuiltinTool, name="fs_read", group="group:fs", input_model=FsReadInput, read_only=True,
-             timeout_s=_FS_TIMEOUT_S, risk="low"):
+             timeout_s=_FS_TIMEOUT_S, risk=Risk.LOW):
     description = (
         "Read a file in the workspace. Text comes back numbered like `cat -n` (line number, tab, line); "
         f"at most {DEFAULT_READ_LINES} lines or {MAX_READ_BYTES // 1024} KB per call: use offset (1-based "
@@ -227,7 +228,7 @@ class FsWriteInput(ToolInput):
 
 
 class FsWrite(BuiltinTool, name="fs_write", group="group:fs", input_model=FsWriteInput, read_only=False,
-              timeout_s=_FS_TIMEOUT_S, risk="medium"):
+              timeout_s=_FS_TIMEOUT_S, risk=Risk.MEDIUM):
     description = (
         "Create a file or replace all of its contents; parent folders are created. An existing file "
         "must have been read with fs_read in this session and be unchanged since, "
@@ -272,7 +273,7 @@ def _string_counts(old: Any, new: Any) -> tuple[int, int]:
 
 
 class FsEdit(BuiltinTool, name="fs_edit", group="group:fs", input_model=FsEditInput, read_only=False,
-             timeout_s=_FS_TIMEOUT_S, risk="medium"):
+             timeout_s=_FS_TIMEOUT_S, risk=Risk.MEDIUM):
     description = (
         "Replace exact text in a file. old_string must match exactly once (or pass replace_all=true to "
         "change every match); include enough surrounding lines to make it unique. The file must have "
@@ -310,7 +311,7 @@ class FsMultiEditInput(ToolInput):
 
 
 class FsMultiEdit(BuiltinTool, name="fs_multi_edit", group="group:fs", input_model=FsMultiEditInput,
-                  read_only=False, timeout_s=_FS_TIMEOUT_S, risk="medium"):
+                  read_only=False, timeout_s=_FS_TIMEOUT_S, risk=Risk.MEDIUM):
     description = (
         "Apply several exact-text edits, across one or more files, all or none: every edit is checked "
         "against the files' contents first (edits to the same file apply in order, each seeing the previous "
@@ -370,7 +371,7 @@ class FsGlobInput(ToolInput):
 
 
 class FsGlob(BuiltinTool, name="fs_glob", group="group:fs", input_model=FsGlobInput, read_only=True,
-             timeout_s=_FS_TIMEOUT_S, risk="low"):
+             timeout_s=_FS_TIMEOUT_S, risk=Risk.LOW):
     description = (
         f"Find files by glob pattern (** matches folders at any depth). Returns up to {GLOB_LIMIT} paths, "
         f"newest first, relative to {WORKSPACE}."
@@ -407,7 +408,7 @@ class FsGrepInput(ToolInput):
 
 
 class FsGrep(BuiltinTool, name="fs_grep", group="group:fs", input_model=FsGrepInput, read_only=True,
-             timeout_s=_FS_TIMEOUT_S, risk="low"):
+             timeout_s=_FS_TIMEOUT_S, risk=Risk.LOW):
     description = (
         "Search file contents with a regular expression. Returns matching lines as path:line:text. "
         "Narrow with path and glob; set ignore_case for case-insensitive search."

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..core import ToolContext, ToolInput, ToolResult
+from ..core import Risk, ToolContext, ToolInput, ToolResult
 from ._common import TODOS_KEY, BuiltinTool
 
 TodoStatus = Literal["pending", "in_progress", "completed"]
@@ -63,7 +63,7 @@ def _counts(todos: list[dict[str, Any]]) -> dict[str, int]:
 
 
 class TodoRead(BuiltinTool, name="todo_read", group="group:todo", input_model=ToolInput, read_only=True,
-               timeout_s=5.0, risk="low"):
+               timeout_s=5.0, risk=Risk.LOW):
     description = "Read this session's todo list: each item's id, content and status."
 
     async def _run(self, args: ToolInput, ctx: ToolContext) -> ToolResult:
@@ -76,7 +76,7 @@ class TodoRead(BuiltinTool, name="todo_read", group="group:todo", input_model=To
 
 # Not read-only: it changes session state, though nothing outside the session.
 class TodoWrite(BuiltinTool, name="todo_write", group="group:todo", input_model=TodoWriteInput, read_only=False,
-                timeout_s=5.0, risk="low"):
+                timeout_s=5.0, risk=Risk.LOW):
     description = (
         "Replace this session's todo list (send the whole list). Use it to plan multi-step work and show "
         "progress: status is pending, in_progress or completed, with at most one item in_progress at a time; "

@@ -9,29 +9,27 @@ from PySide6.QtGui import QColor, QFont, QGuiApplication, QIcon, QPainter, QPale
 
 from ..core import ToolCallState
 
-S = ToolCallState
-
 # (colour, glyph) per state: colour carries the meaning, the glyph keeps it readable without colour.
 STATE_STYLE: dict[ToolCallState, tuple[str, str]] = {
-    S.PENDING: ("#8a8f98", "…"),
-    S.APPROVAL_REQUIRED: ("#d4890b", "?"),
-    S.APPROVED: ("#3b82c4", "✓"),
-    S.EXECUTING: ("#3b82c4", "▶"),
-    S.COMPLETED: ("#2f9e44", "✓"),
-    S.FAILED: ("#d9363e", "✕"),
-    S.DENIED: ("#b5475f", "⊘"),
-    S.SEALED: ("#7d6bb0", "■"),
+    ToolCallState.PENDING: ("#8a8f98", "…"),
+    ToolCallState.APPROVAL_REQUIRED: ("#d4890b", "?"),
+    ToolCallState.APPROVED: ("#3b82c4", "✓"),
+    ToolCallState.EXECUTING: ("#3b82c4", "▶"),
+    ToolCallState.COMPLETED: ("#2f9e44", "✓"),
+    ToolCallState.FAILED: ("#d9363e", "✕"),
+    ToolCallState.DENIED: ("#b5475f", "⊘"),
+    ToolCallState.SEALED: ("#7d6bb0", "■"),
 }
 
 STATE_LABEL: dict[ToolCallState, str] = {
-    S.PENDING: "pending",
-    S.APPROVAL_REQUIRED: "needs approval",
-    S.APPROVED: "approved",
-    S.EXECUTING: "running",
-    S.COMPLETED: "done",
-    S.FAILED: "failed",
-    S.DENIED: "denied",
-    S.SEALED: "sealed",
+    ToolCallState.PENDING: "pending",
+    ToolCallState.APPROVAL_REQUIRED: "needs approval",
+    ToolCallState.APPROVED: "approved",
+    ToolCallState.EXECUTING: "running",
+    ToolCallState.COMPLETED: "done",
+    ToolCallState.FAILED: "failed",
+    ToolCallState.DENIED: "denied",
+    ToolCallState.SEALED: "sealed",
 }
 
 RISK_COLOURS = {"low": "#2f9e44", "medium": "#d4890b", "high": "#d9363e"}

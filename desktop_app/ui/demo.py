@@ -29,7 +29,6 @@ from ..core import (
     ToolUpdate,
 )
 
-S = ToolCallState
 SANDBOX = {
     "engine": "docker", "unsandboxed": False, "container_id": "3f9c2a7d81e4b0c6a5d2",
     "image": "agent-desk/python:latest", "image_digest": "sha256:7b1e4c0d9a2f63e8c1b5a4d7e9f0a1b2c3d4e5f6",
@@ -69,13 +68,13 @@ def sample_projects(base: str = "/home/ada/code") -> tuple[list[ProjectInfo], li
                     {"network": True}, now - 86400 * 30),
     ]
     sessions = [
-        SessionInfo("ses_sample_main", "prj_shop", "Fix price parsing with separators", "claude-sonnet-4-6",
+        SessionInfo("ses_sample_main", "prj_shop", "Fix price parsing with separators", DEFAULT_MODEL,
                     now - 600, now - 30),
-        SessionInfo("ses_sample_2", "prj_shop", "Add CSV export to orders", "claude-sonnet-4-6",
+        SessionInfo("ses_sample_2", "prj_shop", "Add CSV export to orders", DEFAULT_MODEL,
                     now - 86400 * 2, now - 86400 * 2),
-        SessionInfo("ses_sample_3", "prj_shop", "Flaky test in checkout", "claude-sonnet-4-6",
+        SessionInfo("ses_sample_3", "prj_shop", "Flaky test in checkout", DEFAULT_MODEL,
                     now - 86400 * 5, now - 86400 * 5),
-        SessionInfo("ses_sample_4", "prj_docs", "Update install guide", "claude-sonnet-4-6",
+        SessionInfo("ses_sample_4", "prj_docs", "Update install guide", DEFAULT_MODEL,
                     now - 86400 * 3, now - 86400 * 3),
     ]
     return projects, sessions
@@ -88,21 +87,21 @@ def _record(name: str, data: dict[str, Any], cid: str, sid: str, t0: float, stat
                          created_at=t0, updated_at=t0, risk=risk, sandbox=dict(SANDBOX))
     rec.provenance = prov or [Provenance("rule", f"{name}(*)", "project:.agent-desk/rules.toml", "allow", 0.04)]
     # the same trail the executor writes: PENDING from the model, then the policy's or executor's moves
-    rec.trail.append(AuditEntry(cid, S.PENDING, t0, "model", "tool_use received"))
+    rec.trail.append(AuditEntry(cid, ToolCallState.PENDING, t0, "model", "tool_use received"))
     at = t0
     for st in states:
-        at += 0.35 if st is not S.COMPLETED else 1.2
+        at += 0.35 if st is not ToolCallState.COMPLETED else 1.2
         why = rec.provenance[-1]
-        rec.transition(st, actor="policy" if st is S.DENIED else "executor", at=at,
+        rec.transition(st, actor="policy" if st is ToolCallState.DENIED else "executor", at=at,
                        outcome=outcome if st.terminal else None,
-                       note=f"denied by policy: rule {why.detail}" if st is S.DENIED else "")
+                       note=f"denied by policy: rule {why.detail}" if st is ToolCallState.DENIED else "")
     rec.result = result
     return rec
 
 
 def sample_records(session_id: str = "ses_sample_main") -> list[ToolCallRecord]:
     t0 = time.time() - 240
-    run = [S.EXECUTING, S.COMPLETED]
+    run = [ToolCallState.EXECUTING, ToolCallState.COMPLETED]
     out = [
         _record("fs_grep", {"pattern": "def parse_price", "path": "src"}, "call_s1", session_id, t0, run,
                 {"content": [{"type": "text", "text": "src/shop/prices.py:12: def parse_price(text: str)"}],
@@ -117,14 +116,14 @@ def sample_records(session_id: str = "ses_sample_main") -> list[ToolCallRecord]:
                  "details": {"diff": DIFF}},
                 prov=[Provenance("mode", "accept-edits", "project", "allow", 0.03)]),
         _record("bash_run", {"command": "curl https://pypi.org/simple/"}, "call_s5", session_id, t0 + 31,
-                [S.DENIED], outcome=Outcome.POLICY,
+                [ToolCallState.DENIED], outcome=Outcome.POLICY,
                 prov=[Provenance("rule", "bash_run(curl *)", "project:.agent-desk/rules.toml", "deny", 0.05)],
                 risk="medium"),
         _record("bash_run", {"command": "pytest -q"}, "call_s6", session_id, t0 + 40, run,
                 {"content": [{"type": "text", "text": "48 passed in 2.31s"}], "details": {"exit_code": 0}}),
     ]
     for r in out:
-        if r.state is S.DENIED:
+        if r.state is ToolCallState.DENIED:
             r.error = "denied by rule bash_run(curl *)"
     return out
 
@@ -136,7 +135,7 @@ def publish_sample_turn(bus: EventBus, session_id: str = "ses_sample_main") -> T
     live = "call_s7"
     bus.publish(ToolStart(session_id=session_id, call_id=live, name="bash_run",
                           input={"command": "pytest -q tests/test_prices.py"}))
-    for st, prev in ((S.EXECUTING, S.PENDING),):
+    for st, prev in ((ToolCallState.EXECUTING, ToolCallState.PENDING),):
         bus.publish(StateChanged(session_id=session_id, call_id=live, name="bash_run", state=st.value,
                                  previous=prev.value, actor="executor"))
     bus.publish(ToolUpdate(session_id=session_id, call_id=live, text="tests/test_prices.py ...\n"))
@@ -151,7 +150,8 @@ def publish_sample_turn(bus: EventBus, session_id: str = "ses_sample_main") -> T
     )
     bus.publish(ToolStart(session_id=session_id, call_id=pending.id, name=pending.name, input=pending.input))
     bus.publish(StateChanged(session_id=session_id, call_id=pending.id, name=pending.name,
-                             state=S.APPROVAL_REQUIRED.value, previous=S.PENDING.value, actor="policy"))
+                             state=ToolCallState.APPROVAL_REQUIRED.value, previous=ToolCallState.PENDING.value,
+                             actor="policy"))
     bus.publish(PermissionRequired(session_id=session_id, call_id=pending.id, name=pending.name,
                                    input=pending.input, risk="medium",
                                    reason="bash_run can change things and mode ask asks first",
@@ -163,7 +163,7 @@ def publish_sample_turn(bus: EventBus, session_id: str = "ses_sample_main") -> T
         reason="fs_write can change things and mode ask asks first",
         provenance=[{"kind": "mode", "detail": "ask", "source": "project", "decision": "ask"}],
         meta={"diff": "--- /dev/null\n+++ b/src/shop/export.py\n@@ -0,0 +1 @@\n+import csv\n"}))
-    bus.publish(TokenUsage(session_id=session_id, model="claude-sonnet-4-6", input_tokens=18_432,
+    bus.publish(TokenUsage(session_id=session_id, model=DEFAULT_MODEL, input_tokens=18_432,
                            output_tokens=1_204, cache_read_input_tokens=12_000, cost_usd=0.0772))
     return pending
 

@@ -19,9 +19,9 @@ from desktop_app.core import (
     Rule,
     ToolCallRecord,
     ToolCallState,
-    tool_result_block,
 )
 from desktop_app.core._approvals import SKIPPED_AFTER_DENIAL as SKIPPED
+from desktop_app.core._messages import tool_result_block
 
 from .conftest import Harness, call
 

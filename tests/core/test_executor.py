@@ -6,14 +6,8 @@ import asyncio
 import json
 import time
 
-from desktop_app.core import (
-    MemoryStore,
-    Outcome,
-    StoreError,
-    ToolCall,
-    ToolCallState,
-    tool_result_block,
-)
+from desktop_app.core import MemoryStore, Outcome, StoreError, ToolCall, ToolCallState
+from desktop_app.core._messages import tool_result_block
 
 from .conftest import Harness, call
 

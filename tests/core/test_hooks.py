@@ -20,11 +20,11 @@ from desktop_app.core import (
     ToolCallState,
     ToolResult,
     builtin_hooks,
-    dangerous_reason,
     post_hook,
     pre_hook,
-    tool_result_block,
 )
+from desktop_app.core._hooks import dangerous_reason
+from desktop_app.core._messages import tool_result_block
 
 from .conftest import Harness, call
 

@@ -3,8 +3,8 @@ and the typed vocabulary that stays equal to its wire strings."""
 
 import json
 
-from desktop_app.core import Risk, StoredMessage, ToolCallRecord, TurnEnd, sealed_result, tool_result_block
-from desktop_app.core._messages import normalize, text_blocks
+from desktop_app.core import Risk, StoredMessage, ToolCallRecord, TurnEnd
+from desktop_app.core._messages import normalize, sealed_result, text_blocks, tool_result_block
 from desktop_app.core._record import highest_risk
 
 

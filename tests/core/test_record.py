@@ -4,14 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from desktop_app.core import (
-    TERMINAL_STATES,
-    TRANSITIONS,
-    IllegalTransition,
-    Outcome,
-    ToolCallRecord,
-    ToolCallState,
-)
+from desktop_app.core import IllegalTransition, Outcome, ToolCallRecord, ToolCallState
+from desktop_app.core._record import TERMINAL_STATES, TRANSITIONS
 
 
 def test_happy_path_leaves_a_trail_and_timing():

@@ -13,10 +13,10 @@ from desktop_app.core import (
     ToolFacts,
     append_rule_to_file,
     load_rules,
-    parse_command,
     suggest_rule,
 )
 from desktop_app.core._policy import command_matches, path_matches
+from desktop_app.core._shell import parse_command
 
 BASH = ToolFacts("bash_run", "group:runtime", False)
 WRITE = ToolFacts("fs_write", "group:fs", False)

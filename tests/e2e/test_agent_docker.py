@@ -12,7 +12,6 @@ from desktop_app.core import Deny, ToolCallState
 from tests.fakes.anthropic_server import reply, text, tool_use
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
-S = ToolCallState
 
 
 async def test_read_edit_and_run_tests_in_the_container(docker_runtime, server, workspace_dir) -> None:
@@ -37,7 +36,7 @@ async def test_read_edit_and_run_tests_in_the_container(docker_runtime, server, 
     assert bad["is_error"] and "not valid JSON" in bad["content"][0]["text"]
     assert unknown["is_error"] and "unknown tool" in unknown["content"][0]["text"]
     rec = await runtime.store.get_record("toolu_test")
-    assert rec.state is S.COMPLETED and rec.sandbox["engine"] == "docker"
+    assert rec.state is ToolCallState.COMPLETED and rec.sandbox["engine"] == "docker"
     # prompt caching on every request, and the system prompt names the image
     for req in server.requests:
         assert req.body["system"][-1]["cache_control"] == {"type": "ephemeral"}
@@ -63,7 +62,7 @@ async def test_a_denied_call_note_reaches_the_model(docker_runtime, server, work
     assert "keep greet.txt, it is the fixture" in result.text
     assert (workspace_dir / "greet.txt").exists()
     rec = await runtime.store.get_record("toolu_rm")
-    assert rec.state is S.DENIED
+    assert rec.state is ToolCallState.DENIED
 
 
 async def test_a_call_that_times_out(docker_runtime, server) -> None:

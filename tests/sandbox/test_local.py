@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from desktop_app.core import WORKSPACE, ConfigError, PathOutsideWorkspace, SandboxError
-from desktop_app.sandbox import DockerSandbox, LocalSandbox, Sandbox, SandboxConfig, create_sandbox
+from desktop_app.core import WORKSPACE, ConfigError, PathOutsideWorkspace, Sandbox, SandboxError
+from desktop_app.sandbox import DockerSandbox, LocalSandbox, SandboxConfig, create_sandbox
 
 
 @pytest.fixture

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from desktop_app.core import Outcome, ToolCallRecord, ToolCallState
 
-S = ToolCallState
 
-
-def make_record(i: int, name: str = "bash_run", state: ToolCallState = S.COMPLETED, session: str = "ses_1"):
+def make_record(i: int, name: str = "bash_run", state: ToolCallState = ToolCallState.COMPLETED, session: str = "ses_1"):
     rec = ToolCallRecord(name=name, input={"command": f"echo {i}"}, id=f"call_{i}", session_id=session)
-    if state is not S.PENDING:
-        rec.transition(S.EXECUTING, actor="executor")
+    if state is not ToolCallState.PENDING:
+        rec.transition(ToolCallState.EXECUTING, actor="executor")
         if state.terminal:
             rec.transition(state, actor="executor",
-                           outcome=Outcome.OK if state is S.COMPLETED else Outcome.ERROR)
+                           outcome=Outcome.OK if state is ToolCallState.COMPLETED else Outcome.ERROR)
         rec.result = {"content": [{"type": "text", "text": str(i)}], "details": {"exit_code": i % 3}}
     return rec
 
@@ -25,11 +23,12 @@ async def fill(store, n: int) -> list[ToolCallRecord]:
         data = {"command": f"make target{i}"} if name == "bash_run" else {"path": f"src/mod{i}.py"}
         rec = ToolCallRecord(name=name, input=data, id=f"call_{i:04d}", session_id=f"ses_{i % 2}",
                              project_id="prj_1", created_at=1_750_000_000 + i)
-        await store.save_transition(rec, rec.transition(S.EXECUTING, actor="executor",
+        await store.save_transition(rec, rec.transition(ToolCallState.EXECUTING, actor="executor",
                                                         at=1_750_000_000 + i + 0.1))
-        final = S.FAILED if i % 10 == 0 else S.COMPLETED
+        final = ToolCallState.FAILED if i % 10 == 0 else ToolCallState.COMPLETED
+        outcome = Outcome.ERROR if final is ToolCallState.FAILED else None
         await store.save_transition(rec, rec.transition(final, actor="executor", at=1_750_000_000 + i + 0.5,
-                                                        outcome=Outcome.ERROR if final is S.FAILED else None))
+                                                        outcome=outcome))
         out.append(rec)
     await store.flush()
     return out

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from desktop_app.core import ToolCallState
 from desktop_app.ui.history import HistoryModel
 from tests.ui.helpers import fill
-
-S = ToolCallState
 
 
 def test_history_model_pages_lazily_and_passes_the_model_tester(qtmodeltester, qtbot, run, store):

@@ -7,8 +7,6 @@ import time
 from desktop_app.core import ToolCallRecord, ToolCallState
 from desktop_app.ui.inbox import InboxModel, PendingApproval
 
-S = ToolCallState
-
 
 def test_inbox_model_passes_the_model_tester(qtmodeltester):
     model = InboxModel()
@@ -23,7 +21,7 @@ def test_inbox_model_passes_the_model_tester(qtmodeltester):
 
 def test_inbox_item_from_a_stored_record_keeps_risk_reason_and_expiry():
     rec = ToolCallRecord(name="fs_write", input={"path": "a.txt", "content": "x"}, session_id="s", risk="high")
-    rec.transition(S.APPROVAL_REQUIRED, actor="policy")
+    rec.transition(ToolCallState.APPROVAL_REQUIRED, actor="policy")
     rec.approval.meta = {"reason": "fs_write can change things and mode ask asks first"}
     rec.approval.expires_at = time.time() + 30
     item = PendingApproval.from_record(rec)

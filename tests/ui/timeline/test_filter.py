@@ -7,22 +7,20 @@ from desktop_app.ui._roles import Role
 from desktop_app.ui.timeline import TimelineFilter, TimelineModel
 from tests.ui.helpers import make_record
 
-S = ToolCallState
-
 
 def test_timeline_filter_by_state_and_tool():
     model = TimelineModel()
-    recs = [make_record(i, "bash_run" if i % 2 else "fs_read", S.COMPLETED if i % 3 else S.FAILED)
-            for i in range(12)]
+    recs = [make_record(i, "bash_run" if i % 2 else "fs_read",
+                        ToolCallState.COMPLETED if i % 3 else ToolCallState.FAILED) for i in range(12)]
     model.add_records(recs)
     proxy = TimelineFilter()
     proxy.setSourceModel(model)
     proxy.set_states({"FAILED"})
     failed = {proxy.index(r, 0).data(Role.CALL_ID) for r in range(proxy.rowCount())}
-    assert failed == {r.id for r in recs if r.state is S.FAILED}
+    assert failed == {r.id for r in recs if r.state is ToolCallState.FAILED}
     proxy.set_tool("bash_run")
     both = {proxy.index(r, 0).data(Role.CALL_ID) for r in range(proxy.rowCount())}
-    assert both == {r.id for r in recs if r.state is S.FAILED and r.name == "bash_run"}
+    assert both == {r.id for r in recs if r.state is ToolCallState.FAILED and r.name == "bash_run"}
     proxy.set_states(None)
     proxy.set_tool(None)
     assert proxy.rowCount() == 12

@@ -18,8 +18,6 @@ from desktop_app.ui._bridge import EventBridge
 from desktop_app.ui.timeline import TimelineFilter, TimelineModel
 from tests.ui.helpers import make_record
 
-S = ToolCallState
-
 
 def test_timeline_model_passes_the_model_tester(qtmodeltester):
     model = TimelineModel()
@@ -47,14 +45,14 @@ def test_timeline_follows_events_and_batches_inserts(qtbot):
     assert model.index(row, 2).data() == "f2.txt"
     assert model.index(row, 3).data() == "12 ms"
     assert model.output("c2") == "line 1\n"
-    model.update_record(make_record(7, state=S.FAILED))
+    model.update_record(make_record(7, state=ToolCallState.FAILED))
     assert model.row_of("call_7") == 5
     assert model.index(5, 4).data() == "1"  # exit code from the record's details
 
 
 def test_timeline_loads_100k_rows_in_one_insert():
     model = TimelineModel()
-    recs = [make_record(i, state=S.PENDING) for i in range(100_000)]
+    recs = [make_record(i, state=ToolCallState.PENDING) for i in range(100_000)]
     t = time.perf_counter()
     model.add_records(recs)
     elapsed = time.perf_counter() - t
@@ -70,7 +68,7 @@ def test_attach_follows_the_current_sessions_tool_events_through_the_bridge(qtbo
 
     async def load_record(call_id: str):
         loaded.append(call_id)
-        rec = make_record(0, state=S.COMPLETED, session="s1")
+        rec = make_record(0, state=ToolCallState.COMPLETED, session="s1")
         rec.id = call_id
         return rec
 

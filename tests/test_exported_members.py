@@ -1,0 +1,124 @@
+"""Each package's public names are chosen on purpose (httpx's test_exported_members): the lists below are
+the boundary between layers. Nothing crosses a package boundary except a name its package exports."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+import desktop_app
+
+ROOT = Path(desktop_app.__file__).parent
+PACKAGES = ("core", "tools", "sandbox", "store", "ui")
+
+EXPORTED: dict[str, list[str]] = {
+    "core": [
+        "Action", "AgentDeskError", "AgentSession", "Allow", "AnthropicModelClient", "Approval",
+        "ApprovalDecision", "ApprovalNotPending", "ApprovalScope", "AuditEntry", "BackgroundLogs", "Channel",
+        "ConfigError", "DEFAULT_IMAGE", "DEFAULT_MAX_STEPS", "DEFAULT_MODEL", "DEFAULT_OUTPUT_LIMIT",
+        "DEFAULT_READ_LIMIT", "DEFAULT_TIMEOUT_S", "DangerousCommandHook", "Deny", "Done", "Envelope",
+        "ErrorEvent", "Event", "EventBus", "ExecResult", "Executor", "FileStat", "GrepMatch", "HookCall",
+        "HookChain", "IllegalTransition", "ImageBlock", "MAX_TIMEOUT_S", "MISSING_KEY_HINT", "MemoryStore",
+        "ModelClient", "ModelError", "ModelReply", "ModelRequest", "ModelUsage", "Outcome", "OutputCallback",
+        "OutputTruncationHook", "PathOutsideWorkspace", "PermissionDecided", "PermissionMode",
+        "PermissionPolicy", "PermissionRequired", "PolicyDecision", "PostAction", "PostHookResult", "PreAction",
+        "PreHookResult", "ProjectInfo", "Provenance", "RecordStore", "Risk", "Rule", "RuleSet", "RunContext",
+        "Sandbox", "SandboxDescription", "SandboxError", "SecretRedactionHook", "SessionInfo", "StateChanged",
+        "StoreError", "StoredMessage", "TextBlock", "TextChunk", "ThinkingChunk", "TokenUsage", "Tool",
+        "ToolCall", "ToolCallRecord", "ToolCallState", "ToolContext", "ToolEnd", "ToolError", "ToolExecuted",
+        "ToolFacts", "ToolInput", "ToolInputError", "ToolNotFound", "ToolRegistry", "ToolResult", "ToolStart",
+        "ToolUpdate", "TurnEnd", "TurnResult", "WORKSPACE", "append_rule_to_file", "builtin_hooks",
+        "glob_regex", "load_rules", "new_id", "post_hook", "pre_hook", "project_rules_path", "rules_from_texts",
+        "suggest_rule", "summarize_input", "tool",
+    ],
+    "tools": [
+        "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",
+        "FsRead", "FsWrite", "READ_HASHES_KEY", "TODOS_KEY", "TodoRead", "TodoWrite", "builtin_tools",
+        "preview_diff",
+    ],
+    "sandbox": [
+        "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
+        "build_image", "connect", "container_name", "create_sandbox", "image_name_for_tag", "images_dir",
+        "list_images", "load_catalog", "remove_orphans",
+    ],
+    "store": [
+        "AuditQuery", "CSV_COLUMNS", "RecordRow", "SCHEMA_VERSION", "SqlStore", "StoreStats", "VerifyResult",
+        "canonical_json", "write_records",
+    ],
+    "ui": [
+        "AppController", "MainThreadGarbageCollector", "MainWindow", "apply_theme",
+    ],
+}
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_exported_members_are_locked(package: str) -> None:
+    module = importlib.import_module(f"desktop_app.{package}")
+    assert sorted(module.__all__) == sorted(EXPORTED[package])
+    assert len(set(module.__all__)) == len(module.__all__)
+    for name in module.__all__:
+        assert hasattr(module, name), f"desktop_app.{package}.__all__ names {name}, which it does not define"
+
+
+def _imports_across_packages() -> list[tuple[str, str, str]]:
+    """(importing file, package, name) for every `from <package> import name` made outside the package."""
+    found = []
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT).parts
+        own = rel[0] if len(rel) > 1 else None
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or node.module is None:
+                continue
+            if node.level:
+                base = list(("desktop_app", *rel[:-1]))[: len(rel) - node.level + 1]
+                target = ".".join([*base, *node.module.split(".")])
+            else:
+                target = node.module
+            parts = target.split(".")
+            if parts[0] != "desktop_app" or len(parts) != 2 or parts[1] not in PACKAGES or parts[1] == own:
+                continue
+            found += [(str(path.relative_to(ROOT)), parts[1], alias.name) for alias in node.names]
+    return found
+
+
+def test_only_exported_names_cross_a_package_boundary() -> None:
+    crossing = _imports_across_packages()
+    assert crossing, "the scan must see the imports between packages"
+    leaks = [(f, pkg, name) for f, pkg, name in crossing
+             if name not in importlib.import_module(f"desktop_app.{pkg}").__all__]
+    assert leaks == []
+
+
+def test_every_exported_name_is_used_outside_its_package_or_documented() -> None:
+    """An export nobody imports is a leak of an internal; the few kept for users and tests are listed."""
+    used = {(pkg, name) for _, pkg, name in _imports_across_packages()}
+    for package in PACKAGES:
+        module = importlib.import_module(f"desktop_app.{package}")
+        unused = sorted(n for n in module.__all__ if (package, n) not in used and n not in FOR_USERS.get(package, ()))
+        assert unused == [], f"desktop_app.{package} exports names no other package imports: {unused}"
+
+
+# Exported for people who build on the engine (their own tools, hooks, model clients, stores) and for
+# maintenance, though no other package of the desk imports them today.
+FOR_USERS: dict[str, tuple[str, ...]] = {
+    "core": (
+        "Action", "ApprovalNotPending", "DangerousCommandHook", "HookCall", "HookChain", "IllegalTransition",
+        "MemoryStore", "ModelReply", "ModelRequest", "ModelUsage", "OutputTruncationHook", "PolicyDecision",
+        "PostAction", "PostHookResult", "PreAction", "PreHookResult", "RecordStore", "Rule", "RunContext",
+        "SecretRedactionHook", "ToolCall", "ToolInputError", "ToolNotFound", "TurnResult", "post_hook", "pre_hook",
+        "tool",
+    ),
+    "tools": (
+        "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit", "FsRead",
+        "FsWrite", "READ_HASHES_KEY", "TODOS_KEY", "TodoRead", "TodoWrite",
+    ),
+    "sandbox": (
+        "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
+        "container_name", "image_name_for_tag", "images_dir", "remove_orphans",
+    ),
+    "store": ("CSV_COLUMNS", "RecordRow", "SCHEMA_VERSION", "StoreStats", "VerifyResult", "canonical_json"),
+}
