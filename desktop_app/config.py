@@ -176,9 +176,6 @@ class ApiKey:
     value: str = field(repr=False)
     source: str  # keyring | settings | env
 
-    def masked(self) -> str:
-        return f"{self.value[:7]}…{self.value[-4:]}" if len(self.value) > 16 else "…"
-
 
 def resolve_api_key(settings: Settings) -> ApiKey | None:
     """The key from the keyring, then the settings file, then ANTHROPIC_API_KEY; None when none is set."""

@@ -212,6 +212,7 @@ class AgentSession:
         return await self._start(None)
 
     async def history(self) -> list[StoredMessage]:
+        """The session's persisted messages, in order."""
         return await self.store.messages(self.session.id)
 
     async def wait(self) -> TurnResult | None:

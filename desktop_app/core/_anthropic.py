@@ -152,12 +152,6 @@ class AnthropicModelClient:
     def has_api_key(self) -> bool:
         return bool(self._api_key)
 
-    def set_api_key(self, api_key: str | None, source: str = "") -> None:
-        """Use another key from the next step on (the UI's settings dialog)."""
-        self._api_key = api_key
-        self.key_source = source
-        self._client = None
-
     def _sdk(self) -> anthropic.AsyncAnthropic:
         if not self._api_key:
             raise ModelError("No Anthropic API key is set.", hint=MISSING_KEY_HINT)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from PySide6.QtCore import SIGNAL, QObject, Signal
 
@@ -79,11 +79,6 @@ class EventBridge(QObject):
             except ValueError:
                 pass
             self._unsubscribe = None
-
-    def replay(self, envelopes: Iterable[Envelope]) -> None:
-        """Deliver persisted envelopes (e.g. from store.events_since) as if they were live."""
-        for env in envelopes:
-            self.deliver(env)
 
     def deliver(self, env: Envelope) -> None:
         self.last_seq = max(self.last_seq, env.seq)

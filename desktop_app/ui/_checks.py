@@ -41,7 +41,6 @@ class SetupChecks(QObject):
         super().__init__(window)
         self.window = window
         self.docker_ok: bool | None = None
-        self.docker_message = ""
         self._current_project = current_project
         self._set_key = set_key
         self._retry_docker = retry_docker
@@ -61,7 +60,7 @@ class SetupChecks(QObject):
     async def check_docker(self) -> bool:
         """Ping the engine on a worker thread: the docker SDK is imported and connected off the GUI thread."""
         ok, message = await asyncio.get_running_loop().run_in_executor(None, _ping_docker)
-        self.docker_ok, self.docker_message = ok, message
+        self.docker_ok = ok
         if ok:
             self.window.banner.clear_item("docker")
             project = self._current_project()

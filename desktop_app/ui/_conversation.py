@@ -166,10 +166,6 @@ class ConversationView(QTextBrowser):
         self._stream_text = []
         self._stream_msg = None
 
-    @property
-    def streaming(self) -> bool:
-        return self._stream_start is not None or bool(self._pending)
-
     # whole messages --------------------------------------------------------------------------
     def add_user_message(self, text: str) -> None:
         self.finish_message()

@@ -97,9 +97,6 @@ class Banner(QFrame):
             row.deleteLater()
         self.setVisible(bool(self._rows))
 
-    def has(self, key: str) -> bool:
-        return key in self._rows
-
     def text(self) -> str:
         return "\n".join(w.findChild(QLabel).text() for w in self._rows.values())
 
