@@ -1,10 +1,12 @@
-"""The part every table model of the window shares: a list of row objects and named columns."""
+"""What the window's record tables share: a model over a list of row objects with named columns, and the
+compact, row-selecting view that shows them (timeline and history)."""
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
+from PySide6.QtCore import QAbstractItemModel, QAbstractTableModel, QModelIndex, Qt
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView
 
 
 class RowTableModel(QAbstractTableModel):
@@ -24,3 +26,21 @@ class RowTableModel(QAbstractTableModel):
             if 0 <= section < len(self.COLUMNS):
                 return self.COLUMNS[section]
         return None
+
+
+def record_table(model: QAbstractItemModel, selection: QAbstractItemView.SelectionMode, *, stretch: int,
+                 widths: tuple[tuple[int, int], ...]) -> QTableView:
+    """A table of records: whole rows selected, 22 px rows, no grid, column `stretch` takes the rest."""
+    view = QTableView()
+    view.setModel(model)
+    view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    view.setSelectionMode(selection)
+    view.verticalHeader().hide()
+    view.verticalHeader().setDefaultSectionSize(22)
+    view.setShowGrid(False)
+    view.setAlternatingRowColors(True)
+    view.setWordWrap(False)
+    view.horizontalHeader().setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
+    for col, width in widths:
+        view.setColumnWidth(col, width)
+    return view

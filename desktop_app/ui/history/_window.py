@@ -12,13 +12,11 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDateTimeEdit,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QMainWindow,
     QPushButton,
     QSplitter,
-    QTableView,
     QTextBrowser,
     QVBoxLayout,
     QWidget,
@@ -27,6 +25,7 @@ from PySide6.QtWidgets import (
 from ...core import AgentDeskError, ToolCallRecord, ToolCallState
 from ...tools import builtin_tools
 from .._roles import Role
+from .._rows import record_table
 from .._tasks import BackgroundTasks
 from ..dialogs import ask_file
 from ..timeline import TimelineRow, render_call_details
@@ -77,19 +76,8 @@ class HistoryWindow(QMainWindow):
         self.text.returnPressed.connect(self._search_clicked)
 
     def _build_view(self) -> None:
-        self.view = QTableView()
-        self.view.setModel(self.model)
-        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.view.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.view.verticalHeader().hide()
-        self.view.verticalHeader().setDefaultSectionSize(22)
-        self.view.setShowGrid(False)
-        self.view.setAlternatingRowColors(True)
-        self.view.setWordWrap(False)
-        hh = self.view.horizontalHeader()
-        hh.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
-        for col, width in ((0, 140), (1, 130), (2, 100), (4, 70), (5, 150)):
-            self.view.setColumnWidth(col, width)
+        self.view = record_table(self.model, QAbstractItemView.SelectionMode.ExtendedSelection, stretch=3,
+                                 widths=((0, 140), (1, 130), (2, 100), (4, 70), (5, 150)))
         self.view.selectionModel().currentRowChanged.connect(self._open_current)
         self.details = QTextBrowser()
         self.details.setPlaceholderText("Select a record to see its full audit trail.")

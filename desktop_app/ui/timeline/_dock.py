@@ -8,16 +8,15 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDockWidget,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QSplitter,
-    QTableView,
     QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
 
 from .._roles import Role
+from .._rows import record_table
 from .._theme import bring_to_front
 from ._details import render_call_details
 from ._filter import STATE_FILTERS, TimelineFilter
@@ -61,21 +60,8 @@ class TimelineDock(QDockWidget):
         self.count_label = QLabel()
 
     def _build_view(self) -> None:
-        self.view = QTableView()
-        self.view.setModel(self.proxy)
-        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.view.verticalHeader().hide()
-        self.view.verticalHeader().setDefaultSectionSize(22)
-        self.view.setShowGrid(False)
-        self.view.setAlternatingRowColors(True)
-        self.view.setWordWrap(False)
-        hh = self.view.horizontalHeader()
-        hh.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        hh.setStretchLastSection(False)
-        hh.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
-        for col, width in ((0, 132), (1, 90), (3, 64), (4, 40)):
-            self.view.setColumnWidth(col, width)
+        self.view = record_table(self.proxy, QAbstractItemView.SelectionMode.SingleSelection, stretch=2,
+                                 widths=((0, 132), (1, 90), (3, 64), (4, 40)))
         self.view.selectionModel().currentRowChanged.connect(self._current_changed)
 
     def _lay_out(self) -> None:
