@@ -65,7 +65,7 @@ def system_prompt(project: ProjectInfo, sandbox: Sandbox | None) -> str:
         image = desc.image or project.image
         digest = f" ({desc.image_digest[:19]})" if desc.image_digest else ""
         lines.append(
-            f"The project folder is mounted at {desc.workspace} inside a {desc.engine} container running the "
+            f"The project folder is mounted at {desc.workspace} inside a {desc.kind} container running the "
             f"image {image}{digest}. Every command and file operation happens in that container; paths are "
             f"relative to {desc.workspace}, and nothing outside it is reachable."
         )

@@ -59,7 +59,7 @@ class BackgroundLogs:
 class SandboxDescription:
     """What proves where a call ran; stored on every record and shown by the UI."""
 
-    engine: str  # docker | local
+    kind: str  # docker | local (which Sandbox ran it; "engine" always means the Docker engine)
     unsandboxed: bool
     container_id: str = ""
     image: str = ""
@@ -72,7 +72,7 @@ class SandboxDescription:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "engine": self.engine,
+            "kind": self.kind,
             "unsandboxed": self.unsandboxed,
             "container_id": self.container_id,
             "image": self.image,

@@ -1,4 +1,4 @@
-"""The store seam: what the engine needs to persist, as a protocol, plus a small in-memory fake."""
+"""The store seam: what the core needs to persist, as a protocol, plus a small in-memory fake."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class RecordStore(Protocol):
 
 
 class MemoryStore:
-    """The in-memory fake of RecordStore: for unit tests of the engine that need no file."""
+    """The in-memory fake of RecordStore: for unit tests of the core that need no file."""
 
     def __init__(self) -> None:
         self.records: dict[str, ToolCallRecord] = {}

@@ -294,7 +294,7 @@ class DockerSandbox(HelperOps):
     def describe(self) -> SandboxDescription:
         cfg = self.config
         return SandboxDescription(
-            engine="docker",
+            kind="docker",
             unsandboxed=False,
             container_id=self.container_id[:12],
             image=cfg.image,

@@ -75,7 +75,7 @@ class LocalSandbox(HelperOps):
 
     def describe(self) -> SandboxDescription:
         return SandboxDescription(
-            engine="local",
+            kind="local",
             unsandboxed=True,
             network="host",
             limits={},

@@ -30,7 +30,7 @@ from ..core import (
 )
 
 SANDBOX = {
-    "engine": "docker", "unsandboxed": False, "container_id": "3f9c2a7d81e4b0c6a5d2",
+    "kind": "docker", "unsandboxed": False, "container_id": "3f9c2a7d81e4b0c6a5d2",
     "image": "agent-desk/python:latest", "image_digest": "sha256:7b1e4c0d9a2f63e8c1b5a4d7e9f0a1b2c3d4e5f6",
     "network": "none", "limits": {"memory": "2g", "cpus": 2}, "workspace": "/workspace",
 }

@@ -71,7 +71,7 @@ async def write(path: str) -> str:
 
 class FakeSandbox:
     def describe(self) -> SandboxDescription:
-        return SandboxDescription(engine="docker", unsandboxed=False, container_id="c0ffee",
+        return SandboxDescription(kind="docker", unsandboxed=False, container_id="c0ffee",
                                   image="agent-desk/python:3.12", image_digest="sha256:abc", network="none")
 
 

@@ -36,7 +36,7 @@ async def test_read_edit_and_run_tests_in_the_container(docker_runtime, server, 
     assert bad["is_error"] and "not valid JSON" in bad["content"][0]["text"]
     assert unknown["is_error"] and "unknown tool" in unknown["content"][0]["text"]
     rec = await runtime.store.get_record("toolu_test")
-    assert rec.state is ToolCallState.COMPLETED and rec.sandbox["engine"] == "docker"
+    assert rec.state is ToolCallState.COMPLETED and rec.sandbox["kind"] == "docker"
     # prompt caching on every request, and the system prompt names the image
     for req in server.requests:
         assert req.body["system"][-1]["cache_control"] == {"type": "ephemeral"}

@@ -181,7 +181,7 @@ async def test_inside_the_user_is_unprivileged(docker_sandbox) -> None:
     sock = await docker_sandbox.exec("ls /var/run/docker.sock /run/docker.sock 2>&1 || true")
     assert "No such file" in sock.stdout
     d = docker_sandbox.describe()
-    assert d.engine == "docker" and not d.unsandboxed and d.relaxations == []
+    assert d.kind == "docker" and not d.unsandboxed and d.relaxations == []
     assert d.limits["pids"] == 256 and d.limits["memory"] == "2 GiB" and d.limits["cpus"] == 2.0
     assert d.image_digest.startswith("sha256:") and d.container_id
 

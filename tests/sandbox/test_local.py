@@ -24,7 +24,7 @@ def test_is_a_sandbox_and_says_it_is_unsandboxed(tmp_path: Path) -> None:
     box = LocalSandbox(tmp_path)
     assert isinstance(box, Sandbox)
     d = box.describe()
-    assert d.engine == "local" and d.unsandboxed is True
+    assert d.kind == "local" and d.unsandboxed is True
     assert d.relaxations and "unsandboxed" in d.relaxations[0]
     assert d.to_dict()["host_path"] == str(tmp_path.resolve())
 

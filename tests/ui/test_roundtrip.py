@@ -165,7 +165,7 @@ def test_a_call_approved_in_the_window_runs_in_docker_and_shows_where(qtbot, run
             qtbot.waitUntil(lambda: bool(getattr(window.timeline_model.get("toolu_dock1").record, "sandbox", None)),
                             timeout=10_000)
             sandbox = window.timeline_model.get("toolu_dock1").record.sandbox
-            assert sandbox["engine"] == "docker" and sandbox["image_digest"].startswith("sha256:")
+            assert sandbox["kind"] == "docker" and sandbox["image_digest"].startswith("sha256:")
             assert window.timeline.select_call("toolu_dock1")
             details = window.timeline.details.toPlainText()
             assert "Where it ran" in details and sandbox["container_id"][:12] in details

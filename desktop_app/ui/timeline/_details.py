@@ -86,9 +86,11 @@ def _sandbox_parts(rec: ToolCallRecord) -> list[str]:
     def val(k: str) -> str:
         return e(str(sb.get(k, "")))
 
+    # records written before the sandbox kind had its own name stored it as "engine"
+
     return [
         "<h4>Where it ran</h4>",
-        f"<p>{val('engine')}{unsafe} · container <code>{val('container_id')[:12]}</code>"
+        f"<p>{val('kind') or val('engine')}{unsafe} · container <code>{val('container_id')[:12]}</code>"
         f"<br>image <code>{val('image')}</code><br>digest <code>{val('image_digest')}</code>"
         f"<br>network {val('network')}</p>",
     ]
