@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ._record import Provenance, Risk
-from ._shell import parse_command
+from ._risk import assess_command
+from ._shell import analyse
 from ._tool import TextBlock, ToolResult
 
 
@@ -230,42 +231,15 @@ def post_hook(
 
 
 # -- built-in: dangerous commands ------------------------------------------------------------------
-_DANGER: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"^\s*:\s*\(\s*\)\s*\{.*:\s*\|\s*:\s*&.*\}", re.S), "fork bomb"),
-    (re.compile(r"\b(\w+)\s*\(\s*\)\s*\{[^}]*\b\1\s*\|\s*\1\s*&"), "fork bomb"),
-    (re.compile(r"\bmkfs(\.\w+)?\b"), "formats a file system (mkfs)"),
-    (re.compile(r"\bdd\b[^|;&]*\bof=/dev/(?!null\b)"), "writes to a device with dd"),
-    (re.compile(r"(curl|wget|fetch)\b[^|]*\|\s*(sudo\s+)?(ba|z|da|k)?sh\b"), "pipes a download into a shell"),
-    (re.compile(r">\s*/dev/(sd|nvme|hd|vd|xvd|mmcblk)"), "writes to a block device"),
-    (re.compile(r"\bchmod\s+(-R\s+)?[0-7]*777\s+/(\s|$)"), "opens up the root file system"),
-]
-
-
-def _rm_is_catastrophic(argv: list[str]) -> bool:
-    if not argv or argv[0] not in ("rm", "sudo"):
-        return False
-    if argv[0] == "sudo":
-        return _rm_is_catastrophic(argv[1:])
-    flags = "".join(a[1:] for a in argv[1:] if a.startswith("-") and not a.startswith("--"))
-    recursive = "r" in flags.lower() or "--recursive" in argv
-    targets = [a for a in argv[1:] if not a.startswith("-")]
-    roots = {"/", "/*", "~", "~/", "$HOME", "/workspace", "/workspace/", ".", "./", "*", "/usr", "/etc", "/home"}
-    return recursive and (any(t in roots for t in targets) or "--no-preserve-root" in argv)
-
-
 def dangerous_reason(command: str) -> str | None:
-    """Why a shell command looks catastrophic, or None."""
-    for sub in parse_command(command).commands:
-        if _rm_is_catastrophic(sub.argv):
-            return f"recursive delete of a root or home folder: {sub.text!r}"
-    for pattern, why in _DANGER:
-        if pattern.search(command):
-            return why
-    return None
+    """Why a shell command is dangerous (high risk), or None: the policy's own judgement of its effect."""
+    risk, why = assess_command(analyse(command))
+    return why if risk is Risk.HIGH else None
 
 
 class DangerousCommandHook:
-    """Asks, with risk high, before rm -rf /, mkfs, dd to a device, fork bombs and curl | sh."""
+    """Asks, with risk high, before a command that destroys: the same judgement as the policy's risk
+    (recursive deletes of the workspace or /, force-pushes, mkfs, dd, fork bombs, downloads run)."""
 
     name = "dangerous-command"
 

@@ -1,6 +1,7 @@
 """Permission policy: rules (allow / ask / deny over a tool or group, with an argument pattern) and a mode.
 
-Precedence is deny > ask > allow > mode. A shell command is judged sub-command by sub-command.
+Precedence is deny > ask > allow > mode. A shell command is judged by what really runs: every simple
+command (through wrappers and `sh -c`), its environment and the files its redirections write.
 """
 
 from __future__ import annotations
@@ -8,20 +9,25 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import shlex
 import time
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import re2
+
 from ._errors import ConfigError
 from ._glob import glob_regex
+from ._paths import workspace_relative
 from ._record import Provenance, Risk
+from ._risk import INTERPRETERS, assess, assess_command
 from ._sandbox import WORKSPACE
-from ._shell import parse_command
+from ._shell import AUTO_ALLOW_LIMIT, ShellAnalysis, SimpleCommand, analyse
 
 
 class PermissionMode(StrEnum):
@@ -177,49 +183,110 @@ def append_rule_to_file(path: str | Path, rule: Rule) -> None:
 
 
 # pattern matching ---------------------------------------------------------------------------------
-# Rules glob the way fs_glob does (`*`, `?`, `[...]`, `**`, `{a,b}`): one translation for both.
-_glob_re = lru_cache(maxsize=1024)(glob_regex)
+# Rules glob the way fs_glob does (`*`, `?`, `[...]`, `**`, `{a,b}`): one translation for both, run by
+# RE2 so that matching stays linear in the path's length.
+@lru_cache(maxsize=1024)
+def _glob_re(pattern: str) -> Any:
+    return re2.compile(glob_regex(pattern).pattern.replace("\\Z", "\\z"))
 
 
 def normalize_path(path: str) -> str | None:
-    """Workspace-relative normal form of a tool's path, or None when it escapes the workspace."""
-    p = path.strip()
-    full = p if p.startswith("/") else posixpath.join(WORKSPACE, p)
-    norm = posixpath.normpath(full)
-    if norm == WORKSPACE:
-        return "."
-    if not norm.startswith(WORKSPACE + "/"):
-        return None
-    return norm[len(WORKSPACE) + 1 :]
+    """Workspace-relative normal form of a tool's path, or None when it escapes the workspace. Nothing is
+    stripped: the tool writes the path it is given."""
+    return workspace_relative(path)
+
+
+def _pattern_path(pattern: str) -> str:
+    if pattern.startswith("/"):
+        rel = workspace_relative(pattern)
+        return pattern if rel is None else rel
+    while pattern.startswith("./"):
+        pattern = pattern[2:]
+    return pattern or "."
 
 
 def path_matches(pattern: str, path: str) -> bool:
     rel = normalize_path(path)
     if rel is None:
         return False
-    pat = pattern[len(WORKSPACE) + 1 :] if pattern.startswith(WORKSPACE + "/") else pattern.lstrip("./") or "."
-    return bool(_glob_re(pat).match(rel))
+    return bool(_glob_re(_pattern_path(pattern)).match(rel))
+
+
+@dataclass(slots=True, frozen=True)
+class _CommandPattern:
+    """A bash_run rule's pattern: NAME=value words it names, the words, and whether it ends in ` *`."""
+
+    env: tuple[str, ...]
+    words: tuple[str, ...]
+    prefix: bool
+    everything: bool = False
+
+
+@lru_cache(maxsize=1024)
+def _command_pattern(pattern: str) -> _CommandPattern:
+    pat = pattern.strip()
+    if pat in ("*", ""):
+        return _CommandPattern((), (), True, everything=True)
+    prefix = pat.endswith((" *", ":*"))
+    body = pat[:-2] if prefix else pat
+    words = _split(body)
+    env: list[str] = []
+    while words and "=" in words[0] and words[0].split("=", 1)[0].isidentifier():
+        env.append(words.pop(0))
+    return _CommandPattern(tuple(env), tuple(words), prefix)
+
+
+def _argv_matches(pat: _CommandPattern, argv: tuple[str, ...], open_args: bool = False) -> bool:
+    if pat.everything:
+        return True
+    if not pat.words:
+        return not argv and not pat.prefix
+    if pat.prefix:
+        return argv[: len(pat.words)] == pat.words
+    return not open_args and argv == pat.words
 
 
 def command_matches(pattern: str, argv: list[str], text: str) -> bool:
     """`git status` matches exactly; `npm test *` (or `npm test:*`) matches that argv prefix."""
-    pat = pattern.strip()
-    if pat == "*":
+    pat = _command_pattern(pattern)
+    return pattern.strip() == text.strip() or _argv_matches(pat, tuple(argv))
+
+
+_SYSTEM_BIN = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/", "/usr/local/sbin/")
+
+
+def allow_matches(pattern: str, cmd: SimpleCommand) -> bool:
+    """An allow rule proves a simple command when it names the program that really runs (a path outside
+    the system folders must be spelled as written), its arguments, and exactly its NAME=value words."""
+    pat = _command_pattern(pattern)
+    if pat.everything:
         return True
-    prefix = None
-    if pat.endswith(":*"):
-        prefix = pat[:-2]
-    elif pat.endswith(" *"):
-        prefix = pat[:-2]
-    if prefix is None:
-        return pat == text.strip() or (bool(argv) and _split(pat) == argv)
-    want = _split(prefix)
-    return bool(want) and argv[: len(want)] == want
+    if sorted(pat.env) != sorted(cmd.env):
+        return False
+    argv = cmd.argv
+    if "/" in cmd.program_path and not cmd.program_path.startswith(_SYSTEM_BIN):
+        argv = (cmd.program_path, *argv[1:])
+    return _argv_matches(pat, argv, cmd.open_args)
+
+
+def block_matches(pattern: str, cmd: SimpleCommand) -> bool:
+    """A deny or ask rule meets a simple command under any of its spellings: each wrapper's argv, the
+    program by basename or as written, and for a delete (unlink, rmdir, shred, find -delete) also `rm`."""
+    pat = _command_pattern(pattern)
+    if pat.everything:
+        return True
+    if not set(pat.env) <= set(cmd.env):
+        return False
+    candidates = [cmd.argv]
+    for layer in cmd.layers:
+        if layer:
+            candidates += [layer, (layer[0].rsplit("/", 1)[-1], *layer[1:])]
+    if cmd.deletes:
+        candidates.append(("rm", *cmd.argv[1:]))
+    return any(_argv_matches(pat, tuple(c)) for c in candidates)
 
 
 def _split(s: str) -> list[str]:
-    import shlex
-
     try:
         return shlex.split(s)
     except ValueError:
@@ -242,9 +309,71 @@ def primary_argument(input: dict[str, Any]) -> str | None:
     return None
 
 
+@lru_cache(maxsize=64)
+def _analysed(command: str) -> ShellAnalysis:
+    return analyse(command)
+
+
+def _tokens(text: str) -> set[str]:
+    """The runs of name characters in a text (no regex): what an un-analysable command mentions."""
+    out: set[str] = set()
+    cur: list[str] = []
+    for ch in text:
+        if ch.isalnum() or ch in "_.-/":
+            cur.append(ch)
+        elif cur:
+            out.add("".join(cur))
+            cur = []
+    if cur:
+        out.add("".join(cur))
+    return out | {t.rsplit("/", 1)[-1] for t in out}
+
+
+def _cd_dirs(a: ShellAnalysis) -> tuple[list[str], bool]:
+    """The literal folders `cd`/`pushd` go to in the command, and whether one is only known when it runs."""
+    dirs, unknown = [], False
+    for c in a.commands:
+        if c.program in ("cd", "pushd", "popd"):
+            ops = [x for x, k in zip(c.argv[1:], c.kinds[1:], strict=False) if not x.startswith("-")]
+            kinds = [k for x, k in zip(c.argv[1:], c.kinds[1:], strict=False) if not x.startswith("-")]
+            if c.program == "popd" or not ops or kinds[0] != "lit" or ops[0].startswith("~"):
+                unknown = True
+            else:
+                dirs.append(ops[0])
+    return dirs, unknown
+
+
+def _write_spellings(a: ShellAnalysis, resolved: Mapping[str, str]) -> tuple[list[str], bool]:
+    """Every spelling of every file the command's redirections write (after each cd, and as the
+    container resolved it), and whether a relative write follows a cd to a folder only known at run time."""
+    dirs, unknown = _cd_dirs(a)
+    out: list[str] = []
+    relative_after_unknown = False
+    for t in a.writes:
+        spellings = [t]
+        if not t.startswith(("/", "~")):
+            spellings += [posixpath.join(d, t) for d in dirs]
+            relative_after_unknown = relative_after_unknown or unknown
+        out += spellings + [resolved[x] for x in spellings if x in resolved]
+    return list(dict.fromkeys(out)), relative_after_unknown
+
+
+def _what(cmd: SimpleCommand) -> str:
+    if not cmd.argv:
+        return f"setting {', '.join(e.split('=', 1)[0] for e in cmd.env)}"
+    return f"running {cmd.program}"
+
+
 # the policy ---------------------------------------------------------------------------------------
+_FS_RULE_TARGETS = ("fs_write", "group:fs")
+
+
+def _spellings(path: str, resolved: Mapping[str, str]) -> list[str]:
+    return [path, resolved[path]] if path in resolved and resolved[path] != path else [path]
+
+
 class PermissionPolicy:
-    """Decides allow / ask / deny for one call, and says what decided it."""
+    """Decides allow / ask / deny for one call, says what decided it, and carries the call's risk."""
 
     def __init__(self, mode: PermissionMode | str | None = None, rules: RuleSet | None = None) -> None:
         rules = rules or RuleSet()
@@ -262,11 +391,21 @@ class PermissionPolicy:
     def rules_for(self, session_id: str | None) -> list[Rule]:
         return self.rules + self._session_rules.get(session_id or "", [])
 
+    def paths_to_resolve(self, tool: ToolFacts, input: dict[str, Any]) -> list[str]:
+        """Every path the policy will judge for this call (a file tool's paths, the files a command's
+        redirections write), for the executor to resolve in the container and pass back as `resolved`."""
+        command = input.get("command")
+        if tool.name in COMMAND_TOOLS and isinstance(command, str):
+            return _write_spellings(_analysed(command), {})[0]
+        return paths_of(input)
+
     def evaluate(
-        self, tool: ToolFacts, input: dict[str, Any], *, session_id: str | None = None
+        self, tool: ToolFacts, input: dict[str, Any], *, session_id: str | None = None,
+        resolved: Mapping[str, str] | None = None,
     ) -> PolicyDecision:
+        """`resolved` maps a raw path to its container-resolved path: both spellings are judged."""
         t0 = time.perf_counter()
-        decision = self._evaluate(tool, input, self.rules_for(session_id))
+        decision = self._evaluate(tool, input, self.rules_for(session_id), resolved or {})
         decision.provenance.elapsed_ms = (time.perf_counter() - t0) * 1000.0
         return decision
 
@@ -282,103 +421,83 @@ class PermissionPolicy:
         return decision
 
     # -- internals
-    def _evaluate(self, tool: ToolFacts, input: dict[str, Any], rules: list[Rule]) -> PolicyDecision:
+    def _evaluate(self, tool: ToolFacts, input: dict[str, Any], rules: list[Rule],
+                  resolved: Mapping[str, str]) -> PolicyDecision:
         applicable = [r for r in rules if r.applies_to(tool)]
-        if tool.name in COMMAND_TOOLS and isinstance(input.get("command"), str):
-            ruled = self._judge_command(input["command"], applicable)
-        else:
-            ruled = self._judge_simple(tool, input, applicable)
-        if ruled is not None:
-            return ruled
-        return self._by_mode(tool, input)
+        command = input.get("command")
+        if tool.name in COMMAND_TOOLS and isinstance(command, str):
+            return self._judge_command(command, applicable, rules, resolved)
+        risk, why = assess(tool.name, tool.group, tool.read_only, input)
+        ruled = self._judge_simple(tool, input, applicable, resolved, risk)
+        return ruled if ruled is not None else self._by_mode(tool, input, risk, why, resolved)
 
-    @staticmethod
-    def _rule_decision(rule: Rule, reason: str, risk: Risk = Risk.LOW) -> PolicyDecision:
-        return PolicyDecision(
-            rule.action,
-            Provenance("rule", rule.text, source=rule.source, decision=rule.action.value),
-            reason,
-            risk,
-        )
-
-    def _judge_simple(
-        self, tool: ToolFacts, input: dict[str, Any], rules: list[Rule]
-    ) -> PolicyDecision | None:
+    def _judge_simple(self, tool: ToolFacts, input: dict[str, Any], rules: list[Rule],
+                      resolved: Mapping[str, str], risk: Risk) -> PolicyDecision | None:
         paths = paths_of(input)
-        best: Rule | None = None
+        best: tuple[Rule, str] | None = None
         for rule in rules:
-            if rule.pattern is None:
-                hit = True
-            elif paths:
-                # every path the call touches must match (deny/ask: any path is enough)
-                hits = [path_matches(rule.pattern, p) for p in paths]
-                hit = any(hits) if rule.action is not Action.ALLOW else all(hits)
-            else:
-                arg = primary_argument(input)
-                hit = arg is not None and bool(_glob_re(rule.pattern).match(arg))
-            if hit and (best is None or _RANK[rule.action] > _RANK[best.action]):
-                best = rule
+            what = self._simple_hit(rule, tool, input, paths, resolved)
+            if what is not None and (best is None or _RANK[rule.action] > _RANK[best[0].action]):
+                best = (rule, what)
         if best is None:
             return None
-        return self._rule_decision(best, f"rule {best.text} ({best.action.value})")
+        return _rule_decision(best[0], best[1], risk)
 
-    def _judge_command(self, command: str, rules: list[Rule]) -> PolicyDecision | None:
-        parsed = parse_command(command)
-        if not rules:
-            return None
-        # A rule without a pattern, or an exact rule for the whole text, speaks for the whole command.
-        strongest: tuple[Rule, str] | None = None
+    @staticmethod
+    def _simple_hit(rule: Rule, tool: ToolFacts, input: dict[str, Any], paths: list[str],
+                    resolved: Mapping[str, str]) -> str | None:
+        """What of the call the rule speaks for ("fs_write of secrets/k"), or None."""
+        if rule.pattern is None:
+            return tool.name
+        if paths:
+            spelled = [(p, _spellings(p, resolved)) for p in paths]
+            if rule.action is Action.ALLOW:  # every spelling of every path must match
+                ok = all(path_matches(rule.pattern, s) for _, sp in spelled for s in sp)
+                return tool.name if ok else None
+            hit = next((p for p, sp in spelled if any(path_matches(rule.pattern, s) for s in sp)), None)
+            return None if hit is None else f"{tool.name} of {hit}"
+        arg = primary_argument(input)
+        return tool.name if arg is not None and _glob_re(rule.pattern).match(arg) else None
 
-        def consider(rule: Rule, why: str) -> None:
-            nonlocal strongest
-            if strongest is None or _RANK[rule.action] > _RANK[strongest[0].action]:
-                strongest = (rule, why)
-
-        allowed_subs: list[Rule | None] = [None] * len(parsed.commands)
-        for rule in rules:
-            if rule.pattern is None or (rule.pattern.strip() == command.strip()):
-                consider(rule, "whole command")
-                if rule.action is Action.ALLOW:
-                    allowed_subs = [rule] * len(parsed.commands)
-                continue
-            for idx, sub in enumerate(parsed.commands):
-                if command_matches(rule.pattern, sub.argv, sub.text):
-                    if rule.action is Action.ALLOW:
-                        allowed_subs[idx] = allowed_subs[idx] or rule
-                    else:
-                        consider(rule, f"sub-command {sub.text!r}")
-        if strongest is not None and strongest[0].action is not Action.ALLOW:
-            rule, why = strongest
-            return self._rule_decision(rule, f"rule {rule.text} ({rule.action.value}) matched {why}")
-        whole_allow = strongest is not None and strongest[0].action is Action.ALLOW
-        if whole_allow and (strongest[0].pattern is not None or parsed.prefix_safe):
-            return self._rule_decision(strongest[0], f"rule {strongest[0].text} allows the command")
-        if parsed.commands and all(allowed_subs):
-            first = allowed_subs[0]
-            assert first is not None
-            if not parsed.prefix_safe:
-                return PolicyDecision(
-                    Action.ASK,
-                    Provenance("rule", first.text, source=first.source, decision="ask"),
-                    f"{', '.join(parsed.flags)} cannot be allowed by a prefix rule",
-                    Risk.MEDIUM,
-                )
-            texts = sorted({r.text for r in allowed_subs if r is not None})
+    def _judge_command(self, command: str, rules: list[Rule], all_rules: list[Rule],
+                       resolved: Mapping[str, str]) -> PolicyDecision:
+        a = _analysed(command)
+        risk, why = assess_command(a)
+        fs_rules = [r for r in all_rules if r.target in _FS_RULE_TARGETS and r.pattern is not None]
+        writes, unknown_dir = _write_spellings(a, resolved)
+        blocked = _blocking_rule(command, a, rules, fs_rules, writes, risk)
+        if blocked is not None:
+            return blocked
+        blockers = [f"it cannot be analysed: {a.problems[0]}"] if not a.analysable else []
+        if len(command) > AUTO_ALLOW_LIMIT:
+            blockers.append(f"it is longer than {AUTO_ALLOW_LIMIT} characters, too long to allow without a person")
+        if unknown_dir:
+            blockers.append("it writes a relative path after a cd to a folder only known when it runs")
+        if risk is Risk.HIGH:
+            blockers.append(f"it is dangerous: {why}")
+        if blockers:
+            strict = self.mode is PermissionMode.STRICT
+            action = Action.DENY if strict else Action.ASK
+            detail = "high risk" if risk is Risk.HIGH else "not analysable"
+            reason = "; ".join(blockers) + ("; mode strict denies it" if strict else "")
+            return PolicyDecision(action, Provenance("policy", detail, decision=action.value), reason, risk)
+        allowed = _allowed_by_rules(command, a, rules, fs_rules, writes)
+        if allowed is not None:
             return PolicyDecision(
-                Action.ALLOW,
-                Provenance("rule", "; ".join(texts), source=first.source, decision="allow"),
-                "every sub-command is allowed by a rule",
-            )
-        return None
+                Action.ALLOW, Provenance("rule", "; ".join(sorted({r.text for r in allowed})),
+                                         source=allowed[0].source, decision="allow"),
+                "every part is allowed by a rule", risk)
+        return self._by_mode(ToolFacts("bash_run", "group:runtime"), {}, risk, why, resolved)
 
-    def _by_mode(self, tool: ToolFacts, input: dict[str, Any]) -> PolicyDecision:
+    def _by_mode(self, tool: ToolFacts, input: dict[str, Any], risk: Risk, why: str,
+                 resolved: Mapping[str, str]) -> PolicyDecision:
         mode = self.mode
 
         def by(action: Action, reason: str) -> PolicyDecision:
-            return PolicyDecision(action, Provenance("mode", mode.value, decision=action.value), reason)
+            return PolicyDecision(action, Provenance("mode", mode.value, decision=action.value), reason, risk)
 
         if mode is PermissionMode.AUTO:
-            return by(Action.ALLOW, "mode auto runs everything")
+            return by(Action.ALLOW, "mode auto runs everything that is analysable and not dangerous")
         if mode is PermissionMode.STRICT:
             return by(Action.DENY, "mode strict denies what no rule allows")
         if tool.read_only:
@@ -389,27 +508,123 @@ class PermissionPolicy:
             return by(Action.ALLOW, f"{tool.group} touches no files")
         if mode is PermissionMode.ACCEPT_EDITS and tool.group == "group:fs":
             paths = paths_of(input)
-            if paths and all(normalize_path(p) is not None for p in paths):
+            spelled = [s for p in paths for s in _spellings(p, resolved)]
+            if paths and all(normalize_path(p) is not None for p in spelled):
                 return by(Action.ALLOW, "mode accept-edits runs file writes inside the workspace")
-        return by(Action.ASK, f"{tool.name} can change things and mode {mode.value} asks first")
+        return by(Action.ASK, f"{tool.name} {why} and mode {mode.value} asks first")
+
+
+def _rule_decision(rule: Rule, what: str, risk: Risk) -> PolicyDecision:
+    """A rule's decision. The reason names what was refused or allowed, never the rule's pattern (the
+    model must not learn which spelling to avoid); the provenance keeps the rule for the person."""
+    reason = {
+        Action.DENY: f"a deny rule refuses {what}",
+        Action.ASK: f"a rule asks before {what}",
+        Action.ALLOW: f"a rule allows {what}",
+    }[rule.action]
+    return PolicyDecision(rule.action, Provenance("rule", rule.text, source=rule.source,
+                                                  decision=rule.action.value), reason, risk)
+
+
+def _blocking_rule(command: str, a: ShellAnalysis, rules: list[Rule], fs_rules: list[Rule],
+                   writes: list[str], risk: Risk) -> PolicyDecision | None:
+    """The strongest deny or ask rule that meets any part of the command, or a file it writes."""
+    best: tuple[Rule, str] | None = None
+    for rule in rules:
+        if rule.action is Action.ALLOW:
+            continue
+        what = _command_hit(rule, command, a)
+        if what is not None and (best is None or _RANK[rule.action] > _RANK[best[0].action]):
+            best = (rule, what)
+    for rule in fs_rules:
+        if rule.action is Action.ALLOW or rule.pattern is None:
+            continue
+        hit = next((w for w in writes if path_matches(rule.pattern, w)), None)
+        if hit is not None and (best is None or _RANK[rule.action] > _RANK[best[0].action]):
+            best = (rule, f"writing {hit}")
+    return None if best is None else _rule_decision(best[0], best[1], risk)
+
+
+def _command_hit(rule: Rule, command: str, a: ShellAnalysis) -> str | None:
+    if rule.pattern is None or rule.pattern.strip() == command.strip():
+        return "this command"
+    cmd = next((c for c in a.commands if block_matches(rule.pattern, c)), None)
+    if cmd is not None:
+        return _what(cmd)
+    if not a.analysable:
+        words = [w for w in _command_pattern(rule.pattern).words if not any(ch in w for ch in "*?[")]
+        tokens = _tokens(command)
+        if words and all(w in tokens for w in words):
+            return f"a command that cannot be analysed and mentions {' '.join(words)}"
+    return None
+
+
+def _allowed_by_rules(command: str, a: ShellAnalysis, rules: list[Rule], fs_rules: list[Rule],
+                      writes: list[str]) -> list[Rule] | None:
+    """The allow rules that prove every part of the command and every file it writes, or None."""
+    allow = [r for r in rules if r.action is Action.ALLOW]
+    whole = next((r for r in allow if r.pattern is not None and r.pattern.strip() == command.strip()), None)
+    if whole is not None:
+        return [whole]
+    everything = next((r for r in allow if r.pattern is None or _command_pattern(r.pattern).everything), None)
+    used: list[Rule] = []
+    for c in a.commands:
+        if c.runs_script or c.calls_function:
+            continue
+        rule = everything or next((r for r in allow if r.pattern is not None and allow_matches(r.pattern, c)), None)
+        if rule is None:
+            return None
+        used.append(rule)
+    fs_allow = [r for r in fs_rules if r.action is Action.ALLOW and r.pattern is not None]
+    for w in writes:
+        rule = next((r for r in fs_allow if path_matches(r.pattern or "", w)), None)
+        if rule is None and everything is not None and normalize_path(w) is not None:
+            rule = everything
+        if rule is None:
+            return None
+        used.append(rule)
+    return used or None
+
+
+_SUBCOMMAND_PROGRAMS = frozenset({"git", "npm", "npx", "yarn", "pnpm", "cargo", "go", "docker", "kubectl",
+                                  "pip", "pip3", "uv", "poetry", "apt", "apt-get", "brew", "systemctl", "make",
+                                  "gh", "helm", "terraform", "dotnet", "mvn", "gradle", "bundle", "gem"})
+_PLAIN_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-:@+,=")
 
 
 def suggest_rule(name: str, input: dict[str, Any], action: Action = Action.ALLOW) -> Rule:
-    """The rule an "allow for this session" / "always allow" would add, for a person to preview."""
-    if name in COMMAND_TOOLS and isinstance(input.get("command"), str):
-        parsed = parse_command(input["command"])
-        if len(parsed.commands) == 1 and parsed.prefix_safe:
-            argv = parsed.commands[0].argv
-            head = argv[:2] if len(argv) > 1 and not argv[1].startswith("-") and "/" not in argv[1] else argv[:1]
-            if head:
-                return Rule(action, name, " ".join(head) + " *")
-        return Rule(action, name, input["command"].strip())
+    """The rule an "allow for this session" / "always allow" would add, for a person to preview: never
+    wider than the call's program plus its subcommand; for interpreters and shells, the exact command."""
+    command = input.get("command")
+    if name in COMMAND_TOOLS and isinstance(command, str):
+        head = _suggested_head(_analysed(command))
+        return Rule(action, name, " ".join(head) + " *" if head else command.strip())
     paths = paths_of(input)
     if paths:
         rel = normalize_path(paths[0]) or paths[0]
         parent = posixpath.dirname(rel)
         return Rule(action, name, f"{parent}/**" if parent else rel)
     return Rule(action, name)
+
+
+def _suggested_head(a: ShellAnalysis) -> list[str]:
+    """The program (and subcommand) a prefix rule may name, or [] for "only this exact command"."""
+    if not a.analysable or len(a.commands) != 1 or a.writes or len(a.source) > AUTO_ALLOW_LIMIT:
+        return []
+    c = a.commands[0]
+    if c.env or len(c.layers) > 1 or c.program_path != c.program or not c.argv:
+        return []
+    prog = c.program
+    if prog in INTERPRETERS or any(not set(w) <= _PLAIN_WORD for w in c.argv[:2]) or "lit" != c.kinds[0]:
+        return []
+    if len(c.argv) == 1:
+        return [prog]
+    first = c.argv[1]
+    if first.startswith("-"):
+        return [] if prog in _SUBCOMMAND_PROGRAMS else [prog]
+    if c.kinds[1] != "lit" or "/" in first or "=" in first:
+        return [prog]
+    return [prog, first]
 
 
 def rules_from_texts(texts: Iterable[tuple[str, str]], source: str) -> RuleSet:

@@ -1,185 +1,898 @@
-"""Split a shell command into sub-commands and flag the constructs no prefix rule may allow."""
+"""What a shell command really runs: every simple command, wherever it sits, with its effective program,
+environment and redirections, read with tree-sitter-bash. Anything not fully understood makes the command
+un-analysable (fail closed), with a reason in plain words."""
 
 from __future__ import annotations
 
-import posixpath
-import re
-import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
-from ._sandbox import WORKSPACE
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser
 
-_SEPARATORS = ("&&", "||", ";;", ";", "|&", "|", "&", "\n")
-_SAFE_REDIRECT_TARGETS = {"/dev/null", "/dev/stdout", "/dev/stderr"}
+# A command longer than this is never allowed without a person (and is not parsed above PARSE_LIMIT).
+AUTO_ALLOW_LIMIT = 4096
+PARSE_LIMIT = 256 * 1024
+_MAX_NESTING = 60  # syntax nesting: deeper is un-analysable (and keeps the walk's recursion bounded)
+_MAX_SCRIPT_DEPTH = 3  # `bash -c 'bash -c "..."'` levels followed
+_MAX_COMMANDS = 2000
+
+_PARSER = Parser(Language(tree_sitter_bash.language()))
+_OK_BYTES = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A}
+
+WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
+HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
+DELETE_PROGRAMS = frozenset({"rm", "unlink", "rmdir", "shred"})
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "rbash"})
+# Builtins and programs that run code the policy cannot see (a string, a file, a config, a table).
+_OPAQUE = frozenset({
+    "eval", "source", ".", "trap", "alias", "shopt", "enable", "hash", "bind", "complete", "compgen", "fc",
+    "let", "coproc", "mapfile", "readarray", "watch", "flock", "chroot", "unshare", "nsenter", "runuser", "su",
+    "sg", "script", "strace", "ltrace", "valgrind", "gdb", "parallel", "fakeroot", "faketime", "proxychains",
+    "proxychains4", "torsocks", "firejail", "catchsegv", "systemd-run", "at", "batch", "ionice", "chrt",
+    "taskset", "setpriv", "capsh", "prlimit", "numactl", "cgexec", "expect", "sshpass", "pkexec", "run-parts",
+    "tmux", "screen", "dtach", "unbuffer", "setsid", "command_not_found_handle",
+})
+_GLOB_CHARS = frozenset("*?[]{}")
 
 
-@dataclass(slots=True)
-class SubCommand:
-    text: str
-    argv: list[str]
+@dataclass(slots=True, frozen=True)
+class Word:
+    """A shell word after quote removal. `kind`: "lit" (known), "glob" (a pattern or brace expansion),
+    "dyn" (an expansion or substitution: known only when it runs; `value` is then the source text)."""
 
-
-@dataclass(slots=True)
-class ParsedCommand:
-    """A command line split at `&&`, `||`, `;`, `|`, `&` and newlines, with what makes it unsafe to prefix-match."""
-
-    source: str
-    commands: list[SubCommand] = field(default_factory=list)
-    flags: list[str] = field(default_factory=list)  # e.g. "command substitution", "redirect outside workspace"
+    value: str
+    kind: str = "lit"
 
     @property
-    def prefix_safe(self) -> bool:
-        return not self.flags
+    def literal(self) -> bool:
+        return self.kind == "lit"
 
 
-def _redirect_target_ok(target: str) -> bool:
-    if not target or target.startswith("&"):  # 2>&1: a file descriptor, not a file
-        return True
-    if target in _SAFE_REDIRECT_TARGETS:
-        return True
-    if target.startswith(("~", "$")):
-        return False
-    path = target if target.startswith("/") else posixpath.join(WORKSPACE, target)
-    norm = posixpath.normpath(path)
-    return norm == WORKSPACE or norm.startswith(WORKSPACE + "/")
+@dataclass(slots=True, frozen=True)
+class Redirect:
+    op: str  # >, >>, >|, &>, &>>, >&, <, <&, <>, <<, <<-, <<<, >&-, <&-
+    fd: int | None
+    target: str  # the file or fd after quote removal; "" for here-docs and here-strings
+    literal: bool = True
+
+    @property
+    def writes_file(self) -> bool:
+        """A write of a file: `>`, `>>`, `>|`, `&>`, `&>>`, `<>`, and `>&word` / `N>&word` where word is no fd."""
+        if self.op in WRITE_OPS:
+            return True
+        return self.op == ">&" and not (self.target.isdigit() or self.target == "-")
 
 
-_REDIRECT = re.compile(r"^(\d*|&)(>>?|>&|>\||<<?<?|<&|<>)(.*)$")
+@dataclass(slots=True, frozen=True)
+class SimpleCommand:
+    """One simple command that can run. `argv` is what really runs: the program's basename first, after
+    the wrappers (env, sudo, nice, xargs, `find -exec`, `sh -c` ...), each of which is one of `layers`."""
+
+    argv: tuple[str, ...]
+    kinds: tuple[str, ...]  # Word.kind of each argv word
+    program_path: str = ""  # the program as written (a path keeps its folders)
+    layers: tuple[tuple[str, ...], ...] = ()  # each wrapper's argv as written, outermost first, then argv
+    env: tuple[str, ...] = ()  # NAME=value: its own prefixes, env's, sudo's, those of an enclosing `sh -c`
+    redirects: tuple[Redirect, ...] = ()
+    text: str = ""
+    open_args: bool = False  # xargs and `find -exec ... +` add arguments when it runs
+    background: bool = False
+    pipe: tuple[tuple[int, int], ...] = ()  # (pipeline, stage) from the outermost pipeline in
+    parent: int | None = None  # the command whose word or redirection holds the substitution this sits in
+    function: str | None = None  # the function whose body holds it
+    calls_function: bool = False  # the program is a function defined in the same command
+    runs_script: bool = False  # `sh -c SCRIPT`: the script's own commands follow it and carry the judgement
+
+    @property
+    def program(self) -> str:
+        return self.argv[0] if self.argv else ""
+
+    @property
+    def deletes(self) -> bool:
+        """Deletes files: rm, unlink, rmdir, shred, `find ... -delete`."""
+        return self.program in DELETE_PROGRAMS or (self.program == "find" and "-delete" in self.argv)
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        """The files its redirections write (literal targets, `/dev/null` and friends left out)."""
+        return tuple(r.target for r in self.redirects
+                     if r.writes_file and r.literal and r.target not in HARMLESS_TARGETS)
 
 
-def _strip_redirections(argv: list[str]) -> list[str]:
-    out: list[str] = []
-    skip = False
-    for tok in argv:
-        if skip:
-            skip = False
-            continue
-        m = _REDIRECT.match(tok)
-        if m:
-            skip = not m.group(3)  # the target is the next word
-            continue
-        out.append(tok)
-    return out
+@dataclass(slots=True, frozen=True)
+class ShellAnalysis:
+    source: str
+    commands: tuple[SimpleCommand, ...] = ()
+    problems: tuple[str, ...] = ()  # why it is un-analysable; empty when every part is understood
+    functions: tuple[str, ...] = ()
+
+    @property
+    def analysable(self) -> bool:
+        return not self.problems
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(t for c in self.commands for t in c.writes))
 
 
-class _Scanner:
-    """One pass over a command line as a shell reads it: quotes and escapes respected, the line split
-    at separators outside them, with the flags and the output-redirect targets it meets."""
+@dataclass(slots=True, frozen=True)
+class _Ctx:
+    pipe: tuple[tuple[int, int], ...] = ()
+    parent: int | None = None
+    function: str | None = None
+    background: bool = False
+    redirects: tuple[Redirect, ...] = ()
+    env: tuple[str, ...] = ()
+    layers: tuple[tuple[str, ...], ...] = ()
+    depth: int = 0  # sh -c depth
 
-    def __init__(self, command: str) -> None:
-        self.s, self.n, self.i = command, len(command), 0
-        self.quote: str | None = None
-        self.buf: list[str] = []
-        self.parts: list[str] = []
-        self.redirects: list[str] = []
-        self.flags: set[str] = set()
 
-    def run(self) -> _Scanner:
-        while self.i < self.n:
-            self._step(self.s[self.i])
-        if self.quote is not None:
-            self.flags.add("unbalanced quote")
-        self._flush()
-        return self
+def analyse(command: str, *, _depth: int = 0) -> ShellAnalysis:
+    """Every simple command that `command` can run, or the reasons it cannot be analysed."""
+    w = _Walker(command)
+    w.run(_Ctx(depth=_depth))
+    return ShellAnalysis(command, tuple(w.commands), tuple(dict.fromkeys(w.problems)), tuple(w.functions))
 
-    def _take(self, text: str) -> None:
-        self.buf.append(text)
-        self.i += len(text)
 
-    def _flush(self) -> None:
-        text = "".join(self.buf).strip()
-        self.buf.clear()
-        if text:
-            self.parts.append(text)
+def _precheck(command: str) -> list[str]:
+    problems = []
+    if len(command) > PARSE_LIMIT:
+        return [f"it is {len(command)} characters long, more than the {PARSE_LIMIT} that are analysed"]
+    bad = next((c for c in command if ord(c) not in _OK_BYTES), None)
+    if bad is not None:
+        problems.append(f"it contains the character {bad!r}, outside printable ASCII, tab and newline")
+    i = command.find("\\\n")
+    while i >= 0:
+        if i == 0 or command[i - 1] not in " \t":
+            problems.append("a line continuation (backslash-newline) inside a word")
+            break
+        i = command.find("\\\n", i + 2)
+    return problems
 
-    def _step(self, c: str) -> None:
-        if self.quote == "'":
-            if c == "'":
-                self.quote = None
-            self._take(c)
-        elif c == "\\" and self.i + 1 < self.n:
-            if self.s[self.i + 1] == "\n" and self.quote is None:  # line continuation
-                self.i += 2
-            else:
-                self._take(self.s[self.i : self.i + 2])
-        elif self.quote == '"':
-            if c == '"':
-                self.quote = None
-            elif c == "`" or self.s.startswith("$(", self.i):
-                self.flags.add("command substitution")
-            self._take(c)
+
+class _Walker:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.commands: list[SimpleCommand] = []
+        self.problems: list[str] = []
+        self.functions: list[str] = []
+        self._pipes = 0
+
+    def problem(self, why: str) -> None:
+        self.problems.append(why)
+
+    def run(self, ctx: _Ctx) -> None:
+        self.problems += _precheck(self.source)
+        if len(self.source) > PARSE_LIMIT:
+            return
+        root = _PARSER.parse(self.source.encode("ascii", "replace")).root_node
+        self.functions = _function_names(root)
+        self.stmt(root, ctx, 0)
+        if len(self.commands) > _MAX_COMMANDS:
+            self.problem(f"it holds more than {_MAX_COMMANDS} commands")
+
+    # -- statements --------------------------------------------------------------------------------
+    def stmt(self, node: Node, ctx: _Ctx, nest: int) -> None:
+        if nest > _MAX_NESTING:
+            self.problem("it is nested too deeply")
+            return
+        if node.is_missing or node.type == "ERROR" or node.is_error:
+            self.problem(f"bash would read {_snip(node)} differently (a syntax error)")
+            return
+        handler = _STATEMENTS.get(node.type)
+        if handler is None:
+            self.problem(f"the construct {node.type.replace('_', ' ')} ({_snip(node)}) is not understood")
+            return
+        handler(self, node, ctx, nest)
+
+    def seq(self, node: Node, ctx: _Ctx, nest: int) -> None:
+        """Children in order; a child followed by `&` runs in the background."""
+        kids = node.children
+        for i, child in enumerate(kids):
+            if not child.is_named:
+                if child.is_missing:
+                    self.problem(f"bash would read {_snip(node)} differently (a syntax error)")
+                continue
+            bg = i + 1 < len(kids) and kids[i + 1].type == "&"
+            self.stmt(child, replace(ctx, background=ctx.background or bg), nest + 1)
+
+    def pipeline(self, node: Node, ctx: _Ctx, nest: int) -> None:
+        pid = self._new_pipe()
+        stage = 0
+        for child in node.children:
+            if child.is_named:
+                self.stmt(child, replace(ctx, pipe=(*ctx.pipe, (pid, stage))), nest + 1)
+                stage += 1
+
+    def _new_pipe(self) -> int:
+        self._pipes += 1
+        return self._pipes
+
+    def function_definition(self, node: Node, ctx: _Ctx, nest: int) -> None:
+        name = node.child_by_field_name("name")
+        body = node.child_by_field_name("body")
+        fname = name.text.decode() if name is not None and name.text else ""
+        if not fname or body is None or fname in _OPAQUE:
+            self.problem(f"the function {fname or '?'} cannot be analysed")
+            return
+        for child in node.children:
+            if child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+                self.problem("a function with redirections cannot be analysed")
+        self.stmt(body, replace(ctx, function=fname), nest + 1)
+
+    def redirected(self, node: Node, ctx: _Ctx, nest: int) -> None:
+        body = node.child_by_field_name("body")
+        redirects: list[Redirect] = []
+        extra: list[Word] = []
+        follow: list[tuple[Node, _Ctx]] = []
+        owner: list[tuple[int, int]] = []
+        slot = self.reserve() if body is not None and body.type == "command" else None
+        saved, self._current = self._current, slot
+        for child in node.children:
+            if child == body or not child.is_named:
+                continue
+            self.redirect(child, ctx, nest, redirects, extra, follow, owner)
+        self._current = saved
+        inner = replace(ctx, redirects=ctx.redirects + tuple(redirects), pipe=ctx.pipe + tuple(owner))
+        if body is None:
+            self.problem(f"a redirection without a command ({_snip(node)})")
+        elif body.type == "command":
+            self.command(body, inner, nest + 1, extra, slot)
         else:
-            self._unquoted(c)
+            if extra:
+                self.problem(f"words after a redirection of a compound command ({_snip(node)})")
+            self.stmt(body, inner, nest + 1)
+        for n, c in follow:
+            self.stmt(n, c, nest + 1)
 
-    def _unquoted(self, c: str) -> None:
-        s, i = self.s, self.i
-        if c in "'\"":
-            self.quote = c
-            self._take(c)
-            return
-        if c == "`" or s.startswith("$(", i):
-            self.flags.add("command substitution")
-        if s.startswith(("<(", ">("), i):
-            self.flags.add("process substitution")
-        if c == "#" and (not self.buf or self.buf[-1][-1:].isspace()):
-            # a comment runs to the end of the line
-            j = s.find("\n", i)
-            self.i = self.n if j < 0 else j
-            return
-        if c == ">" and not s.startswith(">(", i):
-            self._redirect()
-            return
-        matched = next((op for op in _SEPARATORS if s.startswith(op, i)), None)
-        if matched is not None and not (matched == "&" and s.startswith("&>", i)):
-            self._flush()
-            self.i += len(matched)
-            return
-        self._take(c)
+    # -- redirections ------------------------------------------------------------------------------
+    def redirect(self, node: Node, ctx: _Ctx, nest: int, out: list[Redirect], extra: list[Word],
+                 follow: list[tuple[Node, _Ctx]], owner: list[tuple[int, int]]) -> None:
+        if node.type == "file_redirect":
+            self.file_redirect(node, ctx, nest, out, extra)
+        elif node.type == "herestring_redirect":
+            words = [c for c in node.children if c.is_named]
+            for w in words:
+                self.word(w, ctx, nest)
+            out.append(Redirect("<<<", None, ""))
+        elif node.type == "heredoc_redirect":
+            self.heredoc(node, ctx, nest, out, extra, follow, owner)
+        else:
+            self.problem(f"the redirection {_snip(node)} is not understood")
 
-    def _redirect(self) -> None:
-        """An output redirection at `i`: note its target word, keep it in the sub-command's text."""
-        s, n, i = self.s, self.n, self.i
+    def file_redirect(self, node: Node, ctx: _Ctx, nest: int, out: list[Redirect], extra: list[Word]) -> None:
+        fd: int | None = None
+        op = ""
+        dests: list[Node] = []
+        for child in node.children:
+            if child.type == "file_descriptor":
+                fd = int(child.text or b"0") if (child.text or b"").isdigit() else None
+                if fd is None:
+                    self.problem(f"the file descriptor in {_snip(node)} is not understood")
+            elif not child.is_named:
+                op += (child.text or b"").decode()
+            elif node.field_name_for_child(node.children.index(child)) == "destination":
+                dests.append(child)
+            else:
+                self.problem(f"the redirection {_snip(node)} is not understood")
+        if op not in _REDIRECT_OPS:
+            self.problem(f"the redirection {_snip(node)} is not understood")
+            return
+        if not dests:
+            if op not in (">&-", "<&-"):
+                self.problem(f"the redirection {_snip(node)} has no target")
+            out.append(Redirect(op, fd, "-"))
+            return
+        target = self.word(dests[0], ctx, nest)
+        if not target.literal:
+            self.problem(f"the redirection {_snip(node)} goes to a path only known when it runs")
+        out.append(Redirect(op, fd, target.value, target.literal))
+        extra += [self.word(d, ctx, nest) for d in dests[1:]]  # `ls > a b`: b is ls's argument
+
+    def heredoc(self, node: Node, ctx: _Ctx, nest: int, out: list[Redirect], extra: list[Word],
+                follow: list[tuple[Node, _Ctx]], owner: list[tuple[int, int]]) -> None:
+        op, start, body_text, end = "", "", "", None
+        for child in node.children:
+            t = child.type
+            if t in ("<<", "<<-"):
+                op = t
+            elif t == "heredoc_start":
+                start = (child.text or b"").decode()
+            elif t == "heredoc_body":
+                body_text = (child.text or b"").decode()
+            elif t == "heredoc_end":
+                end = (child.text or b"").decode()
+            elif t == "file_redirect":
+                self.file_redirect(child, ctx, nest, out, extra)
+            elif t == "pipeline":
+                owner.append(self.heredoc_pipe(child, ctx, follow))
+            elif t in ("&&", "||", ";", "&", "|"):
+                continue
+            elif child.is_named and node.field_name_for_child(node.children.index(child)) == "right":
+                follow.append((child, ctx))
+            else:
+                self.problem(f"the here-document {_snip(node)} is not understood")
+        delim = _heredoc_delimiter(start)
+        quoted = delim != start
+        if not delim or end != delim:
+            self.problem(f"the here-document {_snip(node)} does not end where bash ends it")
+        elif any((ln.lstrip("\t") if op == "<<-" else ln) == delim for ln in body_text.split("\n")[:-1]):
+            self.problem(f"the here-document {_snip(node)} does not end where bash ends it")
+        if not quoted and any(c in body_text for c in "$`\\"):
+            self.problem("a here-document whose body expands (unquoted delimiter with $, ` or \\)")
+        out.append(Redirect(op, None, ""))
+
+    def heredoc_pipe(self, node: Node, ctx: _Ctx, follow: list[tuple[Node, _Ctx]]) -> tuple[int, int]:
+        """`cat <<EOF | sh`: tree-sitter hangs the rest of the pipeline under the here-doc; the command
+        that owns the here-doc is stage 0 of that pipeline."""
+        pid = self._new_pipe()
+        stage = 1
+        for child in node.children:
+            if child.is_named:
+                follow.append((child, replace(ctx, pipe=(*ctx.pipe, (pid, stage)))))
+                stage += 1
+        return (pid, 0)
+
+    # -- words -------------------------------------------------------------------------------------
+    def word(self, node: Node, ctx: _Ctx, nest: int) -> Word:
+        """Quote removal of a word; substitutions in it are analysed as commands of their own."""
+        if nest > _MAX_NESTING:
+            self.problem("it is nested too deeply")
+            return Word(_text(node), "dyn")
+        t = node.type
+        if t in ("word", "number"):
+            return _plain_word(_text(node))
+        if t == "raw_string":
+            return Word(_text(node)[1:-1])
+        if t == "string":
+            return self.dq_string(node, ctx, nest)
+        if t == "concatenation":
+            parts = [self.word(c, ctx, nest + 1) for c in node.children if c.is_named]
+            kind = "dyn" if any(p.kind == "dyn" for p in parts) else "glob" if any(
+                p.kind == "glob" for p in parts) else "lit"
+            return Word(_text(node) if kind == "dyn" else "".join(p.value for p in parts), kind)
+        if t in ("simple_expansion", "expansion"):
+            self.expansion(node, ctx, nest)
+            return Word(_text(node), "dyn")
+        if t in ("command_substitution", "process_substitution"):
+            self.substitution(node, ctx, nest)
+            return Word(_text(node), "dyn")
+        if t in ("brace_expression", "extglob_pattern"):
+            return Word(_text(node), "glob")
+        if t in ("ansi_c_string", "translated_string"):
+            self.problem(f"ANSI-C or locale quoting ({_snip(node)})")
+        elif t in ("arithmetic_expansion",):
+            self.problem(f"arithmetic ({_snip(node)}) can run commands through variable values")
+        else:
+            self.problem(f"the word {_snip(node)} ({t.replace('_', ' ')}) is not understood")
+        return Word(_text(node), "dyn")
+
+    def dq_string(self, node: Node, ctx: _Ctx, nest: int) -> Word:
+        parts: list[str] = []
+        dynamic = False
+        for child in node.children:
+            if not child.is_named:
+                continue
+            if child.type == "string_content":
+                parts.append(_dq_unescape(_text(child)))
+            else:
+                self.word(child, ctx, nest + 1)
+                dynamic = True
+        return Word(_text(node), "dyn") if dynamic else Word("".join(parts))
+
+    def expansion(self, node: Node, ctx: _Ctx, nest: int) -> None:
+        for child in node.children:
+            if child.type == "subscript":
+                index = child.child_by_field_name("index")
+                if index is None or not (_text(index).isdigit() or _text(index) in ("@", "*")):
+                    self.problem(f"an array subscript ({_snip(child)}) can run commands through variable values")
+            elif child.type == "!" and node.type == "expansion":
+                self.problem(f"indirect expansion ({_snip(node)})")
+            elif child.is_named and child.type not in ("variable_name", "special_variable_name"):
+                self.word(child, ctx, nest + 1)
+
+    def substitution(self, node: Node, ctx: _Ctx, nest: int) -> None:
+        # what runs inside sees the environment of its command's shell, not its command's wrappers
+        inner = replace(ctx, parent=self._current, background=False, redirects=(), layers=())
+        for child in node.children:
+            if child.is_named:
+                self.stmt(child, inner, nest + 1)
+            elif child.is_missing:
+                self.problem(f"bash would read {_snip(node)} differently (a syntax error)")
+
+    _current: int | None = None
+
+    # -- simple commands ---------------------------------------------------------------------------
+    def nested(self, script: str, ctx: _Ctx) -> list[SimpleCommand]:
+        """The commands of a `sh -c` script, analysed again under `ctx` (its wrappers, environment and
+        redirections)."""
+        if ctx.depth + 1 > _MAX_SCRIPT_DEPTH:
+            self.problem("shell scripts nested too deeply")
+            return []
+        sub = _Walker(script)
+        sub._pipes = self._pipes
+        sub.run(replace(ctx, depth=ctx.depth + 1))
+        self._pipes = sub._pipes
+        self.problems += [f"in a shell script: {p}" for p in sub.problems]
+        base = len(self.commands) + 1  # the shell itself is added first
+        return [replace(c, parent=ctx.parent if c.parent is None else base + c.parent) for c in sub.commands]
+
+    def reserve(self) -> int:
+        """A slot for a command whose substitutions are analysed before it (they point to it as parent)."""
+        self.commands.append(None)  # type: ignore[arg-type]
+        return len(self.commands) - 1
+
+    def command(self, node: Node, ctx: _Ctx, nest: int, extra: list[Word] | None = None,
+                slot: int | None = None) -> None:
+        slot = self.reserve() if slot is None else slot
+        saved, self._current = self._current, slot
+        env: list[str] = list(ctx.env)
+        words: list[Word] = []
+        redirects: list[Redirect] = list(ctx.redirects)
+        follow: list[tuple[Node, _Ctx]] = []
+        owner: list[tuple[int, int]] = []
+        for child in node.children:
+            t = child.type
+            if t == "variable_assignment":
+                env.append(self.assignment(child, ctx, nest))
+            elif t == "command_name":
+                named = [c for c in child.children if c.is_named]
+                words.append(self.word(named[0], ctx, nest + 1) if len(named) == 1 else Word(_text(child), "dyn"))
+            elif t in ("file_redirect", "herestring_redirect", "heredoc_redirect"):
+                self.redirect(child, ctx, nest, redirects, words, follow, owner)
+            elif child.is_named:
+                words.append(self.word(child, ctx, nest + 1))
+        words += extra or []
+        self._current = saved
+        base = replace(ctx, pipe=ctx.pipe + tuple(owner), env=tuple(env), redirects=tuple(redirects))
+        cmds = _Unwrap(self, base, _text(node)).run(words)
+        if not cmds:
+            self.commands[slot] = SimpleCommand((), (), env=base.env, redirects=base.redirects, text=_text(node))
+        for i, cmd in enumerate(cmds):
+            self.add(cmd, slot if i == 0 else None)
+        for n, c in follow:
+            self.stmt(n, c, nest + 1)
+
+    def add(self, cmd: SimpleCommand, slot: int | None = None) -> None:
+        if cmd.program in self.functions:
+            cmd = replace(cmd, calls_function=True)
+        if slot is None:
+            self.commands.append(cmd)
+        else:
+            self.commands[slot] = cmd
+
+    def assignment(self, node: Node, ctx: _Ctx, nest: int) -> str:
+        name = node.child_by_field_name("name")
+        value = node.child_by_field_name("value")
+        if name is None or name.type != "variable_name":
+            self.problem(f"the assignment {_snip(node)} is not understood")
+            return _text(node)
+        if value is None:
+            return _text(name) + "="
+        if value.type == "array":
+            for c in value.children:
+                if c.is_named:
+                    self.word(c, ctx, nest + 1)
+            return _text(node)
+        w = self.word(value, ctx, nest + 1)
+        op = "+=" if "+=" in _text(node)[: len(_text(name)) + 2] else "="
+        return f"{_text(name)}{op}{w.value}"
+
+    def standalone_assignment(self, node: Node, ctx: _Ctx, nest: int) -> None:
+        """`X=1; cmd`: an assignment changes what later commands see (PATH, IFS...), so it is a part of its
+        own, with no program, that a rule must name to allow."""
+        slot = self.reserve()
+        saved, self._current = self._current, slot
+        assigns = [node] if node.type == "variable_assignment" else [c for c in node.children if c.is_named]
+        env = tuple(self.assignment(a, ctx, nest) for a in assigns)
+        self._current = saved
+        self.add(SimpleCommand((), (), env=ctx.env + env, redirects=ctx.redirects, text=_text(node),
+                               background=ctx.background, pipe=ctx.pipe, parent=ctx.parent, function=ctx.function,
+                               layers=ctx.layers), slot)
+
+    def keyword_command(self, node: Node, ctx: _Ctx, nest: int) -> None:
+        """`export A=1 B`, `local x`, `unset y`, `declare -r z`: a program named by its keyword."""
+        slot = self.reserve()
+        saved, self._current = self._current, slot
+        words: list[Word] = []
+        for child in node.children:
+            if not child.is_named:
+                words.append(Word(_text(child)))
+            elif child.type == "variable_assignment":
+                words.append(Word(self.assignment(child, ctx, nest)))
+            elif child.type == "variable_name":
+                words.append(Word(_text(child)))
+            else:
+                words.append(self.word(child, ctx, nest + 1))
+        self._current = saved
+        if any(w.value in ("-i", "-n") or w.value.startswith(("-i", "-n")) for w in words[1:2]):
+            self.problem(f"{words[0].value} -i/-n evaluates values as arithmetic or names")
+        self.add(_simple(words, ctx, _text(node)), slot)
+
+    def test_command(self, node: Node, ctx: _Ctx, nest: int) -> None:
+        """`[[ ... ]]` and `[ ... ]`: only their substitutions run; arithmetic and -v are refused."""
+        slot = self.reserve()
+        saved, self._current = self._current, slot
+        stack = [c for c in node.children if c.is_named]
+        while stack:
+            n = stack.pop()
+            if n.type == "test_operator" and _text(n) in ("-v", "-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-R"):
+                if _text(node).startswith("[["):
+                    self.problem(f"{_text(n)} inside [[ ]] evaluates variable values as arithmetic or names")
+            elif n.type in ("binary_expression", "unary_expression", "parenthesized_expression",
+                            "negated_expression"):
+                stack += [c for c in n.children if c.is_named]
+            elif n.type in ("regex", "test_operator"):
+                continue
+            else:
+                self.word(n, ctx, nest + 1)
+        self._current = saved
+        bracket = "[[" if _text(node).startswith("[[") else "["
+        self.add(_simple([Word(bracket)], ctx, _text(node)), slot)
+
+    def skip(self, node: Node, ctx: _Ctx, nest: int) -> None:
+        return
+
+    def compound(self, node: Node, ctx: _Ctx, nest: int) -> None:
+        if node.children and node.children[0].type == "((":
+            self.problem(f"arithmetic ({_snip(node)}) can run commands through variable values")
+            return
+        self.seq(node, ctx, nest)
+
+    def words_then_seq(self, node: Node, ctx: _Ctx, nest: int) -> None:
+        """for/case/select: their word lists expand (substitutions run), their bodies are statements."""
+        for child in node.children:
+            name = node.field_name_for_child(node.children.index(child)) if child.is_named else None
+            if name == "value":
+                self.word(child, ctx, nest + 1)
+            elif name == "variable" or not child.is_named or child.type == "variable_name":
+                continue
+            else:
+                self.stmt(child, ctx, nest + 1)
+
+
+def _simple(words: list[Word], ctx: _Ctx, text: str) -> SimpleCommand:
+    argv = tuple(w.value for w in words)
+    return SimpleCommand(argv, tuple(w.kind for w in words), argv[0] if argv else "",
+                         layers=(*ctx.layers, argv), env=ctx.env, redirects=ctx.redirects, text=text,
+                         background=ctx.background, pipe=ctx.pipe, parent=ctx.parent, function=ctx.function)
+
+
+def _function_names(root: Node) -> list[str]:
+    names: list[str] = []
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.type == "function_definition":
+            name = n.child_by_field_name("name")
+            if name is not None and name.text:
+                names.append(name.text.decode())
+        stack += n.children
+    return names
+
+
+_REDIRECT_OPS = frozenset({">", ">>", ">|", "&>", "&>>", ">&", "<", "<&", ">&-", "<&-", "<>"})
+
+_STATEMENTS = {
+    "program": _Walker.seq, "list": _Walker.seq, "subshell": _Walker.seq, "do_group": _Walker.seq,
+    "compound_statement": _Walker.compound, "if_statement": _Walker.seq, "elif_clause": _Walker.seq,
+    "else_clause": _Walker.seq, "while_statement": _Walker.seq, "negated_command": _Walker.seq,
+    "case_item": _Walker.words_then_seq, "case_statement": _Walker.words_then_seq,
+    "for_statement": _Walker.words_then_seq, "pipeline": _Walker.pipeline,
+    "redirected_statement": _Walker.redirected, "function_definition": _Walker.function_definition,
+    "command": _Walker.command, "variable_assignment": _Walker.standalone_assignment,
+    "variable_assignments": _Walker.standalone_assignment, "declaration_command": _Walker.keyword_command,
+    "unset_command": _Walker.keyword_command, "test_command": _Walker.test_command, "comment": _Walker.skip,
+}
+
+
+# -- quote removal ---------------------------------------------------------------------------------
+def _text(node: Node) -> str:
+    return (node.text or b"").decode("ascii", "replace")
+
+
+def _snip(node: Node, n: int = 40) -> str:
+    t = _text(node)
+    return repr(t if len(t) <= n else t[:n] + "…")
+
+
+def _plain_word(text: str) -> Word:
+    """An unquoted word: backslashes removed; unquoted glob or brace characters make it a pattern."""
+    out: list[str] = []
+    glob = False
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            if text[i + 1] != "\n":
+                out.append(text[i + 1])
+            i += 2
+            continue
+        glob = glob or c in _GLOB_CHARS
+        out.append(c)
+        i += 1
+    value = "".join(out)
+    if text.startswith("~"):
+        return Word(value, "dyn")
+    if "$" in value or "`" in value:  # tree-sitter left an expansion inside a word
+        return Word(text, "dyn")
+    return Word(value, "glob" if glob else "lit")
+
+
+def _dq_unescape(text: str) -> str:
+    """Inside double quotes a backslash escapes only $ ` " \\ and newline."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text) and text[i + 1] in '$`"\\\n':
+            if text[i + 1] != "\n":
+                out.append(text[i + 1])
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _heredoc_delimiter(start: str) -> str:
+    """The delimiter bash compares lines with: the start word after quote removal."""
+    out: list[str] = []
+    quote = ""
+    i = 0
+    while i < len(start):
+        c = start[i]
+        if quote:
+            if c == quote:
+                quote = ""
+            else:
+                out.append(c)
+        elif c in "'\"":
+            quote = c
+        elif c == "\\" and i + 1 < len(start):
+            out.append(start[i + 1])
+            i += 1
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+# -- wrappers: what runs inside env, sudo, nice, xargs, find -exec, sh -c ... -------------------------
+@dataclass(slots=True, frozen=True)
+class _Opts:
+    """A wrapper's options: short ones with an argument, without, long ones likewise."""
+
+    with_arg: frozenset[str] = frozenset()
+    no_arg: frozenset[str] = frozenset()
+    numeric: bool = False  # `nice -10`
+    refused: frozenset[str] = frozenset()  # options that make it run something the policy cannot see
+
+
+def _o(with_arg: str = "", no_arg: str = "", refused: str = "", numeric: bool = False) -> _Opts:
+    return _Opts(frozenset(with_arg.split()), frozenset(no_arg.split()), numeric, frozenset(refused.split()))
+
+
+_WRAPPERS: dict[str, _Opts] = {
+    "env": _o("-u --unset -C --chdir", "-i --ignore-environment -0 --null -v --debug --block-signal "
+              "--default-signal --ignore-signal --list-signal-handling", "-S --split-string"),
+    "command": _o("", "-p", "-v -V"),
+    "builtin": _o(),
+    "exec": _o("-a", "-c -l"),
+    "nice": _o("-n --adjustment", "", numeric=True),
+    "nohup": _o(),
+    "timeout": _o("-s --signal -k --kill-after", "--preserve-status --foreground -v --verbose"),
+    "stdbuf": _o("-i -o -e --input --output --error"),
+    "time": _o("-f --format -o --output", "-p -a --append -v --verbose -q --quiet --portability"),
+    "sudo": _o("-u --user -g --group -C --close-from -D --chdir -h --host -p --prompt -r --role -t --type "
+               "-T --command-timeout -U --other-user -R --chroot",
+               "-A --askpass -b --background -E --preserve-env -H --set-home -n --non-interactive -P "
+               "--preserve-groups -S --stdin -k --reset-timestamp -K --remove-timestamp -B --bell -N --no-update",
+               "-i --login -s --shell -e --edit -l --list -v --validate -V --version"),
+    "doas": _o("-u", "-n", "-s -C -L"),
+    "xargs": _o("-a --arg-file -d --delimiter -E -I -L --max-lines -n --max-args -P --max-procs -s --max-chars "
+                "--process-slot-var", "-0 --null -r --no-run-if-empty -t --verbose -p --interactive -x --exit "
+                "-o --open-tty -i --replace -e --eof -l"),
+}
+_ATTACHED = frozenset({"-i", "-e", "-l"})  # xargs's options whose value, if any, is attached
+_SHELL_LONG_ARG = frozenset({"--rcfile", "--init-file"})
+_SHELL_LONG = frozenset({"--norc", "--noprofile", "--login", "--posix", "--restricted", "--verbose",
+                         "--noediting", "--debugger", "--protected"})
+_FIND_WRITES = {"-fprint": 1, "-fprint0": 1, "-fls": 1, "-fprintf": 1}
+_FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+
+
+def _basename(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1] if "/" in path else path
+
+
+def _is_assignment(w: Word) -> bool:
+    name, eq, _ = w.value.partition("=")
+    return w.kind != "dyn" and bool(eq) and name.isidentifier()
+
+
+class _Unwrap:
+    """Follows one simple command's words through its wrappers to the program that really runs."""
+
+    def __init__(self, walker: _Walker, ctx: _Ctx, text: str) -> None:
+        self.w, self.ctx, self.text = walker, ctx, text
+        self.env = list(ctx.env)
+        self.layers = list(ctx.layers)
+        self.redirects = list(ctx.redirects)
+        self.open_args = False
+
+    def make(self, words: list[Word], **kw: bool) -> SimpleCommand:
+        argv = tuple(w.value for w in words)
+        prog = argv[0] if argv else ""
+        c = self.ctx
+        return SimpleCommand(
+            (_basename(prog), *argv[1:]) if argv and words[0].literal else argv, tuple(w.kind for w in words),
+            prog, tuple(self.layers), tuple(self.env), tuple(self.redirects), self.text, self.open_args,
+            c.background, c.pipe, c.parent, c.function, **kw)
+
+    def run(self, words: list[Word]) -> list[SimpleCommand]:
+        i = 0
+        while i < len(words):
+            head = words[i]
+            rest = words[i:]
+            if not head.literal:
+                self.w.problem(f"a variable, substitution or pattern in command position ({head.value!r})")
+                return [self.make(rest)]
+            name = _basename(head.value)
+            self.layers.append(tuple(x.value for x in rest))
+            if not name or name.startswith("-"):
+                self.w.problem(f"the program name {head.value!r} is not understood")
+                return [self.make(rest)]
+            if name in _OPAQUE:
+                self.w.problem(f"{name} runs code that the policy cannot see")
+                return [self.make(rest)]
+            if name in SHELLS:
+                return self.shell(words, i)
+            if name == "find":
+                return self.find(words, i)
+            nxt = self.wrapper(name, words, i + 1)
+            if nxt is None or nxt >= len(words):
+                return [self.make(rest)]
+            i = nxt
+        return []
+
+    def wrapper(self, name: str, words: list[Word], i: int) -> int | None:
+        """The index of the program `name` runs, or None when `name` is the program."""
+        if name == "busybox":
+            return i if i < len(words) and not words[i].value.startswith("-") else None
+        spec = _WRAPPERS.get(name)
+        if spec is None:
+            return None
+        j = self.options(name, spec, words, i)
+        if j is None:
+            return None
+        if name in ("env", "sudo"):
+            while j < len(words) and _is_assignment(words[j]):
+                self.env.append(words[j].value)
+                j += 1
+        elif name == "timeout":
+            j += 1  # the duration
+        elif name == "xargs":
+            self.open_args = True
+        return j
+
+    def options(self, name: str, spec: _Opts, words: list[Word], i: int) -> int | None:
+        while i < len(words):
+            w = words[i]
+            v = w.value
+            if not w.literal:
+                self.w.problem(f"an option of {name} is only known when it runs ({v!r})")
+                return None
+            if v == "--":
+                return i + 1
+            if v == "-" and name == "env":
+                i += 1
+                continue
+            if not v.startswith("-") or v == "-":
+                return i
+            key = v.split("=", 1)[0] if v.startswith("--") else v[:2]
+            if key in spec.refused:
+                if name == "command":
+                    return None  # command -v / -V looks a name up, runs nothing
+                self.w.problem(f"{name} {key} runs something the policy does not follow")
+                return None
+            if spec.numeric and v[1:].lstrip("-").isdigit():
+                i += 1
+            elif v.startswith("--"):
+                if key in spec.with_arg:
+                    i += 1 if "=" in v else 2
+                    if name == "time" and key == "--output":
+                        self.time_output(v, words, i)
+                elif key in spec.no_arg:
+                    i += 1
+                else:
+                    self.w.problem(f"{name} {key} is an option the policy does not know")
+                    return None
+            else:
+                i = self.short(name, spec, words, i)
+                if i < 0:
+                    return None
+        return i
+
+    def short(self, name: str, spec: _Opts, words: list[Word], i: int) -> int:
+        v = words[i].value
+        for k in range(1, len(v)):
+            c = "-" + v[k]
+            if c in spec.refused:
+                self.w.problem(f"{name} {c} runs something the policy does not follow")
+                return -1
+            if c in spec.with_arg:
+                nxt = i + 1 if k + 1 < len(v) else i + 2
+                if name == "time" and c == "-o":
+                    target = v[k + 1 :] if k + 1 < len(v) else (words[i + 1].value if i + 1 < len(words) else "")
+                    self.redirects.append(Redirect(">", None, target))
+                return nxt
+            if name == "xargs" and c in _ATTACHED:
+                return i + 1
+            if c not in spec.no_arg:
+                self.w.problem(f"{name} {c} is an option the policy does not know")
+                return -1
+        return i + 1
+
+    def time_output(self, v: str, words: list[Word], i: int) -> None:
+        target = v.split("=", 1)[1] if "=" in v else (words[i - 1].value if i - 1 < len(words) else "")
+        self.redirects.append(Redirect(">", None, target))
+
+    def shell(self, words: list[Word], i: int) -> list[SimpleCommand]:
+        """`bash [options] -c SCRIPT`: the script is analysed again, its commands under this one."""
+        j, has_c = i + 1, False
+        while j < len(words):
+            w = words[j]
+            v = w.value
+            if not w.literal:
+                break
+            if v in ("--", "-"):
+                j += 1
+                break
+            if v in _SHELL_LONG_ARG:
+                j += 2
+            elif v in _SHELL_LONG:
+                j += 1
+            elif v.startswith("--"):
+                self.w.problem(f"the shell option {v} is not known")
+                return [self.make(words[i:])]
+            elif len(v) > 1 and v[0] in "-+":
+                has_c = has_c or "c" in v[1:]
+                j += 2 if v[-1] in "oO" else 1
+            else:
+                break
+        if not has_c:
+            return [self.make(words[i:])]
+        if j >= len(words):
+            self.w.problem("a shell's -c has no script")
+            return [self.make(words[i:])]
+        script = words[j]
+        if not script.literal:
+            self.w.problem(f"a shell runs a script only known when it runs ({script.value!r})")
+            return [self.make(words[i:])]
+        return [self.make(words[i:], runs_script=True), *self.w.nested(script.value, self.nested_ctx())]
+
+    def nested_ctx(self) -> _Ctx:
+        return replace(self.ctx, env=tuple(self.env), layers=tuple(self.layers), redirects=tuple(self.redirects))
+
+    def find(self, words: list[Word], i: int) -> list[SimpleCommand]:
+        """find's actions: -exec/-execdir/-ok/-okdir run a program; -fprint and friends write a file."""
+        inner: list[SimpleCommand] = []
         j = i + 1
-        if j < n and s[j] in ">|":
+        while j < len(words):
+            v = words[j].value
+            if words[j].kind == "dyn" and v.startswith("$"):
+                pass
+            if v in _FIND_WRITES and j + 1 < len(words):
+                self.redirects.append(Redirect(">", None, words[j + 1].value, words[j + 1].literal))
+            if v in _FIND_RUNS:
+                end = next((k for k in range(j + 1, len(words)) if words[k].value in (";", "+")), None)
+                if end is None or end == j + 1:
+                    self.w.problem(f"find {v} without its command and ';' or '+'")
+                    break
+                sub = _Unwrap(self.w, replace(self.ctx, layers=(*self.layers,)), self.text)
+                sub.env, sub.redirects, sub.open_args = list(self.env), [], True
+                inner += sub.run(words[j + 1 : end])
+                j = end
             j += 1
-        if j < n and s[j] == "&":
-            j += 1
-        while j < n and s[j] in " \t":
-            j += 1
-        k = j
-        while k < n and s[k] not in " \t\n;&|<>()":
-            k += 1
-        target = s[j:k].strip("'\"")
-        if s[i + 1 : i + 2] == "&" or (i + 1 < n and s[i + 1] == ">" and s[i + 2 : i + 3] == "&"):
-            target = "&" + target
-        self.redirects.append(target)
-        self._take(s[i:k])
-
-
-def _program_argv(text: str, flags: set[str]) -> list[str]:
-    """The words of one sub-command, without leading VAR=value assignments and redirections, so rules
-    match the program."""
-    try:
-        argv = shlex.split(text, comments=False, posix=True)
-    except ValueError:
-        flags.add("unparseable")
-        argv = text.split()
-    while argv and "=" in argv[0] and not argv[0].startswith("=") and argv[0].split("=", 1)[0].isidentifier():
-        argv.pop(0)
-    return _strip_redirections(argv)
-
-
-def parse_command(command: str) -> ParsedCommand:
-    """Scan like a shell would: quotes and escapes respected, operators found outside them."""
-    scan = _Scanner(command).run()
-    flags = scan.flags
-    if not all(_redirect_target_ok(t) for t in scan.redirects):
-        flags.add("redirect outside workspace")
-    parsed = ParsedCommand(source=command)
-    for text in scan.parts:
-        argv = _program_argv(text, flags)
-        if text.startswith(("(", "{")) or text.endswith((")", "}")):
-            flags.add("subshell or group")
-        parsed.commands.append(SubCommand(text=text, argv=argv))
-    parsed.flags = sorted(flags)
-    return parsed
+        return [self.make(words[i:]), *inner]
