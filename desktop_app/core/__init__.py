@@ -58,6 +58,7 @@ from ._hooks import (
 )
 from ._llm import DEFAULT_MODEL, ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._messages import StoredMessage, ToolCall
+from ._paths import container_path
 from ._policy import (
     Action,
     PermissionMode,
@@ -84,6 +85,7 @@ from ._record import (
     new_id,
 )
 from ._registry import ToolRegistry
+from ._risk import assess_risk
 from ._sandbox import (
     DEFAULT_IMAGE,
     DEFAULT_OUTPUT_LIMIT,
@@ -99,6 +101,7 @@ from ._sandbox import (
     Sandbox,
     SandboxDescription,
 )
+from ._shell import Redirect, ShellAnalysis, SimpleCommand, analyse_command
 from ._store import MemoryStore, RecordStore
 from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, summarize_input, tool
 
@@ -162,6 +165,7 @@ __all__ = [
     "ProjectInfo",
     "Provenance",
     "RecordStore",
+    "Redirect",
     "Risk",
     "Rule",
     "RuleSet",
@@ -171,6 +175,8 @@ __all__ = [
     "SandboxError",
     "SecretRedactionHook",
     "SessionInfo",
+    "ShellAnalysis",
+    "SimpleCommand",
     "StateChanged",
     "StoreError",
     "StoredMessage",
@@ -196,8 +202,11 @@ __all__ = [
     "ToolUpdate",
     "TurnEnd",
     "TurnResult",
+    "analyse_command",
     "append_rule_to_file",
+    "assess_risk",
     "builtin_hooks",
+    "container_path",
     "glob_regex",
     "load_rules",
     "new_id",

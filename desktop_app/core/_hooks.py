@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from ._record import Provenance, Risk
 from ._risk import assess_command
-from ._shell import analyse
+from ._shell import analyse_command
 from ._tool import TextBlock, ToolResult
 
 
@@ -233,7 +233,7 @@ def post_hook(
 # -- built-in: dangerous commands ------------------------------------------------------------------
 def dangerous_reason(command: str) -> str | None:
     """Why a shell command is dangerous (high risk), or None: the policy's own judgement of its effect."""
-    risk, why = assess_command(analyse(command))
+    risk, why = assess_command(analyse_command(command))
     return why if risk is Risk.HIGH else None
 
 

@@ -25,9 +25,8 @@ from ._errors import ConfigError
 from ._glob import glob_regex
 from ._paths import workspace_relative
 from ._record import Provenance, Risk
-from ._risk import INTERPRETERS, assess, assess_command
-from ._sandbox import WORKSPACE
-from ._shell import AUTO_ALLOW_LIMIT, ShellAnalysis, SimpleCommand, analyse
+from ._risk import INTERPRETERS, assess_command, assess_risk
+from ._shell import AUTO_ALLOW_LIMIT, ShellAnalysis, SimpleCommand, analyse_command
 
 
 class PermissionMode(StrEnum):
@@ -311,7 +310,7 @@ def primary_argument(input: dict[str, Any]) -> str | None:
 
 @lru_cache(maxsize=64)
 def _analysed(command: str) -> ShellAnalysis:
-    return analyse(command)
+    return analyse_command(command)
 
 
 def _tokens(text: str) -> set[str]:
@@ -427,7 +426,7 @@ class PermissionPolicy:
         command = input.get("command")
         if tool.name in COMMAND_TOOLS and isinstance(command, str):
             return self._judge_command(command, applicable, rules, resolved)
-        risk, why = assess(tool.name, tool.group, tool.read_only, input)
+        risk, why = assess_risk(tool.name, tool.group, tool.read_only, input)
         ruled = self._judge_simple(tool, input, applicable, resolved, risk)
         return ruled if ruled is not None else self._by_mode(tool, input, risk, why, resolved)
 

@@ -10,7 +10,7 @@ from typing import Any
 from ._paths import container_path
 from ._record import Risk
 from ._sandbox import WORKSPACE
-from ._shell import SHELLS, ShellAnalysis, SimpleCommand, analyse
+from ._shell import SHELLS, ShellAnalysis, SimpleCommand, analyse_command
 
 _READ_ONLY = frozenset({
     "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "rg", "pwd", "echo", "printf", "true", "false",
@@ -40,11 +40,11 @@ _SENSITIVE_ENV = ("PATH", "LD_", "BASH_ENV", "ENV", "IFS", "GIT_", "PS4", "PROMP
 _HOME = ("~", "$HOME", "${HOME}")
 
 
-def assess(tool: str, group: str, read_only: bool, input: dict[str, Any]) -> tuple[Risk, str]:
+def assess_risk(tool: str, group: str, read_only: bool, input: dict[str, Any]) -> tuple[Risk, str]:
     """The risk of one call and why, in plain words. `bash_run` is judged by what its command runs."""
     command = input.get("command")
     if tool == "bash_run" and isinstance(command, str):
-        return assess_command(analyse(command))
+        return assess_command(analyse_command(command))
     if read_only:
         return Risk.LOW, f"{tool} only reads"
     if group == "group:todo":

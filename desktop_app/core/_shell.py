@@ -127,7 +127,7 @@ class _Ctx:
     depth: int = 0  # sh -c depth
 
 
-def analyse(command: str, *, _depth: int = 0) -> ShellAnalysis:
+def analyse_command(command: str, *, _depth: int = 0) -> ShellAnalysis:
     """Every simple command that `command` can run, or the reasons it cannot be analysed."""
     w = _Walker(command)
     w.run(_Ctx(depth=_depth))

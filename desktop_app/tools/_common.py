@@ -19,6 +19,7 @@ from ..core import (
     ToolContext,
     ToolInput,
     ToolResult,
+    container_path,
 )
 
 READ_HASHES_KEY = "fs_read_hashes"
@@ -42,8 +43,9 @@ class Refusal(Exception):
 
 
 def workspace_path(path: str) -> str:
-    """Normalize `path` to an absolute path under /workspace, refusing obvious escapes before the
-    sandbox is asked (the sandbox still resolves symlinks in its own view)."""
+    """Normalize `path` to an absolute path under /workspace with core's one normalisation (the policy
+    judges the same path), refusing obvious escapes before the sandbox is asked (the sandbox still
+    resolves symlinks in its own view). Nothing is stripped."""
     if not isinstance(path, str) or not path.strip():
         raise Refusal("path is empty", [f"pass a path relative to {WORKSPACE}, e.g. src/app.py"])
     if "\x00" in path:
@@ -53,9 +55,7 @@ def workspace_path(path: str) -> str:
             f"{path!r}: '~' is not expanded; paths are relative to {WORKSPACE}",
             [f"pass a path relative to {WORKSPACE}, e.g. src/app.py"],
         )
-    norm = posixpath.normpath(posixpath.join(WORKSPACE, path))
-    if norm.startswith("//"):  # normpath keeps a leading '//' (POSIX allows it to be special)
-        norm = "/" + norm.lstrip("/")
+    norm = container_path(path)
     if norm != WORKSPACE and not norm.startswith(WORKSPACE + "/"):
         raise Refusal(
             f"{path!r} resolves to {norm}, outside the workspace {WORKSPACE}",

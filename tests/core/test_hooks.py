@@ -56,7 +56,8 @@ def test_dangerous_commands_are_recognised(command):
     assert dangerous_reason(command)
 
 
-@pytest.mark.parametrize("command", ["rm -rf build", "rm file", "dd if=a of=b", "curl -o x https://e", "ls -la /"])
+# issue 9: `dd of=` is destructive whatever its target, so "dd if=a of=b" left this list
+@pytest.mark.parametrize("command", ["rm -rf build", "rm file", "curl -o x https://e", "ls -la /"])
 def test_ordinary_commands_are_not(command):
     assert dangerous_reason(command) is None
 
