@@ -360,6 +360,8 @@ def _write_spellings(a: ShellAnalysis, resolved: Mapping[str, str]) -> tuple[lis
 def _what(cmd: SimpleCommand) -> str:
     if not cmd.argv:
         return f"setting {', '.join(e.split('=', 1)[0] for e in cmd.env)}"
+    if cmd.deletes and cmd.program != "rm":
+        return f"deleting files with {cmd.program}"
     return f"running {cmd.program}"
 
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass, replace
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-# A command longer than this is never allowed without a person (and is not parsed above PARSE_LIMIT).
+# A command longer than this is never allowed without a person, and is not parsed.
 AUTO_ALLOW_LIMIT = 4096
-PARSE_LIMIT = 256 * 1024
+PARSE_LIMIT = AUTO_ALLOW_LIMIT  # tree-sitter recovers from some errors in quadratic time: keep it small
 _MAX_NESTING = 60  # syntax nesting: deeper is un-analysable (and keeps the walk's recursion bounded)
 _MAX_SCRIPT_DEPTH = 3  # `bash -c 'bash -c "..."'` levels followed
 _MAX_COMMANDS = 2000
