@@ -301,7 +301,9 @@ class _Walker:
             elif t == "heredoc_body":
                 body_text = (child.text or b"").decode()
             elif t == "heredoc_end":
-                end = (child.text or b"").decode()
+                row = child.start_point[0]
+                end = self.source.split("\n")[row] if row < self.source.count("\n") + 1 else ""
+                end = end.lstrip("\t") if op == "<<-" else end
             elif t == "file_redirect":
                 self.file_redirect(child, ctx, nest, out, extra)
             elif t == "pipeline":
@@ -347,6 +349,8 @@ class _Walker:
         if t == "string":
             return self.dq_string(node, ctx, nest)
         if t == "concatenation":
+            if any(not c.is_named for c in node.children):
+                self.problem(f"the word {_snip(node)} is not understood")
             parts = [self.word(c, ctx, nest + 1) for c in node.children if c.is_named]
             kind = "dyn" if any(p.kind == "dyn" for p in parts) else "glob" if any(
                 p.kind == "glob" for p in parts) else "lit"
@@ -372,6 +376,8 @@ class _Walker:
         dynamic = False
         for child in node.children:
             if not child.is_named:
+                if child.type != '"':
+                    self.problem(f"the string {_snip(node)} is not understood")
                 continue
             if child.type == "string_content":
                 parts.append(_dq_unescape(_text(child)))
@@ -442,6 +448,8 @@ class _Walker:
                 self.redirect(child, ctx, nest, redirects, words, follow, owner)
             elif child.is_named:
                 words.append(self.word(child, ctx, nest + 1))
+            else:  # e.g. the `$` of `$"..."`, which tree-sitter leaves beside the string
+                self.problem(f"{_snip(child)} in {_snip(node)} is not understood")
         words += extra or []
         self._current = saved
         base = replace(ctx, pipe=ctx.pipe + tuple(owner), env=tuple(env), redirects=tuple(redirects))
