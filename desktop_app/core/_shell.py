@@ -398,6 +398,8 @@ class _Walker:
                 self.word(child, ctx, nest + 1)
 
     def substitution(self, node: Node, ctx: _Ctx, nest: int) -> None:
+        if _text(node).lstrip().startswith("`") and "\\" in _text(node):
+            self.problem(f"backslashes inside backquotes ({_snip(node)}) are read twice by bash")
         # what runs inside sees the environment of its command's shell, not its command's wrappers
         inner = replace(ctx, parent=self._current, background=False, redirects=(), layers=())
         for child in node.children:
