@@ -166,6 +166,9 @@ class _Walker:
         if len(self.source) > PARSE_LIMIT:
             return
         root = _PARSER.parse(self.source.encode("ascii", "replace")).root_node
+        skipped = _skipped_text(root, self.source)
+        if skipped is not None:
+            self.problem(f"the parser skipped {skipped!r}, which bash reads")
         self.functions = _function_names(root)
         self.stmt(root, ctx, 0)
         if len(self.commands) > _MAX_COMMANDS:
@@ -566,6 +569,24 @@ def _simple(words: list[Word], ctx: _Ctx, text: str) -> SimpleCommand:
     return SimpleCommand(argv, tuple(w.kind for w in words), argv[0] if argv else "",
                          layers=(*ctx.layers, argv), env=ctx.env, redirects=ctx.redirects, text=text,
                          background=ctx.background, pipe=ctx.pipe, parent=ctx.parent, function=ctx.function)
+
+
+def _skipped_text(root: Node, source: str) -> str | None:
+    """Text between the children of a node that is not blank: tree-sitter dropped it (e.g. the `\\ ` of
+    `"a"\\ b`), so its words are not bash's."""
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        kids = n.children
+        if not kids or n.type in ("heredoc_body", "comment"):
+            continue
+        edges = [n.start_byte] + [x for k in kids for x in (k.start_byte, k.end_byte)] + [n.end_byte]
+        for a, b in zip(edges[0::2], edges[1::2], strict=False):
+            gap = source[a:b].replace("\\\n", "")
+            if gap.strip(" \t\n"):
+                return gap
+        stack += kids
+    return None
 
 
 def _function_names(root: Node) -> list[str]:
