@@ -13,7 +13,6 @@ import random
 import pytest
 
 from desktop_app.core import analyse_command
-from tests.sandbox.conftest import make_docker_sandbox, project_id, workspace  # noqa: F401  (fixtures)
 
 DRIVER = r"""
 set -u
