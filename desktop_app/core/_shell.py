@@ -893,6 +893,9 @@ class _Unwrap:
             else:
                 break
         if not has_c:
+            if not any(w.value in ("--version", "--help") for w in words[i + 1 :]):
+                # `sh script`, `bash < file`, `echo 'rm x' | sh`, `bash <<EOF`: a script the policy cannot see
+                self.w.problem(f"{_basename(words[i].value)} reads a script from a file or its input")
             return [self.make(words[i:])]
         if j >= len(words):
             self.w.problem("a shell's -c has no script")
