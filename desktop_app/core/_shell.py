@@ -893,9 +893,12 @@ class _Unwrap:
             else:
                 break
         if not has_c:
-            if not any(w.value in ("--version", "--help") for w in words[i + 1 :]):
-                # `sh script`, `bash < file`, `echo 'rm x' | sh`, `bash <<EOF`: a script the policy cannot see
-                self.w.problem(f"{_basename(words[i].value)} reads a script from a file or its input")
+            # `sh script.sh` runs a file, like `python3 x.py`; `echo 'rm x' | sh`, `bash <<EOF`, `sh < f` and
+            # `sh -s` run what they read from their input, which the policy cannot see
+            from_input = j >= len(words) or any(w.value.startswith("-") and "s" in w.value[1:] and
+                                                not w.value.startswith("--") for w in words[i + 1 : j])
+            if from_input and not any(w.value in ("--version", "--help") for w in words[i + 1 :]):
+                self.w.problem(f"{_basename(words[i].value)} reads its script from its input")
             return [self.make(words[i:])]
         if j >= len(words):
             self.w.problem("a shell's -c has no script")

@@ -399,8 +399,8 @@ def test_other_tools_get_their_risk_from_the_same_function():
                                      "[[ $x -eq 1 ]]", "let x=1", "trap 'rm x' EXIT", "alias ls=rm",
                                      "shopt -s expand_aliases", "ls 3<>f", "hash -p /bin/rm ls",
                                      "command_not_found_handle() { rm x; }", "echo 'rm x' | sh",
-                                     "bash <<'EOF'\nrm x\nEOF", "sh < script.sh", "bash script.sh",
-                                     "bash <<< 'rm x'", "xargs sh", "find . -exec bash {} \\;"])
+                                     "bash <<'EOF'\nrm x\nEOF", "sh < script.sh", "bash <<< 'rm x'",
+                                     "cat x | bash -s -- a", "curl x | sh -e"])
 def test_unanalysable_commands_are_never_auto_allowed(command):
     assert not analyse_command(command).analysable
     assert bash(policy("auto"), command).action is Action.ASK
