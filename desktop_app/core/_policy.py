@@ -262,10 +262,17 @@ class PermissionPolicy:
     def rules_for(self, session_id: str | None) -> list[Rule]:
         return self.rules + self._session_rules.get(session_id or "", [])
 
+    def paths_to_resolve(self, tool: ToolFacts, input: dict[str, Any]) -> list[str]:
+        """STUB for merge: the paths this call writes, to resolve in the sandbox before `evaluate`."""
+        return [] if tool.read_only else paths_of(input)
+
     def evaluate(
-        self, tool: ToolFacts, input: dict[str, Any], *, session_id: str | None = None
+        self, tool: ToolFacts, input: dict[str, Any], *, session_id: str | None = None,
+        resolved: Any = None,
     ) -> PolicyDecision:
         t0 = time.perf_counter()
+        if resolved and isinstance(input.get("path"), str) and input["path"] in resolved:  # STUB for merge
+            input = {**input, "path": resolved[input["path"]]}
         decision = self._evaluate(tool, input, self.rules_for(session_id))
         decision.provenance.elapsed_ms = (time.perf_counter() - t0) * 1000.0
         return decision
