@@ -22,7 +22,8 @@ EXPORTED: dict[str, list[str]] = {
         "DEFAULT_READ_LIMIT", "DEFAULT_TIMEOUT_S", "DangerousCommandHook", "Deny", "Done", "Envelope",
         "ErrorEvent", "Event", "EventBus", "ExecResult", "Executor", "FileStat", "GrepMatch", "HookCall",
         "HookChain", "IllegalTransition", "ImageBlock", "MAX_TIMEOUT_S", "MISSING_KEY_HINT", "MemoryStore",
-        "ModelClient", "ModelError", "ModelReply", "ModelRequest", "ModelUsage", "Outcome", "OutputCallback",
+        "ModelClient", "ModelError", "ModelReply", "ModelRequest", "ModelUsage", "OffloadedPreHook", "Outcome",
+        "OutputCallback",
         "OutputTruncationHook", "PathOutsideWorkspace", "PermissionDecided", "PermissionMode",
         "PermissionPolicy", "PermissionRequired", "PolicyDecision", "PostAction", "PostHookResult", "PreAction",
         "PreHookResult", "ProjectInfo", "Provenance", "RecordStore", "Risk", "Rule", "RuleSet", "RunContext",
@@ -30,9 +31,9 @@ EXPORTED: dict[str, list[str]] = {
         "StoreError", "StoredMessage", "TextBlock", "TextChunk", "ThinkingChunk", "TokenUsage", "Tool",
         "ToolCall", "ToolCallRecord", "ToolCallState", "ToolContext", "ToolEnd", "ToolError", "ToolExecuted",
         "ToolFacts", "ToolInput", "ToolInputError", "ToolNotFound", "ToolRegistry", "ToolResult", "ToolStart",
-        "ToolUpdate", "TurnEnd", "TurnResult", "WORKSPACE", "append_rule_to_file", "builtin_hooks",
+        "ToolUpdate", "TurnEnd", "TurnResult", "WORKSPACE", "append_rule_to_file", "builtin_hooks", "call_risk",
         "glob_regex", "load_rules", "new_id", "post_hook", "pre_hook", "project_rules_path", "rules_from_texts",
-        "suggest_rule", "summarize_input", "tool",
+        "suggest_rule", "summarize_input", "tool", "visible",
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",
@@ -107,7 +108,8 @@ def test_every_exported_name_is_used_outside_its_package_or_documented() -> None
 FOR_USERS: dict[str, tuple[str, ...]] = {
     "core": (
         "Action", "ApprovalNotPending", "DangerousCommandHook", "HookCall", "HookChain", "IllegalTransition",
-        "MemoryStore", "ModelReply", "ModelRequest", "ModelUsage", "OutputTruncationHook", "PolicyDecision",
+        "MemoryStore", "ModelReply", "ModelRequest", "ModelUsage", "OffloadedPreHook", "OutputTruncationHook",
+        "PolicyDecision",
         "PostAction", "PostHookResult", "PreAction", "PreHookResult", "RecordStore", "Rule", "RunContext",
         "SecretRedactionHook", "ToolCall", "ToolInputError", "ToolNotFound", "TurnResult", "post_hook", "pre_hook",
         "tool",

@@ -7,7 +7,7 @@ runs headless and tests without a display or a Docker engine.
 
 from ._agent import DEFAULT_MAX_STEPS, AgentSession, TurnResult
 from ._anthropic import MISSING_KEY_HINT, AnthropicModelClient
-from ._approvals import Allow, ApprovalDecision, ApprovalScope, Deny
+from ._approvals import Allow, ApprovalDecision, ApprovalScope, Deny, visible
 from ._bus import EventBus
 from ._errors import (
     AgentDeskError,
@@ -40,12 +40,13 @@ from ._events import (
     ToolUpdate,
     TurnEnd,
 )
-from ._executor import Executor, RunContext
+from ._executor import Executor, RunContext, call_risk
 from ._glob import glob_regex
 from ._hooks import (
     DangerousCommandHook,
     HookCall,
     HookChain,
+    OffloadedPreHook,
     OutputTruncationHook,
     PostAction,
     PostHookResult,
@@ -146,6 +147,7 @@ __all__ = [
     "ModelReply",
     "ModelRequest",
     "ModelUsage",
+    "OffloadedPreHook",
     "Outcome",
     "OutputCallback",
     "OutputTruncationHook",
@@ -198,6 +200,7 @@ __all__ = [
     "TurnResult",
     "append_rule_to_file",
     "builtin_hooks",
+    "call_risk",
     "glob_regex",
     "load_rules",
     "new_id",
@@ -208,4 +211,5 @@ __all__ = [
     "suggest_rule",
     "summarize_input",
     "tool",
+    "visible",
 ]

@@ -56,6 +56,23 @@ ApprovalDecision = Allow | Deny
 SKIPPED_AFTER_DENIAL = "skipped after a denial"
 
 
+def visible(text: str) -> str:
+    """`text` as a person must see it before allowing it: every character that a terminal or a widget
+    would not show as itself (carriage return, escape sequences, bidi overrides, exotic blanks, tabs)
+    written as an escape such as `\\r` or `\\u202e`; newlines stay line breaks. Nothing is dropped."""
+    if text.isprintable() or all(ch.isprintable() or ch == "\n" for ch in text):
+        return text
+    return "".join(ch if ch.isprintable() or ch == "\n" else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    named = {"\t": "\\t", "\r": "\\r"}
+    if ch in named:
+        return named[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 class RuleWriter(Protocol):
     """Persists an "always allow" rule to the project's rules file (the front end previews it first)."""
 
