@@ -305,7 +305,7 @@ class _Printer:
 def approval_question(event: PermissionRequired) -> str:
     """The whole call, as it will run, with its risk and why it asks; characters a terminal would not
     show as themselves (a carriage return, an escape sequence) are written as escapes. Nothing is cut."""
-    lines = [f"Approve {event.name}? risk {event.risk}: {visible(event.reason or 'the permission mode asks')}"]
+    lines = [f"Allow {event.name}? risk {event.risk}: {visible(event.reason or 'the permission mode asks')}"]
     rest = dict(event.input)
     command = rest.pop("command", None)
     if isinstance(command, str):

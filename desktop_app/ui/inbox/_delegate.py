@@ -64,13 +64,16 @@ class InboxCardDelegate(QStyledItemDelegate):
                              "expired" if left <= 0 else f"{int(left) // 60}:{int(left) % 60:02d} left")
 
     @staticmethod
+    def input_line(item: PendingApproval, fm: QFontMetrics, width: int) -> str:
+        """The card's one line of input: cut with a visible "…" (the details card shows it whole)."""
+        return fm.elidedText(visible(summarize_input(item.input, 200)), Qt.TextElideMode.ElideRight, width)
+
+    @staticmethod
     def _paint_body(painter, option, item: PendingApproval, r: QRect, fg: QColor, small: QFont) -> None:
         """Line 2: the input; line 3: why it asks, muted."""
         x = r.left() + 8
         painter.setFont(option.font)
-        fm = painter.fontMetrics()
-        # One line: cut with a visible "…"; the details card below shows the whole input.
-        text = fm.elidedText(visible(summarize_input(item.input, 200)), Qt.TextElideMode.ElideRight, r.width() - 16)
+        text = InboxCardDelegate.input_line(item, painter.fontMetrics(), r.width() - 16)
         painter.drawText(QRect(x, r.top() + 23, r.width() - 16, 16), Qt.AlignmentFlag.AlignVCenter, text)
         painter.setFont(small)
         muted = QColor(fg)
