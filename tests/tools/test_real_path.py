@@ -58,3 +58,33 @@ async def test_paths_that_end_outside_are_refused(sandbox, path) -> None:
     await _sh(sandbox, "ln -sf /etc out && ln -sf /tmp/zz-missing dout")
     with pytest.raises(PathOutsideWorkspace):
         await sandbox.real_path(path)
+
+
+async def test_the_executor_judges_a_write_at_the_path_the_sandbox_resolves(sandbox) -> None:
+    from desktop_app.core import (
+        Action,
+        EventBus,
+        Executor,
+        HookChain,
+        MemoryStore,
+        PermissionPolicy,
+        Rule,
+        RunContext,
+        ToolCall,
+        ToolCallState,
+        ToolRegistry,
+    )
+    from desktop_app.tools import builtin_tools
+
+    await _sh(sandbox, "mkdir -p secrets notes && ln -s secrets link")
+    store = MemoryStore()
+    policy = PermissionPolicy("auto")
+    policy.add_rule(Rule(Action.DENY, "fs_write", "secrets/**", "project"))
+    executor = Executor(ToolRegistry(builtin_tools()), policy, bus=EventBus(store), store=store, hooks=HookChain())
+    run = RunContext(session_id="s1", project_id="p1", sandbox=sandbox)
+    for i, path in enumerate(["link/k", "//workspace/secrets/k", "notes/../link/k"]):
+        [record] = await executor.run_batch([ToolCall(f"t{i}", "fs_write", {"path": path, "content": "x"})], run)
+        assert record.state is ToolCallState.DENIED, (path, record.error)
+    assert await sandbox.stat("secrets/k") is None
+    [ok] = await executor.run_batch([ToolCall("t9", "fs_write", {"path": "notes/k", "content": "x"})], run)
+    assert ok.state is ToolCallState.COMPLETED
