@@ -321,7 +321,8 @@ class Executor:
         """The policy's decision on `input`, judged on a worker thread with the paths it judges resolved
         in the sandbox; past the deadline, an ask with risk high (never an allow)."""
         try:
-            return await asyncio.wait_for(self._judge_in_sandbox(facts, input, run), self.judge_deadline_s)
+            async with asyncio.timeout(self.judge_deadline_s):
+                return await self._judge_in_sandbox(facts, input, run)
         except TimeoutError:
             return _not_in_time(self.judge_deadline_s)
 

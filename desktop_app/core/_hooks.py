@@ -187,7 +187,7 @@ class HookChain:
             name = _hook_name(hook)
             t0 = time.perf_counter()
             try:
-                answer = await _within(hook(call), end, loop)
+                answer = await _within(hook(call), end)
             except TimeoutError:
                 prov = Provenance("hook", name, decision="ask", elapsed_ms=(time.perf_counter() - t0) * 1000)
                 late = PreHookResult.ask(NOT_JUDGED_IN_TIME, risk=Risk.HIGH, late_hook=name)
@@ -231,11 +231,10 @@ class HookChain:
 NOT_JUDGED_IN_TIME = "the command could not be judged in time"
 
 
-async def _within(aw: Awaitable[Any], end: float | None, loop: asyncio.AbstractEventLoop) -> Any:
+async def _within(aw: Awaitable[Any], end: float | None) -> Any:
     """`aw`'s result, or TimeoutError once the loop's clock passes `end` (None: no deadline)."""
-    if end is None:
+    async with asyncio.timeout_at(end):  # in this task: cheaper than wait_for's task per hook
         return await aw
-    return await asyncio.wait_for(aw, max(0.0, end - loop.time()))
 
 
 _pool_lock = threading.Lock()
@@ -358,6 +357,25 @@ _SECRET_PATTERNS: list[tuple[Any, str]] = [
     ), r"\1\2[REDACTED]"),
 ]
 REDACTED = "[REDACTED]"
+INLINE_REDACT_CHARS = 16_384  # larger results are redacted on a worker thread
+
+
+def _size(value: Any, limit: int = INLINE_REDACT_CHARS) -> int:
+    """The characters of text in `value` (a result, its blocks and details), counted up to past `limit`."""
+    stack, total = [value], 0
+    while stack and total <= limit:
+        v = stack.pop()
+        if isinstance(v, str):
+            total += len(v)
+        elif isinstance(v, ToolResult):
+            stack += [b.text for b in v.content if isinstance(b, TextBlock)] + [v.details]
+        elif isinstance(v, dict):
+            stack += list(v.values())
+        elif isinstance(v, list | tuple):
+            stack += list(v)
+        else:
+            total += 1 if not isinstance(v, bytes) else len(v)
+    return total
 
 
 class SecretRedactionHook:
@@ -387,6 +405,8 @@ class SecretRedactionHook:
         return value
 
     async def __call__(self, call: HookCall, result: ToolResult) -> PostHookResult | None:
+        if _size(result) <= INLINE_REDACT_CHARS:  # RE2 on a few KB takes microseconds: no thread hop
+            return self._redacted(result)
         return await asyncio.get_running_loop().run_in_executor(hook_pool(), self._redacted, result)
 
     def _redacted(self, result: ToolResult) -> PostHookResult | None:
