@@ -338,31 +338,6 @@ async def test_a_synchronous_hook_offloaded_cannot_freeze_the_loop():
     await task
 
 
-@pytest.mark.parametrize("command", ["a(){ " * 16_000, "a" * 1_000_000], ids=["80KB-of-functions", "1MB-word"])
-async def test_the_worst_case_commands_are_judged_without_freezing_the_desk(command):
-    # The real policy and the built-in hooks. This passes once the policy and the danger check are
-    # linear (the other half of issue 9): Python's re holds the GIL, even on a worker thread.
-    rig = Rig(PermissionPolicy("auto"), hooks=builtin_hooks())
-    async with LagMeter() as lag:
-        t0 = time.perf_counter()
-        record = await _judged(rig, command)
-        took = time.perf_counter() - t0
-    assert record.terminal and took < 5 and lag.worst < 0.05, (took, lag.worst)
-
-
-async def _judged(rig: Rig, command: str) -> Any:
-    """Run the call to its end; an ask is answered with a deny (a person would look first)."""
-    task = rig.start(call("bash_run", command=command))
-    ask = asyncio.ensure_future(rig.next_ask(1, within_s=60))
-    done, _ = await asyncio.wait({task, ask}, return_when=asyncio.FIRST_COMPLETED)
-    if ask in done:
-        rig.executor.decide(ask.result().call_id, Deny())
-    else:
-        ask.cancel()
-    [record] = await task
-    return record
-
-
 @pytest.mark.parametrize("text", ["password" * 25_000, "a" * 1_000_000], ids=["200KB-password", "1MB-word"])
 async def test_the_worst_case_outputs_are_redacted_without_freezing_the_desk(text):
     hook = SecretRedactionHook()
@@ -380,9 +355,9 @@ async def test_the_worst_case_outputs_are_redacted_without_freezing_the_desk(tex
                                   "sk-ant-" + "a" * 1_000_000, "Bearer " + "x" * 1_000_000])
 async def test_redaction_is_linear(text):
     hook = SecretRedactionHook()
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # this thread's own work: a busy neighbour thread does not count
     out = hook.redact(text)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.thread_time() - t0 < 1.0
     assert "hunter2" not in out
 
 
@@ -482,3 +457,31 @@ async def test_a_denial_tells_the_model_why_without_the_rule():
     assert "deletes files, which the project's rules forbid" in told and "rm *" not in told
     assert record.provenance[0].detail == "bash_run(rm *)"  # the person still sees which rule
     assert record.trail[-1].data["provenance"]["detail"] == "bash_run(rm *)"
+
+
+# -- last in the file: a policy still working past its deadline must not slow the tests above -------
+
+
+@pytest.mark.parametrize("command", ["a(){ " * 16_000, "a" * 1_000_000], ids=["80KB-of-functions", "1MB-word"])
+async def test_the_worst_case_commands_are_judged_without_freezing_the_desk(command):
+    # The real policy and the built-in hooks. This passes once the policy and the danger check are
+    # linear (the other half of issue 9): Python's re holds the GIL, even on a worker thread.
+    rig = Rig(PermissionPolicy("auto"), hooks=builtin_hooks())
+    async with LagMeter() as lag:
+        t0 = time.perf_counter()
+        record = await _judged(rig, command)
+        took = time.perf_counter() - t0
+    assert record.terminal and took < 5 and lag.worst < 0.05, (took, lag.worst)
+
+
+async def _judged(rig: Rig, command: str) -> Any:
+    """Run the call to its end; an ask is answered with a deny (a person would look first)."""
+    task = rig.start(call("bash_run", command=command))
+    ask = asyncio.ensure_future(rig.next_ask(1, within_s=60))
+    done, _ = await asyncio.wait({task, ask}, return_when=asyncio.FIRST_COMPLETED)
+    if ask in done:
+        rig.executor.decide(ask.result().call_id, Deny())
+    else:
+        ask.cancel()
+    [record] = await task
+    return record
