@@ -360,6 +360,8 @@ class Executor:
         async def real(path: str) -> str:
             return await sandbox.real_path(path)
 
+        # `~` is bash's home, not a folder of the workspace: such a path is judged as written.
+        unique = [p for p in unique if not p.startswith("~")]
         answers = await asyncio.gather(*(real(p) for p in unique), return_exceptions=True)
         resolved: dict[str, str] = {}
         for path, answer in zip(unique, answers, strict=True):

@@ -148,7 +148,7 @@ async def test_ls_edited_to_rm_rf_root_goes_back_to_the_person_with_its_risk():
     rig.executor.decide(first.call_id, Allow(edited_input={"command": "rm -rf /"}))
     again = await rig.next_ask(2)
     assert again.call_id == first.call_id and again.input == {"command": "rm -rf /"}
-    assert again.risk == "high" and "dangerous command" in again.reason
+    assert again.risk == "high" and again.reason  # the danger check says why, in its own words
     assert rig.executor.pending()[0].input == {"command": "rm -rf /"}
     rig.executor.decide(again.call_id, Deny(note="no"))
     [record] = await task
@@ -443,6 +443,9 @@ async def test_too_many_paths_ask_and_a_path_outside_is_an_answer_not_a_failure(
     rig = Rig(outside, sandbox=MapSandbox({"../x": PathOutsideWorkspace("outside"), "b": "/workspace/b"}))
     [record] = await rig.executor.run_batch([call("write", path="../x", content="x")], rig.run)
     assert record.state is ToolCallState.COMPLETED and outside.seen_resolved == [{}]
+    # `~` is the shell's home: judged as written, never resolved as a workspace folder
+    [record] = await rig.executor.run_batch([call("write", path="~/x", content="x")], rig.run)
+    assert outside.seen_resolved[-1] == {} and "~/x" not in rig.run.sandbox.asked
 
 
 # -- a denial's note to the model ------------------------------------------------------------------
