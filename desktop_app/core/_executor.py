@@ -319,33 +319,35 @@ class Executor:
     # -- judging off the loop, within the deadline ---------------------------------------------------
     async def _judge(self, facts: ToolFacts, input: dict[str, Any], run: RunContext) -> PolicyDecision:
         """The policy's decision on `input`, judged on a worker thread with the paths it judges resolved
-        in the sandbox; past the deadline, an ask with risk high (never an allow)."""
-        try:
-            async with asyncio.timeout(self.judge_deadline_s):
-                return await self._judge_in_sandbox(facts, input, run)
-        except TimeoutError:
-            return _not_in_time(self.judge_deadline_s)
-
-    async def _off_loop(self, fn: Callable[[], _T]) -> _T:
-        return await asyncio.get_running_loop().run_in_executor(self._judges, fn)
-
-    async def _judge_in_sandbox(self, facts: ToolFacts, input: dict[str, Any], run: RunContext) -> PolicyDecision:
-        policy, sid = self.policy, run.session_id
+        in the sandbox; past the deadline, an ask with risk high (never an allow). The deadline runs
+        twice: for asking the policy which paths it judges, then for resolving them and judging; a
+        sandbox that is still starting gets its own time in between (starting is not judging)."""
+        policy, sid, sandbox = self.policy, run.session_id, run.sandbox
 
         def first() -> tuple[list[str], PolicyDecision | None]:  # one thread hop when no path needs resolving
             paths = policy.paths_to_resolve(facts, input)
             return paths, (None if paths else policy.evaluate(facts, input, session_id=sid))
 
-        paths, decision = await self._off_loop(first)
-        if decision is not None:
-            return decision
-        resolved, failure = await self._resolve(paths, run.sandbox)
-        decision = await self._off_loop(partial(policy.evaluate, facts, input, session_id=sid, resolved=resolved))
+        try:
+            async with asyncio.timeout(self.judge_deadline_s):
+                paths, decision = await self._off_loop(first)
+            if decision is not None:
+                return decision
+            failure = await _started(sandbox)
+            async with asyncio.timeout(self.judge_deadline_s):
+                resolved, failure = (None, failure) if failure else await self._resolve(paths, sandbox)
+                decision = await self._off_loop(partial(policy.evaluate, facts, input, session_id=sid,
+                                                        resolved=resolved))
+        except TimeoutError:
+            return _not_in_time(self.judge_deadline_s)
         if not failure or decision.action is Action.DENY:
             return decision
         reason = failure if decision.action is Action.ALLOW else f"{decision.reason}; {failure}"
         return PolicyDecision(Action.ASK, Provenance("sandbox", "path resolution", decision="ask"), reason,
                               Risk.HIGH)
+
+    async def _off_loop(self, fn: Callable[[], _T]) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._judges, fn)
 
     async def _resolve(self, paths: list[str], sandbox: Sandbox | None) -> tuple[dict[str, str] | None, str]:
         """The paths as the sandbox will really touch them (`/workspace/...`), and why the call must ask
@@ -589,6 +591,17 @@ class Executor:
             await self.recorder.fail(record, verdict.error, Outcome.ERROR, actor=f"hook:{verdict.failed_hook}")
             return
         await self.recorder.finish(record, verdict.result)
+
+
+async def _started(sandbox: Sandbox | None) -> str:
+    """"" once `sandbox` runs (a Docker sandbox may still be creating its container), else why not."""
+    if sandbox is None:
+        return ""
+    try:
+        await sandbox.start()
+    except Exception as e:  # any failure: the paths cannot be resolved, so the call asks
+        return f"the sandbox could not start to resolve the paths: {e}"
+    return ""
 
 
 async def _finished_in_time(task: asyncio.Future[Any], abort: asyncio.Event, limit_s: float) -> bool:

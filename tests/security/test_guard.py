@@ -379,10 +379,17 @@ async def test_redaction_still_redacts():
 class MapSandbox:
     """A sandbox whose real_path answers from a table (a stand-in for symlinks), or fails as told."""
 
-    def __init__(self, table: dict[str, Any], delay: float = 0.0) -> None:
+    def __init__(self, table: dict[str, Any], delay: float = 0.0, start: Any = 0.0) -> None:
         self.table = table
         self.delay = delay
+        self.starting = start  # seconds a start takes, or the error it raises
         self.asked: list[str] = []
+
+    async def start(self) -> None:
+        if isinstance(self.starting, Exception):
+            raise self.starting
+        await asyncio.sleep(self.starting)
+        self.starting = 0.0
 
     def describe(self):
         from desktop_app.core import SandboxDescription
@@ -408,6 +415,22 @@ async def test_a_write_through_a_symlink_is_judged_at_its_target():
     rig = Rig(_deny_secrets(), sandbox=MapSandbox({"link/k": "/workspace/secrets/k"}))
     [record] = await rig.executor.run_batch([call("write", path="link/k", content="x")], rig.run)
     assert record.state is ToolCallState.DENIED and "files" not in rig.run.state
+
+
+async def test_a_sandbox_still_starting_gets_its_own_time_then_the_path_is_judged():
+    rig = Rig(_deny_secrets(), sandbox=MapSandbox({"link/k": "/workspace/secrets/k"}, start=0.5),
+              judge_deadline_s=0.2)
+    [record] = await rig.executor.run_batch([call("write", path="link/k", content="x")], rig.run)
+    assert record.state is ToolCallState.DENIED and record.outcome is Outcome.POLICY
+
+
+async def test_a_sandbox_that_cannot_start_makes_the_call_ask():
+    rig = Rig(_deny_secrets(), sandbox=MapSandbox({}, start=SandboxError("the engine is gone")))
+    task = rig.start(call("write", path="a.txt", content="x"))
+    asked = await rig.next_ask(1)
+    assert asked.risk == "high" and "could not start" in asked.reason
+    rig.executor.decide(asked.call_id, Deny())
+    await task
 
 
 @pytest.mark.parametrize("failure", [SandboxError("the helper is gone"), RuntimeError("bug")])
