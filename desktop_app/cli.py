@@ -25,6 +25,7 @@ from .core import (
     ToolEnd,
     ToolStart,
     TurnEnd,
+    visible,
 )
 
 SUBCOMMANDS = ("run", "sessions", "audit", "images")
@@ -285,8 +286,7 @@ class _Printer:
         elif mode == "deny":
             decision = Deny(by="cli:--on-ask deny", note="Denied: the CLI runs with --on-ask deny.")
         else:
-            question = (f"Allow {event.name} {json.dumps(event.input)[:200]}? "
-                        "[y]es / [n]o (then a note): ")
+            question = approval_question(event)
             answer = (await asyncio.to_thread(_ask, question)).strip()
             if answer.lower() in ("y", "yes"):
                 decision = Allow(by="cli:prompt")
@@ -300,6 +300,24 @@ class _Printer:
         if self.mid_line:
             print(flush=True)
             self.mid_line = False
+
+
+def approval_question(event: PermissionRequired) -> str:
+    """The whole call, as it will run, with its risk and why it asks; characters a terminal would not
+    show as themselves (a carriage return, an escape sequence) are written as escapes. Nothing is cut."""
+    lines = [f"Allow {event.name}? risk {event.risk}: {visible(event.reason or 'the permission mode asks')}"]
+    rest = dict(event.input)
+    command = rest.pop("command", None)
+    if isinstance(command, str):
+        shown = visible(command).split("\n")
+        lines += [f"  {'$' if i == 0 else '>'} {line}" for i, line in enumerate(shown)]
+        lines.append(f"  (the whole command: {len(command)} characters, {len(shown)} line(s))")
+    elif command is not None:
+        rest["command"] = command
+    if rest:
+        lines += [f"  {line}" for line in visible(json.dumps(rest, indent=2, ensure_ascii=False)).split("\n")]
+    lines.append("[y]es / [n]o (then a note): ")
+    return "\n".join(lines)
 
 
 def _ask(question: str) -> str:

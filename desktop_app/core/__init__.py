@@ -7,7 +7,7 @@ runs headless and tests without a display or a Docker engine.
 
 from ._agent import DEFAULT_MAX_STEPS, AgentSession, TurnResult
 from ._anthropic import MISSING_KEY_HINT, AnthropicModelClient
-from ._approvals import Allow, ApprovalDecision, ApprovalScope, Deny
+from ._approvals import Allow, ApprovalDecision, ApprovalScope, Deny, visible
 from ._bus import EventBus
 from ._errors import (
     AgentDeskError,
@@ -40,12 +40,13 @@ from ._events import (
     ToolUpdate,
     TurnEnd,
 )
-from ._executor import Executor, RunContext
+from ._executor import Executor, RunContext, call_risk
 from ._glob import glob_regex
 from ._hooks import (
     DangerousCommandHook,
     HookCall,
     HookChain,
+    OffloadedPreHook,
     OutputTruncationHook,
     PostAction,
     PostHookResult,
@@ -149,6 +150,7 @@ __all__ = [
     "ModelReply",
     "ModelRequest",
     "ModelUsage",
+    "OffloadedPreHook",
     "Outcome",
     "OutputCallback",
     "OutputTruncationHook",
@@ -206,6 +208,7 @@ __all__ = [
     "append_rule_to_file",
     "assess_risk",
     "builtin_hooks",
+    "call_risk",
     "container_path",
     "glob_regex",
     "load_rules",
@@ -217,4 +220,5 @@ __all__ = [
     "suggest_rule",
     "summarize_input",
     "tool",
+    "visible",
 ]

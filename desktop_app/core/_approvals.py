@@ -56,6 +56,23 @@ ApprovalDecision = Allow | Deny
 SKIPPED_AFTER_DENIAL = "skipped after a denial"
 
 
+def visible(text: str) -> str:
+    """`text` as a person must see it before allowing it: every character that a terminal or a widget
+    would not show as itself (carriage return, escape sequences, bidi overrides, exotic blanks, tabs)
+    written as an escape such as `\\r` or `\\u202e`; newlines stay line breaks. Nothing is dropped."""
+    if text.isprintable() or all(ch.isprintable() or ch == "\n" for ch in text):
+        return text
+    return "".join(ch if ch.isprintable() or ch == "\n" else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    named = {"\t": "\\t", "\r": "\\r"}
+    if ch in named:
+        return named[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 class RuleWriter(Protocol):
     """Persists an "always allow" rule to the project's rules file (the front end previews it first)."""
 
@@ -178,17 +195,21 @@ class PendingApprovals:
         record.provenance.append(prov)
         return prov
 
-    def remember_rule(self, record: ToolCallRecord, decision: Allow) -> Rule | None:
-        """For SESSION and ALWAYS: add the allow rule (the given one, or the suggested one) and, for
-        ALWAYS, write it to the project's rules file."""
+    @staticmethod
+    def rule_for(record: ToolCallRecord, decision: Allow) -> Rule | None:
+        """For SESSION and ALWAYS: the allow rule to add (the given one, or the one the policy suggests
+        for the call; suggesting parses the command, so the executor calls this off the loop)."""
         if decision.scope not in (ApprovalScope.SESSION, ApprovalScope.ALWAYS):
             return None
-        rule = (Rule.parse(decision.rule, Action.ALLOW, "session") if decision.rule
-                else suggest_rule(record.name, record.input))
-        if decision.scope is ApprovalScope.SESSION:
+        if decision.rule:
+            return Rule.parse(decision.rule, Action.ALLOW, "session")
+        return suggest_rule(record.name, record.input)
+
+    def remember(self, rule: Rule, record: ToolCallRecord, scope: ApprovalScope) -> None:
+        """Add `rule` for the session, or for the project (written to its rules file) for ALWAYS."""
+        if scope is ApprovalScope.SESSION:
             self.policy.add_rule(Rule(Action.ALLOW, rule.target, rule.pattern, "session"), session_id=record.session_id)
-        else:
+        elif scope is ApprovalScope.ALWAYS:
             self.policy.add_rule(Rule(Action.ALLOW, rule.target, rule.pattern, "project"))
             if self.rule_writer is not None:
                 self.rule_writer(rule)
-        return rule

@@ -2,6 +2,8 @@
 
 known and parsed? -> valid input? -> policy -> pre hooks -> approval -> run (timeout, abort) -> post hooks
 Records change state through the RecordWriter (`_recorder.py`); waiting calls live in `_approvals.py`.
+The policy (with the paths it judges resolved in the sandbox) and the pre hooks are judged off the event
+loop within a deadline: past it the call asks, it never passes. An input a person edits is judged again.
 """
 
 from __future__ import annotations
@@ -10,19 +12,21 @@ import asyncio
 import contextlib
 import difflib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
 from ._approvals import SKIPPED_AFTER_DENIAL, Allow, ApprovalDecision, Batch, Deny, PendingApprovals, RuleWriter
 from ._bus import EventBus
-from ._errors import AgentDeskError, StoreError, ToolInputError
+from ._errors import AgentDeskError, PathOutsideWorkspace, StoreError, ToolInputError
 from ._events import PermissionDecided, ToolUpdate
-from ._hooks import HookCall, HookChain, HookStep, PreAction
+from ._hooks import NOT_JUDGED_IN_TIME, HookCall, HookChain, HookStep, PreAction
 from ._messages import ToolCall
-from ._policy import Action, PermissionPolicy, PolicyDecision, ToolFacts
+from ._policy import COMMAND_TOOLS, Action, PermissionPolicy, PolicyDecision, ToolFacts
 from ._record import Outcome, Provenance, Risk, ToolCallRecord, ToolCallState, highest_risk
 from ._recorder import RecordWriter
 from ._registry import ToolRegistry
@@ -33,6 +37,22 @@ if TYPE_CHECKING:
     from ._sandbox import Sandbox
 
 DEFAULT_TOOL_TIMEOUT_S = 120.0
+DEFAULT_JUDGE_DEADLINE_S = 2.0  # for the policy (paths resolved included), and again for the pre hooks
+MAX_RESOLVED_PATHS = 32  # paths of one call resolved in the sandbox before the policy judges them
+_T = TypeVar("_T")
+
+
+def call_risk(tool_name: str, tool_risk: Risk | str, decision: PolicyDecision) -> Risk:
+    """A call's risk before the hooks speak. The policy judges a command by what it does, so its risk is
+    the command's (`ls` is low, a wipe high); for other tools the tool's own risk is a floor."""
+    if tool_name in COMMAND_TOOLS:
+        return decision.risk
+    return highest_risk(tool_risk, decision.risk)
+
+
+def _not_in_time(deadline_s: float) -> PolicyDecision:
+    return PolicyDecision(Action.ASK, Provenance("deadline", f"{deadline_s:g} s", decision="ask"),
+                          NOT_JUDGED_IN_TIME, Risk.HIGH)
 
 
 @dataclass(slots=True)
@@ -66,6 +86,13 @@ class _Job:
     asks: list[str] = field(default_factory=list)  # why a person must approve: the policy's, then hooks'
     risk: Risk = Risk.LOW
     meta: dict[str, Any] = field(default_factory=dict)
+    original_input: dict[str, Any] | None = None  # the model's input, once a person edited it
+    approving: tuple[Allow, Provenance] | None = None  # the allow of an edit, while the edit is judged
+
+    def judge_afresh(self) -> None:
+        """What the policy and the hooks said of an earlier input goes: an edit is judged on its own."""
+        self.policy_asked, self.asks, self.meta = False, [], {}
+        self.risk = Risk.of(self.known.risk)
 
     @property
     def known(self) -> Tool:
@@ -104,6 +131,8 @@ class Executor:
         max_parallel: int = 4,
         approval_timeout_s: float | None = None,
         default_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
+        judge_deadline_s: float = DEFAULT_JUDGE_DEADLINE_S,
+        max_resolved_paths: int = MAX_RESOLVED_PATHS,
     ) -> None:
         self.registry = registry
         self.policy = policy
@@ -112,6 +141,11 @@ class Executor:
         self.hooks = hooks or HookChain()
         self.max_parallel = max(1, max_parallel)
         self.default_timeout_s = default_timeout_s
+        self.judge_deadline_s = judge_deadline_s
+        self.max_resolved_paths = max_resolved_paths
+        # The policy judges on threads of its own: a slow judgement never starves the loop's default
+        # executor, and many slow ones only queue here (then they ask, past the deadline).
+        self._judges = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agent-desk-policy")
         self.recorder = RecordWriter(store, bus, self._summary)
         self.approvals = PendingApprovals(bus, policy, timeout_s=approval_timeout_s)
 
@@ -269,21 +303,78 @@ class Executor:
     async def _decide_policy(self, job: _Job) -> bool:
         tool, record = job.known, job.record
         facts = ToolFacts(tool.name, tool.group, tool.read_only)
-        decision = self.policy.resolve_ask(self.policy.evaluate(facts, record.input, session_id=job.run.session_id))
+        decision = self.policy.resolve_ask(await self._judge(facts, record.input, job.run))
         record.provenance.append(decision.provenance)
         if decision.action is Action.DENY:
+            # The model reads the policy's reason in plain words; the rule stays in the provenance.
             await self.recorder.deny(record, f"denied by policy: {decision.reason}", Outcome.POLICY,
                                      actor="policy", data={"provenance": decision.provenance.to_dict()})
             return False
-        job.risk = record.risk
+        job.risk = call_risk(tool.name, tool.risk, decision)
         if decision.action is Action.ASK:
             job.policy_asked = True
             job.asks.append(decision.reason)
-            job.risk = highest_risk(record.risk, decision.risk)
         return True
 
+    # -- judging off the loop, within the deadline ---------------------------------------------------
+    async def _judge(self, facts: ToolFacts, input: dict[str, Any], run: RunContext) -> PolicyDecision:
+        """The policy's decision on `input`, judged on a worker thread with the paths it judges resolved
+        in the sandbox; past the deadline, an ask with risk high (never an allow). The deadline runs
+        twice: for asking the policy which paths it judges, then for resolving them and judging; a
+        sandbox that is still starting gets its own time in between (starting is not judging)."""
+        policy, sid, sandbox = self.policy, run.session_id, run.sandbox
+
+        def first() -> tuple[list[str], PolicyDecision | None]:  # one thread hop when no path needs resolving
+            paths = policy.paths_to_resolve(facts, input)
+            return paths, (None if paths else policy.evaluate(facts, input, session_id=sid))
+
+        try:
+            async with asyncio.timeout(self.judge_deadline_s):
+                paths, decision = await self._off_loop(first)
+            if decision is not None:
+                return decision
+            failure = await _started(sandbox)
+            async with asyncio.timeout(self.judge_deadline_s):
+                resolved, failure = (None, failure) if failure else await self._resolve(paths, sandbox)
+                decision = await self._off_loop(partial(policy.evaluate, facts, input, session_id=sid,
+                                                        resolved=resolved))
+        except TimeoutError:
+            return _not_in_time(self.judge_deadline_s)
+        if not failure or decision.action is Action.DENY:
+            return decision
+        reason = failure if decision.action is Action.ALLOW else f"{decision.reason}; {failure}"
+        return PolicyDecision(Action.ASK, Provenance("sandbox", "path resolution", decision="ask"), reason,
+                              Risk.HIGH)
+
+    async def _off_loop(self, fn: Callable[[], _T]) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._judges, fn)
+
+    async def _resolve(self, paths: list[str], sandbox: Sandbox | None) -> tuple[dict[str, str] | None, str]:
+        """The paths as the sandbox will really touch them (`/workspace/...`), and why the call must ask
+        when some could not be resolved ("" when all were). A path that ends outside the workspace is
+        left out. Without a sandbox the policy judges the paths as written (no tool can run then)."""
+        if sandbox is None:
+            return None, ""
+        unique = list(dict.fromkeys(paths))
+        if len(unique) > self.max_resolved_paths:
+            return None, f"the call writes {len(unique)} paths, more than the {self.max_resolved_paths} checked"
+
+        async def real(path: str) -> str:
+            return await sandbox.real_path(path)
+
+        # `~` is bash's home, not a folder of the workspace: such a path is judged as written.
+        unique = [p for p in unique if not p.startswith("~")]
+        answers = await asyncio.gather(*(real(p) for p in unique), return_exceptions=True)
+        resolved: dict[str, str] = {}
+        for path, answer in zip(unique, answers, strict=True):
+            if isinstance(answer, str):
+                resolved[path] = answer
+            elif not isinstance(answer, PathOutsideWorkspace):
+                return resolved, f"the sandbox could not resolve the path {path!r}"
+        return resolved, ""
+
     async def _run_pre_hooks(self, job: _Job) -> bool:
-        verdict = await self.hooks.run_pre(job.hook_call)
+        verdict = await self.hooks.run_pre(job.hook_call, deadline_s=self.judge_deadline_s)
         for step in verdict.steps:
             job.record.provenance.append(step.provenance)
             if not await self._apply_hook_step(job, step):
@@ -301,6 +392,8 @@ class Executor:
         if answer.action is PreAction.ASK:
             return await self._hook_asks(job, step)
         if step.stops and answer.result is not None:  # a result stands in for running the tool
+            if job.approving is not None and not await self._approve(job, *job.approving):
+                return False  # an edit a person allowed, answered by a hook: APPROVED first
             await self.recorder.move(record, ToolCallState.EXECUTING, actor=actor,
                                      note=f"short-circuited: {answer.reason}")
             await self._finish(job, answer.result)
@@ -369,20 +462,64 @@ class Executor:
         self.approvals.skip_waiting(job.batch)
 
     async def _allowed(self, job: _Job, decision: Allow, prov: Provenance) -> bool:
+        edited = decision.edited_input
+        if edited is not None and edited != job.record.input:
+            return await self._judge_edit(job, decision, prov, edited)
+        job.args = job.known.parse(job.record.input)
+        return await self._approve(job, decision, prov)
+
+    async def _judge_edit(self, job: _Job, decision: Allow, prov: Provenance, edited: dict[str, Any]) -> bool:
+        """A person's edit is judged like the model's input: validation, the policy, the risk, the pre
+        hooks. A deny denies it. It goes back to the person, as a new approval of the edited input, when
+        its risk is high or a hook asks; a plain ask of the policy (medium or low) runs on this allow,
+        since the person wrote what it asks about."""
+        record = job.record
+        before = record.input
+        if not await self._validate(job, edited):
+            return False
+        if job.original_input is None:
+            job.original_input = before
+        record.input = record.approval.edited_input = edited
+        await self.recorder.note(record, decision.by, "input edited; judged again before it runs",
+                                 {"original_input": before, "edited_input": edited})
+        job.judge_afresh()
+        job.approving = (decision, prov)
+        try:
+            if not await self._decide_policy(job) or not await self._run_pre_hooks(job):
+                return False
+        finally:
+            job.approving = None
+        if record.state is not ToolCallState.APPROVAL_REQUIRED:  # a hook's result stood in for the run
+            return False
+        if job.meta.get("hooks") or (job.asks and job.risk is Risk.HIGH):
+            return await self._ask_again(job)
+        return await self._approve(job, decision, prov)
+
+    async def _ask_again(self, job: _Job) -> bool:
+        """Offer the edited input to a person once more, with its own risk and reasons."""
+        record = job.record
+        if job.batch.denied_by_user:
+            await self.recorder.deny(record, SKIPPED_AFTER_DENIAL, Outcome.USER, actor="executor")
+            return False
+        reason = "; ".join(x for x in job.asks if x)
+        record.risk = job.risk
+        ap = record.approval
+        ap.decision, ap.decided_by, ap.decided_at, ap.note = None, None, None, ""
+        self.approvals.register(record, job.batch, reason=reason, meta=job.meta)
+        await self.recorder.note(record, "policy", f"the edited input asks again: {reason}",
+                                 {"risk": job.risk, "input": record.input,
+                                  "provenance": [p.to_dict() for p in record.provenance]})
+        self.approvals.announce(record)
+        return await self._await_answer(job)
+
+    async def _approve(self, job: _Job, decision: Allow, prov: Provenance) -> bool:
         record = job.record
         data: dict[str, Any] = {"provenance": prov.to_dict(), "scope": str(decision.scope)}
-        edited = decision.edited_input
-        if edited is not None and edited != record.input:
-            original = record.input
-            if not await self._validate(job, edited):
-                return False
-            record.approval.edited_input = edited
-            data.update(original_input=original, edited_input=edited)
-            record.input = edited
-        else:
-            job.args = job.known.parse(record.input)
-        rule = self.approvals.remember_rule(record, decision)
+        if job.original_input is not None:  # the audit keeps both: what the model asked, what ran
+            data.update(original_input=job.original_input, edited_input=record.approval.edited_input)
+        rule = await self._off_loop(partial(self.approvals.rule_for, record, decision))
         if rule is not None:
+            self.approvals.remember(rule, record, decision.scope)
             data["rule_added"] = rule.text
         await self.recorder.move(record, ToolCallState.APPROVED, actor=decision.by, note=decision.note, data=data)
         self.bus.publish(PermissionDecided(session_id=record.session_id, call_id=record.id, decision="allow",
@@ -454,6 +591,17 @@ class Executor:
             await self.recorder.fail(record, verdict.error, Outcome.ERROR, actor=f"hook:{verdict.failed_hook}")
             return
         await self.recorder.finish(record, verdict.result)
+
+
+async def _started(sandbox: Sandbox | None) -> str:
+    """"" once `sandbox` runs (a Docker sandbox may still be creating its container), else why not."""
+    if sandbox is None:
+        return ""
+    try:
+        await sandbox.start()
+    except Exception as e:  # any failure: the paths cannot be resolved, so the call asks
+        return f"the sandbox could not start to resolve the paths: {e}"
+    return ""
 
 
 async def _finished_in_time(task: asyncio.Future[Any], abort: asyncio.Event, limit_s: float) -> bool:

@@ -1,16 +1,25 @@
 """Pre and post hooks around each tool call, how a chain of them runs, and the built-in ones:
-truncation, redaction, danger."""
+truncation, redaction, danger.
+
+A hook is an async callable that runs on the desk's event loop: a hook whose work is synchronous
+(parsing, matching, hashing) must not do it there. Wrap it in `OffloadedPreHook`, or hand the work to
+a thread itself (`asyncio.to_thread`), as the built-in ones do. The executor gives the pre hooks a
+deadline; past it the call asks a person (risk high), it never passes.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import re
+import threading
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
+
+import re2
 
 from ._record import Provenance, Risk
 from ._risk import assess_command
@@ -167,14 +176,23 @@ class HookChain:
     pre: list[PreHook] = field(default_factory=list)
     post: list[PostHook] = field(default_factory=list)
 
-    async def run_pre(self, call: HookCall) -> PreVerdict:
-        """Run the pre hooks in order. A hook that raises is a deny naming it (fail closed)."""
+    async def run_pre(self, call: HookCall, *, deadline_s: float | None = None) -> PreVerdict:
+        """Run the pre hooks in order. A hook that raises is a deny naming it (fail closed). With a
+        deadline, the chain stops at the hook that is still running when it passes: that hook asks,
+        with risk high, and the hooks after it do not run."""
         verdict = PreVerdict()
+        loop = asyncio.get_running_loop()
+        end = None if deadline_s is None else loop.time() + deadline_s
         for hook in self.pre:
             name = _hook_name(hook)
             t0 = time.perf_counter()
             try:
-                answer = await hook(call)
+                answer = await _within(hook(call), end)
+            except TimeoutError:
+                prov = Provenance("hook", name, decision="ask", elapsed_ms=(time.perf_counter() - t0) * 1000)
+                late = PreHookResult.ask(NOT_JUDGED_IN_TIME, risk=Risk.HIGH, late_hook=name)
+                verdict.steps.append(HookStep(name, late, prov, original_input=call.input))
+                return verdict
             except Exception as e:
                 prov = Provenance("hook", name, decision="deny", elapsed_ms=(time.perf_counter() - t0) * 1000)
                 why = PreHookResult.deny(f"pre hook {name!r} raised {type(e).__name__}: {e}")
@@ -208,6 +226,46 @@ class HookChain:
                 verdict.result = answer.result
                 verdict.changes.append((name, f"{answer.action.value}: {answer.note}".strip(": ")))
         return verdict
+
+
+NOT_JUDGED_IN_TIME = "the command could not be judged in time"
+
+
+async def _within(aw: Awaitable[Any], end: float | None) -> Any:
+    """`aw`'s result, or TimeoutError once the loop's clock passes `end` (None: no deadline)."""
+    async with asyncio.timeout_at(end):  # in this task: cheaper than wait_for's task per hook
+        return await aw
+
+
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def hook_pool() -> ThreadPoolExecutor:
+    """The threads the built-in hooks work on: their own, so a slow judgement never starves the loop's
+    default executor (where the store and the sandboxes wait)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agent-desk-hooks")
+        return _pool
+
+
+class OffloadedPreHook:
+    """A pre hook run on a worker thread, in an event loop of its own, so synchronous work inside it
+    cannot hold up the desk's loop. `when(call)` names the calls it looks at; the others skip the hop.
+    The hook must not touch objects of the desk's loop (futures, locks)."""
+
+    def __init__(self, hook: PreHook, when: Callable[[HookCall], bool] | None = None) -> None:
+        self.hook = hook
+        self.name = _hook_name(hook)
+        self.when = when
+
+    async def __call__(self, call: HookCall) -> PreHookResult | None:
+        if self.when is not None and not self.when(call):
+            return None
+        hook = self.hook
+        return await asyncio.get_running_loop().run_in_executor(hook_pool(), lambda: asyncio.run(hook(call)))
 
 
 def pre_hook(name: str) -> Callable[[Callable[[HookCall], Awaitable[PreHookResult | None]]], PreHook]:
@@ -254,26 +312,48 @@ class DangerousCommandHook:
 
 
 # -- built-in: secret redaction --------------------------------------------------------------------
-_SECRET_PATTERNS: list[re.Pattern[str]] = [
-    re.compile(r"sk-ant-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"\bsk-[A-Za-z0-9]{20,}"),
-    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),
-    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}\b"),
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
-    re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"),
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
-    re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._\-~+/]{16,}=*"),
+# RE2 matches in time linear in the text (no backtracking): a 200 KB run of `password` or a 1 MB word
+# takes milliseconds, where Python's re took minutes on the assignment pattern.
+_SECRET_PATTERNS: list[tuple[Any, str]] = [
+    (re2.compile(r"sk-ant-[A-Za-z0-9_\-]{16,}"), "[REDACTED]"),
+    (re2.compile(r"\bsk-[A-Za-z0-9]{20,}"), "[REDACTED]"),
+    (re2.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "[REDACTED]"),
+    (re2.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"), "[REDACTED]"),
+    (re2.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}\b"), "[REDACTED]"),
+    (re2.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"), "[REDACTED]"),
+    (re2.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), "[REDACTED]"),
+    (re2.compile(r"(?s)-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----"), "[REDACTED]"),
+    (re2.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._\-~+/]{16,}=*"), r"\1 [REDACTED]"),
+    (re2.compile(
+        r"(?i)\b([A-Za-z0-9_]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key)[A-Za-z0-9_]*)"
+        r"(\s*[=:]\s*)(\"[^\"\n]*\"|'[^'\n]*'|[^\s'\",;]+)"
+    ), r"\1\2[REDACTED]"),
 ]
-_ASSIGNMENT = re.compile(
-    r"(?i)\b([A-Za-z0-9_]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key)[A-Za-z0-9_]*)"
-    r"(\s*[=:]\s*)(\"[^\"\n]*\"|'[^'\n]*'|[^\s'\",;]+)"
-)
 REDACTED = "[REDACTED]"
+INLINE_REDACT_CHARS = 16_384  # larger results are redacted on a worker thread
+
+
+def _size(value: Any, limit: int = INLINE_REDACT_CHARS) -> int:
+    """The characters of text in `value` (a result, its blocks and details), counted up to past `limit`."""
+    stack, total = [value], 0
+    while stack and total <= limit:
+        v = stack.pop()
+        if isinstance(v, str):
+            total += len(v)
+        elif isinstance(v, ToolResult):
+            stack += [b.text for b in v.content if isinstance(b, TextBlock)] + [v.details]
+        elif isinstance(v, dict):
+            stack += list(v.values())
+        elif isinstance(v, list | tuple):
+            stack += list(v)
+        else:
+            total += 1 if not isinstance(v, bytes) else len(v)
+    return total
 
 
 class SecretRedactionHook:
-    """Replaces API keys, tokens, `password=` values and the configured API key in every result."""
+    """Replaces API keys, tokens, `password=` values and the configured API key in every result, in
+    linear time, on a worker thread."""
 
     name = "secret-redaction"
 
@@ -283,9 +363,10 @@ class SecretRedactionHook:
     def redact(self, text: str) -> str:
         for lit in self._literals:
             text = text.replace(lit, REDACTED)
-        for pat in _SECRET_PATTERNS:
-            text = pat.sub(REDACTED if pat.groups == 0 else (lambda m: f"{m.group(1)} {REDACTED}"), text)
-        return _ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+        for pat, repl in _SECRET_PATTERNS:
+            if pat.search(text):  # a search costs less than a sub that finds nothing
+                text = pat.sub(repl, text)
+        return text
 
     def _redact_value(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -297,6 +378,11 @@ class SecretRedactionHook:
         return value
 
     async def __call__(self, call: HookCall, result: ToolResult) -> PostHookResult | None:
+        if _size(result) <= INLINE_REDACT_CHARS:  # RE2 on a few KB takes microseconds: no thread hop
+            return self._redacted(result)
+        return await asyncio.get_running_loop().run_in_executor(hook_pool(), self._redacted, result)
+
+    def _redacted(self, result: ToolResult) -> PostHookResult | None:
         content = [TextBlock(self.redact(b.text)) if isinstance(b, TextBlock) else b for b in result.content]
         details = self._redact_value(result.details)
         if content == result.content and details == result.details:
@@ -345,9 +431,10 @@ def _write_artifact(path: Path, text: str) -> None:
 def builtin_hooks(
     *, api_key: str | None = None, artifacts_dir: str | Path | None = None, max_output_chars: int = 30_000
 ) -> HookChain:
-    """The default chain: danger check before; truncation, then redaction, after."""
+    """The default chain: danger check before (on a worker thread, for commands only); truncation, then
+    redaction, after."""
     return HookChain(
-        pre=[DangerousCommandHook()],
+        pre=[OffloadedPreHook(DangerousCommandHook(), when=lambda call: isinstance(call.input.get("command"), str))],
         post=[
             OutputTruncationHook(artifacts_dir, max_chars=max_output_chars),
             SecretRedactionHook([api_key] if api_key else []),

@@ -116,6 +116,13 @@ class Sandbox(Protocol):
 
     async def stat(self, path: str) -> FileStat | None: ...
 
+    async def real_path(self, path: str) -> str:
+        """The path a write of `path` would really touch, in the container's view (`/workspace/...`):
+        `.`, `..`, `//` and symlinks resolved inside the sandbox as the kernel would, a path that does
+        not exist yet through its existing parent. A path relative is relative to the workspace.
+        Raises PathOutsideWorkspace when the resolution ends outside the workspace."""
+        ...
+
     async def list_dir(self, path: str = ".") -> list[FileStat]: ...
 
     async def glob(self, pattern: str, path: str = ".", *, limit: int = 200) -> list[FileStat]:

@@ -60,6 +60,8 @@ cat > "$t" || { rm -f -- "$t"; exit 4; }
 [ -e "$p" ] && chmod --reference="$p" -- "$t"
 mv -f -- "$t" "$p" && stat -c '%STAT%' -- "$p"
 """,
+    "real_path": """resolve "$1" || exit 3
+""",
     "stat": """p=$(resolve "$1") || exit 3
 if [ -e "$p" ] || [ -L "$p" ]; then stat -c '%STAT%' -- "$p"; else echo NONE; fi
 """,
@@ -300,6 +302,13 @@ class ExecTransport:
 
         full = path if path.startswith("/") else posixpath.join(WORKSPACE, path)
         return _rel(posixpath.normpath(full))
+
+    def _op_real_path(self, a: dict[str, Any]) -> Any:
+        if "\x00" in a["path"]:
+            raise SandboxError(f"invalid path (NUL byte): {a['path']!r}")
+        code, out, err = self._run("real_path", [a["path"]])
+        self._check(code, err)
+        return out.decode("utf-8", "surrogateescape")
 
     def _op_stat(self, a: dict[str, Any]) -> Any:
         code, out, err = self._run("stat", [a["path"]])

@@ -108,6 +108,9 @@ class HelperOps:
         d = await self._op("stat", {"path": path})
         return None if d is None else file_stat(d)
 
+    async def real_path(self, path: str) -> str:
+        return str(await self._op("real_path", {"path": path}))
+
     async def list_dir(self, path: str = ".") -> list[FileStat]:
         return [file_stat(d) for d in await self._op("list", {"path": path})]
 

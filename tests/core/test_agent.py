@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import posixpath
 import threading
 
 import pytest
@@ -73,6 +74,12 @@ class FakeSandbox:
     def describe(self) -> SandboxDescription:
         return SandboxDescription(kind="docker", unsandboxed=False, container_id="c0ffee",
                                   image="agent-desk/python:3.12", image_digest="sha256:abc", network="none")
+
+    async def start(self) -> None:
+        return None
+
+    async def real_path(self, path: str) -> str:  # no symlinks here: the lexical form is the real one
+        return posixpath.normpath(posixpath.join("/workspace", path))
 
 
 class Rig:

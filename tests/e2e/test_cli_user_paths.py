@@ -41,6 +41,22 @@ def test_on_ask_prompt_asks_at_the_terminal(env, server, tmp_path: Path, answer,
         assert "not that file, use notes/" in seen_by_model
 
 
+def test_on_ask_prompt_shows_the_whole_command_with_its_risk(env, server, tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    command = "echo " + "padding-" * 60 + "\r\x1b[2K ; touch pwned.txt"
+    server.add(reply(tool_use("bash_run", {"command": command})), echo_result)
+    out = run_with_stdin(env, "n\n", "run", "--project", str(project), "--sandbox", "local",
+                         "--on-ask", "prompt", "run it")
+    assert out.returncode == 0, out.stderr
+    question = out.stderr[out.stderr.index("Allow bash_run? risk "):]
+    # Past the old 200-character cut, and with what would hide it on a terminal written out.
+    assert "padding-" * 60 + "\\r\\x1b[2K ; touch pwned.txt" in question
+    assert f"the whole command: {len(command)} characters" in question
+    assert "\r" not in question and "\x1b" not in question
+    assert not (project / "pwned.txt").exists()
+
+
 @pytest.mark.docker
 def test_images_list_and_build_show_status_and_progress(env, docker_client) -> None:
     listed = subprocess.run(cli("images", "list"), env=env, capture_output=True, text=True, timeout=60)

@@ -212,3 +212,16 @@ async def test_helper_recovers_when_the_container_is_removed(docker_sandbox, doc
         assert "helper" in str(exc) or "did not answer" in str(exc)
     res = await docker_sandbox.exec("echo back")
     assert res.stdout == "back\n" and docker_sandbox.container_id != old
+
+
+async def test_fallback_real_path(exec_sandbox) -> None:
+    res = await exec_sandbox.exec("mkdir -p secrets src/a/b && ln -s secrets link && ln -s src/a/b deep"
+                                  " && ln -s /etc out && ln -s /workspace/secrets /tmp/into")
+    assert res.exit_code == 0, res.stderr
+    for spelling in ("secrets/k", "//workspace/secrets/k", "src/../secrets//k", "link/k", "/tmp/into/k"):
+        assert await exec_sandbox.real_path(spelling) == "/workspace/secrets/k", spelling
+    assert await exec_sandbox.real_path("deep/../x") == "/workspace/src/a/x"
+    assert await exec_sandbox.real_path("new/dir/f") == "/workspace/new/dir/f"
+    for outside in ("../x", "/etc/passwd", "out/passwd", "/tmp/x"):
+        with pytest.raises(PathOutsideWorkspace):
+            await exec_sandbox.real_path(outside)

@@ -190,6 +190,8 @@ def call_op(ws, procs, op, a):
         return fs_write(ws, a["path"], data, a.get("make_dirs", True))
     if op == "stat":
         return fs_stat(ws, a["path"])
+    if op == "real_path":
+        return ws.real_path(a["path"])
     if op == "list":
         return fs_list(ws, a.get("path", "."))
     if op == "glob":

@@ -48,6 +48,7 @@ class Workspace:
         if "\x00" in path:
             raise HelperError(f"invalid path (NUL byte): {path!r}")
         if os.path.isabs(path):
+            path = "/" + path.lstrip("/")  # the kernel reads //workspace as /workspace
             for prefix in (self.alias, self.root):
                 if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
                     return os.path.join(self.root, path[len(prefix) :].lstrip("/"))
@@ -61,6 +62,20 @@ class Workspace:
                 f"{path} resolves outside the workspace ({self.alias}); paths and symlinks must stay inside it"
             )
         return real
+
+    def real_path(self, path):
+        """The path a write of `path` would really touch, in the workspace's view (`/workspace/...`):
+        `.`, `..`, `//` and symlinks resolved as the kernel would, a missing tail through its existing
+        parent. An absolute path outside the alias is resolved in this machine's own view, so a symlink
+        from elsewhere into the workspace is followed; a path that ends outside raises."""
+        try:
+            joined = self._joined(path)
+        except OutsideWorkspace:
+            joined = "/" + str(path).lstrip("/")
+        real = os.path.realpath(joined)
+        if not self._inside(real):
+            raise OutsideWorkspace(f"{path} resolves outside the workspace ({self.alias})")
+        return self.shown(real)
 
     def rel(self, real):
         r = os.path.relpath(real, self.root)

@@ -4,6 +4,7 @@ with a 'would it be allowed?' tester), and the flow that opens it with the image
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import logging
 import time
@@ -37,10 +38,13 @@ from ...core import (
     PermissionMode,
     PermissionPolicy,
     ProjectInfo,
+    Risk,
     RuleSet,
     ToolFacts,
+    call_risk,
     new_id,
     project_rules_path,
+    visible,
 )
 from .._tasks import BackgroundTasks
 from ._base import FutureDialog, ask_file
@@ -52,10 +56,14 @@ ImageBuilder = Callable[[str, Callable[[str], None]], Awaitable[Any]]
 
 
 def tool_facts() -> dict[str, ToolFacts]:
+    return {name: facts for name, (facts, _risk) in _builtin_tools().items()}
+
+
+def _builtin_tools() -> dict[str, tuple[ToolFacts, Risk]]:
     try:
         from ...tools import builtin_tools
 
-        return {t.name: ToolFacts(t.name, t.group, t.read_only) for t in builtin_tools()}
+        return {t.name: (ToolFacts(t.name, t.group, t.read_only), Risk.of(t.risk)) for t in builtin_tools()}
     except Exception:  # the tester still works with custom names
         return {}
 
@@ -71,13 +79,16 @@ def would_allow(rules_text: str, mode: str, tool: str, input_json: str) -> str:
         return f"<span style='color:#d9363e'>input is not JSON: {e}</span>"
     except AgentDeskError as e:
         return f"<span style='color:#d9363e'>{e.user_message()}</span>"
-    facts = tool_facts().get(tool) or ToolFacts(tool)
+    facts, tool_risk = _builtin_tools().get(tool) or (ToolFacts(tool), Risk.LOW)
     policy = PermissionPolicy(mode=mode, rules=rules)
     d = policy.resolve_ask(policy.evaluate(facts, data))
     colour = {"allow": "#2f9e44", "ask": "#d4890b", "deny": "#d9363e"}[d.action.value]
     p = d.provenance
-    return (f"<b style='color:{colour}'>{d.action.value.upper()}</b> — {d.reason}"
-            f"<br><small>decided by {p.kind}: <code>{p.detail}</code> · risk {d.risk}</small>")
+    # The risk and the reason the executor records, and the inbox and the CLI show, for this call.
+    risk = call_risk(facts.name, tool_risk, d)
+    return (f"<b style='color:{colour}'>{d.action.value.upper()}</b> — risk <b>{risk}</b>: "
+            f"{html.escape(visible(d.reason))}"
+            f"<br><small>decided by {html.escape(p.kind)}: <code>{html.escape(visible(p.detail))}</code></small>")
 
 
 class ProjectSettingsDialog(FutureDialog):

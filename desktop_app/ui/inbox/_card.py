@@ -6,6 +6,7 @@ import html
 import json
 from typing import TYPE_CHECKING
 
+from ...core import visible
 from .._html import diff_html
 from .._theme import RISK_COLOURS
 
@@ -20,8 +21,9 @@ def render_card(item: PendingApproval) -> str:
     colour = RISK_COLOURS.get(item.risk, "#8a8f98")
     parts = [
         f"<h3 style='margin:0'>{e(item.name)} <span style='color:{colour}'>· {e(item.risk)} risk</span></h3>",
-        f"<p style='margin:2px 0'><small>session {e(item.session_title or item.session_id[-8:])}"
-        f" · asks because <b>{e(item.why)}</b></small></p>",
+        f"<p style='margin:2px 0'><small>session {e(item.session_title or item.session_id[-8:])}</small></p>",
+        f"<p style='margin:2px 0'>Risk <b style='color:{colour}'>{e(item.risk)}</b>: it asks because "
+        f"<b>{e(visible(item.why))}</b></p>",
     ]
     left = item.remaining_s()
     if left is not None:
@@ -44,12 +46,16 @@ def render_card(item: PendingApproval) -> str:
 
 
 def _input_parts(item: PendingApproval) -> list[str]:
-    if item.name.startswith("bash") and isinstance(item.input.get("command"), str):
-        parts = ["<p style='margin:4px 0'><b>Command</b></p>",
-                 f"<pre style='background:rgba(127,127,127,40)'>$ {e(item.input['command'])}</pre>"]
+    """The whole input, never cut; characters that would not show as themselves are written as escapes."""
+    command = item.input.get("command")
+    if item.name.startswith("bash") and isinstance(command, str):
+        lines = command.count("\n") + 1
+        parts = [f"<p style='margin:4px 0'><b>Command</b> <small>(the whole command: {len(command)} characters,"
+                 f" {lines} line{'s' if lines != 1 else ''})</small></p>",
+                 f"<pre style='background:rgba(127,127,127,40); white-space:pre-wrap'>$ {e(visible(command))}</pre>"]
         rest = {k: v for k, v in item.input.items() if k != "command"}
         if rest:
-            parts.append(f"<pre>{e(json.dumps(rest, ensure_ascii=False))}</pre>")
+            parts.append(f"<pre>{e(visible(json.dumps(rest, ensure_ascii=False)))}</pre>")
         return parts
-    return ["<p style='margin:4px 0'><b>Input</b></p>",
-            f"<pre>{e(json.dumps(item.input, indent=2, ensure_ascii=False)[:4000])}</pre>"]
+    text = visible(json.dumps(item.input, indent=2, ensure_ascii=False))
+    return ["<p style='margin:4px 0'><b>Input</b></p>", f"<pre style='white-space:pre-wrap'>{e(text)}</pre>"]

@@ -6,7 +6,7 @@ from PySide6.QtCore import QRect, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPalette
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate
 
-from ...core import summarize_input
+from ...core import summarize_input, visible
 from .._roles import Role
 from .._theme import RISK_COLOURS
 from ._items import PendingApproval
@@ -64,17 +64,21 @@ class InboxCardDelegate(QStyledItemDelegate):
                              "expired" if left <= 0 else f"{int(left) // 60}:{int(left) % 60:02d} left")
 
     @staticmethod
+    def input_line(item: PendingApproval, fm: QFontMetrics, width: int) -> str:
+        """The card's one line of input: cut with a visible "…" (the details card shows it whole)."""
+        return fm.elidedText(visible(summarize_input(item.input, 200)), Qt.TextElideMode.ElideRight, width)
+
+    @staticmethod
     def _paint_body(painter, option, item: PendingApproval, r: QRect, fg: QColor, small: QFont) -> None:
         """Line 2: the input; line 3: why it asks, muted."""
         x = r.left() + 8
         painter.setFont(option.font)
-        fm = painter.fontMetrics()
-        text = fm.elidedText(summarize_input(item.input, 200), Qt.TextElideMode.ElideRight, r.width() - 16)
+        text = InboxCardDelegate.input_line(item, painter.fontMetrics(), r.width() - 16)
         painter.drawText(QRect(x, r.top() + 23, r.width() - 16, 16), Qt.AlignmentFlag.AlignVCenter, text)
         painter.setFont(small)
         muted = QColor(fg)
         muted.setAlpha(170)
         painter.setPen(muted)
-        why = painter.fontMetrics().elidedText(f"asks because {item.why}", Qt.TextElideMode.ElideRight,
+        why = painter.fontMetrics().elidedText(f"asks because {visible(item.why)}", Qt.TextElideMode.ElideRight,
                                                r.width() - 16)
         painter.drawText(QRect(x, r.top() + 38, r.width() - 16, 15), Qt.AlignmentFlag.AlignVCenter, why)

@@ -171,6 +171,7 @@ class ApprovalInbox(QDockWidget):
         return item
 
     def add(self, item: PendingApproval) -> None:
+        self._previews_asked.discard(item.call_id)  # an edited call offered again needs its own diff
         if self.model.add(item):
             self.arrived.emit(item)
 

@@ -36,7 +36,11 @@ class InboxModel(QAbstractListModel):
         return None
 
     def add(self, item: PendingApproval) -> bool:
-        if self.row_of(item.call_id) >= 0:
+        """Add a waiting call; a call offered again (an edit that asks once more) replaces its card."""
+        i = self.row_of(item.call_id)
+        if i >= 0:
+            self._items[i] = item
+            self.dataChanged.emit(self.index(i), self.index(i))
             return False
         n = len(self._items)
         self.beginInsertRows(QModelIndex(), n, n)

@@ -8,9 +8,9 @@ import json
 import time
 from typing import TYPE_CHECKING
 
-from ...core import ToolCallRecord
+from ...core import ToolCallRecord, visible
 from .._html import diff_html
-from .._theme import format_duration, state_colour
+from .._theme import RISK_COLOURS, format_duration, state_colour
 
 if TYPE_CHECKING:
     from ._model import TimelineRow
@@ -34,8 +34,17 @@ def render_call_details(row: TimelineRow, output: str = "", rec: ToolCallRecord 
     if output:
         parts += ["<h4>Output</h4>", f"<pre>{e(output[-20_000:])}</pre>"]
     if rec is not None:
+        parts.insert(2, _risk_part(rec))
         parts += _result_parts(rec) + _provenance_parts(rec) + _trail_parts(rec) + _sandbox_parts(rec)
     return "".join(parts)
+
+
+def _risk_part(rec: ToolCallRecord) -> str:
+    """The call's risk, and why it asked when it did (the same words the inbox and the CLI showed)."""
+    reason = str((rec.approval.meta or {}).get("reason") or "")
+    why = f": it asked because <b>{e(visible(reason))}</b>" if reason else ""
+    colour = RISK_COLOURS.get(rec.risk, "#8a8f98")
+    return f"<p>Risk <b style='color:{colour}'>{e(rec.risk)}</b>{why}</p>"
 
 
 def _result_parts(rec: ToolCallRecord) -> list[str]:

@@ -56,3 +56,16 @@ def test_project_settings_dialog_builds_a_project_and_runs_a_build(qtbot, run, t
     assert project.settings["sandbox"] == "docker" and project.name == tmp_path.name
     assert dlg.rules_text.startswith("[permissions]")
     assert QApplication.activeModalWidget() is None  # closed, nothing left modal
+
+
+def test_rules_tester_shows_the_risk_and_reason_the_executor_records():
+    from desktop_app.core import PermissionPolicy, ToolFacts, call_risk
+
+    rules = 'deny = ["bash_run(rm *)"]'
+    shown = would_allow(rules, "ask", "bash_run", '{"command": "rm <b>x</b>"}')
+    d = PermissionPolicy("ask", RuleSet.from_text(rules)).evaluate(ToolFacts("bash_run", "group:runtime"),
+                                                                   {"command": "rm <b>x</b>"})
+    assert f"risk <b>{call_risk('bash_run', 'high', d)}</b>" in shown
+    assert "<b>x</b>" not in shown  # what the tester prints is escaped
+    medium = would_allow("", "ask", "fs_write", '{"path": "a.txt", "content": "x"}')
+    assert "ASK</b> — risk <b>medium</b>" in medium  # fs_write's own risk is the floor, as in the executor

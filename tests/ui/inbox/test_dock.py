@@ -23,6 +23,7 @@ from desktop_app.core import (
 from desktop_app.ui._bridge import EventBridge
 from desktop_app.ui.dialogs import EditInputDialog, RulePreviewDialog
 from desktop_app.ui.inbox import ApprovalInbox, PendingApproval
+from desktop_app.ui.inbox._delegate import InboxCardDelegate
 
 
 def _item(i: int, name: str = "bash_run", **kw) -> PendingApproval:
@@ -151,3 +152,40 @@ def test_attach_adds_cards_from_every_session_and_drops_them_when_answered(qtbot
                              previous="APPROVAL_REQUIRED"))  # answered elsewhere, or expired
     assert inbox.model.rowCount() == 0 and inbox.windowTitle() == "Approvals"
     bridge.detach()
+
+
+LONG = "npm test -- --watch=false " + " ".join(f"--shard-{i}" for i in range(60)) + " ; touch /workspace/.pwned"
+
+
+def test_a_long_command_is_shown_whole_with_its_risk_and_reason(qtbot, qloop, tmp_path):
+    inbox, _ = _inbox(qtbot)
+    inbox.resize(420, 600)
+    inbox.add(PendingApproval("c1", "ses_1", "bash_run", {"command": LONG + "\r\x1b[2Kls\u202e"}, risk="high",
+                              reason="deletes everything in /workspace"))
+    card = inbox.card.toPlainText()
+    assert "; touch /workspace/.pwned" in card and f"$ {LONG}" in card
+    assert "Risk high: it asks because deletes everything in /workspace" in card
+    # Characters that would hide what follows them are written as escapes, not dropped.
+    assert "\\r\\x1b[2Kls\\u202e" in card and "\r" not in card and "\u202e" not in card
+    # The painted card keeps one line: it is cut, and says so with "…".
+    fm = inbox.list.fontMetrics()
+    line = InboxCardDelegate.input_line(inbox.model.item(0), fm, 300)
+    assert line.endswith("…") and line.startswith("npm test") and fm.horizontalAdvance(line) <= 300
+    inbox.grab().save(str(tmp_path / "inbox.png"))
+
+
+def test_other_inputs_are_shown_whole(qtbot, qloop):
+    inbox, _ = _inbox(qtbot)
+    content = "x = 1\n" * 2000  # 12 000 characters: more than the 4000 the card once kept
+    inbox.add(PendingApproval("c1", "ses_1", "fs_write", {"path": "src/a.py", "content": content}, risk="medium"))
+    assert inbox.card.toPlainText().count("x = 1") == 2000
+
+
+def test_a_call_offered_again_replaces_its_card(qtbot, qloop):
+    inbox, _ = _inbox(qtbot)
+    inbox.add(_item(1))
+    edited = PendingApproval("c1", "ses_1", "bash_run", {"command": "rm -rf /workspace/*"}, risk="high",
+                             reason="deletes everything in /workspace")
+    inbox.add(edited)
+    assert inbox.model.rowCount() == 1 and inbox.model.item(0) is edited
+    assert "rm -rf /workspace/*" in inbox.card.toPlainText() and "Risk high" in inbox.card.toPlainText()
