@@ -431,10 +431,10 @@ def _write_artifact(path: Path, text: str) -> None:
 def builtin_hooks(
     *, api_key: str | None = None, artifacts_dir: str | Path | None = None, max_output_chars: int = 30_000
 ) -> HookChain:
-    """The default chain: danger check before (on a worker thread, for commands only); truncation, then
-    redaction, after."""
+    """The default chain: truncation, then redaction, after each call. No danger hook before: the policy
+    itself judges a command's harm with the same function (`assess_risk`) and asks for high risk in every
+    mode, so `DangerousCommandHook` would only repeat that ask (it stays available for custom chains)."""
     return HookChain(
-        pre=[OffloadedPreHook(DangerousCommandHook(), when=lambda call: isinstance(call.input.get("command"), str))],
         post=[
             OutputTruncationHook(artifacts_dir, max_chars=max_output_chars),
             SecretRedactionHook([api_key] if api_key else []),

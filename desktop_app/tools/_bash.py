@@ -79,7 +79,7 @@ class BashRunInput(ToolInput):
 # The command's own timeout is enforced by the sandbox; the executor's must leave room for it
 # (timeout_for gives the executor a per-call deadline; timeout_s is the upper bound).
 class BashRun(BuiltinTool, name="bash_run", group="group:runtime", input_model=BashRunInput, read_only=False,
-              timeout_s=MAX_TIMEOUT_S + _EXECUTOR_MARGIN_S, risk=Risk.HIGH):
+              timeout_s=MAX_TIMEOUT_S + _EXECUTOR_MARGIN_S, risk=Risk.MEDIUM):
     description = (
         f"Run a shell command in the project's sandbox, in {WORKSPACE} (each call starts a fresh shell "
         "there, so `cd` does not carry over: chain with &&). "

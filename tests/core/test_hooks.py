@@ -67,8 +67,8 @@ async def test_dangerous_command_asks_with_high_risk_even_in_auto_mode():
     c = call("bash_run", command="rm -rf /")
     task = asyncio.ensure_future(h.batch(c))
     [p] = await h.wait_pending()
-    assert p.risk == "high" and "dangerous command" in p.approval.meta["reason"]
-    assert p.approval.meta["hooks"] == ["dangerous-command"]
+    # The policy itself asks (the default chain has no danger hook: it would repeat the same judgement).
+    assert p.risk == "high" and "deletes the whole file system" in p.approval.meta["reason"]
     from desktop_app.core import Deny
 
     h.executor.decide(c.id, Deny(note="no way"))
