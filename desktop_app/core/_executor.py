@@ -50,6 +50,24 @@ def call_risk(tool_name: str, tool_risk: Risk | str, decision: PolicyDecision) -
     return highest_risk(tool_risk, decision.risk)
 
 
+INLINE_JUDGE_CHARS = 512
+
+
+def _text_size(value: Any, limit: int = INLINE_JUDGE_CHARS) -> int:
+    """Characters of text in an input (keys and string values), counted until past `limit`."""
+    stack, total = [value], 0
+    while stack and total <= limit:
+        v = stack.pop()
+        if isinstance(v, str):
+            total += len(v)
+        elif isinstance(v, dict):
+            total += sum(len(k) for k in v if isinstance(k, str))
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+    return total
+
+
 def _not_in_time(deadline_s: float) -> PolicyDecision:
     return PolicyDecision(Action.ASK, Provenance("deadline", f"{deadline_s:g} s", decision="ask"),
                           NOT_JUDGED_IN_TIME, Risk.HIGH)
@@ -330,7 +348,7 @@ class Executor:
 
         try:
             async with asyncio.timeout(self.judge_deadline_s):
-                paths, decision = await self._off_loop(first)
+                paths, decision = first() if self._judged_inline(input) else await self._off_loop(first)
             if decision is not None:
                 return decision
             failure = await _started(sandbox)
@@ -345,6 +363,12 @@ class Executor:
         reason = failure if decision.action is Action.ALLOW else f"{decision.reason}; {failure}"
         return PolicyDecision(Action.ASK, Provenance("sandbox", "path resolution", decision="ask"), reason,
                               Risk.HIGH)
+
+    def _judged_inline(self, input: dict[str, Any]) -> bool:
+        """The built-in policy on a small input is judged on the loop: its work is linear and bounded (a
+        command of INLINE_JUDGE_CHARS takes a fraction of a millisecond), where a thread hop costs more than
+        the judging. Any other policy, or a larger input, is judged on a worker thread under the deadline."""
+        return type(self.policy) is PermissionPolicy and _text_size(input) <= INLINE_JUDGE_CHARS
 
     async def _off_loop(self, fn: Callable[[], _T]) -> _T:
         return await asyncio.get_running_loop().run_in_executor(self._judges, fn)
