@@ -133,6 +133,15 @@ async def test_background_exit_code_is_reported(call):
     assert "exited with code 4" in done.text_content and "finishing" in done.details["output"]
 
 
+async def test_background_output_of_a_fast_exit_is_never_lost(call):
+    """The race behind the old flaky test, run 200 times: output printed just before exit is always there
+    when the exit is reported."""
+    for i in range(200):
+        res = await call(run, command=f"echo line{i}; exit 3", background=True)
+        done = await wait_for_logs(call, res.details["process_id"], lambda r: not r.details["running"])
+        assert done.details["exit_code"] == 3 and f"line{i}" in done.details["output"], (i, done.details)
+
+
 async def test_unknown_process_id_is_a_clear_error(call):
     res = await call(logs, process_id="no-such-process")
     assert res.is_error
