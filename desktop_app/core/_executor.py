@@ -24,7 +24,7 @@ from ._approvals import SKIPPED_AFTER_DENIAL, Allow, ApprovalDecision, Batch, De
 from ._bus import EventBus
 from ._errors import AgentDeskError, PathOutsideWorkspace, StoreError, ToolInputError
 from ._events import PermissionDecided, ToolUpdate
-from ._hooks import NOT_JUDGED_IN_TIME, HookCall, HookChain, HookStep, PreAction
+from ._hooks import NOT_JUDGED_IN_TIME, HookCall, HookChain, HookStep, PreAction, text_size
 from ._messages import ToolCall
 from ._policy import COMMAND_TOOLS, Action, PermissionPolicy, PolicyDecision, ToolFacts
 from ._record import Outcome, Provenance, Risk, ToolCallRecord, ToolCallState, highest_risk
@@ -51,21 +51,6 @@ def call_risk(tool_name: str, tool_risk: Risk | str, decision: PolicyDecision) -
 
 
 INLINE_JUDGE_CHARS = 512
-
-
-def _text_size(value: Any, limit: int = INLINE_JUDGE_CHARS) -> int:
-    """Characters of text in an input (keys and string values), counted until past `limit`."""
-    stack, total = [value], 0
-    while stack and total <= limit:
-        v = stack.pop()
-        if isinstance(v, str):
-            total += len(v)
-        elif isinstance(v, dict):
-            total += sum(len(k) for k in v if isinstance(k, str))
-            stack.extend(v.values())
-        elif isinstance(v, list | tuple):
-            stack.extend(v)
-    return total
 
 
 def _not_in_time(deadline_s: float) -> PolicyDecision:
@@ -368,7 +353,8 @@ class Executor:
         """The built-in policy on a small input is judged on the loop: its work is linear and bounded (a
         command of INLINE_JUDGE_CHARS takes a fraction of a millisecond), where a thread hop costs more than
         the judging. Any other policy, or a larger input, is judged on a worker thread under the deadline."""
-        return type(self.policy) is PermissionPolicy and _text_size(input) <= INLINE_JUDGE_CHARS
+        small = text_size(input, INLINE_JUDGE_CHARS) <= INLINE_JUDGE_CHARS
+        return small and type(self.policy) is PermissionPolicy
 
     async def _off_loop(self, fn: Callable[[], _T]) -> _T:
         return await asyncio.get_running_loop().run_in_executor(self._judges, fn)

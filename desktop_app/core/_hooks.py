@@ -345,8 +345,9 @@ _ANY_SECRET = re2.compile("|".join(_scoped(p.pattern) for p, _ in _SECRET_PATTER
 INLINE_REDACT_CHARS = 16_384  # larger results are redacted on a worker thread
 
 
-def _size(value: Any, limit: int = INLINE_REDACT_CHARS) -> int:
-    """The characters of text in `value` (a result, its blocks and details), counted up to past `limit`."""
+def text_size(value: Any, limit: int) -> int:
+    """The characters of text in `value` (a call's input, or a result with its blocks and details),
+    counted only until past `limit`: enough to choose between the loop and a worker thread."""
     stack, total = [value], 0
     while stack and total <= limit:
         v = stack.pop()
@@ -355,6 +356,7 @@ def _size(value: Any, limit: int = INLINE_REDACT_CHARS) -> int:
         elif isinstance(v, ToolResult):
             stack += [b.text for b in v.content if isinstance(b, TextBlock)] + [v.details]
         elif isinstance(v, dict):
+            total += sum(len(k) for k in v if isinstance(k, str))
             stack += list(v.values())
         elif isinstance(v, list | tuple):
             stack += list(v)
@@ -392,7 +394,8 @@ class SecretRedactionHook:
         return value
 
     async def __call__(self, call: HookCall, result: ToolResult) -> PostHookResult | None:
-        if _size(result) <= INLINE_REDACT_CHARS:  # RE2 on a few KB takes microseconds: no thread hop
+        # RE2 on a few KB takes microseconds: no thread hop
+        if text_size(result, INLINE_REDACT_CHARS) <= INLINE_REDACT_CHARS:
             return self._redacted(result)
         return await asyncio.get_running_loop().run_in_executor(hook_pool(), self._redacted, result)
 
