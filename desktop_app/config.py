@@ -1,5 +1,5 @@
-"""The app's configuration: user settings (a JSON file in the user's config folder) and the API key's
-home (the keyring).
+"""The app's configuration: user settings (a JSON file in the user's config folder), the API key's
+home (the keyring), and the record of the project rules the person trusted (trusted_rules.json).
 
 The key is looked up in the keyring (service "agent-desk"), then in the settings file, then in
 ANTHROPIC_API_KEY. It is never logged: `Settings.__repr__` hides it.
@@ -7,11 +7,15 @@ ANTHROPIC_API_KEY. It is never logged: `Settings.__repr__` hides it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
 import json
 import logging
 import os
 import tempfile
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -232,3 +236,90 @@ def clear_api_key(settings: Settings) -> None:
     if settings.api_key:
         settings.api_key = None
         settings.save()
+
+
+# the trust record of project rules --------------------------------------------------------------
+# A project's .agent-desk/rules.toml is used only as the person last trusted it: the sandbox (or a cloned
+# repository) can write that file, so the record lives in the user's config folder, out of its reach.
+TRUSTED_RULES_FILE = "trusted_rules.json"
+
+
+@dataclass(slots=True, frozen=True)
+class TrustedRules:
+    """The rules text a person trusted for one project, its sha256, and when."""
+
+    sha256: str
+    text: str
+    at: float
+
+
+def rules_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _trust_key(project_dir: str | os.PathLike[str]) -> str:
+    return os.path.realpath(os.fspath(project_dir))
+
+
+def _read_trust_file(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"The trust record {path} could not be read: {e}",
+                          hint="delete it: every project's rules will then be asked about again") from e
+    return raw if isinstance(raw, dict) else {}
+
+
+def trusted_rules(project_dir: str | os.PathLike[str]) -> TrustedRules | None:
+    """What the person last trusted as this project's rules; None when nothing was."""
+    entry = _read_trust_file(config_dir() / TRUSTED_RULES_FILE).get(_trust_key(project_dir))
+    if not isinstance(entry, dict) or not isinstance(entry.get("text"), str):
+        return None
+    text = entry["text"]
+    if entry.get("sha256") != rules_digest(text):  # a record edited by hand is no record
+        return None
+    return TrustedRules(entry["sha256"], text, float(entry.get("at", 0.0)))
+
+
+def trust_rules(project_dir: str | os.PathLike[str], text: str | None) -> None:
+    """Record `text` as this project's trusted rules (None: no rules file is trusted, the record goes).
+    Read, changed and written under a lock, atomically, readable by the user only."""
+    folder = config_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / TRUSTED_RULES_FILE
+    with _trust_lock(folder):
+        record = _read_trust_file(path)
+        key = _trust_key(project_dir)
+        if text is None:
+            record.pop(key, None)
+        else:
+            record[key] = {"sha256": rules_digest(text), "text": text, "at": time.time()}
+        fd, tmp = tempfile.mkstemp(prefix=".trusted_rules-", dir=folder)  # 0600 from the start
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(record, f, indent=2, sort_keys=True)
+                f.write("\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+@contextlib.contextmanager
+def _trust_lock(folder: Path) -> Iterator[None]:
+    """The window and a CLI run may trust rules at once: one read-modify-write at a time."""
+    try:
+        import fcntl
+    except ImportError:  # no flock on this platform: the atomic replace still keeps the file whole
+        yield
+        return
+    fd = os.open(folder / ".trusted_rules.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

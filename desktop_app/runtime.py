@@ -4,6 +4,7 @@ for the CLI (`open_runtime`, one project) and the window (`ProjectRuntimes`, a r
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -12,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import Settings, config_dir, data_dir, default_db_url, resolve_api_key
+from .config import Settings, config_dir, data_dir, default_db_url, resolve_api_key, trust_rules, trusted_rules
 from .core import (
     DEFAULT_IMAGE,
+    Action,
     AgentSession,
     AnthropicModelClient,
     ConfigError,
@@ -24,16 +26,20 @@ from .core import (
     PermissionMode,
     PermissionPolicy,
     ProjectInfo,
+    Rule,
     RuleSet,
     Sandbox,
     Tool,
     ToolRegistry,
-    append_rule_to_file,
+    append_project_rule,
     builtin_hooks,
     load_rules,
     new_id,
     project_rules_path,
+    read_project_rules,
     rules_from_texts,
+    rules_text_with,
+    write_beneath,
 )
 
 if TYPE_CHECKING:
@@ -62,6 +68,8 @@ class ProjectRuntime:
     sandbox: Sandbox
     model_client: ModelClient
     profile: str = DEFAULT_PROFILE
+    rules_trust: RulesTrust | None = None  # the project's rules file against the trust record, when built
+    permission_mode: str | None = None  # the mode asked for explicitly (CLI flag), if any
     # What this runtime (and whoever opened its store and bus) must close, in reverse order.
     cleanup: AsyncExitStack = field(default_factory=AsyncExitStack)
     _started: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
@@ -88,6 +96,16 @@ class ProjectRuntime:
             model_client=self.model_client, project=self.project, sandbox=self.sandbox,
             session_id=session_id, title=title, max_steps=self.settings.max_steps,
         )
+
+    async def reload_rules(self) -> RulesTrust:
+        """Read the rules again (after the person trusted them): the policy's rules and mode are replaced in
+        place, so open sessions use them from their next call; rules added for one session stay."""
+        rules, mode, trust = await asyncio.to_thread(policy_rules, self.settings, self.project,
+                                                     self.permission_mode)
+        self.policy.rules = list(rules.rules)
+        self.policy.mode = PermissionMode(mode or rules.mode or PermissionMode.ASK)
+        self.rules_trust = trust
+        return trust
 
     async def renew_model_client(self) -> None:
         """The settings changed (key, model, endpoint): sessions opened from now on get a new client. The old
@@ -143,6 +161,89 @@ def model_client_from_settings(settings: Settings) -> AnthropicModelClient:
     )
 
 
+# the trust of a project's rules -------------------------------------------------------------------
+# The sandbox, or the repository the project was cloned from, can write .agent-desk/rules.toml: it is
+# used only as the person last trusted it. Rules the desk writes itself are trusted as written.
+@dataclass(frozen=True, slots=True)
+class RulesTrust:
+    """A project's rules file against what the person last trusted. `status`: "none" (no file, nothing
+    trusted), "trusted", "new" (never trusted, e.g. shipped by a repository), "changed" or "deleted"."""
+
+    project_dir: str
+    status: str
+    current: str | None  # the file's text, as read (without following links)
+    trusted: str | None  # the text last trusted, None when nothing was
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("none", "trusted")
+
+    def diff(self) -> str:
+        """A unified diff from the trusted text to the file (the whole file when it is new)."""
+        old, new = (self.trusted or "").splitlines(keepends=True), (self.current or "").splitlines(keepends=True)
+        return "".join(difflib.unified_diff(old, new, "trusted rules.toml", "rules.toml on disk"))
+
+    def warning(self) -> str:
+        """One line saying what the session does about untrusted rules, and how to trust them."""
+        what = {"new": "were never trusted", "changed": "changed since you trusted them",
+                "deleted": "were deleted since you trusted them"}.get(self.status, "are not trusted")
+        return (f"the project's rules ({project_rules_path(self.project_dir)}) {what}: this session uses "
+                f"your own rules only (and the last trusted deny/ask rules). Review and trust them with: "
+                f"agent-desk rules trust {self.project_dir}")
+
+
+def project_rules_trust(project_dir: str | os.PathLike[str]) -> RulesTrust:
+    """Read the project's rules file (a link is refused: ConfigError) and compare it with the trust record."""
+    path = os.fspath(project_dir)
+    current = read_project_rules(path)
+    record = trusted_rules(path)
+    trusted = record.text if record else None
+    if current is None:
+        status = "none" if trusted is None else "deleted"
+    elif trusted is None:
+        status = "new"
+    else:
+        status = "trusted" if current == trusted else "changed"
+    return RulesTrust(path, status, current, trusted)
+
+
+def trust_project_rules(trust: RulesTrust) -> None:
+    """The person confirmed the rules shown in `trust`: exactly that text is trusted (a file changed since
+    it was shown stays untrusted). Rules that cannot be read are refused (ConfigError), not trusted."""
+    if trust.current is not None:
+        RuleSet.from_text(trust.current, where=f"{project_rules_path(trust.project_dir)}: ")
+    trust_rules(trust.project_dir, trust.current)
+
+
+def write_project_rules(project_dir: str | os.PathLike[str], text: str) -> Path:
+    """Write the project's rules as the person edited them (no link followed), trusted as written."""
+    path = write_beneath(project_dir, ".agent-desk/rules.toml", text)
+    trust_rules(project_dir, text)
+    return path
+
+
+def append_trusted_rule(project_dir: str | os.PathLike[str], rule: Rule) -> None:
+    """"Always allow": add the rule to the file and to the trusted text alike. A file that was untrusted
+    stays so (its unconfirmed part is still the difference); a trusted one stays trusted."""
+    record = trusted_rules(project_dir)
+    append_project_rule(project_dir, rule)
+    trust_rules(project_dir, rules_text_with(record.text if record else None, rule))
+
+
+def project_rules(trust: RulesTrust) -> RuleSet:
+    """The project's rules a session uses: the file when trusted; otherwise only the deny and ask rules of
+    the last trusted text (they can only narrow what runs), and no mode."""
+    where = f"{project_rules_path(trust.project_dir)}: "
+    if trust.ok:
+        text = trust.current
+        return RuleSet.from_text(text, f"project:{project_rules_path(trust.project_dir)}", where=where) \
+            if text is not None else RuleSet()
+    if not trust.trusted:
+        return RuleSet()
+    kept = RuleSet.from_text(trust.trusted, f"project-trusted:{project_rules_path(trust.project_dir)}")
+    return RuleSet([r for r in kept.rules if r.action is not Action.ALLOW])
+
+
 def build_executor(
     settings: Settings,
     project: ProjectInfo,
@@ -151,22 +252,32 @@ def build_executor(
     store: Any,
     permission_mode: str | None = None,
     tools: list[Tool] | None = None,
-) -> tuple[Executor, ToolRegistry, PermissionPolicy]:
-    """The project's tools, policy (user rules, then the project's), built-in hooks and executor on a
-    given store and bus. It reads the rules files and the keyring, so async code calls it in a thread."""
+) -> tuple[Executor, ToolRegistry, PermissionPolicy, RulesTrust]:
+    """The project's tools, policy (user rules, then the project's when trusted), built-in hooks and
+    executor on a given store and bus. It reads the rules files and the keyring, so async code calls it in
+    a thread."""
     from .tools import builtin_tools
 
     registry = ToolRegistry(tools if tools is not None else builtin_tools())
-    rules = user_rules(settings).extend(load_rules(project.path))
-    # a project left on "ask" lets its rules file name the mode
-    mode = permission_mode or (project.permission_mode if project.permission_mode != PermissionMode.ASK else None)
+    rules, mode, trust = policy_rules(settings, project, permission_mode)
     policy = PermissionPolicy(mode, rules)
     key = resolve_api_key(settings)
     hooks = builtin_hooks(api_key=key.value if key else None, artifacts_dir=data_dir() / "artifacts")
     executor = Executor(registry, policy, bus=bus, store=store, hooks=hooks)
-    rules_file = project_rules_path(project.path)
-    executor.set_rule_writer(lambda rule: append_rule_to_file(rules_file, rule))
-    return executor, registry, policy
+    executor.set_rule_writer(lambda rule: append_trusted_rule(project.path, rule))
+    return executor, registry, policy, trust
+
+
+def policy_rules(settings: Settings, project: ProjectInfo,
+                 permission_mode: str | None = None) -> tuple[RuleSet, str | None, RulesTrust]:
+    """The rules and explicit mode of a project's policy, and the trust of its rules file (read once)."""
+    trust = project_rules_trust(project.path)
+    if not trust.ok:
+        log.warning("%s", trust.warning())
+    rules = user_rules(settings).extend(project_rules(trust))
+    # a project left on "ask" lets its (trusted) rules file name the mode
+    mode = permission_mode or (project.permission_mode if project.permission_mode != PermissionMode.ASK else None)
+    return rules, mode, trust
 
 
 async def build_runtime(
@@ -184,7 +295,7 @@ async def build_runtime(
 ) -> ProjectRuntime:
     """The one recipe: executor, sandbox (made, not yet started) and model client for `project` on a given
     store and bus. Rules files and the keyring are read on a worker thread, never on the event loop."""
-    executor, registry, policy = await asyncio.to_thread(
+    executor, registry, policy, trust = await asyncio.to_thread(
         build_executor, settings, project, bus=bus, store=store, permission_mode=permission_mode, tools=tools
     )
     if model_client is None:
@@ -199,7 +310,7 @@ async def build_runtime(
     stack.push_async_callback(_quietly, model_client.close, "the model client")
     return ProjectRuntime(settings=settings, project=project, store=store, bus=bus, registry=registry,
                           policy=policy, executor=executor, sandbox=sandbox, model_client=model_client,
-                          profile=profile, cleanup=stack)
+                          profile=profile, cleanup=stack, rules_trust=trust, permission_mode=permission_mode)
 
 
 # the CLI: one project, with its own store and bus -----------------------------------------------------

@@ -31,9 +31,10 @@ EXPORTED: dict[str, list[str]] = {
         "TextChunk", "ThinkingChunk", "TokenUsage", "Tool", "ToolCall", "ToolCallRecord", "ToolCallState",
         "ToolContext", "ToolEnd", "ToolError", "ToolExecuted", "ToolFacts", "ToolInput", "ToolInputError",
         "ToolNotFound", "ToolRegistry", "ToolResult", "ToolStart", "ToolUpdate", "TurnEnd", "TurnResult",
-        "WORKSPACE", "analyse_command", "append_rule_to_file", "assess_risk", "builtin_hooks", "call_risk",
-        "container_path", "glob_regex", "load_rules", "new_id", "post_hook", "pre_hook", "project_rules_path",
-        "rules_from_texts", "suggest_rule", "summarize_input", "tool", "visible",
+        "WORKSPACE", "analyse_command", "append_project_rule", "assess_risk", "builtin_hooks", "call_risk",
+        "container_path", "glob_regex", "load_rules", "make_dirs_beneath", "new_id", "post_hook", "pre_hook",
+        "project_rules_path", "read_beneath", "read_project_rules", "rules_from_texts", "rules_text_with",
+        "suggest_rule", "summarize_input", "tool", "visible", "write_beneath",
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",
@@ -113,6 +114,8 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         "PostAction", "PostHookResult", "PreAction", "PreHookResult", "RecordStore", "Redirect", "Rule",
         "RunContext", "SecretRedactionHook", "ShellAnalysis", "SimpleCommand", "ToolCall", "ToolInputError",
         "ToolNotFound", "TurnResult", "analyse_command", "assess_risk", "post_hook", "pre_hook", "tool",
+        # host-side file access beneath a project without following links (the control folder's creation)
+        "make_dirs_beneath", "read_beneath",
     ),
     "tools": (
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit", "FsRead",

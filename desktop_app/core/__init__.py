@@ -68,10 +68,12 @@ from ._policy import (
     Rule,
     RuleSet,
     ToolFacts,
-    append_rule_to_file,
+    append_project_rule,
     load_rules,
     project_rules_path,
+    read_project_rules,
     rules_from_texts,
+    rules_text_with,
     suggest_rule,
 )
 from ._project import ProjectInfo, SessionInfo
@@ -87,6 +89,7 @@ from ._record import (
 )
 from ._registry import ToolRegistry
 from ._risk import assess_risk
+from ._safe_files import make_dirs_beneath, read_beneath, write_beneath
 from ._sandbox import (
     DEFAULT_IMAGE,
     DEFAULT_OUTPUT_LIMIT,
@@ -205,20 +208,25 @@ __all__ = [
     "TurnEnd",
     "TurnResult",
     "analyse_command",
-    "append_rule_to_file",
+    "append_project_rule",
     "assess_risk",
     "builtin_hooks",
     "call_risk",
     "container_path",
     "glob_regex",
     "load_rules",
+    "make_dirs_beneath",
     "new_id",
     "post_hook",
     "pre_hook",
     "project_rules_path",
+    "read_beneath",
+    "read_project_rules",
     "rules_from_texts",
+    "rules_text_with",
     "suggest_rule",
     "summarize_input",
     "tool",
     "visible",
+    "write_beneath",
 ]

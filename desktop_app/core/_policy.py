@@ -26,6 +26,7 @@ from ._glob import glob_regex
 from ._paths import workspace_relative
 from ._record import Provenance, Risk
 from ._risk import INTERPRETERS, assess_command, assess_risk
+from ._safe_files import read_beneath, write_beneath
 from ._shell import AUTO_ALLOW_LIMIT, ShellAnalysis, SimpleCommand, analyse_command
 
 
@@ -118,13 +119,13 @@ class RuleSet:
         return cls._from_data(data, f"{source}:{path}", where=f"{path}: ")
 
     @classmethod
-    def from_text(cls, text: str, source: str = "editor") -> RuleSet:
+    def from_text(cls, text: str, source: str = "editor", *, where: str = "") -> RuleSet:
         """Rules from rules.toml text, e.g. the settings dialog's editor (ConfigError on bad input)."""
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"the rules are not valid TOML: {e}") from e
-        return cls._from_data(data, source)
+            raise ConfigError(f"{where}the rules are not valid TOML: {e}") from e
+        return cls._from_data(data, source, where=where)
 
     @classmethod
     def _from_data(cls, data: dict[str, Any], source: str, *, where: str = "") -> RuleSet:
@@ -146,24 +147,42 @@ class RuleSet:
             ) from None
 
 
+PROJECT_RULES = ".agent-desk/rules.toml"  # relative to the project folder
+
+
 def project_rules_path(project_dir: str | Path) -> Path:
-    return Path(project_dir) / ".agent-desk" / "rules.toml"
+    return Path(project_dir) / PROJECT_RULES
+
+
+def read_project_rules(project_dir: str | Path) -> str | None:
+    """The text of the project's rules file, or None when there is none. A link at the file, at
+    `.agent-desk` or a FIFO there is refused (ConfigError): the sandbox can plant those."""
+    data = read_beneath(project_dir, PROJECT_RULES)
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"cannot read permission rules from {project_rules_path(project_dir)}: {e}") from e
 
 
 def load_rules(project_dir: str | Path | None, user_rules: str | Path | None = None) -> RuleSet:
-    """Rules from the user's settings, then the project's `.agent-desk/rules.toml` (its mode wins)."""
+    """Rules from the user's settings, then the project's `.agent-desk/rules.toml` (its mode wins). The
+    project's file is read without following links; whether it is trusted is the caller's question."""
     rs = RuleSet()
     if user_rules is not None:
         rs = rs.extend(RuleSet.from_toml(Path(user_rules), "user"))
     if project_dir is not None:
-        rs = rs.extend(RuleSet.from_toml(project_rules_path(project_dir), "project"))
+        text = read_project_rules(project_dir)
+        if text is not None:
+            path = project_rules_path(project_dir)
+            rs = rs.extend(RuleSet.from_text(text, f"project:{path}", where=f"{path}: "))
     return rs
 
 
-def append_rule_to_file(path: str | Path, rule: Rule) -> None:
-    """Add one rule to a rules.toml, keeping what is there."""
-    path = Path(path)
-    existing = RuleSet.from_toml(path, "project") if path.exists() else RuleSet()
+def rules_text_with(text: str | None, rule: Rule) -> str:
+    """rules.toml text with one more rule, keeping the rules and the mode that are there."""
+    existing = RuleSet.from_text(text, "project") if text and text.strip() else RuleSet()
     by_action: dict[str, list[str]] = {a.value: [] for a in Action}
     for r in existing.rules:
         by_action[r.action.value].append(r.text)
@@ -175,10 +194,15 @@ def append_rule_to_file(path: str | Path, rule: Rule) -> None:
     for action, texts in by_action.items():
         body = ", ".join(json.dumps(t, ensure_ascii=False) for t in texts)
         lines.append(f"{action} = [{body}]")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    return "\n".join(lines) + "\n"
+
+
+def append_project_rule(project_dir: str | Path, rule: Rule) -> str:
+    """Add one rule to the project's rules file, keeping what is there; returns the text written. Read and
+    written without following links (a random O_EXCL temp file, renamed in place)."""
+    text = rules_text_with(read_project_rules(project_dir), rule)
+    write_beneath(project_dir, PROJECT_RULES, text)
+    return text
 
 
 # pattern matching ---------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from desktop_app.core import (
     Rule,
     RuleSet,
     ToolFacts,
-    append_rule_to_file,
+    append_project_rule,
     load_rules,
     suggest_rule,
 )
@@ -162,8 +162,9 @@ def test_rules_load_from_project_and_user_files(tmp_path):
     user = tmp_path / "user.toml"
     user.write_text('[permissions]\nallow = ["bash_run(ls)"]\n')
     proj = tmp_path / "proj"
-    append_rule_to_file(proj / ".agent-desk" / "rules.toml", Rule.parse("fs_write(src/**)", "allow"))
-    append_rule_to_file(proj / ".agent-desk" / "rules.toml", Rule.parse("bash_run(rm *)", "deny"))
+    proj.mkdir()
+    append_project_rule(proj, Rule.parse("fs_write(src/**)", "allow"))
+    append_project_rule(proj, Rule.parse("bash_run(rm *)", "deny"))
     rs = load_rules(proj, user)
     texts = {(r.action.value, r.text, r.source.split(":")[0]) for r in rs.rules}
     assert texts == {
