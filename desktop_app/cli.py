@@ -28,7 +28,7 @@ from .core import (
     visible,
 )
 
-SUBCOMMANDS = ("run", "sessions", "audit", "images")
+SUBCOMMANDS = ("run", "sessions", "audit", "images", "rules")
 EXIT_CODES = {TurnEnd.END_TURN: 0, TurnEnd.ERROR: 1, TurnEnd.PAUSED: 3, TurnEnd.MAX_STEPS: 4, TurnEnd.INTERRUPTED: 130}
 MODES = tuple(m.value for m in PermissionMode)
 
@@ -43,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_sessions(sub)
     _add_audit(sub)
     _add_images(sub)
+    _add_rules(sub)
     return p
 
 
@@ -104,6 +105,16 @@ def _add_images(sub: Any) -> None:
     ib.add_argument("--no-cache", action="store_true")
 
 
+def _add_rules(sub: Any) -> None:
+    rul = sub.add_parser("rules", help="review and trust a project's .agent-desk/rules.toml")
+    rsub = rul.add_subparsers(dest="action", required=True)
+    rd = rsub.add_parser("diff", help="what changed since the rules were last trusted (exit 1: untrusted)")
+    rt = rsub.add_parser("trust", help="show the change and trust the rules as they are now")
+    for sp in (rd, rt):
+        sp.add_argument("path", nargs="?", default=".", help="the project folder (default: here)")
+    rt.add_argument("--yes", action="store_true", help="trust without asking")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] not in (*SUBCOMMANDS, "-h", "--help"):
@@ -143,6 +154,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
         return await _sessions(args)
     if args.command == "audit":
         return await _audit(args)
+    if args.command == "rules":
+        return await asyncio.to_thread(_rules, args)
     return await _images(args)
 
 
@@ -172,8 +185,12 @@ async def _open_runtime(args: argparse.Namespace, project: Any, store: Any, sett
         project.settings["sandbox"] = args.sandbox
     if getattr(args, "image", None):
         project.image = args.image
-    return await open_runtime(settings or _settings(args), project, store=store,
-                              permission_mode=args.permission_mode)
+    runtime = await open_runtime(settings or _settings(args), project, store=store,
+                                 permission_mode=args.permission_mode)
+    trust = runtime.rules_trust
+    if trust is not None and not trust.ok:
+        print(f"agent-desk: warning: {trust.warning()}", file=sys.stderr)
+    return runtime
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -488,6 +505,31 @@ async def _images(args: argparse.Namespace) -> int:
         nocache=args.no_cache,
     )
     print(f"built {status.spec.tag} ({status.image_id[:19]})")
+    return 0
+
+
+# rules ------------------------------------------------------------------------------------------------
+def _rules(args: argparse.Namespace) -> int:
+    """`rules diff`: the change since the rules were trusted (exit 1 when untrusted); `rules trust`: the same,
+    then trust exactly the text shown (after y, or with --yes)."""
+    from .runtime import project_dir, project_rules_trust, trust_project_rules
+
+    trust = project_rules_trust(project_dir(args.path))
+    if trust.ok:
+        state = "no rules file" if trust.status == "none" else "the rules are trusted"
+        print(f"{trust.project_dir}: {state}; nothing to review.", file=sys.stderr)
+        return 0
+    print(f"{trust.project_dir}: the rules are {trust.status} (not trusted yet):", file=sys.stderr)
+    diff = trust.diff()
+    sys.stdout.write(diff if diff.endswith("\n") or not diff else diff + "\n")
+    sys.stdout.flush()
+    if args.action == "diff":
+        return 1
+    if not args.yes and _ask("Trust these rules? [y/N] ").strip().lower() not in ("y", "yes"):
+        print("not trusted: sessions keep using your own rules only.", file=sys.stderr)
+        return 1
+    trust_project_rules(trust)
+    print("trusted: sessions of this project use these rules from now on.", file=sys.stderr)
     return 0
 
 

@@ -322,7 +322,7 @@ async def open_store(db_url: str | None = None) -> SqlStore:
     return await SqlStore.open(db_url or default_db_url())
 
 
-def _project_dir(folder: str | os.PathLike[str]) -> Path:
+def project_dir(folder: str | os.PathLike[str]) -> Path:
     path = Path(folder).expanduser().resolve()
     if not path.is_dir():
         raise ConfigError(f"The project folder {path} does not exist.")
@@ -332,7 +332,7 @@ def _project_dir(folder: str | os.PathLike[str]) -> Path:
 async def project_for_dir(store: Any, folder: str | os.PathLike[str], *, image: str | None = None,
                           settings: Settings | None = None) -> ProjectInfo:
     """The stored project for `folder` (matched by its absolute path), or a new one."""
-    path = _project_dir(folder)
+    path = project_dir(folder)
     for p in await store.list_projects():
         if Path(p.path) == path:
             if image and image != p.image:
@@ -420,6 +420,12 @@ class ProjectRuntimes:
             self._stale_clients.discard(project.id)
             await rt.renew_model_client()
         return await rt.open_session(session_id)  # a sandbox that cannot start is reported here
+
+    async def reload_rules(self, project: ProjectInfo) -> None:
+        """The person trusted the project's rules: its open runtime (if any) uses them from the next call."""
+        rt = self.runtimes.get(project.id)
+        if rt is not None:
+            await rt.reload_rules()
 
     def forget_model(self) -> None:
         """Settings changed (key, model, endpoint): each project's next session gets a new client."""

@@ -27,6 +27,7 @@ from ._bridge import EventBridge
 from ._checks import SetupChecks
 from ._mainwindow import MainWindow
 from ._projects import session_title
+from ._rules_trust import RulesTrustBanner
 from ._tasks import BackgroundTasks
 from ._theme import apply_theme, bring_to_front
 from .inbox import PendingApproval
@@ -62,6 +63,8 @@ class AppController(QObject):
             retry_docker=lambda: self.tasks.spawn(self.checks.check_docker()))
         self._history_window = None
         self.history_loading: asyncio.Task | None = None
+        self.rules_trust = RulesTrustBanner(window, self.tasks.spawn,
+                                            reload=getattr(agent_factory, "reload_rules", None))
         self._attach_views()
         self._connect()
 
@@ -154,6 +157,8 @@ class AppController(QObject):
         self._show_session(session_id, records, messages, monitor)
         if project is not None:
             self.checks.show_project_sandbox(project)
+            # before the first message: untrusted project rules are shown, and not used until trusted
+            self.tasks.spawn(self.rules_trust.check(project))
         self.sessionChanged.emit(session_id)
 
     def _show_session(self, session_id: str, records: list[ToolCallRecord], messages: list[Any],
@@ -197,6 +202,9 @@ class AppController(QObject):
         agent = await self.agent_factory(project, session_id)
         self.agents[session_id] = agent
         self.checks.show_sandbox(agent)
+        notice = self.rules_trust.notice_for(project)
+        if notice and session_id == self.current_session:
+            self.window.conversation.add_notice(f"⚠ {notice}", "#d4890b")
         return agent
 
     async def send(self, text: str) -> Any:
@@ -310,6 +318,10 @@ class AppController(QObject):
                 del self.agents[sid]
         if project_id is None:
             await self.new_session(result.id)
+        else:
+            if self.rules_trust.reload is not None:  # rules edited in the dialog apply from the next call
+                await self.rules_trust.reload(result)
+            await self.rules_trust.check(result)
         return result
 
     async def close(self) -> None:

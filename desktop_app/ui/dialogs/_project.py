@@ -178,11 +178,13 @@ class ProjectSettingsDialog(FutureDialog):
     def _build_rules(self, project: ProjectInfo | None) -> None:
         self.rules = QPlainTextEdit()
         self.rules.setPlaceholderText('[permissions]\nallow = ["bash_run(npm test *)"]\nask = []\ndeny = []')
+        self.rules_warning = QLabel()
+        self.rules_warning.setWordWrap(True)
+        self.rules_warning.setStyleSheet("color: #d4890b")
+        self.rules_warning.hide()
+        self.loaded_rules = ""  # what the editor started with: saved (and trusted) only when edited
         if project:
-            try:
-                self.rules.setPlainText(project_rules_path(project.path).read_text(encoding="utf-8"))
-            except OSError:
-                pass
+            self._load_rules(project)
         self.test_tool = QComboBox()
         self.test_tool.setEditable(True)
         self.test_tool.addItems(sorted(tool_facts()) or ["bash_run", "fs_write", "fs_read"])
@@ -193,6 +195,24 @@ class ProjectSettingsDialog(FutureDialog):
         self.test_result = QLabel()
         self.test_result.setWordWrap(True)
         self.test_result.setTextFormat(Qt.TextFormat.RichText)
+
+    def _load_rules(self, project: ProjectInfo) -> None:
+        """The rules file, read without following links; an untrusted one is said to be so."""
+        from ...runtime import project_rules_trust
+
+        try:
+            trust = project_rules_trust(project.path)
+        except AgentDeskError as e:
+            self.rules_warning.setText(f"⚠ {e.user_message()}")
+            self.rules_warning.show()
+            return
+        self.loaded_rules = trust.current or ""
+        self.rules.setPlainText(self.loaded_rules)
+        if not trust.ok:
+            self.rules_warning.setText(
+                "⚠ These rules are not trusted (the sandbox can write this file): sessions do not use them. "
+                "Review the change from the banner; saving an edit here trusts the whole text.")
+            self.rules_warning.show()
 
     def _general_tab(self) -> QWidget:
         general = QWidget()
@@ -220,6 +240,7 @@ class ProjectSettingsDialog(FutureDialog):
         rl = QVBoxLayout(rules_tab)
         rl.addWidget(QLabel("Rules in <code>.agent-desk/rules.toml</code> — deny beats ask beats allow beats "
                             "the mode."))
+        rl.addWidget(self.rules_warning)
         rl.addWidget(self.rules, 1)
         tester = QGroupBox("Tester")
         tl = QHBoxLayout(tester)
@@ -329,13 +350,13 @@ class ProjectSettingsDialog(FutureDialog):
 
 
 def write_rules_file(project: ProjectInfo, text: str) -> Path | None:
-    """Save the editor's rules to the project's .agent-desk/rules.toml (nothing when empty and absent)."""
-    path = project_rules_path(project.path)
-    if not text.strip() and not path.exists():
+    """Save the editor's rules to the project's .agent-desk/rules.toml without following links, trusted as
+    written (nothing when empty and absent)."""
+    from ...runtime import write_project_rules
+
+    if not text.strip() and not project_rules_path(project.path).exists():
         return None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-    return path
+    return write_project_rules(project.path, text if text.endswith("\n") else text + "\n")
 
 
 async def image_catalog() -> list[dict[str, Any]]:
@@ -384,6 +405,11 @@ async def edit_project(project: ProjectInfo | None, settings: Any, parent=None) 
     result = await dlg.ask()
     rules_text = getattr(dlg, "rules_text", "")
     dlg.deleteLater()
-    if result is not None:
+    # Unedited rules are not written back: saving other settings must not trust a file nobody reviewed.
+    if result is not None and _normal(rules_text) != _normal(dlg.loaded_rules):
         await asyncio.get_running_loop().run_in_executor(None, write_rules_file, result, rules_text)
     return result
+
+
+def _normal(text: str) -> str:
+    return text if not text.strip() or text.endswith("\n") else text + "\n"
