@@ -221,7 +221,8 @@ async def settle(frames: int = 6) -> None:
 
 
 async def screenshot(window: Any, controller: Any, *, path: str, view: str, size: str, sample: bool) -> int:
-    """Render `view` (main, history, inbox, project-settings, project-rules, settings) to the PNG `path`."""
+    """Render `view` (main, history, inbox, project-settings, project-rules, rules-trust, settings) to the
+    PNG `path`."""
     w, h = (int(x) for x in size.lower().split("x"))
     window.resize(w, h)
     if view == "history":
@@ -249,6 +250,12 @@ async def _window_view(window: Any, controller: Any, view: str, sample: bool) ->
         window.inbox.setFloating(True)
         window.inbox.resize(520, 640)
         return window.inbox
+    if view == "rules-trust":  # the review of the current project's untrusted rules, if they are
+        project = controller._current_project()
+        if project is not None and await controller.rules_trust.check(project) is not None:
+            controller.tasks.spawn(controller.rules_trust.review(project))
+            await settle()
+        return controller.rules_trust.dialog or window
     if view == "settings":
         controller.tasks.spawn(controller.edit_settings())
         await settle()

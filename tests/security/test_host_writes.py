@@ -134,7 +134,7 @@ def test_special_files_are_refused_on_read_and_replaced_on_write(project, home):
     assert rules.read_text() == "allow = []\n"
     rules.unlink()
     rules.mkdir()
-    with pytest.raises(ConfigError, match="rules.toml"):
+    with pytest.raises(ConfigError, match=r"rules\.toml"):
         write_project_rules(project, "allow = []\n")
     with pytest.raises(ConfigError, match="not a regular file"):
         read_beneath(project, ".agent-desk/rules.toml")
@@ -145,7 +145,7 @@ def test_reads_refuse_links_and_oversized_files(project, home):
     (home / "rules.toml").write_text('allow = ["*"]\n')
     rules = project / ".agent-desk" / "rules.toml"
     rules.symlink_to(home / "rules.toml")
-    with pytest.raises(ConfigError, match="refusing to read .*rules.toml"):
+    with pytest.raises(ConfigError, match=r"refusing to read .*rules\.toml"):
         read_beneath(project, ".agent-desk/rules.toml")
     rules.unlink()
     rules.write_bytes(b"#" * 2048)

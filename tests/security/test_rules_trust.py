@@ -24,8 +24,10 @@ from desktop_app.runtime import (
 )
 from desktop_app.sandbox import LocalSandbox
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
+from tests.ui import conftest as ui_kit
 
 ROOT = Path(__file__).resolve().parents[2]
+qloop, run, store = ui_kit.qloop, ui_kit.run, ui_kit.store  # the window test's event loop and store
 BASH = ToolFacts("bash_run", "group:bash")
 WRITE = ToolFacts("fs_write", "group:fs")
 MINE = '[permissions]\ndeny = ["bash_run(curl *)"]\nallow = ["bash_run(npm test *)"]\n'
@@ -141,7 +143,7 @@ async def test_a_linked_rules_file_is_refused(runtimes, project, tmp_path, where
     else:
         (project / ".agent-desk").rmdir()
         (project / ".agent-desk").symlink_to(outside)
-    with pytest.raises(ConfigError, match="refusing to read .*agent-desk"):
+    with pytest.raises(ConfigError, match=r"refusing to read .*agent-desk"):
         project_rules_trust(project)
     with pytest.raises(ConfigError, match="symbolic link"):
         await runtimes.get(info(project))
@@ -238,3 +240,50 @@ def test_cli_run_warns_and_uses_user_rules_only_until_trusted(cli_env, project):
     out = _cli(env, "run", "--project", str(project), "--sandbox", "local", "go")
     assert out.returncode == 0, out.stderr
     assert "warning" not in out.stderr and (project / "out.txt").read_text() == "ran\n"
+
+
+# the window ----------------------------------------------------------------------------------------------
+def test_the_window_shows_untrusted_rules_before_the_first_message_and_trusts_on_confirm(
+        qtbot, run, store, project, cfg):
+    from desktop_app.core import SessionInfo
+    from desktop_app.ui import AppController, MainWindow
+
+    rules_file(project).write_text(EVIL)
+    proj = info(project)
+    run(store.save_project(proj))
+    run(store.save_session(SessionInfo("ses_1", proj.id, "first")))
+    bus = run(EventBus.open(store))
+    rts = ProjectRuntimes(settings=Settings(api_key="sk-test"), store=store, bus=bus,
+                          sandbox_factory=lambda p: LocalSandbox(p.path))
+    window = MainWindow()
+    qtbot.addWidget(window)
+    controller = AppController(window, store=store, bus=bus, settings=Settings(path=None),
+                               agent_factory=rts, api_key_source="test")
+    run(controller.start(check_docker=False))
+    qtbot.waitUntil(lambda: "never trusted" in window.banner.text())
+    assert "your own rules only" in window.banner.text()
+    rt = run(rts.get(proj))
+    assert rt.policy.mode.value == "ask"
+
+    review = controller.tasks.spawn(controller.rules_trust.review(proj))
+    qtbot.waitUntil(lambda: controller.rules_trust.dialog is not None and controller.rules_trust.dialog.isVisible())
+    dialog = controller.rules_trust.dialog
+    assert '+allow = ["*"]' in dialog.diff.toPlainText()
+    dialog.trust_btn.click()
+    qtbot.waitUntil(review.done)
+    assert review.result() is True
+    assert trusted_rules(project).text == EVIL
+    assert "rules-trust" not in window.banner._rows
+    assert rt.policy.mode.value == "auto"  # the open runtime took the trusted rules
+
+    rules_file(project).write_text(MINE)  # changed again: asked again, and "Ignore them" keeps them unused
+    run(controller.rules_trust.check(proj))
+    assert "changed since you trusted them" in window.banner.text()
+    review = controller.tasks.spawn(controller.rules_trust.review(proj))
+    qtbot.waitUntil(lambda: controller.rules_trust.dialog is not None and controller.rules_trust.dialog.isVisible())
+    controller.rules_trust.dialog.ignore_btn.click()
+    qtbot.waitUntil(review.done)
+    assert review.result() is False and trusted_rules(project).text == EVIL
+    assert "rules-trust" not in window.banner._rows
+    run(controller.close())
+    run(rts.close())
