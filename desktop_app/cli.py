@@ -1,4 +1,5 @@
-"""The `agent-desk` command: the desktop app with no subcommand; run, sessions, audit and images headless."""
+"""The `agent-desk` command: the desktop app with no subcommand; run, sessions, audit, images and rules
+headless."""
 
 from __future__ import annotations
 
