@@ -197,7 +197,7 @@ def _exchange(a: Path, b: Path) -> None:
         raise OSError(err, os.strerror(err))
 
 
-def _swapper(project: Path, home: Path, stop: threading.Event) -> threading.Thread:
+def _swapper(project: Path, home: Path, stop: threading.Event, swaps: list[int]) -> threading.Thread:
     """Keeps exchanging `.agent-desk` with a link to the outside folder, and rules.toml inside it with a
     link to the outside ~/.bashrc, and back."""
     ctl, ctl_link = project / ".agent-desk", project / ".swap-dir"
@@ -211,6 +211,7 @@ def _swapper(project: Path, home: Path, stop: threading.Event) -> threading.Thre
                     if b == rules_link and not os.path.lexists(rules_link):
                         os.symlink(home / ".bashrc", rules_link)
                     _exchange(a, b)
+                    swaps[0] += 1
                 except OSError:
                     pass  # rules.toml not there yet, or the desk's rename won this step
 
@@ -219,8 +220,8 @@ def _swapper(project: Path, home: Path, stop: threading.Event) -> threading.Thre
 
 @pytest.mark.parametrize("writer", ["settings-dialog", "always-allow"])
 def test_a_component_swapped_for_a_link_during_500_writes_never_sends_a_write_outside(writer, project, home):
-    stop = threading.Event()
-    t = _swapper(project, home, stop)
+    stop, swaps = threading.Event(), [0]
+    t = _swapper(project, home, stop, swaps)
     t.start()
     landed = refused = 0
     try:
@@ -233,7 +234,7 @@ def test_a_component_swapped_for_a_link_during_500_writes_never_sends_a_write_ou
     finally:
         stop.set()
         t.join(10)
-    assert landed + refused == 500
+    assert landed + refused == 500 and swaps[0] > 0
     _outside_untouched(home)
     stray = [p for p in home.rglob("*") if p.name != ".bashrc"]
     assert stray == []
