@@ -43,6 +43,9 @@ def _open_root(root: Path, what: str) -> int:
     # The project folder itself is the person's choice (resolved when the project was added): followed.
     try:
         return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError as e:
+        raise ConfigError(f"cannot {what} in {root}: the project folder does not exist",
+                          hint="add the project again with its current folder") from e
     except OSError as e:
         raise ConfigError(f"cannot {what} beneath {root}: {e.strerror or e}") from e
 
@@ -155,6 +158,8 @@ def read_beneath(root: str | os.PathLike[str], rel: str | os.PathLike[str], *,
     A link at any component, a FIFO, a device or a file over `limit` bytes is a ConfigError naming the path."""
     base = Path(root)
     parts = _components(rel)
+    if not base.exists():
+        return None  # no folder, no file: the sandbox reports the missing folder when it starts
     rootfd = _open_root(base, "read")
     try:
         d = _walk(base, rootfd, parts[:-1], create=False, what="read")
