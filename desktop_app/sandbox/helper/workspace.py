@@ -2,18 +2,12 @@
 
 import errno
 import os
-import re
 import stat as _stat
 
 from .errors import HelperError, OutsideWorkspace
-from .glob import glob_regex
 
 MAX_WRITE = 100 * 1024 * 1024
 READ_LIMIT = 10 * 1024 * 1024
-GREP_MAX_FILE = 20 * 1024 * 1024
-GREP_LINE_MAX = 500
-WALK_MAX_ENTRIES = 200000
-SKIP_DIRS = (".git",)
 
 
 def _os_error(exc, shown):
@@ -38,6 +32,7 @@ class Workspace:
     def __init__(self, root, alias="/workspace"):
         self.root = os.path.realpath(root)
         self.alias = alias.rstrip("/") or "/"
+        self.searcher = None  # what runs fs_grep and fs_glob (helper.search); set by who serves the workspace
 
     def _inside(self, real):
         return real == self.root or real.startswith(self.root.rstrip("/") + "/")
@@ -182,9 +177,9 @@ def _open_dir_beneath(ws, parts, make_dirs=False):
     relative to the fd before it: a component that is (or is swapped for) a symlink fails the walk
     instead of leading it anywhere, so what is opened is always inside the root."""
     fd = os.open(ws.root, _DIR_FLAGS)
-    i = 0
+    depth = 0  # components opened so far: the error names the one that failed
     try:
-        for i, name in enumerate(parts):
+        for name in parts:
             if name == "..":
                 raise OutsideWorkspace(f"{ws.alias}/{'/'.join(parts)}: '..' in a resolved path")
             try:
@@ -199,11 +194,12 @@ def _open_dir_beneath(ws, parts, make_dirs=False):
                 nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = nxt
+            depth += 1
         return fd
     except BaseException as exc:
         os.close(fd)
         if isinstance(exc, OSError) and exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            shown = ws.alias.rstrip("/") + "/" + "/".join(parts[: i + 1])
+            shown = ws.alias.rstrip("/") + "/" + "/".join(parts[: depth + 1])
             raise HelperError(
                 f"{shown}: not a folder, or it became a symlink while the path was used; nothing was done"
             ) from None
@@ -293,84 +289,4 @@ def fs_list(ws, path="."):
     except OSError as exc:
         raise _os_error(exc, ws.shown(real)) from None
     out.sort(key=lambda d: d["path"])
-    return out
-
-
-def _walk(real, skip_hidden_git=True):
-    """(dirpath, name, is_dir) under `real`, sorted, never following symlinks, bounded."""
-    count = 0
-    for dirpath, dirnames, filenames in os.walk(real, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not (skip_hidden_git and d in SKIP_DIRS))
-        for d in dirnames:
-            yield dirpath, d, True
-        for f in sorted(filenames):
-            yield dirpath, f, False
-        count += len(dirnames) + len(filenames)
-        if count > WALK_MAX_ENTRIES:
-            return
-
-
-def fs_glob(ws, pattern, path=".", limit=200):
-    """Matches of `pattern` relative to `path`, newest first."""
-    base = ws.resolve(path)
-    if not os.path.isdir(base):
-        raise HelperError(f"{ws.shown(base)}: not a directory")
-    if os.path.isabs(pattern):
-        rel = os.path.relpath(ws.resolve(os.path.dirname(pattern) or "/"), base)
-        if rel.startswith(".."):
-            raise OutsideWorkspace(f"{pattern} is outside the search folder {ws.shown(base)}")
-        pattern = os.path.join(rel, os.path.basename(pattern)) if rel != "." else os.path.basename(pattern)
-    while pattern.startswith("./"):
-        pattern = pattern[2:]
-    rx = glob_regex(pattern)
-    found = []
-    for dirpath, name, _is_dir in _walk(base):
-        full = os.path.join(dirpath, name)
-        if rx.match(os.path.relpath(full, base)):
-            try:
-                found.append(_stat_dict(ws, full, os.lstat(full)))
-            except OSError:
-                continue
-    found.sort(key=lambda d: (-d["mtime"], d["path"]))
-    return found[: max(0, int(limit))]
-
-
-def fs_grep(ws, pattern, path=".", glob=None, ignore_case=False, max_results=200):
-    """Lines matching a Python regex, in files under `path` (binary files and .git skipped)."""
-    try:
-        rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise HelperError(f"invalid regular expression {pattern!r}: {exc}") from None
-    base = ws.resolve(path)
-    grx = glob_regex(glob) if glob else None
-    if os.path.isfile(base):
-        files = [base]
-    elif os.path.isdir(base):
-        files = (os.path.join(d, n) for d, n, is_dir in _walk(base) if not is_dir)
-    else:
-        raise HelperError(f"{ws.shown(base)}: no such file or directory")
-    out = []
-    for full in files:
-        if grx is not None:
-            subject = os.path.relpath(full, base) if "/" in glob else os.path.basename(full)
-            if not grx.match(subject):
-                continue
-        try:
-            st = os.lstat(full)
-            if not _stat.S_ISREG(st.st_mode) or st.st_size > GREP_MAX_FILE:
-                continue
-            with open(full, "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue
-        if b"\x00" in data[:8192]:
-            continue
-        text = data.decode("utf-8", "replace")
-        if not rx.search(text):
-            continue
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if rx.search(line):
-                out.append({"path": ws.rel(full), "line": lineno, "text": line[:GREP_LINE_MAX]})
-                if len(out) >= max_results:
-                    return out
     return out
