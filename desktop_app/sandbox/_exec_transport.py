@@ -17,7 +17,8 @@ from ..core import WORKSPACE, SandboxError, glob_regex
 from ._frames import STDERR, read_frames
 from ._helper_ops import ErrorCode, sandbox_error
 from .helper.processes import KILL_GRACE_S, Capture
-from .helper.workspace import GREP_LINE_MAX, MAX_WRITE
+from .helper.search import GREP_LINE_MAX
+from .helper.workspace import MAX_WRITE
 
 OUTSIDE = b"__AGENT_DESK_OUTSIDE__"
 PRELUDE = f"""

@@ -9,8 +9,10 @@ import asyncio
 import contextlib
 import json
 import logging
+import signal
 import socket
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -22,8 +24,10 @@ from ._helper_archive import NO_PYTHON, NOT_WRITTEN, helper_command
 from ._helper_ops import error_from
 
 log = logging.getLogger(__name__)
+_SIGNALS = {signal.SIGKILL: "SIGKILL", signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT", signal.SIGHUP: "SIGHUP"}
 
 OP_TIMEOUT_S = 120.0
+PING_TIMEOUT_S = 5.0  # after a request times out: a helper that does not answer a ping this fast is wedged
 
 
 class _PendingRequest:
@@ -68,12 +72,15 @@ class HelperChannel:
         self._stderr = bytearray()
         self.dead = False
         self.hello: dict[str, Any] = {}
+        self._exec_id = ""
+        self._ending = ""  # why we ended the helper ourselves, when we did
 
     # -- blocking side (pool / reader thread)
     def open(self, timeout: float = 20.0) -> bool:
         """Start the helper; True when it said hello, False when the image has no python3."""
         cmd = helper_command(WORKSPACE)
         exec_id = self._api.exec_create(self._cid, cmd, stdin=True, stdout=True, stderr=True, workdir="/")["Id"]
+        self._exec_id = exec_id
         sock = self._api.exec_start(exec_id, socket=True)
         self._keep = sock
         self._sock = getattr(sock, "_sock", sock)
@@ -174,16 +181,53 @@ class HelperChannel:
 
     def _die(self) -> None:
         self.dead = True
-        tail = self._stderr_tail(300)
-        err = SandboxError(
-            "the sandbox helper stopped (the container was stopped, or ran out of memory)"
-            + (f": {tail}" if tail else ""),
-            hint="the next call restarts it",
-        )
         with self._lock:
             pending, self._pending = list(self._pending.values()), {}
-        for p in pending:
-            _post(p.loop, _resolve, p.fut, err)
+        if pending:  # only a call that was waiting needs to know why; a close needs no docker call
+            err = SandboxError(self._death_reason(), hint="the next call starts a new helper")
+            for p in pending:
+                _post(p.loop, _resolve, p.fut, err)
+        self._close_socket()
+
+    def _death_reason(self) -> str:
+        """Why the helper's stream ended, from the engine: the container stopped (out of memory or not),
+        or the helper alone was killed (a command such as `pkill python3` or `kill $PPID`)."""
+        tail = self._stderr_tail(300)
+        tail = f": {tail}" if tail else ""
+        if self._ending:
+            return self._ending
+        try:
+            for _ in range(20):  # the engine may not have seen the exit yet
+                ex = self._api.exec_inspect(self._exec_id)
+                if not ex.get("Running"):
+                    break
+                time.sleep(0.05)
+            state = self._api.inspect_container(self._cid).get("State") or {}
+        except Exception as exc:  # the engine went away, or the container was removed
+            return f"the sandbox helper stopped, and the engine could not say why ({short_reason(exc)}){tail}"
+        if state.get("OOMKilled"):
+            return f"the sandbox container ran out of memory and the helper was killed{tail}"
+        if not state.get("Running"):
+            return f"the sandbox container stopped{tail}"
+        code = ex.get("ExitCode")
+        if isinstance(code, int) and code > 128:
+            name = _SIGNALS.get(code - 128, f"signal {code - 128}")
+            return (
+                f"the sandbox helper was killed ({name}) while the container kept running: most likely by a command"
+                f" (e.g. `pkill python3` or `kill $PPID`){tail}"
+            )
+        return f"the sandbox helper exited (exit code {code}) while the container kept running{tail}"
+
+    def kill(self, reason: str) -> None:
+        """End a helper that does not answer: SIGKILL its process in the container (a wedged helper does
+        not read the EOF of its stdin), then drop the stream. The next call starts a new helper."""
+        self._ending = reason
+        self.dead = True
+        pid = self.hello.get("pid")
+        if isinstance(pid, int) and pid > 1:
+            with contextlib.suppress(Exception):
+                kid = self._api.exec_create(self._cid, ["kill", "-KILL", str(pid)], stdout=True, stderr=True)["Id"]
+                self._api.exec_start(kid)
         self._close_socket()
 
     def _send(self, line: bytes) -> None:
@@ -225,6 +269,20 @@ class HelperChannel:
         self._close_socket()
 
     # -- async side
+    async def _timed_out(self, op: str, timeout: float) -> SandboxError:
+        """The error for a request past its deadline. A helper that no longer answers a ping is wedged:
+        it is killed, so the next call gets a fresh one instead of timing out in turn."""
+        said = f"the sandbox did not answer a {op} request within {timeout:g} s"
+        if op == "ping" or self.dead:
+            return SandboxError(said)
+        try:
+            await self.request("ping", {}, timeout=PING_TIMEOUT_S)
+        except SandboxError:
+            reason = f"{said}, nor a ping within {PING_TIMEOUT_S:g} s: the helper was wedged and has been restarted"
+            await asyncio.get_running_loop().run_in_executor(self._pool, self.kill, reason)
+            return SandboxError(reason, hint="the next call starts a new helper; retry the call")
+        return SandboxError(f"{said} (the helper itself still answers: the operation was too slow)")
+
     async def request(
         self,
         op: str,
@@ -258,7 +316,7 @@ class HelperChannel:
         except TimeoutError:
             with self._lock:
                 self._pending.pop(rid, None)
-            raise SandboxError(f"the sandbox did not answer a {op} request within {timeout:g} s") from None
+            raise await self._timed_out(op, timeout) from None
         except OSError as exc:
             with self._lock:
                 self._pending.pop(rid, None)

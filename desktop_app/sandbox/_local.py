@@ -27,11 +27,24 @@ from ..core import (
 from ._helper_ops import ErrorCode, HelperOps, clamp_timeout, exec_result, file_stat, sandbox_error
 from .helper.errors import HelperError
 from .helper.processes import CommandRun, Processes
+from .helper.search import Search
 from .helper.server import call_op
 from .helper.workspace import Workspace, fs_write
 
 # Names whose values never reach a command on the host: API keys and the like.
 SECRET_ENV_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+
+
+def _re2_compile(pattern: str) -> Any:
+    """RE2 (linear time, so no pattern can hold a thread) for the walker's regexes and the globs; the
+    glob translation's `\\Z` is RE2's `\\z`."""
+    import re2
+
+    if pattern.endswith(")\\Z"):
+        pattern = pattern[:-2] + "\\z"
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options)
 
 
 def _host_env() -> dict[str, str]:
@@ -55,6 +68,7 @@ class LocalSandbox(HelperOps):
         if not path.is_dir():
             raise SandboxError(f"the project folder {path} does not exist or is not a folder")
         self._ws = Workspace(str(path), WORKSPACE)
+        self._ws.searcher = Search(regex=_re2_compile)  # rg on the host when there is one
         self._procs = Processes(base_env=_host_env())
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="agent-desk-local")
         self._closed = False

@@ -61,17 +61,27 @@ def image_media_type(head: bytes) -> str | None:
 
 
 def looks_binary(data: bytes) -> bool:
-    """NUL bytes, or not UTF-8, in the first 8 KB (a character cut at the 8 KB edge is fine)."""
+    """NUL bytes, or mostly control characters, in the first 8 KB. Text that is not UTF-8 (Latin-1, say)
+    is text: `decode_text` shows it."""
     head = data[:BINARY_SNIFF_BYTES]
     if b"\x00" in head:
         return True
+    controls = sum(1 for b in head if b < 32 and b not in _TEXT_CONTROLS)
+    return bool(head) and controls * 10 > len(head) * 3
+
+
+_TEXT_CONTROLS = frozenset(b"\t\n\r\f\b\x1b")
+
+
+def decode_text(data: bytes) -> tuple[str, str | None]:
+    """The text of a file, and the encoding it was read as when that is not UTF-8 (Latin-1, which reads
+    every byte; a character cut at the end of a ranged read stays UTF-8)."""
     try:
-        head.decode("utf-8")
+        return data.decode("utf-8"), None
     except UnicodeDecodeError as exc:
-        # Only an incomplete sequence at the very end of the sniffed window is forgiven.
-        cut_at_edge = exc.start >= len(head) - 3 and exc.reason == "unexpected end of data"
-        return not (len(data) > len(head) and cut_at_edge)
-    return False
+        if exc.start >= len(data) - 3 and exc.reason == "unexpected end of data":
+            return data.decode("utf-8", errors="replace"), None
+    return data.decode("latin-1"), "latin-1"
 
 
 def _lines(text: str) -> list[str]:
@@ -126,7 +136,10 @@ def _image(data: bytes, media: str, base: dict[str, Any]) -> ToolResult:
 def _numbered(data: bytes, args: FsReadInput, base: dict[str, Any]) -> ToolResult:
     """The lines asked for, numbered like `cat -n`, within the line and byte caps."""
     shown = base["path"]
-    lines = _lines(data.decode("utf-8", errors="replace"))
+    decoded, encoding = decode_text(data)
+    if encoding is not None:
+        base = {**base, "encoding": encoding}
+    lines = _lines(decoded)
     total = len(lines)
     start = args.offset or 1
     if total == 0:
@@ -149,6 +162,8 @@ def _numbered(data: bytes, args: FsReadInput, base: dict[str, Any]) -> ToolResul
         )
     if cut_lines:
         text += f"\n[{cut_lines} line(s) longer than {MAX_LINE_CHARS} characters were cut]"
+    if encoding is not None:
+        text += f"\n[{shown} is not UTF-8: shown as {encoding}; fs_edit refuses it, convert it with iconv first]"
     return ToolResult.text(
         text, **base, kind="text", total_lines=total, start_line=start, end_line=end, truncated=truncated
     )

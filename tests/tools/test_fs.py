@@ -124,7 +124,9 @@ async def test_read_refuses_binary_with_a_hint(sandbox, call, ctx):
     assert "binary" in body["error"]
     assert any("xxd" in r or "file" in r for r in body["recommendations"])
     await put(sandbox, "latin1.txt", "caf\xe9 cr\xe8me\n".encode("latin-1"))
-    assert "binary" in error_of(await call(read, path="latin1.txt"))["error"]
+    res = await call(read, path="latin1.txt")  # text that is not UTF-8 is not binary
+    assert not res.is_error and "café crème" in res.text_content and "not UTF-8" in res.text_content
+    assert res.details["encoding"] == "latin-1"
 
 
 def test_binary_sniff_forgives_a_character_cut_at_8_kb():
@@ -132,7 +134,8 @@ def test_binary_sniff_forgives_a_character_cut_at_8_kb():
     assert data[:8192].endswith(b"\xc3")
     assert not looks_binary(data)
     assert looks_binary(b"a\x00b")
-    assert looks_binary(b"\xff\xfe bad")
+    assert not looks_binary(b"caf\xe9 cr\xe8me\n")  # Latin-1 is text, not binary
+    assert looks_binary(bytes(range(1, 32)) * 10)
 
 
 async def test_read_returns_images_as_image_blocks(sandbox, call, ctx):

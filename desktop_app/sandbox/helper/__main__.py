@@ -6,19 +6,25 @@ import sys
 import time
 
 from .processes import KILL_GRACE_S
+from .search import ChildSearch, child_main
 from .server import Server
 from .workspace import Workspace
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--search"]:  # a child helper running one fs_grep or fs_glob (see search.ChildSearch)
+        child_main(sys.stdin.buffer, sys.stdout.buffer)
+        os._exit(0)
     root = argv[0] if argv else "/workspace"
     try:
         os.chdir("/")
     except OSError:
         pass
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    server = Server(Workspace(root, root), sys.stdin.buffer, sys.stdout.buffer)
+    ws = Workspace(root, root)
+    ws.searcher = ChildSearch([sys.executable, "-I", "-S", os.path.abspath(sys.argv[0]), "--search"])
+    server = Server(ws, sys.stdin.buffer, sys.stdout.buffer)
     server.serve()
     # Let cancelled commands finish killing their groups, then leave without the interpreter's
     # shutdown, which aborts when a daemon thread still holds stdout's lock.

@@ -2,11 +2,15 @@
 background (BackgroundProcess, Processes), and the bounded capture of their output (Capture)."""
 
 import codecs
+import errno
+import fcntl
 import os
 import re
+import select
 import selectors
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -17,6 +21,8 @@ KILL_GRACE_S = 1.0  # SIGTERM, then SIGKILL of the whole group after this long
 LINGER_S = 0.2  # after the command exits, how long to wait for grandchildren to close its pipes
 MAX_OUTPUT_LIMIT = 16 * 1024 * 1024  # per stream; a caller asking for more gets this much
 BG_OUTPUT_LIMIT = 1024 * 1024
+DRAIN_MAX_S = 2.0  # at most this long for a background process's last output to reach its buffer
+_FIONREAD = 0x541B  # Linux's ioctl for a pipe's unread bytes (python3-minimal has no termios)
 
 # ------------------------------------------------------------------------------------------ processes
 _OOM_FILES = ["/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"]  # v2, v1
@@ -36,6 +42,20 @@ def _oom_kills():
         if i >= 0:
             return int(data[i + 9 :].split(b"\n", 1)[0])
     return None
+
+
+def start_error(what, exc):
+    """Why a process did not start, named by its errno (E2BIG is not a pids limit)."""
+    if exc.errno == errno.E2BIG:
+        return (
+            f"could not start {what}: argument too long (one argument or variable over 128 KB, or all of them"
+            " over the system's ARG_MAX); pass large text through a file instead"
+        )
+    if exc.errno == errno.EAGAIN:
+        return f"could not start {what}: no more processes (the sandbox's pids limit is reached)"
+    if exc.errno == errno.ENOMEM:
+        return f"could not start {what}: out of memory"
+    return f"could not start {what}: {exc.strerror or exc}"
 
 
 def _killpg(pid, sig):
@@ -188,7 +208,7 @@ class CommandRun:
             return self._result(126, start, stderr=f"{self.argv[0]}: permission denied\n")
         except OSError as exc:
             self._close_cancel()
-            raise HelperError(f"could not start the command: {exc.strerror} (is the pids limit reached?)") from None
+            raise HelperError(start_error("the command", exc)) from None
         try:
             return self._drive(proc, start, oom_before)
         finally:
@@ -231,7 +251,21 @@ class CommandRun:
             _killpg(proc.pid, signal.SIGKILL)
             if proc.returncode is None:
                 proc.wait()
+            self._drain_rest()
         return self._outcome(proc, start, oom_before)
+
+    def _drain_rest(self):
+        """What still sits in a pipe that the linger left open (a process outside the group holds it):
+        read without blocking, so nothing the command wrote before its exit is lost."""
+        for fd in list(self._streams):
+            try:
+                os.set_blocking(fd, False)
+                for _ in range(MAX_OUTPUT_LIMIT // CHUNK + 1):
+                    self._on_pipe(fd)
+                    if fd not in self._streams:
+                        break
+            except (BlockingIOError, OSError):
+                continue
 
     def _watch(self, proc, start):
         """The wait loop's state: a selector over the pipes, the cancel pipe and (where there is one)
@@ -292,10 +326,14 @@ class CommandRun:
     def _on_pipe(self, fd):
         try:
             data = os.read(fd, CHUNK)
+        except BlockingIOError:
+            raise  # drained (see _drain_rest)
         except OSError:
             data = b""
         if not data:
-            self._sel.unregister(fd)
+            registered = self._sel.get_map()  # None once the selector is closed (the final drain)
+            if registered is not None and fd in registered:
+                self._sel.unregister(fd)
             self._streams.pop(fd)
             return
         name, cap = self._streams[fd]
@@ -349,6 +387,8 @@ class BackgroundProcess:
         self.buf = bytearray()
         self.dropped = 0
         self.lock = threading.Lock()
+        self.busy = False
+        self.closed = False
         try:
             self.proc = subprocess.Popen(
                 _argv(command),
@@ -362,14 +402,20 @@ class BackgroundProcess:
                 bufsize=0,
             )
         except OSError as exc:
-            raise HelperError("could not start the background process: %s" % (exc.strerror or exc)) from None
+            raise HelperError(start_error("the background process", exc)) from None
         self.reader = threading.Thread(target=self._read, name="bg-" + pid_id, daemon=True)
         self.reader.start()
 
     def _read(self):
         fd = self.proc.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
         while True:
             try:
+                poller.poll()
+                # `busy` from before the read to after the append: with the pipe's unread count, it tells
+                # logs() when every byte written so far is in the buffer (see _settled).
+                self.busy = True
                 data = os.read(fd, CHUNK)
             except OSError:
                 break
@@ -381,14 +427,32 @@ class BackgroundProcess:
                 if over > 0:
                     del self.buf[:over]
                     self.dropped += over
-        self.proc.stdout.close()
+            self.busy = False
+        with self.lock:
+            self.proc.stdout.close()
+            self.closed = True
+        self.busy = False
+
+    def _settled(self):
+        """True when nothing is left in the pipe nor between the pipe and the buffer."""
+        with self.lock:
+            if self.closed:
+                return True
+            try:
+                unread = int.from_bytes(fcntl.ioctl(self.proc.stdout.fileno(), _FIONREAD, b"\0\0\0\0"), sys.byteorder)
+            except OSError:
+                unread = 0
+        return unread == 0 and not self.busy  # this order: a read begun before the count is still `busy`
 
     def logs(self):
         rc = self.proc.poll()
         if rc is not None:
             # The process has exited, but its last output may still sit in the pipe: let the reader
-            # drain it first, or a fast exit would be reported without its output.
-            self.reader.join(LINGER_S)
+            # drain it first, or a fast exit would be reported without its output. A process it left
+            # behind may hold the pipe open, so wait for the pipe to be empty, not for its end.
+            deadline = time.monotonic() + DRAIN_MAX_S
+            while not self._settled() and time.monotonic() < deadline:
+                time.sleep(0.002)
         with self.lock:
             text = bytes(self.buf).decode("utf-8", "replace")
             dropped = self.dropped

@@ -8,8 +8,9 @@ import threading
 
 from .errors import HelperError
 from .processes import KILL_GRACE_S, MAX_OUTPUT_LIMIT, CommandRun, Processes
+from .search import Search
 from .wire import dumps, loads
-from .workspace import READ_LIMIT, fs_glob, fs_grep, fs_list, fs_read, fs_read_text, fs_stat, fs_write
+from .workspace import READ_LIMIT, fs_list, fs_read, fs_read_text, fs_stat, fs_write
 
 PROTOCOL_VERSION = 1
 
@@ -178,6 +179,17 @@ class Server:
                 self.runs.pop(rid, None)
 
 
+def _searcher(ws, a):
+    """The workspace's own searcher (a child helper in the container, RE2 on the host), else a plain one;
+    a request may shorten (never lengthen) its deadline."""
+    if ws.searcher is None:
+        ws.searcher = Search()
+    timeout = a.get("timeout")
+    if timeout and 0 < float(timeout) < ws.searcher.timeout:
+        return ws.searcher.with_timeout(float(timeout))
+    return ws.searcher
+
+
 def call_op(ws, procs, op, a):
     """Every non-exec operation, shared by the helper server and LocalSandbox."""
     if op == "read":
@@ -195,9 +207,9 @@ def call_op(ws, procs, op, a):
     if op == "list":
         return fs_list(ws, a.get("path", "."))
     if op == "glob":
-        return fs_glob(ws, a["pattern"], a.get("path", "."), a.get("limit", 200))
+        return _searcher(ws, a).glob(ws, a["pattern"], a.get("path", "."), a.get("limit", 200))
     if op == "grep":
-        return fs_grep(
+        return _searcher(ws, a).grep(
             ws, a["pattern"], a.get("path", "."), a.get("glob"), a.get("ignore_case", False), a.get("max_results", 200)
         )
     if op == "bg_start":

@@ -2,19 +2,12 @@
 
 import errno
 import os
-import re
 import stat as _stat
-import threading
 
 from .errors import HelperError, OutsideWorkspace
-from .glob import glob_regex
 
 MAX_WRITE = 100 * 1024 * 1024
 READ_LIMIT = 10 * 1024 * 1024
-GREP_MAX_FILE = 20 * 1024 * 1024
-GREP_LINE_MAX = 500
-WALK_MAX_ENTRIES = 200000
-SKIP_DIRS = (".git",)
 
 
 def _os_error(exc, shown):
@@ -39,6 +32,7 @@ class Workspace:
     def __init__(self, root, alias="/workspace"):
         self.root = os.path.realpath(root)
         self.alias = alias.rstrip("/") or "/"
+        self.searcher = None  # what runs fs_grep and fs_glob (helper.search); set by who serves the workspace
 
     def _inside(self, real):
         return real == self.root or real.startswith(self.root.rstrip("/") + "/")
@@ -107,8 +101,17 @@ def _stat_dict(ws, real, st):
 
 
 def _open_regular(ws, real):
+    """An fd of the regular file `real`, opened relative to its folder's fd (see `_open_dir_beneath`):
+    a parent swapped for a symlink after `resolve` cannot make the read leave the workspace."""
+    parts = _parts(ws, real)
+    if not parts:
+        raise HelperError(f"{ws.alias}: a directory")
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        dfd = _open_dir_beneath(ws, parts[:-1])
+        try:
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+        finally:
+            os.close(dfd)
     except OSError as exc:
         raise _os_error(exc, ws.shown(real)) from None
     st = os.fstat(fd)
@@ -160,49 +163,107 @@ def fs_read_text(ws, path, limit=READ_LIMIT):
         os.close(fd)
 
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _parts(ws, real):
+    """The components of `real` below the root (which `ws.resolve` made sure it is under)."""
+    rel = ws.rel(real)
+    return [] if rel == "." else [p for p in rel.split("/") if p not in ("", ".")]
+
+
+def _open_dir_beneath(ws, parts, make_dirs=False):
+    """An fd of the folder `parts` below the root, walked one component at a time with O_NOFOLLOW
+    relative to the fd before it: a component that is (or is swapped for) a symlink fails the walk
+    instead of leading it anywhere, so what is opened is always inside the root."""
+    fd = os.open(ws.root, _DIR_FLAGS)
+    depth = 0  # components opened so far: the error names the one that failed
+    try:
+        for name in parts:
+            if name == "..":
+                raise OutsideWorkspace(f"{ws.alias}/{'/'.join(parts)}: '..' in a resolved path")
+            try:
+                nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not make_dirs:
+                    raise
+                try:
+                    os.mkdir(name, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    pass  # made by someone else in the meantime: the open below judges what it is
+                nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+            depth += 1
+        return fd
+    except BaseException as exc:
+        os.close(fd)
+        if isinstance(exc, OSError) and exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            shown = ws.alias.rstrip("/") + "/" + "/".join(parts[: depth + 1])
+            raise HelperError(
+                f"{shown}: not a folder, or it became a symlink while the path was used; nothing was done"
+            ) from None
+        raise
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _write_in(dfd, name, data):
+    """Replace `name` in the folder `dfd` atomically: an O_EXCL temp file of a random name in the same
+    folder, renamed over it (a symlink at `name` is replaced, never followed). Keeps an existing mode."""
+    mode = 0o644
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        if _stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory")
+        if _stat.S_ISREG(st.st_mode):
+            mode = _stat.S_IMODE(st.st_mode)
+    except FileNotFoundError:
+        pass
+    tmp = f".{name[:100]}.agent-desk-{os.urandom(8).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
+    try:
+        try:
+            _write_all(fd, data)
+            os.fchmod(fd, mode)  # the umask may have narrowed it
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
+        raise
+    return os.stat(name, dir_fd=dfd, follow_symlinks=False)
+
+
 def fs_write(ws, path, data, make_dirs=True):
-    """Write atomically (temp file + rename in the same folder), keeping an existing file's mode."""
+    """Write atomically (temp file + rename in the same folder), keeping an existing file's mode. No
+    resolve-then-write-by-name: the folder is opened by an O_NOFOLLOW walk from the root, and the file
+    made relative to that folder's fd, so a parent swapped for a symlink cannot send the write outside."""
     if len(data) > MAX_WRITE:
         raise HelperError(f"refusing to write {len(data)} bytes (limit {MAX_WRITE})")
     real = ws.resolve(path)
     if real == ws.root:
         raise HelperError(f"{ws.alias}: is a directory")
-    parent = os.path.dirname(real)
-    if make_dirs and not os.path.isdir(parent):
-        try:
-            os.makedirs(parent, exist_ok=True)
-        except OSError as exc:
-            raise _os_error(exc, ws.shown(parent)) from None
-        ws.resolve(parent)  # a racing symlink swap must not have taken us outside
-    mode = 0o644
+    parts = _parts(ws, real)
     try:
-        st = os.lstat(real)
-        if _stat.S_ISDIR(st.st_mode):
-            raise HelperError(f"{ws.shown(real)}: is a directory")
-        mode = _stat.S_IMODE(st.st_mode)
-    except FileNotFoundError:
-        pass
+        dfd = _open_dir_beneath(ws, parts[:-1], make_dirs)
+    except OSError as exc:
+        raise _os_error(exc, ws.shown(os.path.dirname(real))) from None
+    try:
+        st = _write_in(dfd, parts[-1], data)
     except OSError as exc:
         raise _os_error(exc, ws.shown(real)) from None
-    tmp = os.path.join(parent, f".{os.path.basename(real)}.agent-desk-{os.getpid()}-{threading.get_ident()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-        try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-        finally:
-            os.close(fd)
-        os.chmod(tmp, mode)
-        os.rename(tmp, real)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise _os_error(exc, ws.shown(real)) from None
-    return _stat_dict(ws, real, os.lstat(real))
+    finally:
+        os.close(dfd)
+    return _stat_dict(ws, real, st)
 
 
 def fs_stat(ws, path):
@@ -228,84 +289,4 @@ def fs_list(ws, path="."):
     except OSError as exc:
         raise _os_error(exc, ws.shown(real)) from None
     out.sort(key=lambda d: d["path"])
-    return out
-
-
-def _walk(real, skip_hidden_git=True):
-    """(dirpath, name, is_dir) under `real`, sorted, never following symlinks, bounded."""
-    count = 0
-    for dirpath, dirnames, filenames in os.walk(real, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not (skip_hidden_git and d in SKIP_DIRS))
-        for d in dirnames:
-            yield dirpath, d, True
-        for f in sorted(filenames):
-            yield dirpath, f, False
-        count += len(dirnames) + len(filenames)
-        if count > WALK_MAX_ENTRIES:
-            return
-
-
-def fs_glob(ws, pattern, path=".", limit=200):
-    """Matches of `pattern` relative to `path`, newest first."""
-    base = ws.resolve(path)
-    if not os.path.isdir(base):
-        raise HelperError(f"{ws.shown(base)}: not a directory")
-    if os.path.isabs(pattern):
-        rel = os.path.relpath(ws.resolve(os.path.dirname(pattern) or "/"), base)
-        if rel.startswith(".."):
-            raise OutsideWorkspace(f"{pattern} is outside the search folder {ws.shown(base)}")
-        pattern = os.path.join(rel, os.path.basename(pattern)) if rel != "." else os.path.basename(pattern)
-    while pattern.startswith("./"):
-        pattern = pattern[2:]
-    rx = glob_regex(pattern)
-    found = []
-    for dirpath, name, _is_dir in _walk(base):
-        full = os.path.join(dirpath, name)
-        if rx.match(os.path.relpath(full, base)):
-            try:
-                found.append(_stat_dict(ws, full, os.lstat(full)))
-            except OSError:
-                continue
-    found.sort(key=lambda d: (-d["mtime"], d["path"]))
-    return found[: max(0, int(limit))]
-
-
-def fs_grep(ws, pattern, path=".", glob=None, ignore_case=False, max_results=200):
-    """Lines matching a Python regex, in files under `path` (binary files and .git skipped)."""
-    try:
-        rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise HelperError(f"invalid regular expression {pattern!r}: {exc}") from None
-    base = ws.resolve(path)
-    grx = glob_regex(glob) if glob else None
-    if os.path.isfile(base):
-        files = [base]
-    elif os.path.isdir(base):
-        files = (os.path.join(d, n) for d, n, is_dir in _walk(base) if not is_dir)
-    else:
-        raise HelperError(f"{ws.shown(base)}: no such file or directory")
-    out = []
-    for full in files:
-        if grx is not None:
-            subject = os.path.relpath(full, base) if "/" in glob else os.path.basename(full)
-            if not grx.match(subject):
-                continue
-        try:
-            st = os.lstat(full)
-            if not _stat.S_ISREG(st.st_mode) or st.st_size > GREP_MAX_FILE:
-                continue
-            with open(full, "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue
-        if b"\x00" in data[:8192]:
-            continue
-        text = data.decode("utf-8", "replace")
-        if not rx.search(text):
-            continue
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if rx.search(line):
-                out.append({"path": ws.rel(full), "line": lineno, "text": line[:GREP_LINE_MAX]})
-                if len(out) >= max_results:
-                    return out
     return out

@@ -1,0 +1,141 @@
+"""The helper never wedges: catastrophic regexes and globs, a helper killed or stopped by a command, CPU
+hogs; each time the NEXT call answers within a second or two, and the error names the real cause."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from desktop_app.core import SandboxError
+from desktop_app.sandbox import LocalSandbox
+from desktop_app.sandbox.helper.errors import HelperError
+from desktop_app.sandbox.helper.search import ChildSearch, Search
+from desktop_app.sandbox.helper.workspace import Workspace
+
+pytestmark = pytest.mark.docker
+CATASTROPHIC = "(a+)+$"
+
+
+async def next_call_is_quick(sb, within: float = 2.0) -> None:
+    start = time.monotonic()
+    assert await sb.stat(".") is not None
+    assert (await sb.exec("echo alive", timeout=10)).stdout == "alive\n"
+    assert time.monotonic() - start < within
+
+
+async def test_catastrophic_regex_over_a_big_file_on_docker(make_docker_sandbox, workspace: Path) -> None:
+    (workspace / "aaa.txt").write_text("a" * 2_000_000 + "b\n")
+    (workspace / "lines.txt").write_text(("a" * 40 + "!\n") * 2000)
+    sb = await make_docker_sandbox()
+    start = time.monotonic()
+    hits = await sb.grep(CATASTROPHIC, ".")  # ripgrep: Rust regex, linear time
+    assert time.monotonic() - start < 15
+    assert hits == []
+    assert await sb.grep("a+!$", "lines.txt", max_results=3) != []
+    await next_call_is_quick(sb)
+
+
+async def test_catastrophic_glob_is_killed_at_its_deadline(make_docker_sandbox, workspace: Path) -> None:
+    (workspace / ("a" * 200)).write_text("x")
+    sb = await make_docker_sandbox()
+    start = time.monotonic()
+    with pytest.raises(SandboxError, match="stopped after 2 s and was killed"):
+        await sb._op("glob", {"pattern": "*a*a*a*a*a*a*a*a*a*a*b", "path": ".", "timeout": 2})
+    assert time.monotonic() - start < 10
+    await next_call_is_quick(sb)
+    ps = await sb.exec("ps -eo args", timeout=10)
+    assert "--search" not in ps.stdout  # the child helper is gone with its group
+
+
+@pytest.mark.parametrize(
+    "command", ["kill -9 $PPID", "kill $PPID; sleep 1", "pkill -9 -f 'helper-.*pyz'", "pkill -f python3; sleep 1"]
+)
+async def test_helper_killed_by_a_command_is_named_and_replaced(make_docker_sandbox, command: str) -> None:
+    sb = await make_docker_sandbox()
+    with pytest.raises(SandboxError) as err:
+        await sb.exec(command, timeout=10)
+    message = str(err.value)
+    assert "helper was killed" in message and "container kept running" in message, message
+    assert "out of memory" not in message
+    await next_call_is_quick(sb)
+
+
+async def test_a_stopped_helper_is_pinged_then_restarted(make_docker_sandbox) -> None:
+    sb = await make_docker_sandbox()
+    pid = sb._channel.hello["pid"]
+    await sb.start_background(f"sleep 0.3; kill -STOP {pid}")
+    await asyncio.sleep(1.0)
+    start = time.monotonic()
+    with pytest.raises(SandboxError, match="wedged and has been restarted"):
+        await sb._call("stat", {"path": "."}, timeout=2)
+    assert time.monotonic() - start < 10
+    await next_call_is_quick(sb)
+    ps = await sb.exec(f"ps -o pid= -p {pid} || echo gone", timeout=10)
+    assert "gone" in ps.stdout  # the wedged helper was killed, not left behind
+
+
+async def test_a_slow_call_on_a_live_helper_says_so(make_docker_sandbox) -> None:
+    sb = await make_docker_sandbox()
+    with pytest.raises(SandboxError, match="still answers"):
+        await sb._call("exec", {"command": "sleep 3", "timeout": 10}, timeout=1)
+    await next_call_is_quick(sb)
+
+
+async def test_cpu_hogs_do_not_wedge_the_channel(make_docker_sandbox) -> None:
+    sb = await make_docker_sandbox()
+    hogs = [await sb.start_background("python3 -c 'while 1: pass'") for _ in range(3)]
+    hog_run = asyncio.ensure_future(sb.exec("python3 -c 'while 1: pass'", timeout=8))
+    try:
+        await asyncio.sleep(0.5)
+        for _ in range(10):
+            await next_call_is_quick(sb, within=3.0)
+            assert await sb.grep("nothing-here", ".") == []
+    finally:
+        for h in hogs:
+            await sb.kill(h)
+    assert (await hog_run).timed_out
+
+
+# ------------------------------------------------------------------------------------------- host side
+async def test_catastrophic_regex_and_glob_on_local_sandbox(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "aaa.txt").write_text(("a" * 5000 + "b\n") * 20)
+    (ws / ("a" * 200)).write_text("x")
+    sb = LocalSandbox(ws)
+    try:
+        start = time.monotonic()
+        assert await sb.grep(CATASTROPHIC, ".") == []  # RE2 (or rg): linear
+        assert await sb.glob("*a*a*a*a*a*a*a*a*a*a*b") == []
+        assert time.monotonic() - start < 5
+        with pytest.raises(SandboxError, match="invalid regular expression"):
+            await sb.grep("(?<=x)y", ".")  # the dialect has no look-around
+    finally:
+        await sb.close()
+
+
+def test_the_python_fallback_runs_in_a_child_that_is_killed(tmp_path: Path) -> None:
+    """Python `re` backtracks for ever on this: the child helper dies at the deadline, the caller goes on."""
+    (tmp_path / "a.txt").write_text("a" * 40 + "b\n")
+    ws = Workspace(str(tmp_path), "/workspace")
+    code = "from desktop_app.sandbox.helper.__main__ import main; main(['--search'])"
+    env_path = os.pathsep.join(p for p in sys.path if p)
+    child = ChildSearch(["/usr/bin/env", f"PYTHONPATH={env_path}", sys.executable, "-c", code], timeout=2)
+    start = time.monotonic()
+    with pytest.raises(HelperError, match="killed"):
+        child.grep(ws, CATASTROPHIC, ".")
+    assert time.monotonic() - start < 9
+    assert child.grep(ws, "a+b$", ".") == [{"path": "a.txt", "line": 1, "text": "a" * 40 + "b"}]
+
+
+def test_the_in_process_walker_stops_at_its_deadline(tmp_path: Path) -> None:
+    for i in range(30):
+        (tmp_path / f"f{i}.txt").write_text("x\n")
+    search = Search(rg=None, timeout=1e-9)
+    with pytest.raises(HelperError, match="stopped after"):
+        search.grep(Workspace(str(tmp_path)), "needle", ".")
