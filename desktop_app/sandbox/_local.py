@@ -27,6 +27,7 @@ from ..core import (
 from ._helper_ops import ErrorCode, HelperOps, clamp_timeout, exec_result, file_stat, sandbox_error
 from .helper.errors import HelperError
 from .helper.processes import CommandRun, Processes
+from .helper.proctree import Tracker
 from .helper.server import call_op
 from .helper.workspace import Workspace, fs_write
 
@@ -55,7 +56,10 @@ class LocalSandbox(HelperOps):
         if not path.is_dir():
             raise SandboxError(f"the project folder {path} does not exist or is not a folder")
         self._ws = Workspace(str(path), WORKSPACE)
-        self._procs = Processes(base_env=_host_env())
+        # No subreaper on the desk's own process: runs are tracked by their session/group, their cookie
+        # and their parentage (see helper/proctree.py); only those are ever killed on the host.
+        self._procs = Processes(base_env=_host_env(), tracker=Tracker(container=False))
+        self.last_sweep: dict[str, Any] = {"killed": [], "alive": []}
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="agent-desk-local")
         self._closed = False
 
@@ -70,7 +74,7 @@ class LocalSandbox(HelperOps):
         if self._closed:
             return
         self._closed = True
-        await asyncio.get_running_loop().run_in_executor(self._pool, self._procs.kill_all)
+        self.last_sweep = await asyncio.get_running_loop().run_in_executor(self._pool, self._procs.sweep)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def describe(self) -> SandboxDescription:
@@ -112,7 +116,9 @@ class LocalSandbox(HelperOps):
 
         with _helper_errors():
             real_cwd = self._ws.resolve(cwd)
-        run = CommandRun(command, real_cwd, env, timeout, output_limit, on_chunk, base_env=_host_env())
+        run = CommandRun(
+            command, real_cwd, env, timeout, output_limit, on_chunk, base_env=_host_env(), tracker=self._procs.tracker
+        )
         fut = loop.run_in_executor(self._pool, run.run)
         try:
             with _helper_errors():
