@@ -26,7 +26,7 @@ def _read(path, size=4096):
 
 
 def scan():
-    """Every live process: pid -> (ppid, pgid, sid, start ticks, uid). Zombies are left out (dead)."""
+    """Every live process: pid -> (ppid, pgid, sid, start ticks). Zombies are left out (dead)."""
     table = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -38,7 +38,7 @@ def scan():
         f = data[data.rfind(b")") + 2 :].split(b" ", 20)
         if len(f) < 20 or f[0] in (b"Z", b"X"):
             continue
-        table[int(name)] = (int(f[1]), int(f[2]), int(f[3]), int(f[19]))
+        table[int(name)] = (int(f[1]), int(f[2]), int(f[3]), int(f[18]))  # ppid, pgid, sid, starttime
     return table
 
 
@@ -161,6 +161,7 @@ class Tracker:
             return found
         for q in chain:
             memo[q] = found
+        memo[pid] = found
         return found
 
     def _orphan(self, pid, table, leaders, runs):
