@@ -70,11 +70,19 @@ class LocalSandbox(HelperOps):
     async def start(self) -> None:
         return None
 
+    async def sweep(self) -> dict[str, Any]:
+        """Kill every process this sandbox's commands started (see helper/proctree.py for what is found on
+        the host); return {"killed": [...], "alive": [...]}, each {pid, command, started_by}."""
+        if self._closed:
+            return {"killed": [], "alive": []}
+        self.last_sweep = await asyncio.get_running_loop().run_in_executor(self._pool, self._procs.sweep)
+        return self.last_sweep
+
     async def close(self) -> None:
         if self._closed:
             return
+        await self.sweep()
         self._closed = True
-        self.last_sweep = await asyncio.get_running_loop().run_in_executor(self._pool, self._procs.sweep)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def describe(self) -> SandboxDescription:

@@ -62,7 +62,7 @@ def cmdline_of(pid):
 
 
 class Run:
-    __slots__ = ("cookie", "leader", "label", "command")
+    __slots__ = ("command", "cookie", "label", "leader")
 
     def __init__(self, cookie, leader, label, command):
         self.cookie, self.leader, self.label, self.command = cookie, leader, label, command
