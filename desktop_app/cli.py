@@ -22,6 +22,7 @@ from .core import (
     ModelError,
     PermissionMode,
     PermissionRequired,
+    SandboxSurvivors,
     TextChunk,
     ToolEnd,
     ToolStart,
@@ -230,8 +231,10 @@ async def _drive(runtime: Any, session: Any, args: argparse.Namespace, prompt: s
             print("agent-desk: nothing to resume: the session's last turn ended normally.", file=sys.stderr)
             return 0
     finally:
-        off()
         session.stop()  # a turn cut short (an error, Ctrl-C) stops its tools too
+        with contextlib.suppress(Exception):  # the processes the turn left: killed, and printed below
+            await runtime.end_processes(session.session.id)
+        off()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
     printer.finish()
@@ -287,6 +290,11 @@ class _Printer:
                 self._line(f"  {mark} {event.name} {event.state.lower()}{outcome}{ms}")
             case ErrorEvent(message=message):
                 self._line(f"! {message}", err=True)
+            case SandboxSurvivors():
+                for what, procs in (("killed at the session's end", event.killed), ("STILL RUNNING", event.alive)):
+                    for p in procs:
+                        by = f" (started by {p.get('started_by')})" if p.get("started_by") else ""
+                        self._line(f"! sandbox process {what}: pid {p.get('pid')}: {p.get('command')}{by}", err=True)
             case PermissionRequired():
                 self._line(f"? {event.name} needs approval: {event.reason or ''} (risk {event.risk})")
 

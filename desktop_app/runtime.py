@@ -29,6 +29,7 @@ from .core import (
     Rule,
     RuleSet,
     Sandbox,
+    SandboxSurvivors,
     Tool,
     ToolRegistry,
     append_project_rule,
@@ -113,9 +114,31 @@ class ProjectRuntime:
         self.model_client = await asyncio.to_thread(model_client_from_settings, self.settings)
         self.cleanup.push_async_callback(_quietly, self.model_client.close, "the model client")
 
+    async def end_processes(self, session_id: str = "") -> SandboxSurvivors | None:
+        """The session's end: every process in the sandbox but its helper is killed. What was still
+        running (and anything that outlived the kill) is published as SandboxSurvivors, so it is seen
+        and persisted; None when nothing was running or the sandbox cannot sweep."""
+        sweep = getattr(self.sandbox, "sweep", None)
+        if sweep is None:
+            return None
+        try:
+            found = await sweep()
+        except Exception:
+            log.exception("sweeping the sandbox's processes failed")
+            return None
+        if not found.get("killed") and not found.get("alive"):
+            return None
+        config = getattr(self.sandbox, "config", None)
+        event = SandboxSurvivors(session_id=session_id, killed=list(found.get("killed") or []),
+                                 alive=list(found.get("alive") or []),
+                                 keep_running=bool(getattr(config, "keep_running", False)))
+        self.bus.publish(event)
+        return event
+
     async def close(self) -> None:
         """Close the sandbox and model client (and the store and bus when opened for this runtime). Open
         sessions are their owner's to stop: an approval left waiting stays open in the store."""
+        await self.end_processes()
         await self.cleanup.aclose()
 
 

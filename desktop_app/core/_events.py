@@ -200,6 +200,18 @@ class TokenUsage(Event):
     cost_usd: float = 0.0
 
 
+@dataclass(slots=True)
+class SandboxSurvivors(Event):
+    """The sandbox's processes at the end of a session: `killed` were still running (outside any call
+    that was running) and were killed; `alive` outlived the kill. Each is {pid, command, started_by}."""
+
+    channel: ClassVar[Channel] = Channel.MONITOR
+    type: ClassVar[str] = "sandbox:survivors"
+    killed: list[dict[str, Any]] = field(default_factory=list)
+    alive: list[dict[str, Any]] = field(default_factory=list)
+    keep_running: bool = False
+
+
 RunEvent = (
     TextChunk
     | ThinkingChunk
@@ -214,6 +226,7 @@ RunEvent = (
     | ErrorEvent
     | StateChanged
     | TokenUsage
+    | SandboxSurvivors
 )
 """Every event a run can publish: match on the class, never on a payload's string keys."""
 

@@ -144,6 +144,8 @@ class DockerSandbox(HelperOps):
         self._start_lock = asyncio.Lock()
         self._closed = False
         self.transport = ""  # "helper" or "exec", once started
+        # What the session's end found running and killed, and what is still alive after (see sweep()).
+        self.last_sweep: dict[str, Any] = {"killed": [], "alive": []}
 
     # -- lifecycle
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -267,9 +269,27 @@ class DockerSandbox(HelperOps):
         except docker.errors.APIError as exc:
             raise SandboxError(f"could not create the sandbox container: {short_reason(exc)}") from None
 
+    async def sweep(self) -> dict[str, Any]:
+        """Kill every process in the container but the helper (and the container's own init and
+        command); return {"killed": [...], "alive": [...]}, each {pid, command, started_by}."""
+        if self._closed or not self._transport_ready():
+            return {"killed": [], "alive": []}
+        try:
+            if self._channel is not None:
+                res = await self._channel.request("sweep", {}, None, 15.0)
+            else:
+                assert self._exec_transport is not None
+                res = await self._exec_transport.request("sweep", {}, None, 15.0)
+        except SandboxError as exc:
+            log.warning("could not sweep the sandbox's processes: %s", exc)
+            return {"killed": [], "alive": [{"pid": 0, "command": "?", "started_by": f"sweep failed: {exc}"}]}
+        self.last_sweep = {"killed": list(res.get("killed") or []), "alive": list(res.get("alive") or [])}
+        return self.last_sweep
+
     async def close(self) -> None:
         if self._closed:
             return
+        await self.sweep()
         self._closed = True
         channel, self._channel = self._channel, None
         if channel is not None:

@@ -27,6 +27,7 @@ from ..core import (
 from ._helper_ops import ErrorCode, HelperOps, clamp_timeout, exec_result, file_stat, sandbox_error
 from .helper.errors import HelperError
 from .helper.processes import CommandRun, Processes
+from .helper.proctree import Tracker
 from .helper.search import Search
 from .helper.server import call_op
 from .helper.workspace import Workspace, fs_write
@@ -69,7 +70,10 @@ class LocalSandbox(HelperOps):
             raise SandboxError(f"the project folder {path} does not exist or is not a folder")
         self._ws = Workspace(str(path), WORKSPACE)
         self._ws.searcher = Search(regex=_re2_compile)  # rg on the host when there is one
-        self._procs = Processes(base_env=_host_env())
+        # No subreaper on the desk's own process: runs are tracked by their session/group, their cookie
+        # and their parentage (see helper/proctree.py); only those are ever killed on the host.
+        self._procs = Processes(base_env=_host_env(), tracker=Tracker(container=False))
+        self.last_sweep: dict[str, Any] = {"killed": [], "alive": []}
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="agent-desk-local")
         self._closed = False
 
@@ -80,11 +84,19 @@ class LocalSandbox(HelperOps):
     async def start(self) -> None:
         return None
 
+    async def sweep(self) -> dict[str, Any]:
+        """Kill every process this sandbox's commands started (see helper/proctree.py for what is found on
+        the host); return {"killed": [...], "alive": [...]}, each {pid, command, started_by}."""
+        if self._closed:
+            return {"killed": [], "alive": []}
+        self.last_sweep = await asyncio.get_running_loop().run_in_executor(self._pool, self._procs.sweep)
+        return self.last_sweep
+
     async def close(self) -> None:
         if self._closed:
             return
+        await self.sweep()
         self._closed = True
-        await asyncio.get_running_loop().run_in_executor(self._pool, self._procs.kill_all)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def describe(self) -> SandboxDescription:
@@ -126,7 +138,9 @@ class LocalSandbox(HelperOps):
 
         with _helper_errors():
             real_cwd = self._ws.resolve(cwd)
-        run = CommandRun(command, real_cwd, env, timeout, output_limit, on_chunk, base_env=_host_env())
+        run = CommandRun(
+            command, real_cwd, env, timeout, output_limit, on_chunk, base_env=_host_env(), tracker=self._procs.tracker
+        )
         fut = loop.run_in_executor(self._pool, run.run)
         try:
             with _helper_errors():

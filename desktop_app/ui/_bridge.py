@@ -13,6 +13,7 @@ from ..core import (
     EventBus,
     PermissionDecided,
     PermissionRequired,
+    SandboxSurvivors,
     StateChanged,
     TextChunk,
     ThinkingChunk,
@@ -46,6 +47,7 @@ class EventBridge(QObject):
     stateChanged = Signal(object)  # StateChanged
     tokenUsage = Signal(object)  # TokenUsage
     errorOccurred = Signal(object)  # ErrorEvent
+    sandboxSurvivors = Signal(object)  # SandboxSurvivors
     envelope = Signal(object)  # every Envelope, for views that want the raw stream
 
     def __init__(self, bus: EventBus | None = None, parent: QObject | None = None) -> None:
@@ -64,6 +66,7 @@ class EventBridge(QObject):
             StateChanged.type: self.stateChanged.emit,
             TokenUsage.type: self.tokenUsage.emit,
             ErrorEvent.type: self.errorOccurred.emit,
+            SandboxSurvivors.type: self.sandboxSurvivors.emit,
         }
         if bus is not None:
             self.attach(bus)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from PySide6.QtWidgets import QLabel, QMainWindow
 
-from ..core import ErrorEvent, TokenUsage
+from ..core import ErrorEvent, SandboxSurvivors, TokenUsage
 from ._bridge import EventBridge
 
 
@@ -34,6 +34,19 @@ class AgentStatusBar:
         self._current_session = current_session
         bridge.tokenUsage.connect(self._on_usage)
         bridge.errorOccurred.connect(self._on_error)
+        bridge.sandboxSurvivors.connect(self._on_survivors)
+
+    def _on_survivors(self, ev: SandboxSurvivors) -> None:
+        """A small notice: what the session's end killed, and (in red) what still runs."""
+        if ev.alive:
+            names = ", ".join(f"{p.get('pid')} {str(p.get('command'))[:40]}" for p in ev.alive[:3])
+            head = f"<b style='color:#d9363e'>{len(ev.alive)} sandbox process(es) still running:</b>"
+            self.activity.setText(f"{head} {names}")
+        elif ev.killed:
+            names = ", ".join(str(p.get("command"))[:30] for p in ev.killed[:3])
+            self.activity.setText(f"session end: killed {len(ev.killed)} sandbox process(es): {names}")
+        self.activity.setToolTip("\n".join(f"{p.get('pid')}: {p.get('command')} — {p.get('started_by')}"
+                                            for p in [*ev.alive, *ev.killed]))
 
     def _on_usage(self, ev: TokenUsage) -> None:
         self.add_usage(ev)

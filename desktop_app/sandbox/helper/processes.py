@@ -15,6 +15,7 @@ import threading
 import time
 
 from .errors import HelperError
+from .proctree import RUN_ENV, Tracker
 
 CHUNK = 65536
 KILL_GRACE_S = 1.0  # SIGTERM, then SIGKILL of the whole group after this long
@@ -166,9 +167,13 @@ class CommandRun:
         on_chunk=None,
         grace=KILL_GRACE_S,
         base_env=None,
+        tracker=None,
     ):
         self.env = _env(env, base_env)
         self.argv = _argv(command, self.env)
+        self.tracker = tracker if tracker is not None else Tracker()
+        self.cookie = self.tracker.cookie("bash_run", command)
+        self.env[RUN_ENV] = self.cookie
         self.cwd = cwd
         self.timeout = float(timeout)
         self.on_chunk = on_chunk
@@ -202,16 +207,25 @@ class CommandRun:
             )
         except FileNotFoundError:
             self._close_cancel()
+            self.tracker.forget(self.cookie)
             return self._result(127, start, stderr=f"{self.argv[0]}: command not found\n")
         except PermissionError:
             self._close_cancel()
+            self.tracker.forget(self.cookie)
             return self._result(126, start, stderr=f"{self.argv[0]}: permission denied\n")
         except OSError as exc:
             self._close_cancel()
+            self.tracker.forget(self.cookie)
             raise HelperError(start_error("the command", exc)) from None
+        self.tracker.register(self.cookie, proc.pid)
         try:
             return self._drive(proc, start, oom_before)
         finally:
+            # Whatever it started outside its group (setsid, double fork, a scrubbed env) goes too.
+            try:
+                self.tracker.kill(self.cookie)
+            finally:
+                self.tracker.forget(self.cookie)
             for f in (proc.stdout, proc.stderr):
                 try:
                     f.close()
@@ -379,9 +393,10 @@ class CommandRun:
 
 
 class BackgroundProcess:
-    """A long process: output (stdout and stderr merged) kept in a bounded buffer, the tail wins."""
+    """A long process: output (stdout and stderr merged) kept in a bounded buffer, the tail wins. It owns
+    every process it starts, in its group or not, until it is killed."""
 
-    def __init__(self, pid_id, command, cwd, env=None, base_env=None):
+    def __init__(self, pid_id, command, cwd, env=None, base_env=None, tracker=None):
         self.id = pid_id
         self.command = command
         self.buf = bytearray()
@@ -389,11 +404,15 @@ class BackgroundProcess:
         self.lock = threading.Lock()
         self.busy = False
         self.closed = False
+        self.tracker = tracker if tracker is not None else Tracker()
+        self.cookie = self.tracker.cookie(pid_id, command)
+        merged = _env(env, base_env)
+        merged[RUN_ENV] = self.cookie
         try:
             self.proc = subprocess.Popen(
                 _argv(command),
                 cwd=cwd,
-                env=_env(env, base_env),
+                env=merged,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -402,7 +421,9 @@ class BackgroundProcess:
                 bufsize=0,
             )
         except OSError as exc:
+            self.tracker.forget(self.cookie)
             raise HelperError(start_error("the background process", exc)) from None
+        self.tracker.register(self.cookie, self.proc.pid)
         self.reader = threading.Thread(target=self._read, name="bg-" + pid_id, daemon=True)
         self.reader.start()
 
@@ -465,23 +486,28 @@ class BackgroundProcess:
         }
 
     def kill(self, grace=KILL_GRACE_S):
+        """SIGTERM to its whole tree (its group, and what left the group), SIGKILL after `grace`."""
         if self.proc.poll() is None:
             _killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                pass
-        _killpg(self.proc.pid, signal.SIGKILL)  # and whatever it left behind
+        self.tracker.signal(self.tracker.targets(self.cookie), signal.SIGTERM)
+        try:
+            self.proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            pass
+        _killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
+        self.tracker.kill(self.cookie, grace=grace)  # what left the group: setsid, double fork, env -i
+        self.tracker.forget(self.cookie)
         self.reader.join(1.0)
         return self.logs()
 
 
 class Processes:
-    """Background processes by id."""
+    """Background processes by id, and the tracker of every process this helper's commands start."""
 
-    def __init__(self, base_env=None):
+    def __init__(self, base_env=None, tracker=None):
         self.base_env = base_env
+        self.tracker = tracker if tracker is not None else Tracker()
         self.items = {}
         self.lock = threading.Lock()
         self.counter = 0
@@ -490,7 +516,7 @@ class Processes:
         with self.lock:
             self.counter += 1
             pid_id = f"bg-{self.counter}"
-        bp = BackgroundProcess(pid_id, command, cwd, env, self.base_env)
+        bp = BackgroundProcess(pid_id, command, cwd, env, self.base_env, self.tracker)
         with self.lock:
             self.items[pid_id] = bp
         return pid_id
@@ -510,3 +536,11 @@ class Processes:
                 bp.kill(grace=0.2)
             except Exception:
                 pass
+
+    def sweep(self, grace=0.2):
+        """The session's end: every process but the helper is killed (background processes, commands
+        still running, daemons they left). Returns what was running, and what is still alive after."""
+        found = self.tracker.describe(self.tracker.targets(everything=True))
+        self.kill_all()
+        self.tracker.kill(everything=True, grace=grace)
+        return {"killed": found, "alive": self.tracker.alive()}

@@ -120,7 +120,10 @@ class Server:
             runs = list(self.runs.values())
         for run in runs:
             run.cancel()
-        self.procs.kill_all()
+        try:
+            self.procs.sweep()  # nothing it started outlives the helper's session
+        except Exception:
+            pass
         with self.jobs_cv:
             self.jobs_cv.notify_all()
         with self.exec_cv:
@@ -169,6 +172,7 @@ class Server:
             min(int(a.get("output_limit", 1_000_000)), MAX_OUTPUT_LIMIT),
             on_chunk,
             a.get("grace", KILL_GRACE_S),
+            tracker=self.procs.tracker,
         )
         with self.runs_lock:
             self.runs[rid] = run
@@ -218,6 +222,8 @@ def call_op(ws, procs, op, a):
         return procs.get(a["process_id"]).logs()
     if op == "bg_kill":
         return procs.get(a["process_id"]).kill()
+    if op == "sweep":
+        return procs.sweep(float(a.get("grace", 0.2)))
     if op == "ping":
         return {"version": PROTOCOL_VERSION, "uid": os.getuid()}
     raise HelperError(f"unknown operation {op!r}")

@@ -1,0 +1,250 @@
+"""Which process belongs to which command, read from /proc, so that a command's whole tree can be killed:
+setsid'd, double-forked, renamed and env-scrubbed daemons included. Stdlib only (the container's python3
+has no ctypes, so no subreaper: orphans go to the container's init and are found there)."""
+
+import os
+import signal
+import threading
+import time
+
+RUN_ENV = "AGENT_DESK_RUN"  # the cookie each command carries: "<pid>-<tracker>:<n>"
+SWEEP_ROUNDS = 60  # SIGKILL rounds before giving up on a fork loop
+PROTECTED, STRAY = "protected", "stray"
+
+
+def _read(path, size=4096):
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def scan():
+    """Every live process: pid -> (ppid, pgid, sid, start ticks). Zombies are left out (dead)."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        data = _read("/proc/" + name + "/stat", 1024)
+        if not data:
+            continue
+        # comm may hold spaces and parentheses: the fields start after the last ')'.
+        f = data[data.rfind(b")") + 2 :].split(b" ", 20)
+        if len(f) < 20 or f[0] in (b"Z", b"X"):
+            continue
+        table[int(name)] = (int(f[1]), int(f[2]), int(f[3]), int(f[18]))  # ppid, pgid, sid, starttime
+    return table
+
+
+def cookie_of(pid):
+    """The run cookie in a process's initial environment, or None (scrubbed, or unreadable)."""
+    data = _read(f"/proc/{pid}/environ", 1 << 20)
+    if not data:
+        return None
+    key = RUN_ENV.encode() + b"="
+    for item in data.split(b"\0"):
+        if item.startswith(key):
+            return item[len(key) :].decode("ascii", "replace")
+    return None
+
+
+def cmdline_of(pid):
+    data = _read(f"/proc/{pid}/cmdline", 8192)
+    if data is None:
+        return ""
+    return data.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+
+
+class Run:
+    __slots__ = ("command", "cookie", "label", "leader")
+
+    def __init__(self, cookie, leader, label, command):
+        self.cookie, self.leader, self.label, self.command = cookie, leader, label, command
+
+
+class Tracker:
+    """The runs (foreground commands and background processes) of one helper or LocalSandbox, and the
+    attribution of every process to one of them, or to none (a stray: a scrubbed, orphaned daemon).
+
+    `container` is True inside the sandbox's PID namespace: there every orphan under the init that is
+    not claimed by a live run is a stray. On the host (LocalSandbox) only processes that carry this
+    tracker's cookie or sit in one of its runs' sessions are ever touched."""
+
+    _serial = 0
+
+    def __init__(self, container=None):
+        # Started by `docker exec` (no parent in our PID namespace): the sandbox's helper.
+        self.container = os.getppid() == 0 if container is None else container
+        self.me = os.getpid()
+        Tracker._serial += 1
+        self.prefix = f"{self.me}-{Tracker._serial}:"
+        self.runs = {}  # cookie -> Run
+        self.lock = threading.Lock()
+        self.counter = 0
+        self.since = None  # start ticks of the first run: nothing older is ours
+        self.keepalive = self._keepalive() if self.container else None
+
+    @staticmethod
+    def _keepalive():
+        """The container's own command under its init (the earliest child of PID 1), never killed."""
+        if b"init" not in (_read("/proc/1/cmdline", 256) or b""):
+            return None
+        kids = [(v[3], pid) for pid, v in scan().items() if v[0] == 1]
+        return min(kids)[1] if kids else None
+
+    def cookie(self, label, command):
+        """A new run's cookie, known before its process starts (so no sweep takes it for a stray)."""
+        text = command if isinstance(command, str) else " ".join(map(str, command))
+        with self.lock:
+            self.counter += 1
+            cookie = f"{self.prefix}{self.counter}"
+            self.runs[cookie] = Run(cookie, None, label, text)
+        return cookie
+
+    def register(self, cookie, leader):
+        """The run's process started: its pid leads its tree (and its group and session)."""
+        with self.lock:
+            run = self.runs.get(cookie)
+            if run is not None:
+                run.leader = leader
+        if self.since is None:
+            st = scan().get(leader)
+            self.since = st[3] if st else 0
+
+    def forget(self, cookie):
+        with self.lock:
+            self.runs.pop(cookie, None)
+
+    # -- attribution
+    def owners(self, table):
+        """pid -> cookie of its run, STRAY or PROTECTED, for every process in `table`."""
+        with self.lock:
+            runs = dict(self.runs)
+        leaders = {r.leader: c for c, r in runs.items() if r.leader is not None}
+        memo = {}
+        for pid in table:
+            self._owner(pid, table, leaders, runs, memo)
+        return memo
+
+    def _owner(self, pid, table, leaders, runs, memo):
+        if pid in memo:
+            return memo[pid]
+        chain, p, found = [], pid, None
+        while found is None:
+            if p in memo:
+                found = memo[p]
+            elif p in leaders:
+                found = leaders[p]
+            elif p == self.me or p == 1 or p == self.keepalive or p not in table:
+                found = PROTECTED
+            else:
+                chain.append(p)
+                parent = table[p][0]
+                if parent == self.me or parent == 0:
+                    found = PROTECTED  # a child being registered now, or another `docker exec`
+                elif parent == 1 and self.container:
+                    found = self._orphan(p, table, leaders, runs)
+                else:
+                    p = parent
+        if not self.container:
+            # On the host, ancestors are the user's session: only a run's leader above claims a process;
+            # otherwise it is judged by itself.
+            if found == PROTECTED:
+                found = self._orphan(pid, table, leaders, runs)
+            memo[pid] = found
+            return found
+        for q in chain:
+            memo[q] = found
+        memo[pid] = found
+        return found
+
+    def _orphan(self, pid, table, leaders, runs):
+        """An orphan's run: by its session or group (a leader's), then by its cookie; else a stray in the
+        container, left alone on the host."""
+        _ppid, pgid, sid, start = table[pid]
+        for key in (pgid, sid):
+            if key in leaders:
+                return leaders[key]
+        if not self.container and (self.since is None or start < self.since):
+            return PROTECTED  # on the host: older than anything this tracker started
+        c = cookie_of(pid)
+        if c is not None and c.startswith(self.prefix):
+            return c if c in runs else STRAY
+        if c is not None and self.container and self._foreign_alive(c, table):
+            return PROTECTED  # another helper's run in the same container
+        return STRAY if self.container else PROTECTED
+
+    @staticmethod
+    def _foreign_alive(cookie, table):
+        owner = cookie.split("-", 1)[0]
+        return owner.isdigit() and int(owner) in table and table[int(owner)][0] == 0
+
+    # -- killing
+    def targets(self, cookie=None, everything=False):
+        """The pids to kill for a run (its tree and every stray), or for the session's end (everything
+        but the helper, the init and the container's own command)."""
+        table = scan()
+        owners = self.owners(table)
+        out = []
+        for pid, owner in owners.items():
+            if pid == self.me or pid not in table:
+                continue
+            if owner == STRAY or owner == cookie or (everything and owner != PROTECTED):
+                out.append(pid)
+            elif everything and self.container and self._in_my_tree(pid, table):
+                out.append(pid)
+        return out
+
+    def _in_my_tree(self, pid, table):
+        p = table[pid][0]
+        while p in table and p not in (0, 1):
+            if p == self.me:
+                return True
+            p = table[p][0]
+        return p == self.me
+
+    def signal(self, pids, sig):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def kill(self, cookie=None, everything=False, grace=0.0):
+        """SIGTERM (when `grace`), then SIGKILL rounds until nothing of the run is left (a fork loop keeps
+        making more). Returns what was found first: [{pid, command, started_by}]."""
+        first = self.targets(cookie, everything)
+        found = self.describe(first)
+        if grace > 0 and first:
+            self.signal(first, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and self.targets(cookie, everything):
+                time.sleep(0.02)
+        pids = first
+        for _ in range(SWEEP_ROUNDS):
+            if not pids:
+                break
+            self.signal(pids, signal.SIGKILL)
+            pids = self.targets(cookie, everything)
+        return found
+
+    def describe(self, pids):
+        with self.lock:
+            runs = dict(self.runs)
+        out = []
+        for pid in pids:
+            c = cookie_of(pid)
+            run = runs.get(c) if c else None
+            started = f"{run.label}: {run.command}" if run else ("" if c is None else f"run {c}")
+            out.append({"pid": pid, "command": cmdline_of(pid), "started_by": started})
+        return out
+
+    def alive(self):
+        """What is still running besides the helper, the init and the container's own command."""
+        return self.describe(self.targets(everything=True))
