@@ -17,7 +17,8 @@ PACKAGES = ("core", "tools", "sandbox", "store", "ui")
 EXPORTED: dict[str, list[str]] = {
     "core": [
         "Action", "AgentDeskError", "AgentSession", "Allow", "AnthropicModelClient", "Approval",
-        "ApprovalDecision", "ApprovalNotPending", "ApprovalScope", "AuditEntry", "BackgroundLogs", "Channel",
+        "ApprovalDecision", "ApprovalNotPending", "ApprovalScope", "AuditEntry", "BackgroundLogs", "CONTROL_DIRS",
+        "Channel",
         "ConfigError", "DEFAULT_IMAGE", "DEFAULT_MAX_STEPS", "DEFAULT_MODEL", "DEFAULT_OUTPUT_LIMIT",
         "DEFAULT_READ_LIMIT", "DEFAULT_TIMEOUT_S", "DangerousCommandHook", "Deny", "Done", "Envelope",
         "ErrorEvent", "Event", "EventBus", "ExecResult", "Executor", "FileStat", "GrepMatch", "HookCall",
@@ -32,7 +33,7 @@ EXPORTED: dict[str, list[str]] = {
         "ToolContext", "ToolEnd", "ToolError", "ToolExecuted", "ToolFacts", "ToolInput", "ToolInputError",
         "ToolNotFound", "ToolRegistry", "ToolResult", "ToolStart", "ToolUpdate", "TurnEnd", "TurnResult",
         "WORKSPACE", "analyse_command", "append_rule_to_file", "assess_risk", "builtin_hooks", "call_risk",
-        "container_path", "glob_regex", "load_rules", "new_id", "post_hook", "pre_hook", "project_rules_path",
+        "container_path", "control_dir", "control_reason", "glob_regex", "load_rules", "new_id", "post_hook", "pre_hook", "project_rules_path",
         "rules_from_texts", "suggest_rule", "summarize_input", "tool", "visible",
     ],
     "tools": [

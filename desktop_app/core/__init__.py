@@ -59,7 +59,7 @@ from ._hooks import (
 )
 from ._llm import DEFAULT_MODEL, ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._messages import StoredMessage, ToolCall
-from ._paths import container_path
+from ._paths import CONTROL_DIRS, container_path, control_dir, control_reason
 from ._policy import (
     Action,
     PermissionMode,
@@ -107,6 +107,7 @@ from ._store import MemoryStore, RecordStore
 from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, summarize_input, tool
 
 __all__ = [
+    "CONTROL_DIRS",
     "DEFAULT_IMAGE",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_MODEL",
@@ -210,6 +211,8 @@ __all__ = [
     "builtin_hooks",
     "call_risk",
     "container_path",
+    "control_dir",
+    "control_reason",
     "glob_regex",
     "load_rules",
     "new_id",
