@@ -26,6 +26,7 @@ from ..core import (
     control_dir,
     control_reason,
 )
+from ._control_mounts import check_control_dirs
 from ._helper_ops import ErrorCode, HelperOps, clamp_timeout, exec_result, file_stat, sandbox_error
 from .helper.errors import HelperError
 from .helper.processes import CommandRun, Processes
@@ -56,6 +57,7 @@ class LocalSandbox(HelperOps):
         path = Path(folder)
         if not path.is_dir():
             raise SandboxError(f"the project folder {path} does not exist or is not a folder")
+        check_control_dirs(os.path.realpath(path))
         self._ws = Workspace(str(path), WORKSPACE)
         self._procs = Processes(base_env=_host_env())
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="agent-desk-local")
