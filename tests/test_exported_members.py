@@ -17,7 +17,7 @@ PACKAGES = ("core", "tools", "sandbox", "store", "ui")
 EXPORTED: dict[str, list[str]] = {
     "core": [
         "Action", "AgentDeskError", "AgentSession", "Allow", "AnthropicModelClient", "Approval",
-        "ApprovalDecision", "ApprovalNotPending", "ApprovalScope", "AuditEntry", "BackgroundLogs", "CONTROL_DIRS",
+        "ApprovalDecision", "ApprovalNotPending", "ApprovalScope", "AuditEntry", "BackgroundLogs",
         "Channel",
         "ConfigError", "DEFAULT_IMAGE", "DEFAULT_MAX_STEPS", "DEFAULT_MODEL", "DEFAULT_OUTPUT_LIMIT",
         "DEFAULT_READ_LIMIT", "DEFAULT_TIMEOUT_S", "DangerousCommandHook", "Deny", "Done", "Envelope",
@@ -33,8 +33,8 @@ EXPORTED: dict[str, list[str]] = {
         "ToolContext", "ToolEnd", "ToolError", "ToolExecuted", "ToolFacts", "ToolInput", "ToolInputError",
         "ToolNotFound", "ToolRegistry", "ToolResult", "ToolStart", "ToolUpdate", "TurnEnd", "TurnResult",
         "WORKSPACE", "analyse_command", "append_rule_to_file", "assess_risk", "builtin_hooks", "call_risk",
-        "container_path", "control_dir", "control_reason", "glob_regex", "load_rules", "new_id", "post_hook", "pre_hook", "project_rules_path",
-        "rules_from_texts", "suggest_rule", "summarize_input", "tool", "visible",
+        "container_path", "control_dir", "control_reason", "glob_regex", "load_rules", "new_id", "post_hook",
+        "pre_hook", "project_rules_path", "rules_from_texts", "suggest_rule", "summarize_input", "tool", "visible",
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",

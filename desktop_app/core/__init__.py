@@ -59,7 +59,7 @@ from ._hooks import (
 )
 from ._llm import DEFAULT_MODEL, ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._messages import StoredMessage, ToolCall
-from ._paths import CONTROL_DIRS, container_path, control_dir, control_reason
+from ._paths import container_path, control_dir, control_reason
 from ._policy import (
     Action,
     PermissionMode,
@@ -107,7 +107,6 @@ from ._store import MemoryStore, RecordStore
 from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, summarize_input, tool
 
 __all__ = [
-    "CONTROL_DIRS",
     "DEFAULT_IMAGE",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_MODEL",

@@ -21,9 +21,9 @@ from typing import Any
 
 import re2
 
+from ._control import control_targets
 from ._errors import ConfigError
 from ._glob import glob_regex
-from ._control import control_targets
 from ._paths import control_dir, control_reason, workspace_relative
 from ._record import Provenance, Risk
 from ._risk import INTERPRETERS, assess_command, assess_risk

@@ -67,7 +67,8 @@ class SandboxConfig:
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | None = None, *, image: str | None = None) -> SandboxConfig:
         """From a project's settings dict: sandbox (kind), image, network, memory ("4g"), cpus, pids,
-        workspace_ro / workspace_readonly, git_writable, keep_running. Unknown keys are ignored (they belong to others)."""
+        workspace_ro / workspace_readonly, git_writable, keep_running. Unknown keys are ignored (they belong
+        to others)."""
         s = dict(settings or {})
         known = {f.name for f in fields(cls)}
         kw: dict[str, Any] = {k: v for k, v in s.items() if k in known}

@@ -65,7 +65,7 @@ def control_mounts(folder: str, *, git_writable: bool = False) -> list[tuple[str
         st = _lstat(path)
         _refuse_link(path, st)
         if st is None and name == "config":
-            open(path, "x").close()  # noqa: SIM115  (git reads an empty config as no settings)
+            open(path, "x").close()  # git reads an empty config as no settings
         elif st is None:
             os.mkdir(path, 0o755)  # what `git init` makes: empty folders mean nothing to git
         mounts.append((f"{WORKSPACE}/.git/{name}", path, True))
