@@ -41,11 +41,14 @@ def control_targets(a: ShellAnalysis) -> tuple[list[str], list[str]]:
     paths: list[str] = []
     certain: list[str] = []
     for c in a.commands:
-        for word, kind in _operands(c):
+        words = [*_operands(c), *((r.target, "lit" if r.literal else "dyn") for r in c.redirects if r.writes_file)]
+        for word, kind in words:
             if kind == "lit":
                 paths.append(word)
             elif kind == "glob" and glob_reaches_control(word):
                 certain.append(f"{word} (a pattern that expands into a control folder)")
+            elif kind == "dyn" and _static_folder_is_control(word):
+                certain.append(f"{word} (a path only known when it runs, inside a control folder)")
         if c.program in INTERPRETERS and c.program not in SHELLS:
             if any(_MENTION.search(w) for w in c.argv[1:]):
                 certain.append(f"the code given to {c.program}, which names a control folder")
@@ -76,6 +79,13 @@ def _operands(c: SimpleCommand) -> list[tuple[str, str]]:
         operands = [(w, k) for w, k in words if not w.startswith("-")]
         out += operands[-1:]
     return out
+
+
+def _static_folder_is_control(source: str) -> bool:
+    """`.agent-desk/$F`, `".git/hooks/${NAME}"`: the folder written before the first expansion."""
+    cut = min((i for i in (source.find("$"), source.find("`")) if i >= 0), default=len(source))
+    head = source[:cut].replace('"', "").replace("'", "")
+    return "/" in head and control_dir(head.rsplit("/", 1)[0] or "/") is not None
 
 
 def _links(c: SimpleCommand) -> bool:
