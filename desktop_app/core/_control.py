@@ -41,7 +41,8 @@ def control_targets(a: ShellAnalysis) -> tuple[list[str], list[str]]:
     paths: list[str] = []
     certain: list[str] = []
     for c in a.commands:
-        words = [*_operands(c), *((r.target, "lit" if r.literal else "dyn") for r in c.redirects if r.writes_file)]
+        # literal redirections are the caller's (ShellAnalysis.writes); those known only when it runs are here
+        words = [*_operands(c), *((r.target, "dyn") for r in c.redirects if r.writes_file and not r.literal)]
         for word, kind in words:
             if kind == "lit":
                 paths.append(word)
