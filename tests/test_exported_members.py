@@ -17,7 +17,8 @@ PACKAGES = ("core", "tools", "sandbox", "store", "ui")
 EXPORTED: dict[str, list[str]] = {
     "core": [
         "Action", "AgentDeskError", "AgentSession", "Allow", "AnthropicModelClient", "Approval",
-        "ApprovalDecision", "ApprovalNotPending", "ApprovalScope", "AuditEntry", "BackgroundLogs", "Channel",
+        "ApprovalDecision", "ApprovalNotPending", "ApprovalScope", "AuditEntry", "BackgroundLogs",
+        "Channel",
         "ConfigError", "DEFAULT_IMAGE", "DEFAULT_MAX_STEPS", "DEFAULT_MODEL", "DEFAULT_OUTPUT_LIMIT",
         "DEFAULT_READ_LIMIT", "DEFAULT_TIMEOUT_S", "DangerousCommandHook", "Deny", "Done", "Envelope",
         "ErrorEvent", "Event", "EventBus", "ExecResult", "Executor", "FileStat", "GrepMatch", "HookCall",
@@ -33,9 +34,9 @@ EXPORTED: dict[str, list[str]] = {
         "ToolContext", "ToolEnd", "ToolError", "ToolExecuted", "ToolFacts", "ToolInput", "ToolInputError",
         "ToolNotFound", "ToolRegistry", "ToolResult", "ToolStart", "ToolUpdate", "TurnEnd", "TurnResult",
         "WORKSPACE", "analyse_command", "append_project_rule", "assess_risk", "builtin_hooks", "call_risk",
-        "container_path", "glob_regex", "load_rules", "make_dirs_beneath", "new_id", "post_hook", "pre_hook",
-        "project_rules_path", "read_beneath", "read_project_rules", "rules_from_texts", "rules_text_with",
-        "suggest_rule", "summarize_input", "tool", "visible", "write_beneath",
+        "container_path", "control_dir", "control_reason", "glob_regex", "load_rules", "make_dirs_beneath", "new_id",
+        "post_hook", "pre_hook", "project_rules_path", "read_beneath", "read_project_rules", "rules_from_texts",
+        "rules_text_with", "suggest_rule", "summarize_input", "tool", "visible", "write_beneath",
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",

@@ -60,7 +60,7 @@ from ._hooks import (
 )
 from ._llm import DEFAULT_MODEL, ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._messages import StoredMessage, ToolCall
-from ._paths import container_path
+from ._paths import container_path, control_dir, control_reason
 from ._policy import (
     Action,
     PermissionMode,
@@ -215,6 +215,8 @@ __all__ = [
     "builtin_hooks",
     "call_risk",
     "container_path",
+    "control_dir",
+    "control_reason",
     "glob_regex",
     "load_rules",
     "make_dirs_beneath",

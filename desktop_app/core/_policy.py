@@ -21,9 +21,10 @@ from typing import Any
 
 import re2
 
+from ._control import control_targets
 from ._errors import ConfigError
 from ._glob import glob_regex
-from ._paths import workspace_relative
+from ._paths import control_dir, control_reason, workspace_relative
 from ._record import Provenance, Risk
 from ._risk import INTERPRETERS, assess_command, assess_risk
 from ._safe_files import read_beneath, write_beneath
@@ -366,13 +367,14 @@ def _cd_dirs(a: ShellAnalysis) -> tuple[list[str], bool]:
     return dirs, unknown
 
 
-def _write_spellings(a: ShellAnalysis, resolved: Mapping[str, str]) -> tuple[list[str], bool]:
-    """Every spelling of every file the command's redirections write (after each cd, and as the
-    container resolved it), and whether a relative write follows a cd to a folder only known at run time."""
+def _write_spellings(a: ShellAnalysis, resolved: Mapping[str, str],
+                     targets: Iterable[str] | None = None) -> tuple[list[str], bool]:
+    """Every spelling of every file the command's redirections (or `targets`) write (after each cd, and as
+    the container resolved it), and whether a relative write follows a cd to a folder only known at run time."""
     dirs, unknown = _cd_dirs(a)
     out: list[str] = []
     relative_after_unknown = False
-    for t in a.writes:
+    for t in a.writes if targets is None else targets:
         spellings = [t]
         if not t.startswith(("/", "~")):
             spellings += [posixpath.join(d, t) for d in dirs]
@@ -421,7 +423,9 @@ class PermissionPolicy:
         redirections write), for the executor to resolve in the container and pass back as `resolved`."""
         command = input.get("command")
         if tool.name in COMMAND_TOOLS and isinstance(command, str):
-            return _write_spellings(_analysed(command), {})[0]
+            a = _analysed(command)
+            changed = [*a.writes, *control_targets(a)[0]]
+            return _write_spellings(a, {}, dict.fromkeys(changed))[0]
         return paths_of(input)
 
     def evaluate(
@@ -450,6 +454,9 @@ class PermissionPolicy:
                   resolved: Mapping[str, str]) -> PolicyDecision:
         applicable = [r for r in rules if r.applies_to(tool)]
         command = input.get("command")
+        control = _control_denial(tool, input, resolved)
+        if control is not None:
+            return control
         if tool.name in COMMAND_TOOLS and isinstance(command, str):
             return self._judge_command(command, applicable, rules, resolved)
         risk, why = assess_risk(tool.name, tool.group, tool.read_only, input)
@@ -537,6 +544,28 @@ class PermissionPolicy:
             if paths and all(normalize_path(p) is not None for p in spelled):
                 return by(Action.ALLOW, "mode accept-edits runs file writes inside the workspace")
         return by(Action.ASK, f"{tool.name} {why} and mode {mode.value} asks first")
+
+
+def _control_denial(tool: ToolFacts, input: dict[str, Any], resolved: Mapping[str, str]) -> PolicyDecision | None:
+    """A change to a control folder (`.agent-desk`, `.git`) is denied in every mode and over every rule:
+    a file tool's path, a file a command writes, deletes, moves or links, as written, after each cd and
+    as the container resolved it."""
+    command = input.get("command")
+    certain: list[str] = []
+    if tool.name in COMMAND_TOOLS and isinstance(command, str):
+        a = _analysed(command)
+        changed, certain = control_targets(a)
+        spelled = _write_spellings(a, resolved, dict.fromkeys([*a.writes, *changed]))[0]
+    elif tool.read_only:
+        return None
+    else:
+        spelled = [s for p in paths_of(input) for s in _spellings(p, resolved)]
+    hit = next(((s, d) for s in spelled if (d := control_dir(s)) is not None), None)
+    if hit is None and not certain:
+        return None
+    reason = control_reason(hit[0], hit[1]) if hit is not None else (
+        f"{certain[0]}; the control folders .agent-desk/ and .git/ may be read but never changed, in any mode")
+    return PolicyDecision(Action.DENY, Provenance("policy", "control folder", decision="deny"), reason, Risk.HIGH)
 
 
 def _rule_decision(rule: Rule, what: str, risk: Risk) -> PolicyDecision:

@@ -52,6 +52,7 @@ class SandboxConfig:
     tmp_size: int = 512 * 1024**2  # tmpfs /tmp
     home_size: int = 512 * 1024**2  # tmpfs home
     uid: int | None = None  # default: the owner of the project folder (1000 when that is root)
+    git_writable: bool = False  # "let the agent commit": .git read-write except config, hooks/ and info/
     keep_running: bool = False  # leave the container running at close() for a faster next start
     idle_limit_s: float = DEFAULT_IDLE_LIMIT_S  # stopped this long: removed as an orphan
 
@@ -66,7 +67,8 @@ class SandboxConfig:
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | None = None, *, image: str | None = None) -> SandboxConfig:
         """From a project's settings dict: sandbox (kind), image, network, memory ("4g"), cpus, pids,
-        workspace_ro / workspace_readonly, keep_running. Unknown keys are ignored (they belong to others)."""
+        workspace_ro / workspace_readonly, git_writable, keep_running. Unknown keys are ignored (they belong
+        to others)."""
         s = dict(settings or {})
         known = {f.name for f in fields(cls)}
         kw: dict[str, Any] = {k: v for k, v in s.items() if k in known}
@@ -94,6 +96,8 @@ class SandboxConfig:
             out.append(f"cpus: {self.cpus:g} (default {DEFAULT_CPUS:g})")
         if self.pids > DEFAULT_PIDS:
             out.append(f"pids: {self.pids} (default {DEFAULT_PIDS})")
+        if self.git_writable:
+            out.append("git: the agent may commit (.git read-write except config, hooks/ and info/)")
         return out
 
     def container_hash(self, **extra: Any) -> str:

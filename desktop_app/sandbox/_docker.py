@@ -30,6 +30,7 @@ from ..core import (
 )
 from ._client import ENGINE_HINT, connect, short_reason
 from ._config import SandboxConfig, human_size
+from ._control_mounts import MOUNTS_VERSION, control_mounts
 from ._exec_transport import ExecTransport
 from ._helper_channel import OP_TIMEOUT_S, HelperChannel
 from ._helper_ops import HelperOps, clamp_timeout, exec_result
@@ -141,6 +142,7 @@ class DockerSandbox(HelperOps):
         self._uid, self._gid = 0, 0
         self._channel: HelperChannel | None = None
         self._exec_transport: ExecTransport | None = None
+        self._controls: list[tuple[str, str, bool]] = []
         self._start_lock = asyncio.Lock()
         self._closed = False
         self.transport = ""  # "helper" or "exec", once started
@@ -205,9 +207,12 @@ class DockerSandbox(HelperOps):
             log.warning("could not remove orphan sandbox containers: %s", short_reason(exc))
         self._uid, self._gid = (self.config.uid, self.config.uid) if self.config.uid else folder_owner(self.folder)
         st = os.stat(self.folder)
-        # The folder's inode too: a bind mount keeps a deleted-and-recreated folder's old inode.
+        self._controls = control_mounts(self.folder, git_writable=self.config.git_writable)
+        # The folder's inode too: a bind mount keeps a deleted-and-recreated folder's old inode. The control
+        # mounts too: a `.git` that appeared since (`git init`) is mounted read-only at the next start.
         want = self.config.container_hash(
-            image_id=image.id, folder=self.folder, inode=(st.st_dev, st.st_ino), uid=self._uid, gid=self._gid
+            image_id=image.id, folder=self.folder, inode=(st.st_dev, st.st_ino), uid=self._uid, gid=self._gid,
+            controls=[list(m) for m in self._controls], mounts_version=MOUNTS_VERSION,
         )
         found = client.containers.list(all=True, filters={"label": f"{LABEL_PROJECT}={self.project_id}"})
         keep = None
@@ -249,7 +254,8 @@ class DockerSandbox(HelperOps):
                 user=f"{self._uid}:{self._gid}",
                 working_dir=WORKSPACE,
                 environment={"HOME": HOME, "LANG": "C.UTF-8", "USER": "sandbox"},
-                mounts=[Mount(WORKSPACE, self.folder, type="bind", read_only=cfg.workspace_readonly)],
+                mounts=[Mount(WORKSPACE, self.folder, type="bind", read_only=cfg.workspace_readonly)]
+                + [Mount(target, source, type="bind", read_only=ro) for target, source, ro in self._controls],
                 tmpfs={
                     "/tmp": f"rw,nosuid,nodev,exec,size={cfg.tmp_size},mode=1777",
                     HOME: f"rw,nosuid,nodev,exec,size={cfg.home_size},mode=0700,{ids}",

@@ -23,7 +23,10 @@ from ..core import (
     OutputCallback,
     SandboxDescription,
     SandboxError,
+    control_dir,
+    control_reason,
 )
+from ._control_mounts import check_control_dirs
 from ._helper_ops import ErrorCode, HelperOps, clamp_timeout, exec_result, file_stat, sandbox_error
 from .helper.errors import HelperError
 from .helper.processes import CommandRun, Processes
@@ -68,6 +71,7 @@ class LocalSandbox(HelperOps):
         path = Path(folder)
         if not path.is_dir():
             raise SandboxError(f"the project folder {path} does not exist or is not a folder")
+        check_control_dirs(os.path.realpath(path))
         self._ws = Workspace(str(path), WORKSPACE)
         self._ws.searcher = Search(regex=_re2_compile)  # rg on the host when there is one
         # No subreaper on the desk's own process: runs are tracked by their session/group, their cookie
@@ -155,5 +159,13 @@ class LocalSandbox(HelperOps):
         if self._closed:
             raise SandboxError("the sandbox is closed")
         with _helper_errors():
-            d = await loop.run_in_executor(self._pool, fs_write, self._ws, path, bytes(data), make_dirs)
+            d = await loop.run_in_executor(self._pool, self._write, path, bytes(data), make_dirs)
         return file_stat(d)
+
+    def _write(self, path: str, data: bytes, make_dirs: bool) -> Any:
+        """No mount protects the control folders here: a write that resolves into one is refused."""
+        for spelled in (path, self._ws.real_path(path)):
+            control = control_dir(spelled)
+            if control is not None:
+                raise SandboxError(control_reason(spelled, control))
+        return fs_write(self._ws, path, data, make_dirs)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import Sandbox, ToolContext
+from ..core import Sandbox, ToolContext, container_path, control_dir, control_reason
 from ._common import (
     Refusal,
     diff_counts,
@@ -71,7 +71,21 @@ def plan(before: FileState, new_text: str) -> PlannedChange:
     return PlannedChange(before, new_text, diff, added, removed)
 
 
+async def refuse_control(sandbox: Sandbox, path: str) -> None:
+    """A path in a control folder (`.agent-desk`, `.git`) is never written, as written or as the sandbox
+    resolves it (`src/cfg -> ../.agent-desk/rules.toml`), in every mode. Reads stay allowed."""
+    for spelled in (path, container_path(await sandbox.real_path(path))):
+        control = control_dir(spelled)
+        if control is not None:
+            raise Refusal(
+                control_reason(display_path(spelled), control),
+                [f"leave {control}/ as it is; the person changes it from the desk's settings or a terminal"],
+                path=display_path(path),
+            )
+
+
 async def load(sandbox: Sandbox, path: str) -> FileState:
+    await refuse_control(sandbox, path)
     st = await sandbox.stat(path)
     if st is None:
         return FileState(path, exists=False)
@@ -180,6 +194,8 @@ async def plan_edits(
 
 async def write_planned(sandbox: Sandbox, changes: Sequence[PlannedChange], ctx: ToolContext) -> None:
     """Write every change; if one write fails, put back the files already written (all or none)."""
+    for change in changes:  # again just before writing: a link may have been planted since the plan
+        await refuse_control(sandbox, change.path)
     written: list[PlannedChange] = []
     try:
         for change in changes:

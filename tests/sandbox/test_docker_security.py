@@ -39,7 +39,8 @@ async def test_symlink_to_etc_passwd_is_refused(docker_sandbox, workspace: Path)
         with pytest.raises(PathOutsideWorkspace):
             await op
     assert Path("/etc/passwd").read_bytes() == host_passwd and not Path("/etc/evil").exists()
-    assert [(e.path, e.type) for e in await docker_sandbox.list_dir(".")] == [("etc", "symlink"), ("passwd", "symlink")]
+    listed = [(e.path, e.type) for e in await docker_sandbox.list_dir(".")]
+    assert listed == [(".agent-desk", "dir"), ("etc", "symlink"), ("passwd", "symlink")]  # the desk makes .agent-desk
     await still_answers(docker_sandbox)
 
 
@@ -193,5 +194,7 @@ async def test_container_settings_as_docker_sees_them(docker_sandbox, docker_cli
     assert hc["PidsLimit"] == 256 and hc["Memory"] == 2 * 1024**3 and hc["NanoCpus"] == 2 * 10**9
     assert set(hc["Tmpfs"]) == {"/tmp", "/home/sandbox"} and not hc.get("Privileged")
     mounts = docker_client.api.inspect_container(docker_sandbox.container_id)["Mounts"]
-    assert [(m["Destination"], m["RW"]) for m in mounts] == [("/workspace", True)]
+    # .agent-desk read-only over the workspace (tests/security/test_control_files.py)
+    want = [("/workspace", True), ("/workspace/.agent-desk", False)]
+    assert sorted((m["Destination"], m["RW"]) for m in mounts) == want
     assert all("docker.sock" not in m["Source"] for m in mounts)

@@ -265,7 +265,8 @@ def test_a_symlink_resolved_by_the_container_is_judged_too():
     d = p.evaluate(BASH, {"command": "echo x > link/k"}, resolved={"link/k": "/workspace/secrets/k"})
     assert d.action is Action.DENY
     allow = policy("ask", allow=["fs_write(src/**)"])
-    assert allow.evaluate(WRITE, {"path": "src/l"}, resolved={"src/l": "/workspace/.git/config"}).action is Action.ASK
+    # a control folder (.git) is denied in every mode, over every rule (tests/security/test_control_files.py)
+    assert allow.evaluate(WRITE, {"path": "src/l"}, resolved={"src/l": "/workspace/.git/config"}).action is Action.DENY
 
 
 # -- 6. harm judged by effect ----------------------------------------------------------------------------
@@ -348,11 +349,13 @@ def test_destructive_commands_are_high_and_ask_even_in_auto(command):
     assert risk is Risk.HIGH, why
     assert DESTRUCTIVE[command] in why
     assert dangerous_reason(command) == why  # the hook gives the same judgement
+    # deleting the control folder .git is denied outright (tests/security/test_control_files.py)
+    expected = Action.DENY if DESTRUCTIVE[command] == "git history" else Action.ASK
     auto = bash(policy("auto"), command)
-    assert auto.action is Action.ASK and auto.risk is Risk.HIGH
+    assert auto.action is expected and auto.risk is Risk.HIGH
     assert bash(STRICT, command).action is Action.DENY
     allowed = policy("ask", allow=["bash_run"])
-    assert bash(allowed, command).action is Action.ASK
+    assert bash(allowed, command).action is expected
 
 
 @pytest.mark.parametrize("command", ["rm -rf build", "rm -rf ./node_modules", "rm -rf /workspace/dist", "rm x",

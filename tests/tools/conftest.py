@@ -58,7 +58,7 @@ async def docker_sandbox(docker_workspace) -> AsyncIterator[Any]:
     sb = DockerSandbox(project, folder, SandboxConfig(image=TEST_IMAGE, keep_running=True))
     await sb.start()
     try:
-        clean = await sb.exec("find /workspace -mindepth 1 -delete")
+        clean = await sb.exec("find /workspace -mindepth 1 -not -path '/workspace/.agent-desk*' -delete")
         assert clean.exit_code == 0, clean.stderr
         yield sb
     finally:
