@@ -164,6 +164,7 @@ def build_executor(
     key = resolve_api_key(settings)
     hooks = builtin_hooks(api_key=key.value if key else None, artifacts_dir=data_dir() / "artifacts")
     executor = Executor(registry, policy, bus=bus, store=store, hooks=hooks)
+    bus.redactor = executor.redactor  # the bus's last net knows the configured key too
     rules_file = project_rules_path(project.path)
     executor.set_rule_writer(lambda rule: append_rule_to_file(rules_file, rule))
     return executor, registry, policy
