@@ -58,7 +58,7 @@ _CLI_FLAG = r"((?:^|\s)--(?:password|passwd|token|api-key|secret)(?:\s+|=))([^\s
 _NAME = r"[A-Za-z0-9_.\-]*(?:pass(?:word|wd|phrase)?|pwd|secret|token|key|credentials?)"
 _VALUE = (r"\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|\\\"(?:[^\"\\\n]|\\[^\"\n])*\\\""
           r"|(?:[^\s'\"`,;&|<>(){}\[\]\\$]|\$\$|\$[^\s'\"`,;&|<>(){}\[\]\\$])+")
-_ASSIGN = r"(?i)([\"']?)(" + _NAME + r")([\"']?\s*[=:]\s*)(" + _VALUE + r")([(\[]?)"
+_ASSIGN = r"(?i)(\\?[\"']?)(" + _NAME + r")(\\?[\"']?\s*[=:]\s*)(" + _VALUE + r")([(\[]?)"
 
 _KEY_WORDS = ("apikey", "accesskey", "secretkey", "privatekey", "masterkey", "signingkey", "encryptionkey",
               "authkey", "clientkey", "licensekey", "accountkey", "sessionkey")
@@ -237,7 +237,7 @@ _PEM_LINE = re2.compile(f"^{_PEM_BODY}*$")
 _SEPARATORS = frozenset(" \t\"',;<>()[]{}|&")
 # The end of emitted text that announces a secret still to come: it moves back into the carry.
 _PENDING_KEY = re2.compile(
-    r"(?i)(?:" + _NAME + r"[\"']?\s*[=:]\s*[\"']?|bearer\s+|basic\s+|authorization[\"']?\s*[:=]\s*[\"']?"
+    r"(?i)(?:" + _NAME + r"\\?[\"']?\s*[=:]\s*\\?[\"']?|bearer\s+|basic\s+|authorization[\"']?\s*[:=]\s*[\"']?"
     r"|(?:-u|--user|--password|--token)\s+|\b(?:aws|secret)[^\n]{0,100})$"
 )
 LINE_HOLD = 16_384  # a partial line longer than this is emitted in part
