@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from desktop_app.core import Allow, MemoryStore, PermissionPolicy, ToolCallState, builtin_hooks
+from desktop_app.core import Allow, MemoryStore, ToolCallState, builtin_hooks
 from desktop_app.core._executor import LOST_SECRETS
 from desktop_app.core._redaction import PATTERNS, REDACTED, Redactor, StreamRedactor, may_hold_secret
 from tests.conftest import TEST_IMAGE
@@ -224,10 +224,10 @@ def _storage(tmp_path: Path) -> list[Path]:
     return [db, Path(f"{db}-wal"), Path(f"{db}-shm"), tmp_path / "data"]
 
 
-def _run(env: dict[str, str], workspace: Path, prompt: str) -> subprocess.CompletedProcess[str]:
+def _run(environ: dict[str, str], workspace: Path, prompt: str) -> subprocess.CompletedProcess[str]:
     args = cli("run", "--project", str(workspace), "--image", TEST_IMAGE, "--permission-mode", "auto", "--json",
                prompt)
-    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(args, env=environ, capture_output=True, text=True, timeout=300)
 
 
 def _pid(result_text: str) -> str:
@@ -280,11 +280,11 @@ def test_secrets_in_tool_input_reach_no_storage_but_run(env, server, docker_clie
               tool_use("bash_run", {"command": f"export DB_PASS={db_pass} && printf %s \"$DB_PASS\" | sha256sum"})),
         reply(tool_use("fs_write", {"path": "config.env", "content": content})),
         reply(tool_use("bash_run", {"command": f"curl -u admin:{kinds['curl'][1]} http://localhost:1 || true"})),
-        lambda req: reply(text("digest " + req.last_tool_result_text()[:0] + "seen")),
+        reply(text("done")),
     )
     out = _run(env, workspace_dir, "set it up")
     assert out.returncode == 0, out.stderr
-    assert digest in out.stdout or digest in _tool_outputs(out.stdout)  # the raw value ran
+    assert digest in _tool_outputs(out.stdout)  # the raw value ran, and its digest streamed back
     assert (workspace_dir / "config.env").read_text() == content  # and was written as sent
     found = _scan(_storage(tmp_path), out.stdout + out.stderr,
                   {k: secret_of(line, s) for k, (line, s) in kinds.items()})
