@@ -287,6 +287,7 @@ def build_executor(
     key = resolve_api_key(settings)
     hooks = builtin_hooks(api_key=key.value if key else None, artifacts_dir=data_dir() / "artifacts")
     executor = Executor(registry, policy, bus=bus, store=store, hooks=hooks)
+    bus.redactor = executor.redactor  # the bus's last net knows the configured key too
     executor.set_rule_writer(lambda rule: append_trusted_rule(project.path, rule))
     return executor, registry, policy, trust
 

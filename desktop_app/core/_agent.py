@@ -11,17 +11,20 @@ import asyncio
 import contextlib
 import json
 import logging
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ._anthropic import _partial_object, _preview
 from ._bus import EventBus
 from ._errors import AgentDeskError, ModelError
-from ._events import Done, ErrorEvent, TurnEnd
+from ._events import Done, ErrorEvent, Event, TextChunk, ThinkingChunk, ToolStart, TurnEnd
 from ._executor import Executor, RunContext
 from ._llm import ModelClient, ModelReply, ModelRequest
 from ._messages import StoredMessage, normalize, sealed_result, text_blocks, tool_result_block
 from ._project import ProjectInfo, SessionInfo, new_session
 from ._record import ToolCallRecord, ToolCallState
+from ._redaction import Redactor, StreamRedactor
 from ._store import RecordStore
 from ._tool import Tool
 
@@ -305,9 +308,8 @@ class AgentSession:
             messages=normalize(self._history),
             tools=self._tool_params,
         )
-        task = asyncio.ensure_future(
-            self.model_client.stream(request, emit=self.bus.publish, session_id=self.session.id)
-        )
+        emit = _RedactingEmit(self.bus.publish, self.executor.redactor)
+        task = asyncio.ensure_future(self.model_client.stream(request, emit=emit, session_id=self.session.id))
         self._stream_task = task
         try:
             return await task
@@ -321,6 +323,7 @@ class AgentSession:
             raise
         finally:
             self._stream_task = None
+            emit.flush()
 
     # -- helpers --------------------------------------------------------------------------------------
     def _end(self, reason: TurnEnd, steps: int, text: str, message: str = "", *,
@@ -335,7 +338,9 @@ class AgentSession:
     async def _append(self, role: str, content: list[dict[str, Any]]) -> None:
         if not content:
             return
-        message = StoredMessage(session_id=self.session.id, role=role, content=content)
+        # Stored redacted, and sent so from now on (a reopened session sees the same history).
+        message = StoredMessage(session_id=self.session.id, role=role, content=_redacted_blocks(
+            self.executor.redactor, content))
         await self.store.append_message(message)
         if self._history is not None:
             self._history.append(message)
@@ -387,3 +392,59 @@ def _repetition(calls: list[tuple[str, str, bool]]) -> str:
             "Send a message to continue."
         )
     return ""
+
+
+MODEL_LINE_HOLD = 1_024  # the model's lines are long (a tool's input JSON is one): shown with less delay
+_SIGNED = {"thinking", "redacted_thinking"}  # the API checks these blocks' signatures: they go as received
+
+
+def _redacted_blocks(redactor: Redactor, content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A message's blocks with every secret redacted: text, tool_use input, tool_result content."""
+    return [b if b.get("type") in _SIGNED else redactor.redact_value(b) for b in content]
+
+
+class _RedactingEmit:
+    """The model stream's events, redacted before they reach the bus: the text, the thinking and each
+    tool's input JSON go through a StreamRedactor of their own (a secret split across deltas waits until
+    it is whole). Any other event ends a block, so what the other streams hold goes out before it, in
+    order; `flush()` publishes the rest once the stream ends."""
+
+    def __init__(self, publish: Callable[[Event], Any], redactor: Redactor) -> None:
+        self.publish = publish
+        self.redactor = redactor
+        self.streams: dict[tuple[str, str], StreamRedactor] = {}
+        self.events: dict[tuple[str, str], Event] = {}  # the last event of each stream, to repeat its shape
+        self.json: dict[str, str] = {}  # each tool's input JSON as published so far, redacted
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, TextChunk | ThinkingChunk):
+            self._chunk((event.type, event.message_id), event, event.text)
+        elif isinstance(event, ToolStart) and event.partial and event.partial_json:
+            self._chunk(("tool", event.call_id), event, event.partial_json)
+        else:
+            self.flush()
+            self.publish(event)
+
+    def _chunk(self, key: tuple[str, str], event: Event, text: str) -> None:
+        sr = self.streams.get(key)
+        if sr is None:
+            self.flush()  # a new block: the previous one is whole
+            sr = self.streams[key] = StreamRedactor(self.redactor, line_hold=MODEL_LINE_HOLD, tail_hold=256)
+        self.events[key] = event
+        self._send(key, sr.feed(text))
+
+    def _send(self, key: tuple[str, str], text: str) -> None:
+        if not text:
+            return
+        event = self.events[key]
+        if isinstance(event, ToolStart):
+            so_far = self.json[event.call_id] = self.json.get(event.call_id, "") + text
+            preview = self.redactor.redact_value(_preview(_partial_object(so_far)))
+            self.publish(replace(event, partial_json=text, input=preview))
+        else:
+            self.publish(replace(event, text=text))
+
+    def flush(self) -> None:
+        for key, sr in self.streams.items():
+            self._send(key, sr.flush())
+        self.streams.clear()

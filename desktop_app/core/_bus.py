@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ._events import Channel, Envelope, Event
+from ._redaction import DEFAULT_REDACTOR, Redactor
 
 if TYPE_CHECKING:
     from ._store import RecordStore
@@ -25,10 +26,14 @@ class EventBus:
     """One bus, three channels. Envelopes get a monotonic seq, are persisted, then fanned out.
 
     `subscribe(channels, since=seq)` replays persisted envelopes after `since` and then follows live.
+    Every payload is redacted before it is persisted or delivered (`redactor`; the runtime adds the
+    configured API key): the publishers redact streams and inputs themselves, this is the last net.
     """
 
-    def __init__(self, store: RecordStore | None = None, *, start_seq: int = 0) -> None:
+    def __init__(self, store: RecordStore | None = None, *, start_seq: int = 0,
+                 redactor: Redactor = DEFAULT_REDACTOR) -> None:
         self._store = store
+        self.redactor = redactor
         self._seq = start_seq
         self._subscribers: list[tuple[frozenset[Channel], asyncio.Queue[Any]]] = []
         self._handlers: dict[str, list[Handler]] = {}
@@ -51,7 +56,7 @@ class EventBus:
             channel=event.channel,
             type=event.type,
             time=time.time(),
-            payload=event.payload(),
+            payload=self.redactor.redact_value(event.payload()),
             session_id=event.session_id,
         )
         if self._store is not None:

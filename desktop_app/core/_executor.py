@@ -4,6 +4,8 @@ known and parsed? -> valid input? -> policy -> pre hooks -> approval -> run (tim
 Records change state through the RecordWriter (`_recorder.py`); waiting calls live in `_approvals.py`.
 The policy (with the paths it judges resolved in the sandbox) and the pre hooks are judged off the event
 loop within a deadline: past it the call asks, it never passes. An input a person edits is judged again.
+Secrets never reach the store or the bus from here: a record holds its input redacted (the raw input stays in
+the call's `_Job`, to judge and run it), and streamed output is redacted chunk by chunk before it is published.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import difflib
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -24,11 +26,12 @@ from ._approvals import SKIPPED_AFTER_DENIAL, Allow, ApprovalDecision, Batch, De
 from ._bus import EventBus
 from ._errors import AgentDeskError, PathOutsideWorkspace, StoreError, ToolInputError
 from ._events import PermissionDecided, ToolUpdate
-from ._hooks import NOT_JUDGED_IN_TIME, HookCall, HookChain, HookStep, PreAction, text_size
+from ._hooks import NOT_JUDGED_IN_TIME, HookCall, HookChain, HookStep, PreAction, SecretRedactionHook, text_size
 from ._messages import ToolCall
 from ._policy import COMMAND_TOOLS, Action, PermissionPolicy, PolicyDecision, ToolFacts
 from ._record import Outcome, Provenance, Risk, ToolCallRecord, ToolCallState, highest_risk
 from ._recorder import RecordWriter
+from ._redaction import DEFAULT_REDACTOR, REDACTED, Redactor, StreamRedactor
 from ._registry import ToolRegistry
 from ._store import RecordStore
 from ._tool import Tool, ToolContext, ToolResult
@@ -91,6 +94,12 @@ class _Job:
     meta: dict[str, Any] = field(default_factory=dict)
     original_input: dict[str, Any] | None = None  # the model's input, once a person edited it
     approving: tuple[Allow, Provenance] | None = None  # the allow of an edit, while the edit is judged
+    raw_input: dict[str, Any] | None = None  # the input unredacted: judged and run, never stored
+    streams: dict[str, StreamRedactor] = field(default_factory=dict)  # streamed output, per stream
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        return self.raw_input if self.raw_input is not None else self.record.input
 
     def judge_afresh(self) -> None:
         """What the policy and the hooks said of an earlier input goes: an edit is judged on its own."""
@@ -105,7 +114,7 @@ class _Job:
     @property
     def hook_call(self) -> HookCall:
         r = self.record
-        return HookCall(r.id, r.session_id, self.known.name, r.input, self.known.read_only)
+        return HookCall(r.id, r.session_id, self.known.name, self.raw, self.known.read_only)
 
 
 def _validation_message(tool: Tool, exc: ValidationError) -> tuple[str, list[str]]:
@@ -136,12 +145,13 @@ class Executor:
         default_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
         judge_deadline_s: float = DEFAULT_JUDGE_DEADLINE_S,
         max_resolved_paths: int = MAX_RESOLVED_PATHS,
+        redactor: Redactor | None = None,
     ) -> None:
         self.registry = registry
         self.policy = policy
         self.bus = bus
         self.store = store
-        self.hooks = hooks or HookChain()
+        self.hooks, self.redactor = _redaction_first(hooks or HookChain(), redactor)
         self.max_parallel = max(1, max_parallel)
         self.default_timeout_s = default_timeout_s
         self.judge_deadline_s = judge_deadline_s
@@ -213,8 +223,13 @@ class Executor:
                 await self.recorder.fail(record, f"unknown tool {record.name!r}", Outcome.ERROR, actor="system")
                 continue
             job = _Job(record, ToolCall(record.id, record.name, record.input), run, batch, tool)
-            if await self._await_answer(job):
-                await self._execute(job)
+            if not await self._await_answer(job):
+                continue
+            if _holds_redaction(record.input):  # its secrets died with the process that received them
+                await self.recorder.fail(record, LOST_SECRETS, Outcome.ERROR, actor="executor",
+                                         recs=["Send the call again."])
+                continue
+            await self._execute(job)
         return list(records)
 
     def set_rule_writer(self, writer: RuleWriter) -> None:
@@ -232,14 +247,18 @@ class Executor:
 
     async def _run_call(self, call: ToolCall, run: RunContext, batch: Batch, index: int) -> ToolCallRecord:
         tool = self.registry.find(call.name)
+        raw = call.input if call.input is not None else {}
+        stored = self.redactor.redact_value(raw)
         record = ToolCallRecord(
-            id=call.id, name=call.name, input=call.input if call.input is not None else {},
+            id=call.id, name=call.name, input=stored,
             session_id=run.session_id, project_id=run.project_id, batch_index=index,
             read_only=bool(tool and tool.read_only), risk=Risk.of(tool.risk) if tool else Risk.LOW,
         )
-        self.recorder.create(record, call)
+        seen = ToolCall(call.id, call.name, None if call.input is None else stored,
+                        self._clean(call.raw_input), call.parse_error)
+        self.recorder.create(record, seen)
         try:
-            await self._pipeline(_Job(record, call, run, batch, tool))
+            await self._pipeline(_Job(record, call, run, batch, tool, raw_input=raw))
         except StoreError as e:
             # The audit log refused a write: the call stops here, visibly; what was written stays.
             self.recorder.unrecorded(record, e)
@@ -290,15 +309,16 @@ class Executor:
         """Parse and validate `raw` (default: the record's input) into `job.args`."""
         tool, record = job.known, job.record
         try:
-            args = tool.parse(record.input if raw is None else raw)
+            args = tool.parse(job.raw if raw is None else raw)
             await tool.validate(args, self._context(job))
         except ValidationError as e:
             msg, recs = _validation_message(tool, e)
-            await self.recorder.fail(record, msg, Outcome.ERROR, actor="executor", recs=recs)
+            await self.recorder.fail(record, self._clean(msg), Outcome.ERROR, actor="executor",
+                                     recs=self.redactor.redact_value(recs))
             return False
         except ToolInputError as e:
-            await self.recorder.fail(record, f"invalid input for {tool.name}: {e}", Outcome.ERROR,
-                                     actor="executor", recs=[e.hint] if e.hint else [])
+            await self.recorder.fail(record, self._clean(f"invalid input for {tool.name}: {e}"), Outcome.ERROR,
+                                     actor="executor", recs=[self._clean(e.hint)] if e.hint else [])
             return False
         job.args = args
         return True
@@ -306,7 +326,7 @@ class Executor:
     async def _decide_policy(self, job: _Job) -> bool:
         tool, record = job.known, job.record
         facts = ToolFacts(tool.name, tool.group, tool.read_only)
-        decision = self.policy.resolve_ask(await self._judge(facts, record.input, job.run))
+        decision = self._cleaned(self.policy.resolve_ask(await self._judge(facts, job.raw, job.run)))
         record.provenance.append(decision.provenance)
         if decision.action is Action.DENY:
             # The model reads the policy's reason in plain words; the rule stays in the provenance.
@@ -386,6 +406,7 @@ class Executor:
     async def _run_pre_hooks(self, job: _Job) -> bool:
         verdict = await self.hooks.run_pre(job.hook_call, deadline_s=self.judge_deadline_s)
         for step in verdict.steps:
+            step.provenance = self._cleaned_provenance(step.provenance)
             job.record.provenance.append(step.provenance)
             if not await self._apply_hook_step(job, step):
                 return False
@@ -395,8 +416,8 @@ class Executor:
         answer, record, actor = step.answer, job.record, f"hook:{step.hook}"
         if answer.action is PreAction.DENY:
             if answer.result is not None:
-                record.result = answer.result.to_dict()
-            await self.recorder.deny(record, step.deny_note, Outcome.HOOK, actor=actor,
+                record.result = self.redactor.redact_value(answer.result.to_dict())
+            await self.recorder.deny(record, self._clean(step.deny_note), Outcome.HOOK, actor=actor,
                                      data={"provenance": step.provenance.to_dict()})
             return False
         if answer.action is PreAction.ASK:
@@ -405,30 +426,30 @@ class Executor:
             if job.approving is not None and not await self._approve(job, *job.approving):
                 return False  # an edit a person allowed, answered by a hook: APPROVED first
             await self.recorder.move(record, ToolCallState.EXECUTING, actor=actor,
-                                     note=f"short-circuited: {answer.reason}")
+                                     note=self._clean(f"short-circuited: {answer.reason}"))
             await self._finish(job, answer.result)
             return False
         if step.rewrites and answer.input is not None:
             original = record.input
             if not await self._validate(job, answer.input):
                 return False
-            record.input = answer.input
-            await self.recorder.note(record, actor, f"input rewritten: {answer.reason}",
-                                     {"original_input": original, "input": answer.input})
+            job.raw_input, record.input = answer.input, self.redactor.redact_value(answer.input)
+            await self.recorder.note(record, actor, self._clean(f"input rewritten: {answer.reason}"),
+                                     {"original_input": original, "input": record.input})
         return True
 
     async def _hook_asks(self, job: _Job, step: HookStep) -> bool:
         answer = step.answer
         if not job.policy_asked:  # where the mode asks nobody, a hook's ask is a deny
             asked = PolicyDecision(Action.ASK, step.provenance, answer.reason, answer.risk or Risk.MEDIUM)
-            resolved = self.policy.resolve_ask(asked)
+            resolved = self._cleaned(self.policy.resolve_ask(asked))
             if resolved.action is Action.DENY:
                 await self.recorder.deny(job.record, resolved.reason, Outcome.POLICY, actor="policy",
                                          data={"provenance": resolved.provenance.to_dict()})
                 return False
-        job.asks.append(f"{step.hook}: {answer.reason}")
+        job.asks.append(self._clean(f"{step.hook}: {answer.reason}"))
         job.risk = highest_risk(job.risk, answer.risk or Risk.MEDIUM)
-        job.meta.update(answer.meta)
+        job.meta.update(self.redactor.redact_value(answer.meta))
         job.meta.setdefault("hooks", []).append(step.hook)
         return True
 
@@ -438,6 +459,9 @@ class Executor:
         reason = "; ".join(x for x in job.asks if x)
         if not reason:
             return True
+        if job.raw is not record.input:  # the person sees the input as stored: say what they cannot see
+            reason += f"; {SHOWN_REDACTED}"
+            job.meta["redacted"] = True
         self.approvals.register(record, job.batch, reason=reason, meta=job.meta)
         await self.recorder.move(record, ToolCallState.APPROVAL_REQUIRED, actor="policy", note=reason,
                                  data={"risk": job.risk, "provenance": [p.to_dict() for p in record.provenance]})
@@ -463,7 +487,7 @@ class Executor:
     async def _denied(self, job: _Job, decision: Deny, prov: Provenance) -> None:
         record = job.record
         job.batch.denied_by_user = True
-        note = decision.note or "denied by the user"
+        note = self._clean(decision.note) or "denied by the user"
         await self.recorder.deny(record, f"denied by {decision.by}: {note}", Outcome.USER, actor=decision.by,
                                  data={"provenance": prov.to_dict()})
         self.bus.publish(PermissionDecided(session_id=record.session_id, call_id=record.id, decision="deny",
@@ -474,8 +498,8 @@ class Executor:
     async def _allowed(self, job: _Job, decision: Allow, prov: Provenance) -> bool:
         edited = decision.edited_input
         if edited is not None and edited != job.record.input:
-            return await self._judge_edit(job, decision, prov, edited)
-        job.args = job.known.parse(job.record.input)
+            return await self._judge_edit(job, decision, prov, _restore(edited, job.record.input, job.raw))
+        job.args = job.known.parse(job.raw)
         return await self._approve(job, decision, prov)
 
     async def _judge_edit(self, job: _Job, decision: Allow, prov: Provenance, edited: dict[str, Any]) -> bool:
@@ -489,9 +513,10 @@ class Executor:
             return False
         if job.original_input is None:
             job.original_input = before
-        record.input = record.approval.edited_input = edited
+        job.raw_input = edited
+        record.input = record.approval.edited_input = self.redactor.redact_value(edited)
         await self.recorder.note(record, decision.by, "input edited; judged again before it runs",
-                                 {"original_input": before, "edited_input": edited})
+                                 {"original_input": before, "edited_input": record.input})
         job.judge_afresh()
         job.approving = (decision, prov)
         try:
@@ -531,7 +556,8 @@ class Executor:
         if rule is not None:
             self.approvals.remember(rule, record, decision.scope)
             data["rule_added"] = rule.text
-        await self.recorder.move(record, ToolCallState.APPROVED, actor=decision.by, note=decision.note, data=data)
+        await self.recorder.move(record, ToolCallState.APPROVED, actor=decision.by, note=self._clean(decision.note),
+                                 data=data)
         self.bus.publish(PermissionDecided(session_id=record.session_id, call_id=record.id, decision="allow",
                                            decided_by=decision.by, note=decision.note,
                                            edited=record.approval.edited_input is not None))
@@ -541,11 +567,33 @@ class Executor:
         return True
 
     # -- running the tool ---------------------------------------------------------------------------
+    def _clean(self, text: str) -> str:
+        return self.redactor.redact(text) if text else text
+
+    def _cleaned_provenance(self, prov: Provenance) -> Provenance:
+        detail = self._clean(prov.detail)
+        return prov if detail == prov.detail else replace(prov, detail=detail)
+
+    def _cleaned(self, decision: PolicyDecision) -> PolicyDecision:
+        """The policy judged the raw input: what it says goes on the record, so it is redacted."""
+        reason, prov = self._clean(decision.reason), self._cleaned_provenance(decision.provenance)
+        if reason == decision.reason and prov is decision.provenance:
+            return decision
+        return replace(decision, reason=reason, provenance=prov)
+
     def _context(self, job: _Job) -> ToolContext:
         bus, sid, cid, run = self.bus, job.record.session_id, job.record.id, job.run
+        streams, redactor = job.streams, self.redactor
 
         def update(text: str, stream: str = "stdout") -> None:
-            bus.publish(ToolUpdate(session_id=sid, call_id=cid, stream=stream, text=text))
+            # Redacted before it is published (the bus persists it): a secret split across chunks waits
+            # in the stream's carry-over until it is whole.
+            sr = streams.get(stream)
+            if sr is None:
+                sr = streams[stream] = StreamRedactor(redactor)
+            text = sr.feed(text)
+            if text:
+                bus.publish(ToolUpdate(session_id=sid, call_id=cid, stream=stream, text=text))
 
         return ToolContext(call_id=cid, session_id=sid, sandbox=run.sandbox, abort=run.abort, state=run.state,
                            project_id=run.project_id, _update=update)
@@ -565,7 +613,9 @@ class Executor:
         timeout = timeout or self.default_timeout_s
         ctx.deadline = time.monotonic() + timeout
         task = asyncio.ensure_future(tool.run(job.args, ctx))
-        if not await _finished_in_time(task, run.abort, timeout):
+        in_time = await _finished_in_time(task, run.abort, timeout)
+        self._flush_updates(job)
+        if not in_time:
             if run.abort.is_set():
                 await self.recorder.fail(record, "cancelled by the user", Outcome.CANCELLED, actor="user")
             else:
@@ -577,18 +627,28 @@ class Executor:
         if result is not None:
             await self._finish(job, result)
 
+    def _flush_updates(self, job: _Job) -> None:
+        """What the streams still hold, redacted: the tool has ended."""
+        record = job.record
+        for stream, sr in job.streams.items():
+            rest = sr.flush()
+            if rest:
+                self.bus.publish(ToolUpdate(session_id=record.session_id, call_id=record.id, stream=stream,
+                                            text=rest))
+
     async def _tool_result(self, job: _Job, task: asyncio.Future[Any]) -> ToolResult | None:
         """What the finished tool returned, as a ToolResult; None when it raised (the call has failed)."""
         name = job.known.name
         try:
             out = task.result()
         except AgentDeskError as e:
-            await self.recorder.fail(job.record, f"{name} failed: {e}", Outcome.ERROR, actor="executor",
-                                     recs=[e.hint] if e.hint else [])
+            await self.recorder.fail(job.record, self._clean(f"{name} failed: {e}"), Outcome.ERROR,
+                                     actor="executor", recs=[self._clean(e.hint)] if e.hint else [])
             return None
         except Exception as e:
-            await self.recorder.fail(job.record, f"{name} raised {type(e).__name__}: {e}", Outcome.ERROR,
-                                     actor="executor", recs=["Check the input, or try another approach."])
+            await self.recorder.fail(job.record, self._clean(f"{name} raised {type(e).__name__}: {e}"),
+                                     Outcome.ERROR, actor="executor",
+                                     recs=["Check the input, or try another approach."])
             return None
         return out if isinstance(out, ToolResult) else ToolResult.text(str(out))
 
@@ -601,6 +661,41 @@ class Executor:
             await self.recorder.fail(record, verdict.error, Outcome.ERROR, actor=f"hook:{verdict.failed_hook}")
             return
         await self.recorder.finish(record, verdict.result)
+
+
+SHOWN_REDACTED = "secrets in this input are shown as [REDACTED] (they run as written)"
+LOST_SECRETS = ("this call's input held secrets, which are never stored, so it cannot run after the session "
+                "was reopened")
+
+
+def _redaction_first(hooks: HookChain, redactor: Redactor | None) -> tuple[HookChain, Redactor]:
+    """The chain with secret redaction as its first post hook (added when missing), so that no other
+    post hook (truncation, its artifact) sees a secret; and the redactor it uses, which the executor
+    also applies to inputs and streamed output."""
+    found = [h for h in hooks.post if isinstance(h, SecretRedactionHook)]
+    if found:
+        hook = found[0]
+        if redactor is not None and redactor is not hook.redactor:
+            hook = SecretRedactionHook(redactor=redactor.with_literals(list(hook.redactor.literals)))
+    else:
+        hook = SecretRedactionHook(redactor=redactor or DEFAULT_REDACTOR)
+    others = [h for h in hooks.post if not isinstance(h, SecretRedactionHook)]
+    return HookChain(pre=hooks.pre, post=[hook, *others]), hook.redactor
+
+
+def _holds_redaction(value: Any) -> bool:
+    if isinstance(value, str):
+        return REDACTED in value
+    if isinstance(value, dict):
+        return any(_holds_redaction(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_redaction(v) for v in value)
+    return False
+
+
+def _restore(edited: dict[str, Any], shown: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:
+    """A person edits the input as shown, redacted: a field they left as shown runs with its raw value."""
+    return {k: raw[k] if k in raw and k in shown and v == shown[k] else v for k, v in edited.items()}
 
 
 async def _started(sandbox: Sandbox | None) -> str:

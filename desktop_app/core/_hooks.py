@@ -19,9 +19,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-import re2
-
 from ._record import Provenance, Risk
+from ._redaction import DEFAULT_REDACTOR, Redactor
 from ._risk import assess_command
 from ._shell import analyse_command
 from ._tool import TextBlock, ToolResult
@@ -312,36 +311,8 @@ class DangerousCommandHook:
 
 
 # -- built-in: secret redaction --------------------------------------------------------------------
-# RE2 matches in time linear in the text (no backtracking): a 200 KB run of `password` or a 1 MB word
-# takes milliseconds, where Python's re took minutes on the assignment pattern.
-_SECRET_PATTERNS: list[tuple[Any, str]] = [
-    (re2.compile(r"sk-ant-[A-Za-z0-9_\-]{16,}"), "[REDACTED]"),
-    (re2.compile(r"\bsk-[A-Za-z0-9]{20,}"), "[REDACTED]"),
-    (re2.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "[REDACTED]"),
-    (re2.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"), "[REDACTED]"),
-    (re2.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}\b"), "[REDACTED]"),
-    (re2.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"), "[REDACTED]"),
-    (re2.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), "[REDACTED]"),
-    (re2.compile(r"(?s)-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----"), "[REDACTED]"),
-    (re2.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._\-~+/]{16,}=*"), r"\1 [REDACTED]"),
-    (re2.compile(
-        r"(?i)\b([A-Za-z0-9_]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key)[A-Za-z0-9_]*)"
-        r"(\s*[=:]\s*)(\"[^\"\n]*\"|'[^'\n]*'|[^\s'\",;]+)"
-    ), r"\1\2[REDACTED]"),
-]
-REDACTED = "[REDACTED]"
-
-
-def _scoped(pattern: str) -> str:
-    """A pattern whose leading inline flags, e.g. `(?i)`, apply only to itself inside an alternation."""
-    if pattern.startswith("(?") and pattern[2:3].isalpha() and ")" in pattern:
-        flags, _, rest = pattern[2:].partition(")")
-        return f"(?{flags}:{rest})"
-    return f"(?:{pattern})"
-
-
-# Most text holds no secret: one RE2 pass over the union says so, instead of one search per pattern.
-_ANY_SECRET = re2.compile("|".join(_scoped(p.pattern) for p, _ in _SECRET_PATTERNS))
+# The patterns live in `_redaction.py` (RE2: linear time, where Python's re took minutes on the
+# assignment pattern over a 200 KB run of `password`).
 INLINE_REDACT_CHARS = 16_384  # larger results are redacted on a worker thread
 
 
@@ -367,31 +338,17 @@ def text_size(value: Any, limit: int) -> int:
 
 class SecretRedactionHook:
     """Replaces API keys, tokens, `password=` values and the configured API key in every result, in
-    linear time, on a worker thread."""
+    linear time (on a worker thread when the result is large). The executor runs it before every other
+    post hook, so truncation and its artifact see redacted text."""
 
     name = "secret-redaction"
 
-    def __init__(self, extra_secrets: list[str] | None = None) -> None:
-        self._literals = sorted({s for s in (extra_secrets or []) if s and len(s) >= 8}, key=len, reverse=True)
+    def __init__(self, extra_secrets: list[str] | None = None, *, redactor: Redactor | None = None) -> None:
+        base = redactor or DEFAULT_REDACTOR
+        self.redactor = base.with_literals(list(extra_secrets)) if extra_secrets else base
 
     def redact(self, text: str) -> str:
-        for lit in self._literals:
-            text = text.replace(lit, REDACTED)
-        if not _ANY_SECRET.search(text):
-            return text
-        for pat, repl in _SECRET_PATTERNS:
-            if pat.search(text):  # a search costs less than a sub that finds nothing
-                text = pat.sub(repl, text)
-        return text
-
-    def _redact_value(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.redact(value)
-        if isinstance(value, list):
-            return [self._redact_value(v) for v in value]
-        if isinstance(value, dict):
-            return {k: self._redact_value(v) for k, v in value.items()}
-        return value
+        return self.redactor.redact(text)
 
     async def __call__(self, call: HookCall, result: ToolResult) -> PostHookResult | None:
         # RE2 on a few KB takes microseconds: no thread hop
@@ -401,8 +358,8 @@ class SecretRedactionHook:
 
     def _redacted(self, result: ToolResult) -> PostHookResult | None:
         content = [TextBlock(self.redact(b.text)) if isinstance(b, TextBlock) else b for b in result.content]
-        details = self._redact_value(result.details)
-        if content == result.content and details == result.details:
+        details = self.redactor.redact_value(result.details)
+        if content == result.content and details is result.details:
             return None
         return PostHookResult.update(replace(result, content=content, details=details), "secrets redacted")
 
@@ -448,12 +405,13 @@ def _write_artifact(path: Path, text: str) -> None:
 def builtin_hooks(
     *, api_key: str | None = None, artifacts_dir: str | Path | None = None, max_output_chars: int = 30_000
 ) -> HookChain:
-    """The default chain: truncation, then redaction, after each call. No danger hook before: the policy
-    itself judges a command's harm with the same function (`assess_risk`) and asks for high risk in every
-    mode, so `DangerousCommandHook` would only repeat that ask (it stays available for custom chains)."""
+    """The default chain: redaction, then truncation (of the redacted text, whose artifact is written from
+    it), after each call. No danger hook before: the policy itself judges a command's harm with the same
+    function (`assess_risk`) and asks for high risk in every mode, so `DangerousCommandHook` would only
+    repeat that ask (it stays available for custom chains)."""
     return HookChain(
         post=[
-            OutputTruncationHook(artifacts_dir, max_chars=max_output_chars),
             SecretRedactionHook([api_key] if api_key else []),
+            OutputTruncationHook(artifacts_dir, max_chars=max_output_chars),
         ],
     )

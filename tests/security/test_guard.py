@@ -370,7 +370,7 @@ async def test_redaction_still_redacts():
     for secret in ("sk-ant-api03", "AKIAABCDEFGHIJKLMNOP", "s3cret", "abc123", "abcdefghijklmnopqrstu",
                    "my-configured-key-123", "MIIE"):
         assert secret not in out, secret
-    assert "password: [REDACTED]" in out and "Bearer [REDACTED]" in out
+    assert "password: '[REDACTED]'" in out and "Bearer [REDACTED]" in out  # quotes kept: JSON stays valid
 
 
 # -- paths judged as the sandbox resolves them ----------------------------------------------------
