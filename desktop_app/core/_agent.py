@@ -279,10 +279,11 @@ class AgentSession:
                 return self._end(TurnEnd.END_TURN, steps, last_text)
             calls = reply.tool_uses
             records = await self.executor.run_batch(calls, self._run)
-            by_id = {r.id: r for r in records}
+            # Paired by position (batch_index), never by the model's id, which it may repeat.
+            by_index = {r.batch_index: r for r in records}
             results = []
-            for call in calls:
-                record = by_id.get(call.id)
+            for i, call in enumerate(calls):
+                record = by_index.get(i)
                 results.append(tool_result_block(record) if record else sealed_result(call.id, RUN_STOPPED))
             await self._append("user", results)
             if self._stopping:
@@ -360,9 +361,12 @@ class AgentSession:
         missing = [u for u in uses if u["id"] not in answered]
         if not missing:
             return
+        # The records of that message's calls: the newest with each (tool_use id, position in the batch).
+        by_use = {(r.tool_use_id, r.batch_index): r for r in await self.store.session_records(self.session.id)}
+        position = {id(u): i for i, u in enumerate(uses)}
         results = []
         for use in missing:
-            record = await self.store.get_record(use["id"])
+            record = by_use.get((use["id"], position[id(use)]))
             if record is not None and record.terminal:
                 results.append(tool_result_block(record))
             else:

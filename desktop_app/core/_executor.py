@@ -212,7 +212,7 @@ class Executor:
             if tool is None:
                 await self.recorder.fail(record, f"unknown tool {record.name!r}", Outcome.ERROR, actor="system")
                 continue
-            job = _Job(record, ToolCall(record.id, record.name, record.input), run, batch, tool)
+            job = _Job(record, ToolCall(record.tool_use_id, record.name, record.input), run, batch, tool)
             if await self._await_answer(job):
                 await self._execute(job)
         return list(records)
@@ -233,7 +233,7 @@ class Executor:
     async def _run_call(self, call: ToolCall, run: RunContext, batch: Batch, index: int) -> ToolCallRecord:
         tool = self.registry.find(call.name)
         record = ToolCallRecord(
-            id=call.id, name=call.name, input=call.input if call.input is not None else {},
+            tool_use_id=call.id, name=call.name, input=call.input if call.input is not None else {},
             session_id=run.session_id, project_id=run.project_id, batch_index=index,
             read_only=bool(tool and tool.read_only), risk=Risk.of(tool.risk) if tool else Risk.LOW,
         )

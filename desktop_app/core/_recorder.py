@@ -119,7 +119,7 @@ class RecordWriter:
 
     async def seal(self, record: ToolCallRecord) -> None:
         """A call a reopened session found open, that may have run: SEALED, with a result that says so."""
-        block = sealed_result(record.id, SESSION_ENDED, state_when_sealed=record.state.value)
+        block = sealed_result(record.tool_use_id or record.id, SESSION_ENDED, state_when_sealed=record.state.value)
         record.error = json.loads(block["content"][0]["text"])["error"]
         record.result = {**ToolResult.error(record.error).to_dict(), "content": block["content"]}
         record.is_error = True

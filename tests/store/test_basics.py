@@ -105,7 +105,11 @@ async def test_transition_round_trip_and_hash(store: SqlStore) -> None:
     first = pending(rec)
     await store.save_transition(rec, first)
     assert first.seq == 1
-    canon = json.dumps({**first.to_dict(), "seq": 1}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    digests = dict(sqlite3.connect(store.path).execute("SELECT seq, digests FROM audit_entries"))
+    # Each entry carries the digests of its record's row and fields, and its hash covers them.
+    assert digests[1].startswith("row:") and " input:" in digests[1] and " provenance:" in digests[1]
+    canon = json.dumps({**first.to_dict(), "seq": 1, "digests": digests[1], "message_id": None},
+                       sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert first.hash == hashlib.sha256((GENESIS + canon).encode()).hexdigest()
 
     e2 = rec.transition(ToolCallState.APPROVAL_REQUIRED, actor="policy", note="rule asks", data={"rule": 1})
@@ -114,7 +118,9 @@ async def test_transition_round_trip_and_hash(store: SqlStore) -> None:
     e3 = rec.transition(ToolCallState.APPROVED, actor="user:me")
     await store.save_transition(rec, e3)
     assert (e2.seq, e3.seq) == (2, 3)
-    canon3 = json.dumps({**e3.to_dict(), "seq": 3}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    digests = dict(sqlite3.connect(store.path).execute("SELECT seq, digests FROM audit_entries"))
+    canon3 = json.dumps({**e3.to_dict(), "seq": 3, "digests": digests[3], "message_id": None},
+                        sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert e3.hash == hashlib.sha256((e2.hash + canon3).encode()).hexdigest()
 
     got = await store.get_record(rec.id)
