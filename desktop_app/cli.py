@@ -461,8 +461,8 @@ async def _audit_verify(args: argparse.Namespace, store: Any) -> int:
     if result.ok:
         print(f"audit chain OK: {result.count} entries verified")
         return 0
-    print(f"audit chain BROKEN: {result.problem} at entry {result.seq} (record {result.record_id}); "
-          f"{result.count} entries checked", file=sys.stderr)
+    print(f"audit chain BROKEN ({result.problem}): {result.message}; {result.count} entries checked",
+          file=sys.stderr)
     return 1
 
 
