@@ -86,8 +86,10 @@ def _add_audit(sub: Any) -> None:
     al = asub.add_parser("list", help="list tool calls, newest first")
     for flag in ("--session", "--tool", "--state", "--outcome", "--text", "--project"):
         al.add_argument(flag)
+    al.add_argument("--tool-use-id", help="the model's tool_use id (several calls may carry one)")
     al.add_argument("--limit", type=int, default=50)
-    asub.add_parser("show", help="one call with its audit trail").add_argument("id")
+    asub.add_parser("show", help="one call with its audit trail").add_argument(
+        "id", help="the desk's call id, or a model's tool_use id that only one call carries")
     ae = asub.add_parser("export", help="export the log")
     ae.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
     ae.add_argument("--out", help="file (default: stdout)")
@@ -429,7 +431,7 @@ async def _audit_list(args: argparse.Namespace, store: Any) -> int:
     projects = await store.list_projects()
     project_id = _project_id(projects, args.project) if args.project else None
     q = AuditQuery(project_id=project_id, session_id=args.session, tool=args.tool, states=args.state,
-                   outcome=args.outcome, text=args.text, limit=args.limit)
+                   outcome=args.outcome, text=args.text, limit=args.limit, tool_use_id=args.tool_use_id)
     for r in await store.list_records(q):
         ms = f"{r.duration_ms:.0f}ms" if r.duration_ms is not None else "-"
         print(f"{r.id}  {_when(r.created_at)}  {r.name:14} {r.state.value:17} "
@@ -438,9 +440,19 @@ async def _audit_list(args: argparse.Namespace, store: Any) -> int:
 
 
 async def _audit_show(args: argparse.Namespace, store: Any) -> int:
+    from .store import AuditQuery
+
     record = await store.get_record(args.id)
     if record is None:
-        raise AgentDeskError(f"There is no tool call {args.id!r}.")
+        # The model's id is only an attribute, which it may repeat: show it only when it names one call.
+        found = await store.list_records(AuditQuery(tool_use_id=args.id, limit=10))
+        if len(found) > 1:
+            raise AgentDeskError(f"{len(found)} tool calls carry the tool_use id {args.id!r}: "
+                                 + ", ".join(r.id for r in found) + ".",
+                                 hint="Name one by its call id, or list them with `audit list --tool-use-id`.")
+        if not found:
+            raise AgentDeskError(f"There is no tool call {args.id!r}.")
+        record = await store.get_record(found[0].id)
     print(json.dumps(record.to_dict(), indent=2, default=str))
     for e in await store.get_trail(record.id):
         print(f"  {e.seq:>6}  {_when(e.at)}  {e.state.value:17} {e.actor:14} {e.note}")

@@ -36,8 +36,8 @@ class RecordWriter:
                            {"raw_input": call.raw_input} if call.parse_error else {})
         record.trail.append(entry)
         events: list[Event] = [
-            ToolStart(session_id=record.session_id, call_id=record.id, name=record.name,
-                      input=record.input, partial=False),
+            ToolStart(session_id=record.session_id, call_id=record.id, tool_use_id=record.tool_use_id,
+                      name=record.name, input=record.input, partial=False),
             StateChanged(session_id=record.session_id, call_id=record.id, name=record.name,
                          state=ToolCallState.PENDING.value, actor="model"),
         ]

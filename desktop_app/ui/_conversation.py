@@ -40,6 +40,10 @@ _FENCE = re.compile(r"^```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^```[ \t]*$|\Z)", re.
 FRAME_MS = 16  # streamed chunks are coalesced and painted at most once per frame
 
 
+# The key of a card whose input still streams; a prefix no desk id (`call_…`) has.
+STREAMING_KEY = "streaming:"
+
+
 def split_fences(text: str) -> list[tuple[str, str | None]]:
     """Split Markdown into (text, None) prose parts and (code, language) fenced blocks."""
     parts: list[tuple[str, str | None]] = []
@@ -108,8 +112,18 @@ class ConversationView(QTextBrowser):
             self.append_chunk(message_id, text)
 
     def _on_tool_start(self, ev: ToolStart) -> None:
-        if ev.session_id == self._current_session() and (not ev.partial or not self.has_card(ev.call_id)):
-            self.add_tool_card(ev.call_id, ev.name, ev.input)
+        if ev.session_id != self._current_session():
+            return
+        streaming = STREAMING_KEY + ev.tool_use_id
+        if ev.partial:
+            # No record yet: the card is keyed by the model's id until the record's own event names it.
+            if not self.has_card(streaming):
+                self.add_tool_card(streaming, ev.name, ev.input)
+            return
+        if ev.tool_use_id and self.has_card(streaming) and not self.has_card(ev.call_id):
+            self._cards[ev.call_id] = self._cards.pop(streaming)
+            self._card_state[ev.call_id] = self._card_state.pop(streaming)
+        self.add_tool_card(ev.call_id, ev.name, ev.input)
 
     def _on_state(self, ev: StateChanged) -> None:
         if ev.session_id == self._current_session():

@@ -141,7 +141,8 @@ class TimelineModel(RowTableModel):
         bridge.toolErrored.connect(self._on_error)
 
     def _on_start(self, ev: ToolStart) -> None:
-        if ev.session_id == self._current_session():
+        # A row is a record: a tool_use still streaming has none yet (its card shows in the conversation).
+        if ev.session_id == self._current_session() and not ev.partial:
             self.upsert_started(ev.call_id, ev.name, ev.input, ev.session_id, time.time())
 
     def _on_state(self, ev: StateChanged) -> None:
