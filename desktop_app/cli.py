@@ -222,7 +222,13 @@ async def _drive(runtime: Any, session: Any, args: argparse.Namespace, prompt: s
     if result.reason != "end_turn" and not args.json:
         print(f"agent-desk: turn ended: {result.reason}" + (f": {result.message}" if result.message else ""),
               file=sys.stderr)
-    return EXIT_CODES.get(result.reason, 1)
+    code = EXIT_CODES.get(result.reason, 1)
+    try:
+        await runtime.store.flush()  # raises when events of this run could not be saved
+    except AgentDeskError as e:
+        print(f"agent-desk: {e.user_message()}", file=sys.stderr)
+        return code or 1
+    return code
 
 
 class _Printer:

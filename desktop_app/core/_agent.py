@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._bus import EventBus
-from ._errors import AgentDeskError, ModelError
+from ._errors import AgentDeskError, ModelError, StoreError
 from ._events import Done, ErrorEvent, TurnEnd
 from ._executor import Executor, RunContext
 from ._llm import ModelClient, ModelReply, ModelRequest
@@ -288,6 +288,8 @@ class AgentSession:
             await self._append("user", results)
             if self._stopping:
                 return self._end(TurnEnd.INTERRUPTED, steps, last_text, "Stopped by the user.")
+            if self._run.store_error is not None:
+                return self._unrecorded_end(steps, last_text)
             for r in records:
                 calls_seen.append(
                     (r.name, json.dumps(r.input, sort_keys=True, default=str), r.state is ToolCallState.FAILED)
@@ -328,6 +330,13 @@ class AgentSession:
              error: AgentDeskError | None = None) -> TurnResult:
         self.bus.publish(Done(session_id=self.session.id, reason=reason, message=message))
         return TurnResult(reason=reason, steps=steps, text=text, message=message, error=error)
+
+    def _unrecorded_end(self, steps: int, text: str) -> TurnResult:
+        """A call the audit store could not record ends the turn as an error: nothing runs unrecorded."""
+        cause, self._run.store_error = self._run.store_error, None
+        err = StoreError(f"The audit store could not record a tool call, so the turn stopped: {cause}",
+                         hint=getattr(cause, "hint", "") or "Check that the audit database is writable, then retry.")
+        return self._end(TurnEnd.ERROR, steps, text, err.user_message(), error=err)
 
     def _drain_queue(self) -> list[str]:
         queued, self._queue = self._queue, []

@@ -67,6 +67,8 @@ class RunContext:
     sandbox: Sandbox | None = None
     state: dict[str, Any] = field(default_factory=dict)
     abort: asyncio.Event = field(default_factory=asyncio.Event)
+    # The first write the audit store refused in this run: the agent ends the turn on it (taken, then cleared).
+    store_error: StoreError | None = None
 
 
 @dataclass(slots=True)
@@ -243,6 +245,7 @@ class Executor:
         except StoreError as e:
             # The audit log refused a write: the call stops here, visibly; what was written stays.
             self.recorder.unrecorded(record, e)
+            run.store_error = run.store_error or e
         except asyncio.CancelledError:
             if not record.terminal:
                 with contextlib.suppress(Exception):

@@ -139,6 +139,10 @@ class RecordWriter:
         record.error, record.is_error = msg, True
         record.result = ToolResult.error(msg, ["Retry once the audit database is writable again."]).to_dict()
         self.bus.publish(ToolError(session_id=record.session_id, call_id=record.id, name=record.name, error=msg))
+        # Not ToolExecuted: that one is stored, and the store is what just failed.
+        self.bus.publish(ToolEnd(session_id=record.session_id, call_id=record.id, name=record.name,
+                                 state=record.state.value, outcome=Outcome.ERROR.value, is_error=True,
+                                 summary="not recorded"))
         return record
 
     def publish_end(self, record: ToolCallRecord) -> None:

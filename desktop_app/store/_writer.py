@@ -60,6 +60,7 @@ UPSERT_SESSION = _upsert(SessionRow)
 INSERT_MESSAGE = text(_insert(MessageRow, columns(MessageRow, without=("id",))) + " RETURNING id")
 INSERT_BLOB = text(_insert(BlobRow, columns(BlobRow)) + " ON CONFLICT (digest) DO NOTHING")
 SELECT_HEAD = "SELECT seq, hash FROM audit_head WHERE id = 1"
+MAX_EVENT_SEQ = "SELECT max(seq) FROM events"
 
 
 def blob_params(text_value: str, digest: str | None = None) -> dict[str, Any]:
@@ -302,11 +303,7 @@ class Writer(threading.Thread):
             if kind == "tx":
                 seq, prev = self._write_transitions(conn, ops, i, j, results, seq, prev)
             elif kind == "event":
-                blobs: list[dict[str, Any]] = []
-                rows = [event_params(ops[k].params, blobs) for k in range(i, j)]
-                if blobs:
-                    self._many(conn, INSERT_BLOB, blobs)
-                self._many(conn, INSERT_EVENT, rows)
+                self._write_events(conn, [ops[k].params for k in range(i, j)])
             else:
                 j = i + 1
                 op = ops[i]
@@ -358,6 +355,22 @@ class Writer(threading.Thread):
                                     "actor": params["role"], "note": "", "data": "{}", "prev_hash": prev,
                                     "hash": h, "message_id": mid, "digests": digests})
         return mid, seq, h
+
+    def _write_events(self, conn: Connection, envs: list[Envelope]) -> None:
+        """Events get their stored `seq` here, inside the write transaction, after the newest one any
+        process stored: two processes on one file each count their envelopes from their own start, and
+        would otherwise collide on the key and lose events. With one writer the numbers are the bus's."""
+        blobs: list[dict[str, Any]] = []
+        rows = [event_params(env, blobs) for env in envs]
+        if self._raw:
+            base = conn.connection.driver_connection.execute(MAX_EVENT_SEQ).fetchone()[0]
+        else:
+            base = conn.execute(text(MAX_EVENT_SEQ)).scalar()
+        for k, row in enumerate(rows, start=int(base or 0) + 1):
+            row["seq"] = k
+        if blobs:
+            self._many(conn, INSERT_BLOB, blobs)
+        self._many(conn, INSERT_EVENT, rows)
 
     def _many(self, conn: Connection, stmt: TextClause, rows: list[dict[str, Any]]) -> None:
         if self._raw:
