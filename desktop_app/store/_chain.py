@@ -102,15 +102,14 @@ class ChainWalk:
     """Walks stored entries in seq order, fed in batches of raw row tuples (ENTRY_COLUMNS order: seq,
     record_id, state, at, actor, note, data, prev_hash, hash, message_id, digests). The hot loop only
     renders each entry's canonical text and hashes it; the first bad entry is then diagnosed as altered,
-    removed or inserted. It keeps the digests of each record's and message's last entry for the
-    cross-checks."""
+    removed or inserted. It keeps the digests of each message's last entry for the cross-checks (a
+    record's last entry is found by verify's join, in the same snapshot: no dict of a million records)."""
 
     def __init__(self, head: tuple[int, str] | None) -> None:
         self.head_seq, self.head_hash = head if head is not None else (0, GENESIS)
         self.prev_hash, self.prev_seq, self.count = GENESIS, 0, 0
         # (hash, seq, who) of the last good entries, to name insertions by where the next link points.
         self.recent: deque[tuple[str, int, str]] = deque([(GENESIS, 0, "")], maxlen=_WINDOW)
-        self.last_record: dict[str, str] = {}
         self.last_message: dict[int, str] = {}
         self.failure: VerifyResult | None = None
         self._held: tuple[Any, ...] | None = None  # a bad entry waiting for its successor
@@ -123,32 +122,29 @@ class ChainWalk:
             self.failure = self._diagnose(self._held, batch[0] if batch else None)
             return False
         prev_hash, prev_seq, head_seq = self.prev_hash, self.prev_seq, self.head_seq
-        last_record, last_message, remember = self.last_record, self.last_message, self.recent.append
+        last_message, remember = self.last_message, self.recent.append
         enc, sha256 = _enc, hashlib.sha256
         for i, row in enumerate(batch):
             seq, rid, state, at, actor, note, data, ph, h, mid, dg = row
             try:
                 extra = f'"digests":{enc(dg)},"message_id":{"null" if mid is None else mid},' if dg else ""
-                canon = (f'{{"actor":{enc(actor)},"at":{at!r},"data":{data},{extra}"note":{enc(note)},'
+                canon = (f'{ph}{{"actor":{enc(actor)},"at":{at!r},"data":{data},{extra}"note":{enc(note)},'
                          f'"record_id":{"null" if rid is None else enc(rid)},"seq":{seq},"state":{enc(state)}}}')
-                good = sha256((ph + canon).encode()).hexdigest() == h
+                good = sha256(canon.encode()).hexdigest() == h
             except (TypeError, ValueError, UnicodeError):  # a column of the wrong type: not ours
                 good = False
             if not good or seq != prev_seq + 1 or ph != prev_hash or seq > head_seq:
-                self.prev_hash, self.prev_seq = prev_hash, prev_seq
+                self.prev_hash, self.prev_seq, self.count = prev_hash, prev_seq, self.count + i
                 if i + 1 < len(batch):
                     self.failure = self._diagnose(row, batch[i + 1])
                     return False
                 self._held = row
                 return True
-            if rid is not None:
-                last_record[rid] = dg
-            else:
+            if rid is None:
                 last_message[mid] = dg
             remember((h, seq, rid))
             prev_hash, prev_seq = h, seq
-            self.count += 1
-        self.prev_hash, self.prev_seq = prev_hash, prev_seq
+        self.prev_hash, self.prev_seq, self.count = prev_hash, prev_seq, self.count + len(batch)
         return True
 
     def finish(self) -> VerifyResult | None:

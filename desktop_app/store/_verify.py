@@ -18,7 +18,13 @@ from ._tables import AuditEntryRow, columns
 
 BATCH = 20_000
 _ENTRY_SQL = f"SELECT {', '.join(columns(AuditEntryRow))} FROM audit_entries ORDER BY seq"
-_RECORD_SQL = f"SELECT id, {', '.join(RECORD_FIELDS)} FROM tool_calls"
+# Each row with the digests of its record's last entry (NULL: no entry), found through the
+# (record_id, seq) index inside SQLite; the walk has checked every entry of this same snapshot.
+_RECORD_SQL = (f"SELECT t.id, {', '.join('t.' + f for f in RECORD_FIELDS)}, (SELECT e.digests FROM audit_entries e "
+               "WHERE e.record_id = t.id ORDER BY e.seq DESC LIMIT 1) FROM tool_calls t")
+# Records in the chain whose row is gone.
+_DELETED_SQL = ("SELECT DISTINCT e.record_id FROM audit_entries e WHERE e.record_id IS NOT NULL "
+                "AND NOT EXISTS (SELECT 1 FROM tool_calls t WHERE t.id = e.record_id)")
 _MESSAGE_SQL = f"SELECT id, {', '.join(MESSAGE_FIELDS)} FROM messages"
 _BLOB_AT = RECORD_FIELDS.index("input_blob") + 1
 _OTHER = "another column (state, outcome, error, timestamps, session, name or tool_use id)"
@@ -57,7 +63,7 @@ def verify(conn: Connection) -> VerifyResult:
     if failure is not None:
         return failure
     findings: list[Finding] = []
-    used, records, legacy = _check_records(conn, walk.last_record, findings)
+    used, records, legacy = _check_records(conn, findings)
     messages = _check_messages(conn, walk.last_message, findings, used)
     _check_blobs(conn, used, findings)
     if findings:
@@ -70,33 +76,32 @@ def verify(conn: Connection) -> VerifyResult:
                         f"{messages} messages match the chain{note}")
 
 
-def _check_records(conn: Connection, last: dict[str, str], findings: list[Finding]
-                   ) -> tuple[dict[str, str], int, int]:
+def _check_records(conn: Connection, findings: list[Finding]) -> tuple[dict[str, str], int, int]:
     """Each tool_calls row against its record's last entry; returns the blobs the rows use, the rows
     checked and the rows that predate digests."""
-    last = dict(last)
     used: dict[str, str] = {}
     checked = legacy = 0
     sha256 = hashlib.sha256
     for batch in batches(conn, _RECORD_SQL):
         for row in batch:
-            rid = row[0]
-            dg = last.pop(rid, None)
-            if dg is None:
-                findings.append(Finding("row-unchained", f"tool call {rid} has no entry in the audit chain: "
-                                        "it was added outside the store", rid))
-                continue
-            if row[_BLOB_AT] is not None:
-                used[row[_BLOB_AT]] = f"tool call {rid}"
+            dg = row[-1]
             if not dg:
+                rid = row[0]
+                if dg is None:
+                    findings.append(Finding("row-unchained", f"tool call {rid} has no entry in the audit chain: "
+                                            "it was added outside the store", rid))
+                    continue
                 legacy += 1
-                continue
-            checked += 1
-            if sha256(repr(row[1:]).encode("utf-8", "surrogatepass")).hexdigest() != row_of(dg):
-                findings.append(_edited_record(row, dg))
-    for rid in last:
-        findings.append(Finding("row-deleted", f"tool call {rid} is in the audit chain but its row in "
-                                "tool_calls was deleted", rid))
+            else:
+                checked += 1
+                if sha256(repr(row[1:-1]).encode("utf-8", "surrogatepass")).hexdigest() != row_of(dg):
+                    findings.append(_edited_record(row[:-1], dg))
+            if row[_BLOB_AT] is not None:
+                used[row[_BLOB_AT]] = f"tool call {row[0]}"
+    for batch in batches(conn, _DELETED_SQL):
+        for (rid,) in batch:
+            findings.append(Finding("row-deleted", f"tool call {rid} is in the audit chain but its row in "
+                                    "tool_calls was deleted", rid))
     return used, checked, legacy
 
 

@@ -191,8 +191,9 @@ async def test_entry_edits_reorders_and_duplicates_are_named(db: Path, tmp_path:
         "state": ("UPDATE audit_entries SET state = 'DENIED' WHERE seq = 5", "altered"),
         "actor": ("UPDATE audit_entries SET actor = 'user' WHERE seq = 2", "altered"),
         "digests": ("UPDATE audit_entries SET digests = '' WHERE seq = 6", "altered"),
-        "record": ("UPDATE audit_entries SET record_id = (SELECT id FROM tool_calls LIMIT 1) WHERE seq = 9",
-                   "altered"),
+        # another call's id (the first row in id order may be seq 9's own record: ids are random)
+        "record": ("UPDATE audit_entries SET record_id = (SELECT t.id FROM tool_calls t WHERE "
+                   "t.id != audit_entries.record_id LIMIT 1) WHERE seq = 9", "altered"),
         "reorder": ("UPDATE audit_entries SET seq = -seq WHERE seq IN (4, 5);"
                     "UPDATE audit_entries SET seq = 5 WHERE seq = -4;"
                     "UPDATE audit_entries SET seq = 4 WHERE seq = -5", None),
