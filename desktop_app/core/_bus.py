@@ -25,6 +25,9 @@ class EventBus:
     """One bus, three channels. Envelopes get a monotonic seq, are persisted, then fanned out.
 
     `subscribe(channels, since=seq)` replays persisted envelopes after `since` and then follows live.
+    A store numbers the events it keeps in its own write transaction: with one process on a database
+    those numbers are the envelopes' seq; with several, each bus counts its own and the stored order
+    (which a replay follows) interleaves them.
     """
 
     def __init__(self, store: RecordStore | None = None, *, start_seq: int = 0) -> None:
