@@ -23,8 +23,9 @@ _ENTRY_SQL = f"SELECT {', '.join(columns(AuditEntryRow))} FROM audit_entries ORD
 _RECORD_SQL = (f"SELECT t.id, {', '.join('t.' + f for f in RECORD_FIELDS)}, (SELECT e.digests FROM audit_entries e "
                "WHERE e.record_id = t.id ORDER BY e.seq DESC LIMIT 1) FROM tool_calls t")
 # Records in the chain whose row is gone.
-_DELETED_SQL = ("SELECT DISTINCT e.record_id FROM audit_entries e WHERE e.record_id IS NOT NULL "
-                "AND NOT EXISTS (SELECT 1 FROM tool_calls t WHERE t.id = e.record_id)")
+_DELETED_SQL = ("SELECT e.record_id FROM audit_entries e WHERE e.record_id IS NOT NULL "
+                "AND NOT EXISTS (SELECT 1 FROM tool_calls t WHERE t.id = e.record_id) "
+                "GROUP BY e.record_id ORDER BY min(e.seq)")  # in chain order, the first named first
 _MESSAGE_SQL = f"SELECT id, {', '.join(MESSAGE_FIELDS)} FROM messages"
 _BLOB_AT = RECORD_FIELDS.index("input_blob") + 1
 _OTHER = "another column (state, outcome, error, timestamps, session, name or tool_use id)"
