@@ -1,7 +1,9 @@
-"""Audit store benchmarks: sustained transition writes from asyncio, and queries over 1M records.
+"""Audit store benchmarks: sustained transition writes from asyncio, queries over 1M records, and
+`verify` of a 1M-entry chain (the chain walk and every cross-check), per million entries.
 
 Prints `bench NAME VALUE UNIT` lines. The 1M-record fixture is bulk-built with sqlite3 into the
-schema the store's migrations create, and cached under .bench/ keyed by the schema version.
+schema the store's migrations create, with the chain the store writes (digests in every entry, so
+verify cross-checks each row), and cached under .bench/ keyed by the schema version.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from pathlib import Path
 
 from desktop_app.core import AuditEntry, Outcome, ToolCallRecord, ToolCallState
 from desktop_app.store import SCHEMA_VERSION, AuditQuery, SqlStore
-from desktop_app.store._chain import GENESIS, canonical_json, entry_fields, link_hash
+from desktop_app.store._chain import GENESIS, link_hash, split_canonical
+from desktop_app.store._digests import record_digests, sha
 
 FIXTURE_RECORDS = 1_000_000
-FIXTURE_VERSION = 1  # bump when the generated data changes
+FIXTURE_VERSION = 2  # bump when the generated data changes (2: digests in the entries, tool_use ids)
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".bench"
 DAY = 86_400.0
@@ -78,24 +81,22 @@ def build_fixture(path: Path, n: int, *, seed: int = 7) -> None:
         result = {"content": [{"type": "text", "text": out}], "details": {}, "is_error": state == "FAILED"}
         rid = f"call_{i:012x}{rng.getrandbits(64):016x}"
         search = "\n".join([tool, *map(str, inp.values()), out])
-        chunk_rows.append((
-            rid, tool, json.dumps(inp), f"ses_{i // 500:06d}", f"prj_{(i // 500) % 20:02d}", 0, state, outcome,
-            '{"required":false}', "[]", json.dumps(result) if state in ("COMPLETED", "FAILED") else None,
-            None, int(state == "FAILED"), "{}", int(tool in ("fs_read", "fs_glob", "fs_grep", "fs_list")),
-            "low", created + 0.01, created + 0.2, 190.0, created, created + 0.2, search,
-        ))
+        row = _row(rid, i, tool, inp, state, outcome, result, created)
+        chunk_rows.append((rid, *row.values(), search))
+        # One entry per record, carrying the digests of its row: the worst ratio of rows to entries
+        # for verify's cross-checks (a real call has three or more entries).
         seq += 1
         at = created + 0.2
-        h = link_hash(prev, canonical_json(entry_fields(rid, state, at, "engine", "", {}, seq)))
-        chunk_entries.append((seq, rid, state, at, "engine", "", "{}", prev, h))
+        digests = record_digests(row, sha(row["input"]))
+        prefix, suffix = split_canonical(rid, state, at, "engine", "", "{}", digests)
+        h = link_hash(prev, f"{prefix}{seq}{suffix}")
+        chunk_entries.append((seq, rid, state, at, "engine", "", "{}", prev, h, None, digests))
         prev = h
         if len(chunk_rows) >= 50_000 or i == n - 1:
-            con.executemany(
-                "INSERT INTO tool_calls (id, name, input, session_id, project_id, batch_index, state, outcome, "
-                "approval, provenance, result, error, is_error, sandbox, read_only, risk, started_at, "
-                "completed_at, duration_ms, created_at, updated_at, search_text) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", chunk_rows)
-            con.executemany("INSERT INTO audit_entries VALUES (?,?,?,?,?,?,?,?,?)", chunk_entries)
+            con.executemany(f"INSERT INTO tool_calls (id, {', '.join(row)}, search_text) "
+                            f"VALUES ({', '.join('?' * (len(row) + 2))})", chunk_rows)
+            con.executemany("INSERT INTO audit_entries (seq, record_id, state, at, actor, note, data, prev_hash, "
+                            "hash, message_id, digests) VALUES (?,?,?,?,?,?,?,?,?,?,?)", chunk_entries)
             chunk_rows, chunk_entries = [], []
     con.execute("INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?)", (seq, prev))
     con.execute("INSERT INTO tool_calls_fts(tool_calls_fts) VALUES ('rebuild')")
@@ -105,6 +106,21 @@ def build_fixture(path: Path, n: int, *, seed: int = 7) -> None:
     con.execute("ANALYZE")
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     con.close()
+
+
+def _row(rid: str, i: int, tool: str, inp: dict, state: str, outcome: str | None, result: dict,
+         created: float) -> dict:
+    """A tool_calls row (without `id` and `search_text`) as the store writes it, in RECORD_FIELDS order."""
+    return {
+        "tool_use_id": f"toolu_{i:012x}", "name": tool, "input": json.dumps(inp), "input_blob": None,
+        "session_id": f"ses_{i // 500:06d}", "project_id": f"prj_{(i // 500) % 20:02d}", "batch_index": 0,
+        "state": state, "outcome": outcome, "approval": '{"required":false}', "provenance": "[]",
+        "result": json.dumps(result) if state in ("COMPLETED", "FAILED") else None, "error": None,
+        "is_error": int(state == "FAILED"), "sandbox": "{}",
+        "read_only": int(tool in ("fs_read", "fs_glob", "fs_grep", "fs_list")), "risk": "low",
+        "started_at": created + 0.01, "completed_at": created + 0.2, "duration_ms": 190.0, "created_at": created,
+        "updated_at": created + 0.2,
+    }
 
 
 def fixture(n: int = FIXTURE_RECORDS) -> Path:
@@ -176,10 +192,29 @@ async def bench_queries(path: Path, runs: int = 40) -> tuple[float, float, int, 
     return statistics.median(filt), statistics.median(text), hits_f // runs, hits_t // runs
 
 
+async def bench_verify(path: Path, runs: int = 2) -> tuple[float, int]:
+    """Seconds per million entries for a whole `verify` (best of `runs`, after one that warms the cache)."""
+    store = await SqlStore.open(path)
+    times = []
+    try:
+        for _ in range(runs + 1):
+            t = time.perf_counter()
+            result = await store.verify()
+            times.append(time.perf_counter() - t)
+            if not result.ok:
+                raise SystemExit(f"bench_store: the fixture's chain does not verify: {result.message}")
+    finally:
+        await store.close()
+    return min(times[1:]) * 1_000_000 / result.count, result.count
+
+
 def main() -> None:
     rate = asyncio.run(bench_writes())
     print(f"bench audit_write_per_s {rate:.0f} 1/s")
     path = fixture()
+    per_m, count = asyncio.run(bench_verify(path))
+    print(f"# verify checked {count} entries and as many tool_calls rows", file=sys.stderr)
+    print(f"bench audit_verify_1m_s {per_m:.2f} s")
     q_ms, t_ms, hits_f, hits_t = asyncio.run(bench_queries(path))
     print(f"# mean hits per query: filtered {hits_f}, text {hits_t}", file=sys.stderr)
     print(f"bench audit_query_ms {q_ms:.2f} ms")

@@ -89,8 +89,10 @@ def _add_audit(sub: Any) -> None:
     al = asub.add_parser("list", help="list tool calls, newest first")
     for flag in ("--session", "--tool", "--state", "--outcome", "--text", "--project"):
         al.add_argument(flag)
+    al.add_argument("--tool-use-id", help="the model's tool_use id (several calls may carry one)")
     al.add_argument("--limit", type=int, default=50)
-    asub.add_parser("show", help="one call with its audit trail").add_argument("id")
+    asub.add_parser("show", help="one call with its audit trail").add_argument(
+        "id", help="the desk's call id, or a model's tool_use id that only one call carries")
     ae = asub.add_parser("export", help="export the log")
     ae.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
     ae.add_argument("--out", help="file (default: stdout)")
@@ -241,7 +243,13 @@ async def _drive(runtime: Any, session: Any, args: argparse.Namespace, prompt: s
     if result.reason != "end_turn" and not args.json:
         print(f"agent-desk: turn ended: {result.reason}" + (f": {result.message}" if result.message else ""),
               file=sys.stderr)
-    return EXIT_CODES.get(result.reason, 1)
+    code = EXIT_CODES.get(result.reason, 1)
+    try:
+        await runtime.store.flush()  # raises when events of this run could not be saved
+    except AgentDeskError as e:
+        print(f"agent-desk: {e.user_message()}", file=sys.stderr)
+        return code or 1
+    return code
 
 
 class _Printer:
@@ -455,7 +463,7 @@ async def _audit_list(args: argparse.Namespace, store: Any) -> int:
     projects = await store.list_projects()
     project_id = _project_id(projects, args.project) if args.project else None
     q = AuditQuery(project_id=project_id, session_id=args.session, tool=args.tool, states=args.state,
-                   outcome=args.outcome, text=args.text, limit=args.limit)
+                   outcome=args.outcome, text=args.text, limit=args.limit, tool_use_id=args.tool_use_id)
     for r in await store.list_records(q):
         ms = f"{r.duration_ms:.0f}ms" if r.duration_ms is not None else "-"
         print(f"{r.id}  {_when(r.created_at)}  {r.name:14} {r.state.value:17} "
@@ -464,9 +472,19 @@ async def _audit_list(args: argparse.Namespace, store: Any) -> int:
 
 
 async def _audit_show(args: argparse.Namespace, store: Any) -> int:
+    from .store import AuditQuery
+
     record = await store.get_record(args.id)
     if record is None:
-        raise AgentDeskError(f"There is no tool call {args.id!r}.")
+        # The model's id is only an attribute, which it may repeat: show it only when it names one call.
+        found = await store.list_records(AuditQuery(tool_use_id=args.id, limit=10))
+        if len(found) > 1:
+            raise AgentDeskError(f"{len(found)} tool calls carry the tool_use id {args.id!r}: "
+                                 + ", ".join(r.id for r in found) + ".",
+                                 hint="Name one by its call id, or list them with `audit list --tool-use-id`.")
+        if not found:
+            raise AgentDeskError(f"There is no tool call {args.id!r}.")
+        record = await store.get_record(found[0].id)
     print(json.dumps(record.to_dict(), indent=2, default=str))
     for e in await store.get_trail(record.id):
         print(f"  {e.seq:>6}  {_when(e.at)}  {e.state.value:17} {e.actor:14} {e.note}")
@@ -487,8 +505,8 @@ async def _audit_verify(args: argparse.Namespace, store: Any) -> int:
     if result.ok:
         print(f"audit chain OK: {result.count} entries verified")
         return 0
-    print(f"audit chain BROKEN: {result.problem} at entry {result.seq} (record {result.record_id}); "
-          f"{result.count} entries checked", file=sys.stderr)
+    print(f"audit chain BROKEN ({result.problem}): {result.message}; {result.count} entries checked",
+          file=sys.stderr)
     return 1
 
 

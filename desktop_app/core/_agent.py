@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._anthropic import _partial_object, _preview
 from ._bus import EventBus
-from ._errors import AgentDeskError, ModelError
+from ._errors import AgentDeskError, ModelError, StoreError
 from ._events import Done, ErrorEvent, Event, TextChunk, ThinkingChunk, ToolStart, TurnEnd
 from ._executor import Executor, RunContext
 from ._llm import ModelClient, ModelReply, ModelRequest
@@ -282,14 +282,17 @@ class AgentSession:
                 return self._end(TurnEnd.END_TURN, steps, last_text)
             calls = reply.tool_uses
             records = await self.executor.run_batch(calls, self._run)
-            by_id = {r.id: r for r in records}
+            # Paired by position (batch_index), never by the model's id, which it may repeat.
+            by_index = {r.batch_index: r for r in records}
             results = []
-            for call in calls:
-                record = by_id.get(call.id)
+            for i, call in enumerate(calls):
+                record = by_index.get(i)
                 results.append(tool_result_block(record) if record else sealed_result(call.id, RUN_STOPPED))
             await self._append("user", results)
             if self._stopping:
                 return self._end(TurnEnd.INTERRUPTED, steps, last_text, "Stopped by the user.")
+            if self._run.store_error is not None:
+                return self._unrecorded_end(steps, last_text)
             for r in records:
                 calls_seen.append(
                     (r.name, json.dumps(r.input, sort_keys=True, default=str), r.state is ToolCallState.FAILED)
@@ -331,6 +334,13 @@ class AgentSession:
         self.bus.publish(Done(session_id=self.session.id, reason=reason, message=message))
         return TurnResult(reason=reason, steps=steps, text=text, message=message, error=error)
 
+    def _unrecorded_end(self, steps: int, text: str) -> TurnResult:
+        """A call the audit store could not record ends the turn as an error: nothing runs unrecorded."""
+        cause, self._run.store_error = self._run.store_error, None
+        err = StoreError(f"The audit store could not record a tool call, so the turn stopped: {cause}",
+                         hint=getattr(cause, "hint", "") or "Check that the audit database is writable, then retry.")
+        return self._end(TurnEnd.ERROR, steps, text, err.user_message(), error=err)
+
     def _drain_queue(self) -> list[str]:
         queued, self._queue = self._queue, []
         return queued
@@ -365,9 +375,12 @@ class AgentSession:
         missing = [u for u in uses if u["id"] not in answered]
         if not missing:
             return
+        # The records of that message's calls: the newest with each (tool_use id, position in the batch).
+        by_use = {(r.tool_use_id, r.batch_index): r for r in await self.store.session_records(self.session.id)}
+        position = {id(u): i for i, u in enumerate(uses)}
         results = []
         for use in missing:
-            record = await self.store.get_record(use["id"])
+            record = by_use.get((use["id"], position[id(use)]))
             if record is not None and record.terminal:
                 results.append(tool_result_block(record))
             else:

@@ -354,7 +354,7 @@ class _Accumulator:
             self.blocks[index] = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
             self.json_parts[index] = []
             self.json_sent[index] = (0, 0.0)
-            self.emit(ToolStart(session_id=self.session_id, call_id=block.id, name=block.name, partial=True))
+            self.emit(ToolStart(session_id=self.session_id, tool_use_id=block.id, name=block.name, partial=True))
         else:  # server tools and future block kinds: keep them as sent
             self.blocks[index] = block.model_dump(exclude_none=True)
 
@@ -397,7 +397,7 @@ class _Accumulator:
         self.emit(
             ToolStart(
                 session_id=self.session_id,
-                call_id=block["id"],
+                tool_use_id=block["id"],
                 name=block["name"],
                 input=_preview(_partial_object("".join(parts))),
                 partial_json="".join(parts[sent:]),

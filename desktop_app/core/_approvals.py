@@ -134,8 +134,8 @@ class PendingApprovals:
     def announce(self, record: ToolCallRecord) -> None:
         """Tell the front ends that `record` waits (once its APPROVAL_REQUIRED is durable)."""
         self.bus.publish(PermissionRequired(
-            session_id=record.session_id, call_id=record.id, name=record.name, input=record.input,
-            risk=record.risk, reason=str(record.approval.meta.get("reason", "")),
+            session_id=record.session_id, call_id=record.id, tool_use_id=record.tool_use_id, name=record.name,
+            input=record.input, risk=record.risk, reason=str(record.approval.meta.get("reason", "")),
             provenance=[p.to_dict() for p in record.provenance], meta=record.approval.meta,
             expires_at=record.approval.expires_at,
         ))

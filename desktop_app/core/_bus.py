@@ -28,6 +28,9 @@ class EventBus:
     `subscribe(channels, since=seq)` replays persisted envelopes after `since` and then follows live.
     Every payload is redacted before it is persisted or delivered (`redactor`; the runtime adds the
     configured API key): the publishers redact streams and inputs themselves, this is the last net.
+    A store numbers the events it keeps in its own write transaction: with one process on a database
+    those numbers are the envelopes' seq; with several, each bus counts its own and the stored order
+    (which a replay follows) interleaves them.
     """
 
     def __init__(self, store: RecordStore | None = None, *, start_seq: int = 0,

@@ -77,11 +77,16 @@ class ThinkingChunk(Event):
 @dataclass(slots=True)
 class ToolStart(Event):
     """A tool_use block appeared. While its input streams in (`partial`), `partial_json` is the JSON added
-    since the previous event (concatenated, the whole input) and `input` a preview of the object so far."""
+    since the previous event (concatenated, the whole input) and `input` a preview of the object so far.
+
+    A partial event comes before the call has a record: its `call_id` is empty and only `tool_use_id` (the
+    model's id) names it. The record's own event carries both, so a view can hand the streamed card over
+    to the desk's id."""
 
     channel: ClassVar[Channel] = Channel.PROGRESS
     type: ClassVar[str] = "tool:start"
     call_id: str = ""
+    tool_use_id: str = ""
     name: str = ""
     input: dict[str, Any] = field(default_factory=dict)
     partial_json: str = ""
@@ -133,6 +138,7 @@ class PermissionRequired(Event):
     channel: ClassVar[Channel] = Channel.CONTROL
     type: ClassVar[str] = "permission_required"
     call_id: str = ""
+    tool_use_id: str = ""  # the model's id, shown to a person; answers name `call_id`
     name: str = ""
     input: dict[str, Any] = field(default_factory=dict)
     risk: str = "low"

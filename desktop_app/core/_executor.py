@@ -70,6 +70,8 @@ class RunContext:
     sandbox: Sandbox | None = None
     state: dict[str, Any] = field(default_factory=dict)
     abort: asyncio.Event = field(default_factory=asyncio.Event)
+    # The first write the audit store refused in this run: the agent ends the turn on it (taken, then cleared).
+    store_error: StoreError | None = None
 
 
 @dataclass(slots=True)
@@ -222,7 +224,7 @@ class Executor:
             if tool is None:
                 await self.recorder.fail(record, f"unknown tool {record.name!r}", Outcome.ERROR, actor="system")
                 continue
-            job = _Job(record, ToolCall(record.id, record.name, record.input), run, batch, tool)
+            job = _Job(record, ToolCall(record.tool_use_id, record.name, record.input), run, batch, tool)
             if not await self._await_answer(job):
                 continue
             if _holds_redaction(record.input):  # its secrets died with the process that received them
@@ -250,7 +252,7 @@ class Executor:
         raw = call.input if call.input is not None else {}
         stored = self.redactor.redact_value(raw)
         record = ToolCallRecord(
-            id=call.id, name=call.name, input=stored,
+            tool_use_id=call.id, name=call.name, input=stored,
             session_id=run.session_id, project_id=run.project_id, batch_index=index,
             read_only=bool(tool and tool.read_only), risk=Risk.of(tool.risk) if tool else Risk.LOW,
         )
@@ -262,6 +264,7 @@ class Executor:
         except StoreError as e:
             # The audit log refused a write: the call stops here, visibly; what was written stays.
             self.recorder.unrecorded(record, e)
+            run.store_error = run.store_error or e
         except asyncio.CancelledError:
             if not record.terminal:
                 with contextlib.suppress(Exception):

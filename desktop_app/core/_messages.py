@@ -40,7 +40,8 @@ def tool_result_block(record: ToolCallRecord) -> dict[str, Any]:
     content = result.get("content") or [
         {"type": "text", "text": json.dumps({"ok": False, "error": record.error or "no result"})}
     ]
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": record.id, "content": content}
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": record.tool_use_id or record.id,
+                             "content": content}
     if record.is_error:
         block["is_error"] = True
     return block

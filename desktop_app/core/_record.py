@@ -179,11 +179,16 @@ class Approval:
 
 @dataclass(slots=True)
 class ToolCallRecord:
-    """The life of one tool_use block, from PENDING to a terminal state."""
+    """The life of one tool_use block, from PENDING to a terminal state.
+
+    `id` is the desk's own key, unique for ever; `tool_use_id` is the model's id for the block, which
+    the model may repeat, so it only pairs the tool_result with its tool_use and never looks a record up.
+    """
 
     name: str
     input: dict[str, Any]
     id: str = field(default_factory=lambda: new_id("call_"))
+    tool_use_id: str = ""
     session_id: str = ""
     project_id: str = ""
     batch_index: int = 0
@@ -248,6 +253,7 @@ class ToolCallRecord:
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "tool_use_id": self.tool_use_id,
             "name": self.name,
             "input": self.input,
             "session_id": self.session_id,
@@ -275,6 +281,7 @@ class ToolCallRecord:
         ap = d.get("approval") or {}
         return cls(
             id=d["id"],
+            tool_use_id=d.get("tool_use_id") or "",
             name=d["name"],
             input=d.get("input") or {},
             session_id=d.get("session_id") or "",

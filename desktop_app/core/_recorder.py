@@ -36,8 +36,8 @@ class RecordWriter:
                            {"raw_input": call.raw_input} if call.parse_error else {})
         record.trail.append(entry)
         events: list[Event] = [
-            ToolStart(session_id=record.session_id, call_id=record.id, name=record.name,
-                      input=record.input, partial=False),
+            ToolStart(session_id=record.session_id, call_id=record.id, tool_use_id=record.tool_use_id,
+                      name=record.name, input=record.input, partial=False),
             StateChanged(session_id=record.session_id, call_id=record.id, name=record.name,
                          state=ToolCallState.PENDING.value, actor="model"),
         ]
@@ -119,7 +119,7 @@ class RecordWriter:
 
     async def seal(self, record: ToolCallRecord) -> None:
         """A call a reopened session found open, that may have run: SEALED, with a result that says so."""
-        block = sealed_result(record.id, SESSION_ENDED, state_when_sealed=record.state.value)
+        block = sealed_result(record.tool_use_id or record.id, SESSION_ENDED, state_when_sealed=record.state.value)
         record.error = json.loads(block["content"][0]["text"])["error"]
         record.result = {**ToolResult.error(record.error).to_dict(), "content": block["content"]}
         record.is_error = True
@@ -139,6 +139,10 @@ class RecordWriter:
         record.error, record.is_error = msg, True
         record.result = ToolResult.error(msg, ["Retry once the audit database is writable again."]).to_dict()
         self.bus.publish(ToolError(session_id=record.session_id, call_id=record.id, name=record.name, error=msg))
+        # Not ToolExecuted: that one is stored, and the store is what just failed.
+        self.bus.publish(ToolEnd(session_id=record.session_id, call_id=record.id, name=record.name,
+                                 state=record.state.value, outcome=Outcome.ERROR.value, is_error=True,
+                                 summary="not recorded"))
         return record
 
     def publish_end(self, record: ToolCallRecord) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import deque
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,57 +24,56 @@ def canonical_json(obj: Any) -> str:
 
 
 def entry_fields(
-    record_id: str, state: str, at: float, actor: str, note: str, data: Any, seq: int
+    record_id: str | None, state: str, at: float, actor: str, note: str, data: Any, seq: int,
+    digests: str = "", message_id: int | None = None,
 ) -> dict[str, Any]:
-    return {"record_id": record_id, "state": state, "at": at, "actor": actor, "note": note, "data": data,
-            "seq": seq}
+    """An entry's hashed fields. Entries written before digests existed (schema 0001) have none, and
+    keep their old form, so their hashes still check."""
+    fields = {"record_id": record_id, "state": state, "at": at, "actor": actor, "note": note, "data": data,
+              "seq": seq}
+    if digests:
+        fields["digests"], fields["message_id"] = digests, message_id
+    return fields
 
 
 def link_hash(prev_hash: str, canonical: str) -> str:
     return hashlib.sha256((prev_hash + canonical).encode("utf-8")).hexdigest()
 
 
-def split_canonical(record_id: str, state: str, at: float, actor: str, note: str, data_json: str) -> tuple[str, str]:
+_enc = json.encoder.encode_basestring  # what json.dumps(str, ensure_ascii=False) uses, in C
+
+
+def split_canonical(record_id: str | None, state: str, at: float, actor: str, note: str, data_json: str,
+                    digests: str = "", message_id: int | None = None) -> tuple[str, str]:
     """canonical_json(entry_fields(...)) in two halves around the seq, which only the writer knows.
 
-    Keys sort as actor, at, data, note, record_id, seq, state, so the halves are rendered on the caller's
-    thread and the writer joins `prefix + str(seq) + suffix`. A test checks this equals canonical_json.
+    Keys sort as actor, at, data, digests, message_id, note, record_id, seq, state, so the halves are
+    rendered on the caller's thread and the writer joins `prefix + str(seq) + suffix`. `data_json` is
+    the data's canonical JSON, as stored. A test checks this equals canonical_json, and verify's fast
+    walk (`_walk`) renders the same text from the stored columns.
     """
-    d = json.dumps
-    prefix = (
-        f'{{"actor":{d(actor, ensure_ascii=False)},"at":{d(at)},"data":{data_json},'
-        f'"note":{d(note, ensure_ascii=False)},"record_id":{d(record_id, ensure_ascii=False)},"seq":'
-    )
-    suffix = f',"state":{d(state, ensure_ascii=False)}}}'
-    return prefix, suffix
-
-
-@dataclass(slots=True, frozen=True)
-class ChainRow:
-    seq: int
-    record_id: str
-    state: str
-    at: float
-    actor: str
-    note: str
-    data: Any
-    prev_hash: str
-    hash: str
-
-    def canonical(self) -> str:
-        return canonical_json(
-            entry_fields(self.record_id, self.state, self.at, self.actor, self.note, self.data, self.seq)
-        )
+    extra = (f'"digests":{_enc(digests)},"message_id":{"null" if message_id is None else int(message_id)},'
+             if digests else "")
+    rid = "null" if record_id is None else _enc(record_id)
+    prefix = (f'{{"actor":{_enc(actor)},"at":{float(at)!r},"data":{data_json},{extra}"note":{_enc(note)},'
+              f'"record_id":{rid},"seq":')
+    return prefix, f',"state":{_enc(state)}}}'
 
 
 @dataclass(slots=True, frozen=True)
 class VerifyResult:
     """Outcome of `SqlStore.verify()`.
 
-    ok: the whole chain checks out. count: entries found good (before the first problem, if any).
-    When not ok, `problem` is one of
-    "altered", "removed", "inserted", and `seq` / `record_id` name the first entry concerned
-    (for "removed", the first missing seq and the record of the entry that follows the gap, if any).
+    ok: the whole chain checks out, and so do the rows beside it. count: entries found good (before the
+    first problem, if any). When not ok, `problem` is one of
+    - "altered", "removed", "inserted": the chain itself; `seq` / `record_id` name the first entry
+      concerned (for "removed", the first missing seq and the record of the entry that follows the gap);
+    - "row-edited": a tool_calls or messages row differs from its last chain entry; `field` names what
+      (input, result, approval, provenance, content, or "row" for another column), `seq` that entry;
+    - "row-deleted": a chained record or message has no row; "row-unchained": a row has no entry;
+    - "blob-edited", "blob-missing": a stored input does not match its digest, or is gone.
+    `message_id` names a message's row. `problems` lists every cross-check finding (the first is the
+    one named above).
     """
 
     ok: bool
@@ -84,6 +82,9 @@ class VerifyResult:
     seq: int | None = None
     record_id: str | None = None
     message: str = ""
+    field: str | None = None
+    message_id: int | None = None
+    problems: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return self.ok
@@ -93,53 +94,95 @@ def _fail(count: int, problem: str, seq: int, record_id: str | None, message: st
     return VerifyResult(False, count, problem, seq, record_id, message)
 
 
-def verify_chain(rows: Iterable[ChainRow], head: tuple[int, str] | None) -> VerifyResult:
-    """Walk entries in seq order; stop at the first one that was altered, removed or inserted."""
-    it: Iterator[ChainRow] = iter(rows)
-    head_seq, head_hash = head if head is not None else (0, GENESIS)
-    prev_hash, prev_seq, count = GENESIS, 0, 0
-    # (hash, seq) of the last good entries, to name insertions by where the next link points.
-    recent: deque[tuple[str, int, str]] = deque([(GENESIS, 0, "")], maxlen=_WINDOW)
-    row = next(it, None)
-    while row is not None:
-        nxt = next(it, None)
-        if row.seq > head_seq:
-            return _fail(count, "inserted", row.seq, row.record_id,
-                         f"entry {row.seq} (record {row.record_id}) lies past the recorded head "
-                         f"(seq {head_seq}): it was added outside the store")
-        if row.seq != prev_seq + 1:
-            return _fail(count, "removed", prev_seq + 1, row.record_id,
-                         f"entries {prev_seq + 1}..{row.seq - 1} are missing (the chain jumps from "
-                         f"{prev_seq} to {row.seq}, record {row.record_id})")
-        self_ok = link_hash(row.prev_hash, row.canonical()) == row.hash
-        link_ok = row.prev_hash == prev_hash
-        if not (self_ok and link_ok):
-            if nxt is not None and nxt.prev_hash == prev_hash and link_ok:
-                return _fail(count, "inserted", row.seq, row.record_id,
-                             f"entry {row.seq} (record {row.record_id}) was inserted: the entry after "
-                             f"it links to entry {prev_seq}")
-            back = next((s for h, s, _ in recent if h == row.prev_hash), None)
-            if not link_ok and back is not None and back < prev_seq:
-                first = back + 1
-                first_record = next((r for _, s, r in recent if s == first), None)
-                return _fail(back, "inserted", first, first_record,
-                             f"entries {first}..{prev_seq} were inserted: entry {row.seq} "
-                             f"(record {row.record_id}) links to entry {first - 1}")
-            if not link_ok:
-                return _fail(count, "removed", row.seq, row.record_id,
-                             f"the entry before {row.seq} (record {row.record_id}) was removed or "
-                             f"replaced: its link does not match entry {prev_seq}")
-            return _fail(count, "altered", row.seq, row.record_id,
-                         f"entry {row.seq} (record {row.record_id}) was altered: its content does not "
-                         f"match its hash")
-        count += 1
-        recent.append((row.hash, row.seq, row.record_id))
-        prev_hash, prev_seq = row.hash, row.seq
-        row = nxt
-    if prev_seq < head_seq:
-        return _fail(count, "removed", prev_seq + 1, None,
-                     f"entries {prev_seq + 1}..{head_seq} are missing from the end of the chain")
-    if prev_hash != head_hash:
-        return _fail(count, "altered", prev_seq, None,
-                     f"the last entry ({prev_seq}) does not match the recorded head hash")
-    return VerifyResult(True, count, message=f"{count} entries verified")
+def _who(row: tuple[Any, ...]) -> str:
+    return f"record {row[1]}" if row[1] is not None else f"message {row[9]}"
+
+
+class ChainWalk:
+    """Walks stored entries in seq order, fed in batches of raw row tuples (ENTRY_COLUMNS order: seq,
+    record_id, state, at, actor, note, data, prev_hash, hash, message_id, digests). The hot loop only
+    renders each entry's canonical text and hashes it; the first bad entry is then diagnosed as altered,
+    removed or inserted. It keeps the digests of each message's last entry for the cross-checks (a
+    record's last entry is found by verify's join, in the same snapshot: no dict of a million records)."""
+
+    def __init__(self, head: tuple[int, str] | None) -> None:
+        self.head_seq, self.head_hash = head if head is not None else (0, GENESIS)
+        self.prev_hash, self.prev_seq, self.count = GENESIS, 0, 0
+        # (hash, seq, who) of the last good entries, to name insertions by where the next link points.
+        self.recent: deque[tuple[str, int, str]] = deque([(GENESIS, 0, "")], maxlen=_WINDOW)
+        self.last_message: dict[int, str] = {}
+        self.failure: VerifyResult | None = None
+        self._held: tuple[Any, ...] | None = None  # a bad entry waiting for its successor
+
+    def feed(self, batch: list[tuple[Any, ...]]) -> bool:
+        """Walk one batch; False once the walk has failed (the rest need not be read)."""
+        if self.failure is not None:
+            return False
+        if self._held is not None:
+            self.failure = self._diagnose(self._held, batch[0] if batch else None)
+            return False
+        prev_hash, prev_seq, head_seq = self.prev_hash, self.prev_seq, self.head_seq
+        last_message, remember = self.last_message, self.recent.append
+        enc, sha256 = _enc, hashlib.sha256
+        for i, row in enumerate(batch):
+            seq, rid, state, at, actor, note, data, ph, h, mid, dg = row
+            try:
+                extra = f'"digests":{enc(dg)},"message_id":{"null" if mid is None else mid},' if dg else ""
+                canon = (f'{ph}{{"actor":{enc(actor)},"at":{at!r},"data":{data},{extra}"note":{enc(note)},'
+                         f'"record_id":{"null" if rid is None else enc(rid)},"seq":{seq},"state":{enc(state)}}}')
+                good = sha256(canon.encode()).hexdigest() == h
+            except (TypeError, ValueError, UnicodeError):  # a column of the wrong type: not ours
+                good = False
+            if not good or seq != prev_seq + 1 or ph != prev_hash or seq > head_seq:
+                self.prev_hash, self.prev_seq, self.count = prev_hash, prev_seq, self.count + i
+                if i + 1 < len(batch):
+                    self.failure = self._diagnose(row, batch[i + 1])
+                    return False
+                self._held = row
+                return True
+            if rid is None:
+                last_message[mid] = dg
+            remember((h, seq, rid))
+            prev_hash, prev_seq = h, seq
+        self.prev_hash, self.prev_seq, self.count = prev_hash, prev_seq, self.count + len(batch)
+        return True
+
+    def finish(self) -> VerifyResult | None:
+        """The chain's verdict once every batch was fed: a failure, or None when it is whole."""
+        if self.failure is None and self._held is not None:
+            self.failure = self._diagnose(self._held, None)
+        if self.failure is not None:
+            return self.failure
+        prev_seq, head_seq = self.prev_seq, self.head_seq
+        if prev_seq < head_seq:
+            return _fail(self.count, "removed", prev_seq + 1, None,
+                         f"entries {prev_seq + 1}..{head_seq} are missing from the end of the chain")
+        if self.prev_hash != self.head_hash:
+            return _fail(self.count, "altered", prev_seq, None,
+                         f"the last entry ({prev_seq}) does not match the recorded head hash")
+        return None
+
+    def _diagnose(self, row: tuple[Any, ...], nxt: tuple[Any, ...] | None) -> VerifyResult:
+        seq, rid, count, prev_seq, prev_hash = row[0], row[1], self.count, self.prev_seq, self.prev_hash
+        who = _who(row)
+        if isinstance(seq, int) and seq > self.head_seq:
+            return _fail(count, "inserted", seq, rid, f"entry {seq} ({who}) lies past the recorded head "
+                         f"(seq {self.head_seq}): it was added outside the store")
+        if seq != prev_seq + 1:
+            return _fail(count, "removed", prev_seq + 1, rid, f"entries {prev_seq + 1}..{seq - 1} are missing "
+                         f"(the chain jumps from {prev_seq} to {seq}, {who})")
+        link_ok = row[7] == prev_hash
+        if nxt is not None and nxt[7] == prev_hash and link_ok:
+            return _fail(count, "inserted", seq, rid,
+                         f"entry {seq} ({who}) was inserted: the entry after it links to entry {prev_seq}")
+        back = next((s for h, s, _ in self.recent if h == row[7]), None)
+        if not link_ok and back is not None and back < prev_seq:
+            first = back + 1
+            first_record = next((r for _, s, r in self.recent if s == first), None)
+            return _fail(back, "inserted", first, first_record, f"entries {first}..{prev_seq} were inserted: "
+                         f"entry {seq} ({who}) links to entry {first - 1}")
+        if not link_ok:
+            return _fail(count, "removed", seq, rid, f"the entry before {seq} ({who}) was removed or "
+                         f"replaced: its link does not match entry {prev_seq}")
+        return _fail(count, "altered", seq, rid,
+                     f"entry {seq} ({who}) was altered: its content does not match its hash")

@@ -31,6 +31,7 @@ class AuditQuery:
     project_id: str | None = None
     session_id: str | None = None
     tool: str | None = None
+    tool_use_id: str | None = None  # the model's id, which several records may carry
     states: Iterable[ToolCallState | str] | ToolCallState | str | None = None
     outcome: str | None = None
     since: float | None = None
@@ -146,7 +147,8 @@ def build_sql(q: AuditQuery, *, fts: bool) -> SqlParts:
     source, order = "tool_calls t", NEWEST_FIRST
     clauses: list[str] = []
     params: dict[str, Any] = {}
-    for column, value in (("project_id", q.project_id), ("session_id", q.session_id), ("name", q.tool)):
+    for column, value in (("project_id", q.project_id), ("session_id", q.session_id), ("name", q.tool),
+                          ("tool_use_id", q.tool_use_id)):
         if value is not None:
             clauses.append(f"t.{column} = :{column}")
             params[column] = value
@@ -187,7 +189,7 @@ def record_from_row(row: Any, trail: list[AuditEntry] | None = None) -> ToolCall
 
 
 def entry_from_row(row: Any) -> AuditEntry:
-    seq, record_id, state, at, actor, note, data, _prev, h = row
+    seq, record_id, state, at, actor, note, data, _prev, h = row[:9]
     return AuditEntry(record_id=record_id, state=ToolCallState(state), at=at, actor=actor, note=note,
                       data=from_json(data) or {}, seq=seq, hash=h)
 

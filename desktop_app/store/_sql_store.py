@@ -29,8 +29,9 @@ from desktop_app.core import (
     ToolCallState,
 )
 
-from ._chain import GENESIS, ChainRow, VerifyResult, canonical_json, split_canonical, verify_chain
+from ._chain import GENESIS, VerifyResult, canonical_json, split_canonical
 from ._connections import make_engine, to_url
+from ._digests import BLOB_MIN, record_digests, sha
 from ._export import FORMATS, write_records
 from ._migrate import upgrade
 from ._query import (
@@ -56,7 +57,8 @@ from ._tables import (
     from_json,
     to_json,
 )
-from ._writer import ErrorTranslator, Op, Waiter, Writer
+from ._verify import verify
+from ._writer import ErrorTranslator, Op, Waiter, Writer, blob_params
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -75,11 +77,34 @@ def row_params(obj: Any, table: type[SQLModel], without: tuple[str, ...] = ()) -
     return encode_row(table, {c: getattr(obj, c) for c in columns(table, without=without)})
 
 
-def record_params(record: ToolCallRecord) -> dict[str, Any]:
+def record_params(record: ToolCallRecord) -> tuple[dict[str, Any], dict[str, Any] | None, str]:
+    """The record's row, the blob of its input when the input is large (the row then names it), and
+    the sha256 of its input's text."""
     d = record.to_dict()
-    p = encode_row(ToolCallRow, {c: d[c] for c in RECORD_COLUMNS})
+    p = encode_row(ToolCallRow, {c: d.get(c) for c in RECORD_COLUMNS})
     p["search_text"] = search_text(record)
-    return p
+    blob = None
+    input_digest = sha(p["input"])
+    if len(p["input"]) > BLOB_MIN:
+        blob = blob_params(p["input"], input_digest)
+        p["input"], p["input_blob"] = "{}", input_digest
+    return p, blob, input_digest
+
+
+def message_params(message: StoredMessage) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The message's row, with each large tool_use input moved to a blob (the block keeps `input_blob`)."""
+    blobs, content = [], []
+    for block in message.content if isinstance(message.content, list) else []:
+        if isinstance(block, dict) and block.get("type") == "tool_use" and "input" in block:
+            inp = to_json(block["input"])
+            if len(inp) > BLOB_MIN:
+                blobs.append(blob_params(inp))
+                block = {**{k: v for k, v in block.items() if k != "input"}, "input_blob": blobs[-1]["digest"]}
+        content.append(block)
+    params = row_params(message, MessageRow, without=("id",))
+    if blobs:
+        params["content"] = to_json(content)
+    return params, blobs
 
 
 class SqlStore:
@@ -204,15 +229,16 @@ class SqlStore:
             raise StoreError(f"audit entry for {entry.record_id} cannot be saved with record {record.id}")
         state = ToolCallState(entry.state).value
         try:
-            params = record_params(record)
+            params, blob, input_digest = record_params(record)
             data_json = canonical_json(json.loads(to_json(entry.data)))
         except (TypeError, ValueError) as exc:
             raise StoreError(f"tool call {record.id} cannot be saved: its data is not JSON ({exc})") from exc
         at = float(entry.at)
+        digests = record_digests(params, input_digest)
         eparams = {"record_id": entry.record_id, "state": state, "at": at, "actor": entry.actor,
-                   "note": entry.note, "data": data_json}
-        op = Op("tx", (params, eparams),
-                canon=split_canonical(entry.record_id, state, at, entry.actor, entry.note, data_json),
+                   "note": entry.note, "data": data_json, "message_id": None, "digests": digests}
+        op = Op("tx", (params, eparams, blob),
+                canon=split_canonical(entry.record_id, state, at, entry.actor, entry.note, data_json, digests),
                 describe=f"the {state} transition of tool call {record.id} ({record.name})")
         await self._submit(op, entry)
 
@@ -234,7 +260,7 @@ class SqlStore:
                               describe=f"session {session.id} (its project {session.project_id} must be saved first)"))
 
     async def append_message(self, message: StoredMessage) -> int:
-        mid = await self._submit(Op("message", row_params(message, MessageRow, without=("id",)),
+        mid = await self._submit(Op("message", message_params(message),
                                     describe=f"a {message.role} message of session {message.session_id} "
                                              "(save the session first)"))
         message.id = mid
@@ -311,7 +337,7 @@ class SqlStore:
 
     async def verify(self) -> VerifyResult:
         """Re-hash the whole chain; name the first entry that was altered, removed or inserted."""
-        return await self._read(_verify)
+        return await self._read(verify)
 
     async def export(self, q: AuditQuery, fmt: str, out: str | os.PathLike[str] | IO[str]) -> int:
         """Write the records matching `q` (its limit applies; None for all) as "jsonl" (records with
@@ -346,8 +372,10 @@ def _events_since(conn: Connection, since: int, chans: list[str], upto: int | No
     if session_id:
         where += " AND session_id = :sid"
         params["sid"] = session_id
-    return [Envelope(**{**d, "channel": Channel(d["channel"]), "session_id": d["session_id"] or ""})
-            for d in _rows(conn, EventRow, where + " ORDER BY seq", params)]
+    out = [Envelope(**{**d, "channel": Channel(d["channel"]), "session_id": d["session_id"] or ""})
+           for d in _rows(conn, EventRow, where + " ORDER BY seq", params)]
+    _with_inputs(conn, [e.payload for e in out])
+    return out
 
 
 def _trails(conn: Connection, ids: list[str]) -> dict[str, list[AuditEntry]]:
@@ -361,11 +389,43 @@ def _trails(conn: Connection, ids: list[str]) -> dict[str, list[AuditEntry]]:
     return out
 
 
+_BLOB_AT = RECORD_COLUMNS.index("input_blob")
+
+
+def _blobs(conn: Connection, digests: Iterable[str]) -> dict[str, Any]:
+    """The decoded values of these blobs; a missing one reads as a marker that names it."""
+    want = sorted(set(digests))
+    out: dict[str, Any] = {d: {"_blob_missing": d} for d in want}
+    for i in range(0, len(want), _TRAIL_CHUNK):
+        params = {f"d{k}": d for k, d in enumerate(want[i : i + _TRAIL_CHUNK])}
+        sql = f"SELECT digest, data FROM blobs WHERE digest IN ({', '.join(':' + k for k in params)})"
+        for digest, data in conn.execute(text(sql), params):
+            out[digest] = from_json(data)
+    return out
+
+
+def _records_of(conn: Connection, rows: list[Any]) -> Iterator[ToolCallRecord]:
+    trails = _trails(conn, [r[0] for r in rows])
+    blobs = _blobs(conn, [r[_BLOB_AT] for r in rows if r[_BLOB_AT]])
+    for r in rows:
+        rec = record_from_row(r, trails.get(r[0], []))
+        if r[_BLOB_AT]:
+            rec.input = blobs[r[_BLOB_AT]]
+        yield rec
+
+
+def _with_inputs(conn: Connection, items: list[dict[str, Any]]) -> None:
+    """Put back, in place, the `input` of each item (a tool_use block, an event payload) stored as a blob."""
+    refs = [it for it in items if isinstance(it, dict) and "input_blob" in it and "input" not in it]
+    if refs:
+        blobs = _blobs(conn, [it["input_blob"] for it in refs])
+        for it in refs:
+            it["input"] = blobs[it.pop("input_blob")]
+
+
 def _get_record(conn: Connection, record_id: str) -> ToolCallRecord | None:
     row = conn.execute(text(f"{_REC_SELECT} WHERE t.id = :id"), {"id": record_id}).first()
-    if row is None:
-        return None
-    return record_from_row(row, _trails(conn, [record_id]).get(record_id, []))
+    return None if row is None else next(_records_of(conn, [row]))
 
 
 def _iter_records(conn: Connection, q: AuditQuery, fts: bool, order: str = "DESC",
@@ -377,9 +437,7 @@ def _iter_records(conn: Connection, q: AuditQuery, fts: bool, order: str = "DESC
         rows = result.fetchmany(chunk)
         if not rows:
             return
-        trails = _trails(conn, [r[0] for r in rows])
-        for r in rows:
-            yield record_from_row(r, trails.get(r[0], []))
+        yield from _records_of(conn, rows)
 
 
 def _records(conn: Connection, q: AuditQuery, fts: bool, order: str) -> list[ToolCallRecord]:
@@ -393,7 +451,9 @@ def _count(conn: Connection, q: AuditQuery, fts: bool) -> int:
 
 def _list_rows(conn: Connection, q: AuditQuery, fts: bool) -> list[RecordRow]:
     p = build_sql(q, fts=fts)
-    sql = f"SELECT {_LIST_COLS}, substr(CAST(t.input AS TEXT), 1, 200) FROM {p.source}{p.where}{p.page(q)}"
+    preview = ("CASE WHEN t.input_blob IS NULL THEN substr(CAST(t.input AS TEXT), 1, 200) ELSE "
+               "(SELECT substr(b.data, 1, 200) FROM blobs b WHERE b.digest = t.input_blob) END")
+    sql = f"SELECT {_LIST_COLS}, {preview} FROM {p.source}{p.where}{p.page(q)}"
     rows = []
     for r in conn.execute(text(sql), p.params):
         d = dict(zip(_LIST_FIELDS, r, strict=True))
@@ -423,8 +483,10 @@ def _sessions(conn: Connection, session_id: str | None, project_id: str | None) 
 
 
 def _messages(conn: Connection, session_id: str) -> list[StoredMessage]:
-    return [StoredMessage(**d)
-            for d in _rows(conn, MessageRow, " WHERE session_id = :sid ORDER BY id", {"sid": session_id})]
+    out = [StoredMessage(**d)
+           for d in _rows(conn, MessageRow, " WHERE session_id = :sid ORDER BY id", {"sid": session_id})]
+    _with_inputs(conn, [b for m in out if isinstance(m.content, list) for b in m.content])
+    return out
 
 
 def _stats(conn: Connection, path: Path | None) -> StoreStats:
@@ -442,17 +504,3 @@ def _stats(conn: Connection, path: Path | None) -> StoreStats:
         messages=one("SELECT count(*) FROM messages"), last_entry_seq=one("SELECT max(seq) FROM audit_entries"),
         last_event_seq=one("SELECT max(seq) FROM events"), size_bytes=size,
     )
-
-
-def _verify(conn: Connection) -> VerifyResult:
-    head_row = conn.execute(text("SELECT seq, hash FROM audit_head WHERE id = 1")).first()
-    head = (head_row[0], head_row[1]) if head_row else None
-    result = conn.execute(text(f"{_ENTRY_SELECT} ORDER BY seq"))
-
-    def rows() -> Iterator[ChainRow]:
-        while batch := result.fetchmany(5000):
-            for r in batch:
-                yield ChainRow(seq=r[0], record_id=r[1], state=r[2], at=r[3], actor=r[4], note=r[5],
-                               data=from_json(r[6]), prev_hash=r[7], hash=r[8])
-
-    return verify_chain(rows(), head)

@@ -13,7 +13,7 @@ from sqlmodel import Field, SQLModel
 from ._chain import json_default
 
 # The Alembic head this code expects; benchmarks key their cached fixtures on it.
-SCHEMA_VERSION = "0001"
+SCHEMA_VERSION = "0002"
 
 
 class ProjectRow(SQLModel, table=True):
@@ -62,12 +62,17 @@ class ToolCallRow(SQLModel, table=True):
         Index("ix_tool_calls_session_created", "session_id", "created_at"),
         Index("ix_tool_calls_project_created", "project_id", "created_at"),
         Index("ix_tool_calls_created", "created_at"),
+        Index("ix_tool_calls_session_tool_use", "session_id", "tool_use_id"),
     )
 
     pk: int | None = Field(default=None, primary_key=True)
-    id: str = Field(unique=True)
+    id: str = Field(unique=True)  # the desk's own key
+    # The model's id for the tool_use block: an attribute, which the model may repeat.
+    tool_use_id: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
     name: str
     input: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    # A large input lives once in `blobs` under this sha256; `input` then holds {}.
+    input_blob: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     session_id: str = ""
     project_id: str = ""
     batch_index: int = 0
@@ -91,13 +96,18 @@ class ToolCallRow(SQLModel, table=True):
 
 
 class AuditEntryRow(SQLModel, table=True):
-    """One link of the global hash chain: hash = sha256(prev_hash + canonical_json(entry))."""
+    """One link of the global hash chain: hash = sha256(prev_hash + canonical(entry)).
+
+    A tool call's entry names its record; a message's entry names its message (record_id NULL, state
+    MESSAGE). `digests` holds, at that transition, the sha256 of the stored row and of its fields
+    (see _digests.py), so verify can cross-check `tool_calls` and `messages` against the chain.
+    """
 
     __tablename__ = "audit_entries"
     __table_args__ = (Index("ix_audit_entries_record_seq", "record_id", "seq"),)
 
     seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
-    record_id: str = Field(foreign_key="tool_calls.id")
+    record_id: str | None = Field(default=None, foreign_key="tool_calls.id", nullable=True)
     state: str
     at: float
     actor: str
@@ -105,6 +115,18 @@ class AuditEntryRow(SQLModel, table=True):
     data: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     prev_hash: str
     hash: str
+    message_id: int | None = Field(default=None, foreign_key="messages.id", nullable=True)
+    digests: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
+
+
+class BlobRow(SQLModel, table=True):
+    """A large value stored once, keyed by the sha256 of its text (today: tool inputs)."""
+
+    __tablename__ = "blobs"
+
+    digest: str = Field(primary_key=True)
+    size: int
+    data: str = Field(sa_column=Column(Text, nullable=False))
 
 
 class ChainHeadRow(SQLModel, table=True):
@@ -130,7 +152,7 @@ class EventRow(SQLModel, table=True):
 
 
 TABLES: tuple[type[SQLModel], ...] = (
-    ProjectRow, SessionRow, MessageRow, ToolCallRow, AuditEntryRow, ChainHeadRow, EventRow,
+    ProjectRow, SessionRow, MessageRow, ToolCallRow, AuditEntryRow, ChainHeadRow, EventRow, BlobRow,
 )
 STORE_TABLES = tuple(str(t.__tablename__) for t in TABLES)
 

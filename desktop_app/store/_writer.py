@@ -19,9 +19,11 @@ from sqlmodel import SQLModel
 
 from desktop_app.core import AuditEntry, Channel, Envelope, StoreError
 
-from ._chain import link_hash
+from ._chain import GENESIS, link_hash, split_canonical
+from ._digests import BLOB_MIN, message_digests, sha
 from ._tables import (
     AuditEntryRow,
+    BlobRow,
     ChainHeadRow,
     EventRow,
     MessageRow,
@@ -56,11 +58,26 @@ INSERT_EVENT = text(_insert(EventRow, columns(EventRow)))
 UPSERT_PROJECT = _upsert(ProjectRow)
 UPSERT_SESSION = _upsert(SessionRow)
 INSERT_MESSAGE = text(_insert(MessageRow, columns(MessageRow, without=("id",))) + " RETURNING id")
+INSERT_BLOB = text(_insert(BlobRow, columns(BlobRow)) + " ON CONFLICT (digest) DO NOTHING")
+SELECT_HEAD = "SELECT seq, hash FROM audit_head WHERE id = 1"
+MAX_EVENT_SEQ = "SELECT max(seq) FROM events"
 
 
-def event_params(env: Envelope) -> dict[str, Any]:
-    """An envelope as a row of `events`; done here on the writer thread, off the event loop."""
+def blob_params(text_value: str, digest: str | None = None) -> dict[str, Any]:
+    return {"digest": digest or sha(text_value), "size": len(text_value), "data": text_value}
+
+
+def event_params(env: Envelope, blobs: list[dict[str, Any]]) -> dict[str, Any]:
+    """An envelope as a row of `events`; done here on the writer thread, off the event loop. A large
+    `input` in the payload is stored once in `blobs` (with the record's and the message's copy) and the
+    payload keeps its digest as `input_blob`."""
     payload = to_json(env.payload)
+    if len(payload) > BLOB_MIN and isinstance(env.payload, dict) and "input" in env.payload:
+        inp = to_json(env.payload["input"])
+        if len(inp) > BLOB_MIN:
+            blobs.append(blob_params(inp))
+            rest = {k: v for k, v in env.payload.items() if k != "input"}
+            payload = to_json({**rest, "input_blob": blobs[-1]["digest"]})
     return {"seq": env.seq, "channel": Channel(env.channel).value, "type": env.type, "time": env.time,
             "session_id": env.session_id or "", "payload": payload}
 
@@ -122,6 +139,9 @@ class ErrorTranslator:
 
 
 class Writer(threading.Thread):
+    """The one writer of this process. Other processes may write the same database: the chain's head is
+    read inside each writing transaction (which holds the write lock), never kept from the last one."""
+
     def __init__(self, engine: Engine, head: tuple[int, str], translate: ErrorTranslator) -> None:
         super().__init__(name="agent-desk-store-writer", daemon=True)
         self.queue: queue.SimpleQueue[Op] = queue.SimpleQueue()
@@ -129,7 +149,9 @@ class Writer(threading.Thread):
         # On SQLite the hot statements go straight to the driver (it takes the same :named SQL),
         # which saves SQLAlchemy's per-row parameter processing inside the transaction it began.
         self._raw = engine.dialect.name == "sqlite"
-        self.head_seq, self.head_hash = head
+        # SQLite's BEGIN IMMEDIATE already holds the write lock; elsewhere the head row is locked.
+        self._select_head = SELECT_HEAD if self._raw else SELECT_HEAD + " FOR UPDATE"
+        self.head_seq, self.head_hash = head  # the last head this process committed (for stats only)
         self._translate = translate
         self.failed_events: list[str] = []  # reported by the next flush()
         self.dead: StoreError | None = None
@@ -249,8 +271,9 @@ class Writer(threading.Thread):
             dbapi = conn.connection.driver_connection
             dbapi.execute("BEGIN IMMEDIATE")
             try:
-                seq, prev = self._write_ops(conn, ops, results)
-                if seq != self.head_seq:
+                head = dbapi.execute(self._select_head).fetchone()
+                seq, prev = self._write_ops(conn, ops, results, head)
+                if head is None or seq != head[0]:
                     dbapi.execute(UPSERT_HEAD.text, {"id": 1, "seq": seq, "hash": prev})
                 dbapi.execute("COMMIT")
             except BaseException:
@@ -259,16 +282,18 @@ class Writer(threading.Thread):
                 raise
         else:
             with conn.begin():
-                seq, prev = self._write_ops(conn, ops, results)
-                if seq != self.head_seq:
+                head = conn.execute(text(self._select_head)).first()
+                seq, prev = self._write_ops(conn, ops, results, head)
+                if head is None or seq != head[0]:
                     conn.execute(UPSERT_HEAD, {"id": 1, "seq": seq, "hash": prev})
         self.head_seq, self.head_hash = seq, prev
         self.batches += 1
         return results
 
-    def _write_ops(self, conn: Connection, ops: list[Op], results: list[Any]) -> tuple[int, str]:
-        """The statements of one batch, inside the caller's transaction; returns the new chain head."""
-        seq, prev = self.head_seq, self.head_hash
+    def _write_ops(self, conn: Connection, ops: list[Op], results: list[Any], head: Any) -> tuple[int, str]:
+        """The statements of one batch, inside the caller's transaction, after the chain's `head` as
+        read in it; returns the new head."""
+        seq, prev = (int(head[0]), str(head[1])) if head is not None else (0, GENESIS)
         i = 0
         while i < len(ops):
             kind = ops[i].kind
@@ -276,19 +301,9 @@ class Writer(threading.Thread):
             while j < len(ops) and ops[j].kind == kind and kind in ("tx", "event"):
                 j += 1
             if kind == "tx":
-                entries = []
-                for k in range(i, j):
-                    op = ops[k]
-                    seq += 1
-                    prefix, suffix = op.canon
-                    h = link_hash(prev, f"{prefix}{seq}{suffix}")
-                    entries.append({**op.params[1], "seq": seq, "prev_hash": prev, "hash": h})
-                    results[k] = (seq, h)
-                    prev = h
-                self._many(conn, UPSERT_TOOL_CALL, [ops[k].params[0] for k in range(i, j)])
-                self._many(conn, INSERT_ENTRY, entries)
+                seq, prev = self._write_transitions(conn, ops, i, j, results, seq, prev)
             elif kind == "event":
-                self._many(conn, INSERT_EVENT, [event_params(ops[k].params) for k in range(i, j)])
+                self._write_events(conn, [ops[k].params for k in range(i, j)])
             else:
                 j = i + 1
                 op = ops[i]
@@ -297,13 +312,65 @@ class Writer(threading.Thread):
                 elif kind == "session":
                     conn.execute(UPSERT_SESSION, op.params)
                 elif kind == "message":
-                    results[i] = conn.execute(INSERT_MESSAGE, op.params).scalar_one()
+                    results[i], seq, prev = self._write_message(conn, op, seq, prev)
                 elif kind == "exec":
                     results[i] = op.params(conn)
                 else:
                     raise AssertionError(f"unknown op {kind}")
             i = j
         return seq, prev
+
+    def _write_transitions(self, conn: Connection, ops: list[Op], i: int, j: int, results: list[Any],
+                           seq: int, prev: str) -> tuple[int, str]:
+        """Ops i..j (transitions): their blobs, records and chain entries."""
+        entries, blobs = [], {}
+        for k in range(i, j):
+            op = ops[k]
+            seq += 1
+            prefix, suffix = op.canon
+            h = link_hash(prev, f"{prefix}{seq}{suffix}")
+            entries.append({**op.params[1], "seq": seq, "prev_hash": prev, "hash": h})
+            results[k] = (seq, h)
+            prev = h
+            if op.params[2] is not None:
+                blobs[op.params[2]["digest"]] = op.params[2]
+        if blobs:
+            self._many(conn, INSERT_BLOB, list(blobs.values()))
+        self._many(conn, UPSERT_TOOL_CALL, [ops[k].params[0] for k in range(i, j)])
+        self._many(conn, INSERT_ENTRY, entries)
+        return seq, prev
+
+    def _write_message(self, conn: Connection, op: Op, seq: int, prev: str) -> tuple[int, int, str]:
+        """A message, its blobs, and its own chain entry (which knows the message's new id)."""
+        params, blobs = op.params
+        if blobs:
+            self._many(conn, INSERT_BLOB, blobs)
+        mid = conn.execute(INSERT_MESSAGE, params).scalar_one()
+        digests = message_digests(params)
+        at = float(params["created_at"])
+        prefix, suffix = split_canonical(None, "MESSAGE", at, params["role"], "", "{}", digests, mid)
+        seq += 1
+        h = link_hash(prev, f"{prefix}{seq}{suffix}")
+        conn.execute(INSERT_ENTRY, {"seq": seq, "record_id": None, "state": "MESSAGE", "at": at,
+                                    "actor": params["role"], "note": "", "data": "{}", "prev_hash": prev,
+                                    "hash": h, "message_id": mid, "digests": digests})
+        return mid, seq, h
+
+    def _write_events(self, conn: Connection, envs: list[Envelope]) -> None:
+        """Events get their stored `seq` here, inside the write transaction, after the newest one any
+        process stored: two processes on one file each count their envelopes from their own start, and
+        would otherwise collide on the key and lose events. With one writer the numbers are the bus's."""
+        blobs: list[dict[str, Any]] = []
+        rows = [event_params(env, blobs) for env in envs]
+        if self._raw:
+            base = conn.connection.driver_connection.execute(MAX_EVENT_SEQ).fetchone()[0]
+        else:
+            base = conn.execute(text(MAX_EVENT_SEQ)).scalar()
+        for k, row in enumerate(rows, start=int(base or 0) + 1):
+            row["seq"] = k
+        if blobs:
+            self._many(conn, INSERT_BLOB, blobs)
+        self._many(conn, INSERT_EVENT, rows)
 
     def _many(self, conn: Connection, stmt: TextClause, rows: list[dict[str, Any]]) -> None:
         if self._raw:

@@ -170,7 +170,7 @@ class AppController(QObject):
                     w.status.add_usage(env.event)
         records.sort(key=lambda r: (r.created_at, r.batch_index))
         w.timeline_model.add_records(records)
-        w.conversation.load_messages(messages, {r.id: r.state.value for r in records})
+        w.conversation.load_messages(messages, records)
         agent = self.agents.get(session_id)
         w.set_running(bool(agent and agent.running))
         w.status.show_session(session_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -22,12 +23,25 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QTextBrowser
 
-from ..core import Done, ErrorEvent, StateChanged, ToolCallState, ToolEnd, ToolStart, summarize_input
+from ..core import (
+    Done,
+    ErrorEvent,
+    StateChanged,
+    ToolCallRecord,
+    ToolCallState,
+    ToolEnd,
+    ToolStart,
+    summarize_input,
+)
 from ._bridge import EventBridge
 from ._theme import STATE_LABEL, STATE_STYLE, format_duration, is_dark
 
 _FENCE = re.compile(r"^```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
 FRAME_MS = 16  # streamed chunks are coalesced and painted at most once per frame
+
+
+# The key of a card whose input still streams; a prefix no desk id (`call_…`) has.
+STREAMING_KEY = "streaming:"
 
 
 def split_fences(text: str) -> list[tuple[str, str | None]]:
@@ -98,8 +112,18 @@ class ConversationView(QTextBrowser):
             self.append_chunk(message_id, text)
 
     def _on_tool_start(self, ev: ToolStart) -> None:
-        if ev.session_id == self._current_session() and (not ev.partial or not self.has_card(ev.call_id)):
-            self.add_tool_card(ev.call_id, ev.name, ev.input)
+        if ev.session_id != self._current_session():
+            return
+        streaming = STREAMING_KEY + ev.tool_use_id
+        if ev.partial:
+            # No record yet: the card is keyed by the model's id until the record's own event names it.
+            if not self.has_card(streaming):
+                self.add_tool_card(streaming, ev.name, ev.input)
+            return
+        if ev.tool_use_id and self.has_card(streaming) and not self.has_card(ev.call_id):
+            self._cards[ev.call_id] = self._cards.pop(streaming)
+            self._card_state[ev.call_id] = self._card_state.pop(streaming)
+        self.add_tool_card(ev.call_id, ev.name, ev.input)
 
     def _on_state(self, ev: StateChanged) -> None:
         if ev.session_id == self._current_session():
@@ -231,10 +255,16 @@ class ConversationView(QTextBrowser):
         self._card_state.clear()
         self.clear()
 
-    def load_messages(self, messages: list[Any], states: dict[str, str] | None = None) -> None:
-        """Rebuild from stored Messages-API messages (user text, assistant text and tool_use blocks)."""
+    def load_messages(self, messages: list[Any], records: list[ToolCallRecord] | None = None) -> None:
+        """Rebuild from stored Messages-API messages (user text, assistant text and tool_use blocks).
+
+        `records` (oldest first) give each tool_use card its record: the model may repeat a tool_use id,
+        so each block takes the next record that carries its id, and the card is keyed by the record's id.
+        """
         self.clear_conversation()
-        states = states or {}
+        by_use: dict[str, deque[ToolCallRecord]] = {}
+        for r in records or []:
+            by_use.setdefault(r.tool_use_id or r.id, deque()).append(r)
         for msg in messages:
             for block in msg.content:
                 kind = block.get("type")
@@ -244,8 +274,10 @@ class ConversationView(QTextBrowser):
                     else:
                         self.add_assistant_markdown(block["text"])
                 elif kind == "tool_use":
-                    self.add_tool_card(block.get("id", ""), block.get("name", ""), block.get("input") or {},
-                                       states.get(block.get("id", ""), "COMPLETED"))
+                    queue = by_use.get(block.get("id", ""))
+                    rec = queue.popleft() if queue else None
+                    self.add_tool_card(rec.id if rec else block.get("id", ""), block.get("name", ""),
+                                       block.get("input") or {}, rec.state.value if rec else "COMPLETED")
 
     # internals -------------------------------------------------------------------------------
     def _paint_card(self, call_id: str, state: str) -> None:

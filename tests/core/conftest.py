@@ -103,6 +103,13 @@ class Harness:
     def types(self, call_id=None):
         return [e.type for e in self.events if call_id is None or e.payload.get("call_id") == call_id]
 
+    def rid(self, call):
+        """The desk's id of the newest record made for `call` (the model's tool_use id only pairs results)."""
+        ids = [e.payload["call_id"] for e in self.events
+               if e.type == "tool:start" and e.payload.get("tool_use_id") == call.id and e.payload["call_id"]]
+        assert ids, f"no record was made for {call.id}"
+        return ids[-1]
+
     async def wait_pending(self, n=1):
         await self.wait_for(lambda: len(self.executor.pending()) >= n)
         return self.executor.pending()

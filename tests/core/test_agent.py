@@ -107,6 +107,11 @@ class Rig:
         session._run.state[STARTED] = asyncio.Event()
         return session
 
+    def record(self, tool_use_id: str) -> ToolCallRecord:
+        """The one record carrying the model's `tool_use_id` (records are keyed by the desk's own id)."""
+        [rec] = [r for r in self.store.records.values() if r.tool_use_id == tool_use_id]
+        return rec
+
     def types(self) -> list[str]:
         return [e.type for e in self.events]
 
@@ -234,7 +239,7 @@ async def test_denied_call_note_reaches_the_model(server) -> None:
     session = await rig.open()
     turn = asyncio.ensure_future(session.send("write it"))
     await asyncio.wait_for(rig.asked.wait(), 5)
-    rig.executor.decide("toolu_w", Deny(note="not that file, use b.txt"))
+    rig.executor.decide(rig.record("toolu_w").id, Deny(note="not that file, use b.txt"))
     result = await turn
     assert result.reason == "end_turn"
     assert "not that file, use b.txt" in server.requests[1].last_tool_result_text()
@@ -249,7 +254,7 @@ async def test_stop_during_a_tool_cancels_it_and_keeps_history_valid(server) -> 
     session.stop()
     result = await turn
     assert result.reason == "interrupted"
-    record = rig.store.records["toolu_slow"]
+    record = rig.record("toolu_slow")
     assert (record.state, record.outcome.value) == (ToolCallState.FAILED, "cancelled")
     history = await session.history()
     assert_history_valid(history)
@@ -363,14 +368,15 @@ async def test_reopen_reoffers_approvals_and_continues_after_the_decision(server
     with pytest.raises(asyncio.CancelledError):
         await turn
     session._turn.cancel()
-    assert store.records["toolu_ask"].state is ToolCallState.APPROVAL_REQUIRED
+    asked = rig.record("toolu_ask")
+    assert asked.state is ToolCallState.APPROVAL_REQUIRED and asked.id.startswith("call_")
 
     server.add(lambda req: reply(text(f"result: {req.last_tool_result_text()}")))
     rig2 = Rig(server, store=store, mode="ask")
     reopened = await rig2.open(session_id=session.session.id)
     assert reopened.running and reopened.needs_resume
-    assert [r.id for r in rig2.executor.pending()] == ["toolu_ask"]
-    rig2.executor.decide("toolu_ask", Allow())
+    assert [r.id for r in rig2.executor.pending()] == [asked.id]
+    rig2.executor.decide(asked.id, Allow())
     result = await reopened.wait()
     assert result.reason == "end_turn" and result.text == "result: wrote x"
     assert_history_valid(await reopened.history())

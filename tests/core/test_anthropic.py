@@ -55,7 +55,7 @@ async def test_text_and_tool_use_stream_into_events_and_a_reply(server: Anthropi
     assert len(chunks) > 1, "text arrives in several deltas"
     assert "".join(c.text for c in chunks) == "Reading the file now."
     partial = [e for e in events if isinstance(e, ToolStart)]
-    assert all(e.partial and e.call_id == "toolu_1" for e in partial)
+    assert all(e.partial and e.tool_use_id == "toolu_1" and not e.call_id for e in partial)
     # each event carries the JSON added since the last one: together they are the whole input
     assert "".join(e.partial_json for e in partial) == '{"path": "src/a.py"}'
     assert partial[-1].input == {"path": "src/a.py"}

@@ -34,14 +34,17 @@ async def test_a_write_asks_and_waits_for_its_own_id(harness):
     w1, w2 = call("write", path="a", content="1"), call("write", path="b", content="2")
     task = asyncio.ensure_future(harness.batch(w1, w2))
     [pending] = await harness.wait_pending()
-    assert pending.id == w1.id and pending.state is ToolCallState.APPROVAL_REQUIRED
-    assert "permission_required" in harness.types(w1.id)
-    with pytest.raises(ApprovalNotPending, match="no tool call"):
+    assert pending.tool_use_id == w1.id and pending.state is ToolCallState.APPROVAL_REQUIRED
+    assert pending.id == harness.rid(w1) and pending.id.startswith("call_")
+    assert "permission_required" in harness.types(pending.id)
+    with pytest.raises(ApprovalNotPending, match="no tool call"):  # w2 does not wait yet
         harness.executor.decide(w2.id, Allow())
-    harness.executor.decide(w1.id, Allow(by="alice", note="fine"))
+    with pytest.raises(ApprovalNotPending, match="no tool call"):  # the model's id is not the desk's key
+        harness.executor.decide(w1.id, Allow())
+    harness.executor.decide(pending.id, Allow(by="alice", note="fine"))
     [pending2] = await harness.wait_pending()
-    assert pending2.id == w2.id
-    harness.executor.decide(w2.id, Allow(by="alice"))
+    assert pending2.tool_use_id == w2.id and pending2.id != pending.id
+    harness.executor.decide(pending2.id, Allow(by="alice"))
     r1, r2 = await task
     assert (r1.state, r2.state) == (ToolCallState.COMPLETED, ToolCallState.COMPLETED)
     assert r1.approval.decided_by == "alice" and r1.approval.note == "fine"
@@ -68,7 +71,7 @@ async def test_denial_note_reaches_the_model_and_the_rest_of_the_batch_is_skippe
     w1, w2, e = call("write", path="a", content="1"), call("write", path="b", content="2"), call("echo", text="x")
     task = asyncio.ensure_future(harness.batch(w1, w2, e))
     await harness.wait_pending()
-    harness.executor.decide(w1.id, Deny(by="bob", note="not that file"))
+    harness.executor.decide(harness.rid(w1), Deny(by="bob", note="not that file"))
     r1, r2, r3 = await task
     assert r1.state is ToolCallState.DENIED and r1.outcome is Outcome.USER
     assert "not that file" in error_body(r1)["error"]
@@ -82,7 +85,7 @@ async def test_an_edit_before_allowing_is_recorded():
     w = call("write", path="a", content="old")
     task = asyncio.ensure_future(h.batch(w))
     await h.wait_pending()
-    h.executor.decide(w.id, Allow(edited_input={"path": "a", "content": "new"}))
+    h.executor.decide(h.rid(w), Allow(edited_input={"path": "a", "content": "new"}))
     [r] = await task
     assert h.run.state["files"] == {"a": "new"}
     approved = next(e for e in r.trail if e.state is ToolCallState.APPROVED)
@@ -96,7 +99,7 @@ async def test_an_invalid_edit_fails_instead_of_running():
     w = call("write", path="a", content="old")
     task = asyncio.ensure_future(h.batch(w))
     await h.wait_pending()
-    h.executor.decide(w.id, Allow(edited_input={"path": "a"}))
+    h.executor.decide(h.rid(w), Allow(edited_input={"path": "a"}))
     [r] = await task
     assert r.state is ToolCallState.FAILED and "field `content`" in error_body(r)["error"]
 
@@ -115,7 +118,7 @@ async def test_allow_for_the_session_adds_a_session_rule():
     first = call("bash_run", command="make test")
     task = asyncio.ensure_future(h.batch(first))
     await h.wait_pending()
-    h.executor.decide(first.id, Allow(scope=ApprovalScope.SESSION))
+    h.executor.decide(h.rid(first), Allow(scope=ApprovalScope.SESSION))
     [r] = await task
     approved = next(e for e in r.trail if e.state is ToolCallState.APPROVED)
     assert approved.data["rule_added"] == "bash_run(make test *)"
@@ -130,7 +133,7 @@ async def test_always_allow_calls_the_rule_writer():
     c = call("write", path="src/x.py", content="1")
     task = asyncio.ensure_future(h.batch(c))
     await h.wait_pending()
-    h.executor.decide(c.id, Allow(scope=ApprovalScope.ALWAYS, rule="write(src/**)"))
+    h.executor.decide(h.rid(c), Allow(scope=ApprovalScope.ALWAYS, rule="write(src/**)"))
     await task
     assert [r.text for r in written] == ["write(src/**)"]
     [again] = await h.batch(call("write", path="src/y.py", content="2"))
@@ -144,7 +147,7 @@ async def test_reopened_session_seals_open_calls_and_reoffers_approvals():
     w = call("write", path="a", content="1")
     task = asyncio.ensure_future(h.batch(w, call("write", path="b", content="2")))
     await h.wait_pending()
-    h.executor.decide(w.id, Allow())
+    h.executor.decide(h.rid(w), Allow())
     await h.wait_pending()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -190,7 +193,7 @@ async def test_an_asking_call_keeps_the_tools_own_risk():
     assert p.risk == "high"
     required = next(e for e in h.events if e.type == "permission_required")
     assert required.payload["risk"] == "high"
-    h.executor.decide(c.id, Deny())
+    h.executor.decide(h.rid(c), Deny())
     await task
 
 
@@ -229,9 +232,9 @@ async def test_an_answer_for_a_call_that_does_not_wait_is_refused_and_changes_no
     w = call("write", path="b", content="2")
     task = asyncio.ensure_future(h2.batch(w))
     await h2.wait_pending()
-    h2.executor.decide(w.id, Deny(note="no"))
+    h2.executor.decide(h2.rid(w), Deny(note="no"))
     with pytest.raises(ApprovalNotPending):
-        h2.executor.decide(w.id, Allow())
+        h2.executor.decide(h2.rid(w), Allow())
     [r] = await task
     assert r.state is ToolCallState.DENIED and r.approval.decision == "deny"
     assert issubclass(ApprovalNotPending, AgentDeskError)  # the CLI's one-line error path covers it

@@ -19,7 +19,7 @@ def error_body(record):
 async def test_read_only_call_runs_and_completes(harness):
     [r] = await harness.batch(call("echo", text="hi"))
     assert r.state is ToolCallState.COMPLETED and r.outcome is Outcome.OK
-    expected = {"type": "tool_result", "tool_use_id": r.id, "content": [{"type": "text", "text": "hi"}]}
+    expected = {"type": "tool_result", "tool_use_id": r.tool_use_id, "content": [{"type": "text", "text": "hi"}]}
     assert tool_result_block(r) == expected
     assert [e.state for e in r.trail] == [ToolCallState.PENDING, ToolCallState.EXECUTING, ToolCallState.COMPLETED]
     assert harness.types(r.id)[:2] == ["tool:start", "state_changed"]
@@ -76,7 +76,8 @@ async def test_read_only_calls_run_in_parallel_and_keep_order(harness):
     t0 = time.monotonic()
     records = await harness.batch(*calls)
     elapsed = time.monotonic() - t0
-    assert [r.id for r in records] == [c.id for c in calls]
+    assert [r.tool_use_id for r in records] == [c.id for c in calls]
+    assert len({r.id for r in records}) == len(calls)
     assert all(r.state is ToolCallState.COMPLETED for r in records)
     assert elapsed < 0.45  # 8 x 100 ms at 4 at a time is ~200 ms, never 800
 
@@ -95,10 +96,10 @@ async def test_a_write_is_a_barrier(harness):
     a, b = call("nap", ms=50), call("nap", ms=50)
     w = call("write", path="f", content="x")
     c = call("nap", ms=50)
-    records = await harness.batch(a, b, w, c)
+    ra, rb, rw, rc = records = await harness.batch(a, b, w, c)
     assert [r.state for r in records] == [ToolCallState.COMPLETED] * 4
-    assert starts[w.id] >= max(ends[a.id], ends[b.id])
-    assert starts[c.id] >= ends[w.id]
+    assert starts[rw.id] >= max(ends[ra.id], ends[rb.id])
+    assert starts[rc.id] >= ends[rw.id]
 
 
 async def test_policy_denial():
@@ -140,6 +141,6 @@ async def test_a_store_that_refuses_fails_the_call_visibly_and_keeps_what_was_wr
     assert "audit store" in error_body(r)["error"] and "locked" in error_body(r)["error"]
     assert "files" not in h.run.state  # it never ran
     assert store.records[ok.id].state is ToolCallState.COMPLETED
-    assert any(e.type == "tool:error" and e.payload["call_id"] == c.id for e in h.events)
+    assert any(e.type == "tool:error" and e.payload["call_id"] == r.id for e in h.events)
 
 

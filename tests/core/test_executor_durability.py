@@ -35,8 +35,9 @@ async def test_state_is_in_the_database_when_its_event_arrives(tmp_path):
         for state, stored in seen:
             assert stored is not None
             assert order.index(stored) >= order.index(state)
+        assert records[1].tool_use_id == "t1" and records[1].id != "t1"  # keyed by the desk's id
         trail = reader.execute(
-            "SELECT state FROM audit_entries WHERE record_id = 't1' ORDER BY seq"
+            "SELECT state FROM audit_entries WHERE record_id = ? ORDER BY seq", (records[1].id,)
         ).fetchall()
         assert [t[0] for t in trail] == ["PENDING", "EXECUTING", "COMPLETED"]
         reader.close()

@@ -71,7 +71,7 @@ async def test_dangerous_command_asks_with_high_risk_even_in_auto_mode():
     assert p.risk == "high" and "deletes the whole file system" in p.approval.meta["reason"]
     from desktop_app.core import Deny
 
-    h.executor.decide(c.id, Deny(note="no way"))
+    h.executor.decide(h.rid(c), Deny(note="no way"))
     [r] = await task
     assert r.state.value == "DENIED" and "ran" not in h.run.state
 
@@ -158,7 +158,7 @@ async def test_pre_hooks_can_short_circuit_rewrite_and_ask():
     task = asyncio.ensure_future(h.batch(risky))
     [p] = await h.wait_pending()
     assert p.risk == "high" and "looks risky" in p.approval.meta["reason"]
-    h.executor.decide(risky.id, Allow())
+    h.executor.decide(h.rid(risky), Allow())
     [c] = await task
     assert c.state is ToolCallState.COMPLETED
 

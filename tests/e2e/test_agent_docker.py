@@ -9,9 +9,16 @@ import json
 import pytest
 
 from desktop_app.core import Deny, ToolCallState
+from desktop_app.store import AuditQuery
 from tests.fakes.anthropic_server import reply, text, tool_use
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
+
+
+async def _record(runtime, tool_use_id: str):
+    """The one call that carries the model's id (records are keyed by the desk's own id)."""
+    [row] = await runtime.store.list_records(AuditQuery(tool_use_id=tool_use_id))
+    return await runtime.store.get_record(row.id)
 
 
 async def test_read_edit_and_run_tests_in_the_container(docker_runtime, server, workspace_dir) -> None:
@@ -35,7 +42,7 @@ async def test_read_edit_and_run_tests_in_the_container(docker_runtime, server, 
     bad, unknown = server.requests[2].tool_results()
     assert bad["is_error"] and "not valid JSON" in bad["content"][0]["text"]
     assert unknown["is_error"] and "unknown tool" in unknown["content"][0]["text"]
-    rec = await runtime.store.get_record("toolu_test")
+    rec = await _record(runtime, "toolu_test")
     assert rec.state is ToolCallState.COMPLETED and rec.sandbox["kind"] == "docker"
     # prompt caching on every request, and the system prompt names the image
     for req in server.requests:
@@ -53,16 +60,17 @@ async def test_a_denied_call_note_reaches_the_model(docker_runtime, server, work
     )
     runtime = await docker_runtime("ask")
     asked = asyncio.Event()
-    runtime.bus.on("permission_required", lambda env: asked.set())
+    asked_for: list[str] = []
+    runtime.bus.on("permission_required", lambda env: (asked_for.append(env.payload["call_id"]), asked.set()))
     session = await runtime.open_session()
     turn = asyncio.ensure_future(session.send("clean up"))
     await asyncio.wait_for(asked.wait(), 30)
-    runtime.executor.decide("toolu_rm", Deny(note="keep greet.txt, it is the fixture"))
+    runtime.executor.decide(asked_for[0], Deny(note="keep greet.txt, it is the fixture"))
     result = await turn
     assert "keep greet.txt, it is the fixture" in result.text
     assert (workspace_dir / "greet.txt").exists()
-    rec = await runtime.store.get_record("toolu_rm")
-    assert rec.state is ToolCallState.DENIED
+    rec = await _record(runtime, "toolu_rm")
+    assert rec.state is ToolCallState.DENIED and rec.id == asked_for[0]
 
 
 async def test_a_call_that_times_out(docker_runtime, server) -> None:
@@ -74,7 +82,7 @@ async def test_a_call_that_times_out(docker_runtime, server) -> None:
     session = await runtime.open_session()
     result = await session.send("wait")
     assert result.reason == "end_turn"
-    rec = await runtime.store.get_record("toolu_slow")
+    rec = await _record(runtime, "toolu_slow")
     assert rec.is_error
     assert "timed out" in result.text.lower() or "timeout" in result.text.lower()
     body = server.requests[1].tool_results()[0]

@@ -105,7 +105,11 @@ async def test_transition_round_trip_and_hash(store: SqlStore) -> None:
     first = pending(rec)
     await store.save_transition(rec, first)
     assert first.seq == 1
-    canon = json.dumps({**first.to_dict(), "seq": 1}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    digests = dict(sqlite3.connect(store.path).execute("SELECT seq, digests FROM audit_entries"))
+    # Each entry carries the digests of its record's row and fields, and its hash covers them.
+    assert digests[1].startswith("row:") and " input:" in digests[1] and " provenance:" in digests[1]
+    canon = json.dumps({**first.to_dict(), "seq": 1, "digests": digests[1], "message_id": None},
+                       sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert first.hash == hashlib.sha256((GENESIS + canon).encode()).hexdigest()
 
     e2 = rec.transition(ToolCallState.APPROVAL_REQUIRED, actor="policy", note="rule asks", data={"rule": 1})
@@ -114,7 +118,9 @@ async def test_transition_round_trip_and_hash(store: SqlStore) -> None:
     e3 = rec.transition(ToolCallState.APPROVED, actor="user:me")
     await store.save_transition(rec, e3)
     assert (e2.seq, e3.seq) == (2, 3)
-    canon3 = json.dumps({**e3.to_dict(), "seq": 3}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    digests = dict(sqlite3.connect(store.path).execute("SELECT seq, digests FROM audit_entries"))
+    canon3 = json.dumps({**e3.to_dict(), "seq": 3, "digests": digests[3], "message_id": None},
+                        sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert e3.hash == hashlib.sha256((e2.hash + canon3).encode()).hexdigest()
 
     got = await store.get_record(rec.id)
@@ -229,14 +235,33 @@ async def test_bad_write_fails_alone_with_a_clear_error(store: SqlStore) -> None
     assert (await store.verify()).ok
 
 
-async def test_duplicate_event_seq_is_reported_at_flush(store: SqlStore) -> None:
+async def test_a_seq_another_bus_already_used_loses_no_event(store: SqlStore) -> None:
+    # Two processes' buses count from where each started: the store numbers events in its transaction.
     store.append_event(Envelope(1, Channel.MONITOR, "error", 1.0, {}))
     store.append_event(Envelope(1, Channel.MONITOR, "error", 2.0, {}))
     store.append_event(Envelope(2, Channel.MONITOR, "error", 3.0, {}))
-    with pytest.raises(StoreError, match="event"):
-        await store.flush()
-    await store.flush()  # reported once
-    assert [e.time for e in await store.events_since(0, [Channel.MONITOR])] == [1.0, 3.0]
+    await store.flush()
+    got = await store.events_since(0, [Channel.MONITOR])
+    assert [(e.seq, e.time) for e in got] == [(1, 1.0), (2, 2.0), (3, 3.0)]
+
+
+async def test_lost_events_are_reported_once_at_flush(tmp_path) -> None:
+    import sqlite3
+
+    db = tmp_path / "audit.db"
+    store = await SqlStore.open(db, busy_timeout_ms=100)
+    try:
+        other = sqlite3.connect(db, isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")  # another writer holds the file past the busy timeout
+        store.append_event(Envelope(1, Channel.MONITOR, "error", 1.0, {}))
+        with pytest.raises(StoreError, match="1 event"):
+            await store.flush()
+        other.execute("ROLLBACK")
+        other.close()
+        await store.flush()  # reported once
+        assert await store.events_since(0, [Channel.MONITOR]) == []
+    finally:
+        await store.close()
 
 
 async def test_session_records_and_states(store: SqlStore) -> None:

@@ -52,6 +52,10 @@ async def _verify(db_path: Path):
         await store.close()
 
 
+_INSERT = ("INSERT INTO audit_entries (seq, record_id, state, at, actor, note, data, prev_hash, hash) "
+           "VALUES (?,?,?,?,?,?,?,?,?)")
+
+
 def _sql(db_path: Path, *statements: str, params: tuple = ()) -> list:
     con = sqlite3.connect(db_path, isolation_level=None)
     out = []
@@ -122,7 +126,7 @@ async def test_inserted_entry_is_named(db_path: Path) -> None:
     _sql(db_path, "UPDATE audit_entries SET seq = -seq WHERE seq >= 5",
          "UPDATE audit_entries SET seq = -seq + 1 WHERE seq < 0", "UPDATE audit_head SET seq = seq + 1")
     prev = _sql(db_path, "SELECT hash FROM audit_entries WHERE seq = 4")[0][0]
-    _sql(db_path, "INSERT INTO audit_entries VALUES (?,?,?,?,?,?,?,?,?)", params=_forge(prev, 5, ids[0]))
+    _sql(db_path, _INSERT, params=_forge(prev, 5, ids[0]))
     result = await _verify(db_path)
     assert (result.ok, result.problem, result.seq, result.count, result.record_id) == (False, "inserted", 5, 4, ids[0])
 
@@ -133,7 +137,7 @@ async def test_inserted_entry_with_a_bad_hash_is_named(db_path: Path) -> None:
          "UPDATE audit_entries SET seq = -seq + 1 WHERE seq < 0", "UPDATE audit_head SET seq = seq + 1")
     prev = _sql(db_path, "SELECT hash FROM audit_entries WHERE seq = 4")[0][0]
     forged = (*_forge(prev, 5, ids[3])[:-1], "0" * 64)
-    _sql(db_path, "INSERT INTO audit_entries VALUES (?,?,?,?,?,?,?,?,?)", params=forged)
+    _sql(db_path, _INSERT, params=forged)
     result = await _verify(db_path)
     assert (result.ok, result.problem, result.seq, result.record_id) == (False, "inserted", 5, ids[3])
 
@@ -141,7 +145,7 @@ async def test_inserted_entry_with_a_bad_hash_is_named(db_path: Path) -> None:
 async def test_appended_entry_is_named(db_path: Path) -> None:
     ids = await _filled(db_path)
     prev = _sql(db_path, "SELECT hash FROM audit_entries WHERE seq = 12")[0][0]
-    _sql(db_path, "INSERT INTO audit_entries VALUES (?,?,?,?,?,?,?,?,?)", params=_forge(prev, 13, ids[0]))
+    _sql(db_path, _INSERT, params=_forge(prev, 13, ids[0]))
     result = await _verify(db_path)
     assert (result.ok, result.problem, result.seq, result.record_id) == (False, "inserted", 13, ids[0])
 

@@ -45,7 +45,7 @@ async def test_a_batch_writes_reads_and_runs_with_streamed_updates(sandbox):
     assert "+print('bye')" in records[3].result["details"]["diff"]
     assert await sandbox.read_file("app/main.py") == b"print('bye')\n"
     streamed = [(e.payload["stream"], e.payload["text"]) for e in events
-                if e.type == "tool:update" and e.payload.get("call_id") == "t3"]
+                if e.type == "tool:update" and e.payload.get("call_id") == records[2].id]
     assert "".join(t for s, t in streamed if s == "stdout") == "print('hello')\n"
     assert "".join(t for s, t in streamed if s == "stderr") == "done\n"
     # The read hashes live in the session's state, shared by every call of the session.

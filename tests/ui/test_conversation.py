@@ -94,3 +94,27 @@ def test_attach_shows_the_current_sessions_text_cards_and_endings(qtbot, qloop):
     assert "Running the tests." in text and "Not this session." not in text
     assert "⚠ the model is gone" in text and text.rstrip().endswith("Interrupted.")
     bridge.detach()
+
+
+def test_a_streamed_card_becomes_its_records_card_even_when_the_model_repeats_its_id(qtbot, qloop):
+    bus = EventBus(MemoryStore())
+    bridge = EventBridge(bus)
+    view = ConversationView()
+    qtbot.addWidget(view)
+    view.attach(bridge, lambda: "s1")
+    # Two tool_use blocks of one message with the same model id, streamed before they have records.
+    for _ in range(2):
+        bus.publish(ToolStart(session_id="s1", tool_use_id="toolu_x", name="fs_write", partial=True,
+                              input={"path": "a"}))
+    assert view.has_card("streaming:toolu_x")
+    bus.publish(ToolStart(session_id="s1", call_id="call_1", tool_use_id="toolu_x", name="fs_write",
+                          input={"path": "a", "content": "1"}))
+    bus.publish(ToolStart(session_id="s1", call_id="call_2", tool_use_id="toolu_x", name="fs_write",
+                          input={"path": "a", "content": "2"}))
+    assert view.has_card("call_1") and view.has_card("call_2") and not view.has_card("streaming:toolu_x")
+    assert view.toPlainText().count("fs_write") == 2  # one card per record, none left streaming
+    bus.publish(ToolEnd(session_id="s1", call_id="call_2", name="fs_write", state="FAILED", is_error=True))
+    bus.publish(StateChanged(session_id="s1", call_id="call_1", state="EXECUTING", previous="PENDING"))
+    text = view.toPlainText()
+    assert "failed" in text.lower() and "running" in text
+    bridge.detach()

@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt
 from desktop_app.config import DEFAULT_MODEL, Settings
 from desktop_app.core import EventBus, ProjectInfo, SessionInfo
 from desktop_app.runtime import ProjectRuntimes
+from desktop_app.store import AuditQuery
 from desktop_app.ui import AppController, MainWindow
 from tests.conftest import TEST_IMAGE, make_workspace
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
@@ -71,8 +72,14 @@ def test_prompt_stream_approve_timeline_history(qtbot, run, store, env):
             qtbot.waitUntil(lambda: window.inbox.model.rowCount() == 1, timeout=10_000)
             assert window.inbox.windowTitle() == "Approvals (1)"
             item = window.inbox.model.item(0)
-            assert item.call_id == "toolu_write1" and item.name == "fs_write"
-            assert row_state(window, "toolu_write1") == "APPROVAL_REQUIRED"
+            cid = item.call_id  # the desk's id; the model's "toolu_write1" is only an attribute
+            assert cid.startswith("call_") and item.name == "fs_write"
+            assert run(store.get_record(cid)).tool_use_id == "toolu_write1"
+            assert row_state(window, cid) == "APPROVAL_REQUIRED"
+            # the card streamed under the model's id became the record's card: one card, one row
+            assert window.conversation.has_card(cid) and not window.conversation.has_card("streaming:toolu_write1")
+            assert window.conversation.toPlainText().count("fs_write") == 1
+            assert row_state(window, "toolu_write1") is None
             qtbot.waitUntil(lambda: "+hello" in window.inbox.card.toPlainText(), timeout=10_000)  # diff
             assert not (folder / "hello.txt").exists()
             window.inbox.list.setCurrentIndex(window.inbox.model.index(0))
@@ -80,15 +87,15 @@ def test_prompt_stream_approve_timeline_history(qtbot, run, store, env):
         assert finished.args[1].reason == "end_turn"
         assert (folder / "hello.txt").read_text() == "hello\n"
         assert window.inbox.model.rowCount() == 0
-        qtbot.waitUntil(lambda: row_state(window, "toolu_write1") == "COMPLETED")
+        qtbot.waitUntil(lambda: row_state(window, cid) == "COMPLETED")
         qtbot.waitUntil(lambda: "Created hello.txt." in window.conversation.toPlainText())
         # the request carried the tool result back to the model
         assert any(b.get("type") == "tool_result" for m in server.requests[-1].body["messages"]
                    for b in (m["content"] if isinstance(m["content"], list) else []))
 
         # the card in the conversation selects the timeline row
-        window.conversation.callActivated.emit("toolu_write1")
-        assert window.timeline.current_call() == "toolu_write1"
+        window.conversation.callActivated.emit(cid)
+        assert window.timeline.current_call() == cid
         qtbot.waitUntil(lambda: "Audit trail" in window.timeline.details.toPlainText())
         assert "user" in window.timeline.details.toPlainText()  # who approved it
 
@@ -96,7 +103,7 @@ def test_prompt_stream_approve_timeline_history(qtbot, run, store, env):
         qtbot.addWidget(history)
         history.tool.setCurrentText("fs_write")
         run(history.refresh())
-        assert history.model.total == 1 and history.model.row(0).id == "toolu_write1"
+        assert history.model.total == 1 and history.model.row(0).id == cid
         run(controller.close())
         run(factory.close())
 
@@ -122,19 +129,21 @@ def test_an_open_approval_survives_a_restart(qtbot, run, store, env):
         window.close()
         # like a killed app: the old turn never gets its answer; its model client and sandbox go away
         run(factory.close())
-        assert run(store.get_record("toolu_bash1")).state.value == "APPROVAL_REQUIRED"
+        [waiting] = run(store.list_records(AuditQuery(tool_use_id="toolu_bash1")))
+        assert waiting.state.value == "APPROVAL_REQUIRED"
+        cid = waiting.id
 
         # second run: same store, new window, new executor
         window2, controller2, factory2 = open_app(qtbot, run, store, server, project)
         run(controller2.start(check_docker=False))
-        assert [i.call_id for i in window2.inbox.model.items()] == ["toolu_bash1"]
+        assert [i.call_id for i in window2.inbox.model.items()] == [cid]
         assert window2.inbox.model.item(0).session_title == "restart me"
-        assert row_state(window2, "toolu_bash1") == "APPROVAL_REQUIRED"
+        assert row_state(window2, cid) == "APPROVAL_REQUIRED"
         with qtbot.waitSignal(window2.inbox.model.rowsRemoved, timeout=15_000):
             window2.inbox.allow_selected()
         qtbot.waitUntil(lambda: (folder / "out.txt").exists(), timeout=15_000)
         assert (folder / "out.txt").read_text().strip() == "restarted"
-        qtbot.waitUntil(lambda: row_state(window2, "toolu_bash1") == "COMPLETED", timeout=15_000)
+        qtbot.waitUntil(lambda: row_state(window2, cid) == "COMPLETED", timeout=15_000)
         qtbot.waitUntil(lambda: "Done after the restart." in window2.conversation.toPlainText(), timeout=15_000)
         run(controller2.close())
         run(factory2.close())
@@ -159,17 +168,18 @@ def test_a_call_approved_in_the_window_runs_in_docker_and_shows_where(qtbot, run
             with qtbot.waitSignal(controller.turnFinished, timeout=60_000):
                 qtbot.keyClick(window.prompt, Qt.Key.Key_Return)
                 qtbot.waitUntil(lambda: window.inbox.model.rowCount() == 1, timeout=60_000)
+                cid = window.inbox.model.item(0).call_id
                 window.inbox.allow_selected()
-            qtbot.waitUntil(lambda: row_state(window, "toolu_dock1") == "COMPLETED", timeout=10_000)
-            assert "hello from the container" in window.timeline_model.output("toolu_dock1")
-            qtbot.waitUntil(lambda: bool(getattr(window.timeline_model.get("toolu_dock1").record, "sandbox", None)),
+            qtbot.waitUntil(lambda: row_state(window, cid) == "COMPLETED", timeout=10_000)
+            assert "hello from the container" in window.timeline_model.output(cid)
+            qtbot.waitUntil(lambda: bool(getattr(window.timeline_model.get(cid).record, "sandbox", None)),
                             timeout=10_000)
-            sandbox = window.timeline_model.get("toolu_dock1").record.sandbox
+            sandbox = window.timeline_model.get(cid).record.sandbox
             assert sandbox["kind"] == "docker" and sandbox["image_digest"].startswith("sha256:")
-            assert window.timeline.select_call("toolu_dock1")
+            assert window.timeline.select_call(cid)
             details = window.timeline.details.toPlainText()
             assert "Where it ran" in details and sandbox["container_id"][:12] in details
-            assert window.timeline_model.get("toolu_dock1").exit_code == 0
+            assert window.timeline_model.get(cid).exit_code == 0
             run(controller.close())
             run(factory.close())
     finally:

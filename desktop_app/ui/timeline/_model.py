@@ -141,7 +141,8 @@ class TimelineModel(RowTableModel):
         bridge.toolErrored.connect(self._on_error)
 
     def _on_start(self, ev: ToolStart) -> None:
-        if ev.session_id == self._current_session():
+        # A row is a record: a tool_use still streaming has none yet (its card shows in the conversation).
+        if ev.session_id == self._current_session() and not ev.partial:
             self.upsert_started(ev.call_id, ev.name, ev.input, ev.session_id, time.time())
 
     def _on_state(self, ev: StateChanged) -> None:
@@ -169,8 +170,14 @@ class TimelineModel(RowTableModel):
     async def _refresh(self, call_id: str) -> None:
         assert self._load_record is not None
         rec = await self._load_record(call_id)
-        if rec is not None and rec.session_id == self._current_session():
-            self.update_record(rec)
+        if rec is None or rec.session_id != self._current_session():
+            return
+        row = self._find(call_id)
+        if row is not None and row.state.terminal and not rec.state.terminal:
+            # The store lags behind the events: its write of the end failed (the call was stopped
+            # unrecorded). The row keeps the end it was shown, not the stale state on disk.
+            return
+        self.update_record(rec)
 
     # feeding -----------------------------------------------------------------------------------
     def add_records(self, records: Iterable[ToolCallRecord]) -> None:

@@ -90,3 +90,32 @@ def test_attach_follows_the_current_sessions_tool_events_through_the_bridge(qtbo
     qtbot.waitUntil(lambda: model.get("c1").record is not None)  # the full record, fetched when it ended
     assert loaded == ["c1"] and model.index(0, 4).data() == "0"
     bridge.detach()
+
+
+def test_an_end_the_store_could_not_record_is_not_undone_by_the_stale_stored_record(qtbot, run):
+    bus = EventBus(MemoryStore())
+    bridge = EventBridge(bus)
+    loaded: list[str] = []
+
+    async def load_record(call_id: str):
+        loaded.append(call_id)
+        rec = make_record(0, state=ToolCallState.EXECUTING, session="s1")  # what the store last kept
+        rec.id = call_id
+        return rec
+
+    model = TimelineModel()
+    model.attach(bridge, lambda: "s1", load_record=load_record)
+    # A tool_use still streaming has no record: no row for it.
+    bus.publish(ToolStart(session_id="s1", tool_use_id="toolu_1", name="bash_run", partial=True))
+    bus.publish(ToolStart(session_id="s1", call_id="c1", tool_use_id="toolu_1", name="bash_run",
+                          input={"command": "make"}))
+    qtbot.waitUntil(lambda: model.rowCount() == 1)
+    assert model.row_of("toolu_1") == -1 and model.row_of("c1") == 0
+    bus.publish(ToolError(session_id="s1", call_id="c1", error="the audit store could not record this call"))
+    bus.publish(ToolEnd(session_id="s1", call_id="c1", name="bash_run", state="FAILED", outcome="error",
+                        is_error=True, summary="not recorded"))
+    qtbot.waitUntil(lambda: loaded == ["c1"])
+    qtbot.wait(50)  # the refresh ran: the row still shows the end
+    assert model.get("c1").state is ToolCallState.FAILED and model.index(0, 0).data() == "failed"
+    assert "audit store" in model.output("c1")
+    bridge.detach()

@@ -1,0 +1,79 @@
+"""What a chain entry says about the rows beside it: the sha256 of a tool_calls or messages row as stored,
+and of its fields, in one `digests` text that the entry's hash covers and `verify` compares."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+# A record's columns that its row digest covers, in this order (its key `id` is the entry's record_id;
+# `pk` and the derived `search_text` are not covered). FLOAT columns are compared as floats and BOOLEAN
+# ones as ints, the types SQLite hands back.
+RECORD_FIELDS = (
+    "tool_use_id", "name", "input", "input_blob", "session_id", "project_id", "batch_index", "state",
+    "outcome", "approval", "provenance", "result", "error", "is_error", "sandbox", "read_only", "risk",
+    "started_at", "completed_at", "duration_ms", "created_at", "updated_at",
+)
+_FLOATS = frozenset({"started_at", "completed_at", "duration_ms", "created_at", "updated_at"})
+_INTS = frozenset({"batch_index", "is_error", "read_only"})
+# The fields a record's digests name one by one, so verify can say which was edited.
+RECORD_NAMED = ("input", "result", "approval", "provenance")
+MESSAGE_FIELDS = ("session_id", "role", "content", "created_at")
+MESSAGE_NAMED = ("content",)
+# Inputs longer than this (as JSON text) are stored once in `blobs`, under their sha256.
+BLOB_MIN = 16 * 1024
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def field_digest(value: Any) -> str:
+    """A stored value's digest: the sha256 of its text (JSON columns are text), else of its repr."""
+    return sha(value) if isinstance(value, str) else sha(repr(value))
+
+
+def row_digest(values: tuple[Any, ...]) -> str:
+    """The sha256 of a row's values (as SQLite returns them): repr of a tuple is unambiguous and done in C."""
+    return sha(repr(values))
+
+
+def _norm(name: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if name in _FLOATS:
+        return float(value)
+    if name in _INTS:
+        return int(value)
+    return value
+
+
+def record_values(params: dict[str, Any]) -> tuple[Any, ...]:
+    """A tool_calls row's parameters (JSON columns already text) as the tuple verify will read back."""
+    return tuple(_norm(f, params.get(f)) for f in RECORD_FIELDS)
+
+
+def message_values(params: dict[str, Any]) -> tuple[Any, ...]:
+    return (params["session_id"], params["role"], params["content"], float(params["created_at"]))
+
+
+def pack(row: str, named: dict[str, str]) -> str:
+    """`row:<hex> name:<hex> ...`: the row digest first, at a fixed place, so verify slices it out."""
+    return " ".join([f"row:{row}", *(f"{k}:{v}" for k, v in named.items())])
+
+
+def row_of(digests: str) -> str:
+    return digests[4:68]
+
+
+def unpack(digests: str) -> dict[str, str]:
+    return dict(part.split(":", 1) for part in digests.split())
+
+
+def record_digests(params: dict[str, Any], input_digest: str) -> str:
+    named = {"input": input_digest, **{f: field_digest(params.get(f)) for f in RECORD_NAMED[1:]}}
+    return pack(row_digest(record_values(params)), named)
+
+
+def message_digests(params: dict[str, Any]) -> str:
+    return pack(row_digest(message_values(params)), {"content": field_digest(params["content"])})

@@ -1,0 +1,167 @@
+"""`verify`: the hash chain walked fast over raw rows in one read snapshot, then `tool_calls`, `messages`
+and `blobs` cross-checked against the digests that the chain's entries carry."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ._chain import ChainWalk, VerifyResult
+from ._digests import MESSAGE_FIELDS, RECORD_FIELDS, RECORD_NAMED, field_digest, row_of, sha, unpack
+from ._tables import AuditEntryRow, columns
+
+BATCH = 20_000
+_ENTRY_SQL = f"SELECT {', '.join(columns(AuditEntryRow))} FROM audit_entries ORDER BY seq"
+# Each row with the digests of its record's last entry (NULL: no entry), found through the
+# (record_id, seq) index inside SQLite; the walk has checked every entry of this same snapshot.
+_RECORD_SQL = (f"SELECT t.id, {', '.join('t.' + f for f in RECORD_FIELDS)}, (SELECT e.digests FROM audit_entries e "
+               "WHERE e.record_id = t.id ORDER BY e.seq DESC LIMIT 1) FROM tool_calls t")
+# Records in the chain whose row is gone.
+_DELETED_SQL = ("SELECT e.record_id FROM audit_entries e WHERE e.record_id IS NOT NULL "
+                "AND NOT EXISTS (SELECT 1 FROM tool_calls t WHERE t.id = e.record_id) "
+                "GROUP BY e.record_id ORDER BY min(e.seq)")  # in chain order, the first named first
+_MESSAGE_SQL = f"SELECT id, {', '.join(MESSAGE_FIELDS)} FROM messages"
+_BLOB_AT = RECORD_FIELDS.index("input_blob") + 1
+_OTHER = "another column (state, outcome, error, timestamps, session, name or tool_use id)"
+
+
+@dataclass(slots=True)
+class Finding:
+    problem: str
+    text: str
+    record_id: str | None = None
+    message_id: int | None = None
+    field: str | None = None
+
+
+def batches(conn: Connection, sql: str) -> Iterator[list[tuple[Any, ...]]]:
+    """Rows as plain tuples, in big batches: on SQLite straight from the driver, inside the snapshot
+    that the connection's transaction holds."""
+    if conn.dialect.name == "sqlite":
+        cur: Any = conn.connection.driver_connection.execute(sql)
+        while batch := cur.fetchmany(BATCH):
+            yield batch
+    else:
+        result = conn.execute(text(sql))
+        while rows := result.fetchmany(BATCH):
+            yield [tuple(r) for r in rows]
+
+
+def verify(conn: Connection) -> VerifyResult:
+    # This first statement begins the read transaction, so every later read sees the same snapshot.
+    head_row = conn.execute(text("SELECT seq, hash FROM audit_head WHERE id = 1")).first()
+    walk = ChainWalk((head_row[0], head_row[1]) if head_row else None)
+    for batch in batches(conn, _ENTRY_SQL):
+        if not walk.feed(batch):
+            break
+    failure = walk.finish()
+    if failure is not None:
+        return failure
+    findings: list[Finding] = []
+    used, records, legacy = _check_records(conn, findings)
+    messages = _check_messages(conn, walk.last_message, findings, used)
+    _check_blobs(conn, used, findings)
+    if findings:
+        first = findings[0]
+        more = f" (and {len(findings) - 1} more problem(s))" if len(findings) > 1 else ""
+        return VerifyResult(False, walk.count, first.problem, None, first.record_id, first.text + more,
+                            first.field, first.message_id, tuple(f.text for f in findings))
+    note = f"; {legacy} older tool calls carry no digests and were not cross-checked" if legacy else ""
+    return VerifyResult(True, walk.count, message=f"{walk.count} entries verified; {records} tool calls and "
+                        f"{messages} messages match the chain{note}")
+
+
+def _check_records(conn: Connection, findings: list[Finding]) -> tuple[dict[str, str], int, int]:
+    """Each tool_calls row against its record's last entry; returns the blobs the rows use, the rows
+    checked and the rows that predate digests."""
+    used: dict[str, str] = {}
+    checked = legacy = 0
+    sha256 = hashlib.sha256
+    for batch in batches(conn, _RECORD_SQL):
+        for row in batch:
+            dg = row[-1]
+            if not dg:
+                rid = row[0]
+                if dg is None:
+                    findings.append(Finding("row-unchained", f"tool call {rid} has no entry in the audit chain: "
+                                            "it was added outside the store", rid))
+                    continue
+                legacy += 1
+            else:
+                checked += 1
+                if sha256(repr(row[1:-1]).encode("utf-8", "surrogatepass")).hexdigest() != row_of(dg):
+                    findings.append(_edited_record(row[:-1], dg))
+            if row[_BLOB_AT] is not None:
+                used[row[_BLOB_AT]] = f"tool call {row[0]}"
+    for batch in batches(conn, _DELETED_SQL):
+        for (rid,) in batch:
+            findings.append(Finding("row-deleted", f"tool call {rid} is in the audit chain but its row in "
+                                    "tool_calls was deleted", rid))
+    return used, checked, legacy
+
+
+def _edited_record(row: tuple[Any, ...], dg: str) -> Finding:
+    named = unpack(dg)
+    values = dict(zip(RECORD_FIELDS, row[1:], strict=True))
+    now = {f: field_digest(values[f]) for f in RECORD_NAMED}
+    if values["input_blob"] is not None:
+        now["input"] = values["input_blob"]
+    changed = [f for f in RECORD_NAMED if now[f] != named.get(f)] or [_OTHER]
+    tool_use = f" (tool_use {values['tool_use_id']})" if values["tool_use_id"] else ""
+    return Finding("row-edited", f"tool call {row[0]}{tool_use} was edited in tool_calls after its last "
+                   f"audit entry: its stored {', '.join(changed)} differ(s) from the chain", row[0],
+                   field=changed[0] if changed[0] != _OTHER else "row")
+
+
+def _check_messages(conn: Connection, last: dict[int, str], findings: list[Finding],
+                    used: dict[str, str]) -> int:
+    """Each messages row against its entry. Messages stored before messages were chained come before
+    the first chained one; any later row without an entry was added outside the store."""
+    last = dict(last)
+    first_chained = min(last, default=None)
+    checked = 0
+    for batch in batches(conn, _MESSAGE_SQL):
+        for row in batch:
+            mid = row[0]
+            dg = last.pop(mid, None)
+            if '"input_blob":' in (row[3] or ""):
+                for block in json.loads(row[3]):
+                    if isinstance(block, dict) and "input_blob" in block:
+                        used.setdefault(block["input_blob"], f"message {mid}")
+            if dg is None:
+                if first_chained is not None and mid > first_chained:
+                    findings.append(Finding("row-unchained", f"message {mid} has no entry in the audit chain: "
+                                            "it was added outside the store", message_id=mid))
+                continue
+            checked += 1
+            if sha(repr(row[1:])) != row_of(dg):
+                content_ok = field_digest(row[3]) == unpack(dg).get("content")
+                what = "role, session or time" if content_ok else "content"
+                findings.append(Finding("row-edited", f"message {mid} of session {row[1]} was rewritten: its "
+                                        f"stored {what} differ(s) from the chain", message_id=mid,
+                                        field="row" if content_ok else "content"))
+    for mid in last:
+        findings.append(Finding("row-deleted", f"message {mid} is in the audit chain but its row in messages "
+                                "was deleted", message_id=mid))
+    return checked
+
+
+def _check_blobs(conn: Connection, used: dict[str, str], findings: list[Finding]) -> None:
+    seen = set()
+    for batch in batches(conn, "SELECT digest, data FROM blobs"):
+        for digest, data in batch:
+            seen.add(digest)
+            if not isinstance(data, str) or sha(data) != digest:
+                who = used.get(digest, "no record")
+                findings.append(Finding("blob-edited", f"the stored input {digest[:12]}… (used by {who}) was "
+                                        "edited: it does not match its sha256", field="input"))
+    for digest, who in used.items():
+        if digest not in seen:
+            findings.append(Finding("blob-missing", f"the stored input {digest[:12]}… of {who} was deleted",
+                                    field="input"))
