@@ -32,6 +32,7 @@ from desktop_app.core import (
 from ._chain import GENESIS, ChainRow, VerifyResult, canonical_json, split_canonical, verify_chain
 from ._connections import make_engine, to_url
 from ._export import FORMATS, write_records
+from ._head_verify import check_head
 from ._migrate import upgrade
 from ._query import (
     ENTRY_COLUMNS,
@@ -44,6 +45,7 @@ from ._query import (
     record_from_row,
     search_text,
 )
+from ._signing import HeadNotary, HeadSigner
 from ._tables import (
     EventRow,
     MessageRow,
@@ -56,6 +58,7 @@ from ._tables import (
     from_json,
     to_json,
 )
+from ._witness import db_identity
 from ._writer import ErrorTranslator, Op, Waiter, Writer
 
 log = logging.getLogger(__name__)
@@ -100,6 +103,8 @@ class SqlStore:
         self._where = where
         self._fts = read_engine.dialect.name == "sqlite"
         self._closing = False
+        self._signer: HeadSigner | None = None  # audit-keys: set by open()
+        self._identity = where
 
     # lifecycle ------------------------------------------------------------------------------------
     @classmethod
@@ -110,19 +115,23 @@ class SqlStore:
         busy_timeout_ms: int = 5000,
         reader_threads: int = 2,
         sqlite_pragmas: dict[str, Any] | None = None,
+        signer: HeadSigner | None = None,
     ) -> SqlStore:
         """Open (creating if needed) the database, migrate it to the current schema, start the writer.
 
         `url_or_path` is a file path (SQLite) or any SQLAlchemy URL. `sqlite_pragmas` are extra
         PRAGMAs set on every SQLite connection, after the defaults (WAL, busy_timeout, foreign_keys,
-        synchronous=NORMAL).
+        synchronous=NORMAL). `signer` (the installation's key) signs each commit's head and writes its
+        witness; without one the head is not signed.
         """
         url = to_url(url_or_path)
-        return await asyncio.to_thread(cls._open_sync, url, busy_timeout_ms, reader_threads, sqlite_pragmas)
+        return await asyncio.to_thread(cls._open_sync, url, busy_timeout_ms, reader_threads, sqlite_pragmas,
+                                       signer)
 
     @classmethod
     def _open_sync(
-        cls, url: str, busy_timeout_ms: int, reader_threads: int, pragmas: dict[str, Any] | None
+        cls, url: str, busy_timeout_ms: int, reader_threads: int, pragmas: dict[str, Any] | None,
+        signer: HeadSigner | None = None,
     ) -> SqlStore:
         u = make_url(url)
         where = u.database if u.get_backend_name() == "sqlite" else u.render_as_string(hide_password=True)
@@ -140,9 +149,14 @@ class SqlStore:
         head = (row[0], row[1]) if row else (0, GENESIS)
         read_engine = make_engine(url, writer=False, busy_timeout_ms=busy_timeout_ms, pragmas=pragmas,
                                   pool_size=reader_threads)
-        writer = Writer(write_engine, head, ErrorTranslator(where, busy_timeout_ms))
+        identity = db_identity(Path(u.database) if u.get_backend_name() == "sqlite" and u.database else None,
+                               u.render_as_string(hide_password=True))
+        notary = HeadNotary(signer, identity) if signer is not None else None  # audit-keys
+        writer = Writer(write_engine, head, ErrorTranslator(where, busy_timeout_ms), notary)
         writer.start()
-        return cls(url, writer, read_engine, reader_threads, where)
+        store = cls(url, writer, read_engine, reader_threads, where)
+        store._signer, store._identity = signer, identity
+        return store
 
     @property
     def path(self) -> Path | None:
@@ -311,7 +325,7 @@ class SqlStore:
 
     async def verify(self) -> VerifyResult:
         """Re-hash the whole chain; name the first entry that was altered, removed or inserted."""
-        return await self._read(_verify)
+        return await self._read(_verify, self._signer, self._identity)
 
     async def export(self, q: AuditQuery, fmt: str, out: str | os.PathLike[str] | IO[str]) -> int:
         """Write the records matching `q` (its limit applies; None for all) as "jsonl" (records with
@@ -444,7 +458,7 @@ def _stats(conn: Connection, path: Path | None) -> StoreStats:
     )
 
 
-def _verify(conn: Connection) -> VerifyResult:
+def _verify(conn: Connection, signer: HeadSigner | None = None, identity: str = "") -> VerifyResult:
     head_row = conn.execute(text("SELECT seq, hash FROM audit_head WHERE id = 1")).first()
     head = (head_row[0], head_row[1]) if head_row else None
     result = conn.execute(text(f"{_ENTRY_SELECT} ORDER BY seq"))
@@ -455,4 +469,6 @@ def _verify(conn: Connection) -> VerifyResult:
                 yield ChainRow(seq=r[0], record_id=r[1], state=r[2], at=r[3], actor=r[4], note=r[5],
                                data=from_json(r[6]), prev_hash=r[7], hash=r[8])
 
-    return verify_chain(rows(), head)
+    result = verify_chain(rows(), head)
+    # audit-keys: one read transaction, so the signed heads and the witness are judged against this chain
+    return check_head(conn, result, head, signer, identity) if result.ok else result

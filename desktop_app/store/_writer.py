@@ -20,6 +20,7 @@ from sqlmodel import SQLModel
 from desktop_app.core import AuditEntry, Channel, Envelope, StoreError
 
 from ._chain import link_hash
+from ._signing import HeadNotary
 from ._tables import (
     AuditEntryRow,
     ChainHeadRow,
@@ -122,7 +123,8 @@ class ErrorTranslator:
 
 
 class Writer(threading.Thread):
-    def __init__(self, engine: Engine, head: tuple[int, str], translate: ErrorTranslator) -> None:
+    def __init__(self, engine: Engine, head: tuple[int, str], translate: ErrorTranslator,
+                 notary: HeadNotary | None = None) -> None:
         super().__init__(name="agent-desk-store-writer", daemon=True)
         self.queue: queue.SimpleQueue[Op] = queue.SimpleQueue()
         self._engine = engine
@@ -135,6 +137,7 @@ class Writer(threading.Thread):
         self.dead: StoreError | None = None
         self.batches = 0  # transactions committed: fewer than ops when group commit works
         self._failed_lock = threading.Lock()
+        self.notary = notary  # audit-keys: signs each commit's head, writes the witness (None: unsigned)
 
     # thread body ----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -143,7 +146,7 @@ class Writer(threading.Thread):
         try:
             conn = self._engine.connect()
             while not stop:
-                ops = [self.queue.get()]
+                ops = [self._next_op()]
                 while len(ops) < MAX_BATCH:
                     try:
                         ops.append(self.queue.get_nowait())
@@ -151,6 +154,7 @@ class Writer(threading.Thread):
                         break
                 stop = any(op.kind == "stop" for op in ops)
                 self._process(conn, ops)
+            self._witness()
         except BaseException as exc:  # a bug here must not leave callers waiting forever
             log.exception("audit store writer stopped unexpectedly")
             err = StoreError(f"the audit store writer stopped unexpectedly: {exc}")
@@ -160,6 +164,25 @@ class Writer(threading.Thread):
             if conn is not None:
                 conn.close()
             self._engine.dispose()
+
+    def _next_op(self) -> Op:
+        """The next op; while a witness waits, write it once the queue stays quiet for its interval."""
+        while True:
+            due = self.notary.witness_due_in() if self.notary is not None else None
+            if due is None:
+                return self.queue.get()
+            try:
+                return self.queue.get(timeout=due) if due > 0 else self.queue.get_nowait()
+            except queue.Empty:
+                self._witness()
+
+    def _witness(self) -> None:
+        if self.notary is None or self.notary.unwitnessed is None:
+            return
+        try:
+            self.notary.write_witness()
+        except Exception:  # the commit stands; verify says the witness is behind
+            log.exception("the audit head's witness could not be written")
 
     def _fail_rest(self, err: StoreError) -> None:
         pend: list[Outcome] = []
@@ -242,6 +265,17 @@ class Writer(threading.Thread):
 
     def _write_batch(self, conn: Connection, ops: list[Op]) -> list[Any]:
         """Write `ops` in one transaction; returns a result per op. Raises on any failure."""
+        try:
+            results = self._write_batch_tx(conn, ops)
+        except BaseException:
+            if self.notary is not None:
+                self.notary.rolled_back()
+            raise
+        if self.notary is not None:
+            self.notary.committed()
+        return results
+
+    def _write_batch_tx(self, conn: Connection, ops: list[Op]) -> list[Any]:
         results: list[Any] = [None] * len(ops)
         if self._raw and all(op.kind in ("tx", "event") for op in ops):
             # The hot path (transitions and events) talks to sqlite3 directly: SQLAlchemy's
@@ -252,6 +286,8 @@ class Writer(threading.Thread):
                 seq, prev = self._write_ops(conn, ops, results)
                 if seq != self.head_seq:
                     dbapi.execute(UPSERT_HEAD.text, {"id": 1, "seq": seq, "hash": prev})
+                    if self.notary is not None:
+                        self.notary.sign_in_tx(dbapi.execute, lambda sql: dbapi.execute(sql).fetchall(), seq, prev)
                 dbapi.execute("COMMIT")
             except BaseException:
                 if dbapi.in_transaction:
@@ -262,6 +298,9 @@ class Writer(threading.Thread):
                 seq, prev = self._write_ops(conn, ops, results)
                 if seq != self.head_seq:
                     conn.execute(UPSERT_HEAD, {"id": 1, "seq": seq, "hash": prev})
+                    if self.notary is not None:
+                        self.notary.sign_in_tx(lambda sql, p: conn.execute(text(sql), p),
+                                               lambda sql: list(conn.execute(text(sql))), seq, prev)
         self.head_seq, self.head_hash = seq, prev
         self.batches += 1
         return results

@@ -1,0 +1,80 @@
+"""The witness of each database's signed chain head, outside the database: one small JSON file per database
+in the installation's witness folder, replaced atomically (temp file + rename) and never through a link."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+WITNESS_VERSION = 1
+
+
+def witness_name(where: str) -> str:
+    """The file name of a database's witness: a digest of its resolved path (or of its URL)."""
+    return f"head-{hashlib.sha256(where.encode('utf-8')).hexdigest()[:32]}.json"
+
+
+def db_identity(path: Path | None, url: str) -> str:
+    """What names a database for its witness: the resolved SQLite file, else the URL without a password."""
+    return str(path.resolve()) if path is not None else url
+
+
+def _open_dir(folder: Path, create: bool) -> int | None:
+    if create:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+
+
+def write_witness(folder: Path, where: str, fields: dict[str, Any]) -> None:
+    """Replace `where`'s witness with `fields` (the signed head and its public key), atomically."""
+    body = json.dumps({"version": WITNESS_VERSION, "db": where, **fields}, sort_keys=True).encode("utf-8")
+    dfd = _open_dir(folder, create=True)
+    assert dfd is not None
+    name = witness_name(where)
+    tmp = f".{name}.{os.getpid()}.{os.urandom(6).hex()}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dfd)
+        try:
+            os.write(fd, body)
+            os.fsync(fd)  # a crash must not leave an empty witness behind the rename
+        finally:
+            os.close(fd)
+        # rename() replaces a link planted at the name, it never writes through it.
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dfd)
+        raise
+    finally:
+        os.close(dfd)
+
+
+def read_witness(folder: Path, where: str) -> tuple[dict[str, Any] | None, str]:
+    """`where`'s witness as a dict, or (None, why) when there is none or it cannot be read."""
+    dfd = _open_dir(folder, create=False)
+    if dfd is None:
+        return None, "absent"
+    try:
+        fd = os.open(witness_name(where), os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dfd)
+    except FileNotFoundError:
+        return None, "absent"
+    except OSError as exc:
+        return None, f"unreadable ({exc.strerror})"
+    finally:
+        os.close(dfd)
+    with os.fdopen(fd, "rb") as f:
+        raw = f.read(1 << 16)
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None, "damaged (not JSON)"
+    if not isinstance(data, dict) or data.get("db") != where:
+        return None, "damaged (not this database's witness)"
+    return data, ""
