@@ -64,10 +64,9 @@ def _check(conn: Connection, count: int, head_seq: int, signer: HeadSigner | Non
              for r in conn.execute(text(SELECT_HEAD_SIGNATURES))]
     for h in heads:
         _check_signed_head(conn, h, keys, db_id, head_seq)
-    notes = _check_coverage(heads, keys, count, head_seq, signer)
-    if signer is not None:
-        notes += _check_local(conn, signer, keys, db_id, head_seq, where)
-    return notes
+    # The witness first: "N entries missing at the tail" says more than "no signed head is left".
+    local = _check_local(conn, signer, keys, db_id, head_seq, where) if signer is not None else []
+    return _check_coverage(heads, keys, count, head_seq, signer) + local
 
 
 def _decode_key(key_id: str, public_b64: str) -> bytes:

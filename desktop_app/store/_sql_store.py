@@ -45,6 +45,7 @@ from ._query import (
     record_from_row,
     search_text,
 )
+from ._signed_export import latest_head, trailer
 from ._signing import HeadNotary, HeadSigner
 from ._tables import (
     EventRow,
@@ -327,13 +328,26 @@ class SqlStore:
         """Re-hash the whole chain; name the first entry that was altered, removed or inserted."""
         return await self._read(_verify, self._signer, self._identity)
 
-    async def export(self, q: AuditQuery, fmt: str, out: str | os.PathLike[str] | IO[str]) -> int:
+    async def export(self, q: AuditQuery, fmt: str, out: str | os.PathLike[str] | IO[str], *,
+                     signed: bool = False) -> int:
         """Write the records matching `q` (its limit applies; None for all) as "jsonl" (records with
-        their trails) or "csv" (flat columns) to a path or a text stream. Returns the record count."""
+        their trails) or "csv" (flat columns) to a path or a text stream. Returns the record count.
+        `signed` (JSONL) ends it with the database's signed head and this installation's signature over it
+        all, which `verify_export` checks offline."""
         fmt = fmt.lower()
         if fmt not in FORMATS:
             raise StoreError(f"unknown export format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
-        return await self._read(lambda conn: write_records(_iter_records(conn, q, self._fts), fmt, out))
+        signer = self._signer
+        if signed and signer is None:
+            raise StoreError("a signed export needs this installation's signing key; the store was opened "
+                             "without one")
+
+        def run(conn: Connection) -> int:
+            head = latest_head(conn) if signed else None
+            tr = (lambda n, digest: trailer(signer, head, n, digest)) if signer is not None and signed else None
+            return write_records(_iter_records(conn, q, self._fts), fmt, out, tr)
+
+        return await self._read(run)
 
 
 # read functions: each runs on a reader thread with its own connection -------------------------------
