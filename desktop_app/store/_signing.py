@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 import getpass
 import hashlib
+import logging
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -20,9 +22,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from ._chain import canonical_json
 from ._witness import read_witness, write_witness
 
+log = logging.getLogger(__name__)
+
 _DOMAIN = b"agent-desk/audit-head/v1\x00"
 _EXPORT_DOMAIN = b"agent-desk/audit-export/v1\x00"
-WITNESS_INTERVAL_S = 0.05  # at most this long between a commit and its witness, at most ~20 witness writes/s
+WITNESS_INTERVAL_S = 0.1  # at most this long between a commit and its witness: at most ~10 witness writes/s
 
 # (sql, params) runner inside the writer's open transaction.
 Execute = Callable[[str, dict[str, Any]], Any]
@@ -132,7 +136,7 @@ def _user() -> str:
 
 class HeadNotary:
     """The writer's side: in each committing transaction that moves the head, register the key (first time)
-    and sign the new head; after the commit, coalesce the witness writes."""
+    and sign the new head; after the commit, hand the head to the witness thread (coalesced, off the writer)."""
 
     def __init__(self, signer: HeadSigner, where: str) -> None:
         self.signer = signer
@@ -140,8 +144,7 @@ class HeadNotary:
         self.db_id: str | None = None
         self._registered = False
         self._pending: SignedHead | None = None  # signed in the open transaction, not yet committed
-        self.unwitnessed: SignedHead | None = None  # committed, its witness not yet written
-        self.last_witness_at = 0.0
+        self._witness: _WitnessThread | None = None
 
     def sign_in_tx(self, execute: Execute, fetch: Callable[[str], list[Any]], seq: int, hash_: str) -> None:
         """Called inside the transaction, after the batch's entries: the head is now (seq, hash_)."""
@@ -162,33 +165,78 @@ class HeadNotary:
         self._pending = head
 
     def committed(self) -> None:
-        if self._pending is not None:
-            self._registered = True
-            self.unwitnessed, self._pending = self._pending, None
+        head, self._pending = self._pending, None
+        if head is None:
+            return
+        self._registered = True
+        if self.signer.witness_dir is not None:
+            if self._witness is None:
+                self._witness = _WitnessThread(self._write_witness)
+                self._witness.start()
+            self._witness.offer(head)
 
     def rolled_back(self) -> None:
         self._pending = None
         if not self._registered:
             self.db_id = None  # it may have been made in the transaction that was undone
 
-    def witness_due_in(self) -> float | None:
-        """Seconds until the pending witness should be written; None when nothing waits."""
-        if self.unwitnessed is None:
-            return None
-        return max(0.0, self.last_witness_at + WITNESS_INTERVAL_S - time.monotonic())
+    def close(self) -> None:
+        """Write the last head's witness and stop the witness thread (the writer calls this as it ends)."""
+        if self._witness is not None:
+            self._witness.close()
 
-    def write_witness(self) -> None:
-        head, self.unwitnessed = self.unwitnessed, None
-        self.last_witness_at = time.monotonic()
+    def _write_witness(self, head: SignedHead) -> None:
         folder = self.signer.witness_dir
-        if head is None or folder is None:
-            return
-        # Another process of this installation may have witnessed a later head of the same database.
+        assert folder is not None
+        # Another process of this installation may have witnessed a later head of the same database. Its
+        # signature is not checked here (verify does): a forged higher witness only makes verify fail louder.
         current, _ = read_witness(folder, self.where)
-        newer = witness_head(current, self.signer.public_key) if current is not None else None
-        if newer is not None and newer.db_id == head.db_id and newer.seq > head.seq:
+        if current is not None and current.get("db_id") == head.db_id and _int(current.get("seq")) > head.seq:
             return
         write_witness(folder, self.where, {**head.to_dict(), "public_key": b64(self.signer.public_key)})
+
+
+class _WitnessThread(threading.Thread):
+    """Writes the latest committed head at most every WITNESS_INTERVAL_S; the heads in between are dropped,
+    as the last one vouches for them. Its file I/O never holds up the writer's commits."""
+
+    def __init__(self, write: Callable[[SignedHead], None]) -> None:
+        super().__init__(name="agent-desk-store-witness", daemon=True)
+        self._write = write
+        self._cond = threading.Condition()
+        self._latest: SignedHead | None = None
+        self._stopping = False
+
+    def offer(self, head: SignedHead) -> None:
+        with self._cond:
+            self._latest = head
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self.join()
+
+    def run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._latest is not None or self._stopping)
+                head, self._latest = self._latest, None
+                stopping = self._stopping
+            if head is not None:
+                try:
+                    self._write(head)
+                except Exception:  # the commit stands; verify says the witness is behind
+                    log.exception("the audit head's witness could not be written")
+            if stopping:
+                return
+            with self._cond:  # coalesce: let the heads of the next interval pile up (only the last is kept)
+                self._cond.wait_for(lambda: self._stopping, timeout=WITNESS_INTERVAL_S)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else -1
 
 
 def witness_head(data: dict[str, Any], public_key: bytes) -> SignedHead | None:

@@ -146,7 +146,7 @@ class Writer(threading.Thread):
         try:
             conn = self._engine.connect()
             while not stop:
-                ops = [self._next_op()]
+                ops = [self.queue.get()]
                 while len(ops) < MAX_BATCH:
                     try:
                         ops.append(self.queue.get_nowait())
@@ -154,7 +154,6 @@ class Writer(threading.Thread):
                         break
                 stop = any(op.kind == "stop" for op in ops)
                 self._process(conn, ops)
-            self._witness()
         except BaseException as exc:  # a bug here must not leave callers waiting forever
             log.exception("audit store writer stopped unexpectedly")
             err = StoreError(f"the audit store writer stopped unexpectedly: {exc}")
@@ -164,25 +163,8 @@ class Writer(threading.Thread):
             if conn is not None:
                 conn.close()
             self._engine.dispose()
-
-    def _next_op(self) -> Op:
-        """The next op; while a witness waits, write it once the queue stays quiet for its interval."""
-        while True:
-            due = self.notary.witness_due_in() if self.notary is not None else None
-            if due is None:
-                return self.queue.get()
-            try:
-                return self.queue.get(timeout=due) if due > 0 else self.queue.get_nowait()
-            except queue.Empty:
-                self._witness()
-
-    def _witness(self) -> None:
-        if self.notary is None or self.notary.unwitnessed is None:
-            return
-        try:
-            self.notary.write_witness()
-        except Exception:  # the commit stands; verify says the witness is behind
-            log.exception("the audit head's witness could not be written")
+            if self.notary is not None:
+                self.notary.close()  # the last head's witness is written before close() returns
 
     def _fail_rest(self, err: StoreError) -> None:
         pend: list[Outcome] = []
