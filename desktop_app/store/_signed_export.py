@@ -44,16 +44,17 @@ def latest_head(conn: Connection) -> tuple[SignedHead, str] | None:
 def trailer(signer: HeadSigner, head: tuple[SignedHead, str] | None, records: int, digest: str) -> dict[str, Any]:
     """The last line of a signed export; `digest` is the SHA-256 of every byte before it."""
     h = head[0] if head else None
+    at = time.time()
     return {
         TRAILER_KEY: 1,
         "head": h.to_dict() if h else None,
         "head_public_key": head[1] if head else None,
         "records": records,
         "records_sha256": digest,
-        "exported_at": time.time(),
+        "exported_at": at,
         "exporter_key_id": signer.key_id,
         "exporter_public_key": b64(signer.public_key),
-        "signature": signer.sign(export_message(h, records, digest, True)),
+        "signature": signer.sign(export_message(h, records, digest, at)),
     }
 
 
@@ -95,7 +96,7 @@ def _check_export(raw: bytes, trusted: frozenset[str]) -> tuple[int, list[str]]:
     head = SignedHead.from_dict(tr["head"]) if tr.get("head") else None
     exporter = _public(tr.get("exporter_public_key"), tr.get("exporter_key_id"), "exporter")
     if not signature_ok(exporter, str(tr.get("signature", "")),
-                        export_message(head, tr["records"], tr["records_sha256"], True)):
+                        export_message(head, tr["records"], tr["records_sha256"], tr.get("exported_at"))):
         raise _Bad("bad-signature", f"the export's signature by {tr.get('exporter_key_id')} does not match")
     for who, key_id in (("exporter", tr["exporter_key_id"]), ("head", head.key_id if head else None)):
         if trusted and key_id is not None and key_id not in trusted:

@@ -96,9 +96,9 @@ def head_signature_ok(head: SignedHead, public_key: bytes) -> bool:
     return key_id_of(public_key) == head.key_id and signature_ok(public_key, head.signature, head.message())
 
 
-def export_message(head: SignedHead | None, records: int, records_sha256: str, complete: bool) -> bytes:
+def export_message(head: SignedHead | None, records: int, records_sha256: str, exported_at: float) -> bytes:
     body = {"head": head.to_dict() if head else None, "records": records, "records_sha256": records_sha256,
-            "complete": complete}
+            "exported_at": exported_at}
     return _EXPORT_DOMAIN + canonical_json(body).encode("utf-8")
 
 

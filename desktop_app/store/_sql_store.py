@@ -343,6 +343,11 @@ class SqlStore:
                              "without one")
 
         def run(conn: Connection) -> int:
+            if signed:  # the signature vouches for what it covers: never for a chain that does not verify
+                checked = _verify(conn, signer, self._identity)
+                if not checked.ok:
+                    raise StoreError(f"the audit chain does not verify, so it is not signed: {checked.message}",
+                                     hint="run `agent-desk audit verify`; an unsigned export is still possible")
             head = latest_head(conn) if signed else None
             tr = (lambda n, digest: trailer(signer, head, n, digest)) if signer is not None and signed else None
             return write_records(_iter_records(conn, q, self._fts), fmt, out, tr)

@@ -59,7 +59,10 @@ def write_witness(folder: Path, where: str, fields: dict[str, Any]) -> None:
 
 def read_witness(folder: Path, where: str) -> tuple[dict[str, Any] | None, str]:
     """`where`'s witness as a dict, or (None, why) when there is none or it cannot be read."""
-    dfd = _open_dir(folder, create=False)
+    try:
+        dfd = _open_dir(folder, create=False)
+    except OSError as exc:  # a link planted at the folder, or no permission
+        return None, f"unreadable (its folder {folder}: {exc.strerror})"
     if dfd is None:
         return None, "absent"
     try:

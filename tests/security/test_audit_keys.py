@@ -14,12 +14,15 @@ import os
 import sqlite3
 from pathlib import Path
 
+import keyring
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from keyring.backend import KeyringBackend
+from keyring.errors import PasswordSetError
 
 from desktop_app import cli
 from desktop_app.config import SIGNING_KEY_FILE, desk_signing_key, witness_dir
-from desktop_app.core import ConfigError, ProjectInfo, SessionInfo
+from desktop_app.core import ConfigError, ProjectInfo, SessionInfo, StoreError
 from desktop_app.runtime import head_signer, open_store
 from desktop_app.store import AuditQuery, HeadSigner, SqlStore, canonical_json, verify_export
 from desktop_app.store._chain import GENESIS
@@ -344,6 +347,21 @@ async def test_the_witness_never_writes_through_a_planted_link(desk: Path, tmp_p
     assert not w.is_symlink() and json.loads(w.read_text())["seq"] == 6
 
 
+async def test_a_linked_witness_folder_is_refused_and_the_commits_stand(desk: Path, tmp_path: Path,
+                                                                        caplog) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    witness_dir().parent.mkdir(parents=True)
+    witness_dir().symlink_to(elsewhere)
+    await _fill(desk, 2)
+    assert list(elsewhere.iterdir()) == []
+    assert "witness could not be written" in caplog.text
+    result = await _verify(desk)
+    assert (result.ok, result.problem) == (False, "witness")
+    assert "unreadable" in result.message
+    assert _sql(desk, "SELECT count(*) FROM audit_entries") == [(6,)]
+
+
 async def test_witness_writes_are_coalesced(desk: Path) -> None:
     store = await open_store(str(desk))
     await store.save_project(ProjectInfo("prj_1", "p", "/tmp/p"))
@@ -411,10 +429,27 @@ async def test_a_tampered_export_is_refused(desk: Path, tmp_path: Path) -> None:
     _rewrite(out, [json.dumps(rec), *original[1:-1], json.dumps(tr)])
     assert verify_export(out).problem == "bad-signature"
 
+    for field, value in (("seq", 3), ("hash", "0" * 64), ("key_id", "ed25519:x")):
+        tr = json.loads(original[-1])
+        tr["head"][field] = value
+        _rewrite(out, [*original[:-1], json.dumps(tr)])
+        assert verify_export(out).problem in ("bad-signature", "bad-key"), field
+
     tr = json.loads(original[-1])
-    tr["head"]["seq"] = 3
+    tr["exported_at"] = 0.0  # backdated
     _rewrite(out, [*original[:-1], json.dumps(tr)])
     assert verify_export(out).problem == "bad-signature"
+
+    _rewrite(out, original)
+    assert verify_export(out).ok
+
+
+async def test_a_broken_chain_is_never_signed_in_an_export(desk: Path, tmp_path: Path) -> None:
+    await _fill(desk, 2)
+    _sql(desk, "UPDATE audit_entries SET note = 'x' WHERE seq = 2")
+    with pytest.raises(StoreError, match="does not verify, so it is not signed"):
+        await _export(desk, tmp_path / "e.jsonl")
+    assert not (tmp_path / "e.jsonl").exists()
 
 
 async def test_an_export_re_signed_with_another_key_is_refused_by_the_trusted_key(desk: Path, tmp_path: Path) -> None:
@@ -502,3 +537,47 @@ def test_concurrent_first_use_makes_one_key(desk: Path, tmp_path: Path) -> None:
         ids = pool.map(_key_in_child, range(8))
     assert len(set(ids)) == 1
     assert [p.name for p in (tmp_path / "data").iterdir()] == [SIGNING_KEY_FILE]  # no temp file left
+
+
+class _MemoryKeyring(KeyringBackend):
+    """A keyring backend held in memory (the machine running the tests has none)."""
+
+    priority = 1
+
+    def __init__(self, refuse: bool = False) -> None:
+        super().__init__()
+        self.items: dict[tuple[str, str], str] = {}
+        self.refuse = refuse
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.items.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        if self.refuse:
+            raise PasswordSetError("locked")
+        self.items[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self.items.pop((service, username), None)
+
+
+@pytest.mark.parametrize("refuse", [False, True], ids=["keyring", "keyring-refuses"])
+def test_the_key_lives_in_the_keyring_when_there_is_one(desk: Path, tmp_path: Path, monkeypatch, refuse: bool,
+                                                        caplog) -> None:
+    monkeypatch.delenv("AGENT_DESK_NO_KEYRING")
+    backend = _MemoryKeyring(refuse)
+    previous = keyring.get_keyring()
+    keyring.set_keyring(backend)
+    try:
+        first, again = desk_signing_key(), desk_signing_key()
+    finally:
+        keyring.set_keyring(previous)
+    assert first == again and len(first.seed) == 32
+    key_file = tmp_path / "data" / SIGNING_KEY_FILE
+    if refuse:
+        assert (first.source, key_file.exists()) == ("file", True)
+        assert "the keyring refused the signing key" in caplog.text
+    else:
+        assert (first.source, key_file.exists()) == ("keyring", False)
+        assert base64.b64decode(backend.items[("agent-desk", "audit-signing-key")]) == first.seed
+    assert first.seed.hex() not in caplog.text and "seed" not in repr(first)
