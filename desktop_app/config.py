@@ -2,7 +2,8 @@
 home (the keyring).
 
 The key is looked up in the keyring (service "agent-desk"), then in the settings file, then in
-ANTHROPIC_API_KEY. It is never logged: `Settings.__repr__` hides it.
+ANTHROPIC_API_KEY. It is never logged: `Settings.__repr__` hides it. The installation's audit signing key
+(`desk_signing_key`) lives in the same keyring, else in a 0600 file in the user's data folder.
 """
 
 from __future__ import annotations

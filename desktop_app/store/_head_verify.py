@@ -64,6 +64,10 @@ def _check(conn: Connection, count: int, head_seq: int, signer: HeadSigner | Non
              for r in conn.execute(text(SELECT_HEAD_SIGNATURES))]
     for h in heads:
         _check_signed_head(conn, h, keys, db_id, head_seq)
+    # A key is registered in the transaction of its first signed head, and head rows are never deleted.
+    lost = sorted(set(keys) - {h.key_id for h in heads})
+    if heads and lost:
+        raise HeadProblem("unsigned", None, f"the signed head of key {keys[lost[0]].name()} was removed")
     # The witness first: "N entries missing at the tail" says more than "no signed head is left".
     local = _check_local(conn, signer, keys, db_id, head_seq, where) if signer is not None else []
     return _check_coverage(heads, keys, count, head_seq, signer) + local
@@ -145,7 +149,11 @@ def _check_local(conn: Connection, signer: HeadSigner, keys: dict[str, _Key], db
     if w is None:
         raise HeadProblem("witness", None, "the witness of this database is not signed by this installation's "
                           f"key {signer.key_id}")
-    return [_compare_witness(conn, w, db_id, head_seq)]
+    note = _compare_witness(conn, w, db_id, head_seq)
+    if mine is None:
+        raise HeadProblem("unknown-key", None, f"this installation's key {signer.key_id}, which witnessed entry "
+                          f"{w.seq}, is no longer registered in this database")
+    return [note]
 
 
 def _compare_witness(conn: Any, w: SignedHead, db_id: str | None, head_seq: int) -> str:

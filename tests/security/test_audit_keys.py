@@ -284,6 +284,31 @@ async def test_a_recomputed_chain_signed_by_an_attackers_key_fails(desk: Path, d
     assert (result.ok, result.problem) == (False, "rewritten"), result.message
 
 
+@pytest.mark.parametrize("edit, problem", [
+    ("UPDATE audit_db SET db_id = 'another'", "bad-signature"),
+    ("UPDATE audit_head_signatures SET count = count - 1", "bad-signature"),
+    ("UPDATE audit_head_signatures SET signed_at = 0", None),  # not signed: a time, shown, not trusted
+    ("DELETE FROM desk_keys", "unknown-key"),
+], ids=["db-identity", "count", "signed-at", "own-key-unregistered"])
+async def test_edits_to_the_key_tables_are_named(desk: Path, edit: str, problem: str | None) -> None:
+    await _fill(desk)
+    _sql(desk, edit)
+    result = await _verify(desk)
+    assert (result.ok, result.problem) == (problem is None, problem), result.message
+
+
+async def test_an_attacker_key_beside_the_own_key_with_the_own_head_removed_fails(desk: Path) -> None:
+    await _fill(desk)
+    _sql(desk, "UPDATE audit_entries SET note = 'x' WHERE seq = 4")
+    _recompute(desk)
+    _sql(desk, "DELETE FROM audit_head_signatures")
+    _attacker_signs(desk)
+    _witness(desk).unlink()  # and the witness gone: the registered key's missing head still tells
+    result = await _verify(desk)
+    assert (result.ok, result.problem) == (False, "unsigned")
+    assert "signed head of key" in result.message and "was removed" in result.message
+
+
 async def test_an_attackers_witness_is_refused(desk: Path) -> None:
     await _fill(desk)
     _sql(desk, "UPDATE audit_entries SET note = 'x' WHERE seq = 4")
