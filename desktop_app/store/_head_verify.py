@@ -51,6 +51,9 @@ def check_head(conn: Connection, chain: VerifyResult, head: tuple[int, str] | No
         notes = _check(conn, chain.count, head_seq, signer, where)
     except HeadProblem as p:
         return VerifyResult(False, chain.count, p.problem, p.seq, None, p.message)
+    except (TypeError, ValueError) as exc:  # a value of the wrong type written into the key tables
+        return VerifyResult(False, chain.count, "bad-signature", None, None,
+                            f"the signed heads or the registered keys are malformed ({exc})")
     return VerifyResult(True, chain.count, message="; ".join([chain.message, *notes]))
 
 

@@ -76,6 +76,8 @@ def verify_export(path: str | os.PathLike[str], trusted_keys: Iterable[str] = ()
         count, notes = _check_export(raw, frozenset(trusted_keys))
     except _Bad as bad:
         return VerifyResult(False, 0, bad.problem, bad.seq, message=bad.message)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return VerifyResult(False, 0, "malformed", message=f"the export is malformed ({type(exc).__name__}: {exc})")
     return VerifyResult(True, count, message="; ".join(notes))
 
 

@@ -73,8 +73,11 @@ def read_witness(folder: Path, where: str) -> tuple[dict[str, Any] | None, str]:
         return None, f"unreadable ({exc.strerror})"
     finally:
         os.close(dfd)
-    with os.fdopen(fd, "rb") as f:
-        raw = f.read(1 << 16)
+    try:
+        with os.fdopen(fd, "rb") as f:
+            raw = f.read(1 << 16)
+    except OSError as exc:  # a folder planted at the name
+        return None, f"unreadable ({exc.strerror})"
     if not raw.strip():
         return None, "absent"
     try:

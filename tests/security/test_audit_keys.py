@@ -289,7 +289,9 @@ async def test_a_recomputed_chain_signed_by_an_attackers_key_fails(desk: Path, d
     ("UPDATE audit_head_signatures SET count = count - 1", "bad-signature"),
     ("UPDATE audit_head_signatures SET signed_at = 0", None),  # not signed: a time, shown, not trusted
     ("DELETE FROM desk_keys", "unknown-key"),
-], ids=["db-identity", "count", "signed-at", "own-key-unregistered"])
+    ("UPDATE audit_head_signatures SET seq = 'twelve'", "bad-signature"),
+    ("UPDATE desk_keys SET public_key = '!!'", "bad-key"),
+], ids=["db-identity", "count", "signed-at", "own-key-unregistered", "seq-text", "key-not-base64"])
 async def test_edits_to_the_key_tables_are_named(desk: Path, edit: str, problem: str | None) -> None:
     await _fill(desk)
     _sql(desk, edit)
@@ -324,6 +326,9 @@ async def test_an_attackers_witness_is_refused(desk: Path) -> None:
     assert (result.ok, result.problem) == (False, "witness")
     assert "not signed by this installation's key" in result.message
     w.write_text("{not json")
+    assert (await _verify(desk)).problem == "witness"
+    w.unlink()
+    w.mkdir()  # a folder planted at the witness's name
     assert (await _verify(desk)).problem == "witness"
 
 
@@ -464,6 +469,11 @@ async def test_a_tampered_export_is_refused(desk: Path, tmp_path: Path) -> None:
     tr["exported_at"] = 0.0  # backdated
     _rewrite(out, [*original[:-1], json.dumps(tr)])
     assert verify_export(out).problem == "bad-signature"
+
+    tr = json.loads(original[-1])
+    tr["head"] = {"seq": 1}
+    _rewrite(out, [*original[:-1], json.dumps(tr)])
+    assert verify_export(out).problem == "malformed"
 
     _rewrite(out, original)
     assert verify_export(out).ok
