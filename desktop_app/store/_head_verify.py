@@ -143,7 +143,7 @@ def _check_local(conn: Connection, signer: HeadSigner, keys: dict[str, _Key], db
                           "installation's key")
     if signer.witness_dir is None:
         return []
-    data, why = read_witness(signer.witness_dir, where)
+    data, why = read_witness(signer.witness_dir, where, signer.key_id)
     if data is None:
         if why != "absent":
             raise HeadProblem("witness", None, f"the witness of this database is {why}")

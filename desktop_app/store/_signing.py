@@ -190,10 +190,11 @@ class HeadNotary:
         assert folder is not None
         # Another process of this installation may have witnessed a later head of the same database. Its
         # signature is not checked here (verify does): a forged higher witness only makes verify fail louder.
-        current, _ = read_witness(folder, self.where)
+        current, _ = read_witness(folder, self.where, self.signer.key_id)
         if current is not None and current.get("db_id") == head.db_id and _int(current.get("seq")) > head.seq:
             return
-        write_witness(folder, self.where, {**head.to_dict(), "public_key": b64(self.signer.public_key)})
+        write_witness(folder, self.where, self.signer.key_id,
+                      {**head.to_dict(), "public_key": b64(self.signer.public_key)})
 
 
 class _WitnessThread(threading.Thread):

@@ -13,9 +13,11 @@ from typing import Any
 WITNESS_VERSION = 1
 
 
-def witness_name(where: str) -> str:
-    """The file name of a database's witness: a digest of its resolved path (or of its URL)."""
-    return f"head-{hashlib.sha256(where.encode('utf-8')).hexdigest()[:32]}.json"
+def witness_name(where: str, key_id: str) -> str:
+    """The file name of a database's witness by one key: a digest of the database's resolved path (or URL)
+    and the key. One per key, so a CLI without the keyring (a file key) never overwrites the window's."""
+    digest = hashlib.sha256(where.encode("utf-8") + b"\0" + key_id.encode("utf-8")).hexdigest()
+    return f"head-{digest[:32]}.json"
 
 
 def db_identity(path: Path | None, url: str) -> str:
@@ -32,12 +34,12 @@ def _open_dir(folder: Path, create: bool) -> int | None:
         return None
 
 
-def write_witness(folder: Path, where: str, fields: dict[str, Any]) -> None:
+def write_witness(folder: Path, where: str, key_id: str, fields: dict[str, Any]) -> None:
     """Replace `where`'s witness with `fields` (the signed head and its public key), atomically."""
     body = json.dumps({"version": WITNESS_VERSION, "db": where, **fields}, sort_keys=True).encode("utf-8")
     dfd = _open_dir(folder, create=True)
     assert dfd is not None
-    name = witness_name(where)
+    name = witness_name(where, key_id)
     tmp = f".{name}.{os.getpid()}.{os.urandom(6).hex()}"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dfd)
@@ -57,7 +59,7 @@ def write_witness(folder: Path, where: str, fields: dict[str, Any]) -> None:
         os.close(dfd)
 
 
-def read_witness(folder: Path, where: str) -> tuple[dict[str, Any] | None, str]:
+def read_witness(folder: Path, where: str, key_id: str) -> tuple[dict[str, Any] | None, str]:
     """`where`'s witness as a dict, or (None, why) when there is none or it cannot be read."""
     try:
         dfd = _open_dir(folder, create=False)
@@ -66,7 +68,7 @@ def read_witness(folder: Path, where: str) -> tuple[dict[str, Any] | None, str]:
     if dfd is None:
         return None, "absent"
     try:
-        fd = os.open(witness_name(where), os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dfd)
+        fd = os.open(witness_name(where, key_id), os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dfd)
     except FileNotFoundError:
         return None, "absent"
     except OSError as exc:

@@ -75,7 +75,7 @@ def _sql(db: Path, *statements: str, params: tuple = ()) -> list:
 
 
 def _witness(db: Path) -> Path:
-    return witness_dir() / witness_name(db_identity(db, ""))
+    return witness_dir() / witness_name(db_identity(db, ""), head_signer().key_id)
 
 
 def _cut_tail(db: Path, n: int) -> None:
@@ -616,3 +616,21 @@ def test_the_key_lives_in_the_keyring_when_there_is_one(desk: Path, tmp_path: Pa
         assert (first.source, key_file.exists()) == ("keyring", False)
         assert base64.b64decode(backend.items[("agent-desk", "audit-signing-key")]) == first.seed
     assert first.seed.hex() not in caplog.text and "seed" not in repr(first)
+
+
+async def test_two_keys_of_one_installation_share_a_database_without_false_alarms(desk: Path) -> None:
+    """The window's key is in the keyring, a CLI over ssh without one uses a file key: both sign, both verify."""
+    signers = [HeadSigner(os.urandom(32), witness_dir=witness_dir()) for _ in range(2)]
+    for i, signer in enumerate(signers * 2):
+        store = await SqlStore.open(desk, signer=signer)
+        await store.save_project(ProjectInfo("prj_1", "p", "/tmp/p"))
+        await store.save_session(SessionInfo("ses_1", "prj_1"))
+        await run_to_completion(store, make_record(command=f"echo {i}"))
+        await store.close()
+    for signer in signers:
+        store = await SqlStore.open(desk, signer=signer)
+        result = await store.verify()
+        await store.close()
+        assert result.ok and result.count == 12, result.message
+        assert all(s.key_id in result.message for s in signers)
+    assert len(list(witness_dir().iterdir())) == 2
