@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import sqlite3
 import statistics
@@ -19,7 +20,7 @@ import time
 from pathlib import Path
 
 from desktop_app.core import AuditEntry, Outcome, ToolCallRecord, ToolCallState
-from desktop_app.store import SCHEMA_VERSION, AuditQuery, SqlStore
+from desktop_app.store import SCHEMA_VERSION, AuditQuery, HeadSigner, SqlStore
 from desktop_app.store._chain import GENESIS, link_hash, split_canonical
 from desktop_app.store._digests import record_digests, sha
 
@@ -136,7 +137,9 @@ def fixture(n: int = FIXTURE_RECORDS) -> Path:
 
 async def bench_writes(seconds: float = 3.0, tasks: int = 50) -> float:
     with tempfile.TemporaryDirectory() as d:
-        store = await SqlStore.open(Path(d) / "w.db")
+        # Signed like the desk's: each commit's head signed, the witness written after it (coalesced).
+        signer = HeadSigner(os.urandom(32), witness_dir=Path(d) / "witness")
+        store = await SqlStore.open(Path(d) / "w.db", signer=signer)
         count = 0
         stop_at = 0.0
 

@@ -113,7 +113,7 @@ async def _run_window(app, window, settings, settings_error: str | None, db: str
     from .runtime import ProjectRuntimes
     from .ui import AppController
 
-    store = await _open_store(db)
+    store = await _open_store(db, signed=not args.sample_data)
     bus = await EventBus.open(store)
     key_source = await asyncio.get_running_loop().run_in_executor(None, _key_source, settings)
     factory = ProjectRuntimes(settings=settings, store=store, bus=bus)
@@ -168,11 +168,15 @@ def _key_source(settings) -> str | None:
     return key.source if key else None
 
 
-async def _open_store(db: str):
-    # the store's modules (SQLAlchemy, Alembic) are imported on a worker thread, off the GUI thread
+async def _open_store(db: str, *, signed: bool = True):
+    # the store's modules (SQLAlchemy, Alembic) are imported on a worker thread, off the GUI thread;
+    # the signing key is read there too (the keyring may block). The sample data's throwaway database is unsigned.
+    from .runtime import head_signer
+
     loop = asyncio.get_running_loop()
     mod = await loop.run_in_executor(None, __import__, "desktop_app.store", None, None, ["SqlStore"])
-    return await mod.SqlStore.open(db)
+    signer = await loop.run_in_executor(None, head_signer) if signed else None
+    return await mod.SqlStore.open(db, signer=signer)
 
 
 if __name__ == "__main__":

@@ -97,7 +97,13 @@ def _add_audit(sub: Any) -> None:
     ae.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
     ae.add_argument("--out", help="file (default: stdout)")
     ae.add_argument("--session")
-    asub.add_parser("verify", help="check the audit hash chain")
+    ae.add_argument("--signed", action="store_true",
+                    help="end the export with the database's signed head and this installation's signature")
+    asub.add_parser("verify", help="check the audit hash chain, its signed heads and its witness")
+    ve = asub.add_parser("verify-export", help="check a signed export offline (no database needed)")
+    ve.add_argument("file")
+    ve.add_argument("--key", action="append", default=[], metavar="KEY_ID",
+                    help="a key id to trust (repeatable); any other signing key is refused")
 
 
 def _add_images(sub: Any) -> None:
@@ -449,6 +455,8 @@ def _block(b: dict[str, Any]) -> str:
 async def _audit(args: argparse.Namespace) -> int:
     from .runtime import open_store
 
+    if args.action == "verify-export":
+        return _audit_verify_export(args)
     action = {"list": _audit_list, "show": _audit_show, "export": _audit_export}.get(args.action, _audit_verify)
     store = await open_store(args.db)
     try:
@@ -494,19 +502,31 @@ async def _audit_show(args: argparse.Namespace, store: Any) -> int:
 async def _audit_export(args: argparse.Namespace, store: Any) -> int:
     from .store import AuditQuery
 
-    n = await store.export(AuditQuery(session_id=args.session, limit=None), args.format, args.out or sys.stdout)
+    n = await store.export(AuditQuery(session_id=args.session, limit=None), args.format, args.out or sys.stdout,
+                           signed=args.signed)
     if args.out:
-        print(f"exported {n} tool calls to {args.out}", file=sys.stderr)
+        print(f"exported {n} tool calls to {args.out}{' (signed)' if args.signed else ''}", file=sys.stderr)
     return 0
 
 
 async def _audit_verify(args: argparse.Namespace, store: Any) -> int:
     result = await store.verify()
     if result.ok:
-        print(f"audit chain OK: {result.count} entries verified")
+        print(f"audit chain OK: {result.message or f'{result.count} entries verified'}")
         return 0
     print(f"audit chain BROKEN ({result.problem}): {result.message}; {result.count} entries checked",
           file=sys.stderr)
+    return 1
+
+
+def _audit_verify_export(args: argparse.Namespace) -> int:
+    from .store import verify_export
+
+    result = verify_export(args.file, args.key)
+    if result.ok:
+        print(f"export OK: {result.message}")
+        return 0
+    print(f"export REJECTED: {result.problem}: {result.message}", file=sys.stderr)
     return 1
 
 

@@ -2,11 +2,13 @@
 home (the keyring), and the record of the project rules the person trusted (trusted_rules.json).
 
 The key is looked up in the keyring (service "agent-desk"), then in the settings file, then in
-ANTHROPIC_API_KEY. It is never logged: `Settings.__repr__` hides it.
+ANTHROPIC_API_KEY. It is never logged: `Settings.__repr__` hides it. The installation's audit signing key
+(`desk_signing_key`) lives in the same keyring, else in a 0600 file in the user's data folder.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import hashlib
@@ -323,3 +325,107 @@ def _trust_lock(folder: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+# the audit signing key (issue 10, audit-keys) -----------------------------------------------------------
+KEYRING_SIGNING_USER = "audit-signing-key"
+SIGNING_KEY_FILE = "audit-signing.key"
+WITNESS_DIR = "witness"
+_SEED_BYTES = 32  # an Ed25519 private key is 32 random bytes
+
+
+@dataclass(slots=True, frozen=True)
+class DeskKey:
+    """This installation's Ed25519 private key (its 32-byte seed) and where it lives; repr hides the seed."""
+
+    seed: bytes = field(repr=False)
+    source: str  # keyring | file
+    path: Path | None = None  # the key file, when source is "file"
+
+
+def witness_dir() -> Path:
+    """Where the signed witnesses of each database's chain head are written (one file per database)."""
+    return data_dir() / WITNESS_DIR
+
+
+def desk_signing_key() -> DeskKey:
+    """This installation's audit signing key: from the keyring (service "agent-desk"), else from a 0600 file
+    in the user's data folder; made on first use. Never logged."""
+    if keyring_available():
+        import keyring
+
+        try:
+            stored = keyring.get_password(KEYRING_SERVICE, KEYRING_SIGNING_USER)
+        except Exception as e:
+            log.warning("the keyring could not be read (%s); using the signing key file", type(e).__name__)
+        else:
+            if stored:
+                return DeskKey(_decode_seed(stored, "the keyring"), "keyring")
+            path = data_dir() / SIGNING_KEY_FILE
+            if not path.exists() and not path.is_symlink():
+                seed = os.urandom(_SEED_BYTES)
+                try:
+                    keyring.set_password(KEYRING_SERVICE, KEYRING_SIGNING_USER, base64.b64encode(seed).decode())
+                except Exception as e:
+                    log.warning("the keyring refused the signing key (%s); using a key file", type(e).__name__)
+                else:
+                    return DeskKey(seed, "keyring")
+    return _file_key(data_dir() / SIGNING_KEY_FILE)
+
+
+def _decode_seed(text: str, where: str) -> bytes:
+    try:
+        seed = base64.b64decode(text.strip(), validate=True)
+    except ValueError:
+        seed = b""
+    if len(seed) != _SEED_BYTES:
+        raise ConfigError(f"The audit signing key in {where} is damaged (not a base64 Ed25519 key).",
+                          hint="Move it aside: a new key is made, and `audit verify` names the old one.")
+    return seed
+
+
+def _file_key(path: Path) -> DeskKey:
+    """Read the key file (refusing a link or a file others can read), or create it 0600 with O_EXCL."""
+    for _ in range(50):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            if _create_key_file(path):
+                continue  # read back what won the race, ours or another process's
+            time.sleep(0.01)
+            continue
+        except OSError as e:
+            raise ConfigError(f"The audit signing key file {path} cannot be opened: {e}",
+                              hint="It must be a regular file, not a link, owned by you.") from e
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if st.st_uid != os.getuid() or st.st_mode & 0o077:
+                raise ConfigError(f"The audit signing key file {path} is readable or owned by someone else "
+                                  f"(mode {st.st_mode & 0o777:o}).",
+                                  hint=f"Run `chmod 600 {path}` if you own it, or move it aside.")
+            text = f.read().decode("ascii", "replace")
+        if text.strip():
+            return DeskKey(_decode_seed(text, str(path)), "file", path)
+        time.sleep(0.01)  # another process is between link() and our read; it cannot be empty after link
+    raise ConfigError(f"The audit signing key file {path} stays empty.", hint="Move it aside and retry.")
+
+
+def _create_key_file(path: Path) -> bool:
+    """Write a new key to a private temp file, then link it into place: the name appears complete or not at
+    all, and an existing key is never replaced (link fails with EEXIST). True when a file now exists."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(base64.b64encode(os.urandom(_SEED_BYTES)) + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path, follow_symlinks=False)
+        except FileExistsError:
+            return True
+    finally:
+        tmp.unlink(missing_ok=True)
+    log.warning("no keyring backend is available: the audit signing key is kept in %s (mode 0600)", path)
+    return True

@@ -13,7 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import Settings, config_dir, data_dir, default_db_url, resolve_api_key, trust_rules, trusted_rules
+from .config import (
+    Settings,
+    config_dir,
+    data_dir,
+    default_db_url,
+    desk_signing_key,
+    resolve_api_key,
+    trust_rules,
+    trusted_rules,
+    witness_dir,
+)
 from .core import (
     DEFAULT_IMAGE,
     Action,
@@ -44,7 +54,7 @@ from .core import (
 )
 
 if TYPE_CHECKING:
-    from .store import SqlStore
+    from .store import HeadSigner, SqlStore
 
 log = logging.getLogger(__name__)
 
@@ -340,10 +350,19 @@ async def build_runtime(
 # the CLI: one project, with its own store and bus -----------------------------------------------------
 async def open_store(db_url: str | None = None) -> SqlStore:
     """The SqlStore at `db_url` (a URL or a path), $AGENT_DESK_DB, or the default file in the user's data
-    folder (the store creates a SQLite file's folder)."""
+    folder (the store creates a SQLite file's folder), signing its heads with this installation's key."""
     from .store import SqlStore
 
-    return await SqlStore.open(db_url or default_db_url())
+    signer = await asyncio.to_thread(head_signer)
+    return await SqlStore.open(db_url or default_db_url(), signer=signer)
+
+
+def head_signer() -> HeadSigner:
+    """This installation's audit signer: its key (keyring, else a 0600 file) and its witness folder.
+    Blocking (the keyring may ask the system): call it off the event loop."""
+    from .store import HeadSigner
+
+    return HeadSigner(desk_signing_key().seed, witness_dir=witness_dir())
 
 
 def project_dir(folder: str | os.PathLike[str]) -> Path:

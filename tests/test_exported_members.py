@@ -49,8 +49,8 @@ EXPORTED: dict[str, list[str]] = {
         "list_images", "load_catalog", "remove_orphans",
     ],
     "store": [
-        "AuditQuery", "CSV_COLUMNS", "RecordRow", "SCHEMA_VERSION", "SqlStore", "StoreStats", "VerifyResult",
-        "canonical_json", "write_records",
+        "AuditQuery", "CSV_COLUMNS", "HeadSigner", "RecordRow", "SCHEMA_VERSION", "SqlStore", "StoreStats",
+        "VerifyResult", "canonical_json", "verify_export", "write_records",
     ],
     "ui": [
         "AppController", "MainThreadGarbageCollector", "MainWindow", "apply_theme",

@@ -4,6 +4,8 @@ hash-chained audit entries, queries, export and verification."""
 from ._chain import VerifyResult, canonical_json
 from ._export import CSV_COLUMNS, write_records
 from ._query import AuditQuery, RecordRow, StoreStats
+from ._signed_export import verify_export
+from ._signing import HeadSigner
 from ._sql_store import SqlStore
 from ._tables import SCHEMA_VERSION
 
@@ -11,10 +13,12 @@ __all__ = [
     "CSV_COLUMNS",
     "SCHEMA_VERSION",
     "AuditQuery",
+    "HeadSigner",
     "RecordRow",
     "SqlStore",
     "StoreStats",
     "VerifyResult",
     "canonical_json",
+    "verify_export",
     "write_records",
 ]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -62,7 +63,11 @@ def csv_row(rec: ToolCallRecord) -> list[Any]:
     return ["" if values[c] is None else values[c] for c in CSV_COLUMNS]
 
 
-def _write(records: Iterator[ToolCallRecord], fmt: str, stream: IO[str]) -> int:
+# audit-keys: given the record count and the SHA-256 of the lines written, the signed trailer line.
+Trailer = Callable[[int, str], dict[str, Any]]
+
+
+def _write(records: Iterator[ToolCallRecord], fmt: str, stream: IO[str], trailer: Trailer | None = None) -> int:
     n = 0
     if fmt == "csv":
         w = csv.writer(stream)
@@ -71,20 +76,29 @@ def _write(records: Iterator[ToolCallRecord], fmt: str, stream: IO[str]) -> int:
             w.writerow(csv_row(rec))
             n += 1
     else:
+        digest = hashlib.sha256()
         for rec in records:
-            stream.write(json.dumps(record_json(rec), ensure_ascii=False, default=str))
-            stream.write("\n")
+            line = json.dumps(record_json(rec), ensure_ascii=False, default=str) + "\n"
+            stream.write(line)
+            if trailer is not None:
+                digest.update(line.encode("utf-8"))
             n += 1
+        if trailer is not None:
+            stream.write(json.dumps(trailer(n, digest.hexdigest()), ensure_ascii=False) + "\n")
     return n
 
 
-def write_records(records: Iterable[ToolCallRecord], fmt: str, out: str | os.PathLike[str] | IO[str]) -> int:
-    """Records as JSONL (with their trails) or CSV, to a stream or atomically to a file; returns the count."""
+def write_records(records: Iterable[ToolCallRecord], fmt: str, out: str | os.PathLike[str] | IO[str],
+                  trailer: Trailer | None = None) -> int:
+    """Records as JSONL (with their trails) or CSV, to a stream or atomically to a file; returns the count.
+    `trailer` (JSONL only) makes the last line: a signed head and the signature over the lines before it."""
     if fmt not in FORMATS:
         raise StoreError(f"unknown export format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
+    if trailer is not None and fmt != "jsonl":
+        raise StoreError("a signed export is JSONL only", hint="use --format jsonl with --signed")
     records = iter(records)
     if hasattr(out, "write"):
-        return _write(records, fmt, out)  # type: ignore[arg-type]
+        return _write(records, fmt, out, trailer)  # type: ignore[arg-type]
     path = Path(out).expanduser()
     # Write beside the target and rename, so a failed export leaves no half file behind.
     try:
@@ -93,7 +107,7 @@ def write_records(records: Iterable[ToolCallRecord], fmt: str, out: str | os.Pat
         raise StoreError(f"cannot write the export to {path}: {exc}") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            n = _write(records, fmt, fh)
+            n = _write(records, fmt, fh, trailer)
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):

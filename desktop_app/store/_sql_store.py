@@ -45,6 +45,8 @@ from ._query import (
     record_from_row,
     search_text,
 )
+from ._signed_export import latest_head, trailer
+from ._signing import HeadNotary, HeadSigner
 from ._tables import (
     EventRow,
     MessageRow,
@@ -58,6 +60,7 @@ from ._tables import (
     to_json,
 )
 from ._verify import verify
+from ._witness import db_identity
 from ._writer import ErrorTranslator, Op, Waiter, Writer, blob_params
 
 log = logging.getLogger(__name__)
@@ -125,6 +128,8 @@ class SqlStore:
         self._where = where
         self._fts = read_engine.dialect.name == "sqlite"
         self._closing = False
+        self._signer: HeadSigner | None = None  # audit-keys: set by open()
+        self._identity = where
 
     # lifecycle ------------------------------------------------------------------------------------
     @classmethod
@@ -135,19 +140,23 @@ class SqlStore:
         busy_timeout_ms: int = 5000,
         reader_threads: int = 2,
         sqlite_pragmas: dict[str, Any] | None = None,
+        signer: HeadSigner | None = None,
     ) -> SqlStore:
         """Open (creating if needed) the database, migrate it to the current schema, start the writer.
 
         `url_or_path` is a file path (SQLite) or any SQLAlchemy URL. `sqlite_pragmas` are extra
         PRAGMAs set on every SQLite connection, after the defaults (WAL, busy_timeout, foreign_keys,
-        synchronous=NORMAL).
+        synchronous=NORMAL). `signer` (the installation's key) signs each commit's head and writes its
+        witness; without one the head is not signed.
         """
         url = to_url(url_or_path)
-        return await asyncio.to_thread(cls._open_sync, url, busy_timeout_ms, reader_threads, sqlite_pragmas)
+        return await asyncio.to_thread(cls._open_sync, url, busy_timeout_ms, reader_threads, sqlite_pragmas,
+                                       signer)
 
     @classmethod
     def _open_sync(
-        cls, url: str, busy_timeout_ms: int, reader_threads: int, pragmas: dict[str, Any] | None
+        cls, url: str, busy_timeout_ms: int, reader_threads: int, pragmas: dict[str, Any] | None,
+        signer: HeadSigner | None = None,
     ) -> SqlStore:
         u = make_url(url)
         where = u.database if u.get_backend_name() == "sqlite" else u.render_as_string(hide_password=True)
@@ -165,9 +174,14 @@ class SqlStore:
         head = (row[0], row[1]) if row else (0, GENESIS)
         read_engine = make_engine(url, writer=False, busy_timeout_ms=busy_timeout_ms, pragmas=pragmas,
                                   pool_size=reader_threads)
-        writer = Writer(write_engine, head, ErrorTranslator(where, busy_timeout_ms))
+        identity = db_identity(Path(u.database) if u.get_backend_name() == "sqlite" and u.database else None,
+                               u.render_as_string(hide_password=True))
+        notary = HeadNotary(signer, identity) if signer is not None else None  # audit-keys
+        writer = Writer(write_engine, head, ErrorTranslator(where, busy_timeout_ms), notary)
         writer.start()
-        return cls(url, writer, read_engine, reader_threads, where)
+        store = cls(url, writer, read_engine, reader_threads, where)
+        store._signer, store._identity = signer, identity
+        return store
 
     @property
     def path(self) -> Path | None:
@@ -337,15 +351,33 @@ class SqlStore:
 
     async def verify(self) -> VerifyResult:
         """Re-hash the whole chain; name the first entry that was altered, removed or inserted."""
-        return await self._read(verify)
+        return await self._read(verify, self._signer, self._identity)
 
-    async def export(self, q: AuditQuery, fmt: str, out: str | os.PathLike[str] | IO[str]) -> int:
+    async def export(self, q: AuditQuery, fmt: str, out: str | os.PathLike[str] | IO[str], *,
+                     signed: bool = False) -> int:
         """Write the records matching `q` (its limit applies; None for all) as "jsonl" (records with
-        their trails) or "csv" (flat columns) to a path or a text stream. Returns the record count."""
+        their trails) or "csv" (flat columns) to a path or a text stream. Returns the record count.
+        `signed` (JSONL) ends it with the database's signed head and this installation's signature over it
+        all, which `verify_export` checks offline."""
         fmt = fmt.lower()
         if fmt not in FORMATS:
             raise StoreError(f"unknown export format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
-        return await self._read(lambda conn: write_records(_iter_records(conn, q, self._fts), fmt, out))
+        signer = self._signer
+        if signed and signer is None:
+            raise StoreError("a signed export needs this installation's signing key; the store was opened "
+                             "without one")
+
+        def run(conn: Connection) -> int:
+            if signed:  # the signature vouches for what it covers: never for a chain that does not verify
+                checked = verify(conn, signer, self._identity)
+                if not checked.ok:
+                    raise StoreError(f"the audit chain does not verify, so it is not signed: {checked.message}",
+                                     hint="run `agent-desk audit verify`; an unsigned export is still possible")
+            head = latest_head(conn) if signed else None
+            tr = (lambda n, digest: trailer(signer, head, n, digest)) if signer is not None and signed else None
+            return write_records(_iter_records(conn, q, self._fts), fmt, out, tr)
+
+        return await self._read(run)
 
 
 # read functions: each runs on a reader thread with its own connection -------------------------------

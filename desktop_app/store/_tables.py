@@ -13,7 +13,7 @@ from sqlmodel import Field, SQLModel
 from ._chain import json_default
 
 # The Alembic head this code expects; benchmarks key their cached fixtures on it.
-SCHEMA_VERSION = "0002"
+SCHEMA_VERSION = "0003"
 
 
 class ProjectRow(SQLModel, table=True):
@@ -151,8 +151,49 @@ class EventRow(SQLModel, table=True):
     payload: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
 
 
+
+# audit-keys (issue 10): the keys that sign the chain's head, and the signed heads -----------------------
+class AuditDbRow(SQLModel, table=True):
+    """The database's own identity, which every signed head names (one row)."""
+
+    __tablename__ = "audit_db"
+
+    id: int = Field(default=1, primary_key=True, sa_column_kwargs={"autoincrement": False})
+    db_id: str
+    created_at: float
+
+
+class DeskKeyRow(SQLModel, table=True):
+    """A desk's public Ed25519 key, registered by its first write (first_seq: the head it first signed)."""
+
+    __tablename__ = "desk_keys"
+
+    key_id: str = Field(primary_key=True)
+    algorithm: str
+    public_key: str  # base64 of the raw 32-byte key
+    host: str
+    user_name: str
+    registered_at: float
+    first_seq: int
+
+
+class HeadSignatureRow(SQLModel, table=True):
+    """The last head each key signed: (seq, hash, count) of the chain, signed with the database's id."""
+
+    __tablename__ = "audit_head_signatures"
+
+    key_id: str = Field(primary_key=True)
+    db_id: str
+    seq: int
+    hash: str
+    count: int
+    signature: str
+    signed_at: float
+
+
 TABLES: tuple[type[SQLModel], ...] = (
     ProjectRow, SessionRow, MessageRow, ToolCallRow, AuditEntryRow, ChainHeadRow, EventRow, BlobRow,
+    AuditDbRow, DeskKeyRow, HeadSignatureRow,
 )
 STORE_TABLES = tuple(str(t.__tablename__) for t in TABLES)
 

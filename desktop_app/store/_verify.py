@@ -14,6 +14,8 @@ from sqlalchemy.engine import Connection
 
 from ._chain import ChainWalk, VerifyResult
 from ._digests import MESSAGE_FIELDS, RECORD_FIELDS, RECORD_NAMED, field_digest, row_of, sha, unpack
+from ._head_verify import check_head
+from ._signing import HeadSigner
 from ._tables import AuditEntryRow, columns
 
 BATCH = 20_000
@@ -53,10 +55,13 @@ def batches(conn: Connection, sql: str) -> Iterator[list[tuple[Any, ...]]]:
             yield [tuple(r) for r in rows]
 
 
-def verify(conn: Connection) -> VerifyResult:
+def verify(conn: Connection, signer: HeadSigner | None = None, identity: str = "") -> VerifyResult:
+    """The links, then the rows beside them, then (in the same read transaction) the signed heads and the
+    witness of this installation (`signer`, `identity`: store/_head_verify.py)."""
     # This first statement begins the read transaction, so every later read sees the same snapshot.
     head_row = conn.execute(text("SELECT seq, hash FROM audit_head WHERE id = 1")).first()
-    walk = ChainWalk((head_row[0], head_row[1]) if head_row else None)
+    head = (head_row[0], head_row[1]) if head_row else None
+    walk = ChainWalk(head)
     for batch in batches(conn, _ENTRY_SQL):
         if not walk.feed(batch):
             break
@@ -73,8 +78,9 @@ def verify(conn: Connection) -> VerifyResult:
         return VerifyResult(False, walk.count, first.problem, None, first.record_id, first.text + more,
                             first.field, first.message_id, tuple(f.text for f in findings))
     note = f"; {legacy} older tool calls carry no digests and were not cross-checked" if legacy else ""
-    return VerifyResult(True, walk.count, message=f"{walk.count} entries verified; {records} tool calls and "
+    good = VerifyResult(True, walk.count, message=f"{walk.count} entries verified; {records} tool calls and "
                         f"{messages} messages match the chain{note}")
+    return check_head(conn, good, head, signer, identity)
 
 
 def _check_records(conn: Connection, findings: list[Finding]) -> tuple[dict[str, str], int, int]:

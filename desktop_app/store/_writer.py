@@ -21,6 +21,7 @@ from desktop_app.core import AuditEntry, Channel, Envelope, StoreError
 
 from ._chain import GENESIS, link_hash, split_canonical
 from ._digests import BLOB_MIN, message_digests, sha
+from ._signing import HeadNotary
 from ._tables import (
     AuditEntryRow,
     BlobRow,
@@ -142,7 +143,8 @@ class Writer(threading.Thread):
     """The one writer of this process. Other processes may write the same database: the chain's head is
     read inside each writing transaction (which holds the write lock), never kept from the last one."""
 
-    def __init__(self, engine: Engine, head: tuple[int, str], translate: ErrorTranslator) -> None:
+    def __init__(self, engine: Engine, head: tuple[int, str], translate: ErrorTranslator,
+                 notary: HeadNotary | None = None) -> None:
         super().__init__(name="agent-desk-store-writer", daemon=True)
         self.queue: queue.SimpleQueue[Op] = queue.SimpleQueue()
         self._engine = engine
@@ -157,6 +159,7 @@ class Writer(threading.Thread):
         self.dead: StoreError | None = None
         self.batches = 0  # transactions committed: fewer than ops when group commit works
         self._failed_lock = threading.Lock()
+        self.notary = notary  # audit-keys: signs each commit's head, writes the witness (None: unsigned)
 
     # thread body ----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -182,6 +185,8 @@ class Writer(threading.Thread):
             if conn is not None:
                 conn.close()
             self._engine.dispose()
+            if self.notary is not None:
+                self.notary.close()  # the last head's witness is written before close() returns
 
     def _fail_rest(self, err: StoreError) -> None:
         pend: list[Outcome] = []
@@ -264,6 +269,17 @@ class Writer(threading.Thread):
 
     def _write_batch(self, conn: Connection, ops: list[Op]) -> list[Any]:
         """Write `ops` in one transaction; returns a result per op. Raises on any failure."""
+        try:
+            results = self._write_batch_tx(conn, ops)
+        except BaseException:
+            if self.notary is not None:
+                self.notary.rolled_back()
+            raise
+        if self.notary is not None:
+            self.notary.committed()
+        return results
+
+    def _write_batch_tx(self, conn: Connection, ops: list[Op]) -> list[Any]:
         results: list[Any] = [None] * len(ops)
         if self._raw and all(op.kind in ("tx", "event") for op in ops):
             # The hot path (transitions and events) talks to sqlite3 directly: SQLAlchemy's
@@ -275,6 +291,8 @@ class Writer(threading.Thread):
                 seq, prev = self._write_ops(conn, ops, results, head)
                 if head is None or seq != head[0]:
                     dbapi.execute(UPSERT_HEAD.text, {"id": 1, "seq": seq, "hash": prev})
+                    if self.notary is not None:
+                        self.notary.sign_in_tx(dbapi.execute, lambda sql: dbapi.execute(sql).fetchall(), seq, prev)
                 dbapi.execute("COMMIT")
             except BaseException:
                 if dbapi.in_transaction:
@@ -286,6 +304,9 @@ class Writer(threading.Thread):
                 seq, prev = self._write_ops(conn, ops, results, head)
                 if head is None or seq != head[0]:
                     conn.execute(UPSERT_HEAD, {"id": 1, "seq": seq, "hash": prev})
+                    if self.notary is not None:
+                        self.notary.sign_in_tx(lambda sql, p: conn.execute(text(sql), p),
+                                               lambda sql: list(conn.execute(text(sql))), seq, prev)
         self.head_seq, self.head_hash = seq, prev
         self.batches += 1
         return results

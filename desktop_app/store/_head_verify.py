@@ -1,0 +1,172 @@
+"""What `verify` checks beyond the hash links: each key's signed head, the registered keys, the witness outside
+the database, and an empty chain in a database that holds sessions. Runs after `verify_chain` found the links good."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ._chain import VerifyResult
+from ._signing import (
+    SELECT_DB_ID,
+    SELECT_HEAD_SIGNATURES,
+    SELECT_KEYS,
+    HeadSigner,
+    SignedHead,
+    head_signature_ok,
+    unb64,
+    witness_head,
+)
+from ._witness import read_witness
+
+
+class HeadProblem(Exception):
+    """One finding that makes the chain fail: its kind (VerifyResult.problem), the entry, and what it means."""
+
+    def __init__(self, problem: str, seq: int | None, message: str) -> None:
+        super().__init__(message)
+        self.problem, self.seq, self.message = problem, seq, message
+
+
+@dataclass(slots=True, frozen=True)
+class _Key:
+    key_id: str
+    public_key: bytes
+    host: str
+    user: str
+    first_seq: int
+
+    def name(self) -> str:
+        return f"{self.key_id} ({self.user}@{self.host})"
+
+
+def check_head(conn: Connection, chain: VerifyResult, head: tuple[int, str] | None,
+               signer: HeadSigner | None, where: str) -> VerifyResult:
+    """`chain` (a good walk of the links) checked against the signed heads and the witness."""
+    head_seq = head[0] if head else 0
+    try:
+        notes = _check(conn, chain.count, head_seq, signer, where)
+    except HeadProblem as p:
+        return VerifyResult(False, chain.count, p.problem, p.seq, None, p.message)
+    except (TypeError, ValueError) as exc:  # a value of the wrong type written into the key tables
+        return VerifyResult(False, chain.count, "bad-signature", None, None,
+                            f"the signed heads or the registered keys are malformed ({exc})")
+    return VerifyResult(True, chain.count, message="; ".join([chain.message, *notes]))
+
+
+def _check(conn: Connection, count: int, head_seq: int, signer: HeadSigner | None, where: str) -> list[str]:
+    if count == 0:
+        _refuse_empty(conn)
+    keys = {r[0]: _Key(r[0], _decode_key(r[0], r[1]), r[2], r[3], r[5]) for r in conn.execute(text(SELECT_KEYS))}
+    db_row = conn.execute(text(SELECT_DB_ID)).first()
+    db_id = db_row[0] if db_row else None
+    heads = [SignedHead(r[1], r[2], r[3], r[4], r[0], r[5], r[6])
+             for r in conn.execute(text(SELECT_HEAD_SIGNATURES))]
+    for h in heads:
+        _check_signed_head(conn, h, keys, db_id, head_seq)
+    # A key is registered in the transaction of its first signed head, and head rows are never deleted.
+    lost = sorted(set(keys) - {h.key_id for h in heads})
+    if heads and lost:
+        raise HeadProblem("unsigned", None, f"the signed head of key {keys[lost[0]].name()} was removed")
+    # The witness first: "N entries missing at the tail" says more than "no signed head is left".
+    local = _check_local(conn, signer, keys, db_id, head_seq, where) if signer is not None else []
+    return _check_coverage(heads, keys, count, head_seq, signer) + local
+
+
+def _decode_key(key_id: str, public_b64: str) -> bytes:
+    try:
+        return unb64(public_b64)
+    except ValueError:
+        raise HeadProblem("bad-key", None, f"the registered public key of {key_id} is damaged") from None
+
+
+def _refuse_empty(conn: Connection) -> None:
+    n = {t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar() or 0
+         for t in ("sessions", "tool_calls", "messages")}
+    if any(n.values()):
+        raise HeadProblem("empty", None, f"the audit chain is empty, yet the database holds {n['sessions']} "
+                          f"session(s), {n['tool_calls']} tool call(s) and {n['messages']} message(s): "
+                          "its entries were deleted")
+
+
+def _hash_at(conn: Connection, seq: int) -> str | None:
+    return conn.execute(text("SELECT hash FROM audit_entries WHERE seq = :s"), {"s": seq}).scalar()
+
+
+def _check_signed_head(conn: Connection, h: SignedHead, keys: dict[str, _Key], db_id: str | None,
+                       head_seq: int) -> None:
+    key = keys.get(h.key_id)
+    if key is None:
+        raise HeadProblem("unknown-key", h.seq, f"the head at entry {h.seq} is signed by key {h.key_id}, "
+                          "which is not registered in this database")
+    if not head_signature_ok(h, key.public_key) or h.db_id != db_id or h.count != h.seq:
+        raise HeadProblem("bad-signature", h.seq, f"the head at entry {h.seq} does not match its signature by "
+                          f"key {key.name()}: the head or the database's identity was rewritten without the key")
+    if h.seq < key.first_seq:
+        raise HeadProblem("late-key", h.seq, f"key {key.name()} signed the head at entry {h.seq} but was "
+                          f"registered at entry {key.first_seq}, after those entries")
+    if h.seq > head_seq:
+        raise HeadProblem("truncated", head_seq + 1, f"{h.seq - head_seq} entries missing at the tail: key "
+                          f"{key.name()} signed the head at entry {h.seq}, the chain ends at entry {head_seq}")
+    if _hash_at(conn, h.seq) != h.hash:
+        raise HeadProblem("rewritten", h.seq, f"entry {h.seq} is not the one key {key.name()} signed: the chain "
+                          "was recomputed after an edit")
+
+
+def _check_coverage(heads: list[SignedHead], keys: dict[str, _Key], count: int, head_seq: int,
+                    signer: HeadSigner | None) -> list[str]:
+    if not heads:
+        if keys:
+            raise HeadProblem("unsigned", head_seq or None, f"{len(keys)} key(s) are registered but no signed "
+                              "head is left: the signatures were removed")
+        if count and signer is not None:
+            raise HeadProblem("unsigned", head_seq, f"the head (entry {head_seq}) is signed by no key: written "
+                              "before signed heads existed, or its signatures and keys were removed")
+        return ["the head is not signed (no key has written to this database)"] if count else []
+    top = max(heads, key=lambda h: h.seq)
+    if top.seq < head_seq:
+        raise HeadProblem("unsigned", top.seq + 1, f"entries {top.seq + 1}..{head_seq} are covered by no "
+                          f"signed head (the last one is at entry {top.seq}): they were added without a key")
+    names = ", ".join(keys[h.key_id].name() for h in sorted(heads, key=lambda h: -h.seq))
+    return [f"head signed by {names}"]
+
+
+def _check_local(conn: Connection, signer: HeadSigner, keys: dict[str, _Key], db_id: str | None,
+                 head_seq: int, where: str) -> list[str]:
+    """This installation's anchors: its key as registered, and its witness of this database's head."""
+    mine = keys.get(signer.key_id)
+    if mine is not None and mine.public_key != signer.public_key:
+        raise HeadProblem("bad-key", None, f"the registered public key of {signer.key_id} is not this "
+                          "installation's key")
+    if signer.witness_dir is None:
+        return []
+    data, why = read_witness(signer.witness_dir, where, signer.key_id)
+    if data is None:
+        if why != "absent":
+            raise HeadProblem("witness", None, f"the witness of this database is {why}")
+        return ["no witness on this installation"]
+    w = witness_head(data, signer.public_key)
+    if w is None:
+        raise HeadProblem("witness", None, "the witness of this database is not signed by this installation's "
+                          f"key {signer.key_id}")
+    note = _compare_witness(conn, w, db_id, head_seq)
+    if mine is None:
+        raise HeadProblem("unknown-key", None, f"this installation's key {signer.key_id}, which witnessed entry "
+                          f"{w.seq}, is no longer registered in this database")
+    return [note]
+
+
+def _compare_witness(conn: Any, w: SignedHead, db_id: str | None, head_seq: int) -> str:
+    if w.seq > head_seq:
+        raise HeadProblem("truncated", head_seq + 1, f"{w.seq - head_seq} entries missing at the tail: the "
+                          f"witness saw entry {w.seq}, the chain ends at entry {head_seq}")
+    if w.db_id != db_id:
+        raise HeadProblem("witness", None, f"the database's identity changed: the witness names {w.db_id}, "
+                          f"the database {db_id}")
+    if _hash_at(conn, w.seq) != w.hash:
+        raise HeadProblem("rewritten", w.seq, f"entry {w.seq} is not the one the witness saw: the chain was "
+                          "recomputed after an edit")
+    return f"witness at entry {w.seq} matches"
