@@ -45,9 +45,16 @@ function orphan(p,   o) {
 }
 END {
   prot[1] = 1
-  if (init) { best = ""; for (p in pp) if (pp[p] == 1 && (best == "" || st[p] < st[best])) best = p; if (best != "") prot[best] = 1 }
+  if (init) {
+    best = ""
+    for (p in pp) if (pp[p] == 1 && (best == "" || st[p] < st[best])) best = p
+    if (best != "") prot[best] = 1
+  }
   for (p = self; (p in pp) && p != 0; p = pp[p]) prot[p] = 1
-  for (p in pp) { o = owner(p); if ((mode == "all" && o != "P") || (mode == "run" && (o == target || o == "S"))) print p, o }
+  for (p in pp) {
+    o = owner(p)
+    if ((mode == "all" && o != "P") || (mode == "run" && (o == target || o == "S"))) print p, o
+  }
 }
 """
 
@@ -71,7 +78,8 @@ _awk=$(cat <<'AWK'
 {_PROCS_AWK}
 AWK
 )
-_scan() {{
+_scan() {{  # always in a pipeline's subshell: the glob is on here only
+  set +f
   for _d in /proc/[0-9]*; do
     {{ read -r _s < "$_d/stat"; }} 2>/dev/null || continue
     set -- ${{_s##*) }}
@@ -121,7 +129,7 @@ fail() {{ cat >/dev/null; echo "{ERROR} $*" >&2; exit 4; }}
 [ "$p" = "$ws" ] && fail "$ws: is a directory"
 rel=${{p#"$ws"/}}; name=${{rel##*/}}; dir=${{rel%"$name"}}
 cd -P "$ws" || fail "$ws: cannot enter the workspace"
-here=$ws
+here=$ws; swapped="not a folder, or it became a symlink while the path was used; nothing was done"
 IFS=/
 for c in $dir; do
   [ -n "$c" ] || continue
@@ -130,7 +138,7 @@ for c in $dir; do
   [ -L "./$c" ] && fail "$here/$c: a symlink in the path; nothing was done"
   cd -P "./$c" 2>/dev/null || fail "$here/$c: not a folder, or no such folder"
   here=$here/$c
-  [ "$(pwd -P)" = "$here" ] || fail "$here: not a folder, or it became a symlink while the path was used; nothing was done"
+  [ "$(pwd -P)" = "$here" ] || fail "$here: $swapped"
 done
 unset IFS
 [ -d "./$name" ] && [ ! -L "./$name" ] && fail "$p: is a directory"
