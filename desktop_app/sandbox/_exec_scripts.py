@@ -14,9 +14,11 @@ SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 KILL_ROUNDS = 60  # SIGKILL rounds before giving up on a fork loop (as the helper's proctree)
 
 # Which process belongs to which run, read from /proc (the helper's proctree, in sh and awk):
-# - a process whose own initial environment carries a cookie of this transport (the prefix) belongs to that
-#   run; a command cannot drop the cookie of a parent that still lives: the walk goes up first to a parent
-#   with one (env -i, or a forged cookie, only hides a process that is orphaned);
+# - a process whose own initial environment carries the cookie of a live run of this transport (the prefix)
+#   belongs to that run; an orphan with the cookie of a run that is over (or a forged one) is a stray; any
+#   other process is judged by its parent (env -i, or a forged cookie, only hides a process once orphaned).
+#   A run's processes are not orphans while it runs (its script, a `docker exec`, is their ancestor), so a
+#   run started after the list of live runs was taken is never judged a stray;
 # - a process whose parent is outside the container's PID namespace (ppid 0) is a `docker exec`: one of
 #   this transport's scripts, or someone else's shell; it and what it starts without a cookie are left alone;
 # - an orphan (reparented to the init) without such a cookie belongs to the run that leads its session or
@@ -32,7 +34,10 @@ function alive_run(c) { return live == "*" || c == target || index(live, " " c "
 function owner(p,   q, o) {
   if (p in memo) return memo[p]
   if (p in prot || !(p in pp)) return memo[p] = "P"
-  if ((p in ck) && own(ck[p])) return memo[p] = (alive_run(ck[p]) ? ck[p] : "S")
+  if ((p in ck) && own(ck[p])) {
+    if (alive_run(ck[p])) return memo[p] = ck[p]
+    if (pp[p] == 1) return memo[p] = "S"
+  }
   q = pp[p]
   if (q == 0) return memo[p] = "P"
   if (q == 1) return memo[p] = orphan(p)

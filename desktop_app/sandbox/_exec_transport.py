@@ -74,6 +74,9 @@ class _Runs:
         self._n = 0
         self.live: dict[str, str] = {}  # cookie -> "label: command"
         self.bg: dict[str, str] = {}  # background id -> cookie
+        # Held while a kill judges by the live list, and while a background process is registered and started:
+        # its leader is an orphan from its start, so it must be live in every list a scan is judged by.
+        self.gate = threading.Lock()
 
     def new(self, label: str, command: str | list[str]) -> str:
         text = command if isinstance(command, str) else " ".join(map(str, command))
@@ -91,9 +94,10 @@ class _Runs:
         with self._lock:
             return " " + " ".join(self.live) + " "
 
-    def started_by(self, owner: str) -> str:
+    def names(self) -> dict[str, str]:
+        """What started each live run, taken before a sweep (a run it kills ends while it reports)."""
         with self._lock:
-            return self.live.get(owner) or ("" if owner in ("S", "") else f"run {owner}")
+            return dict(self.live)
 
 
 class ExecTransport:
@@ -170,8 +174,7 @@ class ExecTransport:
             try:
                 return await asyncio.shield(fut)
             except asyncio.CancelledError:
-                grace = str(int(KILL_GRACE_S * 1000))
-                self._pool.submit(self._run, "cancel", [cookie, self._runs.live_arg(), grace])
+                self._pool.submit(self._kill_run, cookie, int(KILL_GRACE_S * 1000))
                 raise
         method = getattr(self, "_op_" + op, None)
         if method is None:
@@ -194,6 +197,14 @@ class ExecTransport:
             return self._exec_run(cookie, words, a, loop, on_event)
         finally:
             self._runs.end(cookie)
+            # The script killed the run's tree and the cookie-less strays as it ended; this pass, judged by the
+            # exact live list, also takes orphans with a cookie of a run that is over (a forged one included).
+            with contextlib.suppress(RuntimeError):  # the pool is shutting down: the sweep does it
+                self._pool.submit(self._kill_run, cookie, 0)
+
+    def _kill_run(self, cookie: str, grace_ms: int) -> None:
+        with contextlib.suppress(Exception), self._runs.gate:
+            self._run("cancel", [cookie, self._runs.live_arg(), str(grace_ms)])
 
     def _exec_run(
         self, cookie: str, words: list[str], a: dict[str, Any], loop: asyncio.AbstractEventLoop,
@@ -327,8 +338,9 @@ class ExecTransport:
         pid_id = f"bg-{self._n}-{time.monotonic_ns() % 10**9}"
         words = _command_words(a["command"], a.get("env"))
         _too_long(words)
-        cookie = self._runs.new(pid_id, a["command"])
-        code, _out, err = self._run("bg_start", [a.get("cwd") or ".", pid_id, cookie, *words])
+        with self._runs.gate:
+            cookie = self._runs.new(pid_id, a["command"])
+            code, _out, err = self._run("bg_start", [a.get("cwd") or ".", pid_id, cookie, *words])
         if code != 0:
             self._runs.end(cookie)
         self._check(code, err)
@@ -352,7 +364,8 @@ class ExecTransport:
         if cookie is None:
             raise SandboxError(f"no background process {a['process_id']!r}")
         grace = str(int(KILL_GRACE_S * 1000))
-        code, _, err = self._run("bg_kill", [a["process_id"], cookie, self._runs.live_arg(), grace])
+        with self._runs.gate:
+            code, _, err = self._run("bg_kill", [a["process_id"], cookie, self._runs.live_arg(), grace])
         self._check(code, err)
         self._runs.end(cookie)
         return self._op_bg_logs(a)
@@ -361,14 +374,17 @@ class ExecTransport:
         """The session's end: every process in the container but the init, its command and other docker
         execs' own processes is killed; {"killed": [...], "alive": [...]} as the helper's sweep answers."""
         grace = str(int(float(a.get("grace", SWEEP_GRACE_MS / 1000)) * 1000))
-        code, out, err = self._run("sweep", [grace])
+        with self._runs.gate:
+            names = self._runs.names()
+            code, out, err = self._run("sweep", [grace])
         self._check(code, err)
         found: dict[str, list[dict[str, Any]]] = {"K": [], "A": []}
         for line in out.decode("utf-8", "replace").splitlines():
             parts = line.split("\t", 3)
             if len(parts) == 4 and parts[0] in found and parts[1].isdigit():
                 tag, pid, owner, cmd = parts
-                found[tag].append({"pid": int(pid), "command": cmd.strip(), "started_by": self._runs.started_by(owner)})
+                started_by = names.get(owner) or ("" if owner in ("S", "") else f"run {owner}")
+                found[tag].append({"pid": int(pid), "command": cmd.strip(), "started_by": started_by})
         for cookie in list(self._runs.bg.values()):
             self._runs.end(cookie)
         return {"killed": found["K"], "alive": found["A"]}
