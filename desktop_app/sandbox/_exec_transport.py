@@ -465,4 +465,3 @@ def _glob_subject(rel: str, base: str, glob: str) -> str:
         return posixpath.basename(rel)
     root = _rel(posixpath.normpath(base if base.startswith("/") else posixpath.join(WORKSPACE, base)))
     return rel if root == "." else posixpath.relpath(rel, root)
-

@@ -217,9 +217,9 @@ async def test_the_container_init_and_command_survive_a_sweep(box: Box) -> None:
 # Inside the container, with perl (the base has it; no python3): swap /workspace/d for a link to /tmp/out
 # and back as fast as it can, counting the swaps.
 SWAPPER = (
-    "perl -e 'mkdir \"/tmp/out\"; my $n = 0; while (1) { if (rename(\"d\", \"d.real\")) { symlink(\"/tmp/out\", "
-    "\"d\"); unlink(\"d\"); rename(\"d.real\", \"d\"); $n++; if ($n % 100 == 0) { open(my $f, \">\", "
-    "\"/tmp/swaps\"); print $f $n; close($f) } } }'"
+    'perl -e \'mkdir "/tmp/out"; my $n = 0; while (1) { if (rename("d", "d.real")) { symlink("/tmp/out", '
+    '"d"); unlink("d"); rename("d.real", "d"); $n++; if ($n % 100 == 0) { open(my $f, ">", '
+    '"/tmp/swaps"); print $f $n; close($f) } } }\''
 )
 WRITES = 600
 
