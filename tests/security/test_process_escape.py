@@ -30,12 +30,14 @@ VARIANTS = {
     "disown": "bash -c \"sh -c '{w}' {m} >/dev/null 2>&1 & disown\"",
     "exec_a": "setsid -f bash -c 'exec -a {m} sh -c \"{w}\"'",
     "env_scrubbed": "setsid -f env -i /bin/sh -c '{w}' {m}",
+    # a cookie forged to name the live helper ($PPID) as its owner: no cookie but a live run's own is proof
+    "forged_cookie": "setsid -f env -i AGENT_DESK_RUN=$PPID-999:1 /bin/sh -c '{w}' {m}",
     "fork_loop": "setsid -f bash -c 'for i in $(seq 40); do (sleep 300 & exec -a {m} sleep 300) & sleep 0.01; done; "
     "exec -a {m} sh -c \"{w}\"'",
 }
 # On the host a process that scrubbed its environment, left the session and was orphaned carries nothing
 # that ties it to the desk: LocalSandbox does not catch it (README, "what the sandbox does not protect").
-HOST_UNTRACKABLE = {"env_scrubbed"}
+HOST_UNTRACKABLE = {"env_scrubbed", "forged_cookie"}
 
 
 def _command(variant: str, marker: str, path: str) -> str:

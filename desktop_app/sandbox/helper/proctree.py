@@ -176,14 +176,10 @@ class Tracker:
         c = cookie_of(pid)
         if c is not None and c.startswith(self.prefix):
             return c if c in runs else STRAY
-        if c is not None and self.container and self._foreign_alive(c, table):
-            return PROTECTED  # another helper's run in the same container
+        # Any other cookie is no proof: the agent runs as the helper's user and can write any cookie (one
+        # naming a live helper included). So an orphan in the container that no live run of this helper owns
+        # is a stray, another desk's escaped daemon too (its helper's own children are never orphans).
         return STRAY if self.container else PROTECTED
-
-    @staticmethod
-    def _foreign_alive(cookie, table):
-        owner = cookie.split("-", 1)[0]
-        return owner.isdigit() and int(owner) in table and table[int(owner)][0] == 0
 
     # -- killing
     def targets(self, cookie=None, everything=False):
