@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from ._bus import EventBus
 from ._errors import AgentDeskError, ModelError
 from ._events import Done, ErrorEvent, Event, TextChunk, ThinkingChunk, ToolStart, TurnEnd
 from ._executor import Executor, RunContext
+from ._hooks import off_loop_when_large
 from ._llm import ModelClient, ModelReply, ModelRequest
 from ._messages import StoredMessage, normalize, sealed_result, text_blocks, tool_result_block
 from ._project import ProjectInfo, SessionInfo, new_session
@@ -291,9 +293,8 @@ class AgentSession:
             if self._stopping:
                 return self._end(TurnEnd.INTERRUPTED, steps, last_text, "Stopped by the user.")
             for r in records:
-                calls_seen.append(
-                    (r.name, json.dumps(r.input, sort_keys=True, default=str), r.state is ToolCallState.FAILED)
-                )
+                key = await off_loop_when_large(r.input, _input_key, r.input)
+                calls_seen.append((r.name, key, r.state is ToolCallState.FAILED))
             pause = _repetition(calls_seen)
             if pause:
                 log.info("session %s: pausing: %s", sid, pause)
@@ -339,8 +340,10 @@ class AgentSession:
         if not content:
             return
         # Stored redacted, and sent so from now on (a reopened session sees the same history).
-        message = StoredMessage(session_id=self.session.id, role=role, content=_redacted_blocks(
-            self.executor.redactor, content))
+        # A large block (a 50 MB fs_write's tool_use) is redacted on a worker thread, once: the executor
+        # then finds the same input's redaction in the redactor's memo.
+        redacted = await off_loop_when_large(content, _redacted_blocks, self.executor.redactor, content)
+        message = StoredMessage(session_id=self.session.id, role=role, content=redacted)
         await self.store.append_message(message)
         if self._history is not None:
             self._history.append(message)
@@ -373,6 +376,11 @@ class AgentSession:
             else:
                 results.append(sealed_result(use["id"], RUN_STOPPED))
         await self._append("user", results)
+
+
+def _input_key(value: dict[str, Any]) -> str:
+    """What tells two inputs apart for the repetition guard: a digest, so a turn keeps no copies."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _repetition(calls: list[tuple[str, str, bool]]) -> str:

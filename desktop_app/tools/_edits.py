@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +70,16 @@ def plan(before: FileState, new_text: str) -> PlannedChange:
     diff = unified_diff(before.display, old, new_text, created=not before.exists)
     added, removed = diff_counts(diff)
     return PlannedChange(before, new_text, diff, added, removed)
+
+
+INLINE_DIFF_CHARS = 65_536  # a larger diff is computed on a worker thread: difflib is pure Python
+
+
+async def plan_off_loop(before: FileState, new_text: str) -> PlannedChange:
+    """`plan`, on a worker thread when the texts are large (a 20 MB write's diff took a second)."""
+    if len(new_text) + (len(before.data) if before.exists else 0) <= INLINE_DIFF_CHARS:
+        return plan(before, new_text)
+    return await asyncio.to_thread(plan, before, new_text)
 
 
 async def refuse_control(sandbox: Sandbox, path: str) -> None:
@@ -189,7 +200,7 @@ async def plan_edits(
             states[path] = state
             order.append(path)
         texts[path] = apply_edit(texts[path], edit.old_string, edit.new_string, edit.replace_all, where)
-    return [plan(states[p], texts[p]) for p in order]
+    return [await plan_off_loop(states[p], texts[p]) for p in order]
 
 
 async def write_planned(sandbox: Sandbox, changes: Sequence[PlannedChange], ctx: ToolContext) -> None:
