@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ._anthropic import _partial_object, _preview
+from ._anthropic import PREVIEW_PARSE_CHARS, input_preview, json_head
 from ._bus import EventBus
 from ._errors import AgentDeskError, ModelError
 from ._events import Done, ErrorEvent, Event, TextChunk, ThinkingChunk, ToolStart, TurnEnd
@@ -379,8 +379,25 @@ class AgentSession:
 
 
 def _input_key(value: dict[str, Any]) -> str:
-    """What tells two inputs apart for the repetition guard: a digest, so a turn keeps no copies."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+    """What tells two inputs apart for the repetition guard: a digest, so a turn keeps no copies. A long
+    string is hashed in pieces (json.dumps of 20 MB held the GIL, and so the loop, for 60 ms)."""
+
+    def short(v: Any) -> Any:
+        if isinstance(v, str) and len(v) > _PIECE:
+            h = hashlib.sha256()
+            for i in range(0, len(v), _PIECE):
+                h.update(v[i:i + _PIECE].encode("utf-8", "surrogatepass"))
+            return f"sha256:{h.hexdigest()}:{len(v)}"
+        if isinstance(v, dict):
+            return {k: short(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [short(x) for x in v]
+        return v
+
+    return hashlib.sha256(json.dumps(short(value), sort_keys=True, default=str).encode()).hexdigest()
+
+
+_PIECE = 1 << 16
 
 
 def _repetition(calls: list[tuple[str, str, bool]]) -> str:
@@ -422,7 +439,7 @@ class _RedactingEmit:
         self.redactor = redactor
         self.streams: dict[tuple[str, str], StreamRedactor] = {}
         self.events: dict[tuple[str, str], Event] = {}  # the last event of each stream, to repeat its shape
-        self.json: dict[str, str] = {}  # each tool's input JSON as published so far, redacted
+        self.json: dict[str, str] = {}  # the head of each tool's input JSON as published, redacted
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, TextChunk | ThinkingChunk):
@@ -446,8 +463,10 @@ class _RedactingEmit:
             return
         event = self.events[key]
         if isinstance(event, ToolStart):
-            so_far = self.json[event.call_id] = self.json.get(event.call_id, "") + text
-            preview = self.redactor.redact_value(_preview(_partial_object(so_far)))
+            head = self.json.get(event.call_id, "")
+            if len(head) <= PREVIEW_PARSE_CHARS:  # the preview reads the head alone: no more is kept
+                head = self.json[event.call_id] = json_head([head, text])
+            preview = self.redactor.redact_value(input_preview(head))
             self.publish(replace(event, partial_json=text, input=preview))
         else:
             self.publish(replace(event, text=text))

@@ -8,6 +8,7 @@ per kilobyte where one RE2 pass over the union of the patterns below costs micro
 
 from __future__ import annotations
 
+import codecs
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -148,14 +149,24 @@ def _scoped(pattern: str) -> str:
     return f"(?:{pattern})"
 
 
+_PIECE = 1 << 20  # a large text is encoded and decoded in pieces: each call holds the GIL (~1 ms per MB)
+
+
 def _utf8(text: str) -> bytes:
     """`text` as RE2 reads it. A lone surrogate (a file name's undecodable byte, a JSON `\\ud800`) passes
     as its own bytes: the str API raised UnicodeEncodeError on it, and a crash is no redaction."""
-    return text.encode("utf-8", "surrogatepass")
+    if len(text) <= _PIECE:
+        return text.encode("utf-8", "surrogatepass")
+    return b"".join(text[i:i + _PIECE].encode("utf-8", "surrogatepass") for i in range(0, len(text), _PIECE))
 
 
 def _text(data: bytes) -> str:
-    return data.decode("utf-8", "surrogatepass")
+    if len(data) <= _PIECE:
+        return data.decode("utf-8", "surrogatepass")
+    decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")  # a piece may end inside a character
+    view = memoryview(data)
+    parts = [decoder.decode(view[i:i + _PIECE]) for i in range(0, len(data), _PIECE)]
+    return "".join([*parts, decoder.decode(b"", final=True)])
 
 
 class _AsText:
@@ -288,8 +299,8 @@ class Redactor:
         for lit in self.literals:
             if lit in text:
                 text = text.replace(lit, _R)
-        data = _utf8(text) if len(text) >= 6 and may_hold_secret(text) else b""
-        if not data or not _ANY_SECRET_B.search(data):
+        data = _utf8(text) if len(text) >= 6 and (len(text) >= _SHORT or may_hold_secret(text)) else b""
+        if not data or (len(text) >= _SHORT and not _TRIGGER_RE.search(data)) or not _ANY_SECRET_B.search(data):
             if short:
                 if len(self._clean) >= _CACHE_SIZE:
                     self._clean.clear()

@@ -31,7 +31,7 @@ from ._common import (
     unified_diff,
     workspace_path,
 )
-from ._edits import EditSpec, check_read_hash, load, plan_edits, plan_off_loop, write_planned
+from ._edits import EditSpec, check_read_hash, line_count, load, plan_edits, plan_off_loop, write_planned
 
 DEFAULT_READ_LINES = 2000
 MAX_READ_BYTES = 256 * 1024
@@ -82,13 +82,6 @@ def decode_text(data: bytes) -> tuple[str, str | None]:
         if exc.start >= len(data) - 3 and exc.reason == "unexpected end of data":
             return data.decode("utf-8", errors="replace"), None
     return data.decode("latin-1"), "latin-1"
-
-
-def _line_count(text: str) -> int:
-    """`len(_lines(text))` without the list: a 20 MB input's summary is taken on the event loop."""
-    if not text:
-        return 0
-    return text.count("\n") + (0 if text.endswith("\n") else 1)
 
 
 def _lines(text: str) -> list[str]:
@@ -267,16 +260,16 @@ class FsWrite(BuiltinTool, name="fs_write", group="group:fs", input_model=FsWrit
         change = await plan_off_loop(before, args.content)
         await write_planned(sandbox, [change], ctx)
         verb = "Updated" if before.exists else "Created"
-        n = _line_count(args.content)
+        n = line_count(args.content)
         return ToolResult.text(
             f"{verb} {change.display} ({n} line{'' if n == 1 else 's'}, +{change.added} -{change.removed}).",
             **change.details(),
-            bytes=len(args.content.encode("utf-8")),
+            bytes=len(change.new_data),
         )
 
     def summarize(self, raw: dict[str, Any]) -> str:
         content = raw.get("content")
-        n = _line_count(content) if isinstance(content, str) else 0
+        n = line_count(content) if isinstance(content, str) else 0
         return f"fs_write {raw.get('path', '?')} ({n} lines)"
 
 
