@@ -27,7 +27,7 @@ from desktop_app.core import (
 )
 from desktop_app.core._agent import AgentSession
 from desktop_app.core._messages import ToolCall
-from desktop_app.core._redaction import INLINE_REDACT_CHARS, REDACTED
+from desktop_app.core._redaction import INLINE_REDACT_CHARS, REDACTED, Redactor, _LargeMemo
 from desktop_app.sandbox import LocalSandbox
 from desktop_app.tools import builtin_tools
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
@@ -140,3 +140,89 @@ async def test_a_large_fs_write_through_the_agent_is_stored_redacted_and_the_loo
     [record] = await desk.store.session_records(session.session.id, [ToolCallState.COMPLETED])
     assert record.input == use["input"]  # the record and the message hold the same redaction
     assert desk.scans.count(len(content)) == 1, desk.scans
+
+
+# -- the memo ---------------------------------------------------------------------------------------
+
+
+def test_the_memo_is_by_identity_and_bounded() -> None:
+    redactor = Redactor()
+    scans: list[int] = []
+    inner = redactor._redact
+    redactor._redact = lambda t: (scans.append(len(t)), inner(t))[1]  # type: ignore[method-assign]
+    secret = _r(24)
+    text = "x" * INLINE_REDACT_CHARS + f"\nexport API_TOKEN={secret}\n"
+    out = redactor.redact(text)
+    assert secret not in out and redactor.redact(text) is out and redactor.redact(out) is out
+    assert scans == [len(text)]
+    # An equal text that is another object is scanned again: identity, never a hash of the text that a
+    # crafted collision could fool.
+    twin = "".join([text[:10], text[10:]])
+    assert twin is not text and redactor.redact(twin) == out and scans == [len(text)] * 2
+    # Bounded in values and in characters; the newest stays even when it alone is past the bound.
+    memo = _LargeMemo(values=3, chars=10 * INLINE_REDACT_CHARS)
+    texts = [f"{i}" + "y" * 2 * INLINE_REDACT_CHARS for i in range(6)]
+    for t in texts:
+        memo.put(t, t)
+    assert [memo.get(t) is t for t in texts] == [False, False, False, True, True, True]
+    huge = "z" * 20 * INLINE_REDACT_CHARS
+    memo.put(huge, huge)
+    assert memo.get(huge) is huge and all(memo.get(t) is None for t in texts)
+
+
+def test_a_redaction_that_is_also_an_input_outlives_its_group() -> None:
+    memo = _LargeMemo(values=1)
+    raw, red = "a" * 20_000 + "1", "a" * 20_000 + "2"
+    memo.put(raw, red)
+    other = "b" * 20_000
+    memo.put(red, red)  # already known as a redaction: no new group
+    memo.put(other, other)
+    assert memo.get(other) is other and memo.get(raw) is None and memo.get(red) is None
+
+
+@pytest.mark.parametrize("text", [
+    "password=\ud800abcdefgh",  # a JSON `\ud800` escape, as the model may send it
+    "x" * 300 + "\udcff token=abcdefgh123",  # a file name's undecodable byte (surrogateescape)
+    "\udcff" * (INLINE_REDACT_CHARS + 10) + " DB_PASS=hunter2hunter2",
+    "é" * 70_000 + "\ud800" + "é" * (1 << 20) + " aws_secret_access_key = Ab1/" + "k" * 36,
+])
+def test_text_re2_cannot_encode_is_still_redacted(text: str) -> None:
+    out = Redactor().redact(text)
+    assert REDACTED in out and "hunter2" not in out and "abcdefgh" not in out and "k" * 36 not in out
+    if not text.startswith("password="):  # elsewhere the surrogates are kept as they were
+        assert out.count("\ud800") == text.count("\ud800") and out.count("\udcff") == text.count("\udcff")
+
+
+async def test_a_result_naming_a_file_that_is_not_utf8_is_redacted_not_crashed() -> None:
+    """A name with an undecodable byte reaches the host as a lone surrogate (surrogateescape); the hook
+    raised UnicodeEncodeError on it, which failed the whole call."""
+    from desktop_app.core import HookCall, SecretRedactionHook, ToolResult
+
+    names = ["d/password=\udcff\udcfesecretvalue1.txt", "d/plain.txt"] + [f"d/f{i}.txt" for i in range(50)]
+    result = ToolResult.text("\n".join(names), files=names)
+    answer = await SecretRedactionHook()(HookCall("c", "s", "fs_glob", {}, True), result)
+    assert answer is not None and answer.result is not None
+    assert "secretvalue1" not in stored_text(answer.result.to_dict()) and "d/plain.txt" in answer.result.text_content
+
+
+# -- the CLI's lines about surviving processes ---------------------------------------------------------
+
+
+def test_the_cli_prints_survivors_redacted(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from desktop_app.cli import _Printer
+    from desktop_app.core import SandboxSurvivors
+
+    key = "sk-ant-api03-" + _r(40)
+    bus = EventBus(redactor=Redactor([key]))
+    session = type("S", (), {"session": type("I", (), {"id": "s1"})()})()
+    printer = _Printer(runtime=None, session=session, args=argparse.Namespace(json=False, on_ask="deny"))
+    bus.on("*", printer.on_event)
+    pw, token = _r(16), _r(30)
+    bus.publish(SandboxSurvivors(session_id="s1", keep_running=True, killed=[
+        {"pid": 7, "command": f"curl -u admin:{pw} https://x", "started_by": "toolu_1"}], alive=[
+        {"pid": 9, "command": f"env ANTHROPIC_API_KEY={key} GITHUB_TOKEN={token} ./daemon"}]))
+    err = capsys.readouterr().err
+    assert "pid 7" in err and "pid 9" in err and "STILL RUNNING" in err
+    assert pw not in err and key not in err and token not in err and err.count(REDACTED) >= 3
