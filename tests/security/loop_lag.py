@@ -20,22 +20,30 @@ TICK_S = 0.005
 _TASKS = Path(f"/proc/{os.getpid()}/task")
 
 
-def _queued_s() -> float | None:
-    """Seconds that the threads of this process have waited in the run queue, summed; None without
-    schedstat. A thread that ended meanwhile drops out of the sum, which can only lower a gap's
-    correction: a test stays strict."""
-    total = 0
+def _queued_ns() -> dict[str, int] | None:
+    """Nanoseconds each thread of this process has waited in the run queue, by thread id; None without
+    schedstat."""
     try:
         tids = os.listdir(_TASKS)
     except OSError:
         return None
+    found: dict[str, int] = {}
     for tid in tids:
         try:
             with open(_TASKS / tid / "schedstat", "rb") as f:
-                total += int(f.read().split()[1])
+                found[tid] = int(f.read().split()[1])
         except (OSError, IndexError, ValueError):
             continue
-    return total / 1e9
+    return found or None
+
+
+def _queued_between(before: dict[str, int] | None, after: dict[str, int] | None) -> float | None:
+    """Seconds the threads waited in the run queue between two readings. A thread born meanwhile counts
+    whole; one that ended meanwhile does not count at all (its wait is unknown), which can only leave
+    more of a gap: a test stays strict."""
+    if before is None or after is None:
+        return None
+    return sum(ns - before.get(tid, 0) for tid, ns in after.items() if ns >= before.get(tid, 0)) / 1e9
 
 
 class LagMeter:
@@ -46,7 +54,7 @@ class LagMeter:
         self.worst = 0.0
         self.worst_raw = 0.0
         self.ticks = 0
-        self.schedstat = _queued_s() is not None
+        self.schedstat = _queued_ns() is not None
         self._task: asyncio.Task[None] | None = None
 
     def held_up(self, gap: float, queued: float | None, cpu: float) -> float:
@@ -56,12 +64,12 @@ class LagMeter:
 
     async def _tick(self) -> None:
         while True:
-            q0, c0 = _queued_s(), time.process_time()
+            q0, c0 = _queued_ns(), time.process_time()
             t0 = time.perf_counter()
             await asyncio.sleep(TICK_S)
             gap = time.perf_counter() - t0 - TICK_S
-            q1, c1 = _queued_s(), time.process_time()
-            queued = q1 - q0 if q0 is not None and q1 is not None else None
+            queued = _queued_between(q0, _queued_ns())
+            c1 = time.process_time()
             self.ticks += 1
             self.worst_raw = max(self.worst_raw, gap)
             self.worst = max(self.worst, self.held_up(gap, queued, c1 - c0))
