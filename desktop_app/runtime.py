@@ -142,8 +142,7 @@ class ProjectRuntime:
         event = SandboxSurvivors(session_id=session_id, killed=list(found.get("killed") or []),
                                  alive=list(found.get("alive") or []),
                                  keep_running=bool(getattr(config, "keep_running", False)))
-        self.bus.publish(event)
-        return event
+        return self.bus.publish(event).event  # as published: command lines redacted
 
     async def close(self) -> None:
         """Close the sandbox and model client (and the store and bus when opened for this runtime). Open

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ._anthropic import _partial_object, _preview
+from ._anthropic import PREVIEW_PARSE_CHARS, input_preview, json_head
 from ._bus import EventBus
 from ._errors import AgentDeskError, ModelError, StoreError
 from ._events import Done, ErrorEvent, Event, TextChunk, ThinkingChunk, ToolStart, TurnEnd
 from ._executor import Executor, RunContext
+from ._hooks import off_loop_when_large
 from ._llm import ModelClient, ModelReply, ModelRequest
 from ._messages import StoredMessage, normalize, sealed_result, text_blocks, tool_result_block
 from ._project import ProjectInfo, SessionInfo, new_session
@@ -294,9 +296,8 @@ class AgentSession:
             if self._run.store_error is not None:
                 return self._unrecorded_end(steps, last_text)
             for r in records:
-                calls_seen.append(
-                    (r.name, json.dumps(r.input, sort_keys=True, default=str), r.state is ToolCallState.FAILED)
-                )
+                key = await off_loop_when_large(r.input, _input_key, r.input)
+                calls_seen.append((r.name, key, r.state is ToolCallState.FAILED))
             pause = _repetition(calls_seen)
             if pause:
                 log.info("session %s: pausing: %s", sid, pause)
@@ -349,8 +350,10 @@ class AgentSession:
         if not content:
             return
         # Stored redacted, and sent so from now on (a reopened session sees the same history).
-        message = StoredMessage(session_id=self.session.id, role=role, content=_redacted_blocks(
-            self.executor.redactor, content))
+        # A large block (a 50 MB fs_write's tool_use) is redacted on a worker thread, once: the executor
+        # then finds the same input's redaction in the redactor's memo.
+        redacted = await off_loop_when_large(content, _redacted_blocks, self.executor.redactor, content)
+        message = StoredMessage(session_id=self.session.id, role=role, content=redacted)
         await self.store.append_message(message)
         if self._history is not None:
             self._history.append(message)
@@ -386,6 +389,28 @@ class AgentSession:
             else:
                 results.append(sealed_result(use["id"], RUN_STOPPED))
         await self._append("user", results)
+
+
+def _input_key(value: dict[str, Any]) -> str:
+    """What tells two inputs apart for the repetition guard: a digest, so a turn keeps no copies. A long
+    string is hashed in pieces (json.dumps of 20 MB held the GIL, and so the loop, for 60 ms)."""
+
+    def short(v: Any) -> Any:
+        if isinstance(v, str) and len(v) > _PIECE:
+            h = hashlib.sha256()
+            for i in range(0, len(v), _PIECE):
+                h.update(v[i:i + _PIECE].encode("utf-8", "surrogatepass"))
+            return f"sha256:{h.hexdigest()}:{len(v)}"
+        if isinstance(v, dict):
+            return {k: short(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [short(x) for x in v]
+        return v
+
+    return hashlib.sha256(json.dumps(short(value), sort_keys=True, default=str).encode()).hexdigest()
+
+
+_PIECE = 1 << 16
 
 
 def _repetition(calls: list[tuple[str, str, bool]]) -> str:
@@ -427,7 +452,7 @@ class _RedactingEmit:
         self.redactor = redactor
         self.streams: dict[tuple[str, str], StreamRedactor] = {}
         self.events: dict[tuple[str, str], Event] = {}  # the last event of each stream, to repeat its shape
-        self.json: dict[str, str] = {}  # each tool's input JSON as published so far, redacted
+        self.json: dict[str, str] = {}  # the head of each tool's input JSON as published, redacted
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, TextChunk | ThinkingChunk):
@@ -451,8 +476,10 @@ class _RedactingEmit:
             return
         event = self.events[key]
         if isinstance(event, ToolStart):
-            so_far = self.json[event.call_id] = self.json.get(event.call_id, "") + text
-            preview = self.redactor.redact_value(_preview(_partial_object(so_far)))
+            head = self.json.get(event.call_id, "")
+            if len(head) <= PREVIEW_PARSE_CHARS:  # the preview reads the head alone: no more is kept
+                head = self.json[event.call_id] = json_head([head, text])
+            preview = self.redactor.redact_value(input_preview(head))
             self.publish(replace(event, partial_json=text, input=preview))
         else:
             self.publish(replace(event, text=text))

@@ -26,7 +26,16 @@ from ._approvals import SKIPPED_AFTER_DENIAL, Allow, ApprovalDecision, Batch, De
 from ._bus import EventBus
 from ._errors import AgentDeskError, PathOutsideWorkspace, StoreError, ToolInputError
 from ._events import PermissionDecided, ToolUpdate
-from ._hooks import NOT_JUDGED_IN_TIME, HookCall, HookChain, HookStep, PreAction, SecretRedactionHook, text_size
+from ._hooks import (
+    NOT_JUDGED_IN_TIME,
+    HookCall,
+    HookChain,
+    HookStep,
+    PreAction,
+    SecretRedactionHook,
+    redact_off_loop,
+    text_size,
+)
 from ._messages import ToolCall
 from ._policy import COMMAND_TOOLS, Action, PermissionPolicy, PolicyDecision, ToolFacts
 from ._record import Outcome, Provenance, Risk, ToolCallRecord, ToolCallState, highest_risk
@@ -171,10 +180,13 @@ class Executor:
         batch = Batch()
         results: list[ToolCallRecord | None] = [None] * len(calls)
         sem = asyncio.Semaphore(self.max_parallel)
+        # Every input redacted up front, in one go (on a worker thread when large): the calls then start
+        # in the same order as ever, and the bus finds each large value's redaction in the memo.
+        stored = await redact_off_loop(self.redactor, [_as_stored(c) for c in calls])
 
         async def one(i: int, call: ToolCall) -> None:
             async with sem:
-                results[i] = await self._run_call(call, run, batch, i)
+                results[i] = await self._run_call(call, run, batch, i, stored[i])
 
         i = 0
         while i < len(calls):
@@ -185,7 +197,7 @@ class Executor:
                 await asyncio.gather(*(one(k, calls[k]) for k in range(i, j)))
                 i = j
             else:
-                results[i] = await self._run_call(calls[i], run, batch, i)
+                results[i] = await self._run_call(calls[i], run, batch, i, stored[i])
                 i += 1
         return [r for r in results if r is not None]
 
@@ -247,17 +259,18 @@ class Executor:
         tool = self.registry.find(record.name)
         return tool.summarize(record.input) if tool else record.name
 
-    async def _run_call(self, call: ToolCall, run: RunContext, batch: Batch, index: int) -> ToolCallRecord:
+    async def _run_call(self, call: ToolCall, run: RunContext, batch: Batch, index: int,
+                        redacted: tuple[dict[str, Any], str]) -> ToolCallRecord:
+        """Run one call; `redacted` is its input and raw JSON as stored (see `_as_stored`)."""
         tool = self.registry.find(call.name)
         raw = call.input if call.input is not None else {}
-        stored = self.redactor.redact_value(raw)
+        stored, raw_json = redacted
         record = ToolCallRecord(
             tool_use_id=call.id, name=call.name, input=stored,
             session_id=run.session_id, project_id=run.project_id, batch_index=index,
             read_only=bool(tool and tool.read_only), risk=Risk.of(tool.risk) if tool else Risk.LOW,
         )
-        seen = ToolCall(call.id, call.name, None if call.input is None else stored,
-                        self._clean(call.raw_input), call.parse_error)
+        seen = ToolCall(call.id, call.name, None if call.input is None else stored, raw_json, call.parse_error)
         self.recorder.create(record, seen)
         try:
             await self._pipeline(_Job(record, call, run, batch, tool, raw_input=raw))
@@ -419,7 +432,7 @@ class Executor:
         answer, record, actor = step.answer, job.record, f"hook:{step.hook}"
         if answer.action is PreAction.DENY:
             if answer.result is not None:
-                record.result = self.redactor.redact_value(answer.result.to_dict())
+                record.result = await redact_off_loop(self.redactor, answer.result.to_dict())
             await self.recorder.deny(record, self._clean(step.deny_note), Outcome.HOOK, actor=actor,
                                      data={"provenance": step.provenance.to_dict()})
             return False
@@ -436,7 +449,7 @@ class Executor:
             original = record.input
             if not await self._validate(job, answer.input):
                 return False
-            job.raw_input, record.input = answer.input, self.redactor.redact_value(answer.input)
+            job.raw_input, record.input = answer.input, await redact_off_loop(self.redactor, answer.input)
             await self.recorder.note(record, actor, self._clean(f"input rewritten: {answer.reason}"),
                                      {"original_input": original, "input": record.input})
         return True
@@ -517,7 +530,7 @@ class Executor:
         if job.original_input is None:
             job.original_input = before
         job.raw_input = edited
-        record.input = record.approval.edited_input = self.redactor.redact_value(edited)
+        record.input = record.approval.edited_input = await redact_off_loop(self.redactor, edited)
         await self.recorder.note(record, decision.by, "input edited; judged again before it runs",
                                  {"original_input": before, "edited_input": record.input})
         job.judge_afresh()
@@ -684,6 +697,12 @@ def _redaction_first(hooks: HookChain, redactor: Redactor | None) -> tuple[HookC
         hook = SecretRedactionHook(redactor=redactor or DEFAULT_REDACTOR)
     others = [h for h in hooks.post if not isinstance(h, SecretRedactionHook)]
     return HookChain(pre=hooks.pre, post=[hook, *others]), hook.redactor
+
+
+def _as_stored(call: ToolCall) -> tuple[dict[str, Any], str]:
+    """What of `call` is stored, before redaction: its input, and its raw JSON only when that did not
+    parse (the audit keeps what the model sent; a parsed input is the same text, so it is not kept)."""
+    return (call.input if call.input is not None else {}), (call.raw_input if call.parse_error else "")
 
 
 def _holds_redaction(value: Any) -> bool:

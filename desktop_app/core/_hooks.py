@@ -16,14 +16,17 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ._record import Provenance, Risk
-from ._redaction import DEFAULT_REDACTOR, Redactor
+from ._redaction import DEFAULT_REDACTOR, INLINE_REDACT_CHARS, Redactor
 from ._risk import assess_command
 from ._shell import analyse_command
 from ._tool import TextBlock, ToolResult
+
+_T = TypeVar("_T")
 
 
 class PreAction(StrEnum):
@@ -312,8 +315,8 @@ class DangerousCommandHook:
 
 # -- built-in: secret redaction --------------------------------------------------------------------
 # The patterns live in `_redaction.py` (RE2: linear time, where Python's re took minutes on the
-# assignment pattern over a 200 KB run of `password`).
-INLINE_REDACT_CHARS = 16_384  # larger results are redacted on a worker thread
+# assignment pattern over a 200 KB run of `password`). INLINE_REDACT_CHARS is the one size past which
+# a value is redacted on a worker thread: results here, inputs and messages through `off_loop_when_large`.
 
 
 def text_size(value: Any, limit: int) -> int:
@@ -334,6 +337,20 @@ def text_size(value: Any, limit: int) -> int:
         else:
             total += 1 if not isinstance(v, bytes) else len(v)
     return total
+
+
+async def off_loop_when_large(value: Any, fn: Callable[..., _T], *args: Any) -> _T:
+    """`fn(*args)`, on a hook thread when `value` holds more than INLINE_REDACT_CHARS of text, else in
+    place (a thread hop costs more than redacting a few KB). RE2 costs ~10 ms per MB: a 50 MB input
+    redacted on the loop froze the window for a second."""
+    if text_size(value, INLINE_REDACT_CHARS) <= INLINE_REDACT_CHARS:
+        return fn(*args)
+    return await asyncio.get_running_loop().run_in_executor(hook_pool(), partial(fn, *args))
+
+
+async def redact_off_loop(redactor: Redactor, value: Any) -> Any:
+    """`redactor.redact_value(value)`, off the loop when `value` is large (see `off_loop_when_large`)."""
+    return await off_loop_when_large(value, redactor.redact_value, value)
 
 
 class SecretRedactionHook:

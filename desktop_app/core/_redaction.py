@@ -8,6 +8,9 @@ per kilobyte where one RE2 pass over the union of the patterns below costs micro
 
 from __future__ import annotations
 
+import codecs
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -75,6 +78,11 @@ _IDENT_PATH = re2.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*
 _REFERENCE = re2.compile(r"^\$\{?[A-Za-z_][A-Za-z0-9_]*\}?$|\$\(|`|\$\{\{|\{\{")
 
 
+def _no_surrogates(text: str) -> str:
+    """`text` with each lone surrogate as `?` (same length), for the str API of RE2, which refuses them."""
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
+
+
 def secret_name(name: str) -> bool:
     """Whether a variable or key called `name` holds a secret: it ends in the secret's word (`DB_PASS`,
     `client_secret`, `GITHUB_TOKEN`, `aws_secret_access_key`, `apiKey`), not `PWD`, `OLDPWD`,
@@ -100,9 +108,10 @@ def _assignment(m: Any) -> str:
         return whole
     quote = value[:2] if value.startswith('\\"') else value[:1] if value[:1] in "\"'" else ""
     inner = value[len(quote): len(value) - len(quote)] if quote else value
-    if inner.strip().lower() in _NOT_SECRET_VALUES or _REFERENCE.search(inner):
+    probe = _no_surrogates(inner)
+    if inner.strip().lower() in _NOT_SECRET_VALUES or _REFERENCE.search(probe):
         return whole
-    if not quote and _IDENT_PATH.match(inner) and (call or secret_name(inner)):
+    if not quote and _IDENT_PATH.match(probe) and (call or secret_name(inner)):
         return whole  # code: a call, an index, or another variable of the same kind
     return f"{m.group(1)}{name}{m.group(3)}{quote}{_R}{quote}{call}"
 
@@ -140,9 +149,51 @@ def _scoped(pattern: str) -> str:
     return f"(?:{pattern})"
 
 
-_COMPILED = [(re2.compile(p), r) for p, r in PATTERNS]
+_PIECE = 1 << 20  # a large text is encoded and decoded in pieces: each call holds the GIL (~1 ms per MB)
+
+
+def _utf8(text: str) -> bytes:
+    """`text` as RE2 reads it. A lone surrogate (a file name's undecodable byte, a JSON `\\ud800`) passes
+    as its own bytes: the str API raised UnicodeEncodeError on it, and a crash is no redaction."""
+    if len(text) <= _PIECE:
+        return text.encode("utf-8", "surrogatepass")
+    return b"".join(text[i:i + _PIECE].encode("utf-8", "surrogatepass") for i in range(0, len(text), _PIECE))
+
+
+def _text(data: bytes) -> str:
+    if len(data) <= _PIECE:
+        return data.decode("utf-8", "surrogatepass")
+    decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")  # a piece may end inside a character
+    view = memoryview(data)
+    parts = [decoder.decode(view[i:i + _PIECE]) for i in range(0, len(data), _PIECE)]
+    return "".join([*parts, decoder.decode(b"", final=True)])
+
+
+class _AsText:
+    """A match on UTF-8 bytes, seen by a replacement function as a match on text."""
+
+    __slots__ = ("_m",)
+
+    def __init__(self, m: Any) -> None:
+        self._m = m
+
+    def group(self, i: int = 0) -> str | None:
+        g = self._m.group(i)
+        return None if g is None else _text(g)
+
+
+def _on_bytes(repl: Repl) -> Any:
+    if isinstance(repl, str):
+        return repl.encode()
+    return lambda m: _utf8(repl(_AsText(m)))
+
+
+# The patterns run on UTF-8 bytes, where RE2 matches them anyway (the str API encodes, then converts
+# every offset back to characters: a scan from the start of a 20 MB text, holding the GIL).
+_COMPILED = [(re2.compile(p.encode()), _on_bytes(r)) for p, r in PATTERNS]
 # Most text holds no secret: one RE2 pass over the union says so, instead of one search per pattern.
 _ANY_SECRET = re2.compile("|".join(_scoped(p) for p, _ in PATTERNS))
+_ANY_SECRET_B = re2.compile(_ANY_SECRET.pattern.encode())
 # And before it, cheaper still (a search costs microseconds even on a short string): every pattern needs
 # one of these, in lower case. `test_every_pattern_needs_a_trigger` keeps the list honest.
 TRIGGERS = (
@@ -153,14 +204,17 @@ TRIGGERS = (
 
 
 _CACHED_CHARS, _CACHE_SIZE = 48, 4096
+INLINE_REDACT_CHARS = 16_384  # a value with more text than this is redacted on a worker thread, and once
+MEMO_VALUES = 8  # large values whose redaction is remembered, by identity
+MEMO_CHARS = 128 * 1024 * 1024  # and at most this much text pinned by them (the newest always stays)
 _SHORT = 256  # below this, Python's substring checks beat RE2's fixed cost per search (~4 us)
-_TRIGGER_RE = re2.compile("(?i)" + "|".join(re2.escape(t) for t in TRIGGERS))
+_TRIGGER_RE = re2.compile(("(?i)" + "|".join(re2.escape(t) for t in TRIGGERS)).encode())
 
 
 def may_hold_secret(text: str) -> bool:
     """False when no pattern can match `text`: none of the TRIGGERS is in it."""
     if len(text) >= _SHORT:
-        return _TRIGGER_RE.search(text) is not None
+        return _TRIGGER_RE.search(_utf8(text)) is not None
     low = text.lower()
     for t in TRIGGERS:
         if t in low:
@@ -168,35 +222,94 @@ def may_hold_secret(text: str) -> bool:
     return False
 
 
+class _LargeMemo:
+    """The redaction of the last few large strings, keyed by the string object itself (not its text: a
+    lookup costs nothing, where hashing 50 MB does not). A call's input is redacted once, off the loop,
+    and the record, the stored message and each event payload find it here. The redacted text maps to
+    itself too, since redaction is idempotent: a payload that carries it is not scanned again. An entry
+    holds its strings, so an id is never reused while it is here."""
+
+    def __init__(self, values: int = MEMO_VALUES, chars: int = MEMO_CHARS) -> None:
+        self.values, self.chars = values, chars
+        self._groups: OrderedDict[int, tuple[str, str]] = OrderedDict()  # id(raw) -> (raw, redacted)
+        self._by_id: dict[int, tuple[str, str]] = {}  # id(raw) and id(redacted) -> (that string, redacted)
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> str | None:
+        with self._lock:
+            hit = self._by_id.get(id(text))
+        return hit[1] if hit is not None and hit[0] is text else None
+
+    def put(self, text: str, redacted: str) -> None:
+        with self._lock:
+            if id(text) in self._by_id:
+                return
+            self._groups[id(text)] = (text, redacted)
+            self._by_id[id(text)] = (text, redacted)
+            self._by_id.setdefault(id(redacted), (redacted, redacted))
+            self._size += len(text) + (len(redacted) if redacted is not text else 0)
+            while len(self._groups) > 1 and (len(self._groups) > self.values or self._size > self.chars):
+                self._evict()
+
+    def _evict(self) -> None:
+        _, (raw, red) = self._groups.popitem(last=False)
+        self._size -= len(raw) + (len(red) if red is not raw else 0)
+        for s in (raw, red):
+            hit = self._by_id.get(id(s))
+            if hit is not None and hit[0] is s and not self._still_used(s):
+                del self._by_id[id(s)]
+
+    def _still_used(self, s: str) -> bool:
+        """Whether a newer group still holds `s` (its redaction, reused as another group's input)."""
+        return any(s is raw or s is red for raw, red in self._groups.values())
+
+
 class Redactor:
     """Replaces secrets in text with `[REDACTED]`: the configured literals (the API key, exactly) and the
-    patterns above. Stateless and thread-safe; `redact_value` walks dicts and lists."""
+    patterns above. Thread-safe; `redact_value` walks dicts and lists. A string of more than
+    INLINE_REDACT_CHARS is redacted once: the same object again, or its redaction, comes from a memo."""
 
     def __init__(self, literals: list[str] | tuple[str, ...] = ()) -> None:
         self.literals = tuple(sorted({s for s in literals if s and len(s) >= 8}, key=len, reverse=True))
         # Short strings known to hold no secret (field names, states, ids repeat in every event).
         self._clean: set[str] = set()
+        self._large = _LargeMemo()
 
     def with_literals(self, literals: list[str]) -> Redactor:
         return Redactor([*self.literals, *literals])
 
     def redact(self, text: str) -> str:
+        if len(text) > INLINE_REDACT_CHARS:
+            known = self._large.get(text)
+            if known is None:
+                known = self._redact(text)
+                self._large.put(text, known)
+            return known
+        return self._redact(text)
+
+    def redacted_already(self, text: str) -> bool:
+        """Whether `redact(text)` costs nothing now: a short text, or a large one seen before."""
+        return len(text) <= INLINE_REDACT_CHARS or self._large.get(text) is not None
+
+    def _redact(self, text: str) -> str:
         if text in self._clean:
             return text
         short = len(text) <= _CACHED_CHARS
         for lit in self.literals:
             if lit in text:
                 text = text.replace(lit, _R)
-        if len(text) < 6 or not may_hold_secret(text) or not _ANY_SECRET.search(text):
+        data = _utf8(text) if len(text) >= 6 and (len(text) >= _SHORT or may_hold_secret(text)) else b""
+        if not data or (len(text) >= _SHORT and not _TRIGGER_RE.search(data)) or not _ANY_SECRET_B.search(data):
             if short:
                 if len(self._clean) >= _CACHE_SIZE:
                     self._clean.clear()
                 self._clean.add(text)
             return text
         for pat, repl in _COMPILED:
-            if pat.search(text):  # a search costs less than a sub that finds nothing
-                text = pat.sub(repl, text)
-        return text
+            if pat.search(data):  # a search costs less than a sub that finds nothing
+                data = pat.sub(repl, data)
+        return _text(data)
 
     def redact_value(self, value: Any) -> Any:
         """`value` with every string in it redacted (dict keys too); the same object when nothing changed."""
@@ -218,7 +331,10 @@ class Redactor:
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Where the secrets in `text` are (before redaction), at least roughly: the union's matches and
         the literals. A streaming redactor never cuts inside one."""
-        found = [(m.start(), m.end()) for m in _ANY_SECRET.finditer(text)]
+        try:
+            found = [(m.start(), m.end()) for m in _ANY_SECRET.finditer(text)]
+        except UnicodeEncodeError:  # a lone surrogate: U+FFFD in its place keeps every offset
+            found = [(m.start(), m.end()) for m in _ANY_SECRET.finditer(_no_surrogates(text))]
         for lit in self.literals:
             i = text.find(lit)
             while i >= 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,7 @@ class PlannedChange:
     diff: str
     added: int
     removed: int
+    new_data: bytes = b""  # new_text in UTF-8, encoded once (written, hashed, counted)
 
     @property
     def path(self) -> str:
@@ -55,20 +57,43 @@ class PlannedChange:
         return self.before.display
 
     def details(self) -> dict[str, Any]:
-        return {
+        d = {
             "path": self.display,
             "diff": self.diff,
             "added": self.added,
             "removed": self.removed,
             "created": not self.before.exists,
         }
+        if not self.diff and self.new_data != self.before.data:
+            d["diff_omitted"] = f"files over {MAX_DIFF_CHARS:,} characters are not diffed"
+        return d
+
+
+INLINE_DIFF_CHARS = 65_536  # a larger change is planned on a worker thread: difflib is pure Python
+MAX_DIFF_CHARS = 2_000_000  # past this, no line diff: it costs seconds, and the record keeps it whole
 
 
 def plan(before: FileState, new_text: str) -> PlannedChange:
     old = before.text if before.exists else ""
+    data = new_text.encode("utf-8")
+    if len(old) + len(new_text) > MAX_DIFF_CHARS:
+        # the line counts of the two sides stand in for the diff's
+        return PlannedChange(before, new_text, "", line_count(new_text), line_count(old), data)
     diff = unified_diff(before.display, old, new_text, created=not before.exists)
     added, removed = diff_counts(diff)
-    return PlannedChange(before, new_text, diff, added, removed)
+    return PlannedChange(before, new_text, diff, added, removed, data)
+
+
+def line_count(text: str) -> int:
+    """The lines of `text` as an editor counts them, without splitting it (a summary is taken on the loop)."""
+    return text.count("\n") + (0 if not text or text.endswith("\n") else 1)
+
+
+async def plan_off_loop(before: FileState, new_text: str) -> PlannedChange:
+    """`plan`, on a worker thread when the texts are large (a 20 MB write's diff took a second)."""
+    if len(new_text) + (len(before.data) if before.exists else 0) <= INLINE_DIFF_CHARS:
+        return plan(before, new_text)
+    return await asyncio.to_thread(plan, before, new_text)
 
 
 async def refuse_control(sandbox: Sandbox, path: str) -> None:
@@ -189,7 +214,12 @@ async def plan_edits(
             states[path] = state
             order.append(path)
         texts[path] = apply_edit(texts[path], edit.old_string, edit.new_string, edit.replace_all, where)
-    return [plan(states[p], texts[p]) for p in order]
+    return [await plan_off_loop(states[p], texts[p]) for p in order]
+
+
+async def _digest(data: bytes) -> str:
+    """sha256 releases the GIL, but the loop would still wait for it: large data is hashed on a thread."""
+    return sha256(data) if len(data) <= INLINE_DIFF_CHARS else await asyncio.to_thread(sha256, data)
 
 
 async def write_planned(sandbox: Sandbox, changes: Sequence[PlannedChange], ctx: ToolContext) -> None:
@@ -199,7 +229,7 @@ async def write_planned(sandbox: Sandbox, changes: Sequence[PlannedChange], ctx:
     written: list[PlannedChange] = []
     try:
         for change in changes:
-            await sandbox.write_file(change.path, change.new_text.encode("utf-8"))
+            await sandbox.write_file(change.path, change.new_data)
             written.append(change)
     except BaseException:
         for change in reversed(written):
@@ -210,4 +240,4 @@ async def write_planned(sandbox: Sandbox, changes: Sequence[PlannedChange], ctx:
         raise
     hashes = read_hashes(ctx)
     for change in changes:
-        hashes[change.path] = sha256(change.new_text.encode("utf-8"))
+        hashes[change.path] = await _digest(change.new_data)

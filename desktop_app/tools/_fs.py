@@ -31,7 +31,7 @@ from ._common import (
     unified_diff,
     workspace_path,
 )
-from ._edits import EditSpec, check_read_hash, load, plan, plan_edits, write_planned
+from ._edits import EditSpec, check_read_hash, line_count, load, plan_edits, plan_off_loop, write_planned
 
 DEFAULT_READ_LINES = 2000
 MAX_READ_BYTES = 256 * 1024
@@ -257,19 +257,19 @@ class FsWrite(BuiltinTool, name="fs_write", group="group:fs", input_model=FsWrit
             raise Refusal("the workspace root is a directory, not a file", ["pass a file path"])
         before = await load(sandbox, path)
         check_read_hash(ctx, before)
-        change = plan(before, args.content)
+        change = await plan_off_loop(before, args.content)
         await write_planned(sandbox, [change], ctx)
         verb = "Updated" if before.exists else "Created"
-        n = len(_lines(args.content))
+        n = line_count(args.content)
         return ToolResult.text(
             f"{verb} {change.display} ({n} line{'' if n == 1 else 's'}, +{change.added} -{change.removed}).",
             **change.details(),
-            bytes=len(args.content.encode("utf-8")),
+            bytes=len(change.new_data),
         )
 
     def summarize(self, raw: dict[str, Any]) -> str:
         content = raw.get("content")
-        n = len(_lines(content)) if isinstance(content, str) else 0
+        n = line_count(content) if isinstance(content, str) else 0
         return f"fs_write {raw.get('path', '?')} ({n} lines)"
 
 

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from ..core import AgentDeskError, Sandbox
 from ._common import Refusal, workspace_path
-from ._edits import EditSpec, load, plan, plan_edits
+from ._edits import EditSpec, load, plan_edits, plan_off_loop
 from ._fs import FsEdit, FsEditInput, FsMultiEdit, FsMultiEditInput, FsWrite, FsWriteInput
 
 
@@ -19,7 +19,7 @@ async def preview_diff(name: str, raw_input: dict[str, Any], sandbox: Sandbox) -
         if name == FsWrite.name:
             w = FsWriteInput.model_validate(raw_input)
             before = await load(sandbox, workspace_path(w.path))
-            return plan(before, w.content).diff
+            return (await plan_off_loop(before, w.content)).diff
         if name == FsEdit.name:
             e = FsEditInput.model_validate(raw_input)
             specs = [EditSpec(e.path, e.old_string, e.new_string, e.replace_all)]

@@ -5,6 +5,7 @@ that does not teach the model the rule, and a redaction that stays linear."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -40,6 +41,7 @@ from desktop_app.core import (
 )
 from desktop_app.core._hooks import NOT_JUDGED_IN_TIME
 from tests.core.conftest import TOOLS, call
+from tests.security.loop_lag import LagMeter, cpu_s
 
 # -- the rig --------------------------------------------------------------------------------------
 
@@ -82,36 +84,12 @@ def error_text(record: Any) -> str:
     return record.result["content"][0]["text"]
 
 
-class LagMeter:
-    """The event loop's worst lag, seen by a coroutine that asks to wake every 5 ms."""
-
-    def __init__(self) -> None:
-        self.worst = 0.0
-        self._task: asyncio.Task[None] | None = None
-
-    async def _tick(self) -> None:
-        while True:
-            t0 = time.perf_counter()
-            await asyncio.sleep(0.005)
-            self.worst = max(self.worst, time.perf_counter() - t0 - 0.005)
-
-    async def __aenter__(self) -> LagMeter:
-        self._task = asyncio.ensure_future(self._tick())
-        await asyncio.sleep(0)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await self._task
-
-
 def busy(seconds: float) -> None:
-    """Pure-Python work that holds the GIL in slices, as a slow synchronous judgement does."""
-    end = time.perf_counter() + seconds
+    """Pure-Python work that holds the GIL in slices, as a slow synchronous judgement does: `seconds` of
+    its thread's CPU, however busy the machine (run on the loop, it holds the loop that long)."""
+    end = time.thread_time() + seconds
     n = 0
-    while time.perf_counter() < end:
+    while time.thread_time() < end:
         n += 1
 
 
@@ -269,15 +247,20 @@ async def test_an_edit_in_a_batch_a_person_denied_meanwhile_is_skipped():
 
 @pytest.mark.parametrize("mode", ["auto", "ask"])
 async def test_a_policy_past_its_deadline_asks_with_risk_high(mode):
-    policy = ScriptedPolicy(lambda i: time.sleep(1.0), mode=mode)  # blocks its thread, not the loop
+    # The policy blocks its thread (not the loop) until the test lets it go: the ask can only come from
+    # the deadline, however slow the machine, and it must come while the policy still has not answered.
+    release = threading.Event()
+    policy = ScriptedPolicy(lambda i: release.wait(30) and None, mode=mode)
     rig = Rig(policy, judge_deadline_s=0.2)
-    async with LagMeter() as lag:
-        t0 = time.perf_counter()
-        task = rig.start(call("bash_run", command="ls"))
-        asked = await rig.next_ask(1)
-        waited = time.perf_counter() - t0
-    assert (asked.risk, asked.reason) == ("high", NOT_JUDGED_IN_TIME)
-    assert waited < 0.9 and lag.worst < 0.05
+    try:
+        async with LagMeter() as lag:
+            task = rig.start(call("bash_run", command="ls"))
+            asked = await rig.next_ask(1)
+        still_judging = not release.is_set()
+    finally:
+        release.set()
+    assert (asked.risk, asked.reason) == ("high", NOT_JUDGED_IN_TIME) and still_judging
+    assert lag.worst < 0.05, lag
     rig.executor.decide(asked.call_id, Deny())
     [record] = await task
     assert record.state is ToolCallState.DENIED and rig.ran == []
@@ -296,7 +279,7 @@ async def test_a_cpu_bound_policy_does_not_freeze_the_loop():
     async with LagMeter() as lag:
         task = rig.start(call("bash_run", command="ls"))
         asked = await rig.next_ask(1)
-    assert asked.reason == NOT_JUDGED_IN_TIME and lag.worst < 0.05
+    assert asked.reason == NOT_JUDGED_IN_TIME and lag.worst < 0.05, lag
     rig.executor.decide(asked.call_id, Deny())
     await task
 
@@ -333,7 +316,7 @@ async def test_a_synchronous_hook_offloaded_cannot_freeze_the_loop():
     async with LagMeter() as lag:
         task = rig.start(call("bash_run", command="ls"))
         asked = await rig.next_ask(1)
-    assert asked.risk == "high" and lag.worst < 0.05
+    assert asked.risk == "high" and lag.worst < 0.05, lag
     rig.executor.decide(asked.call_id, Deny())
     await task
 
@@ -342,10 +325,10 @@ async def test_a_synchronous_hook_offloaded_cannot_freeze_the_loop():
 async def test_the_worst_case_outputs_are_redacted_without_freezing_the_desk(text):
     hook = SecretRedactionHook()
     async with LagMeter() as lag:
-        t0 = time.perf_counter()
+        c0 = cpu_s()
         await hook(HookCall("c", "s", "bash_run", {}, False), ToolResult.text(text, stdout=text))
-        took = time.perf_counter() - t0
-    assert took < 2 and lag.worst < 0.05, (took, lag.worst)
+        took = cpu_s() - c0
+    assert took < 2 and lag.worst < 0.05, (took, lag)
 
 
 # -- redaction in linear time ----------------------------------------------------------------------
@@ -508,10 +491,10 @@ async def test_the_worst_case_commands_are_judged_without_freezing_the_desk(comm
     # linear (the other half of issue 9): Python's re holds the GIL, even on a worker thread.
     rig = Rig(PermissionPolicy("auto"), hooks=builtin_hooks())
     async with LagMeter() as lag:
-        t0 = time.perf_counter()
+        c0 = cpu_s()
         record = await _judged(rig, command)
-        took = time.perf_counter() - t0
-    assert record.terminal and took < 5 and lag.worst < 0.05, (took, lag.worst)
+        took = cpu_s() - c0
+    assert record.terminal and took < 5 and lag.worst < 0.05, (took, lag)
 
 
 async def _judged(rig: Rig, command: str) -> Any:
