@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from desktop_app.core import (
     EventBus,
     MemoryStore,
@@ -51,14 +49,15 @@ def test_timeline_follows_events_and_batches_inserts(qtbot):
 
 
 def test_timeline_loads_100k_rows_in_one_insert():
+    # How fast is `make bench`'s timeline_100k_ms; here, that the view hears of it once, not 100,000 times.
     model = TimelineModel()
     recs = [make_record(i, state=ToolCallState.PENDING) for i in range(100_000)]
-    t = time.perf_counter()
+    inserts: list[tuple[int, int]] = []
+    model.rowsInserted.connect(lambda _parent, first, last: inserts.append((first, last)))
     model.add_records(recs)
-    elapsed = time.perf_counter() - t
+    assert inserts == [(0, 99_999)]
     assert model.rowCount() == 100_000
     assert model.row_of("call_99999") == 99_999
-    assert elapsed < 2.0, f"loading 100k rows took {elapsed:.2f}s"
 
 
 def test_attach_follows_the_current_sessions_tool_events_through_the_bridge(qtbot, run):
