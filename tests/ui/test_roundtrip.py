@@ -87,8 +87,8 @@ def test_prompt_stream_approve_timeline_history(qtbot, run, store, env):
         assert finished.args[1].reason == "end_turn"
         assert (folder / "hello.txt").read_text() == "hello\n"
         assert window.inbox.model.rowCount() == 0
-        qtbot.waitUntil(lambda: row_state(window, cid) == "COMPLETED")
-        qtbot.waitUntil(lambda: "Created hello.txt." in window.conversation.toPlainText())
+        qtbot.waitUntil(lambda: row_state(window, cid) == "COMPLETED", timeout=15_000)
+        qtbot.waitUntil(lambda: "Created hello.txt." in window.conversation.toPlainText(), timeout=15_000)
         # the request carried the tool result back to the model
         assert any(b.get("type") == "tool_result" for m in server.requests[-1].body["messages"]
                    for b in (m["content"] if isinstance(m["content"], list) else []))
@@ -96,7 +96,7 @@ def test_prompt_stream_approve_timeline_history(qtbot, run, store, env):
         # the card in the conversation selects the timeline row
         window.conversation.callActivated.emit(cid)
         assert window.timeline.current_call() == cid
-        qtbot.waitUntil(lambda: "Audit trail" in window.timeline.details.toPlainText())
+        qtbot.waitUntil(lambda: "Audit trail" in window.timeline.details.toPlainText(), timeout=15_000)
         assert "user" in window.timeline.details.toPlainText()  # who approved it
 
         history = controller.open_history()
