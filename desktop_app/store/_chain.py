@@ -108,6 +108,7 @@ class ChainWalk:
     def __init__(self, head: tuple[int, str] | None) -> None:
         self.head_seq, self.head_hash = head if head is not None else (0, GENESIS)
         self.prev_hash, self.prev_seq, self.count = GENESIS, 0, 0
+        self.rows = 0  # entries read, good or not: none at all is an emptied chain
         # (hash, seq, who) of the last good entries, to name insertions by where the next link points.
         self.recent: deque[tuple[str, int, str]] = deque([(GENESIS, 0, "")], maxlen=_WINDOW)
         self.last_message: dict[int, str] = {}
@@ -118,6 +119,7 @@ class ChainWalk:
         """Walk one batch; False once the walk has failed (the rest need not be read)."""
         if self.failure is not None:
             return False
+        self.rows += len(batch)
         if self._held is not None:
             self.failure = self._diagnose(self._held, batch[0] if batch else None)
             return False

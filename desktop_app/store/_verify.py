@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 
 from ._chain import ChainWalk, VerifyResult
 from ._digests import MESSAGE_FIELDS, RECORD_FIELDS, RECORD_NAMED, field_digest, row_of, sha, unpack
-from ._head_verify import check_head
+from ._head_verify import HeadProblem, check_head
 from ._signing import HeadSigner
 from ._tables import AuditEntryRow, columns
 
@@ -57,7 +57,8 @@ def batches(conn: Connection, sql: str) -> Iterator[list[tuple[Any, ...]]]:
 
 def verify(conn: Connection, signer: HeadSigner | None = None, identity: str = "") -> VerifyResult:
     """The links, then the rows beside them, then (in the same read transaction) the signed heads and the
-    witness of this installation (`signer`, `identity`: store/_head_verify.py)."""
+    witness of this installation (`signer`, `identity`: store/_head_verify.py). Every finding is kept in
+    `problems`; the most telling one is named first (see `_rank`)."""
     # This first statement begins the read transaction, so every later read sees the same snapshot.
     head_row = conn.execute(text("SELECT seq, hash FROM audit_head WHERE id = 1")).first()
     head = (head_row[0], head_row[1]) if head_row else None
@@ -65,22 +66,48 @@ def verify(conn: Connection, signer: HeadSigner | None = None, identity: str = "
     for batch in batches(conn, _ENTRY_SQL):
         if not walk.feed(batch):
             break
-    failure = walk.finish()
-    if failure is not None:
-        return failure
+    broken = walk.finish()
     findings: list[Finding] = []
-    used, records, legacy = _check_records(conn, findings)
-    messages = _check_messages(conn, walk.last_message, findings, used)
-    _check_blobs(conn, used, findings)
-    if findings:
-        first = findings[0]
-        more = f" (and {len(findings) - 1} more problem(s))" if len(findings) > 1 else ""
-        return VerifyResult(False, walk.count, first.problem, None, first.record_id, first.text + more,
-                            first.field, first.message_id, tuple(f.text for f in findings))
-    note = f"; {legacy} older tool calls carry no digests and were not cross-checked" if legacy else ""
-    good = VerifyResult(True, walk.count, message=f"{walk.count} entries verified; {records} tool calls and "
-                        f"{messages} messages match the chain{note}")
-    return check_head(conn, good, head, signer, identity)
+    used: dict[str, str] = {}
+    records = messages = legacy = 0
+    if broken is None:  # a broken walk leaves the messages' last entries unknown: no cross-checks then
+        used, records, legacy = _check_records(conn, findings)
+        messages = _check_messages(conn, walk.last_message, findings, used)
+        _check_blobs(conn, used, findings)
+    notes, head_problem = check_head(conn, walk.count if broken is None else walk.rows, head, signer, identity)
+    if broken is None and not findings and head_problem is None:
+        note = f"; {legacy} older tool calls carry no digests and were not cross-checked" if legacy else ""
+        text_ = (f"{walk.count} entries verified; {records} tool calls and {messages} messages match the "
+                 f"chain{note}")
+        return VerifyResult(True, walk.count, message="; ".join([text_, *notes]))
+    return _rank(walk.count, broken, head_problem, findings)
+
+
+# A cut tail or an emptied chain explains the row findings it causes (rows whose entries are gone).
+_FIRST = ("empty", "truncated")
+
+
+def _rank(count: int, broken: VerifyResult | None, head: HeadProblem | None,
+          findings: list[Finding]) -> VerifyResult:
+    """One failed verdict from every finding: a cut tail or an emptied chain first, then a broken link, then
+    a head that the keys or the witness refuse, then the rows beside the chain."""
+    ranked: list[VerifyResult] = []
+    if head is not None and head.problem in _FIRST:
+        ranked.append(_head_result(count, head))
+    if broken is not None:
+        ranked.append(broken)
+    if head is not None and head.problem not in _FIRST:
+        ranked.append(_head_result(count, head))
+    ranked += [VerifyResult(False, count, f.problem, None, f.record_id, f.text, f.field, f.message_id)
+               for f in findings]
+    first = ranked[0]
+    more = f" (and {len(ranked) - 1} more problem(s))" if len(ranked) > 1 else ""
+    return VerifyResult(False, first.count, first.problem, first.seq, first.record_id, first.message + more,
+                        first.field, first.message_id, tuple(r.message for r in ranked))
+
+
+def _head_result(count: int, p: HeadProblem) -> VerifyResult:
+    return VerifyResult(False, count, p.problem, p.seq, None, p.message)
 
 
 def _check_records(conn: Connection, findings: list[Finding]) -> tuple[dict[str, str], int, int]:
