@@ -88,7 +88,7 @@ def build_fixture(path: Path, n: int, *, seed: int = 7, per_record: int = 1) -> 
         # One entry per record (the worst ratio of rows to entries for verify's cross-checks), or a real
         # call's three or more; each carries the digests of the final row (verify compares the last one).
         digests = record_digests(row, sha(row["input"]))
-        for k, st in enumerate(("PENDING", "EXECUTING", "COMPLETED")[: per_record - 1] + (state,)):
+        for k, st in enumerate((*("PENDING", "EXECUTING", "COMPLETED")[: per_record - 1], state)):
             seq += 1
             at = created + 0.2 * (k + 1) / per_record
             prefix, suffix = split_canonical(rid, st, at, "engine", "", "{}", digests)
