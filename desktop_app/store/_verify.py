@@ -74,7 +74,13 @@ def verify(conn: Connection, signer: HeadSigner | None = None, identity: str = "
     if worker is None:
         walked = _walk_here(conn, head)
     findings: list[Finding] = []
-    used, records, legacy = _check_records(conn, findings)
+    try:
+        used, records, legacy = _check_records(conn, findings)
+    except BaseException:
+        if worker is not None:  # no walk left running after a failed read
+            worker.kill()
+            worker.wait()
+        raise
     if worker is not None:
         walked = _finish_walk(worker, conn, head)
     broken, count, rows, last_message = walked
