@@ -203,8 +203,11 @@ def walk_file(path: str, top: int, head: tuple[int, str] | None) -> dict[str, An
     """The walk of the entries up to seq `top` of the SQLite file at `path`, read-only in one snapshot: what
     `verify` runs in a second process while it cross-checks the rows in its own. Entries up to `top` never
     change once written, so the two snapshots agree on them unless the file is being tampered with."""
-    con = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True)
+    # Not mode=ro: a read-only connection to a WAL database can fail while another one sets up its index
+    # (SQLITE_READONLY_CANTINIT); query_only keeps this one from writing all the same.
+    con = sqlite3.connect(f"file:{quote(path)}", uri=True, timeout=30.0)
     try:
+        con.execute("PRAGMA query_only = 1")
         con.execute("BEGIN")
         cur = con.execute(f"SELECT {', '.join(WALK_COLUMNS)} FROM audit_entries WHERE seq <= ? ORDER BY seq",
                           (top,))
