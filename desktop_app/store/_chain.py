@@ -1,15 +1,24 @@
-"""The audit hash chain: canonical JSON of an entry, its link hash, and the walk that checks them."""
+"""The audit hash chain: canonical JSON of an entry, its link hash, and the walk that checks them. Imports only
+the standard library, so that `verify` can run the walk as this file in a process of its own (`walk_file`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import sqlite3
+import sys
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 GENESIS = "0" * 64
 _WINDOW = 256
+# The columns the walk reads, in its order (a test holds this to AuditEntryRow's columns).
+WALK_COLUMNS = ("seq", "record_id", "state", "at", "actor", "note", "data", "prev_hash", "hash", "message_id",
+                "digests")
+WALK_BATCH = 20_000
 
 
 def json_default(o: Any) -> Any:
@@ -108,6 +117,7 @@ class ChainWalk:
     def __init__(self, head: tuple[int, str] | None) -> None:
         self.head_seq, self.head_hash = head if head is not None else (0, GENESIS)
         self.prev_hash, self.prev_seq, self.count = GENESIS, 0, 0
+        self.rows = 0  # entries read, good or not: none at all is an emptied chain
         # (hash, seq, who) of the last good entries, to name insertions by where the next link points.
         self.recent: deque[tuple[str, int, str]] = deque([(GENESIS, 0, "")], maxlen=_WINDOW)
         self.last_message: dict[int, str] = {}
@@ -118,6 +128,7 @@ class ChainWalk:
         """Walk one batch; False once the walk has failed (the rest need not be read)."""
         if self.failure is not None:
             return False
+        self.rows += len(batch)
         if self._held is not None:
             self.failure = self._diagnose(self._held, batch[0] if batch else None)
             return False
@@ -186,3 +197,38 @@ class ChainWalk:
                          f"replaced: its link does not match entry {prev_seq}")
         return _fail(count, "altered", seq, rid,
                      f"entry {seq} ({who}) was altered: its content does not match its hash")
+
+
+def walk_file(path: str, top: int, head: tuple[int, str] | None) -> dict[str, Any]:
+    """The walk of the entries up to seq `top` of the SQLite file at `path`, read-only in one snapshot: what
+    `verify` runs in a second process while it cross-checks the rows in its own. Entries up to `top` never
+    change once written, so the two snapshots agree on them unless the file is being tampered with."""
+    # Not mode=ro: a read-only connection to a WAL database can fail while another one sets up its index
+    # (SQLITE_READONLY_CANTINIT); query_only keeps this one from writing all the same.
+    con = sqlite3.connect(f"file:{quote(path)}", uri=True, timeout=30.0)
+    try:
+        con.execute("PRAGMA query_only = 1")
+        con.execute("BEGIN")
+        cur = con.execute(f"SELECT {', '.join(WALK_COLUMNS)} FROM audit_entries WHERE seq <= ? ORDER BY seq",
+                          (top,))
+        walk = ChainWalk(head)
+        while batch := cur.fetchmany(WALK_BATCH):
+            if not walk.feed(batch):
+                break
+        failure = walk.finish()
+    finally:
+        con.close()
+    return {"failure": dataclasses.asdict(failure) if failure is not None else None, "count": walk.count,
+            "rows": walk.rows, "last_message": walk.last_message}
+
+
+def walk_result(out: dict[str, Any]) -> tuple[VerifyResult | None, int, int, dict[int, str]]:
+    """`walk_file`'s answer as read back from JSON: (failure, count, rows, last digests of each message)."""
+    f = out["failure"]
+    failure = VerifyResult(**{**f, "problems": tuple(f["problems"])}) if f is not None else None
+    return failure, int(out["count"]), int(out["rows"]), {int(k): str(v) for k, v in out["last_message"].items()}
+
+
+if __name__ == "__main__":  # python _chain.py PATH TOP [HEAD_SEQ HEAD_HASH]: the walk, as JSON on stdout
+    _head = (int(sys.argv[3]), sys.argv[4]) if len(sys.argv) > 4 else None
+    json.dump(walk_file(sys.argv[1], int(sys.argv[2]), _head), sys.stdout)

@@ -67,7 +67,8 @@ def csv_row(rec: ToolCallRecord) -> list[Any]:
 Trailer = Callable[[int, str], dict[str, Any]]
 
 
-def _write(records: Iterator[ToolCallRecord], fmt: str, stream: IO[str], trailer: Trailer | None = None) -> int:
+def _write(records: Iterator[ToolCallRecord], fmt: str, stream: IO[str], trailer: Trailer | None = None,
+           line_of: Callable[[ToolCallRecord], dict[str, Any]] = record_json) -> int:
     n = 0
     if fmt == "csv":
         w = csv.writer(stream)
@@ -78,7 +79,7 @@ def _write(records: Iterator[ToolCallRecord], fmt: str, stream: IO[str], trailer
     else:
         digest = hashlib.sha256()
         for rec in records:
-            line = json.dumps(record_json(rec), ensure_ascii=False, default=str) + "\n"
+            line = json.dumps(line_of(rec), ensure_ascii=False, default=str) + "\n"
             stream.write(line)
             if trailer is not None:
                 digest.update(line.encode("utf-8"))
@@ -89,16 +90,18 @@ def _write(records: Iterator[ToolCallRecord], fmt: str, stream: IO[str], trailer
 
 
 def write_records(records: Iterable[ToolCallRecord], fmt: str, out: str | os.PathLike[str] | IO[str],
-                  trailer: Trailer | None = None) -> int:
+                  trailer: Trailer | None = None,
+                  line_of: Callable[[ToolCallRecord], dict[str, Any]] = record_json) -> int:
     """Records as JSONL (with their trails) or CSV, to a stream or atomically to a file; returns the count.
-    `trailer` (JSONL only) makes the last line: a signed head and the signature over the lines before it."""
+    `trailer` (JSONL only) makes the last line: a signed head and the signature over the lines before it.
+    `line_of` makes a record's JSONL object (a signed export adds what its entries' hashes cover)."""
     if fmt not in FORMATS:
         raise StoreError(f"unknown export format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
     if trailer is not None and fmt != "jsonl":
         raise StoreError("a signed export is JSONL only", hint="use --format jsonl with --signed")
     records = iter(records)
     if hasattr(out, "write"):
-        return _write(records, fmt, out, trailer)  # type: ignore[arg-type]
+        return _write(records, fmt, out, trailer, line_of)  # type: ignore[arg-type]
     path = Path(out).expanduser()
     # Write beside the target and rename, so a failed export leaves no half file behind.
     try:
@@ -107,7 +110,7 @@ def write_records(records: Iterable[ToolCallRecord], fmt: str, out: str | os.Pat
         raise StoreError(f"cannot write the export to {path}: {exc}") from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            n = _write(records, fmt, fh, trailer)
+            n = _write(records, fmt, fh, trailer, line_of)
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):

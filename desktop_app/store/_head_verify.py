@@ -1,5 +1,6 @@
 """What `verify` checks beyond the hash links: each key's signed head, the registered keys, the witness outside
-the database, and an empty chain in a database that holds sessions. Runs after `verify_chain` found the links good."""
+the database, and an empty chain in a database that holds sessions. `verify` runs it after the walk and the
+cross-checks, whatever they found."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ._chain import VerifyResult
 from ._signing import (
     SELECT_DB_ID,
     SELECT_HEAD_SIGNATURES,
@@ -43,18 +43,19 @@ class _Key:
         return f"{self.key_id} ({self.user}@{self.host})"
 
 
-def check_head(conn: Connection, chain: VerifyResult, head: tuple[int, str] | None,
-               signer: HeadSigner | None, where: str) -> VerifyResult:
-    """`chain` (a good walk of the links) checked against the signed heads and the witness."""
+def check_head(conn: Connection, count: int, head: tuple[int, str] | None, signer: HeadSigner | None,
+               where: str) -> tuple[list[str], HeadProblem | None]:
+    """The chain's `count` entries up to `head` checked against the signed heads and the witness: the notes
+    to add to a good verdict, or the first problem found. Runs whatever the walk and the cross-checks
+    found, so that a cut tail or an emptied chain is named as such."""
     head_seq = head[0] if head else 0
     try:
-        notes = _check(conn, chain.count, head_seq, signer, where)
+        return _check(conn, count, head_seq, signer, where), None
     except HeadProblem as p:
-        return VerifyResult(False, chain.count, p.problem, p.seq, None, p.message)
+        return [], p
     except (TypeError, ValueError) as exc:  # a value of the wrong type written into the key tables
-        return VerifyResult(False, chain.count, "bad-signature", None, None,
-                            f"the signed heads or the registered keys are malformed ({exc})")
-    return VerifyResult(True, chain.count, message="; ".join([chain.message, *notes]))
+        return [], HeadProblem("bad-signature", None,
+                               f"the signed heads or the registered keys are malformed ({exc})")
 
 
 def _check(conn: Connection, count: int, head_seq: int, signer: HeadSigner | None, where: str) -> list[str]:

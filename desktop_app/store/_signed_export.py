@@ -4,17 +4,22 @@ signed head with its public key, and the exporter's signature over the records' 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from desktop_app.core import ToolCallRecord
+
 from ._chain import GENESIS, VerifyResult, canonical_json, entry_fields, link_hash
+from ._digests import RECORD_NAMED, field_digest, unpack
+from ._export import record_json
 from ._signing import (
     SELECT_HEAD_SIGNATURES,
     HeadSigner,
@@ -26,6 +31,7 @@ from ._signing import (
     signature_ok,
     unb64,
 )
+from ._tables import to_json
 
 TRAILER_KEY = "agent_desk_signed_export"
 
@@ -41,8 +47,11 @@ def latest_head(conn: Connection) -> tuple[SignedHead, str] | None:
     return (head, pub) if pub else None
 
 
-def trailer(signer: HeadSigner, head: tuple[SignedHead, str] | None, records: int, digest: str) -> dict[str, Any]:
-    """The last line of a signed export; `digest` is the SHA-256 of every byte before it."""
+def trailer(signer: HeadSigner, head: tuple[SignedHead, str] | None, records: int, digest: str,
+            message_entries: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The last line of a signed export; `digest` is the SHA-256 of every byte before it. `message_entries`
+    (an export of every tool call) are the chain's message entries, so that every link can be re-computed:
+    they need no signature of their own, as the re-computed chain must end at the signed head's hash."""
     h = head[0] if head else None
     at = time.time()
     return {
@@ -55,7 +64,46 @@ def trailer(signer: HeadSigner, head: tuple[SignedHead, str] | None, records: in
         "exporter_key_id": signer.key_id,
         "exporter_public_key": b64(signer.public_key),
         "signature": signer.sign(export_message(h, records, digest, at)),
+        "message_entries": message_entries,
     }
+
+
+_CHUNK = 500
+_MESSAGE_ENTRIES = ("SELECT seq, state, at, actor, note, data, hash, digests, message_id FROM audit_entries "
+                    "WHERE record_id IS NULL AND seq <= :top ORDER BY seq")
+
+
+class ChainDigests:
+    """What a signed export adds to each trail entry: the digests and message id its hash covers (the core's
+    AuditEntry does not carry them), fetched a chunk of records at a time."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._by_seq: dict[int, tuple[str, int | None]] = {}
+
+    def records(self, records: Iterable[ToolCallRecord]) -> Iterator[ToolCallRecord]:
+        it = iter(records)
+        while chunk := list(itertools.islice(it, _CHUNK)):
+            params = {f"r{k}": rec.id for k, rec in enumerate(chunk)}
+            sql = (f"SELECT seq, digests, message_id FROM audit_entries WHERE record_id IN "
+                   f"({', '.join(':' + k for k in params)})")
+            self._by_seq = {r[0]: (r[1] or "", r[2]) for r in self._conn.execute(text(sql), params)}
+            yield from chunk
+
+    def line(self, rec: ToolCallRecord) -> dict[str, Any]:
+        d = record_json(rec)
+        for e in d["trail"]:
+            dg, mid = self._by_seq.get(e["seq"], ("", None))
+            if dg:
+                e["digests"], e["message_id"] = dg, mid
+        return d
+
+
+def message_entries(conn: Connection, top: int) -> list[dict[str, Any]]:
+    """Every message entry of the chain up to entry `top` (the signed head), as a signed export carries them."""
+    return [{"record_id": None, "state": r[1], "at": r[2], "actor": r[3], "note": r[4], "data": json.loads(r[5]),
+             "seq": r[0], "hash": r[6], "digests": r[7] or "", "message_id": r[8]}
+            for r in conn.execute(text(_MESSAGE_ENTRIES), {"top": top})]
 
 
 class _Bad(Exception):
@@ -108,7 +156,7 @@ def _check_export(raw: bytes, trusted: frozenset[str]) -> tuple[int, list[str]]:
         return len(lines), [*notes, "the database had no signed head"]
     if not head_signature_ok(head, _public(tr.get("head_public_key"), head.key_id, "head")):
         raise _Bad("bad-signature", f"the head's signature by {head.key_id} does not match")
-    return len(lines), [*notes, *_check_entries(lines, head)]
+    return len(lines), [*notes, *_check_entries(lines, head, tr.get("message_entries"))]
 
 
 def _public(value: Any, key_id: Any, who: str) -> bytes:
@@ -121,28 +169,63 @@ def _public(value: Any, key_id: Any, who: str) -> bytes:
     return pub
 
 
-def _check_entries(lines: list[bytes], head: SignedHead) -> list[str]:
+def _check_entries(lines: list[bytes], head: SignedHead, messages: Any) -> list[str]:
     entries: dict[int, dict[str, Any]] = {}
-    for line in lines:
+    last: dict[int, dict[str, Any]] = {}  # each record's last entry, by its line
+    for i, line in enumerate(lines):
         rec = json.loads(line)
         for e in rec.get("trail") or []:
-            if e.get("record_id") != rec.get("id") or not isinstance(e.get("seq"), int) or e["seq"] in entries:
-                raise _Bad("altered", f"a trail entry of record {rec.get('id')} is misplaced or repeated")
-            entries[e["seq"]] = e
+            _take(entries, e, rec.get("id"))
+            last[i] = e
+    for e in messages or []:
+        _take(entries, e, None)
+        if e.get("state") != "MESSAGE" or not e.get("digests"):
+            raise _Bad("altered", f"entry {e['seq']} among the message entries is not a message's entry", e["seq"])
     note = f"database head: entry {head.seq} ({head.count} entries), signed by {head.key_id}"
     if max(entries, default=0) > head.seq:
         raise _Bad("inserted", f"entry {max(entries)} lies past the signed head (entry {head.seq})", max(entries))
     if sorted(entries) != list(range(1, head.seq + 1)):
+        if messages is not None:  # the exporter wrote every call and the message entries: none may be missing
+            gap = next(seq for seq in range(1, head.seq + 1) if seq not in entries)
+            raise _Bad("altered", f"entry {gap} is missing from an export that holds every tool call", gap)
         return [note, f"partial export ({len(entries)} of {head.count} entries): the records are bound by the "
                 "exporter's signature, the links to the head are not re-computed"]
     prev = GENESIS
     for seq in range(1, head.seq + 1):
         e = entries[seq]
         canon = canonical_json(entry_fields(e["record_id"], e["state"], e["at"], e["actor"], e["note"],
-                                            e["data"], seq))
+                                            e["data"], seq, e.get("digests") or "", e.get("message_id")))
         prev = link_hash(prev, canon)
         if prev != e.get("hash"):
-            raise _Bad("altered", f"entry {seq} (record {e['record_id']}) does not match its hash", seq)
+            who = f"record {e['record_id']}" if e["record_id"] is not None else f"message {e.get('message_id')}"
+            raise _Bad("altered", f"entry {seq} ({who}) does not match its hash", seq)
     if prev != head.hash:
         raise _Bad("altered", "the re-computed chain does not end at the signed head's hash", head.seq)
-    return [note, "complete export: every link re-computed up to the signed head"]
+    for i, e in last.items():
+        _check_record(json.loads(lines[i]), e)
+    return [note, "complete export: every link re-computed up to the signed head, and each record's input, "
+            "result, approval and provenance match its last entry"]
+
+
+def _take(entries: dict[int, dict[str, Any]], e: Any, record_id: Any) -> None:
+    if not isinstance(e, dict) or e.get("record_id") != record_id or not isinstance(e.get("seq"), int) \
+            or e["seq"] in entries:
+        raise _Bad("altered", f"a trail entry of record {record_id} is misplaced or repeated")
+    entries[e["seq"]] = e
+
+
+def _check_record(rec: dict[str, Any], last: dict[str, Any]) -> None:
+    """A record's exported fields against the digests its last (re-computed) entry carries: an edit of the
+    record line shows even when the export was re-signed with another key."""
+    if not last.get("digests"):
+        return  # an entry from before digests existed
+    named = unpack(last["digests"])
+    for f in RECORD_NAMED:
+        if f in named and f in rec and field_digest(_stored(f, rec[f])) != named[f]:
+            raise _Bad("altered", f"the {f} of record {rec.get('id')} differs from what its last audit entry "
+                       f"(entry {last['seq']}) says", last["seq"])
+
+
+def _stored(field: str, value: Any) -> Any:
+    # The text a JSON column holds (see store/_tables.py's to_json); NULL stays None.
+    return None if value is None else to_json(value)

@@ -45,7 +45,7 @@ from ._query import (
     record_from_row,
     search_text,
 )
-from ._signed_export import latest_head, trailer
+from ._signed_export import ChainDigests, latest_head, message_entries, trailer
 from ._signing import HeadNotary, HeadSigner
 from ._tables import (
     EventRow,
@@ -373,9 +373,18 @@ class SqlStore:
                 if not checked.ok:
                     raise StoreError(f"the audit chain does not verify, so it is not signed: {checked.message}",
                                      hint="run `agent-desk audit verify`; an unsigned export is still possible")
-            head = latest_head(conn) if signed else None
-            tr = (lambda n, digest: trailer(signer, head, n, digest)) if signer is not None and signed else None
-            return write_records(_iter_records(conn, q, self._fts), fmt, out, tr)
+            records = _iter_records(conn, q, self._fts)
+            if not signed or signer is None:
+                return write_records(records, fmt, out)
+            head, chain = latest_head(conn), ChainDigests(conn)
+            every = conn.execute(text("SELECT count(*) FROM tool_calls")).scalar()
+
+            def tr(n: int, digest: str) -> dict[str, Any]:
+                # Every tool call exported: add the message entries, so an auditor re-computes every link.
+                complete = head is not None and n == every
+                return trailer(signer, head, n, digest, message_entries(conn, head[0].seq) if complete else None)
+
+            return write_records(chain.records(records), fmt, out, tr, chain.line)
 
         return await self._read(run)
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -12,14 +15,18 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ._chain import ChainWalk, VerifyResult
+from . import _chain as chain_module
+from ._chain import WALK_BATCH, WALK_COLUMNS, ChainWalk, VerifyResult, walk_result
 from ._digests import MESSAGE_FIELDS, RECORD_FIELDS, RECORD_NAMED, field_digest, row_of, sha, unpack
-from ._head_verify import check_head
+from ._head_verify import HeadProblem, check_head
 from ._signing import HeadSigner
-from ._tables import AuditEntryRow, columns
 
-BATCH = 20_000
-_ENTRY_SQL = f"SELECT {', '.join(columns(AuditEntryRow))} FROM audit_entries ORDER BY seq"
+log = logging.getLogger(__name__)
+
+BATCH = WALK_BATCH
+# Entries from which a second process walks the chain (its start costs about 50 ms).
+PARALLEL_MIN = 100_000
+_ENTRY_SQL = f"SELECT {', '.join(WALK_COLUMNS)} FROM audit_entries ORDER BY seq"
 # Each row with the digests of its record's last entry (NULL: no entry), found through the
 # (record_id, seq) index inside SQLite; the walk has checked every entry of this same snapshot.
 _RECORD_SQL = (f"SELECT t.id, {', '.join('t.' + f for f in RECORD_FIELDS)}, (SELECT e.digests FROM audit_entries e "
@@ -57,30 +64,103 @@ def batches(conn: Connection, sql: str) -> Iterator[list[tuple[Any, ...]]]:
 
 def verify(conn: Connection, signer: HeadSigner | None = None, identity: str = "") -> VerifyResult:
     """The links, then the rows beside them, then (in the same read transaction) the signed heads and the
-    witness of this installation (`signer`, `identity`: store/_head_verify.py)."""
+    witness of this installation (`signer`, `identity`: store/_head_verify.py). Every finding is kept in
+    `problems`; the most telling one is named first (see `_rank`). A long chain is walked by a second process
+    while this one cross-checks the rows."""
     # This first statement begins the read transaction, so every later read sees the same snapshot.
     head_row = conn.execute(text("SELECT seq, hash FROM audit_head WHERE id = 1")).first()
     head = (head_row[0], head_row[1]) if head_row else None
+    worker = _start_walk(conn, head)
+    if worker is None:
+        walked = _walk_here(conn, head)
+    findings: list[Finding] = []
+    try:
+        used, records, legacy = _check_records(conn, findings)
+    except BaseException:
+        if worker is not None:  # no walk left running after a failed read
+            worker.kill()
+            worker.wait()
+        raise
+    if worker is not None:
+        walked = _finish_walk(worker, conn, head)
+    broken, count, rows, last_message = walked
+    messages = 0
+    if broken is None:  # a broken walk leaves the messages' last entries unknown
+        messages = _check_messages(conn, last_message, findings, used)
+    _check_blobs(conn, used, findings)
+    notes, head_problem = check_head(conn, count if broken is None else rows, head, signer, identity)
+    if broken is None and not findings and head_problem is None:
+        note = f"; {legacy} older tool calls carry no digests and were not cross-checked" if legacy else ""
+        text_ = f"{count} entries verified; {records} tool calls and {messages} messages match the chain{note}"
+        return VerifyResult(True, count, message="; ".join([text_, *notes]))
+    return _rank(count, broken, head_problem, findings)
+
+
+Walked = tuple[VerifyResult | None, int, int, dict[int, str]]  # failure, good entries, entries read, messages
+
+
+def _walk_here(conn: Connection, head: tuple[int, str] | None) -> Walked:
     walk = ChainWalk(head)
     for batch in batches(conn, _ENTRY_SQL):
         if not walk.feed(batch):
             break
-    failure = walk.finish()
-    if failure is not None:
-        return failure
-    findings: list[Finding] = []
-    used, records, legacy = _check_records(conn, findings)
-    messages = _check_messages(conn, walk.last_message, findings, used)
-    _check_blobs(conn, used, findings)
-    if findings:
-        first = findings[0]
-        more = f" (and {len(findings) - 1} more problem(s))" if len(findings) > 1 else ""
-        return VerifyResult(False, walk.count, first.problem, None, first.record_id, first.text + more,
-                            first.field, first.message_id, tuple(f.text for f in findings))
-    note = f"; {legacy} older tool calls carry no digests and were not cross-checked" if legacy else ""
-    good = VerifyResult(True, walk.count, message=f"{walk.count} entries verified; {records} tool calls and "
-                        f"{messages} messages match the chain{note}")
-    return check_head(conn, good, head, signer, identity)
+    return walk.finish(), walk.count, walk.rows, walk.last_message
+
+
+def _start_walk(conn: Connection, head: tuple[int, str] | None) -> subprocess.Popen[str] | None:
+    """The walk of a long chain in a second process (store/_chain.py run as a script, standard library only),
+    over the entries this snapshot holds; None when it is walked here."""
+    if conn.dialect.name != "sqlite":
+        return None
+    top = conn.execute(text("SELECT max(seq) FROM audit_entries")).scalar() or 0
+    path = next((r[2] for r in conn.exec_driver_sql("PRAGMA database_list") if r[1] == "main"), "")
+    if top < PARALLEL_MIN or not path:
+        return None
+    args = [sys.executable, "-I", "-S", str(chain_module.__file__), path, str(top)]
+    try:
+        return subprocess.Popen([*args, *(map(str, head) if head else ())], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    except OSError as exc:
+        log.warning("verify walks the chain in this process: %s", exc)
+        return None
+
+
+def _finish_walk(proc: subprocess.Popen[str], conn: Connection, head: tuple[int, str] | None) -> Walked:
+    out, err = proc.communicate()
+    try:
+        if proc.returncode != 0:
+            raise ValueError(f"exit status {proc.returncode}: {err.strip()[-500:]}")
+        return walk_result(json.loads(out))
+    except (ValueError, KeyError, TypeError) as exc:  # walk here instead: slower, never weaker
+        log.warning("the chain walk in a second process failed (%s); walking it here", exc)
+        return _walk_here(conn, head)
+
+
+# A cut tail or an emptied chain explains the row findings it causes (rows whose entries are gone).
+_FIRST = ("empty", "truncated")
+
+
+def _rank(count: int, broken: VerifyResult | None, head: HeadProblem | None,
+          findings: list[Finding]) -> VerifyResult:
+    """One failed verdict from every finding: a cut tail or an emptied chain first, then a broken link, then
+    a head that the keys or the witness refuse, then the rows beside the chain."""
+    ranked: list[VerifyResult] = []
+    if head is not None and head.problem in _FIRST:
+        ranked.append(_head_result(count, head))
+    if broken is not None:
+        ranked.append(broken)
+    if head is not None and head.problem not in _FIRST:
+        ranked.append(_head_result(count, head))
+    ranked += [VerifyResult(False, count, f.problem, None, f.record_id, f.text, f.field, f.message_id)
+               for f in findings]
+    first = ranked[0]
+    more = f" (and {len(ranked) - 1} more problem(s))" if len(ranked) > 1 else ""
+    return VerifyResult(False, first.count, first.problem, first.seq, first.record_id, first.message + more,
+                        first.field, first.message_id, tuple(r.message for r in ranked))
+
+
+def _head_result(count: int, p: HeadProblem) -> VerifyResult:
+    return VerifyResult(False, count, p.problem, p.seq, None, p.message)
 
 
 def _check_records(conn: Connection, findings: list[Finding]) -> tuple[dict[str, str], int, int]:

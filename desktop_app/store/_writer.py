@@ -291,7 +291,7 @@ class Writer(threading.Thread):
                 seq, prev = self._write_ops(conn, ops, results, head)
                 if head is None or seq != head[0]:
                     dbapi.execute(UPSERT_HEAD.text, {"id": 1, "seq": seq, "hash": prev})
-                    if self.notary is not None:
+                    if self.notary is not None and seq:  # a batch without entries on a new chain: no head
                         self.notary.sign_in_tx(dbapi.execute, lambda sql: dbapi.execute(sql).fetchall(), seq, prev)
                 dbapi.execute("COMMIT")
             except BaseException:
@@ -304,7 +304,7 @@ class Writer(threading.Thread):
                 seq, prev = self._write_ops(conn, ops, results, head)
                 if head is None or seq != head[0]:
                     conn.execute(UPSERT_HEAD, {"id": 1, "seq": seq, "hash": prev})
-                    if self.notary is not None:
+                    if self.notary is not None and seq:
                         self.notary.sign_in_tx(lambda sql, p: conn.execute(text(sql), p),
                                                lambda sql: list(conn.execute(text(sql))), seq, prev)
         self.head_seq, self.head_hash = seq, prev

@@ -22,12 +22,13 @@ from keyring.errors import PasswordSetError
 
 from desktop_app import cli
 from desktop_app.config import SIGNING_KEY_FILE, desk_signing_key, witness_dir
-from desktop_app.core import ConfigError, ProjectInfo, SessionInfo, StoreError
+from desktop_app.core import ConfigError, ProjectInfo, SessionInfo, StoredMessage, StoreError
 from desktop_app.runtime import head_signer, open_store
 from desktop_app.store import AuditQuery, HeadSigner, SqlStore, canonical_json, verify_export
 from desktop_app.store._chain import GENESIS
+from desktop_app.store._signing import SignedHead
 from desktop_app.store._witness import db_identity, witness_name
-from tests.store.conftest import make_record, run_to_completion
+from tests.store.conftest import make_record, pending, run_to_completion
 
 RECORDS = 4  # three entries each: 12 in the chain
 
@@ -88,17 +89,21 @@ def _cut_tail(db: Path, n: int) -> None:
 
 
 def _recompute(db: Path, from_seq: int = 1) -> None:
-    """Re-hash every entry from `from_seq` with plain hashlib (what an attacker without the key can do)."""
-    rows = _sql(db, "SELECT seq, record_id, state, at, actor, note, data, prev_hash FROM audit_entries ORDER BY seq")
+    """Re-hash every entry from `from_seq` with plain hashlib, in the store's own entry format (digests and
+    message ids included): what an attacker without the key can do. Only a signature or the witness tells."""
+    rows = _sql(db, "SELECT seq, record_id, state, at, actor, note, data, digests, message_id FROM audit_entries "
+                "ORDER BY seq")
     prev = GENESIS
     con = sqlite3.connect(db)
-    for seq, rid, state, at, actor, note, data, _old_prev in rows:
+    for seq, rid, state, at, actor, note, data, digests, message_id in rows:
         if seq < from_seq:
             prev = con.execute("SELECT hash FROM audit_entries WHERE seq = ?", (seq,)).fetchone()[0]
             continue
-        canon = canonical_json({"record_id": rid, "state": state, "at": at, "actor": actor, "note": note,
-                                "data": json.loads(data), "seq": seq})
-        h = hashlib.sha256((prev + canon).encode()).hexdigest()
+        fields = {"record_id": rid, "state": state, "at": at, "actor": actor, "note": note,
+                  "data": json.loads(data), "seq": seq}
+        if digests:
+            fields.update(digests=digests, message_id=message_id)
+        h = hashlib.sha256((prev + canonical_json(fields)).encode()).hexdigest()
         con.execute("UPDATE audit_entries SET prev_hash = ?, hash = ? WHERE seq = ?", (prev, h, seq))
         prev = h
     con.execute("UPDATE audit_head SET hash = ? WHERE id = 1", (prev,))
@@ -151,6 +156,9 @@ async def test_a_cut_tail_fails_verify(desk: Path, also_remove: tuple[str, ...])
     result = await _verify(desk)
     assert (result.ok, result.problem) == (False, "truncated")
     assert "2 entries missing at the tail" in result.message
+    # Named first, the cut hides nothing: the call whose last entries went is still reported.
+    assert result.problems[0].startswith("2 entries missing at the tail")
+    assert any("was edited in tool_calls" in p for p in result.problems[1:])
 
 
 @pytest.mark.parametrize("remove", [
@@ -185,9 +193,13 @@ async def test_a_witness_rolled_back_by_a_cut_with_its_signature_kept_fails(desk
     _sql(desk, "UPDATE audit_head_signatures SET seq = ?, hash = ?, count = ?, signature = ?",
          params=(old[2], old[3], old[4], old[5]))
     assert (await _verify(desk)).problem == "truncated"  # the witness saw entry 12
-    _witness(desk).write_bytes(old_witness)  # both rolled back: only a copy kept elsewhere would tell
+    _witness(desk).write_bytes(old_witness)  # both rolled back: the rows of the cut calls still tell
     result = await _verify(desk)
-    assert result.ok and result.count == 6
+    assert (result.ok, result.problem, result.count) == (False, "row-unchained", 6)
+    assert len(result.problems) == 2 and "has no entry in the audit chain" in result.message
+    _sql(desk, "DELETE FROM tool_calls WHERE session_id = 'ses_2'")  # and the rows: only a copy kept elsewhere
+    result = await _verify(desk)                                      # (or the session's row) would tell
+    assert result.ok and result.count == 6, result.message
 
 
 # deletion of everything ----------------------------------------------------------------------------------
@@ -197,6 +209,15 @@ async def test_an_emptied_chain_with_sessions_is_a_failure(desk: Path) -> None:
     result = await _verify(desk)
     assert (result.ok, result.problem) == (False, "empty")
     assert "empty, yet the database holds 1 session(s), 4 tool call(s)" in result.message
+    assert len(result.problems) == 5 and all("has no entry in the audit chain" in p for p in result.problems[1:])
+
+
+async def test_entries_deleted_with_the_head_row_kept_are_an_emptied_chain(desk: Path) -> None:
+    await _fill(desk)
+    _sql(desk, "DELETE FROM audit_entries")
+    result = await _verify(desk)
+    assert (result.ok, result.problem) == (False, "empty")
+    assert any("entries 1..12 are missing" in p for p in result.problems)
 
 
 async def test_an_emptied_chain_without_a_signer_is_still_a_failure(desk: Path) -> None:
@@ -229,6 +250,20 @@ async def test_a_database_file_replaced_by_a_fresh_one_is_named_by_its_witness(d
 
 
 # recomputation without the key ---------------------------------------------------------------------------
+async def test_the_attackers_recomputation_is_the_stores_own_format(desk: Path) -> None:
+    """The control for the tests below: re-hashed without an edit, the chain is the store's, so their failures
+    come from the signatures and the witness, never from a format the attacker got wrong."""
+    await _fill(desk)
+    store = await open_store(str(desk))
+    await store.append_message(StoredMessage("ses_1", "user", [{"type": "text", "text": "hi"}]))
+    await store.close()
+    before = _sql(desk, "SELECT seq, hash FROM audit_entries ORDER BY seq")
+    _recompute(desk)
+    assert _sql(desk, "SELECT seq, hash FROM audit_entries ORDER BY seq") == before
+    result = await _verify(desk)
+    assert result.ok and result.count == 13, result.message
+
+
 @pytest.mark.parametrize("edit", [
     "UPDATE audit_entries SET note = 'nothing happened' WHERE seq = 2",
     "UPDATE audit_entries SET actor = 'user' WHERE seq = 12",
@@ -485,6 +520,84 @@ async def test_a_broken_chain_is_never_signed_in_an_export(desk: Path, tmp_path:
     with pytest.raises(StoreError, match="does not verify, so it is not signed"):
         await _export(desk, tmp_path / "e.jsonl")
     assert not (tmp_path / "e.jsonl").exists()
+
+
+async def _fill_with_messages(db: Path) -> None:
+    """Calls (one with an input large enough for a blob, one left waiting with no result) among messages."""
+    await _fill(db, 2)
+    store = await open_store(str(db))
+    try:
+        await store.append_message(StoredMessage("ses_1", "user", [{"type": "text", "text": "go on"}]))
+        await run_to_completion(store, make_record(command="x" * 40_000))
+        waiting = make_record(command="sleep 1")
+        await store.save_transition(waiting, pending(waiting))
+        await store.append_message(StoredMessage("ses_1", "assistant", [{"type": "text", "text": "done"}]))
+    finally:
+        await store.close()
+
+
+async def test_a_signed_export_carries_the_message_entries_and_every_link_is_recomputed(desk: Path,
+                                                                                       tmp_path: Path) -> None:
+    await _fill_with_messages(desk)
+    out = tmp_path / "e.jsonl"
+    assert await _export(desk, out) == 4
+    original = _lines(out)
+    result = verify_export(out, trusted_keys=[head_signer().key_id])
+    assert result.ok and result.count == 4, result.message
+    assert "complete export: every link re-computed" in result.message
+    tr = json.loads(original[-1])
+    assert [e["message_id"] for e in tr["message_entries"]] == [1, 2]
+    assert all(e["digests"] for line in original[:-1] for e in json.loads(line)["trail"])
+
+    for edit in ("at", "digests", "drop"):  # the message entries are not signed: the re-computed chain binds them
+        tr = json.loads(original[-1])
+        if edit == "drop":
+            del tr["message_entries"][0]
+        else:
+            tr["message_entries"][0][edit] = 1.0 if edit == "at" else tr["message_entries"][1]["digests"]
+        _rewrite(out, [*original[:-1], json.dumps(tr)])
+        assert verify_export(out).problem == "altered", edit
+    tr = json.loads(original[-1])
+    tr["message_entries"][0]["record_id"] = json.loads(original[0])["id"]  # a message entry passed off as a call's
+    _rewrite(out, [*original[:-1], json.dumps(tr)])
+    assert verify_export(out).problem == "altered"
+    tr["message_entries"] = None  # without them the export only claims to be partial
+    _rewrite(out, [*original[:-1], json.dumps(tr)])
+    result = verify_export(out)
+    assert result.ok and "partial export (10 of 12 entries)" in result.message
+
+
+@pytest.mark.parametrize("field, value", [
+    ("input", {"command": "echo harmless"}),
+    ("result", {"content": [{"type": "text", "text": "nothing"}], "details": {}, "is_error": False}),
+    ("approval", {"required": True, "decision": "allow", "decided_by": "user", "decided_at": 1.0, "scope": "once",
+                  "reason": ""}),
+    ("provenance", [{"kind": "user", "detail": "owner", "source": "", "effect": "allow"}]),
+], ids=["input", "result", "approval", "provenance"])
+async def test_a_record_edited_in_a_re_signed_complete_export_is_refused(desk: Path, tmp_path: Path, field: str,
+                                                                        value: object) -> None:
+    """Mallory edits a call, keeps the database's signed head and re-signs the body with her own key: the
+    re-computed chain holds, but the call no longer matches the digests its last entry carries."""
+    await _fill_with_messages(desk)
+    out = tmp_path / "e.jsonl"
+    await _export(desk, out)
+    original = _lines(out)
+    index = next(i for i, line in enumerate(original[:-1]) if "x" * 100 in line)  # the call with a blob input
+    rec = json.loads(original[index])
+    assert rec[field] != value
+    rec[field] = value
+    lines = [*original[:index], json.dumps(rec), *original[index + 1:-1]]
+    body = "".join(line + "\n" for line in lines)
+    real = json.loads(original[-1])
+    from desktop_app.store._signed_export import trailer
+
+    mallory = HeadSigner(Ed25519PrivateKey.generate().private_bytes_raw())
+    head = (SignedHead.from_dict(real["head"]), real["head_public_key"])
+    tr = trailer(mallory, head, len(lines), hashlib.sha256(body.encode()).hexdigest(), real["message_entries"])
+    _rewrite(out, [*lines, json.dumps(tr)])
+    result = verify_export(out)
+    assert (result.ok, result.problem) == (False, "altered"), result.message
+    assert f"the {field} of record {rec['id']} differs" in result.message
 
 
 async def test_an_export_re_signed_with_another_key_is_refused_by_the_trusted_key(desk: Path, tmp_path: Path) -> None:

@@ -202,7 +202,7 @@ async def test_entry_edits_reorders_and_duplicates_are_named(db: Path, tmp_path:
                       "UPDATE audit_head SET seq = seq + 1", None),
         "delete-one": ("DELETE FROM audit_entries WHERE seq = 3", "removed"),
         "cut-tail": ("DELETE FROM audit_entries WHERE seq > 10", "removed"),
-        "empty": ("DELETE FROM audit_entries", "removed"),
+        "empty": ("DELETE FROM audit_entries", "empty"),  # named as such, with the missing entries after it
     }
     for name, (sql, problem) in cases.items():
         path = tmp_path / f"{name}.db"
@@ -211,7 +211,10 @@ async def test_entry_edits_reorders_and_duplicates_are_named(db: Path, tmp_path:
         result = await _verify(path)
         assert not result.ok, name
         assert problem is None or result.problem == problem, (name, result)
-        assert result.seq is not None, name
+        if name == "empty":
+            assert "entries 1..15 are missing from the end of the chain" in result.problems[1], result
+        else:
+            assert result.seq is not None, name
 
 
 async def test_an_edit_of_a_row_and_of_its_entrys_digests_breaks_the_chain(db: Path) -> None:

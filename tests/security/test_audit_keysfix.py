@@ -1,0 +1,116 @@
+"""verify with its chain walk in a second process (what a long chain gets) gives the same verdict as the walk in
+this process, for every attack on the chain and the rows beside it; a worker that cannot start or dies leaves
+the verdict to the walk here, never to nothing; the worker judges only the entries of verify's own snapshot."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from desktop_app.store import SqlStore
+from desktop_app.store import _verify as verify_module
+from desktop_app.store._chain import WALK_COLUMNS, walk_file, walk_result
+from desktop_app.store._tables import AuditEntryRow, columns
+from tests.security.test_audit_tamper import _fill, _sql
+
+ATTACKS = {
+    "intact": (),
+    "entry-note": ("UPDATE audit_entries SET note = 'nothing' WHERE seq = 4",),
+    "entry-at": ("UPDATE audit_entries SET at = at + 1 WHERE seq = 9",),
+    "message-entry": ("UPDATE audit_entries SET actor = 'user' WHERE seq = 2",),
+    "entry-deleted": ("DELETE FROM audit_entries WHERE seq = 6",),
+    "tail-cut": ("DELETE FROM audit_entries WHERE seq > 12",),
+    "tail-cut-head-moved": ("DELETE FROM audit_entries WHERE seq > 12",
+                            "UPDATE audit_head SET seq = 12, hash = (SELECT hash FROM audit_entries WHERE seq = 12)"),
+    "inserted-past-head": ("INSERT INTO audit_entries SELECT seq + 100, record_id, state, at, actor, note, data, "
+                           "hash, hash, message_id, digests FROM audit_entries WHERE seq = 15",),
+    "emptied": ("DELETE FROM audit_entries",),
+    "emptied-with-head": ("DELETE FROM audit_entries", "DELETE FROM audit_head"),
+    "row-edited": ("UPDATE tool_calls SET input = '{\"command\":\"ls\"}' WHERE tool_use_id = 'toolu_2'",),
+    "rows-deleted": ("DELETE FROM tool_calls",),
+    "message-edited": ("UPDATE messages SET content = '[]' WHERE id = 1",),
+    "message-deleted": ("DELETE FROM messages WHERE id = 2",),
+    "head-hash": ("UPDATE audit_head SET hash = (CASE WHEN hash LIKE '0%' THEN '1' ELSE '0' END) || substr(hash, 2)",),
+}
+
+
+async def _both(db: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    caplog.set_level(logging.WARNING)
+    results = []
+    for minimum in (10**9, 0):  # in this process, then in a second one
+        monkeypatch.setattr(verify_module, "PARALLEL_MIN", minimum)
+        store = await SqlStore.open(db)
+        try:
+            results.append(await store.verify())
+        finally:
+            await store.close()
+    assert "second process failed" not in caplog.text and "in this process" not in caplog.text, caplog.text
+    return results
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+async def test_the_walk_in_a_second_process_gives_the_same_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   caplog: pytest.LogCaptureFixture,
+                                                                   attack: str) -> None:
+    db = tmp_path / "audit.db"
+    await _fill(db)
+    assert _sql(db, "SELECT max(seq) FROM audit_entries") == [(15,)]
+    if ATTACKS[attack]:
+        _sql(db, "PRAGMA foreign_keys = OFF", *ATTACKS[attack])
+    here, there = await _both(db, monkeypatch, caplog)
+    assert here == there
+    assert here.ok == (attack == "intact"), here.message
+
+
+def test_the_worker_really_runs_as_a_script_of_the_standard_library(tmp_path: Path) -> None:
+    """The worker is _chain.py run with -I -S: nothing of the project, nor site-packages, is importable."""
+    import asyncio
+
+    db = tmp_path / "audit.db"
+    asyncio.run(_fill(db))
+    out = subprocess.run([sys.executable, "-I", "-S", verify_module.chain_module.__file__, str(db), "15"],
+                         capture_output=True, text=True, check=True)
+    failure, count, rows, last_message = walk_result(json.loads(out.stdout))
+    assert failure is not None and failure.problem == "inserted"  # no head given: every entry lies past it
+    head = _sql(db, "SELECT seq, hash FROM audit_head")[0]
+    failure, count, rows, last_message = walk_result(walk_file(str(db), 15, head))
+    assert (failure, count, rows, sorted(last_message)) == (None, 15, 15, [1, 2, 3])
+
+
+def test_the_worker_judges_only_the_entries_of_verifys_snapshot(tmp_path: Path) -> None:
+    """Entries past `top` (committed after verify's snapshot began) are not read, so they are not "inserted"."""
+    import asyncio
+
+    db = tmp_path / "audit.db"
+    asyncio.run(_fill(db))
+    (seq, h), = _sql(db, "SELECT seq, hash FROM audit_entries WHERE seq = 12")
+    failure, count, rows, _ = walk_result(walk_file(str(db), 12, (seq, h)))
+    assert (failure, count, rows) == (None, 12, 12)
+
+
+@pytest.mark.parametrize("executable", ["/nonexistent/python", "/bin/false"], ids=["cannot-start", "fails"])
+async def test_a_worker_that_cannot_walk_leaves_it_to_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    caplog: pytest.LogCaptureFixture,
+                                                                    executable: str) -> None:
+    db = tmp_path / "audit.db"
+    await _fill(db)
+    _sql(db, "UPDATE audit_entries SET note = 'nothing' WHERE seq = 4")
+    monkeypatch.setattr(verify_module, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(verify_module.sys, "executable", executable)
+    caplog.set_level(logging.WARNING)
+    store = await SqlStore.open(db)
+    try:
+        result = await store.verify()
+    finally:
+        await store.close()
+    assert (result.ok, result.problem, result.seq) == (False, "altered", 4)
+    assert "walks the chain in this process" in caplog.text or "walking it here" in caplog.text
+
+
+def test_the_walk_reads_the_entry_columns_in_the_tables_order() -> None:
+    assert tuple(columns(AuditEntryRow)) == WALK_COLUMNS
