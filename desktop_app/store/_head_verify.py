@@ -86,8 +86,10 @@ def _decode_key(key_id: str, public_b64: str) -> bytes:
 
 def _refuse_empty(conn: Connection) -> None:
     n = {t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar() or 0
-         for t in ("sessions", "tool_calls", "messages")}
-    if any(n.values()):
+         for t in ("sessions", "tool_calls", "messages", "events")}
+    # A session that was opened and never used has nothing to chain: only what a session did (a message, a
+    # call, an event) makes an empty chain a deletion.
+    if n["tool_calls"] or n["messages"] or n["events"]:
         raise HeadProblem("empty", None, f"the audit chain is empty, yet the database holds {n['sessions']} "
                           f"session(s), {n['tool_calls']} tool call(s) and {n['messages']} message(s): "
                           "its entries were deleted")

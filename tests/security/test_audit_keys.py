@@ -212,6 +212,18 @@ async def test_an_emptied_chain_with_sessions_is_a_failure(desk: Path) -> None:
     assert len(result.problems) == 5 and all("has no entry in the audit chain" in p for p in result.problems[1:])
 
 
+async def test_a_session_opened_and_never_used_is_not_an_emptied_chain(tmp_path: Path) -> None:
+    db = tmp_path / "fresh.db"
+    store = await open_store(str(db))
+    try:
+        await store.save_project(ProjectInfo("prj_1", "p", "/tmp/p"))
+        await store.save_session(SessionInfo("ses_new", "prj_1"))
+    finally:
+        await store.close()
+    result = await _verify(db)
+    assert result.ok, result.message
+
+
 async def test_entries_deleted_with_the_head_row_kept_are_an_emptied_chain(desk: Path) -> None:
     await _fill(desk)
     _sql(desk, "DELETE FROM audit_entries")
