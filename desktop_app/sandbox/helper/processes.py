@@ -540,7 +540,11 @@ class Processes:
     def sweep(self, grace=0.2):
         """The session's end: every process but the helper is killed (background processes, commands
         still running, daemons they left). Returns what was running, and what is still alive after."""
-        found = self.tracker.describe(self.tracker.targets(everything=True))
-        self.kill_all()
-        self.tracker.kill(everything=True, grace=grace)
-        return {"killed": found, "alive": self.tracker.alive()}
+        killed = {d["pid"]: d for d in self.tracker.describe(self.tracker.targets(everything=True))}
+        self.tracker.recording = killed
+        try:
+            self.kill_all()
+            self.tracker.kill(everything=True, grace=grace)
+        finally:
+            self.tracker.recording = None
+        return {"killed": list(killed.values()), "alive": self.tracker.alive()}

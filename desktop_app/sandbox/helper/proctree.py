@@ -88,6 +88,7 @@ class Tracker:
         self.lock = threading.Lock()
         self.counter = 0
         self.since = None  # start ticks of the first run: nothing older is ours
+        self.recording = None  # during a sweep: pid -> description of everything killed
         self.keepalive = self._keepalive() if self.container else None
 
     @staticmethod
@@ -217,6 +218,7 @@ class Tracker:
         making more). Returns what was found first: [{pid, command, started_by}]."""
         first = self.targets(cookie, everything)
         found = self.describe(first)
+        self._note(found)
         if grace > 0 and first:
             self.signal(first, signal.SIGTERM)
             deadline = time.monotonic() + grace
@@ -226,9 +228,17 @@ class Tracker:
         for _ in range(SWEEP_ROUNDS):
             if not pids:
                 break
+            self._note(self.describe([p for p in pids if self.recording is not None and p not in self.recording]))
             self.signal(pids, signal.SIGKILL)
             pids = self.targets(cookie, everything)
         return found
+
+    def _note(self, described):
+        """While a sweep records (`recording`: pid -> description), every process a kill round is about to
+        signal is described first, so the list names all that was killed, not only what the first look saw."""
+        if self.recording is not None:
+            for d in described:
+                self.recording.setdefault(d["pid"], d)
 
     def describe(self, pids):
         with self.lock:
