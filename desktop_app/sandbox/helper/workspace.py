@@ -66,7 +66,11 @@ class Workspace:
             joined = self._joined(path)
         except OutsideWorkspace:
             joined = "/" + str(path).lstrip("/")
-        real = os.path.realpath(joined)
+        try:
+            real = os.path.realpath(joined)
+        except OSError as exc:  # a link removed between its lstat and its readlink: the path is moving
+            raise HelperError(f"{path}: the path changed while it was being resolved ({exc.strerror}); "
+                              "nothing was done") from None
         if not self._inside(real):
             raise OutsideWorkspace(f"{path} resolves outside the workspace ({self.alias})")
         return self.shown(real)
