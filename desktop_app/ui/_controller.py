@@ -104,6 +104,7 @@ class AppController(QObject):
     async def start(self, *, check_docker: bool = True) -> None:
         """Fill the sidebar, restore the inbox, say what is missing; Docker is probed in the background."""
         self.window.status.set_model(getattr(self.settings, "model", "") or "–")
+        self._show_sources()
         self.checks.check_api_key(self.api_key_source)
         if check_docker:
             self.window.status.set_sandbox("checking…")
@@ -115,6 +116,11 @@ class AppController(QObject):
             if first is not None:
                 self.window.sidebar.select_session(first.id)
                 await self.select_session(first.id)
+
+    def _show_sources(self) -> None:
+        s = self.settings
+        if s is not None and hasattr(s, "base_url_source"):
+            self.window.status.set_sources(self.api_key_source, s.base_url_source(), s.resolved_base_url())
 
     async def reload_projects(self) -> None:
         projects = await self.store.list_projects()
@@ -297,6 +303,7 @@ class AppController(QObject):
         result, self.api_key_source = saved
         apply_theme(self.settings.theme)
         self.window.status.set_model(self.settings.model)
+        self._show_sources()
         self.checks.check_api_key(self.api_key_source)
         self.agents.clear()  # new sessions pick up the new model and key
         forget = getattr(self.agent_factory, "forget_model", None)
