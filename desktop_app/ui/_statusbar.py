@@ -10,7 +10,6 @@ from PySide6.QtWidgets import QLabel, QMainWindow
 from ..core import ErrorEvent, SandboxSurvivors, TokenUsage
 from ._bridge import EventBridge
 
-
 _KEY_WORDS = {"env": "ANTHROPIC_API_KEY", "keyring": "keyring", "settings": "settings file"}
 
 
