@@ -81,6 +81,15 @@ class _PrivateRotatingFile(logging.handlers.RotatingFileHandler):
         return os.fdopen(fd, "a", encoding=self.encoding or "utf-8", errors=self.errors)
 
 
+class _BriefFormatter(logging.Formatter):
+    """stderr without --debug: the message only; the traceback stays in the file."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        brief = logging.makeLogRecord(record.__dict__)
+        brief.exc_info, brief.exc_text, brief.stack_info = None, None, None
+        return super().format(brief)
+
+
 def setup_logging(debug: bool = False, *, stream=None) -> Path | None:
     """Log to the rotating file (INFO, or DEBUG with `debug`) and to `stream` (stderr: warnings, or DEBUG with
     `debug`). Calling it again replaces what an earlier call set up. Returns the file, or None when the log
@@ -106,6 +115,8 @@ def setup_logging(debug: bool = False, *, stream=None) -> Path | None:
         h.addFilter(SECRETS)
         setattr(h, _OURS, True)
         root.addHandler(h)
+    if not debug:
+        console.setFormatter(_BriefFormatter("agent-desk: %(levelname)s: %(message)s"))
     for name in ("httpx", "httpcore", "urllib3", "docker", "alembic", "anthropic", "asyncio"):
         # the libraries' chatter stays out of the file unless asked for
         logging.getLogger(name).setLevel(logging.NOTSET if debug else logging.WARNING)
