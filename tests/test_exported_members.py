@@ -53,7 +53,8 @@ EXPORTED: dict[str, list[str]] = {
         "VerifyResult", "canonical_json", "verify_export", "write_records",
     ],
     "ui": [
-        "AppController", "MainThreadGarbageCollector", "MainWindow", "apply_theme",
+        "AppController", "InstanceServer", "MainThreadGarbageCollector", "MainWindow", "apply_theme",
+        "send_to_running",
     ],
 }
 
