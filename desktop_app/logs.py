@@ -94,6 +94,7 @@ def setup_logging(debug: bool = False, *, stream=None) -> Path | None:
     """Log to the rotating file (INFO, or DEBUG with `debug`) and to `stream` (stderr: warnings, or DEBUG with
     `debug`). Calling it again replaces what an earlier call set up. Returns the file, or None when the log
     folder cannot be written (then said once on stderr: the app still runs)."""
+    _remember_known_keys()
     root = logging.getLogger()
     for h in [h for h in root.handlers if getattr(h, _OURS, False)]:
         root.removeHandler(h)
@@ -121,6 +122,18 @@ def setup_logging(debug: bool = False, *, stream=None) -> Path | None:
         # the libraries' chatter stays out of the file unless asked for
         logging.getLogger(name).setLevel(logging.NOTSET if debug else logging.WARNING)
     return path
+
+
+def _remember_known_keys() -> None:
+    """The keys known without asking the keyring (the environment's, the settings file's): redacted from the
+    first line on, the command line included. The keyring's is added when it is read (`remember_secret`)."""
+    SECRETS.remember(os.environ.get("ANTHROPIC_API_KEY"))
+    from .config import Settings
+
+    try:
+        SECRETS.remember(Settings.load().api_key)
+    except Exception:  # a broken settings file is reported by whoever uses it, not by the logging
+        pass
 
 
 def remember_secret(secret: str | None) -> None:
