@@ -1,7 +1,9 @@
 """The composition root of the desktop app: settings -> store -> bus -> window, on one qasync loop.
 
-`agent-desk` (no subcommand) calls `main()`. `--screenshot PATH` renders the window offscreen and exits;
-`--sample-data` fills it with a demo project instead of the real store (both in `ui/demo.py`).
+`agent-desk [FOLDER]` (no subcommand) calls `main()`: the window opens on FOLDER's project (made on first use),
+or a window already running for this user takes the folder and this process exits. `--screenshot PATH` renders
+the window offscreen and exits; `--sample-data` fills it with a demo project instead of the real store (both in
+`ui/demo.py`).
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ log = logging.getLogger(__name__)
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="agent-desk", description="Agent Desk: the desktop window.")
+    p.add_argument("folder", nargs="?", metavar="PATH",
+                   help="open the window on this folder's project (made a project on first use)")
     p.add_argument("--db", help="audit database path or URL (default: the user data folder)")
+    p.add_argument("-v", "--debug", action="store_true", help="log debug messages to stderr")
     p.add_argument("--sample-data", action="store_true", help="show a demo project (a temporary store)")
     p.add_argument("--screenshot", metavar="PATH", help="render the window offscreen to PATH and exit")
     p.add_argument("--view", choices=("main", "history", "inbox", "project-settings", "project-rules", "rules-trust",
-                            "settings"),
+                            "settings", "about"),
                    default="main", help="what --screenshot captures")
     p.add_argument("--size", default="1440x880", help="window size for --screenshot (WxH)")
     p.add_argument("--theme", choices=("system", "light", "dark"), help="override the theme")
@@ -46,7 +51,19 @@ def _no_display() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .logs import setup_logging
+
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    setup_logging(args.debug)
+    if args.folder is not None:
+        folder = Path(args.folder).expanduser()
+        if not folder.is_dir():
+            print(f"agent-desk: {args.folder} is not a folder.\n  hint: agent-desk PATH opens the window on a "
+                  "project folder; the subcommands are listed by agent-desk --help", file=sys.stderr)
+            return 2
+        args.folder = str(folder.resolve())
+    if _single_instance(args) and (handed := _hand_over(args)) is not None:
+        return handed
     if args.screenshot or args.exit_on_show:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     elif _no_display():
@@ -80,6 +97,32 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         loop.close()
         collector.stop()
+
+
+def _single_instance(args: argparse.Namespace) -> bool:
+    """A real window takes part; a screenshot, a benchmark or the sample data stand alone."""
+    return not (args.screenshot or args.exit_on_show or args.sample_data)
+
+
+def _hand_over(args: argparse.Namespace) -> int | None:
+    """A window already runs for this user and data folder: it takes the folder (or comes to the front), and
+    this process ends with 0; None when there is none, or when it cannot be reached safely."""
+    from .core import AgentDeskError
+
+    try:
+        from .ui import send_to_running
+
+        answer = send_to_running({"open": args.folder} if args.folder else {"raise": "1"})
+    except (AgentDeskError, OSError) as e:
+        log.warning("no single-instance check: %s", e)
+        return None
+    if answer is None:
+        return None
+    if answer == "ok":
+        print("agent-desk: the running window took it.", file=sys.stderr)
+        return 0
+    print(f"agent-desk: the running window refused it: {answer}", file=sys.stderr)
+    return 2
 
 
 async def _run(app, args: argparse.Namespace) -> int:
@@ -119,8 +162,10 @@ async def _run_window(app, window, settings, settings_error: str | None, db: str
     factory = ProjectRuntimes(settings=settings, store=store, bus=bus)
     controller = AppController(window, store=store, bus=bus, settings=settings, agent_factory=factory,
                                api_key_source=key_source)
+    controller.db_url = None if args.sample_data else db
     if settings_error:
         window.banner.set_item("settings", f"⚠ {settings_error}")
+    server = _listen(controller) if _single_instance(args) else None
     try:
         if args.sample_data:
             from .ui.demo import fill_sample
@@ -128,6 +173,8 @@ async def _run_window(app, window, settings, settings_error: str | None, db: str
             await fill_sample(store, controller)
         else:
             await controller.start(check_docker=not args.screenshot)
+            if args.folder:
+                await controller.open_folder(args.folder)
             if args.screenshot:  # show the real Docker state in the picture
                 await controller.checks.check_docker()
         if args.screenshot:
@@ -140,9 +187,24 @@ async def _run_window(app, window, settings, settings_error: str | None, db: str
         await closed
         return 0
     finally:
+        if server is not None:
+            server.close()
         await controller.close()
         await factory.close()
         await store.close()
+
+
+def _listen(controller):
+    """Take folders from later `agent-desk PATH` processes of this user."""
+    from .core import AgentDeskError
+    from .ui import InstanceServer
+
+    try:
+        server = InstanceServer(controller.handle_instance_message, parent=controller)
+    except (AgentDeskError, OSError) as e:
+        log.warning("no single-instance server: %s", e)
+        return None
+    return server if server.listen() else None
 
 
 def _load_settings():
@@ -163,8 +225,11 @@ def _default_db() -> str:
 
 def _key_source(settings) -> str | None:
     from .config import resolve_api_key
+    from .logs import remember_secret
 
     key = resolve_api_key(settings)
+    if key is not None:
+        remember_secret(key.value)
     return key.source if key else None
 
 

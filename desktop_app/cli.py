@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -30,23 +31,95 @@ from .core import (
     visible,
 )
 
-SUBCOMMANDS = ("run", "sessions", "audit", "images", "rules")
-EXIT_CODES = {TurnEnd.END_TURN: 0, TurnEnd.ERROR: 1, TurnEnd.PAUSED: 3, TurnEnd.MAX_STEPS: 4, TurnEnd.INTERRUPTED: 130}
+log = logging.getLogger("desktop_app.cli")
+
+SUBCOMMANDS = ("run", "sessions", "audit", "images", "rules", "doctor", "completion")
+# The exit codes, one meaning each (README "Exit codes" and the --help epilog say the same).
+EXIT_OK = 0  # done; a turn that ended normally
+EXIT_FAILED = 1  # done, and the answer is "no": a turn that failed, a broken chain, a failed doctor check
+EXIT_USAGE = 2  # could not run as asked: bad arguments, a bad --db URL or image name, no API key, no engine
+EXIT_PAUSED = 3  # the turn waits for an approval
+EXIT_MAX_STEPS = 4  # the turn used all its steps
+EXIT_INTERNAL = 70  # a bug in agent-desk (EX_SOFTWARE): the traceback is in the log file
+EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_CODES = {TurnEnd.END_TURN: EXIT_OK, TurnEnd.ERROR: EXIT_FAILED, TurnEnd.PAUSED: EXIT_PAUSED,
+              TurnEnd.MAX_STEPS: EXIT_MAX_STEPS, TurnEnd.INTERRUPTED: EXIT_INTERRUPTED}
 MODES = tuple(m.value for m in PermissionMode)
+GLOBAL_FLAGS = ("-v", "--debug")
+GLOBAL_VALUED = ("--db",)
+
+EPILOG = f"""\
+With no subcommand, opens the window: agent-desk [PATH] [--db URL] [-v] [--screenshot FILE ...]
+(PATH: a project folder, made a project on first use; a running window receives it instead).
+
+exit codes:
+  {EXIT_OK}    done (a turn that ended normally)
+  {EXIT_FAILED}    done, with a "no": a turn that failed, `audit verify` found the chain broken, an
+       export rejected, a `doctor` check failed, `rules diff` found untrusted rules
+  {EXIT_USAGE}    could not run as asked: bad arguments, a bad --db URL or image name, no API key,
+       the Docker engine unreachable (the message says which, and the fix)
+  {EXIT_PAUSED}    the turn waits for an approval (answer it, then `sessions resume`)
+  {EXIT_MAX_STEPS}    the turn used all its steps (--max-steps)
+  {EXIT_INTERNAL}   a bug in agent-desk: the traceback is in the log file (--debug prints it)
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
+
+environment: ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL override the stored key and endpoint;
+AGENT_DESK_DB is the default --db."""
+
+
+def version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _globals() -> argparse.ArgumentParser:
+    """The options every command takes, before or after its subcommand (`audit list --db X`). Their default
+    is SUPPRESS so that a subcommand's parser never overwrites a value given before it."""
+    g = argparse.ArgumentParser(add_help=False)
+    db = g.add_argument("--db", default=argparse.SUPPRESS, metavar="URL",
+                        help="database URL or path (default: $AGENT_DESK_DB or the user data folder)")
+    db.complete = {"bash": "_shtab_compgen_files", "zsh": "_files"}  # type: ignore[attr-defined]
+    g.add_argument("-v", "--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="log debug messages to stderr (the log file always has INFO and above)")
+    return g
+
+
+class _Sub:
+    """Adds subcommand parsers that all take the global options."""
+
+    def __init__(self, sub: Any, common: argparse.ArgumentParser) -> None:
+        self.sub, self.common = sub, common
+
+    def add(self, name: str, **kw: Any) -> argparse.ArgumentParser:
+        return self.sub.add_parser(name, parents=[self.common], **kw)
 
 
 def _parser() -> argparse.ArgumentParser:
+    common = _globals()
     p = argparse.ArgumentParser(
-        prog="agent-desk",
-        description="Agent Desk. With no subcommand, opens the desktop window.",
+        prog="agent-desk", parents=[common], epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Agent Desk: an LLM agent whose every tool call is visible, governed and recorded.",
     )
-    sub = p.add_subparsers(dest="command")
+    p.add_argument("--version", action="version", version=f"agent-desk {version()}")
+    sub = _Sub(p.add_subparsers(dest="command", metavar="COMMAND"), common)
     _add_run(sub)
     _add_sessions(sub)
     _add_audit(sub)
     _add_images(sub)
     _add_rules(sub)
+    sub.add("doctor", help="check what Agent Desk needs (Docker, images, key, endpoint, Qt, database)")
+    comp = sub.add("completion", help="print a shell completion script (bash or zsh)",
+                   description="Print a completion script. bash: agent-desk completion bash > "
+                   "~/.local/share/bash-completion/completions/agent-desk; zsh: agent-desk completion zsh > "
+                   "~/.zfunc/_agent-desk (with ~/.zfunc in $fpath).")
+    comp.add_argument("shell", choices=("bash", "zsh"))
     return p
+
+
+def _dir_arg(action: argparse.Action) -> argparse.Action:
+    action.complete = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/"}  # type: ignore[attr-defined]
+    return action
 
 
 def _run_options(sp: argparse.ArgumentParser) -> None:
@@ -59,88 +132,128 @@ def _run_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--max-steps", type=int, help=f"steps per turn (default {DEFAULT_MAX_STEPS})")
 
 
-def _add_run(sub: Any) -> None:
-    run = sub.add_parser("run", help="run one turn in a project and print it")
-    run.add_argument("--project", required=True, help="the project folder")
-    run.add_argument("--image", help="sandbox image (e.g. agent-desk/python:latest)")
+def _add_run(sub: _Sub) -> None:
+    run = sub.add("run", help="run one turn in a project and print it")
+    _dir_arg(run.add_argument("--project", required=True, help="the project folder"))
+    run.add_argument("--image", help="sandbox image: a catalog name (python, node, minimal) or a tag")
     run.add_argument("--session", help="continue this session instead of starting one")
-    run.add_argument("--db", help="database URL or path (default: $AGENT_DESK_DB or the user data folder)")
     _run_options(run)
     run.add_argument("prompt", help="what to ask")
 
 
-def _add_sessions(sub: Any) -> None:
-    ses = sub.add_parser("sessions", help="list, show or resume sessions")
-    ses.add_argument("--db", help="database URL or path")
-    ssub = ses.add_subparsers(dest="action", required=True)
-    sl = ssub.add_parser("list", help="list sessions")
-    sl.add_argument("--project", help="only this project folder")
-    ssub.add_parser("show", help="print a session's messages").add_argument("id")
-    sr = ssub.add_parser("resume", help="reopen a session (seals unfinished calls) and continue it")
+def _add_sessions(sub: _Sub) -> None:
+    ses = sub.add("sessions", help="list, show or resume sessions")
+    ssub = _Sub(ses.add_subparsers(dest="action", required=True, metavar="ACTION"), sub.common)
+    sl = ssub.add("list", help="list sessions")
+    _dir_arg(sl.add_argument("--project", help="only this project folder"))
+    ssub.add("show", help="print a session's messages").add_argument("id")
+    sr = ssub.add("resume", help="reopen a session (seals unfinished calls) and continue it")
     sr.add_argument("id")
     sr.add_argument("prompt", nargs="?", help="a new message; without one, the interrupted turn continues")
     _run_options(sr)
 
 
-def _add_audit(sub: Any) -> None:
-    aud = sub.add_parser("audit", help="the tool-call audit log")
-    aud.add_argument("--db", help="database URL or path")
-    asub = aud.add_subparsers(dest="action", required=True)
-    al = asub.add_parser("list", help="list tool calls, newest first")
+def _add_audit(sub: _Sub) -> None:
+    aud = sub.add("audit", help="the tool-call audit log")
+    asub = _Sub(aud.add_subparsers(dest="action", required=True, metavar="ACTION"), sub.common)
+    al = asub.add("list", help="list tool calls, newest first")
     for flag in ("--session", "--tool", "--state", "--outcome", "--text", "--project"):
         al.add_argument(flag)
     al.add_argument("--tool-use-id", help="the model's tool_use id (several calls may carry one)")
     al.add_argument("--limit", type=int, default=50)
-    asub.add_parser("show", help="one call with its audit trail").add_argument(
+    asub.add("show", help="one call with its audit trail").add_argument(
         "id", help="the desk's call id, or a model's tool_use id that only one call carries")
-    ae = asub.add_parser("export", help="export the log")
+    ae = asub.add("export", help="export the log")
     ae.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
     ae.add_argument("--out", help="file (default: stdout)")
     ae.add_argument("--session")
     ae.add_argument("--signed", action="store_true",
                     help="end the export with the database's signed head and this installation's signature")
-    asub.add_parser("verify", help="check the audit hash chain, its signed heads and its witness")
-    ve = asub.add_parser("verify-export", help="check a signed export offline (no database needed)")
+    asub.add("verify", help="check the audit hash chain, its signed heads and its witness")
+    ve = asub.add("verify-export", help="check a signed export offline (no database needed)")
     ve.add_argument("file")
     ve.add_argument("--key", action="append", default=[], metavar="KEY_ID",
                     help="a key id to trust (repeatable); any other signing key is refused")
 
 
-def _add_images(sub: Any) -> None:
-    img = sub.add_parser("images", help="sandbox images")
-    isub = img.add_subparsers(dest="action", required=True)
-    isub.add_parser("list", help="the catalog and what is built")
-    ib = isub.add_parser("build", help="build a catalog image")
-    ib.add_argument("name")
+def _add_images(sub: _Sub) -> None:
+    img = sub.add("images", help="sandbox images")
+    isub = _Sub(img.add_subparsers(dest="action", required=True, metavar="ACTION"), sub.common)
+    isub.add("list", help="the catalog and what is built")
+    ib = isub.add("build", help="build a catalog image")
+    ib.add_argument("name", help="a catalog name: minimal, python, node (see `images list`)")
     ib.add_argument("--no-cache", action="store_true")
 
 
-def _add_rules(sub: Any) -> None:
-    rul = sub.add_parser("rules", help="review and trust a project's .agent-desk/rules.toml")
-    rsub = rul.add_subparsers(dest="action", required=True)
-    rd = rsub.add_parser("diff", help="what changed since the rules were last trusted (exit 1: untrusted)")
-    rt = rsub.add_parser("trust", help="show the change and trust the rules as they are now")
+def _add_rules(sub: _Sub) -> None:
+    rul = sub.add("rules", help="review and trust a project's .agent-desk/rules.toml")
+    rsub = _Sub(rul.add_subparsers(dest="action", required=True, metavar="ACTION"), sub.common)
+    rd = rsub.add("diff", help="what changed since the rules were last trusted (exit 1: untrusted)")
+    rt = rsub.add("trust", help="show the change and trust the rules as they are now")
     for sp in (rd, rt):
-        sp.add_argument("path", nargs="?", default=".", help="the project folder (default: here)")
+        _dir_arg(sp.add_argument("path", nargs="?", default=".", help="the project folder (default: here)"))
     rt.add_argument("--yes", action="store_true", help="trust without asking")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or argv[0] not in (*SUBCOMMANDS, "-h", "--help"):
+    first = _first_word(argv)
+    if first not in (*SUBCOMMANDS, "-h", "--help", "--version"):
         return _launch_app(argv)
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:  # --help, --version (0) and usage errors (2), already printed by argparse
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
+    args.db = getattr(args, "db", None)
+    args.debug = getattr(args, "debug", False)
+    from .logs import setup_logging
+
+    setup_logging(args.debug)
+    log.info("agent-desk %s: %s", version(), args.command)
+    log.debug("arguments: %s", argv)
+    return _guarded(args)
+
+
+def _first_word(argv: list[str]) -> str | None:
+    """The first argument that is not a global option (or its value): the subcommand, if there is one."""
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in GLOBAL_FLAGS or any(a.startswith(f"{v}=") for v in GLOBAL_VALUED):
+            i += 1
+        elif a in GLOBAL_VALUED:
+            i += 2
+        else:
+            return a
+    return None
+
+
+def _guarded(args: argparse.Namespace) -> int:
+    """Run the command; every failure is one line on stderr and an exit code, never a traceback (a bug's
+    traceback goes to the log file, and to stderr too with --debug)."""
+    from .logs import SECRETS, log_file
+
     try:
         return asyncio.run(_dispatch(args))
     except AgentDeskError as e:
-        print(f"agent-desk: {e.user_message()}", file=sys.stderr)
-        return 2
+        log.info("failed: %s", e.user_message())
+        print(f"agent-desk: {SECRETS.redactor.redact(e.user_message())}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly, and keep Python from complaining at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return EXIT_OK
+    except Exception as e:
+        log.exception("internal error in `%s`", args.command)
+        if args.debug:
+            import traceback
+
+            traceback.print_exc()
+        print(f"agent-desk: internal error: {type(e).__name__}: {SECRETS.redactor.redact(str(e))[:300]}\n"
+              f"  hint: this is a bug in agent-desk; the details are in {log_file()}", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 def _launch_app(argv: list[str]) -> int:
@@ -149,11 +262,11 @@ def _launch_app(argv: list[str]) -> int:
     except ImportError as e:
         print(
             f"agent-desk: the desktop app cannot start ({e}).\n"
-            "  hint: install the GUI dependencies (PySide6-Essentials, qasync), or use a subcommand: "
-            "agent-desk run --project DIR 'PROMPT'",
+            "  hint: install the GUI dependencies (PySide6-Essentials, qasync), run `agent-desk doctor`, or use "
+            "a subcommand: agent-desk run --project DIR 'PROMPT'",
             file=sys.stderr,
         )
-        return 2
+        return EXIT_USAGE
     return int(app.main(argv) or 0)
 
 
@@ -166,7 +279,30 @@ async def _dispatch(args: argparse.Namespace) -> int:
         return await _audit(args)
     if args.command == "rules":
         return await asyncio.to_thread(_rules, args)
+    if args.command == "doctor":
+        return await _doctor(args)
+    if args.command == "completion":
+        return _completion(args)
     return await _images(args)
+
+
+def _completion(args: argparse.Namespace) -> int:
+    import shtab
+
+    print(shtab.complete(_parser(), shell=args.shell), end="")
+    return EXIT_OK
+
+
+async def _doctor(args: argparse.Namespace) -> int:
+    from .doctor import format_check, run_checks
+
+    checks = await run_checks(db=args.db)
+    for check in checks:
+        print(format_check(check))
+    failed = [c for c in checks if c.status == "fail"]
+    print(f"\n{len(failed)} check(s) failed." if failed else "\nAll checks passed.",
+          file=sys.stderr if failed else sys.stdout)
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 # run / resume ---------------------------------------------------------------------------------------
@@ -174,10 +310,14 @@ def _settings(args: argparse.Namespace) -> Any:
     """The user's settings with this command's overrides; a turn needs an API key, so say so up front."""
     from .config import Settings, resolve_api_key
     from .core import MISSING_KEY_HINT
+    from .logs import remember_secret
 
     settings = Settings.load()
-    if resolve_api_key(settings) is None:
+    key = resolve_api_key(settings)
+    if key is None:
         raise ModelError("No Anthropic API key is set.", hint=MISSING_KEY_HINT)
+    remember_secret(key.value)  # redacted as it is from every log line, whatever its shape
+    log.info("API key from %s; endpoint from %s", key.source, settings.base_url_source())
     if getattr(args, "model", None):
         settings.model = args.model
     if getattr(args, "max_steps", None):
@@ -205,7 +345,10 @@ async def _open_runtime(args: argparse.Namespace, project: Any, store: Any, sett
 
 async def _run(args: argparse.Namespace) -> int:
     from .runtime import open_store, project_for_dir
+    from .sandbox import resolve_image
 
+    if args.image is not None:  # a catalog name or a valid tag, checked before anything is stored
+        args.image = resolve_image(args.image)
     settings = _settings(args)
     store = await open_store(args.db)
     try:
@@ -237,7 +380,7 @@ async def _drive(runtime: Any, session: Any, args: argparse.Namespace, prompt: s
             result = await (session.wait() if session.running else session.retry())
         else:
             print("agent-desk: nothing to resume: the session's last turn ended normally.", file=sys.stderr)
-            return 0
+            return EXIT_OK
     finally:
         session.stop()  # a turn cut short (an error, Ctrl-C) stops its tools too
         with contextlib.suppress(Exception):  # the processes the turn left: killed, and printed below
@@ -254,7 +397,7 @@ async def _drive(runtime: Any, session: Any, args: argparse.Namespace, prompt: s
         await runtime.store.flush()  # raises when events of this run could not be saved
     except AgentDeskError as e:
         print(f"agent-desk: {e.user_message()}", file=sys.stderr)
-        return code or 1
+        return code or EXIT_FAILED
     return code
 
 
@@ -385,7 +528,7 @@ async def _sessions(args: argparse.Namespace) -> int:
             for m in await store.messages((await _stored_session(store, args.id)).id):
                 for b in m.content:
                     print(f"{m.role:9} {_block(b)}")
-        return 0
+        return EXIT_OK
     finally:
         await store.close()
 
@@ -476,7 +619,7 @@ async def _audit_list(args: argparse.Namespace, store: Any) -> int:
         ms = f"{r.duration_ms:.0f}ms" if r.duration_ms is not None else "-"
         print(f"{r.id}  {_when(r.created_at)}  {r.name:14} {r.state.value:17} "
               f"{(r.outcome or '-'):10} {ms:>8}  {r.input_preview[:80]}")
-    return 0
+    return EXIT_OK
 
 
 async def _audit_show(args: argparse.Namespace, store: Any) -> int:
@@ -496,7 +639,7 @@ async def _audit_show(args: argparse.Namespace, store: Any) -> int:
     print(json.dumps(record.to_dict(), indent=2, default=str))
     for e in await store.get_trail(record.id):
         print(f"  {e.seq:>6}  {_when(e.at)}  {e.state.value:17} {e.actor:14} {e.note}")
-    return 0
+    return EXIT_OK
 
 
 async def _audit_export(args: argparse.Namespace, store: Any) -> int:
@@ -506,17 +649,17 @@ async def _audit_export(args: argparse.Namespace, store: Any) -> int:
                            signed=args.signed)
     if args.out:
         print(f"exported {n} tool calls to {args.out}{' (signed)' if args.signed else ''}", file=sys.stderr)
-    return 0
+    return EXIT_OK
 
 
 async def _audit_verify(args: argparse.Namespace, store: Any) -> int:
     result = await store.verify()
     if result.ok:
         print(f"audit chain OK: {result.message or f'{result.count} entries verified'}")
-        return 0
+        return EXIT_OK
     print(f"audit chain BROKEN ({result.problem}): {result.message}; {result.count} entries checked",
           file=sys.stderr)
-    return 1
+    return EXIT_FAILED
 
 
 def _audit_verify_export(args: argparse.Namespace) -> int:
@@ -525,9 +668,9 @@ def _audit_verify_export(args: argparse.Namespace) -> int:
     result = verify_export(args.file, args.key)
     if result.ok:
         print(f"export OK: {result.message}")
-        return 0
+        return EXIT_OK
     print(f"export REJECTED: {result.problem}: {result.message}", file=sys.stderr)
-    return 1
+    return EXIT_FAILED
 
 
 # images -----------------------------------------------------------------------------------------------
@@ -541,18 +684,18 @@ async def _images(args: argparse.Namespace) -> int:
             print(f"(engine not reachable: {e})", file=sys.stderr)
             for spec in load_catalog().values():
                 print(f"{spec.name:10} {spec.tag:32} ?      {spec.description}")
-            return 0
+            return EXIT_OK
         for st in statuses:
             mark = "built" if st.present else "-"
             size = f"{st.size / 1e6:.0f} MB" if st.present else ""
             print(f"{st.spec.name:10} {st.spec.tag:32} {mark:6} {size:>7}  {st.spec.description}")
-        return 0
+        return EXIT_OK
     status = await asyncio.to_thread(
         build_image, args.name, lambda line: print(f"  {line}", file=sys.stderr, flush=True),
         nocache=args.no_cache,
     )
     print(f"built {status.spec.tag} ({status.image_id[:19]})")
-    return 0
+    return EXIT_OK
 
 
 # rules ------------------------------------------------------------------------------------------------
@@ -565,19 +708,19 @@ def _rules(args: argparse.Namespace) -> int:
     if trust.ok:
         state = "no rules file" if trust.status == "none" else "the rules are trusted"
         print(f"{trust.project_dir}: {state}; nothing to review.", file=sys.stderr)
-        return 0
+        return EXIT_OK
     print(f"{trust.project_dir}: the rules are {trust.status} (not trusted yet):", file=sys.stderr)
     diff = trust.diff()
     sys.stdout.write(diff if diff.endswith("\n") or not diff else diff + "\n")
     sys.stdout.flush()
     if args.action == "diff":
-        return 1
+        return EXIT_FAILED
     if not args.yes and _ask("Trust these rules? [y/N] ").strip().lower() not in ("y", "yes"):
         print("not trusted: sessions keep using your own rules only.", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     trust_project_rules(trust)
     print("trusted: sessions of this project use these rules from now on.", file=sys.stderr)
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """The app's configuration: user settings (a JSON file in the user's config folder), the API key's
 home (the keyring), and the record of the project rules the person trusted (trusted_rules.json).
 
-The key is looked up in the keyring (service "agent-desk"), then in the settings file, then in
-ANTHROPIC_API_KEY. It is never logged: `Settings.__repr__` hides it. The installation's audit signing key
+ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL override what is stored, as in the anthropic SDK and Claude Code;
+without them the key is looked up in the keyring (service "agent-desk"), then in the settings file. It is
+never logged: `Settings.__repr__` hides it. The installation's audit signing key
 (`desk_signing_key`) lives in the same keyring, else in a 0600 file in the user's data folder.
 """
 
@@ -140,8 +141,20 @@ class Settings:
         return path
 
     def resolved_base_url(self) -> str | None:
-        """The settings' base URL, else ANTHROPIC_BASE_URL, else None (the SDK's default endpoint)."""
-        return self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        """ANTHROPIC_BASE_URL, else the settings' base URL, else None (the SDK's default endpoint)."""
+        return _env("ANTHROPIC_BASE_URL") or self.base_url or None
+
+    def base_url_source(self) -> str:
+        """Where the endpoint comes from: "env" (ANTHROPIC_BASE_URL), "settings", or "default"."""
+        if _env("ANTHROPIC_BASE_URL"):
+            return "env"
+        return "settings" if self.base_url else "default"
+
+
+def _env(name: str) -> str | None:
+    """An environment variable, stripped; an empty or blank one counts as unset (`export X=` clears it)."""
+    value = os.environ.get(name, "").strip()
+    return value or None
 
 
 # keyring ----------------------------------------------------------------------------------------
@@ -184,15 +197,16 @@ class ApiKey:
 
 
 def resolve_api_key(settings: Settings) -> ApiKey | None:
-    """The key from the keyring, then the settings file, then ANTHROPIC_API_KEY; None when none is set."""
+    """ANTHROPIC_API_KEY (it overrides what is stored, as in the SDK), then the keyring, then the settings
+    file; None when none is set."""
+    env = _env("ANTHROPIC_API_KEY")
+    if env:
+        return ApiKey(env, "env")
     key = _keyring_get()
     if key:
         return ApiKey(key, "keyring")
     if settings.api_key:
         return ApiKey(settings.api_key, "settings")
-    env = os.environ.get("ANTHROPIC_API_KEY")
-    if env:
-        return ApiKey(env, "env")
     return None
 
 

@@ -179,7 +179,7 @@ def user_rules(settings: Settings) -> RuleSet:
 
 
 def model_client_from_settings(settings: Settings) -> AnthropicModelClient:
-    """Key from keyring / settings / ANTHROPIC_API_KEY, base URL from settings / ANTHROPIC_BASE_URL."""
+    """Key from ANTHROPIC_API_KEY / keyring / settings, base URL from ANTHROPIC_BASE_URL / settings."""
     key = resolve_api_key(settings)
     return AnthropicModelClient(
         api_key=key.value if key else None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ settings.load_profile("desk")
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Keep settings, keyring fallbacks and databases of the suite away from the real user's.
 os.environ.setdefault("AGENT_DESK_TESTING", "1")
+# The log file of every process the suite starts (CLI and window alike) lands in a folder of its own.
+os.environ.setdefault("AGENT_DESK_LOG_DIR", tempfile.mkdtemp(prefix="agent-desk-test-logs-"))
 
 
 def in_ci() -> bool:

@@ -100,17 +100,22 @@ def test_bad_value_is_a_config_error(cfg) -> None:
         Settings.load()
 
 
-def test_key_order_keyring_then_settings_then_env(cfg, memory_keyring, monkeypatch) -> None:
+def test_key_order_env_then_keyring_then_settings(cfg, memory_keyring, monkeypatch) -> None:
     s = Settings.load()
     assert resolve_api_key(s) is None
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-env")
-    assert resolve_api_key(s).source == "env"
     s.api_key = "sk-settings"
     assert resolve_api_key(s).source == "settings"
     memory_keyring.set_password(KEYRING_SERVICE, "anthropic-api-key", "sk-ring")
     key = resolve_api_key(s)
     assert (key.value, key.source) == ("sk-ring", "keyring")
     assert "sk-ring" not in repr(key)
+    # the environment overrides what is stored, as in the anthropic SDK and Claude Code
+    monkeypatch.setenv("ANTHROPIC_API_KEY", " sk-env\n")
+    assert (resolve_api_key(s).value, resolve_api_key(s).source) == ("sk-env", "env")
+    # an empty or blank variable is no key: the stored one is used
+    for blank in ("", "   ", "\n"):
+        monkeypatch.setenv("ANTHROPIC_API_KEY", blank)
+        assert resolve_api_key(s).source == "keyring"
 
 
 def test_store_key_goes_to_the_keyring_when_there_is_one(cfg, memory_keyring) -> None:
@@ -132,13 +137,15 @@ def test_without_keyring_the_key_falls_back_to_the_file_with_a_warning(cfg, no_k
     assert "sk-ant-secret" not in repr(Settings.load())
 
 
-def test_base_url_from_settings_then_env(cfg, monkeypatch) -> None:
+def test_base_url_from_env_then_settings(cfg, monkeypatch) -> None:
     s = Settings.load()
-    assert s.resolved_base_url() is None
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://env.example")
-    assert s.resolved_base_url() == "http://env.example"
+    assert (s.resolved_base_url(), s.base_url_source()) == (None, "default")
     s.base_url = "http://settings.example"
-    assert s.resolved_base_url() == "http://settings.example"
+    assert (s.resolved_base_url(), s.base_url_source()) == ("http://settings.example", "settings")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://env.example")
+    assert (s.resolved_base_url(), s.base_url_source()) == ("http://env.example", "env")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "  ")
+    assert (s.resolved_base_url(), s.base_url_source()) == ("http://settings.example", "settings")
 
 
 def test_client_from_settings(cfg, no_keyring, monkeypatch) -> None:

@@ -26,7 +26,7 @@ EXPORTED: dict[str, list[str]] = {
         "ModelClient", "ModelError", "ModelReply", "ModelRequest", "ModelUsage", "OffloadedPreHook", "Outcome",
         "OutputCallback", "OutputTruncationHook", "PathOutsideWorkspace", "PermissionDecided", "PermissionMode",
         "PermissionPolicy", "PermissionRequired", "PolicyDecision", "PostAction", "PostHookResult", "PreAction",
-        "PreHookResult", "ProjectInfo", "Provenance", "RecordStore", "Redirect", "Risk", "Rule", "RuleSet",
+        "PreHookResult", "ProjectInfo", "Provenance", "RecordStore", "Redactor", "Redirect", "Risk", "Rule", "RuleSet",
         "RunContext", "Sandbox", "SandboxDescription", "SandboxError", "SandboxSurvivors",
         "SecretRedactionHook", "SessionInfo",
         "ShellAnalysis", "SimpleCommand", "StateChanged", "StoreError", "StoredMessage", "TextBlock",
@@ -46,14 +46,15 @@ EXPORTED: dict[str, list[str]] = {
     "sandbox": [
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
         "build_image", "connect", "container_name", "create_sandbox", "image_name_for_tag", "images_dir",
-        "list_images", "load_catalog", "remove_orphans",
+        "list_images", "load_catalog", "remove_orphans", "resolve_image",
     ],
     "store": [
         "AuditQuery", "CSV_COLUMNS", "HeadSigner", "RecordRow", "SCHEMA_VERSION", "SqlStore", "StoreStats",
         "VerifyResult", "canonical_json", "verify_export", "write_records",
     ],
     "ui": [
-        "AppController", "MainThreadGarbageCollector", "MainWindow", "apply_theme",
+        "AppController", "InstanceServer", "MainThreadGarbageCollector", "MainWindow", "apply_theme",
+        "send_to_running",
     ],
 }
 

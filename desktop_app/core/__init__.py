@@ -88,6 +88,7 @@ from ._record import (
     ToolCallState,
     new_id,
 )
+from ._redaction import Redactor
 from ._registry import ToolRegistry
 from ._risk import assess_risk
 from ._safe_files import make_dirs_beneath, read_beneath, write_beneath
@@ -171,6 +172,7 @@ __all__ = [
     "ProjectInfo",
     "Provenance",
     "RecordStore",
+    "Redactor",
     "Redirect",
     "Risk",
     "Rule",

@@ -15,6 +15,7 @@ from ._images import (
     images_dir,
     list_images,
     load_catalog,
+    resolve_image,
 )
 from ._local import LocalSandbox
 
@@ -34,4 +35,5 @@ __all__ = [
     "list_images",
     "load_catalog",
     "remove_orphans",
+    "resolve_image",
 ]

@@ -4,6 +4,7 @@ building an image (the registry-free base first, when missing) with streamed pro
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tomllib
 from collections.abc import Callable
@@ -105,6 +106,44 @@ def image_name_for_tag(tag: str) -> str | None:
         if spec.tag == tag or spec.tag.split(":")[0] == tag:
             return spec.name
     return None
+
+
+# Docker's reference grammar (distribution/reference), written so that no string has two parses (its
+# separator `[-]*` may be empty; here `-+`), so a failing match stays linear; names are capped first anyway.
+_HOST_PART = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])"
+# a first part is a registry host only with a dot or a port, or as localhost (else "UPPER/x" would pass)
+_HOST = rf"(?:localhost|{_HOST_PART}(?:\.{_HOST_PART})+|{_HOST_PART}(?=:))(?::[0-9]+)?"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REFERENCE = re.compile(
+    rf"(?:{_HOST}/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[\w][\w.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+)
+_MAX_REFERENCE = 255 + 1 + 128 + 1 + 72 + 64  # name, tag, and a sha512 digest
+
+
+def resolve_image(name: str) -> str:
+    """The image tag for `name`: a catalog name ("python") gives its tag, anything else must be a valid
+    Docker reference ("agent-desk/python:latest", "debian:12@sha256:…"). A malformed one is a ConfigError
+    that names what is wrong, before any engine is asked."""
+    text = name.strip() if isinstance(name, str) else ""
+    if not text:
+        raise ConfigError("The image name is empty.", hint="name a catalog image (`agent-desk images list`) or a tag")
+    try:
+        catalog = load_catalog()
+    except ConfigError:
+        catalog = {}
+    if text in catalog:
+        return catalog[text].tag
+    repository = re.sub(r":[\w][\w.-]*$", "", text.split("@", 1)[0])
+    if len(text) > _MAX_REFERENCE or not _REFERENCE.fullmatch(text) or len(repository) > 255:
+        shown = text if len(text) <= 80 else text[:77] + "…"
+        raise ConfigError(
+            f"{shown!r} is neither a catalog image nor a valid image tag.",
+            hint="catalog images: " + (", ".join(catalog) or "(none found)")
+            + "; a tag is lower-case, like agent-desk/python:latest or debian:12",
+        )
+    return text
 
 
 def _client(client: docker.DockerClient | None) -> docker.DockerClient:

@@ -60,12 +60,16 @@ def make_engine(
     for name, value in extra.items():
         if not _PRAGMA_NAME.match(name) or not re.match(r"^[\w.-]+$", str(value)):
             raise StoreError(f"invalid SQLite pragma {name}={value!r}")
-    engine = create_engine(
-        url,
-        poolclass=NullPool if writer else QueuePool,
-        **({} if writer else {"pool_size": pool_size, "max_overflow": 2}),
-        connect_args={"timeout": busy_timeout_ms / 1000.0, "check_same_thread": False},
-    )
+    try:
+        engine = create_engine(
+            url,
+            poolclass=NullPool if writer else QueuePool,
+            **({} if writer else {"pool_size": pool_size, "max_overflow": 2}),
+            connect_args={"timeout": busy_timeout_ms / 1000.0, "check_same_thread": False},
+        )
+    except (NoSuchModuleError, ImportError) as exc:  # sqlite+nosuch://: an unknown SQLite driver
+        raise StoreError(f"cannot use the database {parsed.render_as_string(hide_password=True)}: {exc}",
+                         hint=_URL_HINT) from exc
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _rec: Any) -> None:

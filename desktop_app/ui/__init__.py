@@ -3,7 +3,9 @@ controller that turns what the person does into engine calls. Only what app.py c
 
 from ._controller import AppController
 from ._gc import MainThreadGarbageCollector
+from ._instance import InstanceServer, send_to_running
 from ._mainwindow import MainWindow
 from ._theme import apply_theme
 
-__all__ = ["AppController", "MainThreadGarbageCollector", "MainWindow", "apply_theme"]
+__all__ = ["AppController", "InstanceServer", "MainThreadGarbageCollector", "MainWindow", "apply_theme",
+           "send_to_running"]

@@ -36,8 +36,8 @@ class SetupChecks(QObject):
     dockerChecked = Signal(bool, str)
 
     def __init__(self, window: MainWindow, *, current_project: Callable[[], ProjectInfo | None],
-                 set_key: Callable[[], Any], retry_docker: Callable[[], Any], open_history: Callable[[], Any]
-                 ) -> None:
+                 set_key: Callable[[], Any], retry_docker: Callable[[], Any], open_history: Callable[[], Any],
+                 run_checks: Callable[[], Any] = lambda: None) -> None:
         super().__init__(window)
         self.window = window
         self.docker_ok: bool | None = None
@@ -45,6 +45,7 @@ class SetupChecks(QObject):
         self._set_key = set_key
         self._retry_docker = retry_docker
         self._open_history = open_history
+        self._run_checks = run_checks  # the doctor's checks, offered beside each first-run problem
 
     def check_api_key(self, key_source: str | None) -> bool:
         if key_source:
@@ -54,7 +55,7 @@ class SetupChecks(QObject):
             "api_key",
             "<b>No API key.</b> The agent cannot answer until you set one (kept in the system keyring). "
             "History and the image catalog work without it.",
-            [("Set API key…", self._set_key)])
+            [("Set API key…", self._set_key), ("Check setup…", self._run_checks)])
         return False
 
     async def check_docker(self) -> bool:
@@ -75,7 +76,7 @@ class SetupChecks(QObject):
                 "<b>Docker: not available</b> — start Docker (or set DOCKER_HOST) and retry, or choose the "
                 "local (unsandboxed) sandbox in a project's settings. History and the image catalog work "
                 f"without it.<br><small>{html.escape(message[:200])}</small>",
-                [("Retry", self._retry_docker), ("History…", self._open_history)])
+                [("Retry", self._retry_docker), ("Check setup…", self._run_checks), ("History…", self._open_history)])
         self.dockerChecked.emit(ok, message)
         return ok
 

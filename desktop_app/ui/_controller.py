@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -60,7 +61,10 @@ class AppController(QObject):
         self.checks = SetupChecks(
             window, current_project=self._current_project, open_history=self.open_history,
             set_key=lambda: self.tasks.spawn(self.edit_settings()),
-            retry_docker=lambda: self.tasks.spawn(self.checks.check_docker()))
+            retry_docker=lambda: self.tasks.spawn(self.checks.check_docker()),
+            run_checks=lambda: self.tasks.spawn(self.run_setup_checks()))
+        self.db_url: str | None = None  # the database the window uses (what the setup checks verify)
+        self.checks_dialog: dialogs.ChecksDialog | None = None
         self._history_window = None
         self.history_loading: asyncio.Task | None = None
         self.rules_trust = RulesTrustBanner(window, self.tasks.spawn,
@@ -99,11 +103,14 @@ class AppController(QObject):
         w.sidebar.projectSettingsRequested.connect(lambda pid: spawn(self.edit_project(pid)))
         w.settingsRequested.connect(lambda: spawn(self.edit_settings()))
         w.historyRequested.connect(self.open_history)
+        w.checksRequested.connect(lambda: spawn(self.run_setup_checks()))
+        w.aboutRequested.connect(self.show_about)
 
     # start-up --------------------------------------------------------------------------------------
     async def start(self, *, check_docker: bool = True) -> None:
         """Fill the sidebar, restore the inbox, say what is missing; Docker is probed in the background."""
         self.window.status.set_model(getattr(self.settings, "model", "") or "–")
+        self._show_sources()
         self.checks.check_api_key(self.api_key_source)
         if check_docker:
             self.window.status.set_sandbox("checking…")
@@ -115,6 +122,11 @@ class AppController(QObject):
             if first is not None:
                 self.window.sidebar.select_session(first.id)
                 await self.select_session(first.id)
+
+    def _show_sources(self) -> None:
+        s = self.settings
+        if s is not None and hasattr(s, "base_url_source"):
+            self.window.status.set_sources(self.api_key_source, s.base_url_source(), s.resolved_base_url())
 
     async def reload_projects(self) -> None:
         projects = await self.store.list_projects()
@@ -133,6 +145,37 @@ class AppController(QObject):
         fn = getattr(self.store, "pending_approvals", None)
         if fn is not None:
             self.window.inbox.restore(await fn())
+
+    # a folder handed over (agent-desk PATH) -------------------------------------------------------------
+    async def open_folder(self, folder: str) -> ProjectInfo:
+        """Show `folder`'s project (made on first use): its latest session, or a new one."""
+        from ..runtime import project_for_dir
+
+        project = await project_for_dir(self.store, folder, settings=self.settings)
+        self.window.projects_model.upsert_project(project)
+        self.window.banner.clear_item("project")
+        latest = max((s for s in self.sessions.values() if s.project_id == project.id),
+                     key=lambda s: s.updated_at, default=None)
+        if latest is None:
+            await self.new_session(project.id)
+        else:
+            self.window.sidebar.select_session(latest.id)
+            await self.select_session(latest.id)
+        bring_to_front(self.window)
+        return project
+
+    def handle_instance_message(self, message: dict[str, str]) -> str:
+        """A later `agent-desk` of this user: {"open": "/abs/folder"}, {"raise": …} or {"ping": …}. The folder
+        is checked here too (the sender is trusted only as far as being this user)."""
+        folder = message.get("open")
+        if folder is None:
+            if "raise" in message:
+                bring_to_front(self.window)
+            return "ok"
+        if len(folder) > 4096 or "\0" in folder or not os.path.isabs(folder) or not os.path.isdir(folder):
+            return "error: not an absolute path to a folder"
+        self.tasks.spawn(self.open_folder(folder))
+        return "ok"
 
     # sessions --------------------------------------------------------------------------------------
     async def select_session(self, session_id: str) -> None:
@@ -290,6 +333,21 @@ class AppController(QObject):
         bring_to_front(self._history_window)
         return self._history_window
 
+    def show_about(self) -> dialogs.AboutDialog:
+        dlg = dialogs.AboutDialog(parent=self.window)
+        dlg.finished.connect(dlg.deleteLater)
+        dlg.open()
+        return dlg
+
+    async def run_setup_checks(self) -> list[Any]:
+        """The doctor's checks (Docker, images, key, endpoint, keyring, Qt, database) in a dialog; they run on
+        worker threads, so the window stays live. One dialog, run again when asked again."""
+        if self.checks_dialog is None:
+            self.checks_dialog = dialogs.ChecksDialog(self.db_url, parent=self.window)
+            self.checks_dialog.again.clicked.connect(lambda: self.tasks.spawn(self.checks_dialog.run()))
+        bring_to_front(self.checks_dialog)
+        return await self.checks_dialog.run()
+
     async def edit_settings(self) -> dialogs.SettingsResult | None:
         saved = await dialogs.edit_settings(self.settings, self.api_key_source, parent=self.window)
         if saved is None:
@@ -297,6 +355,7 @@ class AppController(QObject):
         result, self.api_key_source = saved
         apply_theme(self.settings.theme)
         self.window.status.set_model(self.settings.model)
+        self._show_sources()
         self.checks.check_api_key(self.api_key_source)
         self.agents.clear()  # new sessions pick up the new model and key
         forget = getattr(self.agent_factory, "forget_model", None)

@@ -108,6 +108,8 @@ class MainWindow(QMainWindow):
     stopRequested = Signal()
     settingsRequested = Signal()
     historyRequested = Signal()
+    checksRequested = Signal()
+    aboutRequested = Signal()
     shown = Signal()
 
     def __init__(self, parent=None) -> None:
@@ -194,6 +196,9 @@ class MainWindow(QMainWindow):
         for dock in (self.projects_dock, self.timeline, self.inbox):
             act: QAction = dock.toggleViewAction()
             v.addAction(act)
+        h = self.menuBar().addMenu("&Help")
+        h.addAction("Check setup…", self.checksRequested.emit)
+        h.addAction("About Agent Desk", self.aboutRequested.emit)
 
     def _send_clicked(self) -> None:
         text = self.prompt.toPlainText().strip()

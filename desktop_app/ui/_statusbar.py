@@ -1,4 +1,5 @@
-"""The window's status bar: what the agent is doing, the model, the sandbox, and the session's tokens."""
+"""The window's status bar: what the agent is doing, the model, where the API key and endpoint come from,
+the sandbox, and the session's tokens."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from PySide6.QtWidgets import QLabel, QMainWindow
 from ..core import ErrorEvent, SandboxSurvivors, TokenUsage
 from ._bridge import EventBridge
 
+_KEY_WORDS = {"env": "ANTHROPIC_API_KEY", "keyring": "keyring", "settings": "settings file"}
+
 
 class AgentStatusBar:
     """The model; the sandbox (status, image, network); this session's tokens and cost."""
@@ -17,12 +20,14 @@ class AgentStatusBar:
         bar = window.statusBar()
         self.activity = QLabel()
         self.model = QLabel("model: –")
+        self.key = QLabel("key: –")
         self.sandbox = QLabel("sandbox: –")
         self.usage = QLabel("0 tokens · $0.00")
-        for w in (self.model, self.sandbox, self.usage):
+        for w in (self.model, self.key, self.sandbox, self.usage):
             w.setContentsMargins(8, 0, 8, 0)
         bar.addWidget(self.activity, 1)
         bar.addPermanentWidget(self.model)
+        bar.addPermanentWidget(self.key)
         bar.addPermanentWidget(self.sandbox)
         bar.addPermanentWidget(self.usage)
         self._usage: dict[str, list[float]] = {}  # session -> [input, output, cost]
@@ -59,6 +64,19 @@ class AgentStatusBar:
 
     def set_model(self, name: str) -> None:
         self.model.setText(f"model: {name}")
+
+    def set_sources(self, key_source: str | None, base_url_source: str, base_url: str | None) -> None:
+        """Where the API key and the endpoint come from (never the key itself): the environment overrides
+        what is stored, so the person sees which one a turn uses."""
+        self.key.setText(f"key: {_KEY_WORDS.get(key_source or '', 'not set')}")
+        key_line = {"env": "API key: from ANTHROPIC_API_KEY (the environment; it overrides a stored key)",
+                    "keyring": "API key: from the system keyring",
+                    "settings": "API key: from the settings file (no keyring backend)"}.get(
+                        key_source or "", "API key: not set (File › Settings…, or export ANTHROPIC_API_KEY)")
+        url_line = {"env": f"Endpoint: {base_url} (from ANTHROPIC_BASE_URL; it overrides the settings)",
+                    "settings": f"Endpoint: {base_url} (from the settings)"}.get(
+                        base_url_source, "Endpoint: the Anthropic API (default)")
+        self.key.setToolTip(f"{key_line}\n{url_line}")
 
     def set_sandbox(self, status: str, image: str = "", network: str = "", unsafe: bool = False) -> None:
         colour = {"running": "#2f9e44", "ready": "#2f9e44", "starting": "#d4890b"}.get(status, "#d9363e")

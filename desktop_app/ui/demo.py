@@ -256,6 +256,10 @@ async def _window_view(window: Any, controller: Any, view: str, sample: bool) ->
             controller.tasks.spawn(controller.rules_trust.review(project))
             await settle()
         return controller.rules_trust.dialog or window
+    if view == "about":
+        dlg = controller.show_about()
+        await settle()
+        return dlg
     if view == "settings":
         controller.tasks.spawn(controller.edit_settings())
         await settle()

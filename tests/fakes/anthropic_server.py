@@ -331,6 +331,7 @@ class AnthropicServer:
         self._next = 0
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
+        self.gets: list[tuple[str, dict[str, str]]] = []  # GET requests (doctor), path and headers
         self.exhausted = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -427,6 +428,17 @@ def _make_handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
                 self._answer(req)
             finally:
                 req.handled_s = time.perf_counter() - start
+
+        def do_GET(self) -> None:
+            """GET /v1/models, as `agent-desk doctor` asks it: 200 with the right key, 401 without."""
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            server.gets.append((self.path, headers))
+            if not self.path.split("?")[0].endswith("/v1/models"):
+                self._error(HttpError(404, "not_found_error", f"Not found: {self.path}"))
+            elif server._check_key and server.api_key != headers.get("x-api-key"):
+                self._error(unauthorized())
+            else:
+                self._json(200, {"data": [{"id": "claude-sonnet-4-6", "type": "model"}], "has_more": False})
 
         def _answer(self, req: RecordedRequest) -> None:
             if not req.path.split("?")[0].endswith("/v1/messages"):

@@ -1,5 +1,6 @@
 """The window's dialogs, each opened with open() and awaited through a future (never exec())."""
 
+from ._about import AboutDialog, ChecksDialog
 from ._base import FutureDialog, ask_file
 from ._edit_input import EditInputDialog
 from ._project import ProjectSettingsDialog, edit_project, would_allow, write_rules_file
@@ -8,6 +9,8 @@ from ._rules_trust import RulesTrustDialog
 from ._settings import SettingsDialog, SettingsResult, edit_settings
 
 __all__ = [
+    "AboutDialog",
+    "ChecksDialog",
     "EditInputDialog",
     "FutureDialog",
     "ProjectSettingsDialog",

@@ -14,7 +14,7 @@ from ._base import FutureDialog
 from ._modes import mode_combo
 
 _KEY_SOURCES = {"keyring": "stored in the system keyring", "settings": "stored in the settings file",
-                "env": "read from ANTHROPIC_API_KEY"}
+                "env": "read from ANTHROPIC_API_KEY (the environment overrides a stored key)"}
 
 
 @dataclasses.dataclass(slots=True)
@@ -37,6 +37,11 @@ class SettingsDialog(FutureDialog):
         self._build_key(settings, key_source, keyring_ok)
         self.base_url = QLineEdit(settings.base_url or "")
         self.base_url.setPlaceholderText("https://api.anthropic.com (default)")
+        self.base_url_state = QLabel()
+        if settings.base_url_source() == "env":  # said here, or the field would seem to be ignored
+            self.base_url_state.setText(f"In use: ANTHROPIC_BASE_URL={settings.resolved_base_url()} "
+                                        "(the environment overrides this field)")
+        self.base_url_state.setVisible(bool(self.base_url_state.text()))
         self.model = QLineEdit(settings.model)
         self.mode = mode_combo(settings.permission_mode)
         self.theme = QComboBox()
@@ -50,6 +55,7 @@ class SettingsDialog(FutureDialog):
         form.addRow("", self.clear_key)
         form.addRow("", self.keyring_warning)
         form.addRow("Base URL", self.base_url)
+        form.addRow("", self.base_url_state)
         form.addRow("Model", self.model)
         form.addRow("Default mode", self.mode)
         form.addRow("Theme", self.theme)
@@ -88,7 +94,7 @@ class SettingsDialog(FutureDialog):
 async def edit_settings(settings: Any, key_source: str | None, parent=None) -> tuple[SettingsResult, str | None] | None:
     """Ask, then save into `settings` (and its file, and the keyring). Returns what was saved and where
     the API key now comes from; None when cancelled."""
-    from ...config import clear_api_key, keyring_available, store_api_key
+    from ...config import clear_api_key, keyring_available, resolve_api_key, store_api_key
 
     loop = asyncio.get_running_loop()
     keyring_ok = await loop.run_in_executor(None, keyring_available)
@@ -104,7 +110,9 @@ async def edit_settings(settings: Any, key_source: str | None, parent=None) -> t
         await loop.run_in_executor(None, clear_api_key, s)
         key_source = None
     if result.api_key:
-        key_source = await loop.run_in_executor(None, store_api_key, s, result.api_key)
+        await loop.run_in_executor(None, store_api_key, s, result.api_key)
     if s.path is not None:
         await loop.run_in_executor(None, s.save)
-    return result, key_source
+    # the key in use, which ANTHROPIC_API_KEY still overrides when it is set
+    key = await loop.run_in_executor(None, resolve_api_key, s)
+    return result, key.source if key else None

@@ -1,0 +1,277 @@
+"""`agent-desk doctor` and the window's "Check setup": what a new user needs, checked in plain words,
+each failure with its fix. The checks block (Docker, HTTP, ldd, SQLite): they run on worker threads."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import Settings, keyring_available, resolve_api_key
+from .core import AgentDeskError
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+ENDPOINT_TIMEOUT_S = 5.0
+DEFAULT_ENDPOINT = "https://api.anthropic.com"
+
+# What Qt's xcb platform plugin loads (ldd on libqxcb.so), and the Debian package that ships each.
+QT_LIB_PACKAGES = {
+    "libxcb-cursor.so.0": "libxcb-cursor0", "libxcb-icccm.so.4": "libxcb-icccm4",
+    "libxcb-keysyms.so.1": "libxcb-keysyms1", "libxcb-image.so.0": "libxcb-image0",
+    "libxcb-render-util.so.0": "libxcb-render-util0", "libxcb-xkb.so.1": "libxcb-xkb1",
+    "libxkbcommon-x11.so.0": "libxkbcommon-x11-0", "libxkbcommon.so.0": "libxkbcommon0",
+    "libxcb-randr.so.0": "libxcb-randr0", "libxcb-shape.so.0": "libxcb-shape0",
+    "libxcb-xfixes.so.0": "libxcb-xfixes0", "libxcb-sync.so.1": "libxcb-sync1", "libxcb-shm.so.0": "libxcb-shm0",
+    "libxcb-xinerama.so.0": "libxcb-xinerama0", "libxcb-xinput.so.0": "libxcb-xinput0",
+    "libxcb-render.so.0": "libxcb-render0", "libxcb-util.so.1": "libxcb-util1", "libxcb.so.1": "libxcb1",
+    "libX11-xcb.so.1": "libx11-xcb1", "libX11.so.6": "libx11-6", "libSM.so.6": "libsm6", "libICE.so.6": "libice6",
+    "libEGL.so.1": "libegl1", "libGL.so.1": "libgl1", "libOpenGL.so.0": "libopengl0",
+    "libGLX.so.0": "libglx0", "libfontconfig.so.1": "libfontconfig1", "libfreetype.so.6": "libfreetype6",
+    "libdbus-1.so.3": "libdbus-1-3", "libglib-2.0.so.0": "libglib2.0-0",
+    "libwayland-client.so.0": "libwayland-client0", "libwayland-cursor.so.0": "libwayland-cursor0",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One check: what was looked at, "ok" / "warn" / "fail", what was found, and how to fix a failure."""
+
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status != FAIL
+
+
+def format_check(check: Check) -> str:
+    """One line per check (and a "fix:" line under a failure or a warning), in plain words."""
+    mark = {OK: "[ok]  ", WARN: "[warn]", FAIL: "[FAIL]"}[check.status]
+    line = f"{mark} {check.name}: {check.detail}"
+    return f"{line}\n       fix: {check.fix}" if check.fix and check.status != OK else line
+
+
+async def run_checks(*, db: str | None = None, settings: Settings | None = None) -> list[Check]:
+    """Every check, the blocking ones on worker threads at once; the same list for the CLI and the window."""
+    settings_check: list[Check] = []
+    if settings is None:
+        try:
+            settings = await asyncio.to_thread(Settings.load)
+        except AgentDeskError as e:
+            settings = Settings()
+            settings_check = [Check("Settings", FAIL, str(e), e.hint or "fix or delete the settings file")]
+    parts = await asyncio.gather(
+        asyncio.to_thread(docker_checks, settings),
+        asyncio.to_thread(key_checks, settings),
+        asyncio.to_thread(keyring_check),
+        asyncio.to_thread(qt_check),
+        database_check(db),
+    )
+    return [*settings_check, *(c for part in parts for c in (part if isinstance(part, list) else [part]))]
+
+
+# Docker -------------------------------------------------------------------------------------------------
+def docker_checks(settings: Settings) -> list[Check]:
+    """The engine (its version, and whether this user may use it), then the catalog images on it."""
+    from .sandbox import connect, list_images
+
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    try:
+        client = connect()
+    except AgentDeskError as e:
+        return [_engine_failure(host, str(e)), Check("Sandbox images", WARN, "not checked: no Docker engine")]
+    try:
+        info = client.version()
+        engine = Check("Docker engine", OK, f"Docker {info.get('Version', '?')} (API {info.get('ApiVersion', '?')}) "
+                       f"at {host}; your user may use it")
+        return [engine, _images_check(list_images(client), settings)]
+    except Exception as e:  # the engine answered the ping, then failed: said, not raised
+        return [Check("Docker engine", FAIL, f"the engine at {host} failed: {str(e).splitlines()[0][:200]}",
+                      "restart Docker (sudo systemctl restart docker) and run doctor again")]
+    finally:
+        client.close()
+
+
+def _engine_failure(host: str, message: str) -> Check:
+    sock = host.removeprefix("unix://") if host.startswith("unix://") else None
+    if sock and os.path.exists(sock) and not os.access(sock, os.R_OK | os.W_OK):
+        return Check("Docker engine", FAIL, f"the engine's socket {sock} exists, but your user may not use it",
+                     "add yourself to the docker group (sudo usermod -aG docker $USER), then log out and in; "
+                     "or run rootless Docker and set DOCKER_HOST")
+    return Check("Docker engine", FAIL, message,
+                 "install Docker (Debian: sudo apt-get install docker.io) and start it "
+                 "(sudo systemctl start docker), or set DOCKER_HOST to an engine; the local (unsandboxed) "
+                 "sandbox works without one")
+
+
+def _images_check(statuses: list[Any], settings: Settings) -> Check:
+    built = [s.spec.name for s in statuses if s.present]
+    missing = [s.spec for s in statuses if not s.present]
+    detail = f"built: {', '.join(built) or 'none'}"
+    if missing:
+        detail += f"; not built: {', '.join(s.name for s in missing)}"
+    default = next((s for s in missing if s.tag == settings.default_image), None)
+    if default is not None:
+        return Check("Sandbox images", FAIL, f"{detail} (the default image {default.tag} is missing)",
+                     f"agent-desk images build {default.name}")
+    fix = f"agent-desk images build {missing[0].name}" if missing else ""
+    return Check("Sandbox images", OK, detail, fix)
+
+
+# the API key and the endpoint ---------------------------------------------------------------------------
+_KEY_SOURCES = {"env": "from ANTHROPIC_API_KEY (the environment; it overrides a stored key)",
+                "keyring": "from the system keyring", "settings": "from the settings file (no keyring)"}
+
+
+def key_checks(settings: Settings) -> list[Check]:
+    """Where the key comes from (never the key), then whether the endpoint answers and accepts it."""
+    key = resolve_api_key(settings)
+    if key is None:
+        return [Check("API key", FAIL, "not set",
+                      "set it in the window (File › Settings…), or export ANTHROPIC_API_KEY=sk-ant-…"),
+                _endpoint_check(settings, None)]
+    return [Check("API key", OK, _KEY_SOURCES.get(key.source, key.source)), _endpoint_check(settings, key.value)]
+
+
+def _endpoint_check(settings: Settings, key: str | None) -> Check:
+    url = settings.resolved_base_url() or DEFAULT_ENDPOINT
+    where = {"env": " (from ANTHROPIC_BASE_URL)", "settings": " (from the settings)"}.get(
+        settings.base_url_source(), "")
+    status = _get_status(url.rstrip("/") + "/v1/models",
+                         {"anthropic-version": "2023-06-01", **({"x-api-key": key} if key else {})})
+    if isinstance(status, str):
+        return Check("Endpoint", FAIL, f"{url}{where} does not answer ({status})",
+                     "check the network (a proxy: HTTPS_PROXY), or the base URL in Settings / ANTHROPIC_BASE_URL")
+    if status in (401, 403) and key:
+        return Check("Endpoint", FAIL, f"{url}{where} answers, and refuses the API key (HTTP {status})",
+                     "set a valid key (console.anthropic.com › API keys) in Settings or ANTHROPIC_API_KEY")
+    state = "and accepts the key" if status == 200 and key else f"HTTP {status}"
+    return Check("Endpoint", OK, f"{url}{where} answers ({state})")
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """The key goes to the configured endpoint only: a redirect is an answer, never followed."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _get_status(url: str, headers: dict[str, str]) -> int | str:
+    """The HTTP status of a GET (an error status is an answer too), or why nothing answered."""
+    if not url.lower().startswith(("http://", "https://")):
+        return "not an http(s) URL"
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(urllib.request.Request(url, headers=headers), timeout=ENDPOINT_TIMEOUT_S) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        reason = getattr(e, "reason", e)
+        return f"{type(reason).__name__}: {str(reason)[:120]}" if str(reason) else type(reason).__name__
+
+
+# keyring, Qt ---------------------------------------------------------------------------------------------
+def keyring_check() -> Check:
+    if os.environ.get("AGENT_DESK_NO_KEYRING"):
+        return Check("Keyring", WARN, "turned off by AGENT_DESK_NO_KEYRING: keys are kept in 0600 files",
+                     "unset AGENT_DESK_NO_KEYRING")
+    if not keyring_available():
+        return Check("Keyring", WARN, "no keyring backend: the API key and the audit signing key are kept in "
+                     "files readable only by you", "install and unlock a Secret Service keyring "
+                     "(Debian: sudo apt-get install gnome-keyring), or KWallet")
+    import keyring
+
+    backend = keyring.get_keyring()
+    return Check("Keyring", OK, f"{type(backend).__module__}.{type(backend).__name__}")
+
+
+def qt_check() -> Check:
+    """The Qt platform plugins present, the system libraries the xcb plugin lacks, and a display."""
+    try:
+        from PySide6.QtCore import QLibraryInfo
+    except ImportError as e:
+        return Check("Qt", FAIL, f"PySide6 cannot be imported ({e})", "pip install 'PySide6-Essentials'")
+    platforms = Path(QLibraryInfo.path(QLibraryInfo.LibraryPath.PluginsPath)) / "platforms"
+    names = sorted(p.name.removeprefix("libq").removesuffix(".so") for p in platforms.glob("libq*.so"))
+    xcb = platforms / "libqxcb.so"
+    missing = _missing_libraries(xcb) if xcb.exists() else []
+    if missing is None:
+        return Check("Qt", WARN, f"platform plugins: {', '.join(names)}; the system libraries were not checked "
+                     "(no ldd)", "install ldd (Debian: libc-bin)")
+    if missing:
+        packages = sorted({QT_LIB_PACKAGES.get(m, "") for m in missing} - {""})
+        unknown = [m for m in missing if m not in QT_LIB_PACKAGES]
+        fix = f"sudo apt-get install {' '.join(packages)}" if packages else ""
+        if unknown:
+            fix += ("; " if fix else "") + "find the package of " + ", ".join(unknown) + " with apt-file search"
+        return Check("Qt", FAIL, f"the window's xcb plugin lacks system libraries: {', '.join(missing)}", fix)
+    display = os.environ.get("WAYLAND_DISPLAY") or os.environ.get("DISPLAY")
+    found = f"platform plugins: {', '.join(names)}; the xcb plugin's libraries are all present"
+    if not display and not os.environ.get("QT_QPA_PLATFORM"):
+        return Check("Qt", WARN, f"{found}; no display (DISPLAY, WAYLAND_DISPLAY unset)",
+                     "open the window from a desktop session; `agent-desk --screenshot out.png` works without one")
+    return Check("Qt", OK, found)
+
+
+def _missing_libraries(plugin: Path) -> list[str] | None:
+    """The libraries ldd cannot find for `plugin` (ldd lists the whole tree); None without ldd."""
+    ldd = shutil.which("ldd")
+    if ldd is None:
+        return None
+    try:
+        out = subprocess.run([ldd, str(plugin)], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sorted({line.split("=>")[0].strip() for line in out.splitlines() if "not found" in line})
+
+
+# the database ---------------------------------------------------------------------------------------------
+async def database_check(db: str | None) -> Check:
+    """The database opens and its chain verifies; a SQLite file not made yet is fine (made on first use)."""
+    from .config import default_db_url
+    from .runtime import open_store
+
+    url = db or default_db_url()
+    path = _sqlite_file(url)
+    if path is not None and not path.exists():
+        return Check("Database", OK, f"{path} (not made yet: it is created on first use)")
+    shown = str(path) if path is not None else _hide_password(url)
+    try:
+        store = await open_store(url)
+    except AgentDeskError as e:
+        return Check("Database", FAIL, f"{shown}: {e!s}", e.hint or "check --db / AGENT_DESK_DB")
+    try:
+        result = await store.verify()
+    finally:
+        await store.close()
+    if not result.ok:
+        return Check("Database", FAIL, f"{shown}: the audit chain is BROKEN ({result.problem}): {result.message}",
+                     "`agent-desk audit verify` names the first bad entry; keep the file as evidence and start a "
+                     "new database with --db")
+    return Check("Database", OK, f"{shown}: the audit chain verifies ({result.count} entries)")
+
+
+def _sqlite_file(url: str) -> Path | None:
+    if "://" not in url:
+        return Path(url).expanduser()
+    if url.startswith("sqlite") and ":///" in url:
+        return Path(url.split(":///", 1)[1].split("?", 1)[0]).expanduser()
+    return None
+
+
+def _hide_password(url: str) -> str:
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "(an unreadable URL)"
