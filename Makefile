@@ -35,6 +35,10 @@ keyring-deps:
 test: lint engine keyring-deps
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
 
+# The dependency floors, proven in a venv of their own (CI runs it after `make test`).
+test-floors: engine
+	.ci/floors
+
 bench: $(STAMP) engine
 	QT_QPA_PLATFORM=offscreen $(PY) -m benchmarks
 
