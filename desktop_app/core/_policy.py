@@ -116,6 +116,8 @@ class RuleSet:
             return cls()
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(f"cannot read permission rules from {path}: {e}") from e
+        except RecursionError:  # arrays nested thousands deep: a file the sandbox wrote must not crash the desk
+            raise ConfigError(f"cannot read permission rules from {path}: nested too deeply") from None
         return cls._from_data(data, f"{source}:{path}", where=f"{path}: ")
 
     @classmethod
@@ -125,6 +127,8 @@ class RuleSet:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{where}the rules are not valid TOML: {e}") from e
+        except RecursionError:
+            raise ConfigError(f"{where}the rules are not valid TOML: nested too deeply") from None
         return cls._from_data(data, source, where=where)
 
     @classmethod

@@ -106,6 +106,7 @@ def test_the_rule_lands_where_the_file_keeps_its_rules_and_nothing_else_moves(te
 @pytest.mark.parametrize("text", [
     "permissions = 1\n", "permissions = []\n", "[[permissions]]\nallow = []\n", 'allow = "bash_run(*)"\n',
     "allow = [1]\n", "[permissions\nallow = [", 'mode = "yolo"\n',
+    "x = " + "[" * 5000 + "]" * 5000 + "\n",  # nested past the recursion limit
 ])
 def test_a_file_that_is_not_a_rules_file_is_refused_not_rewritten(project, text):
     _rules(project).write_text(text)
