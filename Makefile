@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test bench lint engine images clean
+.PHONY: run test bench lint engine images clean keyring-deps test-floors
 
 $(PY):
 	@test -n "$(PYTHON)" || { echo "error: Python >=3.11,<3.14 is needed (qasync breaks on 3.14)"; exit 1; }
@@ -27,9 +27,17 @@ engine:
 images: $(STAMP) engine
 	$(VENV)/bin/agent-desk images build minimal
 
+# The real keyring test needs gnome-keyring and dbus (Debian): installed when missing, as root.
+keyring-deps:
+	.ci/keyring-deps.sh
+
 # The lint (style and the import contracts of docs/architecture.md) runs first: a broken layer fails CI.
-test: lint engine
+test: lint engine keyring-deps
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
+
+# The dependency floors, proven in a venv of their own (CI runs it after `make test`).
+test-floors: engine
+	.ci/floors
 
 bench: $(STAMP) engine
 	QT_QPA_PLATFORM=offscreen $(PY) -m benchmarks

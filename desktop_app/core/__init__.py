@@ -69,12 +69,10 @@ from ._policy import (
     Rule,
     RuleSet,
     ToolFacts,
-    append_project_rule,
     load_rules,
     project_rules_path,
     read_project_rules,
     rules_from_texts,
-    rules_text_with,
     suggest_rule,
 )
 from ._project import ProjectInfo, SessionInfo
@@ -91,6 +89,7 @@ from ._record import (
 from ._redaction import Redactor
 from ._registry import ToolRegistry
 from ._risk import assess_risk
+from ._rules_file import append_project_rule, rules_text_with
 from ._safe_files import make_dirs_beneath, read_beneath, write_beneath
 from ._sandbox import (
     DEFAULT_IMAGE,

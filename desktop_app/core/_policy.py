@@ -6,7 +6,6 @@ command (through wrappers and `sh -c`), its environment and the files its redire
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 import shlex
@@ -27,7 +26,7 @@ from ._glob import glob_regex
 from ._paths import control_dir, control_reason, workspace_relative
 from ._record import Provenance, Risk
 from ._risk import INTERPRETERS, assess_command, assess_risk
-from ._safe_files import read_beneath, write_beneath
+from ._safe_files import read_beneath
 from ._shell import AUTO_ALLOW_LIMIT, ShellAnalysis, SimpleCommand, analyse_command
 
 
@@ -117,6 +116,8 @@ class RuleSet:
             return cls()
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ConfigError(f"cannot read permission rules from {path}: {e}") from e
+        except RecursionError:  # arrays nested thousands deep: a file the sandbox wrote must not crash the desk
+            raise ConfigError(f"cannot read permission rules from {path}: nested too deeply") from None
         return cls._from_data(data, f"{source}:{path}", where=f"{path}: ")
 
     @classmethod
@@ -126,12 +127,16 @@ class RuleSet:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{where}the rules are not valid TOML: {e}") from e
+        except RecursionError:
+            raise ConfigError(f"{where}the rules are not valid TOML: nested too deeply") from None
         return cls._from_data(data, source, where=where)
 
     @classmethod
     def _from_data(cls, data: dict[str, Any], source: str, *, where: str = "") -> RuleSet:
         """A `[permissions]` table, or its keys at the top level."""
         perms = data.get("permissions", data)
+        if not isinstance(perms, dict):
+            raise ConfigError(f"{where}permissions must be a table, e.g. [permissions] allow = [...]")
         rules: list[Rule] = []
         for action in Action:
             entries = perms.get(action.value, [])
@@ -179,31 +184,6 @@ def load_rules(project_dir: str | Path | None, user_rules: str | Path | None = N
             path = project_rules_path(project_dir)
             rs = rs.extend(RuleSet.from_text(text, f"project:{path}", where=f"{path}: "))
     return rs
-
-
-def rules_text_with(text: str | None, rule: Rule) -> str:
-    """rules.toml text with one more rule, keeping the rules and the mode that are there."""
-    existing = RuleSet.from_text(text, "project") if text and text.strip() else RuleSet()
-    by_action: dict[str, list[str]] = {a.value: [] for a in Action}
-    for r in existing.rules:
-        by_action[r.action.value].append(r.text)
-    if rule.text not in by_action[rule.action.value]:
-        by_action[rule.action.value].append(rule.text)
-    lines = ["# Agent Desk permission rules: deny > ask > allow > mode.", "[permissions]"]
-    if existing.mode:
-        lines.append(f"mode = {json.dumps(existing.mode.value)}")
-    for action, texts in by_action.items():
-        body = ", ".join(json.dumps(t, ensure_ascii=False) for t in texts)
-        lines.append(f"{action} = [{body}]")
-    return "\n".join(lines) + "\n"
-
-
-def append_project_rule(project_dir: str | Path, rule: Rule) -> str:
-    """Add one rule to the project's rules file, keeping what is there; returns the text written. Read and
-    written without following links (a random O_EXCL temp file, renamed in place)."""
-    text = rules_text_with(read_project_rules(project_dir), rule)
-    write_beneath(project_dir, PROJECT_RULES, text)
-    return text
 
 
 # pattern matching ---------------------------------------------------------------------------------
