@@ -10,13 +10,13 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# The Qt xcb platform plugin's libraries, GL/EGL, fonts and D-Bus; the bundle carries Qt itself.
+# The Qt xcb (and wayland) platform plugins' libraries, GL/EGL, fonts and D-Bus; the bundle carries Qt itself.
 DEPENDS = (
     "libc6", "libxcb-cursor0", "libxkbcommon-x11-0", "libxkbcommon0", "libxcb-icccm4", "libxcb-image0",
     "libxcb-keysyms1", "libxcb-render-util0", "libxcb-xinerama0", "libxcb-shape0", "libxcb-randr0",
     "libxcb-xfixes0", "libxcb-sync1", "libxcb-xkb1", "libxcb-shm0", "libxcb-render0", "libxcb1",
     "libx11-xcb1", "libegl1", "libgl1", "libopengl0", "libfontconfig1", "libfreetype6", "libdbus-1-3",
-    "libglib2.0-0", "fonts-dejavu-core",
+    "libglib2.0-0", "libwayland-client0", "libwayland-cursor0", "libwayland-egl1", "fonts-dejavu-core",
 )
 RECOMMENDS = ("docker.io",)
 DESCRIPTION = """\
@@ -32,7 +32,7 @@ def architecture() -> str:
 
 def _normalise_modes(top: Path) -> None:
     # dpkg keeps the staged modes: 0755 for folders and programs, 0644 for the rest, whatever the umask was.
-    for dirpath, dirnames, filenames in os.walk(top):
+    for dirpath, _dirs, filenames in os.walk(top):
         os.chmod(dirpath, 0o755)
         for name in filenames:
             p = Path(dirpath) / name

@@ -1,7 +1,7 @@
 """`make package`: the PyInstaller bundle, the .deb around it, the wheel and the sdist, into dist/.
 
 A stamp keyed by a hash of the inputs (sources, catalog, packaging files, the frozen environment's
-distributions) lets the next run reuse dist/ as it is. Usage: python packaging/build.py [--force]."""
+distributions) lets the next run reuse dist/ as it is. Usage: python packaging/make_package.py [--force]."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from deb import build_deb  # noqa: E402  (a script beside this one, not a package module)
+from deb import build_deb  # a script beside this one, not a package module
 
 ROOT = Path(__file__).resolve().parent.parent
 DIST = ROOT / "dist"
