@@ -9,7 +9,9 @@ import io
 import os
 import subprocess
 import sys
+import tempfile
 import venv
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -94,7 +96,8 @@ def assert_real_window(png: Path) -> None:
     assert len(colours) > 20, f"{len(colours)} colours: not a rendered window"
 
 
-def test_deb_in_a_clean_container(docker_client, tmp_path: Path) -> None:
+def test_deb_in_a_clean_container(docker_client, private_tmp: Path) -> None:
+    tmp_path = private_tmp
     dist = built_dist()
     deb = dist["deb"]
     try:
@@ -132,9 +135,16 @@ def _fresh_venv(where: Path, wheel: Path) -> Path:
     return where / "bin"
 
 
-def test_wheel_in_a_fresh_venv(docker_client, tmp_path_factory) -> None:
+@pytest.fixture
+def private_tmp() -> Iterator[Path]:
+    """A folder of our own: /tmp/pytest-of-USER is pruned by the other pytest runs of a shared machine."""
+    with tempfile.TemporaryDirectory(prefix="agent-desk-pkgtest-") as d:
+        yield Path(d)
+
+
+def test_wheel_in_a_fresh_venv(docker_client, private_tmp: Path) -> None:
     wheel = built_dist()["wheel"]
-    home = tmp_path_factory.mktemp("wheel-user")  # outside the repository: no checkout to fall back on
+    home = private_tmp  # outside the repository: no checkout to fall back on
     bin_dir = _fresh_venv(home / "venv", wheel)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AGENT_DESK_IMAGES_DIR")}
     env.update(HOME=str(home), QT_QPA_PLATFORM="offscreen")
@@ -146,8 +156,8 @@ def test_wheel_in_a_fresh_venv(docker_client, tmp_path_factory) -> None:
         return proc.stdout + proc.stderr
 
     where = subprocess.run([str(bin_dir / "python"), "-c", "from desktop_app.sandbox import images_dir; "
-                            "print(images_dir())"], cwd=home, env=env, capture_output=True, text=True, check=True)
-    assert where.stdout.strip().startswith(str(home / "venv")), where.stdout  # the wheel's own catalog
+                            "print(images_dir())"], cwd=home, env=env, capture_output=True, text=True)
+    assert where.stdout.strip().startswith(str(home / "venv")), where.stdout + where.stderr  # the wheel's own
     # A stray top-level sandbox_images/ (another distribution's data) beside the package is not the catalog.
     site = next((home / "venv" / "lib").glob("python3*/site-packages"))
     (site / "sandbox_images").mkdir()
