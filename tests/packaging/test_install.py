@@ -128,10 +128,11 @@ def test_deb_in_a_clean_container(docker_client, private_tmp: Path) -> None:
     assert len((out / "files.out").read_text().split()) == 2
 
 
-def _fresh_venv(where: Path, wheel: Path) -> Path:
+def _fresh_venv(where: Path, wheel: Path, env: dict[str, str]) -> Path:
     venv.create(where, with_pip=True)
     py = where / "bin" / "python"
-    subprocess.run([str(py), "-m", "pip", "install", "-q", str(wheel)], check=True, timeout=1200, cwd=where)
+    # `env` has no PYTHONPATH: a checkout's agent_desk.egg-info on it makes pip think the wheel is installed.
+    subprocess.run([str(py), "-m", "pip", "install", "-q", str(wheel)], check=True, timeout=1200, cwd=where, env=env)
     return where / "bin"
 
 
@@ -145,9 +146,9 @@ def private_tmp() -> Iterator[Path]:
 def test_wheel_in_a_fresh_venv(docker_client, private_tmp: Path) -> None:
     wheel = built_dist()["wheel"]
     home = private_tmp  # outside the repository: no checkout to fall back on
-    bin_dir = _fresh_venv(home / "venv", wheel)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AGENT_DESK_IMAGES_DIR")}
     env.update(HOME=str(home), QT_QPA_PLATFORM="offscreen")
+    bin_dir = _fresh_venv(home / "venv", wheel, env)
 
     def cli(*argv: str, timeout: int = 600) -> str:
         proc = subprocess.run([str(bin_dir / "agent-desk"), *argv], cwd=home, env=env, capture_output=True,
