@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test bench lint engine images clean keyring-deps test-floors
+.PHONY: run test bench lint engine images package deb-tools clean keyring-deps test-floors
 
 $(PY):
 	@test -n "$(PYTHON)" || { echo "error: Python >=3.11,<3.14 is needed (qasync breaks on 3.14)"; exit 1; }
@@ -13,7 +13,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,package]'
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 run: $(STAMP)
@@ -27,12 +27,24 @@ engine:
 images: $(STAMP) engine
 	$(VENV)/bin/agent-desk images build minimal
 
+# The bundle, the .deb, the wheel and the sdist into dist/ (packaging/make_package.py; reused while unchanged).
+package: $(STAMP) deb-tools
+	$(PY) packaging/make_package.py
+
+# Debian's dpkg-deb and desktop-file-validate, for `make package` and tests/packaging (installed as root).
+deb-tools:
+	@command -v dpkg-deb >/dev/null && command -v desktop-file-validate >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt-get update -q >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends dpkg desktop-file-utils >/dev/null; \
+	  else echo "deb-tools: install dpkg and desktop-file-utils (the packaging tests skip without them)"; fi; }
+
 # The real keyring test needs gnome-keyring and dbus (Debian): installed when missing, as root.
 keyring-deps:
 	.ci/keyring-deps.sh
 
 # The lint (style and the import contracts of docs/architecture.md) runs first: a broken layer fails CI.
-test: lint engine keyring-deps
+# tests/packaging (marked slow) builds and installs the packages: the first run takes minutes.
+test: lint engine keyring-deps deb-tools
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
 
 # The dependency floors, proven in a venv of their own (CI runs it after `make test`).
@@ -47,4 +59,4 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports --cache-dir $(VENV)/.import-linter-cache
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache build dist

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("Agent Desk")
     app.setOrganizationName("agent-desk")
     app.setDesktopFileName("agent-desk")
-    icon = Path(__file__).resolve().parent.parent / "packaging" / "agent-desk.svg"
+    icon = Path(__file__).resolve().parent / "ui" / "resources" / "agent-desk.svg"  # package data: wheel and bundle
     if icon.exists():
         from PySide6.QtGui import QIcon
 

@@ -42,8 +42,8 @@ class ImageStatus:
 
 
 def images_dir() -> Path:
-    """sandbox_images/: $AGENT_DESK_IMAGES_DIR, else next to the desktop_app package (source checkout
-    or an install that ships it alongside)."""
+    """sandbox_images/: $AGENT_DESK_IMAGES_DIR, else the package's own copy (desktop_app/sandbox_images in
+    a wheel, a bundle or the .deb), else the checkout's sandbox_images/ next to desktop_app/."""
     env = os.environ.get("AGENT_DESK_IMAGES_DIR")
     if env:
         if (Path(env) / "images.toml").is_file():
@@ -53,7 +53,11 @@ def images_dir() -> Path:
             hint="point it at the sandbox_images folder of an agent-desk checkout",
         )
     pkg = Path(__file__).resolve().parent.parent
-    candidates = [pkg.parent / "sandbox_images", pkg / "sandbox_images"]
+    # The copy shipped inside the package (wheel, bundle, .deb) first; the checkout's own folder only in a
+    # checkout: a stray site-packages/sandbox_images from another distribution is never the catalog.
+    candidates = [pkg / "sandbox_images"]
+    if (pkg.parent / "pyproject.toml").is_file():
+        candidates.append(pkg.parent / "sandbox_images")
     for c in candidates:
         if (c / "images.toml").is_file():
             return c
@@ -170,7 +174,8 @@ def build_base_image(on_progress: Progress | None = None, *, force: bool = False
     """Make the base image offline (debootstrap + docker import) with sandbox_images/build_base.sh."""
     d, data = _manifest()
     script = d / (data.get("base") or {}).get("base_script", "build_base.sh")
-    args = [str(script)] + (["--force"] if force else [])
+    # Through bash, not the file's mode: an unpacked wheel or bundle need not have kept the executable bit.
+    args = ["bash", str(script)] + (["--force"] if force else [])
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     tail: list[str] = []
