@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 # A streaming tool input is shown at most this often, with strings cut to PREVIEW_CHARS.
 PARTIAL_INPUT_EVERY_S = 0.1
+PARTIAL_JSON_MAX = 16_384  # of new input JSON per partial event: what a live view needs, redacted in place
 PREVIEW_CHARS = 200
 
 MISSING_KEY_HINT = (
@@ -400,7 +401,7 @@ class _Accumulator:
                 tool_use_id=block["id"],
                 name=block["name"],
                 input=input_preview(json_head(parts)),
-                partial_json="".join(parts[sent:]),
+                partial_json=_head_of(parts, sent, PARTIAL_JSON_MAX),
                 partial=True,
             )
         )
@@ -511,3 +512,15 @@ def _partial_object(buf: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _head_of(parts: list[str], start: int, limit: int) -> str:
+    """The first `limit` characters of parts[start:], joined without copying the rest."""
+    out: list[str] = []
+    size = 0
+    for part in parts[start:]:
+        out.append(part[: limit - size])
+        size += len(out[-1])
+        if size >= limit:
+            break
+    return "".join(out)

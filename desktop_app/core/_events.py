@@ -76,8 +76,10 @@ class ThinkingChunk(Event):
 
 @dataclass(slots=True)
 class ToolStart(Event):
-    """A tool_use block appeared. While its input streams in (`partial`), `partial_json` is the JSON added
-    since the previous event (concatenated, the whole input) and `input` a preview of the object so far.
+    """A tool_use block appeared. While its input streams in (`partial`), `partial_json` is the head of the
+    JSON added since the previous event (at most PARTIAL_JSON_MAX characters of it: the whole input is the
+    call's, and an event that carried megabytes would be redacted and stored on the loop) and `input` a
+    preview of the object so far.
 
     A partial event comes before the call has a record: its `call_id` is empty and only `tool_use_id` (the
     model's id) names it. The record's own event carries both, so a view can hand the streamed card over

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from desktop_app.core import ModelRequest
-from desktop_app.core._anthropic import AnthropicModelClient, with_cache_control
+from desktop_app.core._anthropic import PARTIAL_JSON_MAX, AnthropicModelClient, with_cache_control
 from desktop_app.core._errors import ModelError
 from desktop_app.core._events import ErrorEvent, TextChunk, ThinkingChunk, TokenUsage, ToolStart
 from desktop_app.core._pricing import estimate_cost
@@ -75,7 +75,12 @@ async def test_a_large_streamed_input_costs_linear_event_bytes(server: Anthropic
     client = client_for(server)
     got = await client.stream(request(), emit=events.append, session_id="s1")
     partial = [e for e in events if isinstance(e, ToolStart)]
-    assert "".join(e.partial_json for e in partial) == json.dumps({"path": "big.txt", "content": content})
+    whole, at = json.dumps({"path": "big.txt", "content": content}), 0
+    for e in partial:  # each event: the head (at most PARTIAL_JSON_MAX) of the JSON new since the last one
+        assert len(e.partial_json) <= PARTIAL_JSON_MAX
+        found = whole.find(e.partial_json, at)
+        assert found >= at, "partial JSON out of order"
+        at = found + len(e.partial_json)
     published = sum(len(e.partial_json) + len(json.dumps(e.input)) for e in partial)
     assert published < 3 * len(content)  # not one copy of the input per delta
     assert all(len(e.input.get("content", "")) < 300 for e in partial)  # previews, not copies

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import secrets
 import string
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -62,17 +63,27 @@ class Desk:
         self.sandbox = LocalSandbox(workspace)
         self.run = RunContext(session_id="s1", project_id="p1", sandbox=self.sandbox)
         self.scans: list[int] = []  # the length of every large text redacted from scratch
+        self.scan_threads: list[tuple[int, int]] = []  # (length, thread) of each
         redactor = self.executor.redactor
         inner = redactor._redact
 
         def counted(text: str) -> str:
             if len(text) > INLINE_REDACT_CHARS:
                 self.scans.append(len(text))
+                self.scan_threads.append((len(text), threading.get_ident()))
             return inner(text)
 
         redactor._redact = counted  # type: ignore[method-assign]
         self.events: list[Any] = []
         self.bus.on("*", self.events.append)
+
+    def redacted_off_loop(self, size: int) -> bool:
+        """Every redaction of a text of `size` or more ran on a thread other than the caller's (the loop's),
+        and there was one; only pieces under 256 KB ran on the loop."""
+        loop = threading.get_ident()
+        big = [t for n, t in self.scan_threads if n >= size]
+        on_loop = [n for n, t in self.scan_threads if t == loop]
+        return bool(big) and loop not in big and all(n < 256 * 1024 for n in on_loop)
 
 
 def stored_text(value: Any) -> str:
@@ -94,7 +105,10 @@ async def test_a_20_mb_fs_write_is_redacted_once_off_the_loop(desk: Desk) -> Non
     async with LagMeter() as lag:
         [record] = await desk.executor.run_batch([call], desk.run)
     assert record.state is ToolCallState.COMPLETED, record.error
-    assert lag.worst < 0.05, lag
+    # The property, exactly: the input was redacted off the loop's thread. The lag bound is the gross check
+    # (redacting 20 MB on the loop held it for about a second).
+    assert desk.redacted_off_loop(len(content))
+    assert lag.worst < 0.1, lag
     # The file holds what the model sent; the record and every event hold it redacted.
     assert (desk.workspace / "big.py").read_text(encoding="utf-8") == content
     assert record.input["content"].endswith(f"DB_PASS={REDACTED}\n" + content.rsplit("\n", 2)[-2] + "\n") or \
@@ -131,7 +145,11 @@ async def test_a_large_fs_write_through_the_agent_is_stored_redacted_and_the_loo
         async with LagMeter() as lag:
             result = await session.send("write it")
     assert result.text == "Written."
-    assert lag.worst < 0.05, lag
+    # The whole input was redacted off the loop's thread (the streamed pieces, 50 KB each, are redacted as
+    # they come); the lag bound is gross, since the SDK itself parses the 2 MB stream on the loop
+    # (redacting on the loop as well measured about 80 ms here).
+    assert desk.redacted_off_loop(len(content)), desk.scan_threads
+    assert lag.worst < 0.15, lag
     assert (desk.workspace / "big.py").read_text(encoding="utf-8") == content
     messages = await desk.store.messages(session.session.id)
     [use] = [b for m in messages for b in m.content if b.get("type") == "tool_use"]
