@@ -33,24 +33,24 @@ KEYRING_USER = "anthropic-api-key"
 SETTINGS_FILE = "settings.json"
 
 
-def config_dir() -> Path:
-    """Where settings live: $AGENT_DESK_CONFIG_DIR, or platformdirs' user config dir."""
-    override = os.environ.get("AGENT_DESK_CONFIG_DIR")
+def user_dir(kind: str) -> Path:
+    """The user's `kind` folder (config, data, log): $AGENT_DESK_<KIND>_DIR, or platformdirs' own."""
+    override = os.environ.get(f"AGENT_DESK_{kind.upper()}_DIR")
     if override:
         return Path(override)
     import platformdirs
 
-    return Path(platformdirs.user_config_dir(APP_NAME))
+    return Path(getattr(platformdirs, f"user_{kind}_dir")(APP_NAME))
+
+
+def config_dir() -> Path:
+    """Where settings live: $AGENT_DESK_CONFIG_DIR, or platformdirs' user config dir."""
+    return user_dir("config")
 
 
 def data_dir() -> Path:
     """Where the database lives by default: $AGENT_DESK_DATA_DIR, or platformdirs' user data dir."""
-    override = os.environ.get("AGENT_DESK_DATA_DIR")
-    if override:
-        return Path(override)
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir(APP_NAME))
+    return user_dir("data")
 
 
 def default_db_url() -> str:

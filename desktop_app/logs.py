@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .config import APP_NAME
+from .config import user_dir
 from .core import Redactor
 
 LOG_FILE = "agent-desk.log"
@@ -22,12 +22,7 @@ _OURS = "_agent_desk_handler"
 
 def log_dir() -> Path:
     """Where the log lives: $AGENT_DESK_LOG_DIR, or platformdirs' user log folder."""
-    override = os.environ.get("AGENT_DESK_LOG_DIR")
-    if override:
-        return Path(override)
-    import platformdirs
-
-    return Path(platformdirs.user_log_dir(APP_NAME))
+    return user_dir("log")
 
 
 def log_file() -> Path:

@@ -20,8 +20,9 @@ from desktop_app.core import EventBus, MemoryStore, PathOutsideWorkspace, Sandbo
 from desktop_app.runtime import ProjectRuntime
 from desktop_app.sandbox import SandboxConfig
 from tests.conftest import no_engine
-from tests.security.test_process_escape import VARIANTS, WRITER
+from tests.security.test_process_escape import VARIANTS, WRITER, _stops_changing, _wait_for
 from tests.security.test_write_race import _argument_too_long
+from tests.security.test_write_race import _write_many as write_many
 
 pytestmark = pytest.mark.docker
 BASE_IMAGE = "agent-desk/base:bookworm"
@@ -74,21 +75,6 @@ def _owner(folder: Path) -> tuple[int, int]:
 
 def _command(variant: str, marker: str, name: str) -> str:
     return VARIANTS[variant].format(w=WRITER.format(f=f"/workspace/{name}"), m=marker)
-
-
-async def _wait_for(pred, within: float = 5.0) -> bool:
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        if await asyncio.to_thread(pred):
-            return True
-        await asyncio.sleep(0.05)
-    return False
-
-
-def _stops_changing(file: Path) -> bool:
-    before = file.read_bytes() if file.exists() else b""
-    time.sleep(0.4)
-    return (file.read_bytes() if file.exists() else b"") == before
 
 
 # ---------------------------------------------------------------------------------------- process trees
@@ -225,19 +211,7 @@ WRITES = 600
 
 
 async def _write_many(sb, prefix: str) -> tuple[int, list[str]]:
-    ok, errors = 0, []
-
-    async def one(i: int) -> None:
-        nonlocal ok
-        try:
-            await sb.write_file(f"{prefix}/f{i}.txt", b"payload")
-            ok += 1
-        except SandboxError as exc:
-            errors.append(str(exc))
-
-    for start in range(0, WRITES, 16):
-        await asyncio.gather(*(one(i) for i in range(start, min(WRITES, start + 16))))
-    return ok, errors
+    return await write_many(sb, prefix, WRITES, at_once=16)  # each write is a docker exec here
 
 
 async def test_no_write_lands_outside_the_workspace_while_a_parent_is_swapped(box: Box) -> None:

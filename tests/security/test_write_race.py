@@ -28,7 +28,8 @@ SWAPPER = (
 )
 
 
-async def _write_many(sb, prefix: str) -> tuple[int, list[str]]:
+async def _write_many(sb, prefix: str, writes: int = WRITES, at_once: int = 100) -> tuple[int, list[str]]:
+    """`writes` fs_writes under `prefix`, `at_once` at a time; how many landed, and the refusals."""
     ok, errors = 0, []
 
     async def one(i: int) -> None:
@@ -39,8 +40,8 @@ async def _write_many(sb, prefix: str) -> tuple[int, list[str]]:
         except SandboxError as exc:
             errors.append(str(exc))
 
-    for start in range(0, WRITES, 100):
-        await asyncio.gather(*(one(i) for i in range(start, min(WRITES, start + 100))))
+    for start in range(0, writes, at_once):
+        await asyncio.gather(*(one(i) for i in range(start, min(writes, start + at_once))))
     return ok, errors
 
 
