@@ -6,6 +6,16 @@ import stat as _stat
 
 from .errors import HelperError, OutsideWorkspace
 
+
+def _realpath(joined, path):
+    """os.path.realpath, with a path that moves under it (a link removed between its lstat and its
+    readlink, which Python 3.11 lets through as FileNotFoundError) refused clearly: nothing was done."""
+    try:
+        return os.path.realpath(joined)
+    except OSError as exc:
+        raise HelperError(f"{path}: the path changed while it was being resolved ({exc.strerror}); "
+                          "nothing was done") from None
+
 MAX_WRITE = 100 * 1024 * 1024
 READ_LIMIT = 10 * 1024 * 1024
 
@@ -50,7 +60,7 @@ class Workspace:
         return os.path.join(self.root, path)
 
     def resolve(self, path):
-        real = os.path.realpath(self._joined(path))
+        real = _realpath(self._joined(path), path)
         if not self._inside(real):
             raise OutsideWorkspace(
                 f"{path} resolves outside the workspace ({self.alias}); paths and symlinks must stay inside it"
@@ -66,11 +76,7 @@ class Workspace:
             joined = self._joined(path)
         except OutsideWorkspace:
             joined = "/" + str(path).lstrip("/")
-        try:
-            real = os.path.realpath(joined)
-        except OSError as exc:  # a link removed between its lstat and its readlink: the path is moving
-            raise HelperError(f"{path}: the path changed while it was being resolved ({exc.strerror}); "
-                              "nothing was done") from None
+        real = _realpath(joined, path)
         if not self._inside(real):
             raise OutsideWorkspace(f"{path} resolves outside the workspace ({self.alias})")
         return self.shown(real)
