@@ -13,7 +13,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install -q -e '.[dev,package]'
+	$(PY) -m pip install -q -e '.[dev,package,postgres]'
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 run: $(STAMP)
