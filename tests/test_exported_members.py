@@ -16,6 +16,8 @@ PACKAGES = ("core", "tools", "sandbox", "store", "ui")
 
 EXPORTED: dict[str, list[str]] = {
     "core": [
+        "MCP_GROUP", "McpServerInfo", "McpServersChanged", "McpServerState", "McpToolInfo", "McpWhere",
+        "mcp_tool_name", "split_mcp_tool_name", "ProcessChannel",
         "Action", "AgentDeskError", "AgentSession", "Allow", "AnthropicModelClient", "Approval",
         "ApprovalDecision", "ApprovalNotPending", "ApprovalScope", "AuditEntry", "BackgroundLogs",
         "Channel",
@@ -119,6 +121,9 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         "ToolNotFound", "TurnResult", "analyse_command", "assess_risk", "post_hook", "pre_hook", "tool",
         # host-side file access beneath a project without following links (the control folder's creation)
         "make_dirs_beneath", "read_beneath",
+        # the MCP seam: remove each name here once the MCP client or the window imports it
+        "MCP_GROUP", "McpServerInfo", "McpServerState", "McpServersChanged", "McpToolInfo", "McpWhere",
+        "ProcessChannel", "mcp_tool_name", "split_mcp_tool_name",
     ),
     "tools": (
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit", "FsRead",

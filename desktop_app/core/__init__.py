@@ -59,6 +59,16 @@ from ._hooks import (
     pre_hook,
 )
 from ._llm import DEFAULT_MODEL, ModelClient, ModelReply, ModelRequest, ModelUsage
+from ._mcp import (
+    MCP_GROUP,
+    McpServerInfo,
+    McpServersChanged,
+    McpServerState,
+    McpToolInfo,
+    McpWhere,
+    mcp_tool_name,
+    split_mcp_tool_name,
+)
 from ._messages import StoredMessage, ToolCall
 from ._paths import container_path, control_dir, control_reason
 from ._policy import (
@@ -103,6 +113,7 @@ from ._sandbox import (
     FileStat,
     GrepMatch,
     OutputCallback,
+    ProcessChannel,
     Sandbox,
     SandboxDescription,
 )
@@ -118,6 +129,7 @@ __all__ = [
     "DEFAULT_READ_LIMIT",
     "DEFAULT_TIMEOUT_S",
     "MAX_TIMEOUT_S",
+    "MCP_GROUP",
     "MISSING_KEY_HINT",
     "WORKSPACE",
     "Action",
@@ -148,6 +160,11 @@ __all__ = [
     "HookChain",
     "IllegalTransition",
     "ImageBlock",
+    "McpServerInfo",
+    "McpServerState",
+    "McpServersChanged",
+    "McpToolInfo",
+    "McpWhere",
     "MemoryStore",
     "ModelClient",
     "ModelError",
@@ -168,6 +185,7 @@ __all__ = [
     "PostHookResult",
     "PreAction",
     "PreHookResult",
+    "ProcessChannel",
     "ProjectInfo",
     "Provenance",
     "RecordStore",
@@ -221,6 +239,7 @@ __all__ = [
     "glob_regex",
     "load_rules",
     "make_dirs_beneath",
+    "mcp_tool_name",
     "new_id",
     "post_hook",
     "pre_hook",
@@ -229,6 +248,7 @@ __all__ = [
     "read_project_rules",
     "rules_from_texts",
     "rules_text_with",
+    "split_mcp_tool_name",
     "suggest_rule",
     "summarize_input",
     "tool",

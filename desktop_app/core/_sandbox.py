@@ -86,6 +86,33 @@ class SandboxDescription:
 
 
 @runtime_checkable
+class ProcessChannel(Protocol):
+    """A long-lived process in the sandbox with its stdin and stdout attached, for a program that speaks
+    over stdio for the whole session (an MCP server): one channel, not a new exec per message."""
+
+    async def read(self) -> bytes:
+        """The next bytes of its stdout; b"" once it has ended."""
+        ...
+
+    async def write(self, data: bytes) -> None:
+        """Bytes to its stdin. Raises SandboxError once the process has ended."""
+        ...
+
+    def stderr_tail(self) -> str:
+        """The last few KB of its stderr, for an error that names why it died."""
+        ...
+
+    @property
+    def returncode(self) -> int | None:
+        """Its exit status once it has ended, else None."""
+        ...
+
+    async def close(self) -> None:
+        """End it and every process it started; idempotent."""
+        ...
+
+
+@runtime_checkable
 class Sandbox(Protocol):
     """Paths are relative to the workspace (or absolute inside it); anything resolving outside is refused
     with PathOutsideWorkspace, resolved in the sandbox's own view (symlinks included)."""
@@ -146,3 +173,9 @@ class Sandbox(Protocol):
     async def logs(self, process_id: str) -> BackgroundLogs: ...
 
     async def kill(self, process_id: str) -> BackgroundLogs: ...
+
+    async def open_process(
+        self, argv: list[str], *, cwd: str = WORKSPACE, env: Mapping[str, str] | None = None
+    ) -> ProcessChannel:
+        """Start `argv` as the sandbox's user, under the sandbox's own confinement, with stdio attached."""
+        ...

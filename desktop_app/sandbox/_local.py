@@ -28,6 +28,7 @@ from ..core import (
 )
 from ._control_mounts import check_control_dirs
 from ._helper_ops import ErrorCode, HelperOps, clamp_timeout, exec_result, file_stat, sandbox_error
+from ._process_channel import SubprocessChannel
 from .helper.errors import HelperError
 from .helper.processes import CommandRun, Processes
 from .helper.proctree import Tracker
@@ -113,6 +114,16 @@ class LocalSandbox(HelperOps):
             workspace=self._ws.root,
             host_path=self._ws.root,
         )
+
+    async def open_process(
+        self, argv: list[str], *, cwd: str = WORKSPACE, env: Mapping[str, str] | None = None
+    ) -> SubprocessChannel:
+        """On the host, unsandboxed, in the workspace folder, with the host's environment minus secrets."""
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        with _helper_errors():
+            host_cwd = self._ws.resolve(cwd)  # refuses a cwd outside the workspace
+        return await SubprocessChannel.spawn(list(argv), cwd=host_cwd, env={**_host_env(), **(env or {})})
 
     async def _op(self, op: str, args: dict[str, Any]) -> Any:
         if self._closed:
