@@ -79,6 +79,9 @@ class Settings:
     sandbox: str = "docker"  # docker | local
     max_steps: int = DEFAULT_MAX_STEPS
     theme: str = "system"
+    # User-level MCP servers, in the `mcpServers` shape (name -> {command, args, env} or {url, headers});
+    # each project's .agent-desk/mcp.json adds its own, and a project's server of the same name wins.
+    mcp_servers: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as-is
     path: Path | None = field(default=None, repr=False, compare=False)
 
@@ -116,6 +119,8 @@ class Settings:
                 raise ConfigError(f"{path}: '{name}' must be a non-negative integer, got {value!r}.")
         if not isinstance(self.rules, list):
             raise ConfigError(f"{path}: 'rules' must be a list.")
+        if not isinstance(self.mcp_servers, dict):
+            raise ConfigError(f"{path}: 'mcp_servers' must be an object of servers by name.")
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("extra", "path")}
