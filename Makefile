@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test bench lint engine images package deb-tools clean keyring-deps test-floors
+.PHONY: run test bench lint engine images package deb-tools clean keyring-deps test-floors postgres-tools
 
 $(PY):
 	@test -n "$(PYTHON)" || { echo "error: Python >=3.11,<3.14 is needed (qasync breaks on 3.14)"; exit 1; }
@@ -38,13 +38,21 @@ deb-tools:
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends dpkg desktop-file-utils >/dev/null; \
 	  else echo "deb-tools: install dpkg and desktop-file-utils (the packaging tests skip without them)"; fi; }
 
+# PostgreSQL's programs (initdb, pg_ctl, postgres) for the tests' throwaway server (tests/postgres.py):
+# Debian's postgresql package when they are neither on PATH nor in /usr/lib/postgresql (installed as root).
+postgres-tools:
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt-get update -q >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql >/dev/null; \
+	  else echo "postgres-tools: install PostgreSQL (Debian: postgresql); the store tests need it"; exit 1; fi; }
+
 # The real keyring test needs gnome-keyring and dbus (Debian): installed when missing, as root.
 keyring-deps:
 	.ci/keyring-deps.sh
 
 # The lint (style and the import contracts of docs/architecture.md) runs first: a broken layer fails CI.
 # tests/packaging (marked slow) builds and installs the packages: the first run takes minutes.
-test: lint engine keyring-deps deb-tools
+test: lint engine keyring-deps deb-tools postgres-tools
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
 
 # The dependency floors, proven in a venv of their own (CI runs it after `make test`).

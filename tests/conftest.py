@@ -56,6 +56,26 @@ def docker_client() -> Iterator[Any]:
     client.close()
 
 
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """A throwaway PostgreSQL server (tests/postgres.py), started on first use. Never skipped: a machine
+    without PostgreSQL's programs fails these tests, with the fix in the message."""
+    from tests.postgres import PostgresServer
+
+    try:
+        server = PostgresServer().start()
+    except RuntimeError as exc:
+        pytest.fail(f"PostgreSQL is required: {exc}", pytrace=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: Any) -> str:
+    """A fresh, empty PostgreSQL database for one test (a SQLAlchemy URL over the server's socket)."""
+    return postgres_server.database()
+
+
 def make_workspace(path: Path) -> Path:
     """A project folder the container's user can write (chowned to 1000 when we are root)."""
     path.mkdir(parents=True, exist_ok=True)
