@@ -49,7 +49,7 @@ async def _run(client, folder: str) -> None:
                         rtts.append((time.perf_counter() - t) * 1000)
         finally:
             await sb.close()
-            await asyncio.to_thread(lambda: client.containers.get(sb.container_id).remove(force=True))
+            await asyncio.to_thread(client.api.remove_container, sb.container_id, force=True)
     report("mcp_start_s", p50(colds), "s")
     report("mcp_raw_call_p50_ms", p50(rtts), "ms")
 

@@ -35,8 +35,8 @@ class Wire:
     async def send(self, msg: dict[str, Any]) -> None:
         await self.channel.write(json.dumps(msg).encode() + b"\n")
 
-    async def message(self, timeout: float = 60.0) -> dict[str, Any]:
-        async with asyncio.timeout(timeout):
+    async def message(self) -> dict[str, Any]:
+        async with asyncio.timeout(60.0):
             while b"\n" not in self.buf:
                 data = await self.channel.read()
                 if not data:

@@ -22,7 +22,7 @@ MARKER = f"agent-desk-host-page-{uuid.uuid4().hex}"
 
 
 class _Page(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         body = f"<html><body><p>{MARKER}</p></body></html>".encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
