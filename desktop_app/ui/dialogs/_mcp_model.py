@@ -114,7 +114,8 @@ class McpServersModel(QAbstractItemModel):
             bold.setBold(True)
             return bold
         if role == Qt.ItemDataRole.ToolTipRole:
-            return f"{s.name}\n{where_label(s.where.value)} · from {'your settings' if s.source != 'project' else 'the project'}"
+            origin = "the project" if s.source == "project" else "your settings"
+            return f"{s.name}\n{where_label(s.where.value)} · from {origin}"
         return None
 
     @staticmethod

@@ -5,4 +5,5 @@ from ._dock import TimelineDock
 from ._filter import BUILTIN_TOOLS, STATE_FILTERS, TimelineFilter
 from ._model import TimelineModel, TimelineRow
 
-__all__ = ["BUILTIN_TOOLS", "STATE_FILTERS", "TimelineDock", "TimelineFilter", "TimelineModel", "TimelineRow", "render_call_details"]
+__all__ = ["BUILTIN_TOOLS", "STATE_FILTERS", "TimelineDock", "TimelineFilter", "TimelineModel", "TimelineRow",
+           "render_call_details"]
