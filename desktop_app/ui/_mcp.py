@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 WHERE_LABEL = {
     "sandbox": "sandbox",
     "sandbox+network": "sandbox + network",
-    "host": "UNSANDBOXED (this machine)",
+    "host": "UNSANDBOXED (host)",
     "http": "network (HTTP)",
 }
 WHERE_COLOUR = {"sandbox": "#2f9e44", "sandbox+network": "#d4890b", "host": "#d9363e", "http": "#d4890b"}

@@ -70,7 +70,7 @@ class McpServersSection(QWidget):
         self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         header = self.tree.header()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for col, width in ((1, 150), (2, 190), (3, 180)):
+        for col, width in ((1, 120), (2, 160), (3, 230)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
             header.resizeSection(col, width)
         header.setStretchLastSection(False)

@@ -127,9 +127,11 @@ class SettingsDialog(FutureDialog):
             self._mcp_checked = check_mcp_json(self.mcp_json.toPlainText())
         except AgentDeskError as e:
             self.mcp_error.setText(e.user_message())
+            self.mcp_error.setStyleSheet("color: #d9363e")
             self.mcp_error.show()
             self.mcp_list.hide()
             return False
+        self.mcp_error.setStyleSheet("color: #d4890b")  # warnings: saved anyway
         self.mcp_error.setVisible(bool(self._mcp_checked.warnings))
         self.mcp_error.setText("\n".join(f"⚠ {w}" for w in self._mcp_checked.warnings[:20]))
         lines = [f"• {name} — {where_label(where_it_runs(spec))}" for name, spec in self._mcp_checked.servers.items()]
