@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, Qt
 from PySide6.QtGui import QColor, QFont
 
-from ...core import McpServerInfo, McpServerState, McpToolInfo
+from ...core import McpServerInfo, McpServerState, McpToolInfo, visible
 from .._mcp import STATE_COLOUR, STATE_LABEL, WHERE_COLOUR, where_label
 
 _SERVER = 0  # internalId of a server row; a tool row's is its server's row + 1
@@ -14,7 +14,9 @@ _MAX_NAME = 200  # characters of a name shown in a cell (the details show it who
 
 
 def _short(text: str) -> str:
-    return text if len(text) <= _MAX_NAME else text[: _MAX_NAME - 1] + "…"
+    """A name or version as a cell shows it: cut, and with bidi overrides and controls written as escapes."""
+    text = text if len(text) <= _MAX_NAME else text[: _MAX_NAME - 1] + "…"
+    return visible(text.replace("\n", " "))
 
 
 def tool_hints(tool: McpToolInfo) -> str:
@@ -115,7 +117,7 @@ class McpServersModel(QAbstractItemModel):
             return bold
         if role == Qt.ItemDataRole.ToolTipRole:
             origin = "the project" if s.source == "project" else "your settings"
-            return f"{s.name}\n{where_label(s.where.value)} · from {origin}"
+            return f"{visible(s.name)}\n{where_label(s.where.value)} · from {origin}"
         return None
 
     @staticmethod
@@ -131,7 +133,7 @@ class McpServersModel(QAbstractItemModel):
         if role == Qt.ItemDataRole.ForegroundRole and col == 3 and t.destructive:
             return QColor("#d9363e")
         if role == Qt.ItemDataRole.ToolTipRole:
-            return f"{t.desk_name}\n{t.description[:2000]}"
+            return f"{t.desk_name}\n{visible(t.description[:2000])}"
         return None
 
     def tool_on(self, s: McpServerInfo, t: McpToolInfo) -> bool:

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core import McpServerInfo, McpServersChanged, McpServerState
+from ...core import McpServerInfo, McpServersChanged, McpServerState, visible
 from .._bridge import EventBridge
 from .._mcp import STATE_LABEL, where_html, where_label
 from ._mcp_model import McpServersModel
@@ -157,13 +157,13 @@ class McpServersSection(QWidget):
             self._show_grant(None)
             return
         origin = "the project's .agent-desk/mcp.json" if s.source == "project" else "your settings"
-        self.title.setText(f"{s.name} — {self.model.status_text(s)} — from {origin}"
-                           + (f" — {s.version}" if s.version else ""))
+        self.title.setText(visible(f"{s.name} — {self.model.status_text(s)} — from {origin}"
+                                   + (f" — {s.version}" if s.version else "")))
         self.where.setText(f"Runs: {where_html(s.where.value)}")
         parts = [f"Error: {s.error}"] if s.error else []
         if s.stderr_tail:
             parts.append("stderr (its last lines):\n" + _tail(s.stderr_tail))
-        self.log.setPlainText(_tail("\n\n".join(parts)))
+        self.log.setPlainText(visible(_tail("\n\n".join(parts))))
         self._show_grant(s)
 
     def _show_grant(self, s: McpServerInfo | None) -> None:
@@ -178,7 +178,7 @@ class McpServersSection(QWidget):
         self.grant.setChecked(granted == where)
         self.grant.blockSignals(False)
         self.grant.setText(f"Grant: {where_label(where)}")
-        text = GRANT_TEXT.get(where, "Let “{name}” run as " + where + ".").format(name=s.name)
+        text = GRANT_TEXT.get(where, "Let “{name}” run as " + where + ".").replace("{name}", visible(s.name))
         if granted and granted != where:
             text += f"\nYou granted “{where_label(granted)}” before; it now asks for “{where_label(where)}”."
         elif s.state == McpServerState.NEEDS_APPROVAL and granted != where:

@@ -20,7 +20,7 @@ e = html.escape
 def render_card(item: PendingApproval) -> str:
     """HTML for the inbox's details card: the call, why it asks, its expiry, diff and provenance."""
     colour = RISK_COLOURS.get(item.risk, "#8a8f98")
-    title = e(item.name) if item.mcp is None else e(item.mcp.tool)
+    title = e(item.name) if item.mcp is None else e(visible(item.mcp.tool))
     parts = [
         f"<h3 style='margin:0'>{title} <span style='color:{colour}'>· {e(item.risk)} risk</span></h3>",
         *_mcp_parts(item),
@@ -55,8 +55,8 @@ def _mcp_parts(item: PendingApproval) -> list[str]:
         return []
     where = where_html(m.where) if m.where else "<i>not reported yet</i>"
     hints = "destructive" if m.destructive else "read-only" if m.read_only else ""
-    return [f"<p style='margin:2px 0'>MCP tool of server <b>{e(m.server)}</b>"
-            + (f" <small>({e(m.version)})</small>" if m.version else "")
+    return [f"<p style='margin:2px 0'>MCP tool of server <b>{e(visible(m.server))}</b>"
+            + (f" <small>({e(visible(m.version))})</small>" if m.version else "")
             + f" · runs: {where}" + (f" · hint: <b>{hints}</b>" if hints else "") + "</p>",
             f"<p style='margin:2px 0'><small><code>{e(item.name)}</code></small></p>"]
 

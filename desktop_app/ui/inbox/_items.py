@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...core import PermissionRequired, ToolCallRecord
+from ...core import PermissionRequired, ToolCallRecord, visible
 from .._mcp import McpCallName, where_label
 
 
@@ -55,7 +55,7 @@ class PendingApproval:
         if self.mcp is None:
             return self.name
         where = f" · {where_label(self.mcp.where)}" if self.mcp.where else ""
-        return f"{self.mcp.tool} — MCP server {self.mcp.server}{where}"
+        return visible(f"{self.mcp.tool} — MCP server {self.mcp.server}{where}")
 
     @property
     def why(self) -> str:

@@ -48,7 +48,8 @@ def _mcp_parts(row: TimelineRow, rec: ToolCallRecord | None) -> list[str]:
     details = ((rec.result or {}).get("details") or {}) if rec is not None else {}
     version = str(details.get("mcp_server_version") or "")
     where = str(details.get("mcp_where") or "")
-    return [f"<p>MCP server <b>{e(row.server)}</b>" + (f" <small>{e(version)}</small>" if version else "")
+    version_part = f" <small>{e(visible(version))}</small>" if version else ""
+    return [f"<p>MCP server <b>{e(visible(row.server))}</b>{version_part}"
             + (f" · ran: {where_html(where)}" if where else "") + "</p>"]
 
 

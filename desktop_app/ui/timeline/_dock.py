@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...core import visible
 from .._roles import Role
 from .._rows import record_table
 from .._theme import bring_to_front
@@ -111,7 +112,7 @@ class TimelineDock(QDockWidget):
         while self.server_filter.count() > 2:
             self.server_filter.removeItem(2)
         for name in servers:
-            self.server_filter.addItem(f"MCP: {name}", name)
+            self.server_filter.addItem(visible(f"MCP: {name}"[:200]), name)
         at = self.server_filter.findData(chosen) if chosen is not None else 0
         self.server_filter.setCurrentIndex(max(0, at))
         self.server_filter.blockSignals(False)
