@@ -122,8 +122,7 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         # host-side file access beneath a project without following links (the control folder's creation)
         "make_dirs_beneath", "read_beneath",
         # the MCP seam: remove each name here once the MCP client or the window imports it
-        "MCP_GROUP", "McpServerInfo", "McpServerState", "McpServersChanged", "McpToolInfo", "McpWhere",
-        "ProcessChannel", "mcp_tool_name", "split_mcp_tool_name",
+        "MCP_GROUP", "ProcessChannel",
     ),
     "tools": (
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit", "FsRead",
