@@ -115,8 +115,9 @@ class McpHub:
         assert config is not None and config.url is not None
 
         async def connect(stack: AsyncExitStack):
-            headers, secrets = resolve_values(config.headers, self.places.resolve_secret, server=entry.name,
-                                              field_name="headers")
+            # the keyring may ask the system (and wait): never on the event loop
+            headers, secrets = await asyncio.to_thread(resolve_values, config.headers, self.places.resolve_secret,
+                                                       server=entry.name, field_name="headers")
             if secrets and self.places.on_secrets is not None:
                 self.places.on_secrets(secrets)
             return await http_connect(config.url or "", headers)(stack)
@@ -228,8 +229,23 @@ def build_tools(server: McpServer) -> tuple[dict[str, McpTool], list[str]]:
     return out, skipped
 
 
+def header_secrets(entries: list[ServerEntry], settings: dict[str, Any], resolve: SecretResolver) -> list[str]:
+    """The secret values the headers of the servers that will start resolve to, for the redactor: a server
+    that echoes one back never gets it into a record. Unresolvable references are the server's error later."""
+    out: list[str] = []
+    for e in entries:
+        if e.config is None or not e.config.headers or not granted(settings, e):
+            continue
+        try:
+            out += resolve_values(e.config.headers, resolve, server=e.name, field_name="headers")[1]
+        except ConfigError:
+            continue
+    return out
+
+
 def _needs_grant(entry: ServerEntry, project_dir: str) -> str:
-    what = {"sandbox+network": "a sandbox with network", "host": "to run on your computer, unsandboxed",
-            "http": "to be reached over the network from your computer"}[entry.asks_for or ""]
-    return (f"the project's server {entry.name!r} asks for {what}; nothing the repository says can grant it. "
-            f"If you trust it, grant it with: agent-desk mcp grant {entry.name} --project {project_dir}")
+    what = {"sandbox+network": "asks for a sandbox with network", "host": "asks to run on your computer, "
+            "unsandboxed", "http": "asks to be reached over the network from your computer"}[entry.asks_for or ""]
+    return (f"the project's server {entry.name!r} {what}; nothing the repository says can grant it (a grant "
+            f"holds for the entry as it was granted). If you trust it, grant it with: agent-desk mcp grant "
+            f"{entry.name} --project {project_dir}")
