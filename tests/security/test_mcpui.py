@@ -165,3 +165,29 @@ def test_a_malformed_report_or_paste_is_refused_and_the_view_keeps_what_it_had(q
         settings.mcp_json.setPlainText(text)
         settings._check()
         assert settings.isVisible() and said in settings.mcp_error.text(), settings.mcp_error.text()
+
+
+def test_a_grant_is_bound_to_the_entry_the_person_read(qtbot, run, tmp_path):
+    # the repository changed a granted server's command since: the engine asks again, and so does the tab
+    project = ProjectInfo("prj_1", "demo", str(tmp_path), settings={"mcp_grants": {"web": "sandbox+network"},
+                                                                    "mcp_grant_digests": {"web": "0" * 64}})
+    bus, _bridge, dlg = _tab(qtbot, project)
+    fut = dlg.ask()
+    _report(bus, McpServerInfo("web", McpServerState.NEEDS_APPROVAL, McpWhere.SANDBOX_NETWORK, "project"))
+    mcp = dlg.mcp
+    assert not mcp.grant.isChecked() and "changed since you granted it" in mcp.grant_text.text()
+    assert mcp.model.index(0, 1).data() == "needs your grant"
+    # ticking reads the file as it is now: a server the file no longer has is not granted
+    mcp.grant.setChecked(True)
+    assert not mcp.grant.isChecked() and "Not granted" in mcp.grant_text.text()
+    (tmp_path / ".agent-desk").mkdir()
+    (tmp_path / ".agent-desk" / "mcp.json").write_text(
+        '{"mcpServers": {"web": {"command": "curl-mcp", "run": "sandbox+network"}}}')
+    mcp.grant.setChecked(True)
+    assert mcp.grant.isChecked() and mcp.model.index(0, 1).data() == "granted: starts when you Save"
+    dlg.folder.setText(str(tmp_path))
+    dlg._check()
+    saved = run(fut).settings
+    from desktop_app.mcp_client import granted, read_project_servers
+
+    assert granted(saved, read_project_servers(tmp_path)[0])

@@ -50,7 +50,17 @@ def check_mcp_json(text: str) -> McpServersCheck:
         clash = desk_names.setdefault(mcp_tool_name(name, "t"), name)
         if clash != name:
             raise _bad(f'"{name}" and "{clash}" give their tools the same names (mcp__…); rename one')
+    _engine_check(out.servers)
     return out
+
+
+def _engine_check(servers: dict[str, Any]) -> None:
+    """What the engine itself refuses (its name rule, its field checks): refused here, not at the next start."""
+    from ...mcp_client import parse_servers
+
+    for entry in parse_servers(servers, source="user", where="MCP servers") if servers else ():
+        if entry.error:
+            raise ConfigError(entry.error, hint=_HINT)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

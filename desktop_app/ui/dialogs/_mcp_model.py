@@ -31,12 +31,14 @@ class McpServersModel(QAbstractItemModel):
 
     COLUMNS = ("Server / tool", "Status", "Runs", "Version / hints")
 
-    def __init__(self, disabled_servers=(), disabled_tools=(), grants=None, parent=None) -> None:
+    def __init__(self, disabled_servers=(), disabled_tools=(), grants=None, digests=None, parent=None) -> None:
         super().__init__(parent)
         self.servers: list[McpServerInfo] = []
         self.disabled_servers: set[str] = set(disabled_servers)
         self.disabled_tools: set[str] = set(disabled_tools)
         self.grants: dict[str, str] = dict(grants or {})
+        self.digests: dict[str, str] = dict(digests or {})  # what each grant is bound to (the entry's digest)
+        self.fresh: set[str] = set()  # granted in this dialog: the engine has not seen it yet
 
     def set_servers(self, servers: list[McpServerInfo]) -> None:
         self.beginResetModel()
@@ -97,7 +99,7 @@ class McpServersModel(QAbstractItemModel):
     def status_text(self, server: McpServerInfo) -> str:
         if not self.server_on(server):
             return "switched off" + (" (saved when you Save)" if server.state != McpServerState.DISABLED else "")
-        if server.state == McpServerState.NEEDS_APPROVAL and self.grants.get(server.name) == server.where.value:
+        if server.state == McpServerState.NEEDS_APPROVAL and self.granted(server):
             return "granted: starts when you Save"
         return STATE_LABEL.get(server.state.value, server.state.value)
 
@@ -165,12 +167,20 @@ class McpServersModel(QAbstractItemModel):
             self.dataChanged.emit(index.siblingAtColumn(0), index.siblingAtColumn(len(self.COLUMNS) - 1))
         return True
 
-    def set_grant(self, name: str, where: str | None) -> None:
-        """The person grants (`where`) or takes back (None) the relaxation a server asks for."""
-        if where is None:
-            self.grants.pop(name, None)
+    def granted(self, server: McpServerInfo) -> bool:
+        """Granted for what it asks now: a grant the engine still reports as missing was bound to an entry
+        the repository has changed since (its command, url or headers), unless it was given just now."""
+        if self.grants.get(server.name) != server.where.value:
+            return False
+        return server.state != McpServerState.NEEDS_APPROVAL or server.name in self.fresh
+
+    def set_grant(self, name: str, grants: dict[str, str], digests: dict[str, str]) -> None:
+        """The person granted (or took back) `name`'s relaxation: the grants and digests to save."""
+        self.grants, self.digests = dict(grants), dict(digests)
+        if name in self.grants:
+            self.fresh.add(name)
         else:
-            self.grants[name] = where
+            self.fresh.discard(name)
         row = self.server_row(name)
         if row >= 0:
             self._changed_server(row)

@@ -19,11 +19,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core import McpServerInfo, McpServersChanged, McpServerState, visible
+from ...core import AgentDeskError, ConfigError, McpServerInfo, McpServersChanged, McpServerState, visible
 from .._bridge import EventBridge
 from .._mcp import STATE_LABEL, where_html, where_label
 from ._mcp_model import McpServersModel
 
+_KEYS = ("mcp_disabled_servers", "mcp_disabled_tools", "mcp_grants", "mcp_grant_digests")
 _MAX_TAIL = 20_000  # characters of a stderr tail shown (its end: where the crash is)
 _EXPAND_UP_TO = 30  # servers with more tools start folded
 
@@ -50,12 +51,14 @@ def _tail(text: str) -> str:
 class McpServersSection(QWidget):
     """Servers and tools (a tree of switches), and the selected server's details and grant."""
 
-    def __init__(self, settings: dict[str, Any], servers: list[McpServerInfo] | None, parent=None) -> None:
+    def __init__(self, settings: dict[str, Any], servers: list[McpServerInfo] | None, project_dir: str = "",
+                 parent=None) -> None:
         super().__init__(parent)
         self.model = McpServersModel(settings.get("mcp_disabled_servers") or (),
                                      settings.get("mcp_disabled_tools") or (),
-                                     settings.get("mcp_grants") or {}, self)
-        self._initial = {k: settings.get(k) for k in ("mcp_disabled_servers", "mcp_disabled_tools", "mcp_grants")}
+                                     settings.get("mcp_grants") or {}, settings.get("mcp_grant_digests") or {}, self)
+        self.project_dir = project_dir
+        self._initial = {k: settings.get(k) for k in _KEYS}
         self._project_id = ""
         self._bridge: EventBridge | None = None
         self._build()
@@ -175,12 +178,15 @@ class McpServersSection(QWidget):
         where = s.where.value
         granted = self.model.grants.get(s.name)
         self.grant.blockSignals(True)
-        self.grant.setChecked(granted == where)
+        self.grant.setChecked(self.model.granted(s))
         self.grant.blockSignals(False)
         self.grant.setText(f"Grant: {where_label(where)}")
         text = GRANT_TEXT.get(where, "Let “{name}” run as " + where + ".").replace("{name}", visible(s.name))
         if granted and granted != where:
             text += f"\nYou granted “{where_label(granted)}” before; it now asks for “{where_label(where)}”."
+        elif granted and not self.model.granted(s):
+            text += ("\nIts entry in .agent-desk/mcp.json changed since you granted it (its command, url or "
+                     "headers): read it again before you grant it again.")
         elif s.state == McpServerState.NEEDS_APPROVAL and granted != where:
             text += f"\nIt is {STATE_LABEL['needs_approval']}: it does not start until you grant it and Save."
         self.grant_text.setText(text)
@@ -188,9 +194,35 @@ class McpServersSection(QWidget):
 
     def _grant_toggled(self, on: bool) -> None:
         s = self.selected_server()
-        if s is not None:
-            self.model.set_grant(s.name, s.where.value if on else None)
-            self._show_selected()
+        if s is None:
+            return
+        try:
+            grants, digests = self._granted(s.name, on)
+        except AgentDeskError as e:  # the file changed or went: nothing is granted
+            self.grant.blockSignals(True)
+            self.grant.setChecked(False)
+            self.grant.blockSignals(False)
+            self.grant_text.setText(f"⚠ Not granted: {e.user_message()}")
+            return
+        self.model.set_grant(s.name, grants, digests)
+        self._show_selected()
+
+    def _granted(self, name: str, on: bool) -> tuple[dict[str, str], dict[str, str]]:
+        """The grants and digests with `name`'s grant given (bound to its entry in the project's file as it is
+        now, as `agent-desk mcp grant` does) or taken back."""
+        from ...mcp_client import grant, read_project_servers
+
+        current = {"mcp_grants": self.model.grants, "mcp_grant_digests": self.model.digests}
+        if on:
+            entry = next((e for e in read_project_servers(self.project_dir) if e.name == name), None)
+            if entry is None or entry.config is None:
+                raise ConfigError(f"the server {name!r} is not in the project's .agent-desk/mcp.json as it is now"
+                                  + (f": {entry.error}" if entry is not None and entry.error else ""))
+            after = grant(current, entry)
+        else:
+            after = {"mcp_grants": {k: v for k, v in self.model.grants.items() if k != name},
+                     "mcp_grant_digests": {k: v for k, v in self.model.digests.items() if k != name}}
+        return after["mcp_grants"], after["mcp_grant_digests"]
 
     # the result --------------------------------------------------------------------------------
     def values(self) -> dict[str, Any]:
@@ -198,5 +230,6 @@ class McpServersSection(QWidget):
         its settings equal, so its runtime is not rebuilt for nothing)."""
         now: dict[str, Any] = {"mcp_disabled_servers": sorted(self.model.disabled_servers),
                                "mcp_disabled_tools": sorted(self.model.disabled_tools),
-                               "mcp_grants": dict(sorted(self.model.grants.items()))}
+                               "mcp_grants": dict(sorted(self.model.grants.items())),
+                               "mcp_grant_digests": dict(sorted(self.model.digests.items()))}
         return {k: v for k, v in now.items() if v or self._initial.get(k) is not None}

@@ -120,7 +120,7 @@ class ProjectSettingsDialog(FutureDialog):
         self._build_image_picker(project, catalog, default_image)
         self._build_limits(st, project.permission_mode if project else default_mode)
         self._build_rules(project)
-        self.mcp = McpServersSection(st, mcp_servers)
+        self.mcp = McpServersSection(st, mcp_servers, project.path if project else "")
         self.tabs = tabs = QTabWidget()
         tabs.addTab(self._general_tab(), "Sandbox && permissions")
         tabs.addTab(self._rules_tab(), "Rules")

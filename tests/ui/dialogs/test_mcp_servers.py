@@ -15,6 +15,7 @@ from desktop_app.core import (
     MemoryStore,
     ProjectInfo,
 )
+from desktop_app.mcp_client import granted, read_project_servers
 from desktop_app.ui._bridge import EventBridge
 from desktop_app.ui.dialogs import ProjectSettingsDialog
 from desktop_app.ui.dialogs._mcp_section import NOT_STARTED
@@ -79,6 +80,9 @@ def test_the_tab_follows_the_bus_and_shows_status_where_and_tools(qtbot, qloop, 
 
 
 def test_switches_and_a_grant_are_saved_into_the_project(qtbot, run, tmp_path):
+    (tmp_path / ".agent-desk").mkdir()
+    (tmp_path / ".agent-desk" / "mcp.json").write_text(
+        '{"mcpServers": {"fetch": {"command": "uvx", "args": ["mcp-server-fetch"], "run": "sandbox+network"}}}')
     project = ProjectInfo("prj_1", "demo", str(tmp_path), settings={"mcp_disabled_tools": ["mcp__git__git_reset"]})
     dlg = ProjectSettingsDialog(project, mcp_servers=servers())
     qtbot.addWidget(dlg)
@@ -105,6 +109,9 @@ def test_switches_and_a_grant_are_saved_into_the_project(qtbot, run, tmp_path):
     assert saved.settings["mcp_disabled_tools"] == ["mcp__git__git_commit", "mcp__git__git_reset"]
     assert saved.settings["mcp_disabled_servers"] == ["memory"]
     assert saved.settings["mcp_grants"] == {"fetch": "sandbox+network"}
+    # bound to the entry as it is, as `agent-desk mcp grant` binds it: the engine starts it
+    entry = read_project_servers(tmp_path)[0]
+    assert saved.settings["mcp_grant_digests"] == {"fetch": entry.digest()} and granted(saved.settings, entry)
 
 
 def test_an_untouched_project_keeps_its_settings_equal(qtbot, run, tmp_path):

@@ -72,6 +72,7 @@ def test_a_bad_server_is_refused_with_its_name_and_field_and_nothing_is_saved(qt
         '{"mcpServers": []}': '"mcpServers" must be an object',
         '{"git": {"command": "a"}, "git": {"command": "b"}}': '"git" is given twice',
         '{"git": {"command": "uvx",}}': "not valid JSON at line 1, column 27",
+        '{"my git": {"command": "uvx"}}': "server 'my git': the name must be letters",  # the engine's own rule
     }
     for text, expected in cases.items():
         dlg.mcp_json.setPlainText(text)
