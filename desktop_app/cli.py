@@ -12,11 +12,13 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from .core import (
     DEFAULT_MAX_STEPS,
     AgentDeskError,
+    ConfigError,
     Envelope,
     ErrorEvent,
     Event,
@@ -33,7 +35,7 @@ from .core import (
 
 log = logging.getLogger("desktop_app.cli")
 
-SUBCOMMANDS = ("run", "sessions", "audit", "images", "rules", "doctor", "completion")
+SUBCOMMANDS = ("run", "sessions", "audit", "images", "rules", "mcp", "doctor", "completion")
 # The exit codes, one meaning each (README "Exit codes" and the --help epilog say the same).
 EXIT_OK = 0  # done; a turn that ended normally
 EXIT_FAILED = 1  # done, and the answer is "no": a turn that failed, a broken chain, a failed doctor check
@@ -108,6 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_audit(sub)
     _add_images(sub)
     _add_rules(sub)
+    _add_mcp(sub)
     sub.add("doctor", help="check what Agent Desk needs (Docker, images, key, endpoint, Qt, database)")
     comp = sub.add("completion", help="print a shell completion script (bash or zsh)",
                    description="Print a completion script. bash: agent-desk completion bash > "
@@ -195,6 +198,19 @@ def _add_rules(sub: _Sub) -> None:
     rt.add_argument("--yes", action="store_true", help="trust without asking")
 
 
+def _add_mcp(sub: _Sub) -> None:
+    mcp = sub.add("mcp", help="a project's MCP servers: list them, grant one a relaxation")
+    msub = _Sub(mcp.add_subparsers(dest="action", required=True, metavar="ACTION"), sub.common)
+    ml = msub.add("list", help="start the servers and show each one's state, where it runs and its tools")
+    _dir_arg(ml.add_argument("--project", default=".", help="the project folder (default: here)"))
+    ml.add_argument("--json", action="store_true", help="the servers as a JSON list")
+    ml.add_argument("--sandbox", choices=("docker", "local"), help="where sandboxed servers run (default: docker)")
+    mg = msub.add("grant", help="let a project's server run with the network, on the host, or over HTTP")
+    mg.add_argument("server", help="the server's name in .agent-desk/mcp.json")
+    _dir_arg(mg.add_argument("--project", default=".", help="the project folder (default: here)"))
+    mg.add_argument("--revoke", action="store_true", help="take the grant back")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     first = _first_word(argv)
@@ -279,6 +295,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
         return await _audit(args)
     if args.command == "rules":
         return await asyncio.to_thread(_rules, args)
+    if args.command == "mcp":
+        return await (_mcp_list(args) if args.action == "list" else _mcp_grant(args))
     if args.command == "doctor":
         return await _doctor(args)
     if args.command == "completion":
@@ -695,6 +713,80 @@ async def _images(args: argparse.Namespace) -> int:
         nocache=args.no_cache,
     )
     print(f"built {status.spec.tag} ({status.image_id[:19]})")
+    return EXIT_OK
+
+
+# mcp --------------------------------------------------------------------------------------------------
+async def _mcp_list(args: argparse.Namespace) -> int:
+    """Start the project's servers (each ready or failed), print them, close them."""
+    from .config import Settings
+    from .runtime import open_runtime, open_store, project_for_dir
+
+    settings = await asyncio.to_thread(Settings.load)
+    if args.sandbox:
+        settings.sandbox = args.sandbox
+    store = await open_store(args.db)
+    try:
+        project = await project_for_dir(store, args.project, settings=settings)
+    except BaseException:
+        await store.close()
+        raise
+    if args.sandbox:
+        project.settings["sandbox"] = args.sandbox
+    runtime = await open_runtime(settings, project, store=store)
+    try:
+        servers = runtime.mcp_servers()
+    finally:
+        await runtime.close()
+    if args.json:
+        print(json.dumps([s.to_dict() for s in servers], indent=2))
+        return EXIT_OK
+    if not servers:
+        print(f"no MCP servers: add them to {Path(project.path) / '.agent-desk/mcp.json'} or your settings",
+              file=sys.stderr)
+    for s in servers:
+        print(_mcp_line(s))
+    return EXIT_OK
+
+
+def _mcp_line(s: Any) -> str:
+    where = {"host": "host (unsandboxed)", "http": "http (network)"}.get(s.where.value, s.where.value)
+    lines = [f"{s.name}  [{s.state.value}]  {where}  {s.source}" + (f"  {s.version}" if s.version else "")]
+    if s.error:
+        lines.append(f"  ! {s.error}")
+    if s.stderr_tail.strip():
+        lines.append("  stderr: " + s.stderr_tail.strip().splitlines()[-1][:200])
+    for t in s.tools:
+        flags = ", ".join(f for f, on in (("read-only", t.read_only), ("destructive", t.destructive),
+                                          ("off", not t.enabled)) if on)
+        lines.append(f"  {t.desk_name}" + (f"  ({flags})" if flags else ""))
+    return "\n".join(lines)
+
+
+async def _mcp_grant(args: argparse.Namespace) -> int:
+    """Record (or revoke) the relaxation a project's server asks for, bound to its entry as it is now."""
+    from .config import Settings
+    from .mcp_client import grant, read_project_servers
+    from .runtime import open_store, project_dir, project_for_dir
+
+    folder = project_dir(args.project)
+    entries = await asyncio.to_thread(read_project_servers, folder)
+    entry = next((e for e in entries if e.name == args.server), None)
+    if entry is None or (entry.config is None and not args.revoke):
+        why = entry.error if entry is not None else f"no server {args.server!r} in {folder / '.agent-desk/mcp.json'}"
+        raise ConfigError(why, hint="`agent-desk mcp list` shows the servers")
+    settings = await asyncio.to_thread(Settings.load)
+    store = await open_store(args.db)
+    try:
+        project = await project_for_dir(store, folder, settings=settings)
+        project.settings = grant(project.settings, entry, revoke=args.revoke)
+        await store.save_project(project)
+    finally:
+        await store.close()
+    if args.revoke:
+        print(f"revoked: {entry.name} no longer starts with {entry.where.value}.")
+    else:
+        print(f"granted: {entry.name} runs with {entry.asks_for} (until its entry in mcp.json changes).")
     return EXIT_OK
 
 

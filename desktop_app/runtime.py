@@ -19,6 +19,7 @@ from .config import (
     data_dir,
     default_db_url,
     desk_signing_key,
+    keyring_available,
     resolve_api_key,
     trust_rules,
     trusted_rules,
@@ -32,10 +33,12 @@ from .core import (
     ConfigError,
     EventBus,
     Executor,
+    McpServerInfo,
     ModelClient,
     PermissionMode,
     PermissionPolicy,
     ProjectInfo,
+    Redactor,
     Rule,
     RuleSet,
     Sandbox,
@@ -54,6 +57,7 @@ from .core import (
 )
 
 if TYPE_CHECKING:
+    from .mcp_client import McpHub, ServerEntry
     from .store import HeadSigner, SqlStore
 
 log = logging.getLogger(__name__)
@@ -62,6 +66,8 @@ USER_RULES_FILE = "rules.toml"
 DEFAULT_PROFILE = "coding"
 
 SandboxFactory = Callable[[ProjectInfo], Sandbox]
+CompanionFactory = Callable[[ProjectInfo, str], Sandbox]  # (project, MCP server name) -> a sandbox with network
+MCP_KEYRING_SERVICE = "agent-desk-mcp"
 
 
 @dataclass(eq=False)
@@ -83,6 +89,7 @@ class ProjectRuntime:
     permission_mode: str | None = None  # the mode asked for explicitly (CLI flag), if any
     # What this runtime (and whoever opened its store and bus) must close, in reverse order.
     cleanup: AsyncExitStack = field(default_factory=AsyncExitStack)
+    mcp: McpHub | None = None  # the project's and the user's MCP servers
     _started: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
 
     @property
@@ -93,6 +100,8 @@ class ProjectRuntime:
         """Start the sandbox in the background, once; `ready()` reports a failure."""
         if self._started is None:
             self._started = asyncio.ensure_future(self.sandbox.start())
+            if self.mcp is not None:  # in the background too: a server not ready yet is simply not offered
+                self.mcp.start()
         return self._started
 
     async def ready(self) -> None:
@@ -106,7 +115,12 @@ class ProjectRuntime:
             store=self.store, bus=self.bus, executor=self.executor, tools=self.tools,
             model_client=self.model_client, project=self.project, sandbox=self.sandbox,
             session_id=session_id, title=title, max_steps=self.settings.max_steps,
+            more_tools=self.mcp.offered_tools if self.mcp is not None else None,
         )
+
+    def mcp_servers(self) -> list[McpServerInfo]:
+        """The status of every configured MCP server, now."""
+        return self.mcp.server_infos() if self.mcp is not None else []
 
     async def reload_rules(self) -> RulesTrust:
         """Read the rules again (after the person trusted them): the policy's rules and mode are replaced in
@@ -284,10 +298,11 @@ def build_executor(
     store: Any,
     permission_mode: str | None = None,
     tools: list[Tool] | None = None,
+    secrets: list[str] | tuple[str, ...] = (),
 ) -> tuple[Executor, ToolRegistry, PermissionPolicy, RulesTrust]:
     """The project's tools, policy (user rules, then the project's when trusted), built-in hooks and
     executor on a given store and bus. It reads the rules files and the keyring, so async code calls it in
-    a thread."""
+    a thread. `secrets` (an MCP server's header values) are redacted like the API key."""
     from .tools import builtin_tools
 
     registry = ToolRegistry(tools if tools is not None else builtin_tools())
@@ -295,7 +310,8 @@ def build_executor(
     policy = PermissionPolicy(mode, rules)
     key = resolve_api_key(settings)
     hooks = builtin_hooks(api_key=key.value if key else None, artifacts_dir=data_dir() / "artifacts")
-    executor = Executor(registry, policy, bus=bus, store=store, hooks=hooks)
+    redactor = Redactor([key.value] if key else []).with_literals(list(secrets)) if secrets else None
+    executor = Executor(registry, policy, bus=bus, store=store, hooks=hooks, redactor=redactor)
     bus.redactor = executor.redactor  # the bus's last net knows the configured key too
     executor.set_rule_writer(lambda rule: append_trusted_rule(project.path, rule))
     return executor, registry, policy, trust
@@ -325,11 +341,15 @@ async def build_runtime(
     tools: list[Tool] | None = None,
     profile: str = DEFAULT_PROFILE,
     cleanup: AsyncExitStack | None = None,
+    companion_factory: CompanionFactory | None = None,
 ) -> ProjectRuntime:
-    """The one recipe: executor, sandbox (made, not yet started) and model client for `project` on a given
-    store and bus. Rules files and the keyring are read on a worker thread, never on the event loop."""
+    """The one recipe: executor, sandbox (made, not yet started), MCP servers (not yet started) and model
+    client for `project` on a given store and bus. Rules files, the MCP configuration and the keyring are
+    read on a worker thread, never on the event loop."""
+    entries, secrets = await asyncio.to_thread(mcp_config, settings, project)
     executor, registry, policy, trust = await asyncio.to_thread(
-        build_executor, settings, project, bus=bus, store=store, permission_mode=permission_mode, tools=tools
+        build_executor, settings, project, bus=bus, store=store, permission_mode=permission_mode, tools=tools,
+        secrets=secrets,
     )
     if model_client is None:
         model_client = await asyncio.to_thread(model_client_from_settings, settings)
@@ -341,9 +361,62 @@ async def build_runtime(
     stack = cleanup if cleanup is not None else AsyncExitStack()
     stack.push_async_callback(_quietly, sandbox.close, f"the sandbox of {project.name}")
     stack.push_async_callback(_quietly, model_client.close, "the model client")
-    return ProjectRuntime(settings=settings, project=project, store=store, bus=bus, registry=registry,
-                          policy=policy, executor=executor, sandbox=sandbox, model_client=model_client,
-                          profile=profile, cleanup=stack, rules_trust=trust, permission_mode=permission_mode)
+    rt = ProjectRuntime(settings=settings, project=project, store=store, bus=bus, registry=registry,
+                        policy=policy, executor=executor, sandbox=sandbox, model_client=model_client,
+                        profile=profile, cleanup=stack, rules_trust=trust, permission_mode=permission_mode)
+    if entries:
+        rt.mcp = mcp_hub(rt, entries, companion_factory)
+        stack.push_async_callback(_quietly, rt.mcp.close, "the MCP servers")  # before the sandbox closes
+    return rt
+
+
+# MCP servers ---------------------------------------------------------------------------------------------
+def mcp_config(settings: Settings, project: ProjectInfo) -> tuple[list[ServerEntry], list[str]]:
+    """The project's and the user's servers, and the secrets their headers resolve to (for the redactor).
+    Blocking (files, the keyring): call it off the event loop."""
+    from .mcp_client import header_secrets, load_servers
+
+    entries = load_servers(project.path, settings.mcp_servers)
+    return entries, header_secrets(entries, project.settings, mcp_secret)
+
+
+def mcp_secret(kind: str, name: str) -> str | None:
+    """`${env:NAME}` from the environment, `${keyring:NAME}` from the keyring service "agent-desk-mcp"."""
+    if kind == "env":
+        return os.environ.get(name) or None
+    if not name or not keyring_available():
+        return None
+    import keyring
+
+    try:
+        return keyring.get_password(MCP_KEYRING_SERVICE, name) or None
+    except Exception:  # a locked or broken keyring: the server fails with "has no value"
+        log.warning("the keyring could not be read for the MCP secret %r", name)
+        return None
+
+
+def mcp_hub(rt: ProjectRuntime, entries: list[ServerEntry], companion: CompanionFactory | None) -> McpHub:
+    """The runtime's hub: sandboxed servers in its sandbox (once started), `sandbox+network` ones in a
+    companion sandbox, tools in its registry, status on its bus."""
+    from .mcp_client import HubPlaces, McpHub
+
+    async def sandbox() -> Sandbox:
+        await rt.ready()
+        return rt.sandbox
+
+    make = getattr(rt.sandbox, "companion", None)
+    if companion is not None:
+        def box(name: str) -> Sandbox:
+            return companion(rt.project, name)
+    elif make is not None:
+        def box(name: str) -> Sandbox:
+            return make(f"mcp-{name}", network="bridge")
+    else:
+        box = None
+    places = HubPlaces(project_id=rt.project.id, project_dir=rt.project.path, sandbox=sandbox,
+                       settings=lambda: rt.project.settings, publish=rt.bus.publish, companion=box,
+                       resolve_secret=mcp_secret)
+    return McpHub(entries, places, rt.registry)
 
 
 # the CLI: one project, with its own store and bus -----------------------------------------------------
@@ -402,9 +475,10 @@ async def open_runtime(
     permission_mode: str | None = None,
     tools: list[Tool] | None = None,
     profile: str = DEFAULT_PROFILE,
+    companion_factory: CompanionFactory | None = None,
 ) -> ProjectRuntime:
     """A started runtime for one project (a ProjectInfo or a folder) with its own bus, on `store` or the
-    store at `db_url`; closing it closes the store too."""
+    store at `db_url`, its MCP servers started (each ready or failed); closing it closes the store too."""
     store = store or await open_store(db_url)
     cleanup = AsyncExitStack()
     cleanup.push_async_callback(store.close)
@@ -417,8 +491,10 @@ async def open_runtime(
         cleanup.callback(bus.close)
         runtime = await build_runtime(settings, project, store=store, bus=bus, sandbox_factory=sandbox_factory,
                                       model_client=model_client, permission_mode=permission_mode, tools=tools,
-                                      profile=profile, cleanup=cleanup)
+                                      profile=profile, cleanup=cleanup, companion_factory=companion_factory)
         await runtime.ready()
+        if runtime.mcp is not None:
+            await runtime.mcp.wait_started()
     except BaseException:
         await cleanup.aclose()
         raise
@@ -431,11 +507,13 @@ class ProjectRuntimes:
     `await runtimes(project, session_id)` is an open AgentSession (the sandbox starts in the background)."""
 
     def __init__(self, *, settings: Settings, store: Any, bus: EventBus,
-                 sandbox_factory: SandboxFactory | None = None) -> None:
+                 sandbox_factory: SandboxFactory | None = None,
+                 companion_factory: CompanionFactory | None = None) -> None:
         self.settings = settings
         self.store = store
         self.bus = bus
         self.sandbox_factory = sandbox_factory  # default: sandbox.create_sandbox
+        self.companion_factory = companion_factory  # default: the sandbox's own `companion`, if it has one
         self.runtimes: dict[str, ProjectRuntime] = {}
         self._stale_clients: set[str] = set()  # projects whose model client predates the settings
         self._closing: set[asyncio.Future[None]] = set()
@@ -450,7 +528,8 @@ class ProjectRuntimes:
             if rt is not None:  # the project's settings changed: its old container goes
                 self._closing.add(asyncio.ensure_future(rt.close()))
             rt = await build_runtime(self.settings, project, store=self.store, bus=self.bus,
-                                     sandbox_factory=self.sandbox_factory)
+                                     sandbox_factory=self.sandbox_factory,
+                                     companion_factory=self.companion_factory)
             rt.start()
             self._stale_clients.discard(project.id)
             self.runtimes[project.id] = rt

@@ -12,7 +12,7 @@ import pytest
 import desktop_app
 
 ROOT = Path(desktop_app.__file__).parent
-PACKAGES = ("core", "tools", "sandbox", "store", "ui")
+PACKAGES = ("core", "tools", "sandbox", "store", "ui", "mcp_client")
 
 EXPORTED: dict[str, list[str]] = {
     "core": [
@@ -53,6 +53,10 @@ EXPORTED: dict[str, list[str]] = {
     "store": [
         "AuditQuery", "CSV_COLUMNS", "HeadSigner", "RecordRow", "SCHEMA_VERSION", "SqlStore", "StoreStats",
         "VerifyResult", "canonical_json", "verify_export", "write_records",
+    ],
+    "mcp_client": [
+        "PROJECT_CONFIG", "HubPlaces", "McpHub", "McpServerError", "McpTool", "ServerConfig", "ServerEntry",
+        "grant", "granted", "header_secrets", "load_servers", "parse_servers", "read_project_servers",
     ],
     "ui": [
         "AppController", "InstanceServer", "MainThreadGarbageCollector", "MainWindow", "apply_theme",
@@ -121,9 +125,6 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         "ToolNotFound", "TurnResult", "analyse_command", "assess_risk", "post_hook", "pre_hook", "tool",
         # host-side file access beneath a project without following links (the control folder's creation)
         "make_dirs_beneath", "read_beneath",
-        # the MCP seam: remove each name here once the MCP client or the window imports it
-        "MCP_GROUP", "McpServerInfo", "McpServerState", "McpServersChanged", "McpToolInfo", "McpWhere",
-        "ProcessChannel", "mcp_tool_name", "split_mcp_tool_name",
     ),
     "tools": (
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit", "FsRead",
@@ -134,4 +135,6 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         "container_name", "image_name_for_tag", "images_dir", "remove_orphans",
     ),
     "store": ("CSV_COLUMNS", "RecordRow", "SCHEMA_VERSION", "StoreStats", "VerifyResult", "canonical_json"),
+    # for the window (mcpui: the grant switch, the config's file name) and for people who build on the client
+    "mcp_client": ("PROJECT_CONFIG", "McpServerError", "McpTool", "ServerConfig", "granted", "parse_servers"),
 }

@@ -115,6 +115,7 @@ class AgentSession:
         sandbox: Sandbox | None,
         session: SessionInfo,
         max_steps: int = DEFAULT_MAX_STEPS,
+        more_tools: Callable[[], list[Tool]] | None = None,
     ) -> None:
         self.store = store
         self.bus = bus
@@ -136,6 +137,8 @@ class AgentSession:
         self._ends_with_user = False
         self._history: list[StoredMessage] | None = None  # cache of the stored messages, appended in step
         self._tool_params = [t.to_api() for t in self.tools]  # schemas are built once per session
+        # Tools that come and go during a session (an MCP server's, once it is ready): asked per request.
+        self.more_tools = more_tools
 
     # -- opening --------------------------------------------------------------------------------------
     @classmethod
@@ -152,6 +155,7 @@ class AgentSession:
         session_id: str | None = None,
         title: str = "",
         max_steps: int = DEFAULT_MAX_STEPS,
+        more_tools: Callable[[], list[Tool]] | None = None,
     ) -> AgentSession:
         """A new session, or (with `session_id`) a stored one, sealed and ready to continue."""
         if await store.get_project(project.id) is None:
@@ -168,7 +172,7 @@ class AgentSession:
             session = found
         self = cls(
             store=store, bus=bus, executor=executor, tools=tools, model_client=model_client,
-            project=project, sandbox=sandbox, session=session, max_steps=max_steps,
+            project=project, sandbox=sandbox, session=session, max_steps=max_steps, more_tools=more_tools,
         )
         if session_id is not None:
             report = await executor.seal_open(session.id)
@@ -310,7 +314,7 @@ class AgentSession:
         request = ModelRequest(
             system=system_prompt(self.project, self.sandbox),
             messages=normalize(self._history),
-            tools=self._tool_params,
+            tools=self._tool_params + [t.to_api() for t in self.more_tools()] if self.more_tools else self._tool_params,
         )
         emit = _RedactingEmit(self.bus.publish, self.executor.redactor)
         task = asyncio.ensure_future(self.model_client.stream(request, emit=emit, session_id=self.session.id))

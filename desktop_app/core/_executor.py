@@ -341,7 +341,7 @@ class Executor:
 
     async def _decide_policy(self, job: _Job) -> bool:
         tool, record = job.known, job.record
-        facts = ToolFacts(tool.name, tool.group, tool.read_only)
+        facts = ToolFacts(tool.name, tool.group, tool.read_only, Risk.of(tool.risk))
         decision = self._cleaned(self.policy.resolve_ask(await self._judge(facts, job.raw, job.run)))
         record.provenance.append(decision.provenance)
         if decision.action is Action.DENY:
@@ -619,9 +619,11 @@ class Executor:
         if run.abort.is_set():
             await self.recorder.fail(record, "cancelled before it ran", Outcome.CANCELLED, actor="user")
             return
-        if run.sandbox is not None:
-            with contextlib.suppress(Exception):
-                record.sandbox = run.sandbox.describe().to_dict()
+        with contextlib.suppress(Exception):  # where it runs: the session's sandbox, or the tool's own place
+            where_of = getattr(tool, "where", None)
+            where_run = where_of(run.sandbox) if where_of else run.sandbox and run.sandbox.describe()
+            if where_run is not None:
+                record.sandbox = where_run.to_dict()
         where = {"sandbox": record.sandbox} if record.sandbox else None
         await self.recorder.move(record, ToolCallState.EXECUTING, actor="executor", data=where)
         ctx = self._context(job)

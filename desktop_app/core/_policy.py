@@ -57,6 +57,7 @@ class ToolFacts:
     name: str
     group: str = "group:custom"
     read_only: bool = False
+    risk: Risk = Risk.LOW  # the tool's own floor: an MCP tool its server marks destructive is high
 
 
 @dataclass(slots=True, frozen=True)
@@ -84,7 +85,10 @@ class Rule:
         return f"{self.target}({self.pattern})" if self.pattern is not None else self.target
 
     def applies_to(self, tool: ToolFacts) -> bool:
-        return self.target in ("*", tool.name, tool.group)
+        """The tool by name or group, every tool (`*`), or tools by name prefix (`mcp__server__*`)."""
+        if self.target in ("*", tool.name, tool.group):
+            return True
+        return len(self.target) > 1 and self.target.endswith("*") and tool.name.startswith(self.target[:-1])
 
 
 @dataclass(slots=True)
@@ -440,6 +444,8 @@ class PermissionPolicy:
         if tool.name in COMMAND_TOOLS and isinstance(command, str):
             return self._judge_command(command, applicable, rules, resolved)
         risk, why = assess_risk(tool.name, tool.group, tool.read_only, input)
+        if tool.risk is Risk.HIGH and not tool.read_only:
+            risk, why = Risk.HIGH, f"{tool.name} is marked destructive"
         ruled = self._judge_simple(tool, input, applicable, resolved, risk)
         return ruled if ruled is not None else self._by_mode(tool, input, risk, why, resolved)
 
@@ -508,6 +514,8 @@ class PermissionPolicy:
         def by(action: Action, reason: str) -> PolicyDecision:
             return PolicyDecision(action, Provenance("mode", mode.value, decision=action.value), reason, risk)
 
+        if mode is PermissionMode.AUTO and risk is Risk.HIGH:
+            return by(Action.ASK, f"{why}, and mode auto asks before what is dangerous")
         if mode is PermissionMode.AUTO:
             return by(Action.ALLOW, "mode auto runs everything that is analysable and not dangerous")
         if mode is PermissionMode.STRICT:

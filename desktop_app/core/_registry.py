@@ -32,6 +32,10 @@ class ToolRegistry:
         self._tools[tool.name] = tool
         return tool
 
+    def unregister(self, name: str) -> None:
+        """Forget a tool (an MCP server's tool that went away); unknown names are ignored."""
+        self._tools.pop(name, None)
+
     def get(self, name: str) -> Tool:
         try:
             return self._tools[name]

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from ._record import Risk
 
 if TYPE_CHECKING:
-    from ._sandbox import Sandbox
+    from ._sandbox import Sandbox, SandboxDescription
 
 
 @dataclass(slots=True, frozen=True)
@@ -146,6 +146,11 @@ class Tool(Generic[ArgsT]):
 
     async def run(self, args: ArgsT, ctx: ToolContext) -> ToolResult | str:
         raise NotImplementedError
+
+    def where(self, sandbox: Sandbox | None) -> SandboxDescription | None:
+        """Where a call runs, for its record: the session's sandbox, unless the tool runs elsewhere (an MCP
+        server on the host, over HTTP, or in a sandbox of its own)."""
+        return sandbox.describe() if sandbox is not None else None
 
     def summarize(self, raw: dict[str, Any]) -> str:
         """One line that says what a call does, for the CLI and the tool:end event."""

@@ -11,6 +11,7 @@ from ..core import (
     Envelope,
     ErrorEvent,
     EventBus,
+    McpServersChanged,
     PermissionDecided,
     PermissionRequired,
     SandboxSurvivors,
@@ -48,6 +49,7 @@ class EventBridge(QObject):
     tokenUsage = Signal(object)  # TokenUsage
     errorOccurred = Signal(object)  # ErrorEvent
     sandboxSurvivors = Signal(object)  # SandboxSurvivors
+    mcpServersChanged = Signal(object)  # McpServersChanged
     envelope = Signal(object)  # every Envelope, for views that want the raw stream
 
     def __init__(self, bus: EventBus | None = None, parent: QObject | None = None) -> None:
@@ -67,6 +69,7 @@ class EventBridge(QObject):
             TokenUsage.type: self.tokenUsage.emit,
             ErrorEvent.type: self.errorOccurred.emit,
             SandboxSurvivors.type: self.sandboxSurvivors.emit,
+            McpServersChanged.type: self.mcpServersChanged.emit,
         }
         if bus is not None:
             self.attach(bus)

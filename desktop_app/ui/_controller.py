@@ -4,6 +4,7 @@ themselves (their `attach`); this turns what the person does into engine calls, 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -16,6 +17,7 @@ from ..core import (
     ApprovalDecision,
     Channel,
     EventBus,
+    McpServerInfo,
     ProjectInfo,
     SessionInfo,
     TokenUsage,
@@ -27,6 +29,7 @@ from . import dialogs
 from ._bridge import EventBridge
 from ._checks import SetupChecks
 from ._mainwindow import MainWindow
+from ._mcp import McpDirectory
 from ._projects import session_title
 from ._rules_trust import RulesTrustBanner
 from ._tasks import BackgroundTasks
@@ -54,6 +57,8 @@ class AppController(QObject):
         self.agent_factory = agent_factory
         self.api_key_source = api_key_source
         self.bridge = EventBridge(bus, self)
+        self.mcp = McpDirectory(self)  # each project's MCP servers, as last reported
+        self.mcp.attach(self.bridge)
         self.current_session: str | None = None
         self.agents: dict[str, Any] = {}  # session id -> open AgentSession
         self.sessions: dict[str, SessionInfo] = {}
@@ -89,6 +94,8 @@ class AppController(QObject):
         w.conversation.attach(b, current)
         w.status.attach(b, current)
         w.inbox.attach(b, lambda sid: self.sessions.get(sid))
+        w.inbox.mcp_names = self.mcp.call_name
+        w.timeline_model.mcp_names = self.mcp.call_name
         w.inbox.rules_target = self._rules_target
         w.inbox.preview_provider = self._preview_diff
 
@@ -363,9 +370,28 @@ class AppController(QObject):
             forget()
         return result
 
+    async def mcp_servers(self, project_id: str) -> list[McpServerInfo] | None:
+        """The project's MCP servers: its open runtime's list (`ProjectRuntime.mcp_servers()`), else the last
+        McpServersChanged seen; None when neither (no session of it opened yet)."""
+        runtimes = getattr(self.agent_factory, "runtimes", None)
+        rt = runtimes.get(project_id) if isinstance(runtimes, dict) else None
+        listed = getattr(rt, "mcp_servers", None)
+        if listed is not None:
+            try:
+                servers = listed()
+                servers = list(await servers if inspect.isawaitable(servers) else servers)
+            except Exception:  # the last report still shows; the engine logs its own failure
+                log.exception("listing the MCP servers of %s failed", project_id)
+            else:
+                self.mcp.set_servers(project_id, servers)
+                return servers
+        return self.mcp.servers(project_id)
+
     async def edit_project(self, project_id: str | None) -> ProjectInfo | None:
         project = self.window.projects_model.project(project_id) if project_id else None
-        result = await dialogs.edit_project(project, self.settings, parent=self.window)
+        servers = await self.mcp_servers(project_id) if project_id else None
+        result = await dialogs.edit_project(project, self.settings, parent=self.window, mcp_servers=servers,
+                                            bridge=self.bridge)
         if result is None:
             return None
         await self.store.save_project(result)

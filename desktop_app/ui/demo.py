@@ -13,6 +13,11 @@ from ..core import (
     Approval,
     AuditEntry,
     EventBus,
+    McpServerInfo,
+    McpServersChanged,
+    McpServerState,
+    McpToolInfo,
+    McpWhere,
     Outcome,
     PermissionRequired,
     ProjectInfo,
@@ -59,11 +64,52 @@ DIFF = """--- a/src/shop/prices.py
 """
 
 
+SAMPLE_MCP_JSON = """{
+  "mcpServers": {
+    "time": {"command": "uvx", "args": ["mcp-server-time", "--local-timezone=Europe/Paris"]},
+    "notes": {"command": "/home/ada/bin/notes-mcp", "args": ["--dir", "/home/ada/notes"], "run": "host"},
+    "docs": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${keyring:docs}"}}
+  },
+  "globalShortcut": "Ctrl+Space"
+}"""
+
+
+def _tools(server: str, *specs: tuple[str, str, str]) -> tuple[McpToolInfo, ...]:
+    """(name, hints "r" read-only / "d" destructive / "", description) each."""
+    return tuple(McpToolInfo(server, n, d, read_only="r" in h, destructive="d" in h) for n, h, d in specs)
+
+
+def sample_mcp_servers() -> list[McpServerInfo]:
+    """The demo project's MCP servers: real ones from PyPI and npm, in each state a person may meet."""
+    git_tools = _tools("git", ("git_status", "r", "Shows the working tree status"),
+                       ("git_diff", "r", "Shows the changes"), ("git_log", "r", "Shows the commit logs"),
+                       ("git_commit", "", "Records changes to the repository"),
+                       ("git_reset", "d", "Unstages all staged changes"))
+    return [
+        McpServerInfo("git", McpServerState.READY, McpWhere.SANDBOX, "project", "mcp-server-git 1.26.0", git_tools),
+        McpServerInfo("time", McpServerState.READY, McpWhere.SANDBOX, "user", "mcp-time 1.26.0",
+                      _tools("time", ("get_current_time", "r", "Current time in a time zone"),
+                             ("convert_time", "r", "Converts a time between zones"))),
+        McpServerInfo("fetch", McpServerState.NEEDS_APPROVAL, McpWhere.SANDBOX_NETWORK, "project",
+                      relaxations=("network",),
+                      error='asks for the network: grant "sandbox+network" in the project settings'),
+        McpServerInfo("notes", McpServerState.READY, McpWhere.HOST, "user", "notes-server 0.3.1",
+                      _tools("notes", ("search_notes", "r", "Full-text search of ~/notes"),
+                             ("append_note", "", "Adds a line to a note"))),
+        McpServerInfo("memory", McpServerState.FAILED, McpWhere.SANDBOX, "project",
+                      error="the server exited with code 1 during initialize",
+                      stderr_tail="npm ERR! code E404\nnpm ERR! 404 Not Found - GET "
+                                  "https://registry.npmjs.org/@modelcontextprotocol%2fserver-memroy\n"
+                                  "npm ERR! A complete log of this run can be found in: /tmp/.npm/_logs/debug.log\n"),
+    ]
+
+
 def sample_projects(base: str = "/home/ada/code") -> tuple[list[ProjectInfo], list[SessionInfo]]:
     now = time.time()
     projects = [
         ProjectInfo("prj_shop", "shop-backend", f"{base}/shop-backend", "agent-desk/python:latest", "ask",
-                    {"network": False, "memory": "2g", "cpus": 2.0}, now - 86400 * 9),
+                    {"network": False, "memory": "2g", "cpus": 2.0, "mcp_disabled_tools": ["mcp__git__git_reset"]},
+                    now - 86400 * 9),
         ProjectInfo("prj_docs", "docs-site", f"{base}/docs-site", "agent-desk/node:latest", "accept-edits",
                     {"network": True}, now - 86400 * 30),
     ]
@@ -121,6 +167,12 @@ def sample_records(session_id: str = "ses_sample_main") -> list[ToolCallRecord]:
                 risk="medium"),
         _record("bash_run", {"command": "pytest -q"}, "call_s6", session_id, t0 + 40, run,
                 {"content": [{"type": "text", "text": "48 passed in 2.31s"}], "details": {"exit_code": 0}}),
+        _record("mcp__git__git_status", {"repo_path": "/workspace"}, "call_s10", session_id, t0 + 44, run,
+                {"content": [{"type": "text", "text": "On branch main\nChanges not staged for commit:\n"
+                              "\tmodified:   src/shop/prices.py"}],
+                 "details": {"mcp_server": "git", "mcp_server_version": "mcp-server-git 1.26.0",
+                             "mcp_where": "sandbox"}},
+                prov=[Provenance("rule", "mcp__git__*", "project:.agent-desk/rules.toml", "allow", 0.04)]),
     ]
     for r in out:
         if r.state is ToolCallState.DENIED:
@@ -163,9 +215,25 @@ def publish_sample_turn(bus: EventBus, session_id: str = "ses_sample_main") -> T
         reason="fs_write can change things and mode ask asks first",
         provenance=[{"kind": "mode", "detail": "ask", "source": "project", "decision": "ask"}],
         meta={"diff": "--- /dev/null\n+++ b/src/shop/export.py\n@@ -0,0 +1 @@\n+import csv\n"}))
+    publish_sample_mcp_call(bus, session_id)
     bus.publish(TokenUsage(session_id=session_id, model=DEFAULT_MODEL, input_tokens=18_432,
                            output_tokens=1_204, cache_read_input_tokens=12_000, cost_usd=0.0772))
     return pending
+
+
+def publish_sample_mcp_call(bus: EventBus, session_id: str) -> None:
+    """An MCP tool's call waiting for approval: the inbox shows its server and its arguments."""
+    name = "mcp__git__git_commit"
+    data = {"repo_path": "/workspace", "message": "Fix price parsing with separators\n\nStrip every "
+            "thousands separator before converting."}
+    reason = "mcp__git__git_commit has no hints (a write) and mode ask asks first"
+    prov = [{"kind": "mode", "detail": "ask", "source": "project", "decision": "ask"}]
+    bus.publish(ToolStart(session_id=session_id, call_id="call_s11", name=name, input=data))
+    bus.publish(StateChanged(session_id=session_id, call_id="call_s11", name=name,
+                             state=ToolCallState.APPROVAL_REQUIRED.value, previous=ToolCallState.PENDING.value,
+                             actor="policy"))
+    bus.publish(PermissionRequired(session_id=session_id, call_id="call_s11", name=name, input=data,
+                                   risk="medium", reason=reason, provenance=prov, expires_at=time.time() + 287))
 
 
 def sample_messages(session_id: str = "ses_sample_main") -> list[StoredMessage]:
@@ -211,6 +279,8 @@ async def fill_sample(store: Any, controller: Any) -> None:
     await controller.start(check_docker=False)
     controller.window.status.set_sandbox("running", "agent-desk/python:latest", "none")
     controller.window.status.set_model(DEFAULT_MODEL)
+    controller.bus.publish(McpServersChanged(project_id="prj_shop",
+                                             servers=[s.to_dict() for s in sample_mcp_servers()]))
     publish_sample_turn(controller.bus)
 
 
@@ -221,15 +291,15 @@ async def settle(frames: int = 6) -> None:
 
 
 async def screenshot(window: Any, controller: Any, *, path: str, view: str, size: str, sample: bool) -> int:
-    """Render `view` (main, history, inbox, project-settings, project-rules, rules-trust, settings) to the
-    PNG `path`."""
+    """Render `view` (main, history, inbox, project-settings, project-rules, project-mcp, rules-trust,
+    settings, settings-mcp) to the PNG `path`."""
     w, h = (int(x) for x in size.lower().split("x"))
     window.resize(w, h)
     if view == "history":
         target = await _history_view(controller, w, h)
-    elif view in ("project-settings", "project-rules"):
+    elif view in ("project-settings", "project-rules", "project-mcp"):
         window.show()
-        target = await _project_view(window, controller, rules=view == "project-rules")
+        target = await _project_view(window, controller, tab={"project-rules": 1, "project-mcp": 2}.get(view, 0))
     else:
         window.show()
         target = await _window_view(window, controller, view, sample)
@@ -249,6 +319,10 @@ async def _window_view(window: Any, controller: Any, view: str, sample: bool) ->
     if view == "inbox":
         window.inbox.setFloating(True)
         window.inbox.resize(520, 640)
+        model = window.inbox.model
+        mcp_rows = [i for i in range(model.rowCount()) if model.item(i).mcp is not None]
+        if mcp_rows:  # the MCP call's card: its server and its arguments
+            window.inbox.list.setCurrentIndex(model.index(mcp_rows[0]))
         return window.inbox
     if view == "rules-trust":  # the review of the current project's untrusted rules, if they are
         project = controller._current_project()
@@ -260,11 +334,17 @@ async def _window_view(window: Any, controller: Any, view: str, sample: bool) ->
         dlg = controller.show_about()
         await settle()
         return dlg
-    if view == "settings":
+    if view in ("settings", "settings-mcp"):
         controller.tasks.spawn(controller.edit_settings())
         await settle()
-        return next((x for x in QApplication.topLevelWidgets()
-                     if x.isVisible() and x.windowTitle().startswith("Settings")), window)
+        dlg = next((x for x in QApplication.topLevelWidgets()
+                    if x.isVisible() and x.windowTitle().startswith("Settings")), window)
+        if view == "settings-mcp" and hasattr(dlg, "tabs"):
+            dlg.tabs.setCurrentIndex(1)
+            if sample:  # what a person pastes from their Claude Desktop file (the dialog is not saved)
+                dlg.mcp_json.setPlainText(SAMPLE_MCP_JSON)
+                dlg.preview_mcp()
+        return dlg
     return window
 
 
@@ -280,7 +360,7 @@ async def _history_view(controller: Any, w: int, h: int) -> Any:
     return target
 
 
-async def _project_view(window: Any, controller: Any, *, rules: bool) -> Any:
+async def _project_view(window: Any, controller: Any, *, tab: int) -> Any:
     from PySide6.QtWidgets import QApplication, QTabWidget
 
     from .dialogs import ProjectSettingsDialog
@@ -296,8 +376,10 @@ async def _project_view(window: Any, controller: Any, *, rules: bool) -> Any:
             break
     else:
         return window
-    if rules:
-        target.findChild(QTabWidget).setCurrentIndex(1)
+    target.findChild(QTabWidget).setCurrentIndex(tab)
+    if tab == 2:  # the failed server: its stderr
+        target.mcp.tree.setCurrentIndex(target.mcp.model.index(target.mcp.model.server_row("memory"), 0))
+    if tab == 1:
         target.rules.setPlainText('[permissions]\nallow = ["bash_run(pytest *)", "fs_edit(src/**)"]\n'
                                   'ask = ["bash_run(git push *)"]\ndeny = ["bash_run(curl *)"]\n')
         target.test_input.setText('{"command": "curl https://example.com | sh"}')

@@ -1,5 +1,5 @@
-"""The project settings dialog (folder, sandbox image with its build, limits, mode, and a rules editor
-with a 'would it be allowed?' tester), and the flow that opens it with the image catalog."""
+"""The project settings dialog (folder, sandbox image with its build, limits, mode, a rules editor with a
+'would it be allowed?' tester, and the MCP servers), and the flow that opens it with the image catalog."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from ...core import (
     DEFAULT_IMAGE,
     AgentDeskError,
     ConfigError,
+    McpServerInfo,
     PermissionMode,
     PermissionPolicy,
     ProjectInfo,
@@ -48,6 +49,7 @@ from ...core import (
 )
 from .._tasks import BackgroundTasks
 from ._base import FutureDialog, ask_file
+from ._mcp_section import McpServersSection
 from ._modes import mode_combo
 
 log = logging.getLogger(__name__)
@@ -103,6 +105,7 @@ class ProjectSettingsDialog(FutureDialog):
         build_image: ImageBuilder | None = None,
         default_mode: str = PermissionMode.ASK.value,
         default_image: str = DEFAULT_IMAGE,
+        mcp_servers: list[McpServerInfo] | None = None,
         parent=None,
     ) -> None:
         super().__init__(parent)
@@ -117,9 +120,11 @@ class ProjectSettingsDialog(FutureDialog):
         self._build_image_picker(project, catalog, default_image)
         self._build_limits(st, project.permission_mode if project else default_mode)
         self._build_rules(project)
-        tabs = QTabWidget()
+        self.mcp = McpServersSection(st, mcp_servers, project.path if project else "")
+        self.tabs = tabs = QTabWidget()
         tabs.addTab(self._general_tab(), "Sandbox && permissions")
         tabs.addTab(self._rules_tab(), "Rules")
+        tabs.addTab(self.mcp, "MCP servers")
         self.error = QLabel()
         self.error.setStyleSheet("color: #d9363e")
         bb = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
@@ -341,6 +346,7 @@ class ProjectSettingsDialog(FutureDialog):
                 "cpus": self.cpus.value(),
                 "workspace_ro": self.workspace_ro.isChecked(),
                 "sandbox": "local" if self.local.isChecked() else "docker",
+                **self.mcp.values(),
             },
             created_at=base.created_at if base else time.time(),
         )
@@ -393,16 +399,23 @@ async def build_image(name: str, on_progress: Callable[[str], None]) -> Any:
     return await loop.run_in_executor(None, lambda: sb.build_image(name, on_progress=progress))
 
 
-async def edit_project(project: ProjectInfo | None, settings: Any, parent=None) -> ProjectInfo | None:
+async def edit_project(project: ProjectInfo | None, settings: Any, parent=None, *,
+                       mcp_servers: list[McpServerInfo] | None = None, bridge: Any = None) -> ProjectInfo | None:
     """Ask for a new project (`project` None) or changes to one; on save, write its rules file (off
-    the GUI thread). Returns the project to store, or None when cancelled."""
+    the GUI thread). `mcp_servers` is what the project's runtime reports (None: not started), and the MCP
+    tab follows `bridge`'s McpServersChanged. Returns the project to store, or None when cancelled."""
     catalog = await image_catalog()
     dlg = ProjectSettingsDialog(
         project, catalog=catalog, build_image=build_image,
         default_mode=getattr(settings, "permission_mode", PermissionMode.ASK.value),
         default_image=getattr(settings, "default_image", DEFAULT_IMAGE),
-        parent=parent)
-    result = await dlg.ask()
+        mcp_servers=mcp_servers, parent=parent)
+    if bridge is not None and project is not None:
+        dlg.mcp.follow(bridge, project.id)
+    try:
+        result = await dlg.ask()
+    finally:
+        dlg.mcp.stop_following()
     rules_text = getattr(dlg, "rules_text", "")
     dlg.deleteLater()
     # Unedited rules are not written back: saving other settings must not trust a file nobody reviewed.

@@ -1,5 +1,6 @@
-"""The app's settings dialog (API key, endpoint, model, default mode, theme) and the flow that saves
-what it returns, with the keyring and the settings file touched off the GUI thread."""
+"""The app's settings dialog (API key, endpoint, model, default mode, theme, the user's own MCP servers as
+JSON) and the flow that saves what it returns, with the keyring and the settings file touched off the GUI
+thread."""
 
 from __future__ import annotations
 
@@ -7,10 +8,25 @@ import asyncio
 import dataclasses
 from typing import Any
 
-from PySide6.QtWidgets import QCheckBox, QComboBox, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QVBoxLayout
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QFontDatabase
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialogButtonBox,
+    QFormLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
-from ...core import DEFAULT_MODEL
+from ...core import DEFAULT_MODEL, AgentDeskError
+from .._mcp import where_label
 from ._base import FutureDialog
+from ._mcp_json import check_mcp_json, servers_text, where_it_runs
 from ._modes import mode_combo
 
 _KEY_SOURCES = {"keyring": "stored in the system keyring", "settings": "stored in the settings file",
@@ -25,10 +41,12 @@ class SettingsResult:
     theme: str
     api_key: str | None  # None: unchanged
     clear_key: bool = False
+    mcp_servers: dict[str, Any] = dataclasses.field(default_factory=dict)  # the user's own, checked
 
 
 class SettingsDialog(FutureDialog):
-    """The API key (keyring, or an explicit warned fallback), endpoint, model, default mode, theme."""
+    """The API key (keyring, or an explicit warned fallback), endpoint, model, default mode, theme, and the
+    user's own MCP servers (pasted JSON, checked before it is saved)."""
 
     def __init__(self, settings: Any, *, key_source: str | None, keyring_ok: bool, parent=None) -> None:
         super().__init__(parent)
@@ -59,12 +77,74 @@ class SettingsDialog(FutureDialog):
         form.addRow("Model", self.model)
         form.addRow("Default mode", self.mode)
         form.addRow("Theme", self.theme)
+        general = QWidget()
+        general.setLayout(form)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(general, "General")
+        self.tabs.addTab(self._mcp_tab(settings), "MCP servers")
         bb = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
-        bb.accepted.connect(self.accept)
+        bb.accepted.connect(self._check)
         bb.rejected.connect(self.reject)
         lay = QVBoxLayout(self)
-        lay.addLayout(form)
+        lay.addWidget(self.tabs, 1)
         lay.addWidget(bb)
+        self._mcp_checked = check_mcp_json("")
+        self.preview_mcp()
+
+    def _mcp_tab(self, settings: Any) -> QWidget:
+        self.mcp_json = QPlainTextEdit(servers_text(dict(getattr(settings, "mcp_servers", None) or {})))
+        self.mcp_json.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.mcp_json.setPlaceholderText('{\n  "mcpServers": {\n    "git": {"command": "uvx", "args": '
+                                         '["mcp-server-git"]}\n  }\n}')
+        self.mcp_error = QLabel()
+        self.mcp_error.setTextFormat(Qt.TextFormat.PlainText)  # names from the paste are data, not markup
+        self.mcp_error.setWordWrap(True)
+        self.mcp_error.setStyleSheet("color: #d9363e")
+        self.mcp_list = QLabel()
+        self.mcp_list.setTextFormat(Qt.TextFormat.PlainText)
+        self.mcp_list.setWordWrap(True)
+        self._mcp_timer = QTimer(self, singleShot=True, interval=250)  # checked when typing pauses
+        self._mcp_timer.timeout.connect(self.preview_mcp)
+        self.mcp_json.textChanged.connect(self._mcp_timer.start)
+        tab = QWidget()
+        lay = QVBoxLayout(tab)
+        intro = QLabel("Your own MCP servers, for every project: paste your existing <code>mcpServers</code> JSON "
+                       "(the whole file of Claude Desktop, Claude Code or Cursor, or just the mapping). A server runs "
+                       'in the project\'s sandbox unless it says <code>"run": "sandbox+network"</code> or '
+                       '<code>"run": "host"</code> (unsandboxed); a <code>url</code> server is reached over the '
+                       "network. Yours need no grant.")
+        intro.setWordWrap(True)
+        lay.addWidget(intro)
+        lay.addWidget(self.mcp_json, 1)
+        lay.addWidget(self.mcp_error)
+        lay.addWidget(self.mcp_list)
+        return tab
+
+    def preview_mcp(self) -> bool:
+        """Check the pasted servers now: say what is wrong, or list each and where it will run."""
+        self._mcp_timer.stop()
+        try:
+            self._mcp_checked = check_mcp_json(self.mcp_json.toPlainText())
+        except AgentDeskError as e:
+            self.mcp_error.setText(e.user_message())
+            self.mcp_error.setStyleSheet("color: #d9363e")
+            self.mcp_error.show()
+            self.mcp_list.hide()
+            return False
+        self.mcp_error.setStyleSheet("color: #d4890b")  # warnings: saved anyway
+        self.mcp_error.setVisible(bool(self._mcp_checked.warnings))
+        self.mcp_error.setText("\n".join(f"⚠ {w}" for w in self._mcp_checked.warnings[:20]))
+        lines = [f"• {name} — {where_label(where_it_runs(spec))}" for name, spec in self._mcp_checked.servers.items()]
+        self.mcp_list.setText("\n".join(lines[:50]) + (f"\n… and {len(lines) - 50} more" if len(lines) > 50 else "")
+                              if lines else "No servers of your own.")
+        self.mcp_list.show()
+        return True
+
+    def _check(self) -> None:
+        if not self.preview_mcp():
+            self.tabs.setCurrentIndex(1)
+            return
+        self.accept()
 
     def _build_key(self, settings: Any, key_source: str | None, keyring_ok: bool) -> None:
         self.key = QLineEdit()
@@ -88,6 +168,7 @@ class SettingsDialog(FutureDialog):
             theme=self.theme.currentData(),
             api_key=self.key.text().strip() or None,
             clear_key=self.clear_key.isChecked(),
+            mcp_servers=dict(self._mcp_checked.servers),
         )
 
 
@@ -106,6 +187,7 @@ async def edit_settings(settings: Any, key_source: str | None, parent=None) -> t
     s = settings
     s.model, s.base_url, s.permission_mode, s.theme = (result.model, result.base_url,
                                                        result.permission_mode, result.theme)
+    s.mcp_servers = result.mcp_servers
     if result.clear_key:
         await loop.run_in_executor(None, clear_api_key, s)
         key_source = None

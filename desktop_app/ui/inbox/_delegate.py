@@ -55,7 +55,8 @@ class InboxCardDelegate(QStyledItemDelegate):
         painter.setPen(fg)
         painter.setFont(bold)
         painter.drawText(QRect(chip.right() + 8, r.top() + 5, r.width() - 140, 19),
-                         Qt.AlignmentFlag.AlignVCenter, item.name)
+                         Qt.AlignmentFlag.AlignVCenter,
+                         painter.fontMetrics().elidedText(item.title, Qt.TextElideMode.ElideRight, r.width() - 140))
         left = item.remaining_s()
         if left is not None:
             painter.setFont(small)

@@ -3,6 +3,7 @@ one, and the actions that answer it with core's Allow | Deny."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 
 from PySide6.QtCore import Qt, Signal
@@ -34,9 +35,11 @@ from ...core import (
     StateChanged,
     ToolCallRecord,
     ToolCallState,
+    split_mcp_tool_name,
     suggest_rule,
 )
 from .._bridge import EventBridge
+from .._mcp import McpCallName
 from .._projects import session_title
 from .._roles import Role
 from .._tasks import BackgroundTasks
@@ -47,6 +50,12 @@ from ._items import PendingApproval
 from ._model import InboxModel
 
 SessionLookup = Callable[[str], SessionInfo | None]
+McpNames = Callable[[str, str], McpCallName | None]  # (tool name, project id) -> its server and own name
+
+
+def _mcp_name_parts(name: str, _project_id: str) -> McpCallName | None:
+    split = split_mcp_tool_name(name)
+    return McpCallName(*split) if split else None
 
 
 class ApprovalInbox(QDockWidget):
@@ -65,6 +74,8 @@ class ApprovalInbox(QDockWidget):
         # (item) -> path of the rules file "always allow" writes to; set by the app
         self.rules_target: Callable[[PendingApproval], str] = lambda item: ".agent-desk/rules.toml"
         self._session: SessionLookup = lambda _sid: None
+        # set by the app to what the window knows of the servers; alone, the name's own parts
+        self.mcp_names: McpNames = _mcp_name_parts
         self._tasks = BackgroundTasks()
         self._previews_asked: set[str] = set()
         self._build_list()
@@ -168,6 +179,10 @@ class ApprovalInbox(QDockWidget):
         s = self._session(item.session_id)
         item.project_id = item.project_id or (s.project_id if s else "")
         item.session_title = session_title(s) if s else item.session_id[-8:]
+        item.mcp = self.mcp_names(item.name, item.project_id)
+        where = str(item.meta.get("mcp_where") or "")
+        if item.mcp is not None and not item.mcp.where and where:  # the engine said where, the window had not seen it
+            item.mcp = dataclasses.replace(item.mcp, where=where)
         return item
 
     def add(self, item: PendingApproval) -> None:

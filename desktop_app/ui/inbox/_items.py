@@ -6,7 +6,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...core import PermissionRequired, ToolCallRecord
+from ...core import PermissionRequired, ToolCallRecord, visible
+from .._mcp import McpCallName, where_label
 
 
 @dataclass(slots=True)
@@ -26,6 +27,7 @@ class PendingApproval:
     project_id: str = ""
     session_title: str = ""
     preview: str | None = None  # diff text, filled lazily for fs_write / fs_edit
+    mcp: McpCallName | None = None  # an MCP tool's server and own name (set by the inbox), None if built-in
 
     @classmethod
     def from_event(cls, ev: PermissionRequired) -> PendingApproval:
@@ -46,6 +48,14 @@ class PendingApproval:
             input=dict(rec.input), risk=rec.risk, reason=reason, provenance=prov, meta=meta,
             expires_at=rec.approval.expires_at, received_at=rec.updated_at, preview=meta.get("diff"),
         )
+
+    @property
+    def title(self) -> str:
+        """What the card calls the tool: an MCP tool by its own name, its server and where that runs."""
+        if self.mcp is None:
+            return self.name
+        where = f" · {where_label(self.mcp.where)}" if self.mcp.where else ""
+        return visible(f"{self.mcp.tool} — MCP server {self.mcp.server}{where}")
 
     @property
     def why(self) -> str:

@@ -26,9 +26,9 @@ class InboxModel(QAbstractListModel):
             return None
         item = self._items[index.row()]
         if role == Qt.ItemDataRole.DisplayRole:
-            return f"{item.name}: {summarize_input(item.input, 80)}"
+            return f"{item.title}: {summarize_input(item.input, 80)}"
         if role == Qt.ItemDataRole.ToolTipRole:
-            return f"{item.name} ({item.risk} risk)\n{item.why}"
+            return f"{item.title} ({item.risk} risk)\n{item.why}"
         if role == Role.ITEM:
             return item
         if role == Role.CALL_ID:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ...core import ToolCallRecord, visible
 from .._html import diff_html
+from .._mcp import where_html
 from .._theme import RISK_COLOURS, format_duration, state_colour
 
 if TYPE_CHECKING:
@@ -33,10 +34,23 @@ def render_call_details(row: TimelineRow, output: str = "", rec: ToolCallRecord 
     ]
     if output:
         parts += ["<h4>Output</h4>", f"<pre>{e(output[-20_000:])}</pre>"]
+    parts[2:2] = _mcp_parts(row, rec)
     if rec is not None:
         parts.insert(2, _risk_part(rec))
         parts += _result_parts(rec) + _provenance_parts(rec) + _trail_parts(rec) + _sandbox_parts(rec)
     return "".join(parts)
+
+
+def _mcp_parts(row: TimelineRow, rec: ToolCallRecord | None) -> list[str]:
+    """An MCP call: its server, the server's version and where it ran, as the result recorded them."""
+    if row.server is None:
+        return []
+    details = ((rec.result or {}).get("details") or {}) if rec is not None else {}
+    version = str(details.get("mcp_server_version") or "")
+    where = str(details.get("mcp_where") or "")
+    version_part = f" <small>{e(visible(version))}</small>" if version else ""
+    return [f"<p>MCP server <b>{e(visible(row.server))}</b>{version_part}"
+            + (f" · ran: {where_html(where)}" if where else "") + "</p>"]
 
 
 def _risk_part(rec: ToolCallRecord) -> str:

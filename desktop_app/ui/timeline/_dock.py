@@ -15,11 +15,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...core import visible
 from .._roles import Role
 from .._rows import record_table
 from .._theme import bring_to_front
 from ._details import render_call_details
-from ._filter import STATE_FILTERS, TimelineFilter
+from ._filter import BUILTIN_TOOLS, STATE_FILTERS, TimelineFilter
 from ._model import TimelineModel
 
 
@@ -44,6 +45,8 @@ class TimelineDock(QDockWidget):
         self._current: str | None = None
         model.rowsInserted.connect(self._update_count)
         model.modelReset.connect(self._update_count)
+        for signal in (model.rowsInserted, model.modelReset, model.rowChanged):
+            signal.connect(self._update_servers)
         model.rowChanged.connect(self._row_changed)
         model.outputAppended.connect(self._output_appended)
         self.detailsRequested.connect(model.refresh)
@@ -57,6 +60,12 @@ class TimelineDock(QDockWidget):
         self.tool_filter.addItem("All tools")
         self.tool_filter.activated.connect(self._tool_chosen)
         self.tool_filter.installEventFilter(self)
+        self.server_filter = QComboBox()
+        self.server_filter.setToolTip("Only the calls to one MCP server, or only the built-in tools")
+        self.server_filter.addItem("All servers", None)
+        self.server_filter.addItem("Built-in tools", BUILTIN_TOOLS)
+        self.server_filter.currentIndexChanged.connect(
+            lambda i: self.proxy.set_server(self.server_filter.itemData(i)))
         self.count_label = QLabel()
 
     def _build_view(self) -> None:
@@ -69,6 +78,7 @@ class TimelineDock(QDockWidget):
         top.setContentsMargins(0, 0, 0, 0)
         top.addWidget(self.state_filter)
         top.addWidget(self.tool_filter)
+        top.addWidget(self.server_filter)
         top.addStretch(1)
         top.addWidget(self.count_label)
         split = QSplitter(Qt.Orientation.Vertical)
@@ -91,6 +101,24 @@ class TimelineDock(QDockWidget):
             self.tool_filter.setCurrentText(current)
         return super().eventFilter(obj, event)
 
+    def _update_servers(self, *_: object) -> None:
+        """The servers seen in the session, kept in the list (the chosen one stays chosen)."""
+        servers = self.model.servers()
+        listed = [self.server_filter.itemData(i) for i in range(2, self.server_filter.count())]
+        if listed == servers:
+            return
+        chosen = self.server_filter.currentData()
+        self.server_filter.blockSignals(True)
+        while self.server_filter.count() > 2:
+            self.server_filter.removeItem(2)
+        for name in servers:
+            self.server_filter.addItem(visible(f"MCP: {name}"[:200]), name)
+        at = self.server_filter.findData(chosen) if chosen is not None else 0
+        self.server_filter.setCurrentIndex(max(0, at))
+        self.server_filter.blockSignals(False)
+        if at < 0:  # the chosen server is gone (another session): show every call again
+            self.proxy.set_server(None)
+
     def _tool_chosen(self, i: int) -> None:
         text = self.tool_filter.itemText(i)
         self.proxy.set_tool(None if i == 0 else text)
@@ -108,6 +136,7 @@ class TimelineDock(QDockWidget):
             self.state_filter.setCurrentIndex(0)
             self.proxy.set_tool(None)
             self.tool_filter.setCurrentIndex(0)
+            self.server_filter.setCurrentIndex(0)
             idx = self.proxy.mapFromSource(self.model.index(src_row, 0))
         self.view.selectionModel().setCurrentIndex(
             idx, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows

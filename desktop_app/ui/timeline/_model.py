@@ -18,9 +18,11 @@ from ...core import (
     ToolError,
     ToolStart,
     ToolUpdate,
+    split_mcp_tool_name,
     summarize_input,
 )
 from .._bridge import EventBridge
+from .._mcp import McpCallName
 from .._roles import Role
 from .._rows import RowTableModel
 from .._tasks import BackgroundTasks
@@ -30,6 +32,7 @@ _MAX_OUTPUT = 200_000  # characters of streamed output kept per call in memory
 
 # call id -> the full record from the store (None when it is not there)
 RecordLoader = Callable[[str], Awaitable[ToolCallRecord | None]]
+McpNames = Callable[[str, str], McpCallName | None]  # (tool name, project id) -> its server and own name
 
 
 @dataclass(slots=True)
@@ -45,6 +48,7 @@ class TimelineRow:
     outcome: str | None = None
     input: dict[str, Any] = field(default_factory=dict)
     record: ToolCallRecord | None = None  # the last full record seen, for the details pane
+    server: str | None = None  # the MCP server of an MCP tool's call; None for a built-in tool
 
     @classmethod
     def from_record(cls, rec: ToolCallRecord) -> TimelineRow:
@@ -60,7 +64,20 @@ class TimelineRow:
             outcome=rec.outcome.value if rec.outcome else None,
             input=rec.input,
             record=rec,
+            server=mcp_server_of(rec.name, rec),
         )
+
+
+def mcp_server_of(name: str, rec: ToolCallRecord | None = None) -> str | None:
+    """The server an MCP call went to, as its record names it (else as its tool name does)."""
+    return recorded_server(rec) or (split[0] if (split := split_mcp_tool_name(name)) else None)
+
+
+def recorded_server(rec: ToolCallRecord | None) -> str | None:
+    """The server in the result's details (`mcp_server`): its real name, which a tool name may have lost."""
+    details = ((rec.result or {}).get("details") or {}) if rec is not None else {}
+    server = details.get("mcp_server") if isinstance(details, dict) else None
+    return server if isinstance(server, str) and server else None
 
 
 def exit_code_of(rec: ToolCallRecord) -> int | None:
@@ -87,6 +104,9 @@ class TimelineModel(RowTableModel):
         self._current_session: Callable[[], str | None] = lambda: None
         self._load_record: RecordLoader | None = None
         self._tasks = BackgroundTasks()
+        # set by the app to what the window knows of the servers (their real names); alone, the name's parts
+        self.mcp_names: McpNames | None = None
+        self._servers: set[str] = set()  # the MCP servers of the calls shown
 
     # Qt model API ------------------------------------------------------------------------------
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
@@ -198,7 +218,15 @@ class TimelineModel(RowTableModel):
         for i, row in enumerate(rows, first):
             self._index[row.call_id] = i
             self._rows.append(row)
+            self._seen_server(row)
         self.endInsertRows()
+
+    def _seen_server(self, row: TimelineRow) -> None:
+        if row.server is not None and self.mcp_names is not None and recorded_server(row.record) is None:
+            known = self.mcp_names(row.name, "")  # no result yet: its server's real name, as reported
+            row.server = known.server if known else row.server
+        if row.server is not None:
+            self._servers.add(row.server)
 
     def flush(self) -> None:
         pending, self._pending = self._pending, []
@@ -216,7 +244,7 @@ class TimelineModel(RowTableModel):
             return
         self._pending.append(
             TimelineRow(call_id, name, summarize_input(data), ToolCallState.PENDING, session_id, at,
-                        input=dict(data))
+                        input=dict(data), server=mcp_server_of(name))
         )
         self._flush.start()
 
@@ -248,6 +276,7 @@ class TimelineModel(RowTableModel):
         fresh = TimelineRow.from_record(rec)
         for name in TimelineRow.__slots__:
             setattr(row, name, getattr(fresh, name))
+        self._seen_server(row)
         self._changed(rec.id)
 
     def append_output(self, call_id: str, text: str) -> None:
@@ -265,6 +294,7 @@ class TimelineModel(RowTableModel):
         self._index.clear()
         self._pending.clear()
         self._output.clear()
+        self._servers.clear()
         self.endResetModel()
 
     # lookup ------------------------------------------------------------------------------------
@@ -280,6 +310,10 @@ class TimelineModel(RowTableModel):
 
     def tools(self) -> list[str]:
         return sorted({r.name for r in self._rows})
+
+    def servers(self) -> list[str]:
+        """The MCP servers the shown calls went to."""
+        return sorted(self._servers)
 
     def _flush_if_pending(self, call_id: str) -> None:
         if self._pending and any(r.call_id == call_id for r in self._pending):
