@@ -1,4 +1,4 @@
-"""Fixtures for the audit store tests: a real SQLite file per test."""
+"""Fixtures for the audit store tests: a real SQLite file, and a real PostgreSQL database, per test."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def store(db_path: Path):
-    s = await SqlStore.open(db_path)
+async def store(store_url: str):
+    """An open store on each database (tests/conftest.py's `store_url`)."""
+    s = await SqlStore.open(store_url)
     yield s
     await s.close()
 

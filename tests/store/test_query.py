@@ -149,7 +149,7 @@ async def test_bad_queries_are_clear(store: SqlStore) -> None:
     (AuditQuery(text="needle"), "VIRTUAL TABLE"),
 ])
 async def test_queries_use_an_index_and_need_no_sort(store: SqlStore, q: AuditQuery, index: str) -> None:
-    p = build_sql(q, fts=True)
+    p = build_sql(q, dialect="sqlite")
     sql = f"EXPLAIN QUERY PLAN SELECT t.id FROM {p.source}{p.where}{p.page(q)}"
     plan = " | ".join(r[3] for r in await store._read(lambda c: c.execute(text(sql), p.params).all()))
     assert index in plan, plan

@@ -12,8 +12,11 @@ target_metadata = SQLModel.metadata
 
 
 def _include_name(name, type_, parent_names) -> bool:
-    # The FTS5 index and its shadow tables are made by raw DDL in the migration, not by the models.
-    return not (type_ == "table" and name and name.startswith("tool_calls_fts"))
+    """False for what the migrations make by raw DDL for one database's full-text search, which the models
+    do not declare: SQLite's FTS5 table and its shadow tables, PostgreSQL's tsvector column and its index."""
+    if type_ == "table" and name and name.startswith("tool_calls_fts"):
+        return False
+    return not (type_ in ("column", "index") and name in ("search_vector", "ix_tool_calls_search_vector"))
 
 
 def _run(connection) -> None:
