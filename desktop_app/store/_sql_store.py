@@ -552,6 +552,8 @@ def _stats(conn: Connection, path: Path | None) -> StoreStats:
     size = None
     if path is not None:
         size = sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+    elif conn.dialect.name == "postgresql":
+        size = one("SELECT pg_database_size(current_database())")
     return StoreStats(
         records=sum(by_state.values()), by_state=by_state, by_tool=by_tool,
         entries=one("SELECT count(*) FROM audit_entries"), events=one("SELECT count(*) FROM events"),

@@ -24,6 +24,14 @@ async def store(store_url: str):
     await s.close()
 
 
+@pytest.fixture
+async def sqlite_store(db_path: Path):
+    """For a test about SQLite itself (its pragmas, FTS5's own index, its query plans): a SQLite file only."""
+    s = await SqlStore.open(db_path)
+    yield s
+    await s.close()
+
+
 def pending(record: ToolCallRecord, actor: str = "engine") -> AuditEntry:
     """The first entry of a record: the engine saves it when the record is created."""
     entry = AuditEntry(record.id, ToolCallState.PENDING, record.created_at, actor, note="created")
