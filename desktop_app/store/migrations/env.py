@@ -5,25 +5,18 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine, pool
 
+from desktop_app.store._migrate import include_name
 from desktop_app.store._tables import SQLModel
 
 config = context.config
 target_metadata = SQLModel.metadata
 
 
-def _include_name(name, type_, parent_names) -> bool:
-    """False for what the migrations make by raw DDL for one database's full-text search, which the models
-    do not declare: SQLite's FTS5 table and its shadow tables, PostgreSQL's tsvector column and its index."""
-    if type_ == "table" and name and name.startswith("tool_calls_fts"):
-        return False
-    return not (type_ in ("column", "index") and name in ("search_vector", "ix_tool_calls_search_vector"))
-
-
 def _run(connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
-        include_name=_include_name,
+        include_name=include_name,
         # SQLite cannot ALTER most things in place; batch mode copies the table instead.
         render_as_batch=connection.dialect.name == "sqlite",
     )
