@@ -140,6 +140,10 @@ class ErrorTranslator:
                 "earlier records are safe, this write was not saved",
                 hint="free some disk space, then retry",
             )
+        elif "readonly" in low:
+            return StoreError(f"could not save {what}: the audit database {self.where} is read-only; earlier "
+                              "records are safe, this write was not saved",
+                              hint="make the file and its folder writable, or point --db at another path")
         if isinstance(exc, (sa_exc.IntegrityError, sqlite3.IntegrityError)):
             return StoreError(f"could not save {what}: it conflicts with the stored data ({msg})")
         return StoreError(f"could not save {what} to the audit database {self.where}: {msg}")
