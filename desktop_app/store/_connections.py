@@ -30,7 +30,7 @@ def to_url(url_or_path: str | Path) -> str:
         return f"sqlite:///{path}"
     try:
         url = make_url(text)
-    except ArgumentError as exc:
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise StoreError(f"{safe_url(text)!r} is not a database URL", hint=_URL_HINT) from None
     if url.get_backend_name() == "sqlite":
         db = url.database or ""
