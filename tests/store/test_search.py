@@ -142,3 +142,13 @@ async def test_postgresql_plans_use_the_indexes(postgres_url: str, q: AuditQuery
         assert index in got, got
     finally:
         await store.close()
+
+
+async def test_the_like_fallback_runs_on_both_databases(both) -> None:
+    """Another database gets substrings of the same phrases, with an ESCAPE both of these accept too."""
+    for store in both:
+        for query, hits in (("src/main.py", 1), ("main", 2), ("100%", 2), ("done_ok", 2), ("%", 12), ("'", 12)):
+            q = AuditQuery(text=query, limit=None)
+            p = build_sql(q, dialect="other")
+            sql = f"SELECT count(*) FROM {p.source}{p.where}"
+            assert await store._read(lambda c, s=sql, p=p: c.execute(text(s), p.params).scalar()) == hits, query
