@@ -76,6 +76,15 @@ def postgres_url(postgres_server: Any) -> str:
     return postgres_server.database()
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The audit database of one test, once on each database the store supports: a SQLite file in a folder
+    not made yet, then a fresh database on the session's PostgreSQL server (never skipped)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'nested' / 'audit.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
 def make_workspace(path: Path) -> Path:
     """A project folder the container's user can write (chowned to 1000 when we are root)."""
     path.mkdir(parents=True, exist_ok=True)

@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.pool import NullPool, QueuePool
 
 from desktop_app.core import StoreError
+
+from ._db_errors import driver_missing, safe_url
 
 _PRAGMA_NAME = re.compile(r"^[a-z_]+$")
 _URL_HINT = "pass a path to a SQLite file, or a URL such as sqlite:////abs/path/agent-desk.db"
@@ -28,8 +30,8 @@ def to_url(url_or_path: str | Path) -> str:
         return f"sqlite:///{path}"
     try:
         url = make_url(text)
-    except ArgumentError as exc:
-        raise StoreError(f"{text!r} is not a database URL: {exc}", hint=_URL_HINT) from exc
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        raise StoreError(f"{safe_url(text)!r} is not a database URL", hint=_URL_HINT) from None
     if url.get_backend_name() == "sqlite":
         db = url.database or ""
         if db in ("", ":memory:") or db.startswith("file::memory:"):
@@ -46,16 +48,47 @@ def _make_folder(path: Path) -> None:
         raise StoreError(f"cannot create the folder for the audit database {path}: {exc}") from exc
 
 
+def _server_args(url: URL, busy_timeout_ms: int) -> dict[str, Any]:
+    """PostgreSQL's connection settings, unless the URL sets them: a server that does not answer fails in
+    10 s, and a lock held by another session fails the write after the busy timeout, as on SQLite."""
+    if url.get_backend_name() != "postgresql":
+        return {}
+    args: dict[str, Any] = {}
+    if "connect_timeout" not in url.query:
+        args["connect_timeout"] = 10
+    if "options" not in url.query:
+        args["options"] = f"-c lock_timeout={int(busy_timeout_ms)}"
+    return args
+
+
+def _as_sqlite_hands_back(dbapi_conn: Any, _rec: Any) -> None:
+    """PostgreSQL's values read back as SQLite's: JSON columns as their stored text (PostgreSQL's `json`
+    keeps it verbatim) and booleans as 0/1, so a row's digest and every comparison of stored values are the
+    same on both databases."""
+    from psycopg.adapt import Loader
+    from psycopg.types.string import TextLoader
+
+    class BoolAsInt(Loader):
+        def load(self, data: Any) -> int:
+            return int(bytes(data) in (b"t", b"\x01"))
+
+    dbapi_conn.adapters.register_loader("json", TextLoader)
+    dbapi_conn.adapters.register_loader("bool", BoolAsInt)
+
+
 def make_engine(
     url: str, *, writer: bool, busy_timeout_ms: int, pragmas: dict[str, Any] | None = None, pool_size: int = 4
 ) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         try:
-            return create_engine(url, poolclass=NullPool if writer else QueuePool, pool_pre_ping=True)
+            engine = create_engine(url, poolclass=NullPool if writer else QueuePool, pool_pre_ping=True,
+                                   connect_args=_server_args(parsed, busy_timeout_ms))
         except (NoSuchModuleError, ImportError) as exc:  # an unknown dialect, or its driver is missing
-            raise StoreError(f"cannot use the database {parsed.render_as_string(hide_password=True)}: {exc}",
-                             hint=_URL_HINT) from exc
+            raise driver_missing(url, exc) from None
+        if engine.dialect.name == "postgresql" and engine.dialect.driver == "psycopg":
+            event.listen(engine, "connect", _as_sqlite_hands_back)
+        return engine
     extra = dict(pragmas or {})
     for name, value in extra.items():
         if not _PRAGMA_NAME.match(name) or not re.match(r"^[\w.-]+$", str(value)):
@@ -68,8 +101,7 @@ def make_engine(
             connect_args={"timeout": busy_timeout_ms / 1000.0, "check_same_thread": False},
         )
     except (NoSuchModuleError, ImportError) as exc:  # sqlite+nosuch://: an unknown SQLite driver
-        raise StoreError(f"cannot use the database {parsed.render_as_string(hide_password=True)}: {exc}",
-                         hint=_URL_HINT) from exc
+        raise StoreError(f"cannot use the database {safe_url(url)}: {exc}", hint=_URL_HINT) from exc
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _rec: Any) -> None:

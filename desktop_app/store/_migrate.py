@@ -11,6 +11,14 @@ from sqlalchemy.engine import Connection
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
+def include_name(name: str | None, type_: str, parent_names: object) -> bool:
+    """False for what the migrations make by raw DDL for one database's full-text search, which the models
+    do not declare: SQLite's FTS5 table and its shadow tables, PostgreSQL's tsvector column and its index."""
+    if type_ == "table" and name and name.startswith("tool_calls_fts"):
+        return False
+    return not (type_ in ("column", "index") and name in ("search_vector", "ix_tool_calls_search_vector"))
+
+
 def alembic_config(url: str, connection: Connection | None = None) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from desktop_app.core import AuditEntry, StoreError, ToolCallRecord, ToolCallState
 
+from ._search import TS_CONFIG, fts_match, index_text, like_patterns, tsquery
 from ._tables import AuditEntryRow, ToolCallRow, columns, decode_row, from_json
 
 SEARCH_TEXT_MAX = 200_000
@@ -25,7 +25,8 @@ class AuditQuery:
     since/until bound `created_at` (since <= t < until, epoch seconds). `text` is free text over the
     record's name, input, result text and error: words are ANDed, a word ending in `*` is a prefix,
     and punctuation splits words into a phrase (so `src/main.py` finds that path). `limit=None`
-    means no limit.
+    means no limit. `after` is a page key (`RecordRow.page_key` of the last row shown): the next page
+    starts after it, at any depth, without counting the rows before it as `offset` does.
     """
 
     project_id: str | None = None
@@ -39,6 +40,7 @@ class AuditQuery:
     text: str | None = None
     limit: int | None = 100
     offset: int = 0
+    after: tuple[float, int] | None = None
 
     def state_values(self) -> list[str]:
         if self.states is None:
@@ -60,6 +62,13 @@ class AuditQuery:
             raise StoreError(f"audit query limit must be >= 0 or None, got {self.limit}")
         if self.offset < 0:
             raise StoreError(f"audit query offset must be >= 0, got {self.offset}")
+        if self.after is not None:
+            try:
+                at, pk = self.after
+                self.after = (float(at), int(pk))
+            except (TypeError, ValueError):
+                raise StoreError(f"audit query page key must be (created_at, key), got {self.after!r}",
+                                 hint="pass the page_key of the last row of the previous page") from None
 
 
 @dataclass(slots=True, frozen=True)
@@ -79,6 +88,7 @@ class RecordRow:
     risk: str
     read_only: bool
     input_preview: str
+    page_key: tuple[float, int] | None = None  # AuditQuery.after for the page after this row
 
 
 @dataclass(slots=True, frozen=True)
@@ -96,40 +106,23 @@ class StoreStats:
     size_bytes: int | None
 
 
-def fts_match(text: str) -> str | None:
-    """Turn free text into an FTS5 MATCH string: every whitespace-separated chunk becomes a quoted
-    phrase (the tokenizer splits it further), ANDed; a trailing `*` keeps a prefix search."""
-    parts = []
-    for chunk in text.split():
-        prefix = chunk.endswith("*")
-        chunk = chunk.rstrip("*")
-        if not re.search(r"[^\W_]", chunk):
-            continue
-        parts.append('"' + chunk.replace('"', '""') + '"' + ("*" if prefix else ""))
-    return " AND ".join(parts) if parts else None
-
-
-def like_terms(text: str) -> list[str]:
-    """The same free text for databases without FTS5: lower-cased substrings, ANDed."""
-    return [t.lower().rstrip("*") for t in text.split() if re.search(r"[^\W_]", t)]
-
-
 @dataclass(slots=True)
 class SqlParts:
-    """FROM, WHERE and ORDER BY of a query, with its parameters."""
+    """FROM, WHERE and ORDER BY of a query, with its parameters, for one database (`dialect`)."""
 
     source: str
     where: str
     order: str
     params: dict[str, Any]
+    dialect: str = "sqlite"
 
     def page(self, q: AuditQuery, order: str | None = None) -> str:
         sql = f" ORDER BY {order or self.order}"
         if q.limit is not None:
             sql += " LIMIT :limit"
             self.params["limit"] = q.limit
-        elif q.offset:
-            sql += " LIMIT -1"
+        elif q.offset and self.dialect == "sqlite":
+            sql += " LIMIT -1"  # SQLite needs a LIMIT before OFFSET; PostgreSQL refuses a negative one
         if q.offset:
             sql += " OFFSET :offset"
             self.params["offset"] = q.offset
@@ -137,51 +130,74 @@ class SqlParts:
 
 
 NEWEST_FIRST = "t.created_at DESC, t.pk DESC"
-# With FTS5, results come in recording order (pk), which the index walks backwards cheaply even when a
-# word matches most records; records are inserted when created, so this is newest first too.
+# With a text filter, results come in recording order (pk), newest first too (records are inserted when
+# created): FTS5 walks its index backwards cheaply even when a word matches most records, and PostgreSQL
+# gives the same order, so both databases list the same hits in the same order.
 NEWEST_FIRST_TEXT = "f.rowid DESC"
+NEWEST_FIRST_PK = "t.pk DESC"
 
 
-def build_sql(q: AuditQuery, *, fts: bool) -> SqlParts:
+def build_sql(q: AuditQuery, *, dialect: str) -> SqlParts:
+    """The SQL parts of `q` on `dialect` ("sqlite", "postgresql", or another: LIKE over the index's text)."""
     q.check()
-    source, order = "tool_calls t", NEWEST_FIRST
+    p = SqlParts("tool_calls t", "", NEWEST_FIRST, {}, dialect)
     clauses: list[str] = []
-    params: dict[str, Any] = {}
     for column, value in (("project_id", q.project_id), ("session_id", q.session_id), ("name", q.tool),
                           ("tool_use_id", q.tool_use_id)):
         if value is not None:
             clauses.append(f"t.{column} = :{column}")
-            params[column] = value
+            p.params[column] = value
     states = q.state_values()
     if len(states) == 1:
         clauses.append("t.state = :state0")
-        params["state0"] = states[0]
+        p.params["state0"] = states[0]
     elif states:
         names = [f":state{i}" for i in range(len(states))]
         clauses.append(f"t.state IN ({', '.join(names)})")
-        params.update({f"state{i}": s for i, s in enumerate(states)})
-    if q.outcome is not None:
-        clauses.append("t.outcome = :outcome")
-        params["outcome"] = q.outcome
-    if q.since is not None:
-        clauses.append("t.created_at >= :since")
-        params["since"] = q.since
-    if q.until is not None:
-        clauses.append("t.created_at < :until")
-        params["until"] = q.until
+        p.params.update({f"state{i}": s for i, s in enumerate(states)})
+    for column, op, value in (("outcome", "=", q.outcome), ("created_at", ">=", q.since),
+                              ("created_at", "<", q.until)):
+        if value is not None:
+            name = {">=": "since", "<": "until"}.get(op, column)
+            clauses.append(f"t.{column} {op} :{name}")
+            p.params[name] = value
     if q.text:
-        if fts:
-            match = fts_match(q.text)
-            if match is not None:
-                source, order = "tool_calls_fts f JOIN tool_calls t ON t.pk = f.rowid", NEWEST_FIRST_TEXT
-                clauses.append("tool_calls_fts MATCH :fts")
-                params["fts"] = match
-        else:
-            for i, term in enumerate(like_terms(q.text)):
-                clauses.append(f"lower(t.search_text) LIKE :like{i}")
-                params[f"like{i}"] = f"%{term}%"
-    where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
-    return SqlParts(source, where, order, params)
+        clauses += _text_clauses(p, q.text)
+    if q.after is not None:
+        clauses.append(_after_clause(p, q.after))
+    p.where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    return p
+
+
+def _text_clauses(p: SqlParts, text: str) -> list[str]:
+    """The free-text filter on p's database; sets its source and order when an index answers it."""
+    if p.dialect == "sqlite":
+        match = fts_match(text)
+        if match is None:
+            return []
+        p.source, p.order = "tool_calls_fts f JOIN tool_calls t ON t.pk = f.rowid", NEWEST_FIRST_TEXT
+        p.params["fts"] = match
+        return ["tool_calls_fts MATCH :fts"]
+    if p.dialect == "postgresql":
+        query = tsquery(text)
+        if query is None:
+            return []
+        p.order = NEWEST_FIRST_PK
+        p.params["tsq"] = query
+        return [f"t.search_vector @@ to_tsquery('{TS_CONFIG}', :tsq)"]
+    patterns = like_patterns(text)
+    p.params.update({f"like{i}": pattern for i, pattern in enumerate(patterns)})
+    return [f"lower(t.search_text) LIKE :like{i} ESCAPE '!'" for i in range(len(patterns))]
+
+
+def _after_clause(p: SqlParts, after: tuple[float, int]) -> str:
+    """Keyset paging: the rows after `after` in p's order (written so an index bounds the range)."""
+    p.params["after_at"], p.params["after_pk"] = after
+    if p.order == NEWEST_FIRST_TEXT:
+        return "f.rowid < :after_pk"
+    if p.order == NEWEST_FIRST_PK:
+        return "t.pk < :after_pk"
+    return "t.created_at <= :after_at AND (t.created_at < :after_at OR t.pk < :after_pk)"
 
 
 def record_from_row(row: Any, trail: list[AuditEntry] | None = None) -> ToolCallRecord:
@@ -218,4 +234,4 @@ def search_text(record: ToolCallRecord) -> str:
         _strings(record.result, parts)
     if record.error:
         parts.append(record.error)
-    return "\n".join(parts)[:SEARCH_TEXT_MAX]
+    return index_text("\n".join(parts)[:SEARCH_TEXT_MAX])[:SEARCH_TEXT_MAX]

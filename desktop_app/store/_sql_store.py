@@ -31,6 +31,7 @@ from desktop_app.core import (
 
 from ._chain import GENESIS, VerifyResult, canonical_json, split_canonical
 from ._connections import make_engine, to_url
+from ._db_errors import postgres_error, safe_url, sqlite_open_error
 from ._digests import BLOB_MIN, record_digests, sha
 from ._export import FORMATS, write_records
 from ._migrate import upgrade
@@ -70,9 +71,9 @@ _REC_COLS = ", ".join(f"t.{c}" for c in RECORD_COLUMNS)
 _REC_SELECT = f"SELECT {_REC_COLS} FROM tool_calls t"
 _ENTRY_SELECT = "SELECT " + ", ".join(ENTRY_COLUMNS) + " FROM audit_entries"
 _TRAIL_CHUNK = 500
-# The light rows a list shows: RecordRow's fields, all columns but the last, a preview of the input.
-_LIST_FIELDS = tuple(f.name for f in dataclasses.fields(RecordRow))
-_LIST_COLS = ", ".join(f"t.{name}" for name in _LIST_FIELDS[:-1])
+# The light rows a list shows: RecordRow's fields, its columns, a preview of the input and the page key.
+_LIST_FIELDS = tuple(f.name for f in dataclasses.fields(RecordRow) if f.name not in ("input_preview", "page_key"))
+_LIST_COLS = ", ".join(f"t.{name}" for name in _LIST_FIELDS)
 
 
 def row_params(obj: Any, table: type[SQLModel], without: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -126,7 +127,7 @@ class SqlStore:
         self._read_engine = read_engine
         self._readers = ThreadPoolExecutor(max_workers=reader_threads, thread_name_prefix="agent-desk-store-read")
         self._where = where
-        self._fts = read_engine.dialect.name == "sqlite"
+        self._dialect = read_engine.dialect.name  # which search language build_sql speaks
         self._closing = False
         self._signer: HeadSigner | None = None  # audit-keys: set by open()
         self._identity = where
@@ -159,7 +160,8 @@ class SqlStore:
         signer: HeadSigner | None = None,
     ) -> SqlStore:
         u = make_url(url)
-        where = u.database if u.get_backend_name() == "sqlite" else u.render_as_string(hide_password=True)
+        dialect = u.get_backend_name()
+        where = u.database if dialect == "sqlite" else safe_url(url)
         write_engine = make_engine(url, writer=True, busy_timeout_ms=busy_timeout_ms, pragmas=pragmas)
         try:
             with write_engine.connect() as conn:
@@ -168,16 +170,14 @@ class SqlStore:
                 conn.rollback()
         except Exception as exc:
             write_engine.dispose()
-            raise ErrorTranslator(where, busy_timeout_ms)(exc, "the schema") if "locked" in str(exc) else \
-                StoreError(f"cannot open the audit database {where}: {exc}",
-                           hint="check the path and permissions, or move a damaged file aside") from exc
+            raise _open_error(exc, url, where, busy_timeout_ms) from exc
         head = (row[0], row[1]) if row else (0, GENESIS)
         read_engine = make_engine(url, writer=False, busy_timeout_ms=busy_timeout_ms, pragmas=pragmas,
                                   pool_size=reader_threads)
         identity = db_identity(Path(u.database) if u.get_backend_name() == "sqlite" and u.database else None,
                                u.render_as_string(hide_password=True))
         notary = HeadNotary(signer, identity) if signer is not None else None  # audit-keys
-        writer = Writer(write_engine, head, ErrorTranslator(where, busy_timeout_ms), notary)
+        writer = Writer(write_engine, head, ErrorTranslator(where, busy_timeout_ms, dialect, url), notary)
         writer.start()
         store = cls(url, writer, read_engine, reader_threads, where)
         store._signer, store._identity = signer, identity
@@ -304,7 +304,7 @@ class SqlStore:
     ) -> list[ToolCallRecord]:
         """The session's records, oldest first (then by batch index), with their trails."""
         q = AuditQuery(session_id=session_id, states=list(states) if states else None, limit=None)
-        return await self._read(_records, q, self._fts, "ASC")
+        return await self._read(_records, q, self._dialect, "ASC")
 
     async def get_project(self, project_id: str) -> ProjectInfo | None:
         rows = await self._read(_projects, project_id)
@@ -328,15 +328,15 @@ class SqlStore:
     # queries for the UI and CLI -------------------------------------------------------------------
     async def query(self, q: AuditQuery) -> list[ToolCallRecord]:
         """Records matching `q`, newest first, each with its trail."""
-        return await self._read(_records, q, self._fts, "DESC")
+        return await self._read(_records, q, self._dialect, "DESC")
 
     async def count(self, q: AuditQuery) -> int:
         """How many records match `q` (ignoring limit and offset)."""
-        return await self._read(_count, q, self._fts)
+        return await self._read(_count, q, self._dialect)
 
     async def list_records(self, q: AuditQuery) -> list[RecordRow]:
         """Light rows matching `q`, newest first, without payloads or trails."""
-        return await self._read(_list_rows, q, self._fts)
+        return await self._read(_list_rows, q, self._dialect)
 
     async def get_trail(self, record_id: str) -> list[AuditEntry]:
         return await self._read(lambda c: _trails(c, [record_id]).get(record_id, []))
@@ -344,7 +344,7 @@ class SqlStore:
     async def pending_approvals(self, session_id: str | None = None) -> list[ToolCallRecord]:
         """Records waiting in APPROVAL_REQUIRED, across sessions (or in one), oldest first."""
         q = AuditQuery(session_id=session_id, states=ToolCallState.APPROVAL_REQUIRED, limit=None)
-        return await self._read(_records, q, self._fts, "ASC")
+        return await self._read(_records, q, self._dialect, "ASC")
 
     async def stats(self) -> StoreStats:
         return await self._read(_stats, self.path)
@@ -373,7 +373,7 @@ class SqlStore:
                 if not checked.ok:
                     raise StoreError(f"the audit chain does not verify, so it is not signed: {checked.message}",
                                      hint="run `agent-desk audit verify`; an unsigned export is still possible")
-            records = _iter_records(conn, q, self._fts)
+            records = _iter_records(conn, q, self._dialect)
             if not signed or signer is None:
                 return write_records(records, fmt, out)
             head, chain = latest_head(conn), ChainDigests(conn)
@@ -387,6 +387,19 @@ class SqlStore:
             return write_records(chain.records(records), fmt, out, tr, chain.line)
 
         return await self._read(run)
+
+
+def _open_error(exc: Exception, url: str, where: str, busy_timeout_ms: int) -> StoreError:
+    """Why the database could not be opened or migrated, with the fix for that database."""
+    if isinstance(exc, StoreError):
+        return exc
+    if make_url(url).get_backend_name() == "postgresql":
+        known = postgres_error(exc, "cannot open the audit database", url, busy_timeout_ms)
+        return known or StoreError(f"cannot open the audit database {where}: {exc}",
+                                   hint="check the URL and that the user may create tables in the database")
+    if "locked" in str(exc):
+        return ErrorTranslator(where, busy_timeout_ms)(exc, "the schema")
+    return sqlite_open_error(exc, where)
 
 
 # read functions: each runs on a reader thread with its own connection -------------------------------
@@ -469,9 +482,9 @@ def _get_record(conn: Connection, record_id: str) -> ToolCallRecord | None:
     return None if row is None else next(_records_of(conn, [row]))
 
 
-def _iter_records(conn: Connection, q: AuditQuery, fts: bool, order: str = "DESC",
+def _iter_records(conn: Connection, q: AuditQuery, dialect: str, order: str = "DESC",
                   chunk: int = _TRAIL_CHUNK) -> Iterator[ToolCallRecord]:
-    p = build_sql(q, fts=fts)
+    p = build_sql(q, dialect=dialect)
     page = p.page(q, "t.created_at ASC, t.batch_index ASC, t.pk ASC" if order == "ASC" else None)
     result = conn.execute(text(f"SELECT {_REC_COLS} FROM {p.source}{p.where}{page}"), p.params)
     while True:
@@ -481,28 +494,29 @@ def _iter_records(conn: Connection, q: AuditQuery, fts: bool, order: str = "DESC
         yield from _records_of(conn, rows)
 
 
-def _records(conn: Connection, q: AuditQuery, fts: bool, order: str) -> list[ToolCallRecord]:
-    return list(_iter_records(conn, q, fts, order))
+def _records(conn: Connection, q: AuditQuery, dialect: str, order: str) -> list[ToolCallRecord]:
+    return list(_iter_records(conn, q, dialect, order))
 
 
-def _count(conn: Connection, q: AuditQuery, fts: bool) -> int:
-    p = build_sql(q, fts=fts)
+def _count(conn: Connection, q: AuditQuery, dialect: str) -> int:
+    p = build_sql(dataclasses.replace(q, after=None), dialect=dialect)
     return conn.execute(text(f"SELECT count(*) FROM {p.source}{p.where}"), p.params).scalar_one()
 
 
-def _list_rows(conn: Connection, q: AuditQuery, fts: bool) -> list[RecordRow]:
-    p = build_sql(q, fts=fts)
+def _list_rows(conn: Connection, q: AuditQuery, dialect: str) -> list[RecordRow]:
+    p = build_sql(q, dialect=dialect)
     preview = ("CASE WHEN t.input_blob IS NULL THEN substr(CAST(t.input AS TEXT), 1, 200) ELSE "
                "(SELECT substr(b.data, 1, 200) FROM blobs b WHERE b.digest = t.input_blob) END")
-    sql = f"SELECT {_LIST_COLS}, {preview} FROM {p.source}{p.where}{p.page(q)}"
+    sql = f"SELECT {_LIST_COLS}, {preview}, t.pk FROM {p.source}{p.where}{p.page(q)}"
     rows = []
     for r in conn.execute(text(sql), p.params):
-        d = dict(zip(_LIST_FIELDS, r, strict=True))
-        preview = d["input_preview"]
+        d = dict(zip(_LIST_FIELDS, r[:-2], strict=True))
+        preview, pk = r[-2], r[-1]
         rows.append(RecordRow(**{
             **d, "state": ToolCallState(d["state"]), "is_error": bool(d["is_error"]),
             "read_only": bool(d["read_only"]),
             "input_preview": preview if isinstance(preview, str) else to_json(preview)[:200],
+            "page_key": (float(d["created_at"]), int(pk)),
         }))
     return rows
 
@@ -538,6 +552,8 @@ def _stats(conn: Connection, path: Path | None) -> StoreStats:
     size = None
     if path is not None:
         size = sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+    elif conn.dialect.name == "postgresql":
+        size = one("SELECT pg_database_size(current_database())")
     return StoreStats(
         records=sum(by_state.values()), by_state=by_state, by_tool=by_tool,
         entries=one("SELECT count(*) FROM audit_entries"), events=one("SELECT count(*) FROM events"),

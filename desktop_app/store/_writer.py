@@ -20,6 +20,7 @@ from sqlmodel import SQLModel
 from desktop_app.core import AuditEntry, Channel, Envelope, StoreError
 
 from ._chain import GENESIS, link_hash, split_canonical
+from ._db_errors import postgres_error
 from ._digests import BLOB_MIN, message_digests, sha
 from ._signing import HeadNotary
 from ._tables import (
@@ -113,27 +114,36 @@ Outcome = tuple[Waiter, BaseException | None, Any]
 
 
 class ErrorTranslator:
-    def __init__(self, where: str, busy_timeout_ms: int) -> None:
+    def __init__(self, where: str, busy_timeout_ms: int, dialect: str = "sqlite", url: str = "") -> None:
         self.where = where
         self.busy_timeout_ms = busy_timeout_ms
+        self.dialect, self.url = dialect, url  # PostgreSQL's errors get its own hints (store/_db_errors.py)
 
     def __call__(self, exc: BaseException, what: str) -> StoreError:
         if isinstance(exc, StoreError):
             return exc
         msg = str(getattr(exc, "orig", None) or exc)
         low = msg.lower()
-        if "locked" in low or "busy" in low:
+        if self.dialect == "postgresql":
+            known = postgres_error(exc, f"could not save {what}", self.url, self.busy_timeout_ms)
+            if known is not None:
+                return known
+        elif "locked" in low or "busy" in low:
             return StoreError(
                 f"could not save {what}: the audit database {self.where} is locked by another program "
                 f"(waited {self.busy_timeout_ms} ms); earlier records are safe, this write was not saved",
                 hint="close the other program that has the database open for writing, then retry",
             )
-        if "full" in low or "no space" in low:
+        elif "full" in low or "no space" in low:
             return StoreError(
                 f"could not save {what}: the disk holding the audit database {self.where} is full; "
                 "earlier records are safe, this write was not saved",
                 hint="free some disk space, then retry",
             )
+        elif "readonly" in low:
+            return StoreError(f"could not save {what}: the audit database {self.where} is read-only; earlier "
+                              "records are safe, this write was not saved",
+                              hint="make the file and its folder writable, or point --db at another path")
         if isinstance(exc, (sa_exc.IntegrityError, sqlite3.IntegrityError)):
             return StoreError(f"could not save {what}: it conflicts with the stored data ({msg})")
         return StoreError(f"could not save {what} to the audit database {self.where}: {msg}")

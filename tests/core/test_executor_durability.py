@@ -1,8 +1,9 @@
-"""On a real SQLite file: every transition is durable before its event is published."""
+"""On a real store (a SQLite file, a PostgreSQL database): every transition is durable before its event is
+published."""
 
 from __future__ import annotations
 
-import sqlite3
+from sqlalchemy import create_engine, text
 
 from desktop_app.core import EventBus, Executor, PermissionPolicy, RunContext, ToolCall, ToolRegistry
 from desktop_app.store import SqlStore
@@ -10,17 +11,19 @@ from desktop_app.store import SqlStore
 from .conftest import TOOLS
 
 
-async def test_state_is_in_the_database_when_its_event_arrives(tmp_path):
-    db = tmp_path / "audit.db"
-    store = await SqlStore.open(db)
+async def test_state_is_in_the_database_when_its_event_arrives(store_url):
+    store = await SqlStore.open(store_url)
+    # Another connection, outside the store, that sees each commit as it lands.
+    engine = create_engine(store_url, isolation_level="AUTOCOMMIT")
     try:
         bus = EventBus(store)
         executor = Executor(ToolRegistry(TOOLS), PermissionPolicy("auto"), bus=bus, store=store)
         seen: list[tuple[str, str, str | None]] = []
-        reader = sqlite3.connect(db)
+        reader = engine.connect()
 
         def check(env):
-            row = reader.execute("SELECT state FROM tool_calls WHERE id = ?", (env.payload["call_id"],)).fetchone()
+            row = reader.execute(text("SELECT state FROM tool_calls WHERE id = :id"),
+                                 {"id": env.payload["call_id"]}).first()
             seen.append((env.payload["state"], row[0] if row else None))
 
         bus.on("state_changed", check)
@@ -37,10 +40,11 @@ async def test_state_is_in_the_database_when_its_event_arrives(tmp_path):
             assert order.index(stored) >= order.index(state)
         assert records[1].tool_use_id == "t1" and records[1].id != "t1"  # keyed by the desk's id
         trail = reader.execute(
-            "SELECT state FROM audit_entries WHERE record_id = ? ORDER BY seq", (records[1].id,)
+            text("SELECT state FROM audit_entries WHERE record_id = :id ORDER BY seq"), {"id": records[1].id}
         ).fetchall()
         assert [t[0] for t in trail] == ["PENDING", "EXECUTING", "COMPLETED"]
         reader.close()
         assert (await store.verify()).ok
     finally:
         await store.close()
+        engine.dispose()

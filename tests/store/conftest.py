@@ -1,4 +1,4 @@
-"""Fixtures for the audit store tests: a real SQLite file per test."""
+"""Fixtures for the audit store tests: a real SQLite file, and a real PostgreSQL database, per test."""
 
 from __future__ import annotations
 
@@ -17,7 +17,16 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def store(db_path: Path):
+async def store(store_url: str):
+    """An open store on each database (tests/conftest.py's `store_url`)."""
+    s = await SqlStore.open(store_url)
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def sqlite_store(db_path: Path):
+    """For a test about SQLite itself (its pragmas, FTS5's own index, its query plans): a SQLite file only."""
     s = await SqlStore.open(db_path)
     yield s
     await s.close()

@@ -10,9 +10,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, text
 
 from desktop_app.core import (
     Approval,
@@ -33,12 +31,13 @@ from desktop_app.core import (
 )
 from desktop_app.store import SCHEMA_VERSION, SqlStore
 from desktop_app.store._chain import GENESIS
-from desktop_app.store._tables import STORE_TABLES, SQLModel
+from desktop_app.store._tables import STORE_TABLES
 
 from .conftest import make_record, pending, run_to_completion
 
 
 async def test_open_creates_file_and_migrates(db_path: Path) -> None:
+    """About SQLite itself: the file and its folder are made, WAL is on."""
     assert not db_path.parent.exists()
     store = await SqlStore.open(db_path)
     await store.close()
@@ -54,24 +53,10 @@ async def test_open_creates_file_and_migrates(db_path: Path) -> None:
     await store.close()
 
 
-def test_migration_matches_models(tmp_path: Path) -> None:
-    async def _open() -> None:
-        await (await SqlStore.open(tmp_path / "m.db")).close()
+async def test_every_connection_gets_the_pragmas(sqlite_store: SqlStore) -> None:
+    """About SQLite itself: its PRAGMAs on every connection."""
+    store = sqlite_store
 
-    asyncio.run(_open())
-    engine = create_engine(f"sqlite:///{tmp_path / 'm.db'}")
-    with engine.connect() as conn:
-        ctx = MigrationContext.configure(conn, opts={
-            "include_object": lambda obj, name, type_, reflected, compare_to: (
-                (obj.table.name if type_ in ("column", "index", "unique_constraint", "foreign_key_constraint")
-                 else name) in STORE_TABLES),
-        })
-        diff = compare_metadata(ctx, SQLModel.metadata)
-    engine.dispose()
-    assert diff == []
-
-
-async def test_every_connection_gets_the_pragmas(store: SqlStore) -> None:
     def pragmas(conn):
         return tuple(conn.exec_driver_sql(f"PRAGMA {p}").scalar()
                      for p in ("journal_mode", "busy_timeout", "foreign_keys", "synchronous"))
@@ -97,6 +82,10 @@ async def test_implements_record_store_protocol(store: SqlStore) -> None:
         assert got == want, name
 
 
+async def _digests(store: SqlStore) -> dict[int, str]:
+    return await store._read(lambda c: dict(c.execute(text("SELECT seq, digests FROM audit_entries")).all()))
+
+
 async def test_transition_round_trip_and_hash(store: SqlStore) -> None:
     rec = make_record("fs_write", path="/workspace/a.txt", content="héllo")
     rec.provenance = [Provenance(kind="rule", detail="Write(/workspace/**)", source="project", decision="ask")]
@@ -105,7 +94,7 @@ async def test_transition_round_trip_and_hash(store: SqlStore) -> None:
     first = pending(rec)
     await store.save_transition(rec, first)
     assert first.seq == 1
-    digests = dict(sqlite3.connect(store.path).execute("SELECT seq, digests FROM audit_entries"))
+    digests = await _digests(store)
     # Each entry carries the digests of its record's row and fields, and its hash covers them.
     assert digests[1].startswith("row:") and " input:" in digests[1] and " provenance:" in digests[1]
     canon = json.dumps({**first.to_dict(), "seq": 1, "digests": digests[1], "message_id": None},
@@ -118,7 +107,7 @@ async def test_transition_round_trip_and_hash(store: SqlStore) -> None:
     e3 = rec.transition(ToolCallState.APPROVED, actor="user:me")
     await store.save_transition(rec, e3)
     assert (e2.seq, e3.seq) == (2, 3)
-    digests = dict(sqlite3.connect(store.path).execute("SELECT seq, digests FROM audit_entries"))
+    digests = await _digests(store)
     canon3 = json.dumps({**e3.to_dict(), "seq": 3, "digests": digests[3], "message_id": None},
                         sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert e3.hash == hashlib.sha256((e2.hash + canon3).encode()).hexdigest()
@@ -149,6 +138,8 @@ async def test_concurrent_callers_share_transactions_and_one_chain(store: SqlSto
 
 
 async def test_writes_do_not_block_the_event_loop(tmp_path: Path) -> None:
+    """About SQLite itself: its file lock held by another connection (tests/store/test_db_errors.py locks
+    PostgreSQL)."""
     store = await SqlStore.open(tmp_path / "a.db", busy_timeout_ms=3000)
     other = sqlite3.connect(tmp_path / "a.db", isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # the writer will wait for this lock
@@ -246,6 +237,7 @@ async def test_a_seq_another_bus_already_used_loses_no_event(store: SqlStore) ->
 
 
 async def test_lost_events_are_reported_once_at_flush(tmp_path) -> None:
+    """About SQLite itself: its file lock past the busy timeout."""
     import sqlite3
 
     db = tmp_path / "audit.db"
@@ -279,8 +271,8 @@ async def test_session_records_and_states(store: SqlStore) -> None:
     assert [r.id for r in await store.pending_approvals()] == [b.id]
 
 
-async def test_closed_store_refuses_work(db_path: Path) -> None:
-    store = await SqlStore.open(db_path)
+async def test_closed_store_refuses_work(store_url: str) -> None:
+    store = await SqlStore.open(store_url)
     rec = make_record()
     await store.save_transition(rec, pending(rec))
     store.append_event(Envelope(1, Channel.PROGRESS, "text_chunk", 1.0, {"text": "x"}))
@@ -291,9 +283,10 @@ async def test_closed_store_refuses_work(db_path: Path) -> None:
     with pytest.raises(StoreError, match="closed"):
         store.append_event(Envelope(2, Channel.PROGRESS, "text_chunk", 1.0, {}))
     # close() drained the queue: the event made it to disk.
-    con = sqlite3.connect(db_path)
-    assert con.execute("SELECT count(*) FROM events").fetchone() == (1,)
-    con.close()
+    engine = create_engine(store_url)
+    with engine.connect() as con:
+        assert con.execute(text("SELECT count(*) FROM events")).scalar() == 1
+    engine.dispose()
 
 
 async def test_audit_entry_with_unusual_data_still_verifies(store: SqlStore) -> None:

@@ -1,4 +1,6 @@
-"""SIGKILL the store's process mid-stream: every acknowledged transition is still there, chain intact."""
+"""SIGKILL the store's process mid-stream: every acknowledged transition is still there, chain intact.
+
+About SQLite itself: the crash of a process that holds a SQLite file (on PostgreSQL the server keeps it)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""A locked or full database fails the write visibly, loses nothing committed, and the writer goes on."""
+"""A locked or full database fails the write visibly, loses nothing committed, and the writer goes on.
+
+About SQLite itself (its file lock, its page limit); test_db_errors.py does the same to PostgreSQL."""
 
 from __future__ import annotations
 

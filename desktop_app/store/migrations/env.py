@@ -5,22 +5,18 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine, pool
 
+from desktop_app.store._migrate import include_name
 from desktop_app.store._tables import SQLModel
 
 config = context.config
 target_metadata = SQLModel.metadata
 
 
-def _include_name(name, type_, parent_names) -> bool:
-    # The FTS5 index and its shadow tables are made by raw DDL in the migration, not by the models.
-    return not (type_ == "table" and name and name.startswith("tool_calls_fts"))
-
-
 def _run(connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
-        include_name=_include_name,
+        include_name=include_name,
         # SQLite cannot ALTER most things in place; batch mode copies the table instead.
         render_as_batch=connection.dialect.name == "sqlite",
     )

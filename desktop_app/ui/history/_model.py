@@ -31,6 +31,7 @@ class HistoryRow:
     created_at: float
     duration_ms: float | None
     summary: str
+    page_key: tuple[float, int] | None = None  # the store's key for the page after this row
 
     @classmethod
     def of(cls, r: Any) -> HistoryRow:
@@ -45,7 +46,7 @@ class HistoryRow:
                 preview = " ".join(str(preview).split())[:120]
         outcome = getattr(r, "outcome", None)
         return cls(r.id, r.name, ToolCallState(r.state), getattr(outcome, "value", outcome), r.session_id,
-                   r.project_id, r.created_at, r.duration_ms, preview)
+                   r.project_id, r.created_at, r.duration_ms, preview, getattr(r, "page_key", None))
 
 
 def make_query(**kw: Any) -> Any:
@@ -149,8 +150,12 @@ class HistoryModel(RowTableModel):
         self._fetching = asyncio.ensure_future(self._fetch_page(self._generation, len(self._rows)))
 
     async def _fetch_page(self, gen: int, offset: int) -> None:
+        # Keyset paging after the last row when the store gives keys: a deep page costs what the first does.
+        key = self._rows[-1].page_key if self._rows else None
+        kwargs = self.query_kwargs(offset, self.page) if key is None else {**self._filters, "after": key,
+                                                                            "limit": self.page}
         try:
-            rows = await self._page_fn()(make_query(**self.query_kwargs(offset, self.page)))
+            rows = await self._page_fn()(make_query(**kwargs))
         except AgentDeskError as exc:
             self.failed.emit(exc.user_message())
             rows = []

@@ -1,4 +1,5 @@
-"""The history's lazy model over a real SQLite store: paging under the model tester, and filters."""
+"""The history's lazy model over a real store (SQLite and PostgreSQL): keyset paging under the model tester,
+and filters."""
 
 from __future__ import annotations
 
@@ -8,6 +9,14 @@ from tests.ui.helpers import fill
 
 def test_history_model_pages_lazily_and_passes_the_model_tester(qtmodeltester, qtbot, run, store):
     run(fill(store, 130))
+    asked = []
+    list_records = store.list_records
+
+    async def spy(q):
+        asked.append((q.offset, q.after))
+        return await list_records(q)
+
+    store.list_records = spy
     model = HistoryModel(store, page=50)
     with qtbot.waitSignal(model.loaded) as loaded:
         run(model.search())
@@ -21,6 +30,9 @@ def test_history_model_pages_lazily_and_passes_the_model_tester(qtmodeltester, q
     model.fetchMore()
     qtbot.waitUntil(lambda: model.rowCount() == 130)
     assert not model.canFetchMore()
+    # Pages after the first start after the last row's key, never at an offset.
+    assert [offset for offset, _ in asked] == [0, 0, 0] and asked[0][1] is None
+    assert asked[1][1] == model.row(49).page_key and asked[2][1] == model.row(99).page_key
     qtmodeltester.check(model)
 
 

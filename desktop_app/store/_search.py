@@ -1,0 +1,76 @@
+"""The audit store's free-text search language, parsed once for every database: an FTS5 MATCH on SQLite, a
+tsquery on PostgreSQL, escaped LIKE patterns elsewhere. The index's text comes from the same tokenizer, so a
+query finds the same records on each database."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+# A word is a run of letters and digits (FTS5's unicode61 splits on the rest, underscore included).
+_WORD = re.compile(r"[^\W_]+")
+# PostgreSQL ignores a lexeme over 2047 bytes; cut words (4 bytes a character at most) to stay indexed.
+WORD_MAX = 500
+TS_CONFIG = "simple"  # no stemming and no stop words: words match as FTS5's unicode61 matches them
+
+
+def words(text: str) -> list[str]:
+    """The words of `text` as the index sees them: lower case, diacritics removed (as FTS5's
+    remove_diacritics 2), split on everything but letters and digits."""
+    decomposed = unicodedata.normalize("NFD", text.lower())
+    folded = unicodedata.normalize("NFC", "".join(c for c in decomposed if unicodedata.category(c) != "Mn"))
+    return [w[:WORD_MAX] for w in _WORD.findall(folded)]
+
+
+def index_text(text: str) -> str:
+    """What the full-text index stores for `text`: its words, one space apart. PostgreSQL's parser then
+    sees only plain words (no paths, hosts or e-mail tokens of its own), as FTS5 does."""
+    return " ".join(words(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Phrase:
+    """One whitespace-separated chunk of a query: its words in order; `prefix` when it ended in `*`."""
+
+    words: tuple[str, ...]
+    prefix: bool
+
+
+def parse(text: str) -> list[Phrase]:
+    """Free text as phrases, all required. Punctuation splits a chunk into a phrase (`src/main.py`); a
+    trailing `*` makes its last word a prefix; FTS5 or tsquery operators are plain text."""
+    out = []
+    for chunk in text.split():
+        found = words(chunk.rstrip("*"))
+        if found:
+            out.append(Phrase(tuple(found), chunk.endswith("*")))
+    return out
+
+
+def fts_match(text: str) -> str | None:
+    """The FTS5 MATCH string: each phrase quoted (its words contain no quote), ANDed."""
+    parts = ['"' + " ".join(p.words) + '"' + ("*" if p.prefix else "") for p in parse(text)]
+    return " AND ".join(parts) if parts else None
+
+
+def tsquery(text: str) -> str | None:
+    """The same phrases for PostgreSQL's `to_tsquery`: words joined by `<->` (next to each other), the last
+    one `:*` when a prefix, phrases joined by `&`."""
+    parts = []
+    for p in parse(text):
+        lexemes = [f"'{w}'" for w in p.words]
+        if p.prefix:
+            lexemes[-1] += ":*"
+        parts.append("(" + " <-> ".join(lexemes) + ")")
+    return " & ".join(parts) if parts else None
+
+
+def like_patterns(text: str) -> list[str]:
+    """The same phrases as LIKE patterns over the index's text, for databases with neither: substrings,
+    with `%`, `_` and the escape character escaped (to use with ESCAPE '!', the same on every database)."""
+    out = []
+    for p in parse(text):
+        phrase = " ".join(p.words).replace("!", "!!").replace("%", "!%").replace("_", "!_")
+        out.append(f"%{phrase}%")
+    return out
