@@ -5,12 +5,12 @@
 #     in the background, its data, pidfile and log under $AGENT_DESK_DOCKERD_DIR (/tmp/agent-desk-dockerd).
 #  3. else: say so in one line; exit 0, or 1 when CI=true.
 # Then build, when missing, the offline base image (build_base.sh) and the test images
-# ($AGENT_DESK_TEST_IMAGES, default "minimal"). Idempotent; the second run takes well under a second.
+# ($AGENT_DESK_TEST_IMAGES, default "minimal mcp"). Idempotent; the second run takes well under a second.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 STATE="${AGENT_DESK_DOCKERD_DIR:-/tmp/agent-desk-dockerd}"
-TEST_IMAGES="${AGENT_DESK_TEST_IMAGES:-minimal}"
+TEST_IMAGES="${AGENT_DESK_TEST_IMAGES:-minimal mcp}"
 WAIT_S="${AGENT_DESK_DOCKERD_WAIT:-60}"
 
 log() { echo "engine: $*" >&2; }
@@ -108,6 +108,45 @@ if ! docker image inspect "$BASE" >/dev/null 2>&1; then
     AGENT_DESK_BASE_IMAGE="$BASE" "$HERE/build_base.sh"
 fi
 
+# What every build gets for registries behind a TLS proxy (as `agent-desk images build`): the CA bundle in the
+# context as agent-desk-build-ca.crt (AGENT_DESK_BUILD_CA_BUNDLE: a file, or "none"; unset: the system's),
+# the proxy variables as build arguments, and AGENT_DESK_BUILD_NETWORK as the build's network when set.
+ca_bundle() {
+    local chosen="${AGENT_DESK_BUILD_CA_BUNDLE-}"
+    if [[ -z "${AGENT_DESK_BUILD_CA_BUNDLE+set}" ]]; then
+        for chosen in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; do
+            [[ -f "$chosen" ]] && { echo "$chosen"; return; }
+        done
+        return 0
+    fi
+    [[ -z "$chosen" || "${chosen,,}" == none ]] && return 0
+    [[ -f "$chosen" ]] || { log "AGENT_DESK_BUILD_CA_BUNDLE=$chosen is not a file"; exit 1; }
+    echo "$chosen"
+}
+build_args() {
+    local v
+    for v in HTTP_PROXY HTTPS_PROXY NO_PROXY FTP_PROXY ALL_PROXY http_proxy https_proxy no_proxy ftp_proxy all_proxy; do
+        [[ -n "${!v-}" ]] && printf -- '--build-arg\n%s=%s\n' "$v" "${!v}"
+    done
+    [[ -n "${AGENT_DESK_BUILD_NETWORK-}" ]] && printf -- '--network\n%s\n' "$AGENT_DESK_BUILD_NETWORK"
+    return 0
+}
+build_one() {  # NAME TAG
+    local ctx bundle out args=()
+    bundle="$(ca_bundle)"
+    ctx="$(mktemp -d)"
+    cp -a "$HERE/$1/." "$ctx/"
+    if [[ -n "$bundle" ]]; then cp "$bundle" "$ctx/agent-desk-build-ca.crt"; else : >"$ctx/agent-desk-build-ca.crt"; fi
+    mapfile -t args < <(build_args)
+    if ! out="$(DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE=$BASE" "${args[@]}" -t "$2" "$ctx" 2>&1)"; then
+        rm -rf "$ctx"
+        echo "$out" | tail -n 25 >&2
+        log "building $2 failed"
+        exit 1
+    fi
+    rm -rf "$ctx"
+}
+
 for name in $TEST_IMAGES; do
     tag="$(image_tag "$name")"
     [[ -n "$tag" ]] || { log "no image called $name in images.toml"; exit 1; }
@@ -115,10 +154,6 @@ for name in $TEST_IMAGES; do
         continue
     fi
     log "building $tag (BASE=$BASE)"
-    if ! out="$(DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE=$BASE" -t "$tag" "$HERE/$name" 2>&1)"; then
-        echo "$out" | tail -n 25 >&2
-        log "building $tag failed"
-        exit 1
-    fi
+    build_one "$name" "$tag"
 done
 log "ready: $(docker version --format '{{.Server.Version}}' 2>/dev/null) with $BASE ${TEST_IMAGES}"

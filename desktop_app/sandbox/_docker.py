@@ -11,10 +11,13 @@ import contextlib
 import hashlib
 import logging
 import os
+import posixpath
 import re
 import time
+import weakref
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +34,7 @@ from ..core import (
 from ._client import ENGINE_HINT, connect, short_reason
 from ._config import SandboxConfig, human_size
 from ._control_mounts import MOUNTS_VERSION, control_mounts
+from ._docker_process import DockerProcessChannel
 from ._exec_transport import ExecTransport
 from ._helper_channel import OP_TIMEOUT_S, HelperChannel
 from ._helper_ops import HelperOps, clamp_timeout, exec_result
@@ -46,6 +50,7 @@ LABEL_MANAGED = "org.agent-desk.sandbox"
 LABEL_PROJECT = "org.agent-desk.project"
 LABEL_HASH = "org.agent-desk.config-hash"
 LABEL_PATH = "org.agent-desk.host-path"
+LABEL_COMPANION = "org.agent-desk.companion"  # a companion's suffix; the project's own container has none
 HOME = "/home/sandbox"
 FALLBACK_UID = 1000
 
@@ -55,8 +60,30 @@ def _slug(text: str) -> str:
     return f"{base}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
-def container_name(project_id: str) -> str:
-    return f"agent-desk-{_slug(project_id)}"
+def container_name(project_id: str, companion: str = "") -> str:
+    return f"agent-desk-{_slug(project_id)}" + (f"-{_slug(companion)}" if companion else "")
+
+
+# A companion's network: "bridge" or a network the person made (`docker network create`). Never "host" nor
+# "container:...": those share a namespace (the host's loopback services, another container's), not a network.
+_NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
+_SHARED_NAMESPACES = ("host", "none")
+
+
+class Companion:
+    """What makes a DockerSandbox a companion: its suffix, its network and why it has one."""
+
+    __slots__ = ("network", "purpose", "suffix")
+
+    def __init__(self, suffix: str, network: str, purpose: str) -> None:
+        if not suffix or "\0" in suffix:
+            raise SandboxError("a companion container needs a name")
+        if not _NETWORK_NAME.match(network) or network in _SHARED_NAMESPACES:
+            raise SandboxError(
+                f"a companion container cannot use the network {network[:80]!r}",
+                hint='use "bridge" or a network made with `docker network create` (never "host")',
+            )
+        self.suffix, self.network, self.purpose = suffix, network, purpose
 
 
 def folder_owner(folder: str) -> tuple[int, int]:
@@ -146,6 +173,8 @@ class DockerSandbox(HelperOps):
         self._start_lock = asyncio.Lock()
         self._closed = False
         self.transport = ""  # "helper" or "exec", once started
+        self.companion_of: Companion | None = None  # set by companion(): a second container with a network
+        self._processes: weakref.WeakSet[DockerProcessChannel] = weakref.WeakSet()
         # What the session's end found running and killed, and what is still alive after (see sweep()).
         self.last_sweep: dict[str, Any] = {"killed": [], "alive": []}
 
@@ -187,19 +216,7 @@ class DockerSandbox(HelperOps):
         client = self._client
         if not os.path.isdir(self.folder):
             raise SandboxError(f"the project folder {self.folder} does not exist")
-        try:
-            image = client.images.get(self.config.image)
-        except docker.errors.ImageNotFound:
-            name = image_name_for_tag(self.config.image)
-            hint = (
-                f"build it with `agent-desk images build {name}`"
-                if name
-                else "pull or build that tag, or pick an image from `agent-desk images list` (--image or the "
-                "project settings)"
-            )
-            raise SandboxError(f"the sandbox image {self.config.image} is not on this machine", hint=hint) from None
-        except docker.errors.DockerException as exc:
-            raise SandboxError(f"Docker failed: {short_reason(exc)}", hint=ENGINE_HINT) from None
+        image = self._image(client)
         self._image_id = image.id
         try:
             remove_orphans(client, idle_limit_s=self.config.idle_limit_s)
@@ -210,13 +227,17 @@ class DockerSandbox(HelperOps):
         self._controls = control_mounts(self.folder, git_writable=self.config.git_writable)
         # The folder's inode too: a bind mount keeps a deleted-and-recreated folder's old inode. The control
         # mounts too: a `.git` that appeared since (`git init`) is mounted read-only at the next start.
+        suffix = self.companion_of.suffix if self.companion_of else ""
+        role = {"companion": [suffix, self._network_mode()]} if suffix else {}
         want = self.config.container_hash(
             image_id=image.id, folder=self.folder, inode=(st.st_dev, st.st_ino), uid=self._uid, gid=self._gid,
-            controls=[list(m) for m in self._controls], mounts_version=MOUNTS_VERSION,
+            controls=[list(m) for m in self._controls], mounts_version=MOUNTS_VERSION, **role,
         )
         found = client.containers.list(all=True, filters={"label": f"{LABEL_PROJECT}={self.project_id}"})
         keep = None
         for c in found:
+            if (c.labels or {}).get(LABEL_COMPANION, "") != suffix:
+                continue  # the project's own container and its companions leave each other alone
             if keep is None and (c.labels or {}).get(LABEL_HASH) == want:
                 keep = c
             else:
@@ -233,6 +254,23 @@ class DockerSandbox(HelperOps):
             keep.reload()
         self._container = keep
 
+    def _image(self, client: docker.DockerClient) -> Any:
+        import docker.errors
+
+        try:
+            return client.images.get(self.config.image)
+        except docker.errors.ImageNotFound:
+            name = image_name_for_tag(self.config.image)
+            hint = (
+                f"build it with `agent-desk images build {name}`"
+                if name
+                else "pull or build that tag, or pick an image from `agent-desk images list` (--image or the "
+                "project settings)"
+            )
+            raise SandboxError(f"the sandbox image {self.config.image} is not on this machine", hint=hint) from None
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"Docker failed: {short_reason(exc)}", hint=ENGINE_HINT) from None
+
     def _create(self, config_hash: str) -> Any:
         import docker.errors
         from docker.types import Mount
@@ -243,13 +281,14 @@ class DockerSandbox(HelperOps):
             return self._client.containers.create(
                 cfg.image,
                 command=["sleep", "infinity"],
-                name=container_name(self.project_id),
+                name=container_name(self.project_id, self.companion_of.suffix if self.companion_of else ""),
                 hostname="sandbox",
                 labels={
                     LABEL_MANAGED: "1",
                     LABEL_PROJECT: self.project_id,
                     LABEL_HASH: config_hash,
                     LABEL_PATH: self.folder,
+                    **({LABEL_COMPANION: self.companion_of.suffix} if self.companion_of else {}),
                 },
                 user=f"{self._uid}:{self._gid}",
                 working_dir=WORKSPACE,
@@ -261,7 +300,7 @@ class DockerSandbox(HelperOps):
                     HOME: f"rw,nosuid,nodev,exec,size={cfg.home_size},mode=0700,{ids}",
                 },
                 read_only=True,
-                network_mode="bridge" if cfg.network else "none",
+                network_mode=self._network_mode(),
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 pids_limit=cfg.pids,
@@ -292,18 +331,43 @@ class DockerSandbox(HelperOps):
         self.last_sweep = {"killed": list(res.get("killed") or []), "alive": list(res.get("alive") or [])}
         return self.last_sweep
 
+    def _network_mode(self) -> str:
+        if self.companion_of is not None:
+            return self.companion_of.network
+        return "bridge" if self.config.network else "none"
+
+    def companion(self, suffix: str, *, network: str = "bridge", purpose: str | None = None) -> DockerSandbox:
+        """A second container beside this one for one thing that needs the network (an MCP server): the same
+        image, mounts, user, limits and hardening, but `network`; its own name; removed when closed. Its
+        describe() names the relaxation ("network: bridge, for MCP server 'fetch'")."""
+        role = Companion(suffix, network, purpose or f"MCP server {suffix!r}")
+        other = DockerSandbox(self.project_id, self.folder, replace(self.config, network=False, keep_running=False),
+                              client=self._client, max_workers=4)
+        other.companion_of = role
+        return other
+
     async def close(self) -> None:
         if self._closed:
             return
+        await self._close_processes()
         await self.sweep()
         self._closed = True
         channel, self._channel = self._channel, None
         if channel is not None:
             channel.close()
-        if self._container is not None and not self.config.keep_running:
+        if self._container is not None and self.companion_of is not None:
+            with contextlib.suppress(Exception):
+                await self._run(lambda: self._container.remove(force=True))
+        elif self._container is not None and not self.config.keep_running:
             with contextlib.suppress(Exception):
                 await self._run(lambda: self._container.stop(timeout=2))
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _close_processes(self) -> None:
+        """The processes open_process started, and all they started, end before the container does."""
+        channels = list(self._processes)
+        if channels:
+            await asyncio.gather(*(ch.close() for ch in channels), return_exceptions=True)
 
     async def stop_container(self) -> None:
         """Stop the container now (every process in it dies); the next call starts it again."""
@@ -319,13 +383,17 @@ class DockerSandbox(HelperOps):
 
     def describe(self) -> SandboxDescription:
         cfg = self.config
+        relaxations = cfg.relaxations()
+        if self.companion_of is not None:
+            role = self.companion_of
+            relaxations.append(f"network: {role.network}, for {role.purpose}")
         return SandboxDescription(
             kind="docker",
             unsandboxed=False,
             container_id=self.container_id[:12],
             image=cfg.image,
             image_digest=self._image_id,
-            network="bridge" if cfg.network else "none",
+            network=self._network_mode(),
             limits={
                 "memory": human_size(cfg.memory),
                 "cpus": cfg.cpus,
@@ -337,10 +405,33 @@ class DockerSandbox(HelperOps):
                 "user": f"{self._uid}:{self._gid}",
                 "transport": self.transport,
             },
-            relaxations=cfg.relaxations(),
+            relaxations=relaxations,
             workspace=WORKSPACE,
             host_path=self.folder,
         )
+
+    # -- long-lived processes
+    async def open_process(
+        self, argv: list[str], *, cwd: str = WORKSPACE, env: Mapping[str, str] | None = None
+    ) -> DockerProcessChannel:
+        """Start `argv` in this container as its user, with its stdio on one attached `docker exec` for its
+        whole life. Its environment is the container's plus `env`: nothing of the host's crosses."""
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        if not self._transport_ready():
+            await self.start()
+        cwd = posixpath.normpath(posixpath.join(WORKSPACE, cwd))
+        channel = DockerProcessChannel(self._client.api, self._container.id, list(argv), f"{self._uid}:{self._gid}",
+                                       self._pool)
+        try:
+            await self._run(channel.start, cwd, env)
+        except SandboxError:
+            raise
+        except Exception as exc:  # docker's and requests' errors: the engine went away or refused
+            raise SandboxError(f"Docker failed: {short_reason(exc)}", hint=ENGINE_HINT) from None
+        channel.run_reader(asyncio.get_running_loop())
+        self._processes.add(channel)
+        return channel
 
     # -- calls
     async def _call(

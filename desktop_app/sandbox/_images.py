@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core import ConfigError, SandboxError
+from ._build_context import build_context, build_network, build_proxy_args
 from ._client import connect
 
 if TYPE_CHECKING:
@@ -221,13 +222,25 @@ def build_image(
         if on_progress:
             on_progress(f"building the base image {base} (debootstrap, once per machine)")
         build_base_image(on_progress)
-    say = on_progress or (lambda _line: None)
+    _run_build(client, spec, base, on_progress or (lambda _line: None), nocache=nocache)
+    img = client.images.get(spec.tag)
+    return ImageStatus(spec, True, img.id, int(img.attrs.get("Size", 0)), img.attrs.get("Created", ""))
+
+
+def _run_build(client: docker.DockerClient, spec: ImageSpec, base: str, say: Progress, *, nocache: bool) -> None:
+    """One `docker build` of `spec`, its lines to `say`; with the CA bundle and proxy variables of
+    _build_context, so a build behind a TLS proxy can fetch."""
+    import docker.errors
+
+    context = build_context(spec.dockerfile.parent)
     try:
         for chunk in client.api.build(
-            path=str(spec.dockerfile.parent),
+            fileobj=context,
+            custom_context=True,
             dockerfile=spec.dockerfile.name,
             tag=spec.tag,
-            buildargs={"BASE": base},
+            buildargs={"BASE": base, **build_proxy_args()},
+            network_mode=build_network(),
             decode=True,
             rm=True,
             forcerm=True,
@@ -235,12 +248,12 @@ def build_image(
             nocache=nocache,
         ):
             if "error" in chunk:
-                raise SandboxError(f"building {name} failed: {chunk['error'].strip()}")
+                raise SandboxError(f"building {spec.name} failed: {chunk['error'].strip()}")
             text = chunk.get("stream") or chunk.get("status") or ""
             for line in text.splitlines():
                 if line.strip():
                     say(line)
     except docker.errors.APIError as exc:
-        raise SandboxError(f"building {name} failed: {exc.explanation or exc}") from None
-    img = client.images.get(spec.tag)
-    return ImageStatus(spec, True, img.id, int(img.attrs.get("Size", 0)), img.attrs.get("Created", ""))
+        raise SandboxError(f"building {spec.name} failed: {exc.explanation or exc}") from None
+    finally:
+        context.close()

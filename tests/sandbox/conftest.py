@@ -4,7 +4,7 @@ CI=true), and factories for project folders and DockerSandboxes that clean up af
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +65,15 @@ def vm_rss_kib() -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+@pytest.fixture(scope="session")
+def test_network(docker_client) -> Iterator[str]:
+    """A bridge network of the tests' own (`docker network create`), for companion containers: its own
+    Linux bridge, so the tests do not depend on the engine's default docker0."""
+    name = f"agent-desk-test-{uuid.uuid4().hex[:8]}"
+    net = docker_client.networks.create(name, driver="bridge", labels={"org.agent-desk.test": "1"})
+    yield name
+    for c in docker_client.containers.list(all=True, filters={"network": name}):
+        c.remove(force=True)
+    net.remove()
