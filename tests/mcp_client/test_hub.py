@@ -77,3 +77,17 @@ async def test_a_large_result_is_truncated_like_any_other(desk_for, server: Anth
     assert record.state is ToolCallState.COMPLETED
     seen = server.requests[1].last_tool_result_text()
     assert len(seen) < 60_000 and "truncated" in seen.lower()
+
+
+async def test_a_host_server_runs_through_the_sdks_stdio_client_marked_unsandboxed(
+        desk_for, server: AnthropicServer, py_bin: Path) -> None:
+    desk = await desk_for({}, mode="auto", mcp_servers={"clock": {"command": str(py_bin / "mcp-server-time"),
+                                                                  "run": "host"}})
+    [info] = desk.rt.mcp_servers()
+    assert info.state is McpServerState.READY and info.where.value == "host" and info.source == "user"
+    server.add(reply(tool_use("mcp__clock__get_current_time", {"timezone": "UTC"})), lambda req: reply(text("ok")))
+    session = await desk.rt.open_session()
+    await session.send("time")
+    [record] = await desk.records(session.session.id)
+    assert record.state is ToolCallState.COMPLETED and record.result["details"]["mcp_where"] == "host"
+    assert record.sandbox["kind"] == "host" and record.sandbox["unsandboxed"] is True
