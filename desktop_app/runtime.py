@@ -66,7 +66,8 @@ USER_RULES_FILE = "rules.toml"
 DEFAULT_PROFILE = "coding"
 
 SandboxFactory = Callable[[ProjectInfo], Sandbox]
-CompanionFactory = Callable[[ProjectInfo, str], Sandbox]  # (project, MCP server name) -> a sandbox with network
+# (the project's sandbox, an MCP server's name) -> a sandbox with network beside it, not started
+CompanionFactory = Callable[[Sandbox, str], Sandbox]
 MCP_KEYRING_SERVICE = "agent-desk-mcp"
 
 
@@ -395,6 +396,11 @@ def mcp_secret(kind: str, name: str) -> str | None:
         return None
 
 
+def default_companion(sandbox: Sandbox, name: str) -> Sandbox:
+    """A DockerSandbox's companion on the engine's bridge network, named after the server."""
+    return sandbox.companion(f"mcp-{name}", network="bridge", purpose=f"MCP server {name!r}")  # type: ignore[attr-defined]
+
+
 def mcp_hub(rt: ProjectRuntime, entries: list[ServerEntry], companion: CompanionFactory | None) -> McpHub:
     """The runtime's hub: sandboxed servers in its sandbox (once started), `sandbox+network` ones in a
     companion sandbox, tools in its registry, status on its bus."""
@@ -404,15 +410,10 @@ def mcp_hub(rt: ProjectRuntime, entries: list[ServerEntry], companion: Companion
         await rt.ready()
         return rt.sandbox
 
-    make = getattr(rt.sandbox, "companion", None)
-    if companion is not None:
+    box = None
+    if companion is not None or hasattr(rt.sandbox, "companion"):
         def box(name: str) -> Sandbox:
-            return companion(rt.project, name)
-    elif make is not None:
-        def box(name: str) -> Sandbox:
-            return make(f"mcp-{name}", network="bridge")
-    else:
-        box = None
+            return (companion or default_companion)(rt.sandbox, name)
     places = HubPlaces(project_id=rt.project.id, project_dir=rt.project.path, sandbox=sandbox,
                        settings=lambda: rt.project.settings, publish=rt.bus.publish, companion=box,
                        resolve_secret=mcp_secret)

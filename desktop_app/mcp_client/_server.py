@@ -35,7 +35,9 @@ class McpServer:
         self.info = info
         self._connect = connect
         self._on_change = on_change
-        self.session: ClientSession | None = None
+        self.session: ClientSession | None = None  # once ready
+        self._open: ClientSession | None = None  # from the moment it is entered: a list_changed may come early
+        self._asked = self._kept = 0  # listings asked for, and the latest one kept (an older answer never wins)
         self.tools: list[mcp_types.Tool] = []
         self.link: Link | None = None
         self._task: asyncio.Task[None] | None = None
@@ -75,9 +77,10 @@ class McpServer:
                 session = await stack.enter_async_context(
                     ClientSession(self.link.read, self.link.write, message_handler=self._on_message,
                                   client_info=CLIENT_INFO))
+                self._open = session
                 async with asyncio.timeout(START_TIMEOUT_S):
                     init = await session.initialize()
-                    self.tools = await _list_all(session)
+                    await self._relist(session)
                 info = init.server_info
                 self.info.version = f"{info.name} {info.version}".strip() if info else ""
                 self.session = session
@@ -87,7 +90,7 @@ class McpServer:
         except Exception as e:  # any failure to start is the server's state, not the window's exception
             self._failed(e)
         finally:
-            self.session = None
+            self.session = self._open = None
             self._ready.set()
 
     async def _watch(self) -> None:
@@ -178,15 +181,23 @@ class McpServer:
 
     # -- notifications --------------------------------------------------------------------------------
     async def _on_message(self, message: Any) -> None:
-        if isinstance(message, mcp_types.ToolListChangedNotification) and self.session is not None:
+        session = self._open
+        if isinstance(message, mcp_types.ToolListChangedNotification) and session is not None:
             try:
-                self.tools = await _list_all(self.session)
+                await self._relist(session)
             except Exception as e:  # a server that cannot list its tools keeps the last list
                 log.warning("%s: relisting tools failed: %s", self.name, _reason(e))
                 return
             self._on_change(self)
         elif isinstance(message, Exception):
             log.info("%s sent a message that is not JSON-RPC: %s", self.name, str(message)[:200])
+
+    async def _relist(self, session: ClientSession) -> None:
+        self._asked += 1
+        mine = self._asked
+        tools = await _list_all(session)
+        if mine > self._kept:
+            self._kept, self.tools = mine, tools
 
     def _set(self, state: McpServerState, *, error: str | None = None, stderr_tail: str | None = None) -> None:
         self.info.state = state

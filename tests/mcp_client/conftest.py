@@ -16,6 +16,7 @@ from desktop_app.core import Allow, ApprovalDecision, Sandbox
 from desktop_app.runtime import ProjectRuntime, open_runtime
 from tests.fakes.anthropic_server import AnthropicServer
 from tests.mcp_client import servers
+from tests.sandbox.conftest import test_network  # noqa: F401  (companions get a bridge of the tests' own)
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from desktop_app.core import McpServerState, ToolCallState
 from desktop_app.sandbox import LocalSandbox
@@ -116,7 +116,7 @@ class SpyChannel:
 
 
 class SpySandbox(LocalSandbox):
-    written: list[bytes] = []
+    written: ClassVar[list[bytes]] = []
 
     async def open_process(self, argv, *, cwd="/workspace", env=None):
         return SpyChannel(await super().open_process(argv, cwd=cwd, env=env), self.written)

@@ -1,0 +1,34 @@
+"""`agent-desk mcp list` and `agent-desk mcp grant` on a real project folder and database."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from desktop_app.cli import main
+from tests.mcp_client.conftest import write_config
+
+
+def test_mcp_list_grant_and_revoke(project: Path, tmp_path: Path, py_bin: Path, capsys) -> None:
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    write_config(project, {"time": {"command": str(py_bin / "mcp-server-time")},
+                           "clock": {"command": str(py_bin / "mcp-server-time"), "run": "host"},
+                           "broken": {"command": ""}})
+    assert main(["--db", db, "mcp", "list", "--project", str(project), "--sandbox", "local"]) == 0
+    out = capsys.readouterr().out
+    assert "time  [ready]  sandbox  project" in out and "mcp__time__get_current_time  (read-only)" in out
+    assert "clock  [needs_approval]  host (unsandboxed)" in out and "agent-desk mcp grant clock" in out
+    assert "broken  [failed]" in out and "field 'command'" in out
+
+    assert main(["--db", db, "mcp", "grant", "clock", "--project", str(project)]) == 0
+    assert "granted: clock runs with host" in capsys.readouterr().out
+    assert main(["--db", db, "mcp", "list", "--project", str(project), "--sandbox", "local", "--json"]) == 0
+    servers = {s["name"]: s for s in json.loads(capsys.readouterr().out)}
+    assert servers["clock"]["state"] == "ready" and servers["clock"]["where"] == "host"
+
+    assert main(["--db", db, "mcp", "grant", "clock", "--project", str(project), "--revoke"]) == 0
+    capsys.readouterr()
+    assert main(["--db", db, "mcp", "grant", "nope", "--project", str(project)]) == 2
+    assert "no server 'nope'" in capsys.readouterr().err
+    assert main(["--db", db, "mcp", "list", "--project", str(project), "--sandbox", "local", "--json"]) == 0
+    assert {s["name"]: s for s in json.loads(capsys.readouterr().out)}["clock"]["state"] == "needs_approval"
