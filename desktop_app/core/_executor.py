@@ -341,7 +341,7 @@ class Executor:
 
     async def _decide_policy(self, job: _Job) -> bool:
         tool, record = job.known, job.record
-        facts = ToolFacts(tool.name, tool.group, tool.read_only, Risk.of(tool.risk))
+        facts = ToolFacts(tool.name, tool.group, tool.trusted_read_only, Risk.of(tool.risk))
         decision = self._cleaned(self.policy.resolve_ask(await self._judge(facts, job.raw, job.run)))
         record.provenance.append(decision.provenance)
         if decision.action is Action.DENY:

@@ -137,6 +137,13 @@ class Tool(Generic[ArgsT]):
     def parse(self, raw: dict[str, Any]) -> ArgsT:
         return self.input_model.model_validate(raw)  # type: ignore[return-value]
 
+    @property
+    def trusted_read_only(self) -> bool:
+        """Whether the policy may take this tool at its word as read-only (run it unasked in `ask` and
+        `read-only` modes). A built-in tool's flag is the desk's own; another party's claim (an MCP server's
+        readOnlyHint) still schedules the call as a read, but may not waive the person's approval."""
+        return self.read_only
+
     async def validate(self, args: ArgsT, ctx: ToolContext) -> None:
         """Semantic checks beyond the schema; raise ToolInputError to refuse."""
 

@@ -76,6 +76,13 @@ class McpTool(Tool[Any]):
         self._api = {"name": self.name, "description": self.description, "input_schema": schema}
         self.is_enabled: Callable[[str], bool] = lambda name: True  # the hub's view of the person's switches
 
+    @property
+    def trusted_read_only(self) -> bool:
+        """A hint is the server's own claim (the MCP spec: never trust hints from untrusted servers). Only a
+        server of the person's own settings is taken at its word; a project's (a repository's) read-only tool
+        is scheduled as a read, but the policy judges it as a write."""
+        return self.read_only and self.server.info.source == "user"
+
     def info(self, enabled: bool = True) -> McpToolInfo:
         return McpToolInfo(server=self.server.name, name=self.mcp_name, description=self.description,
                            read_only=self.read_only, destructive=self.destructive, enabled=enabled)

@@ -80,7 +80,8 @@ async def test_approval_denial_and_the_record_in_docker(docker_desk, server: Ant
 async def test_read_only_calls_run_in_parallel_in_docker(docker_desk, server: AnthropicServer) -> None:
     """Two reads of named pipes: each blocks until the pipe is written, and the pipes are written only once
     both calls run, so the turn ends only if they ran at the same time."""
-    desk = await docker_desk({"files": {"command": "mcp-server-filesystem", "args": ["/workspace"]}})
+    # auto: a project server's read-only hint does not waive approval in ask mode (see test_agent_loop)
+    desk = await docker_desk({"files": {"command": "mcp-server-filesystem", "args": ["/workspace"]}}, mode="auto")
     await desk.rt.sandbox.exec("mkfifo /workspace/p1 /workspace/p2")
     read = "mcp__files__read_text_file"
     server.add(reply(tool_use(read, {"path": "/workspace/p1"}), tool_use(read, {"path": "/workspace/p2"})),

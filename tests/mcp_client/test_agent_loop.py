@@ -53,7 +53,8 @@ async def test_a_denial_note_reaches_the_model(desk_for, server: AnthropicServer
 
 
 async def test_read_only_calls_run_in_parallel(desk_for, server: AnthropicServer, npm_bin: Path) -> None:
-    desk = await desk_for({"everything": everything(npm_bin)})
+    """The person's own server (settings, not the project): its read-only hint is taken at its word."""
+    desk = await desk_for({}, mcp_servers={"everything": everything(npm_bin)})
     slow = {"duration": 2, "steps": 2}
     server.add(reply(tool_use("mcp__everything__trigger-long-running-operation", slow),
                      tool_use("mcp__everything__trigger-long-running-operation", slow)),
@@ -66,6 +67,23 @@ async def test_read_only_calls_run_in_parallel(desk_for, server: AnthropicServer
     assert len({cid for cid, s in states[:first_done] if s == "EXECUTING"}) == 2  # both ran before either ended
     records = await desk.records(session.session.id)
     assert all(r.read_only and r.state is ToolCallState.COMPLETED for r in records)
+
+
+async def test_a_project_servers_read_only_hint_does_not_waive_approval(desk_for, server: AnthropicServer,
+                                                                       npm_bin: Path) -> None:
+    """A repository's server claims its tool only reads: the call is still scheduled as a read, but in ask
+    mode the person is asked (the hint is the server's word, not the desk's)."""
+    desk = await desk_for({"everything": everything(npm_bin)})
+    tool = "mcp__everything__trigger-long-running-operation"
+    assert desk.rt.registry.get(tool).read_only  # the hint still schedules it as a read
+    server.add(reply(tool_use(tool, {"duration": 0.1, "steps": 1})), lambda req: reply(text("ok")))
+    desk.answer = lambda ev: Deny(note="not today")
+    session = await desk.rt.open_session()
+    assert (await session.send("go")).reason == "end_turn"
+    asked = desk.of("permission_required")
+    assert [e.name for e in asked] == [tool]
+    records = await desk.records(session.session.id)
+    assert [r.state for r in records] == [ToolCallState.DENIED]
 
 
 async def test_progress_arrives_as_tool_updates(desk_for, server: AnthropicServer, npm_bin: Path) -> None:
