@@ -18,6 +18,7 @@ EXPORTED: dict[str, list[str]] = {
     "core": [
         "MCP_GROUP", "McpServerInfo", "McpServersChanged", "McpServerState", "McpToolInfo", "McpWhere",
         "mcp_tool_name", "split_mcp_tool_name", "ProcessChannel",
+        "CONFLICT_SUFFIX", "SyncReport", "remove_beneath", "symlink_beneath",
         "Action", "AgentDeskError", "AgentSession", "Allow", "AnthropicModelClient", "Approval",
         "ApprovalDecision", "ApprovalNotPending", "ApprovalScope", "AuditEntry", "BackgroundLogs",
         "Channel",

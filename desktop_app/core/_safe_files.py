@@ -194,3 +194,54 @@ def _read_in(base: Path, parts: list[str], d: int, limit: int) -> bytes | None:
     finally:
         os.close(fd)
 
+
+
+def remove_beneath(root: str | os.PathLike[str], rel: str | os.PathLike[str]) -> bool:
+    """Remove the file, link or empty folder `root/rel` (a link itself, never what it points to), its
+    folders walked without following links. False when it was not there; ConfigError when a folder on the
+    way is a link, or a folder to remove is not empty."""
+    base = Path(root)
+    parts = _components(rel)
+    rootfd = _open_root(base, "remove")
+    try:
+        d = _walk(base, rootfd, parts[:-1], create=False, what="remove")
+        if d is None:
+            return False
+        try:
+            st = os.stat(parts[-1], dir_fd=d, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                os.rmdir(parts[-1], dir_fd=d)
+            else:
+                os.unlink(parts[-1], dir_fd=d)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise _refusal(base, parts, e, "remove") from e
+        finally:
+            os.close(d)
+    finally:
+        os.close(rootfd)
+    return True
+
+
+def symlink_beneath(root: str | os.PathLike[str], rel: str | os.PathLike[str], target: str) -> Path:
+    """Make `root/rel` a symbolic link to `target` (the caller judged where it points): made under a random
+    name beside it and renamed over the final name, its folders walked and made without following links."""
+    base = Path(root)
+    parts = _components(rel)
+    rootfd = _open_root(base, "link")
+    try:
+        d = _walk(base, rootfd, parts[:-1], create=True, what="link")
+        assert d is not None
+        tmp = f".{parts[-1][:64]}.{secrets.token_hex(8)}.tmp"
+        try:
+            os.symlink(target, tmp, dir_fd=d)
+            os.replace(tmp, parts[-1], src_dir_fd=d, dst_dir_fd=d)
+        except OSError as e:
+            _unlink_quietly(tmp, d)
+            raise _refusal(base, parts, e, "link") from e
+        finally:
+            os.close(d)
+    finally:
+        os.close(rootfd)
+    return base.joinpath(*parts)
