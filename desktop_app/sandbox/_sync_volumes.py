@@ -54,7 +54,7 @@ class SyncedVolumes:
         out = []
         for target, name in self.names().items():
             ro = sandbox and (target != WORKSPACE or workspace_readonly)
-            out.append(Mount(target, name, type="volume", read_only=ro))
+            out.append(Mount(target, name, type="volume", read_only=ro, no_copy=True))  # keep the chown
         return out
 
     def ensure(self, image: str) -> bool:
