@@ -67,22 +67,6 @@ def vm_rss_kib() -> int:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
-@pytest.fixture(scope="session")
-def remote_engine(docker_client) -> Any:
-    """(client, tcp:// address) of a second dockerd the tests start (see remote_engine.py); stopped at the
-    end of the session. Never skipped under CI=true."""
-    from tests.conftest import no_engine
-    from tests.sandbox.remote_engine import second_engine
-
-    engine = second_engine(TEST_IMAGE)
-    try:
-        found = engine.__enter__()
-    except RuntimeError as exc:
-        no_engine(str(exc))
-    yield found
-    engine.__exit__(None, None, None)
-
-
 @pytest.fixture
 async def make_remote_sandbox(remote_engine, workspace, project_id) -> AsyncIterator[Callable[..., Any]]:
     """`await make(config=None, folder=workspace, project=project_id)`: a started DockerSandbox on the second

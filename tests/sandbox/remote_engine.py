@@ -64,6 +64,19 @@ def _load_image(url: str, image: str) -> None:
         raise RuntimeError(f"docker save {image} failed")
 
 
+def _lock(fh: Any, wait_s: float = 900.0) -> None:
+    """The data root is one engine's: another test session using it is waited for, not shared."""
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > end:
+                raise RuntimeError(f"{STATE} stayed locked by another test session for {wait_s:g} s") from None
+            time.sleep(0.5)
+
+
 @contextlib.contextmanager
 def second_engine(image: str) -> Iterator[tuple[Any, str]]:
     """(a docker client, its tcp:// address) of a freshly started second dockerd, stopped afterwards."""
@@ -73,7 +86,7 @@ def second_engine(image: str) -> Iterator[tuple[Any, str]]:
         raise RuntimeError("starting a second dockerd needs root and dockerd on PATH")
     STATE.mkdir(parents=True, exist_ok=True)
     with open(STATE / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        _lock(lock)
         exec_root = Path(tempfile.mkdtemp(prefix="adr-", dir="/tmp"))  # short: containerd's socket path
         port = _free_port()
         url = f"tcp://127.0.0.1:{port}"
