@@ -34,6 +34,11 @@ def _engine(sandbox: Any) -> tuple[Executor, RunContext, list[Any]]:
     return executor, RunContext(session_id="s1", project_id="p1", sandbox=sandbox), events
 
 
+def lexists(path: object) -> bool:
+    """A link counts, whether or not it leads anywhere."""
+    return os.path.lexists(path)  # type: ignore[arg-type]
+
+
 async def _run(executor: Executor, run: RunContext, name: str, **input: Any) -> Any:
     [record] = await executor.run_batch([ToolCall(id=f"t-{name}", name=name, input=input)], run)
     return record
@@ -174,7 +179,7 @@ async def test_a_link_out_of_the_workspace_is_not_made_on_the_host(make_remote_s
     sb = await make_remote_sandbox()
     executor, run, _ = _engine(sb)
     record = await _run(executor, run, "bash_run", command="ln -s /etc/passwd leak && ln -s ../../.. up && echo ok")
-    assert not os.path.lexists(workspace / "leak") and not os.path.lexists(workspace / "up")
+    assert not lexists(workspace / "leak") and not lexists(workspace / "up")
     text = _text(record)
     assert "NOT BROUGHT BACK leak" in text and "NOT BROUGHT BACK up" in text
     # Reported once: the next sync does not say it again.
