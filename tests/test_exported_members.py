@@ -49,7 +49,7 @@ EXPORTED: dict[str, list[str]] = {
     "sandbox": [
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
         "build_image", "connect", "container_name", "create_sandbox", "image_name_for_tag", "images_dir",
-        "list_images", "load_catalog", "remove_orphans", "resolve_image",
+        "list_images", "load_catalog", "remove_orphans", "resolve_image", "workspace_where",
     ],
     "store": [
         "AuditQuery", "CSV_COLUMNS", "HeadSigner", "RecordRow", "SCHEMA_VERSION", "SqlStore", "StoreStats",

@@ -142,3 +142,17 @@ def syncs_workspace(config: SandboxConfig, address: str) -> bool:
     if config.workspace != "auto":
         return config.workspace == "synced"
     return address.strip().lower().startswith(_REMOTE_SCHEMES)
+
+
+def workspace_where(settings: Mapping[str, Any] | None = None) -> str:
+    """For a project's settings, before its sandbox runs: "remote engine, synced workspace (address)", or
+    "" when the workspace is the project folder mounted into the container (or the settings are bad)."""
+    from ..core import SandboxDescription
+
+    try:
+        config = SandboxConfig.from_settings(settings)
+    except ConfigError:
+        return ""
+    address = engine_address()
+    synced = config.kind == "docker" and syncs_workspace(config, address)
+    return SandboxDescription("docker", False, engine=address, workspace_sync="synced" if synced else "").where()
