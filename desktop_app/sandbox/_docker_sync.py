@@ -34,6 +34,7 @@ class SyncedWorkspaceMixin:
     _sync_box: Any = None  # the sync container
     _sync_channel: HelperChannel | None = None
     _workspace_sync: WorkspaceSync | None = None
+    _sync_want: tuple[str, str] = ("", "")  # (image, config hash) of the sync container
 
     def engine(self) -> str:
         return engine_address(self._client)
@@ -53,7 +54,8 @@ class SyncedWorkspaceMixin:
         self._volumes = SyncedVolumes(self._client, self.project_id, controls, uid, gid)
         self._volumes.ensure(image)
         extra = {"synced": sorted(self._volumes.names().items()), "uid": uid, "gid": gid, "image_id": image}
-        self._sync_box = self._volumes.sync_container(image, self.config.container_hash(**extra))
+        self._sync_want = (image, self.config.container_hash(**extra))
+        self._sync_box = self._volumes.sync_container(*self._sync_want)
         return {"synced": extra["synced"]}
 
     def _workspace_mounts(self, bind: list[Any]) -> list[Any]:
@@ -67,6 +69,9 @@ class SyncedWorkspaceMixin:
         if not self.synced or (self._sync_channel is not None and not self._sync_channel.dead):
             return
         loop = asyncio.get_running_loop()
+        if self._sync_channel is not None:  # its helper died: the container may be gone too (made again)
+            assert self._volumes is not None
+            self._sync_box = await loop.run_in_executor(self._pool, self._volumes.sync_container, *self._sync_want)
         channel = HelperChannel(self._client.api, self._sync_box.id, self._pool)
         if not await loop.run_in_executor(self._pool, channel.open):
             raise SandboxError(f"a synced workspace needs python3 in the image {self.config.image}",

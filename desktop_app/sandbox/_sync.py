@@ -187,9 +187,17 @@ class WorkspaceSync:
         if v is None or v[0] != "f" or body is None:
             return
         try:
-            await self._offload(write_beneath, self.folder, path + CONFLICT_SUFFIX, body, mode=v[1] & 0o777)
+            await self._offload(self._write_beside, path, body, v[1] & 0o777)
         except AgentDeskError as e:
             report.refused.append(f"{path}{CONFLICT_SUFFIX}: the host refused it ({e})")
+
+    def _write_beside(self, path: str, body: bytes, mode: int) -> None:
+        """`path.sandbox-conflict`, or `…-2`, `…-3`: an earlier conflict's copy is the person's now, kept too."""
+        name, n = path + CONFLICT_SUFFIX, 1
+        while host_entry_now(self.folder, name) is not None:
+            n += 1
+            name = f"{path}{CONFLICT_SUFFIX}-{n}"
+        write_beneath(self.folder, name, body, mode=mode)
 
     # -- to the volume
     async def _push(self, paths: list[str], host: Manifest, vol: Manifest, report: SyncReport) -> None:

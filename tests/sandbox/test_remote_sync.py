@@ -4,6 +4,7 @@ kept and reported, the control folders read-only, a link out of the workspace ne
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -17,6 +18,7 @@ from desktop_app.core import (
     MemoryStore,
     PermissionPolicy,
     RunContext,
+    SandboxError,
     ToolCall,
     ToolCallState,
     ToolRegistry,
@@ -184,3 +186,23 @@ async def test_a_link_out_of_the_workspace_is_not_made_on_the_host(make_remote_s
     assert "NOT BROUGHT BACK leak" in text and "NOT BROUGHT BACK up" in text
     # Reported once: the next sync does not say it again.
     assert "NOT BROUGHT BACK" not in _text(await _run(executor, run, "bash_run", command="true"))
+
+
+async def test_a_second_conflict_never_overwrites_the_first_copy_and_a_lost_sync_container_comes_back(
+        make_remote_sandbox, remote_engine, workspace):
+    (workspace / "n.txt").write_text("base\n")
+    sb = await make_remote_sandbox()
+    for i in (1, 2):
+        await sb.exec(f"echo sandbox {i} > n.txt")
+        (workspace / "n.txt").write_text(f"person {i}\n")
+        assert (await sb.sync_workspace()).conflicts == ["n.txt"]
+    assert (workspace / f"n.txt{CONFLICT_SUFFIX}").read_text() == "sandbox 1\n"
+    assert (workspace / f"n.txt{CONFLICT_SUFFIX}-2").read_text() == "sandbox 2\n"
+    client, _ = remote_engine
+    [box] = client.containers.list(filters={"label": f"org.agent-desk.sync-of={sb.project_id}"})
+    box.remove(force=True)
+    await sb.exec("echo after > after.txt")
+    with contextlib.suppress(SandboxError):
+        await sb.sync_workspace()  # the helper's death is seen here, or already at the next call
+    await sb.sync_workspace()
+    assert (workspace / "after.txt").read_text() == "after\n"
