@@ -70,14 +70,16 @@ class SandboxDescription:
     relaxations: list[str] = field(default_factory=list)
     workspace: str = WORKSPACE
     host_path: str = ""
-    engine: str = ""  # the Docker engine's address: unix:///var/run/docker.sock, tcp://build-host:2376, ...
+    # The Docker engine's address: unix:///var/run/docker.sock, tcp://build-host:2376, ... (records written
+    # before the kind had its own name stored the kind as "engine": this is a field of its own).
+    engine_address: str = ""
     workspace_sync: str = ""  # "synced": the workspace is a volume on the engine, copied to and from host_path
 
     def where(self) -> str:
         """In words, where the call's files were: "remote engine, synced workspace (tcp://…)" or ""."""
         if self.workspace_sync != "synced":
             return ""
-        return f"remote engine, synced workspace ({self.engine or 'unknown engine'})"
+        return f"remote engine, synced workspace ({self.engine_address or 'unknown engine'})"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,7 +93,7 @@ class SandboxDescription:
             "relaxations": self.relaxations,
             "workspace": self.workspace,
             "host_path": self.host_path,
-            "engine": self.engine,
+            "engine_address": self.engine_address,
             "workspace_sync": self.workspace_sync,
             "where": self.where(),
         }

@@ -155,4 +155,5 @@ def workspace_where(settings: Mapping[str, Any] | None = None) -> str:
         return ""
     address = engine_address()
     synced = config.kind == "docker" and syncs_workspace(config, address)
-    return SandboxDescription("docker", False, engine=address, workspace_sync="synced" if synced else "").where()
+    where = SandboxDescription("docker", False, engine_address=address, workspace_sync="synced" if synced else "")
+    return where.where()

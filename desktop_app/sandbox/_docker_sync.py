@@ -122,4 +122,4 @@ class SyncedWorkspaceMixin:
         """The engine's address, and "synced" when the workspace is (judged before the start too)."""
         engine = self.engine()
         synced = self.synced or syncs_workspace(self.config, engine)
-        return {"engine": engine, "workspace_sync": "synced" if synced else ""}
+        return {"engine_address": engine, "workspace_sync": "synced" if synced else ""}

@@ -76,7 +76,7 @@ async def test_the_sandbox_has_no_bind_mount_and_says_where_it_runs(make_remote_
     assert {m["Destination"]: m["RW"] for m in mounts} == {
         "/workspace": True, "/workspace/.agent-desk": False, "/workspace/.git": False}
     d = sb.describe().to_dict()
-    assert d["workspace_sync"] == "synced" and d["engine"] == url
+    assert d["workspace_sync"] == "synced" and d["engine_address"] == url
     assert d["where"] == f"remote engine, synced workspace ({url})"
     assert (await sb.read_file(".git/HEAD")) == b"ref: refs/heads/main\n"
 
