@@ -20,6 +20,14 @@ from typing import Any
 
 STATE = Path(os.environ.get("AGENT_DESK_REMOTE_ENGINE_DIR", "/tmp/agent-desk-remote-engine"))
 START_WAIT_S = 90.0
+BRIDGE, BRIDGE_ADDRESS = "adrbr0", "10.213.57.1/24"
+
+
+def _own_bridge() -> None:
+    """The second engine's bridge (a name and a /24 of its own), made once and kept."""
+    if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode != 0:
+        subprocess.run(["ip", "link", "add", BRIDGE, "type", "bridge"], check=True, capture_output=True)
+        subprocess.run(["ip", "addr", "add", BRIDGE_ADDRESS, "dev", BRIDGE], check=True, capture_output=True)
 
 
 def _free_port() -> int:
@@ -91,9 +99,12 @@ def second_engine(image: str) -> Iterator[tuple[Any, str]]:
         port = _free_port()
         url = f"tcp://127.0.0.1:{port}"
         log = STATE / "dockerd.log"
+        # A bridge of its own, never --bridge=none: a dockerd without a bridge deletes the host's docker0,
+        # which the main engine's containers with a network need.
+        _own_bridge()
         args = ["dockerd", "--data-root", str(STATE / "data"), "--exec-root", str(exec_root),
-                "--pidfile", str(exec_root / "dockerd.pid"), "-H", url, "--bridge=none", "--iptables=false",
-                "--ip6tables=false", "--ip-masq=false", "--userland-proxy=false"]
+                "--pidfile", str(exec_root / "dockerd.pid"), "-H", url, f"--bridge={BRIDGE}", "--iptables=false",
+                "--ip6tables=false", "--ip-masq=false", "--ip-forward=false", "--userland-proxy=false"]
         with open(log, "w") as out:
             proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         client = None

@@ -206,3 +206,12 @@ async def test_a_second_conflict_never_overwrites_the_first_copy_and_a_lost_sync
         await sb.sync_workspace()  # the helper's death is seen here, or already at the next call
     await sb.sync_workspace()
     assert (workspace / "after.txt").read_text() == "after\n"
+
+
+def test_the_second_engine_leaves_the_main_engines_bridge_alone(remote_engine, docker_client):
+    """A dockerd started with --bridge=none deletes the host's docker0; the second engine has a bridge of its
+    own, so the main engine's containers with a network still start."""
+    import subprocess
+
+    name = docker_client.api.inspect_network("bridge")["Options"].get("com.docker.network.bridge.name", "docker0")
+    assert subprocess.run(["ip", "link", "show", name], capture_output=True).returncode == 0
