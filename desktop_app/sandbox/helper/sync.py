@@ -128,8 +128,8 @@ def _apply_one(ws, it):
     parts = _parts(it["path"])
     try:
         dfd = _open_dir_beneath(ws, parts[:-1], make_dirs=it["op"] != "delete")
-    except FileNotFoundError:
-        return "gone" if it.get("expect") is not None else "ok"
+    except FileNotFoundError:  # only a delete does not make the folders: what it would remove is gone already
+        return "ok"
     except (OSError, HelperError) as exc:
         return f"a folder on the way is a link or not a folder ({exc})"
     try:
