@@ -91,3 +91,18 @@ def make_workspace(path: Path) -> Path:
     if os.geteuid() == 0:
         os.chown(path, SANDBOX_UID, SANDBOX_UID)
     return path
+
+
+@pytest.fixture(scope="session")
+def remote_engine(docker_client) -> Any:
+    """(client, tcp:// address) of a second dockerd the tests start (see remote_engine.py); stopped at the
+    end of the session. Never skipped under CI=true."""
+    from tests.sandbox.remote_engine import second_engine
+
+    engine = second_engine(TEST_IMAGE)
+    try:
+        found = engine.__enter__()
+    except RuntimeError as exc:
+        no_engine(str(exc))
+    yield found
+    engine.__exit__(None, None, None)

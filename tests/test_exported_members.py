@@ -18,6 +18,7 @@ EXPORTED: dict[str, list[str]] = {
     "core": [
         "MCP_GROUP", "McpServerInfo", "McpServersChanged", "McpServerState", "McpToolInfo", "McpWhere",
         "mcp_tool_name", "split_mcp_tool_name", "ProcessChannel",
+        "CONFLICT_SUFFIX", "SyncReport", "remove_beneath", "symlink_beneath",
         "Action", "AgentDeskError", "AgentSession", "Allow", "AnthropicModelClient", "Approval",
         "ApprovalDecision", "ApprovalNotPending", "ApprovalScope", "AuditEntry", "BackgroundLogs",
         "Channel",
@@ -48,7 +49,7 @@ EXPORTED: dict[str, list[str]] = {
     "sandbox": [
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
         "build_image", "connect", "container_name", "create_sandbox", "image_name_for_tag", "images_dir",
-        "list_images", "load_catalog", "remove_orphans", "resolve_image",
+        "list_images", "load_catalog", "remove_orphans", "resolve_image", "workspace_where",
     ],
     "store": [
         "AuditQuery", "CSV_COLUMNS", "HeadSigner", "RecordRow", "SCHEMA_VERSION", "SqlStore", "StoreStats",

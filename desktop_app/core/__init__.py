@@ -100,8 +100,9 @@ from ._redaction import Redactor
 from ._registry import ToolRegistry
 from ._risk import assess_risk
 from ._rules_file import append_project_rule, rules_text_with
-from ._safe_files import make_dirs_beneath, read_beneath, write_beneath
+from ._safe_files import make_dirs_beneath, read_beneath, remove_beneath, symlink_beneath, write_beneath
 from ._sandbox import (
+    CONFLICT_SUFFIX,
     DEFAULT_IMAGE,
     DEFAULT_OUTPUT_LIMIT,
     DEFAULT_READ_LIMIT,
@@ -116,12 +117,14 @@ from ._sandbox import (
     ProcessChannel,
     Sandbox,
     SandboxDescription,
+    SyncReport,
 )
 from ._shell import Redirect, ShellAnalysis, SimpleCommand, analyse_command
 from ._store import MemoryStore, RecordStore
 from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, summarize_input, tool
 
 __all__ = [
+    "CONFLICT_SUFFIX",
     "DEFAULT_IMAGE",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_MODEL",
@@ -206,6 +209,7 @@ __all__ = [
     "StateChanged",
     "StoreError",
     "StoredMessage",
+    "SyncReport",
     "TextBlock",
     "TextChunk",
     "ThinkingChunk",
@@ -246,11 +250,13 @@ __all__ = [
     "project_rules_path",
     "read_beneath",
     "read_project_rules",
+    "remove_beneath",
     "rules_from_texts",
     "rules_text_with",
     "split_mcp_tool_name",
     "suggest_rule",
     "summarize_input",
+    "symlink_beneath",
     "tool",
     "visible",
     "write_beneath",

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from ._approvals import SKIPPED_AFTER_DENIAL, Allow, ApprovalDecision, Batch, Deny, PendingApprovals, RuleWriter
 from ._bus import EventBus
 from ._errors import AgentDeskError, PathOutsideWorkspace, StoreError, ToolInputError
-from ._events import PermissionDecided, ToolUpdate
+from ._events import ErrorEvent, PermissionDecided, ToolUpdate
 from ._hooks import (
     NOT_JUDGED_IN_TIME,
     HookCall,
@@ -43,7 +43,8 @@ from ._recorder import RecordWriter
 from ._redaction import DEFAULT_REDACTOR, REDACTED, Redactor, StreamRedactor
 from ._registry import ToolRegistry
 from ._store import RecordStore
-from ._tool import Tool, ToolContext, ToolResult
+from ._tool import TextBlock, Tool, ToolContext, ToolResult
+from ._workspace_sync import SyncOutcome, sync_step
 
 if TYPE_CHECKING:
     from ._sandbox import Sandbox
@@ -630,9 +631,16 @@ class Executor:
         timeout = tool.timeout_for(job.args) if hasattr(tool, "timeout_for") else tool.timeout_s
         timeout = timeout or self.default_timeout_s
         ctx.deadline = time.monotonic() + timeout
+        before = await self._sync(job, "in")
+        if before.failed:
+            await self.recorder.fail(record, before.text, Outcome.ERROR, actor="executor",
+                                     recs=["Retry once the engine answers; nothing ran."])
+            return
         task = asyncio.ensure_future(tool.run(job.args, ctx))
         in_time = await _finished_in_time(task, run.abort, timeout)
         self._flush_updates(job)
+        # Even a call that failed or was cancelled may have changed files: they come back all the same.
+        after = await self._sync(job, "both") if not tool.read_only else before
         if not in_time:
             if run.abort.is_set():
                 await self.recorder.fail(record, "cancelled by the user", Outcome.CANCELLED, actor="user")
@@ -643,7 +651,20 @@ class Executor:
             return
         result = await self._tool_result(job, task)
         if result is not None:
+            notes = "\n".join(t for t in {before.text: 0, after.text: 0} if t)
+            if notes:  # the model learns of a conflict in the same result that caused it
+                result = replace(result, content=[*result.content, TextBlock(f"\nworkspace sync:\n{notes}")])
             await self._finish(job, result)
+
+    async def _sync(self, job: _Job, direction: str) -> SyncOutcome:
+        """A synced workspace brought up to date (see core/_workspace_sync.py); what went wrong is noted in
+        the record's trail and published as an ErrorEvent, so the person sees it too."""
+        outcome = await sync_step(job.run.sandbox, direction)
+        if outcome.text:
+            text = self._clean(outcome.text)
+            await self.recorder.note(job.record, "workspace sync", text)
+            self.bus.publish(ErrorEvent(session_id=job.record.session_id, source="workspace sync", message=text))
+        return outcome
 
     def _flush_updates(self, job: _Job) -> None:
         """What the streams still hold, redacted: the tool has ended."""

@@ -90,10 +90,11 @@ def make_dirs_beneath(root: str | os.PathLike[str], rel: str | os.PathLike[str])
 
 
 def write_beneath(root: str | os.PathLike[str], rel: str | os.PathLike[str], data: bytes | str, *,
-                  mode: int = 0o644) -> Path:
+                  mode: int = 0o644, durable: bool = True) -> Path:
     """Write `data` to `root/rel` atomically without following links: parents made with mkdirat, a random
     O_EXCL temp file beside the target, fsync, then renameat over the final name (a link there is
-    replaced). ConfigError names the path when a component is a link or the write fails."""
+    replaced). ConfigError names the path when a component is a link or the write fails. `durable=False`
+    leaves out the fsyncs, for a caller that writes many files and flushes them together afterwards."""
     base = Path(root)
     parts = _components(rel)
     body = data.encode("utf-8") if isinstance(data, str) else bytes(data)
@@ -102,7 +103,7 @@ def write_beneath(root: str | os.PathLike[str], rel: str | os.PathLike[str], dat
         d = _walk(base, rootfd, parts[:-1], create=True, what="write")
         assert d is not None
         try:
-            _write_in(base, parts, d, body, mode)
+            _write_in(base, parts, d, body, mode, durable)
         finally:
             os.close(d)
     finally:
@@ -110,7 +111,7 @@ def write_beneath(root: str | os.PathLike[str], rel: str | os.PathLike[str], dat
     return base.joinpath(*parts)
 
 
-def _write_in(base: Path, parts: list[str], d: int, body: bytes, mode: int) -> None:
+def _write_in(base: Path, parts: list[str], d: int, body: bytes, mode: int, durable: bool = True) -> None:
     name = parts[-1]
     tmp, fd = _create_temp(base, parts, d, mode)
     try:
@@ -118,7 +119,8 @@ def _write_in(base: Path, parts: list[str], d: int, body: bytes, mode: int) -> N
             view = memoryview(body)
             while view:
                 view = view[os.write(fd, view):]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, name, src_dir_fd=d, dst_dir_fd=d)
@@ -128,7 +130,8 @@ def _write_in(base: Path, parts: list[str], d: int, body: bytes, mode: int) -> N
     except BaseException:
         _unlink_quietly(tmp, d)
         raise
-    os.fsync(d)  # the rename itself is durable
+    if durable:
+        os.fsync(d)  # the rename itself is durable
 
 
 def _create_temp(base: Path, parts: list[str], d: int, mode: int) -> tuple[str, int]:
@@ -194,3 +197,54 @@ def _read_in(base: Path, parts: list[str], d: int, limit: int) -> bytes | None:
     finally:
         os.close(fd)
 
+
+
+def remove_beneath(root: str | os.PathLike[str], rel: str | os.PathLike[str]) -> bool:
+    """Remove the file, link or empty folder `root/rel` (a link itself, never what it points to), its
+    folders walked without following links. False when it was not there; ConfigError when a folder on the
+    way is a link, or a folder to remove is not empty."""
+    base = Path(root)
+    parts = _components(rel)
+    rootfd = _open_root(base, "remove")
+    try:
+        d = _walk(base, rootfd, parts[:-1], create=False, what="remove")
+        if d is None:
+            return False
+        try:
+            st = os.stat(parts[-1], dir_fd=d, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                os.rmdir(parts[-1], dir_fd=d)
+            else:
+                os.unlink(parts[-1], dir_fd=d)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise _refusal(base, parts, e, "remove") from e
+        finally:
+            os.close(d)
+    finally:
+        os.close(rootfd)
+    return True
+
+
+def symlink_beneath(root: str | os.PathLike[str], rel: str | os.PathLike[str], target: str) -> Path:
+    """Make `root/rel` a symbolic link to `target` (the caller judged where it points): made under a random
+    name beside it and renamed over the final name, its folders walked and made without following links."""
+    base = Path(root)
+    parts = _components(rel)
+    rootfd = _open_root(base, "link")
+    try:
+        d = _walk(base, rootfd, parts[:-1], create=True, what="link")
+        assert d is not None
+        tmp = f".{parts[-1][:64]}.{secrets.token_hex(8)}.tmp"
+        try:
+            os.symlink(target, tmp, dir_fd=d)
+            os.replace(tmp, parts[-1], src_dir_fd=d, dst_dir_fd=d)
+        except OSError as e:
+            _unlink_quietly(tmp, d)
+            raise _refusal(base, parts, e, "link") from e
+        finally:
+            os.close(d)
+    finally:
+        os.close(rootfd)
+    return base.joinpath(*parts)

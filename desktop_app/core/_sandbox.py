@@ -14,6 +14,7 @@ DEFAULT_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 600.0
 DEFAULT_OUTPUT_LIMIT = 1_000_000  # bytes kept per stream; the rest is dropped and `truncated` is set
 DEFAULT_READ_LIMIT = 10 * 1024 * 1024
+CONFLICT_SUFFIX = ".sandbox-conflict"  # beside a host file, the sandbox's copy of a synced-workspace conflict
 
 OutputCallback = Callable[[str, str], None]  # (stream, text)
 
@@ -69,6 +70,16 @@ class SandboxDescription:
     relaxations: list[str] = field(default_factory=list)
     workspace: str = WORKSPACE
     host_path: str = ""
+    # The Docker engine's address: unix:///var/run/docker.sock, tcp://build-host:2376, ... (records written
+    # before the kind had its own name stored the kind as "engine": this is a field of its own).
+    engine_address: str = ""
+    workspace_sync: str = ""  # "synced": the workspace is a volume on the engine, copied to and from host_path
+
+    def where(self) -> str:
+        """In words, where the call's files were: "remote engine, synced workspace (tcp://…)" or ""."""
+        if self.workspace_sync != "synced":
+            return ""
+        return f"remote engine, synced workspace ({self.engine_address or 'unknown engine'})"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,7 +93,30 @@ class SandboxDescription:
             "relaxations": self.relaxations,
             "workspace": self.workspace,
             "host_path": self.host_path,
+            "engine_address": self.engine_address,
+            "workspace_sync": self.workspace_sync,
+            "where": self.where(),
         }
+
+
+@dataclass(slots=True)
+class SyncReport:
+    """What one sync of a synced workspace moved between the host folder and the engine's volume, and what
+    it would not bring back. Paths are relative to the project folder."""
+
+    to_host: list[str] = field(default_factory=list)  # written or deleted on the host
+    to_sandbox: list[str] = field(default_factory=list)  # written or deleted in the volume
+    conflicts: list[str] = field(default_factory=list)  # changed on both sides: the host's copy was kept
+    refused: list[str] = field(default_factory=list)  # "path: why" never brought back to the host
+    duration_ms: float = 0.0
+
+    def problems(self) -> str:
+        """The conflicts and refusals in words for the model and the person; "" when there are none."""
+        lines = [f"CONFLICT {p}: changed on the host and in the sandbox; the host's copy was kept, the "
+                 f"sandbox's copy is beside it as {p}{CONFLICT_SUFFIX} (when it was a file)" for p in self.conflicts]
+        lines += [f"NOT BROUGHT BACK {r}" for r in self.refused]
+        return "\n".join(lines)
+
 
 
 @runtime_checkable

@@ -3,7 +3,7 @@ per-project SandboxConfig, and the image catalog. docker is imported lazily. The
 implement lives in core, beside the tools that consume it."""
 
 from ._client import connect
-from ._config import SandboxConfig
+from ._config import SandboxConfig, workspace_where
 from ._docker import DockerSandbox, container_name, remove_orphans
 from ._factory import create_sandbox
 from ._images import (
@@ -36,4 +36,5 @@ __all__ = [
     "load_catalog",
     "remove_orphans",
     "resolve_image",
+    "workspace_where",
 ]

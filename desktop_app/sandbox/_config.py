@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
@@ -55,6 +56,7 @@ class SandboxConfig:
     git_writable: bool = False  # "let the agent commit": .git read-write except config, hooks/ and info/
     keep_running: bool = False  # leave the container running at close() for a faster next start
     idle_limit_s: float = DEFAULT_IDLE_LIMIT_S  # stopped this long: removed as an orphan
+    workspace: str = "auto"  # auto | synced | bind: see syncs_workspace()
 
     def __post_init__(self) -> None:
         if self.kind not in ("docker", "local"):
@@ -63,6 +65,13 @@ class SandboxConfig:
             raise ConfigError(f"memory limit {self.memory} bytes is too small", hint="Docker needs at least 6 MiB")
         if self.cpus <= 0 or self.pids < 8:
             raise ConfigError("cpus must be positive and pids at least 8")
+        if self.workspace not in WORKSPACE_MODES:
+            raise ConfigError(f"unknown workspace setting {self.workspace!r}",
+                              hint='use "auto" (default: synced on a tcp:// or ssh:// engine), "synced" or "bind"')
+        if self.workspace == "synced" and self.git_writable:
+            raise ConfigError("git_writable cannot be used with a synced workspace",
+                              hint="a synced workspace never brings .git back to the host, so the agent's commits "
+                              "would stay on the engine: turn git_writable off")
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | None = None, *, image: str | None = None) -> SandboxConfig:
@@ -103,7 +112,48 @@ class SandboxConfig:
     def container_hash(self, **extra: Any) -> str:
         """What a container was made from; a different hash means the container is recreated."""
         d = asdict(self)
-        for k in ("keep_running", "idle_limit_s", "kind"):
-            d.pop(k)
+        for k in ("keep_running", "idle_limit_s", "kind", "workspace"):
+            d.pop(k)  # the workspace's mode is judged with the engine: the caller passes `synced`
         d.update(extra)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+WORKSPACE_MODES = ("auto", "synced", "bind")
+_REMOTE_SCHEMES = ("tcp://", "ssh://", "http://", "https://")
+
+
+def engine_address(client: Any = None) -> str:
+    """The engine's address as a person writes it: DOCKER_HOST, else the given client's, else the socket."""
+    env = os.environ.get("DOCKER_HOST", "").strip()
+    if client is None or env:
+        return env or "unix:///var/run/docker.sock"
+    url = str(getattr(getattr(client, "api", client), "base_url", "") or "")
+    if url.startswith("http+docker://ssh"):
+        return "ssh://" + url.removeprefix("http+docker://ssh")
+    if url.startswith(("http://", "https://")):
+        return "tcp://" + url.split("://", 1)[1]
+    return "unix:///var/run/docker.sock" if url.startswith("http+docker://") else url
+
+
+def syncs_workspace(config: SandboxConfig, address: str) -> bool:
+    """The one place that says whether the workspace is synced instead of bind-mounted: when the engine
+    cannot see the project folder (a tcp:// or ssh:// engine), or the project says "workspace": "synced".
+    "bind" forces a bind mount (an engine on tcp://127.0.0.1 of this same machine sees the folder)."""
+    if config.workspace != "auto":
+        return config.workspace == "synced"
+    return address.strip().lower().startswith(_REMOTE_SCHEMES)
+
+
+def workspace_where(settings: Mapping[str, Any] | None = None) -> str:
+    """For a project's settings, before its sandbox runs: "remote engine, synced workspace (address)", or
+    "" when the workspace is the project folder mounted into the container (or the settings are bad)."""
+    from ..core import SandboxDescription
+
+    try:
+        config = SandboxConfig.from_settings(settings)
+    except ConfigError:
+        return ""
+    address = engine_address()
+    synced = config.kind == "docker" and syncs_workspace(config, address)
+    where = SandboxDescription("docker", False, engine_address=address, workspace_sync="synced" if synced else "")
+    return where.where()

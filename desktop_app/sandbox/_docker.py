@@ -35,10 +35,12 @@ from ._client import ENGINE_HINT, connect, short_reason
 from ._config import SandboxConfig, human_size
 from ._control_mounts import MOUNTS_VERSION, control_mounts
 from ._docker_process import DockerProcessChannel
+from ._docker_sync import SyncedWorkspaceMixin
 from ._exec_transport import ExecTransport
 from ._helper_channel import OP_TIMEOUT_S, HelperChannel
 from ._helper_ops import HelperOps, clamp_timeout, exec_result
 from ._images import image_name_for_tag
+from ._sync_volumes import remove_project_volumes
 from .helper.processes import KILL_GRACE_S
 
 if TYPE_CHECKING:
@@ -51,6 +53,7 @@ LABEL_PROJECT = "org.agent-desk.project"
 LABEL_HASH = "org.agent-desk.config-hash"
 LABEL_PATH = "org.agent-desk.host-path"
 LABEL_COMPANION = "org.agent-desk.companion"  # a companion's suffix; the project's own container has none
+LABEL_DESK = "org.agent-desk.desk"  # user@host of the desk that made it: one engine may serve a whole team
 HOME = "/home/sandbox"
 FALLBACK_UID = 1000
 
@@ -84,6 +87,13 @@ class Companion:
                 hint='use "bridge" or a network made with `docker network create` (never "host")',
             )
         self.suffix, self.network, self.purpose = suffix, network, purpose
+
+
+def desk_identity() -> str:
+    import getpass
+    import socket
+
+    return f"{getpass.getuser()}@{socket.gethostname()}"
 
 
 def folder_owner(folder: str) -> tuple[int, int]:
@@ -121,12 +131,15 @@ def remove_orphans(
     import docker.errors
 
     now = time.time() if now is None else now
+    desk = desk_identity()
     removed = []
     for c in client.containers.list(all=True, filters={"label": LABEL_MANAGED}):
         labels = c.labels or {}
         pid, path = labels.get(LABEL_PROJECT, ""), labels.get(LABEL_PATH, "")
         if only is not None and pid not in only:
             continue
+        if labels.get(LABEL_DESK, desk) != desk:
+            continue  # another desk's sandbox on a shared engine: its folder is on another machine
         gone = not path or not os.path.isdir(path)
         if known_projects is not None and pid not in known_projects:
             gone = True
@@ -139,13 +152,15 @@ def remove_orphans(
         if gone or idle:
             with contextlib.suppress(docker.errors.NotFound):
                 c.remove(force=True)
+            if gone:
+                remove_project_volumes(client, pid)
             removed.append(c.name)
             log.info("removed sandbox container %s (%s)", c.name, "project gone" if gone else "idle")
     return removed
 
 
 # ------------------------------------------------------------------------------------------ sandbox
-class DockerSandbox(HelperOps):
+class DockerSandbox(SyncedWorkspaceMixin, HelperOps):
     """The Sandbox protocol in a hardened per-project container (see SandboxConfig for the knobs)."""
 
     def __init__(
@@ -196,6 +211,7 @@ class DockerSandbox(HelperOps):
                 raise
             except Exception as exc:  # docker's and requests' errors: the engine went away or refused
                 raise SandboxError(f"Docker failed: {short_reason(exc)}", hint=ENGINE_HINT) from None
+            await self._start_sync()  # a synced workspace: filled before the first call
             if has_python:
                 self._channel, self._exec_transport, self.transport = channel, None, "helper"
             else:
@@ -224,14 +240,15 @@ class DockerSandbox(HelperOps):
             log.warning("could not remove orphan sandbox containers: %s", short_reason(exc))
         self._uid, self._gid = (self.config.uid, self.config.uid) if self.config.uid else folder_owner(self.folder)
         st = os.stat(self.folder)
-        self._controls = control_mounts(self.folder, git_writable=self.config.git_writable)
+        synced = self._prepare_synced(image.id, self._uid, self._gid)
+        self._controls = [] if synced else control_mounts(self.folder, git_writable=self.config.git_writable)
         # The folder's inode too: a bind mount keeps a deleted-and-recreated folder's old inode. The control
         # mounts too: a `.git` that appeared since (`git init`) is mounted read-only at the next start.
         suffix = self.companion_of.suffix if self.companion_of else ""
         role = {"companion": [suffix, self._network_mode()]} if suffix else {}
         want = self.config.container_hash(
             image_id=image.id, folder=self.folder, inode=(st.st_dev, st.st_ino), uid=self._uid, gid=self._gid,
-            controls=[list(m) for m in self._controls], mounts_version=MOUNTS_VERSION, **role,
+            controls=[list(m) for m in self._controls], mounts_version=MOUNTS_VERSION, **role, **synced,
         )
         found = client.containers.list(all=True, filters={"label": f"{LABEL_PROJECT}={self.project_id}"})
         keep = None
@@ -289,12 +306,14 @@ class DockerSandbox(HelperOps):
                     LABEL_HASH: config_hash,
                     LABEL_PATH: self.folder,
                     **({LABEL_COMPANION: self.companion_of.suffix} if self.companion_of else {}),
+                    LABEL_DESK: desk_identity(),
                 },
                 user=f"{self._uid}:{self._gid}",
                 working_dir=WORKSPACE,
                 environment={"HOME": HOME, "LANG": "C.UTF-8", "USER": "sandbox"},
-                mounts=[Mount(WORKSPACE, self.folder, type="bind", read_only=cfg.workspace_readonly)]
-                + [Mount(target, source, type="bind", read_only=ro) for target, source, ro in self._controls],
+                mounts=self._workspace_mounts(
+                    [Mount(WORKSPACE, self.folder, type="bind", read_only=cfg.workspace_readonly)]
+                    + [Mount(target, source, type="bind", read_only=ro) for target, source, ro in self._controls]),
                 tmpfs={
                     "/tmp": f"rw,nosuid,nodev,exec,size={cfg.tmp_size},mode=1777",
                     HOME: f"rw,nosuid,nodev,exec,size={cfg.home_size},mode=0700,{ids}",
@@ -351,6 +370,7 @@ class DockerSandbox(HelperOps):
             return
         await self._close_processes()
         await self.sweep()
+        await self._close_sync(self.config.keep_running)
         self._closed = True
         channel, self._channel = self._channel, None
         if channel is not None:
@@ -398,7 +418,8 @@ class DockerSandbox(HelperOps):
                 "memory": human_size(cfg.memory),
                 "cpus": cfg.cpus,
                 "pids": cfg.pids,
-                "workspace": "read-only" if cfg.workspace_readonly else "read-write",
+                "workspace": ("read-only" if cfg.workspace_readonly else "read-write")
+                + (", synced volume" if self.synced else ""),
                 "root_fs": "read-only",
                 "capabilities": "none",
                 "no_new_privileges": True,
@@ -408,6 +429,7 @@ class DockerSandbox(HelperOps):
             relaxations=relaxations,
             workspace=WORKSPACE,
             host_path=self.folder,
+            **self._sync_description(),
         )
 
     # -- long-lived processes

@@ -87,7 +87,10 @@ class SetupChecks(QObject):
         net = "on" if (project.settings or {}).get("network") else "none"
         status = "ready" if self.docker_ok else "checking…"
         unsafe = (project.settings or {}).get("sandbox") == "local"
-        self.window.status.set_sandbox(status, project.image, net, unsafe=unsafe)
+        from ..sandbox import workspace_where
+
+        self.window.status.set_sandbox(status, project.image, net, unsafe=unsafe,
+                                       where=workspace_where(project.settings))
 
     def show_sandbox(self, agent: Any) -> None:
         """The running sandbox as it describes itself: engine, image, network, and UNSANDBOXED if local."""
@@ -96,4 +99,5 @@ class SetupChecks(QObject):
         except Exception:
             return
         label = "running" if not d.unsandboxed else "local"
-        self.window.status.set_sandbox(label, d.image or "", d.network or "none", unsafe=d.unsandboxed)
+        self.window.status.set_sandbox(label, d.image or "", d.network or "none", unsafe=d.unsandboxed,
+                                       where=d.where())

@@ -3,6 +3,7 @@ the sandbox, and the session's tokens."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 
 from PySide6.QtWidgets import QLabel, QMainWindow
@@ -78,13 +79,16 @@ class AgentStatusBar:
                         base_url_source, "Endpoint: the Anthropic API (default)")
         self.key.setToolTip(f"{key_line}\n{url_line}")
 
-    def set_sandbox(self, status: str, image: str = "", network: str = "", unsafe: bool = False) -> None:
+    def set_sandbox(self, status: str, image: str = "", network: str = "", unsafe: bool = False,
+                    where: str = "") -> None:
         colour = {"running": "#2f9e44", "ready": "#2f9e44", "starting": "#d4890b"}.get(status, "#d9363e")
         parts = [f"<span style='color:{colour}'>●</span> sandbox: {status}"]
         if image:
             parts.append(image)
         if network:
             parts.append(f"network {network}")
+        if where:  # "remote engine, synced workspace (tcp://…)"
+            parts.append(html.escape(where))
         if unsafe:
             parts.append("<b style='color:#d9363e'>UNSANDBOXED</b>")
         self.sandbox.setText(" · ".join(parts))

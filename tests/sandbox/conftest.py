@@ -77,3 +77,30 @@ def test_network(docker_client) -> Iterator[str]:
     for c in docker_client.containers.list(all=True, filters={"network": name}):
         c.remove(force=True)
     net.remove()
+
+
+@pytest.fixture
+async def make_remote_sandbox(remote_engine, workspace, project_id) -> AsyncIterator[Callable[..., Any]]:
+    """`await make(config=None, folder=workspace, project=project_id)`: a started DockerSandbox on the second
+    engine (so its workspace is synced); closed, and its containers and volumes removed, at the end."""
+    from desktop_app.sandbox import DockerSandbox, SandboxConfig
+
+    client, _ = remote_engine
+    made: list[Any] = []
+
+    async def make(config: Any = None, *, folder: Path | None = None, project: str | None = None) -> Any:
+        sb = DockerSandbox(project or project_id, folder or workspace, config or SandboxConfig(image=TEST_IMAGE),
+                           client=client)
+        made.append(sb)
+        await sb.start()
+        return sb
+
+    yield make
+    for sb in made:
+        await sb.close()
+        for c in client.containers.list(all=True, filters={"label": f"org.agent-desk.project={sb.project_id}"}):
+            c.remove(force=True)
+        for c in client.containers.list(all=True, filters={"label": f"org.agent-desk.sync-of={sb.project_id}"}):
+            c.remove(force=True)
+        for v in client.volumes.list(filters={"label": f"org.agent-desk.workspace-of={sb.project_id}"}):
+            v.remove(force=True)

@@ -27,3 +27,19 @@ def test_attach_counts_tokens_per_session_and_shows_retries(qtbot, qloop):
     bus.publish(ErrorEvent(session_id="s1", message="overloaded", retrying=True, attempt=2))
     assert status.activity.text() == "overloaded — retrying (attempt 2)"
     bridge.detach()
+
+
+def test_the_sandbox_says_when_it_runs_on_a_remote_engine_with_a_synced_workspace(qtbot, monkeypatch):
+    from desktop_app.sandbox import workspace_where
+
+    monkeypatch.setenv("DOCKER_HOST", "tcp://build-host:2376")
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    status = AgentStatusBar(window)
+    where = workspace_where({})
+    assert where == "remote engine, synced workspace (tcp://build-host:2376)"
+    status.set_sandbox("ready", "agent-desk/minimal:latest", "none", where=where)
+    assert "remote engine, synced workspace (tcp://build-host:2376)" in status.sandbox.text()
+    assert workspace_where({"workspace": "bind"}) == "" and workspace_where({"sandbox": "local"}) == ""
+    monkeypatch.delenv("DOCKER_HOST")
+    assert workspace_where({}) == "" and workspace_where({"workspace": "synced"}).startswith("remote engine")

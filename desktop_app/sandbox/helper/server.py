@@ -9,6 +9,7 @@ import threading
 from .errors import HelperError
 from .processes import KILL_GRACE_S, MAX_OUTPUT_LIMIT, CommandRun, Processes
 from .search import Search
+from .sync import sync_op
 from .wire import dumps, loads
 from .workspace import READ_LIMIT, fs_list, fs_read, fs_read_text, fs_stat, fs_write
 
@@ -224,6 +225,8 @@ def call_op(ws, procs, op, a):
         return procs.get(a["process_id"]).kill()
     if op == "sweep":
         return procs.sweep(float(a.get("grace", 0.2)))
+    if op in ("sync_manifest", "sync_read", "sync_apply"):  # a synced workspace's sync container (sync.py)
+        return sync_op(ws, op, a)
     if op == "ping":
         return {"version": PROTOCOL_VERSION, "uid": os.getuid()}
     raise HelperError(f"unknown operation {op!r}")

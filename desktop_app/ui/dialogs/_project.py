@@ -178,6 +178,9 @@ class ProjectSettingsDialog(FutureDialog):
         self.local.setStyleSheet("QCheckBox:checked { color: #d9363e; }")
         self.workspace_ro = QCheckBox("Mount the workspace read-only")
         self.workspace_ro.setChecked(bool(st.get("workspace_ro", False)))
+        from ...sandbox import workspace_where  # "remote engine, synced workspace (tcp://…)" on a remote engine
+
+        self.workspace_where = QLabel(workspace_where(st) or "the project folder, mounted into the container")
         self.mode = mode_combo(mode)
 
     def _build_rules(self, project: ProjectInfo | None) -> None:
@@ -236,6 +239,7 @@ class ProjectSettingsDialog(FutureDialog):
         form.addRow("Memory limit", self.memory)
         form.addRow("CPU limit", self.cpus)
         form.addRow("", self.workspace_ro)
+        form.addRow("Workspace", self.workspace_where)
         form.addRow("", self.local)
         form.addRow("Permission mode", self.mode)
         return general

@@ -115,5 +115,5 @@ def _sandbox_parts(rec: ToolCallRecord) -> list[str]:
         "<h4>Where it ran</h4>",
         f"<p>{val('kind') or val('engine')}{unsafe} · container <code>{val('container_id')[:12]}</code>"
         f"<br>image <code>{val('image')}</code><br>digest <code>{val('image_digest')}</code>"
-        f"<br>network {val('network')}</p>",
+        f"<br>network {val('network')}" + (f"<br>{val('where')}" if sb.get("where") else "") + "</p>",
     ]

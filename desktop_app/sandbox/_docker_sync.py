@@ -1,0 +1,125 @@
+"""DockerSandbox's synced workspace (a remote engine, or "workspace": "synced"): no bind mount at all, the
+workspace in volumes on the engine (see _sync_volumes.py), filled at start and kept equal to the host
+folder by `sync_workspace()`, which the executor calls before each call and after each call that may
+write (see core/_workspace_sync.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import stat
+from typing import Any
+
+from ..core import SandboxError, SyncReport
+from ._config import SandboxConfig, engine_address, syncs_workspace
+from ._control_mounts import check_control_dirs, control_mounts
+from ._helper_channel import HelperChannel
+from ._sync import WorkspaceSync
+from ._sync_volumes import SyncedVolumes
+
+log = logging.getLogger(__name__)
+SYNC_TIMEOUT_S = 300.0
+
+
+class SyncedWorkspaceMixin:
+    """The synced workspace's part of DockerSandbox; inert (bind mounts) unless `synced`."""
+
+    config: SandboxConfig
+    folder: str
+    project_id: str
+    _client: Any
+    _pool: Any
+    synced: bool = False
+    _volumes: SyncedVolumes | None = None
+    _sync_box: Any = None  # the sync container
+    _sync_channel: HelperChannel | None = None
+    _workspace_sync: WorkspaceSync | None = None
+    _sync_want: tuple[str, str] = ("", "")  # (image, config hash) of the sync container
+
+    def engine(self) -> str:
+        return engine_address(self._client)
+
+    def _prepare_synced(self, image: str, uid: int, gid: int) -> dict[str, Any]:
+        """Judge the mode (the one place: _config.syncs_workspace); when synced, make the volumes and the
+        sync container. What the container hash must include."""
+        self.synced = syncs_workspace(self.config, self.engine())
+        if not self.synced:
+            return {}
+        if self.config.git_writable:
+            raise SandboxError("git_writable cannot be used with a synced workspace (a remote engine)",
+                               hint="the agent's commits would stay on the engine: turn git_writable off")
+        control_mounts(self.folder)  # refuses linked control folders; makes .agent-desk before the agent can
+        _, git = check_control_dirs(self.folder)
+        controls = [".agent-desk"] + ([".git"] if git is not None and stat.S_ISDIR(git.st_mode) else [])
+        self._volumes = SyncedVolumes(self._client, self.project_id, controls, uid, gid)
+        self._volumes.ensure(image)
+        extra = {"synced": sorted(self._volumes.names().items()), "uid": uid, "gid": gid, "image_id": image}
+        self._sync_want = (image, self.config.container_hash(**extra))
+        self._sync_box = self._volumes.sync_container(*self._sync_want)
+        return {"synced": extra["synced"]}
+
+    def _workspace_mounts(self, bind: list[Any]) -> list[Any]:
+        """The sandbox's mounts: the volumes when synced, else the bind mounts given."""
+        if not self.synced or self._volumes is None:
+            return bind
+        return self._volumes.mounts(sandbox=True, workspace_readonly=self.config.workspace_readonly)
+
+    async def _start_sync(self) -> None:
+        """The sync container's helper, and the first sync (the volume made equal to the host folder)."""
+        if not self.synced or (self._sync_channel is not None and not self._sync_channel.dead):
+            return
+        loop = asyncio.get_running_loop()
+        if self._sync_channel is not None:  # its helper died: the container may be gone too (made again)
+            assert self._volumes is not None
+            self._sync_box = await loop.run_in_executor(self._pool, self._volumes.sync_container, *self._sync_want)
+        channel = HelperChannel(self._client.api, self._sync_box.id, self._pool)
+        if not await loop.run_in_executor(self._pool, channel.open):
+            raise SandboxError(f"a synced workspace needs python3 in the image {self.config.image}",
+                               hint="use an image with python3 (every image of `agent-desk images list` has it)")
+        self._sync_channel = channel
+
+        async def request(op: str, args: dict[str, Any]) -> Any:
+            return await channel.request(op, args, None, SYNC_TIMEOUT_S)
+
+        async def offload(fn: Any, *args: Any, **kw: Any) -> Any:
+            return await loop.run_in_executor(self._pool, lambda: fn(*args, **kw))
+
+        fresh = self._workspace_sync is None
+        if fresh:
+            self._workspace_sync = WorkspaceSync(self.folder, request, offload)
+        else:
+            self._workspace_sync._request = request  # a restarted helper: the bases are still right
+        if fresh:
+            report = await self._workspace_sync.start()
+            log.info("synced workspace of %s filled: %d item(s) in %.0f ms", self.project_id,
+                     len(report.to_sandbox), report.duration_ms)
+
+    async def sync_workspace(self, direction: str = "both") -> SyncReport | None:
+        """Bring the host folder and the volume level (both ways, by digest); None when not synced.
+        `direction` says when it runs ("in": before a call, "both": after one); the work is the same."""
+        if not self.synced:
+            return None
+        await self.start()  # type: ignore[attr-defined]
+        await self._start_sync()
+        assert self._workspace_sync is not None
+        return await self._workspace_sync.sync()
+
+    async def _close_sync(self, keep_running: bool) -> None:
+        if not self.synced:
+            return
+        if self._workspace_sync is not None and self._sync_channel is not None and not self._sync_channel.dead:
+            try:
+                await self._workspace_sync.sync()  # what background processes wrote since the last call
+            except Exception as exc:
+                log.warning("the last sync of %s failed: %s", self.folder, exc)
+        channel, self._sync_channel = self._sync_channel, None
+        if channel is not None:
+            channel.close()
+        if not keep_running and self._volumes is not None:
+            await asyncio.get_running_loop().run_in_executor(self._pool, self._volumes.stop_sync)
+
+    def _sync_description(self) -> dict[str, str]:
+        """The engine's address, and "synced" when the workspace is (judged before the start too)."""
+        engine = self.engine()
+        synced = self.synced or syncs_workspace(self.config, engine)
+        return {"engine_address": engine, "workspace_sync": "synced" if synced else ""}
