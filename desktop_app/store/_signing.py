@@ -42,6 +42,9 @@ UPSERT_HEAD_SIGNATURE = (
     "db_id = excluded.db_id, seq = excluded.seq, hash = excluded.hash, count = excluded.count, "
     "signature = excluded.signature, signed_at = excluded.signed_at")
 SELECT_HEAD_SIGNATURES = "SELECT key_id, db_id, seq, hash, count, signature, signed_at FROM audit_head_signatures"
+# One row per commit: that commit's signed head, and where its entries start (pgchain).
+INSERT_BATCH = ("INSERT INTO audit_batches (last_seq, first_seq, key_id, hash, signature, signed_at) "
+                "VALUES (:seq, :first_seq, :key_id, :hash, :signature, :signed_at)")
 
 
 def key_id_of(public_key: bytes) -> str:
@@ -146,8 +149,11 @@ class HeadNotary:
         self._pending: SignedHead | None = None  # signed in the open transaction, not yet committed
         self._witness: _WitnessThread | None = None
 
-    def sign_in_tx(self, execute: Execute, fetch: Callable[[str], list[Any]], seq: int, hash_: str) -> None:
-        """Called inside the transaction, after the batch's entries: the head is now (seq, hash_)."""
+    def sign_in_tx(self, execute: Execute, fetch: Callable[[str], list[Any]], first_seq: int, seq: int,
+                   hash_: str) -> None:
+        """Called inside the transaction, after the batch's entries first_seq..seq: the head is now (seq, hash_).
+        One signature per commit: the head, which covers each entry of the batch (its desk is hashed in) through
+        the chain. It is kept twice: as this key's last head, and as the batch's row."""
         if self.db_id is None:
             rows = fetch(SELECT_DB_ID)
             if rows:
@@ -159,9 +165,10 @@ class HeadNotary:
             if not any(r[0] == self.signer.key_id for r in fetch(SELECT_KEYS)):
                 execute(INSERT_KEY, {"key_id": self.signer.key_id, "public_key": b64(self.signer.public_key),
                                      "host": self.signer.host, "user_name": self.signer.user,
-                                     "registered_at": time.time(), "first_seq": seq})
+                                     "registered_at": time.time(), "first_seq": first_seq})
         head = self.signer.sign_head(self.db_id, seq, hash_, seq)
         execute(UPSERT_HEAD_SIGNATURE, {**head.to_dict()})
+        execute(INSERT_BATCH, {**head.to_dict(), "first_seq": first_seq})
         self._pending = head
 
     def committed(self) -> None:
