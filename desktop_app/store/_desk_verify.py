@@ -59,8 +59,13 @@ def check_desks(conn: Connection, runs: list[tuple[int, str]], top: int, whole: 
         return [], p
     if not counts:
         return [], None
-    per = ", ".join(f"{_name(desks, k)}: {n} entries" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-    return [f"{len(counts)} desk(s) wrote this chain, each entry signed by its desk ({per})"], None
+    per = ", ".join(f"{_short(desks, k)} {n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return [f"entries by desk, each checked with its desk's key: {per}"], None
+
+
+def _short(desks: dict[str, Desk], key_id: str) -> str:
+    d = desks[key_id]
+    return f"{d.user}@{d.host} [{key_id[:20]}…]"
 
 
 def _desks(conn: Connection) -> dict[str, Desk]:
