@@ -94,6 +94,28 @@ def run_desks(url: str, desks: int, records: int, tasks: int = 8, timeout: float
     return out
 
 
+async def hang(url: str, seed_hex: str) -> None:
+    """`hang URL SEED`: write one transition and stop inside its transaction, after its entry, key and signed
+    batch were written and before the commit; print "inside" there, for the test to kill this process."""
+    import time
+
+    from desktop_app.store import _signing
+
+    sign_in_tx = _signing.HeadNotary.sign_in_tx
+
+    def sign_then_hang(self: _signing.HeadNotary, *args: object) -> None:
+        sign_in_tx(self, *args)  # type: ignore[arg-type]
+        print("inside", flush=True)
+        time.sleep(3600)
+
+    _signing.HeadNotary.sign_in_tx = sign_then_hang  # type: ignore[method-assign]
+    store = await SqlStore.open(url, signer=HeadSigner(bytes.fromhex(seed_hex), host="doomed", user="doomed"))
+    await run_to_completion(store, make_record(command="never committed", session_id="ses_doomed"))
+
+
 if __name__ == "__main__":
     a = sys.argv[1:]
-    asyncio.run(main(a[0], a[1], a[2], a[3], int(a[4]), int(a[5]) if len(a) > 5 else 8))
+    if a[0] == "hang":
+        asyncio.run(hang(a[1], a[2]))
+    else:
+        asyncio.run(main(a[0], a[1], a[2], a[3], int(a[4]), int(a[5]) if len(a) > 5 else 8))
