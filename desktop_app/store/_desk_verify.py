@@ -60,7 +60,17 @@ def check_desks(conn: Connection, runs: list[tuple[int, str]], top: int, whole: 
     if not counts:
         return [], None
     per = ", ".join(f"{_short(desks, k)} {n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-    return [f"entries by desk, each checked with its desk's key: {per}"], None
+    return [f"entries by desk, each checked with its desk's key: {per}", *_shared_names(desks)], None
+
+
+def _shared_names(desks: dict[str, Desk]) -> list[str]:
+    """Keys that claim one user@host: a reinstalled desk, a CLI with its own key file, or a key registered by
+    hand under a desk's name. Not a failure, but a person should compare the fingerprints."""
+    by_name: dict[str, list[str]] = {}
+    for d in desks.values():
+        by_name.setdefault(f"{d.user}@{d.host}", []).append(d.key_id)
+    return [f"{len(keys)} keys claim {name} ({', '.join(sorted(keys))}): compare them with that desk's own"
+            for name, keys in sorted(by_name.items()) if len(keys) > 1]
 
 
 def _short(desks: dict[str, Desk], key_id: str) -> str:
@@ -102,9 +112,9 @@ def _check_batches(conn: Connection, desks: dict[str, Desk], top: int, whole: bo
         if entry_hash != hash_:
             raise HeadProblem("rewritten", last, f"entry {last} is not the one {desk.name()} signed: the chain "
                               "was recomputed after an edit")
-        if out and first != out[-1].last + 1:
-            raise HeadProblem("unsigned", out[-1].last + 1, f"the signed batches jump from entry {out[-1].last} "
-                              f"to entry {first} ({desk.name()}): a batch's record was removed or edited")
+        if first > last or (out and first <= out[-1].last):  # first_seq is not signed: kept honest here
+            raise HeadProblem("misattributed", first, f"the signed batch of {desk.name()} ending at entry {last} "
+                              f"claims to start at entry {first}, inside another batch: its record was edited")
         out.append(Batch(first, last, key_id))
     return out
 
@@ -133,9 +143,8 @@ def _check_attribution(runs: list[tuple[int, str]], batches: list[Batch], top: i
         desk = runs[bisect.bisect_right(starts, p) - 1][1]
         k = bisect.bisect_right(bstarts, p) - 1
         signer = batches[k].key_id if k >= 0 and p <= batches[k].last else None
-        if desk == (signer or ""):
-            if desk:
-                counts[desk] += end - p + 1
+        if desk and desk == signer:
+            counts[desk] += end - p + 1
             continue
         if signer is None and not desk and p < first_signed:
             continue  # written before desks were named: the head signatures still cover them
@@ -144,15 +153,15 @@ def _check_attribution(runs: list[tuple[int, str]], batches: list[Batch], top: i
 
 
 def _misattributed(p: int, end: int, desk: str, signer: str | None, desks: dict[str, Desk]) -> tuple[str, int, str]:
-    span = f"entries {p}..{end}" if end > p else f"entry {p}"
+    span = f"entries {p}..{end} name" if end > p else f"entry {p} names"
     if signer is None and not desk:
-        return "unsigned", p, f"{span} name no desk and no desk signed them: written without a key, or by hand"
+        return "unsigned", p, f"{span} no desk, and no desk signed them: written without a key, or by hand"
     if signer is None:
-        return "unsigned", p, (f"{span} name {_name(desks, desk)}, but no signature of that desk covers them: "
+        return "unsigned", p, (f"{span} {_name(desks, desk)}, but no signature of that desk covers them: "
                                "its signed batch was removed, or they were added by hand")
     if not desk:
-        return "misattributed", p, f"{span} name no desk, yet {_name(desks, signer)} signed them"
-    return "misattributed", p, (f"{span} name {_name(desks, desk)}, but {_name(desks, signer)} signed them: "
+        return "misattributed", p, f"{span} no desk, yet {_name(desks, signer)} signed them"
+    return "misattributed", p, (f"{span} {_name(desks, desk)}, but {_name(desks, signer)} signed them: "
                                 "the desk of an entry was changed, or another desk re-signed it")
 
 
