@@ -4,8 +4,10 @@ commit), then resolves every waiter's asyncio future from the loop that is await
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import queue
+import re
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -66,6 +68,12 @@ SELECT_HEAD = "SELECT seq, hash FROM audit_head WHERE id = 1"
 # lock rather than FOR UPDATE on the head row: an empty database has no head row to lock.
 CHAIN_LOCK_KEY = 0x6167656E74646B31  # "agentdk1"
 LOCK_CHAIN = text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=CHAIN_LOCK_KEY)
+
+
+@functools.cache
+def pg_sql(sql: str) -> str:
+    """A statement's :name parameters in psycopg's %(name)s style (for the pipelined hot path)."""
+    return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql)
 MAX_EVENT_SEQ = "SELECT max(seq) FROM events"
 
 
@@ -158,6 +166,7 @@ class Writer(threading.Thread):
         self._raw = engine.dialect.name == "sqlite"
         # SQLite's BEGIN IMMEDIATE already holds the write lock; PostgreSQL takes the chain's advisory lock.
         self._lock_chain = engine.dialect.name == "postgresql"
+        self._pg: Any = None  # the psycopg cursor while a pipelined PostgreSQL transaction is open
         self.head_seq, self.head_hash = head  # the last head this process committed (for stats only)
         self._translate = translate
         self.failed_events: list[str] = []  # reported by the next flush()
@@ -307,6 +316,8 @@ class Writer(threading.Thread):
                 if dbapi.in_transaction:
                     dbapi.execute("ROLLBACK")
                 raise
+        elif self._lock_chain and conn.dialect.driver == "psycopg" and all(op.kind in ("tx", "event") for op in ops):
+            seq, prev = self._write_pipelined(conn, ops, results)
         else:
             with conn.begin():
                 if self._lock_chain:
@@ -321,6 +332,33 @@ class Writer(threading.Thread):
         self.head_seq, self.head_hash = seq, prev
         self.batches += 1
         return results
+
+    def _write_pipelined(self, conn: Connection, ops: list[Op], results: list[Any]) -> tuple[int, str]:
+        """The hot path on PostgreSQL: one psycopg pipeline, so the chain's lock is held for about three round
+        trips (the lock with the head, the writes, the commit) rather than one per statement."""
+        pg, dbapi = conn.connection.driver_connection, conn.dialect.dbapi
+        cur = self._pg = pg.cursor()
+        try:
+            with pg.pipeline():
+                cur.execute(pg_sql(LOCK_CHAIN.text), {"k": CHAIN_LOCK_KEY})
+                head = cur.execute(SELECT_HEAD).fetchone()  # runs once the lock is held: the newest head
+                seq, prev = self._write_ops(conn, ops, results, head)
+                if head is None or seq != head[0]:
+                    cur.execute(pg_sql(UPSERT_HEAD.text), {"id": 1, "seq": seq, "hash": prev})
+                    if self.notary is not None and seq:
+                        self.notary.sign_in_tx(lambda sql, p: cur.execute(pg_sql(sql), p),
+                                               lambda sql: cur.execute(sql).fetchall(), _first(head), seq, prev)
+                pg.commit()
+        except dbapi.Error as exc:
+            pg.rollback()
+            # As SQLAlchemy would have raised it, so the error translation and the split work alike.
+            raise sa_exc.DBAPIError.instance(None, None, exc, dbapi.Error) from exc
+        except BaseException:
+            pg.rollback()
+            raise
+        finally:
+            self._pg = None
+        return seq, prev
 
     def _write_ops(self, conn: Connection, ops: list[Op], results: list[Any], head: Any) -> tuple[int, str]:
         """The statements of one batch, inside the caller's transaction, after the chain's `head` as
@@ -396,6 +434,8 @@ class Writer(threading.Thread):
         rows = [event_params(env, blobs) for env in envs]
         if self._raw:
             base = conn.connection.driver_connection.execute(MAX_EVENT_SEQ).fetchone()[0]
+        elif self._pg is not None:
+            base = self._pg.execute(MAX_EVENT_SEQ).fetchone()[0]
         else:
             base = conn.execute(text(MAX_EVENT_SEQ)).scalar()
         for k, row in enumerate(rows, start=int(base or 0) + 1):
@@ -407,6 +447,8 @@ class Writer(threading.Thread):
     def _many(self, conn: Connection, stmt: TextClause, rows: list[dict[str, Any]]) -> None:
         if self._raw:
             conn.connection.driver_connection.executemany(stmt.text, rows)
+        elif self._pg is not None:
+            self._pg.executemany(pg_sql(stmt.text), rows)
         else:
             conn.execute(stmt, rows)
 

@@ -113,9 +113,37 @@ async def hang(url: str, seed_hex: str) -> None:
     await run_to_completion(store, make_record(command="never committed", session_id="ses_doomed"))
 
 
+async def timed(url: str, seed_hex: str, host: str, user: str, seconds: float, tasks: int) -> None:
+    """`timed URL SEED HOST USER SECONDS TASKS`: after "ready" and a line on stdin, write tool calls for
+    SECONDS, then print "done N" (the entries acknowledged in that time): the benchmark's desk."""
+    import time
+
+    store = await SqlStore.open(url, signer=HeadSigner(bytes.fromhex(seed_hex), host=host, user=user))
+    count = 0
+    try:
+        print("ready", flush=True)
+        await asyncio.to_thread(sys.stdin.readline)
+        stop_at = time.perf_counter() + seconds
+
+        async def worker(k: int) -> None:
+            nonlocal count
+            i = 0
+            while time.perf_counter() < stop_at:
+                await run_to_completion(store, make_record(command=f"echo {user} {k} {i}", session_id=f"ses_{user}"))
+                count += 3
+                i += 1
+
+        await asyncio.gather(*(worker(k) for k in range(tasks)))
+    finally:
+        await store.close()
+    print("done", count, flush=True)
+
+
 if __name__ == "__main__":
     a = sys.argv[1:]
     if a[0] == "hang":
         asyncio.run(hang(a[1], a[2]))
+    elif a[0] == "timed":
+        asyncio.run(timed(a[1], a[2], a[3], a[4], float(a[5]), int(a[6])))
     else:
         asyncio.run(main(a[0], a[1], a[2], a[3], int(a[4]), int(a[5]) if len(a) > 5 else 8))
