@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ._head_verify import HeadProblem
-from ._signing import SELECT_DB_ID, SELECT_KEYS, SignedHead, unb64
+from ._signing import SELECT_DB_ID, SELECT_KEYS, batch_message, unb64
 
 _BATCHES = ("SELECT b.last_seq, b.first_seq, b.key_id, b.hash, b.signature, e.hash FROM audit_batches b "
             "LEFT JOIN audit_entries e ON e.seq = b.last_seq ORDER BY b.last_seq")
@@ -55,8 +55,12 @@ def check_desks(conn: Connection, runs: list[tuple[int, str]], top: int, whole: 
         batches = _check_batches(conn, desks, top, whole)
         counts = _check_attribution(runs, batches, top, desks)
         _check_registration(runs, desks)
+        _check_heads_not_behind(conn, batches, desks)
     except HeadProblem as p:
         return [], p
+    except (TypeError, ValueError) as exc:  # a value of the wrong type written into the key or batch tables
+        return [], HeadProblem("bad-signature", None, f"the signed batches or the registered keys are malformed "
+                               f"({exc})")
     if not counts:
         return [], None
     per = ", ".join(f"{_short(desks, k)} {n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -106,7 +110,7 @@ def _check_batches(conn: Connection, desks: dict[str, Desk], top: int, whole: bo
         if desk is None:
             raise HeadProblem("unknown-key", first, f"entries {first}..{last} are signed by key {key_id}, which "
                               "is not registered in this database (its key row was deleted, or never written)")
-        if not _signed(desk, SignedHead(db_id, last, hash_, last, key_id, sig)):
+        if not _signed(desk, sig, batch_message(db_id, first, last, hash_, key_id)):
             raise HeadProblem("bad-signature", first, f"entries {first}..{last} do not match the signature of "
                               f"{desk.name()}: the batch was re-signed by another key, or rewritten by hand")
         if entry_hash != hash_:
@@ -119,11 +123,22 @@ def _check_batches(conn: Connection, desks: dict[str, Desk], top: int, whole: bo
     return out
 
 
-def _signed(desk: Desk, head: SignedHead) -> bool:
+def _check_heads_not_behind(conn: Connection, batches: list[Batch], desks: dict[str, Desk]) -> None:
+    """A desk signs its head in the same commit as each batch: a last head older than its last batch was rolled
+    back to an earlier one of its real signatures (from a copy of the database), to hide what came after."""
+    last_batch = {b.key_id: b.last for b in batches}
+    for key_id, seq in conn.execute(text("SELECT key_id, seq FROM audit_head_signatures")):
+        if key_id in last_batch and seq < last_batch[key_id]:
+            raise HeadProblem("rolled-back", seq, f"the last signed head of {_name(desks, key_id)} is at entry "
+                              f"{seq}, before its signed batch ending at entry {last_batch[key_id]}: it was "
+                              "rolled back to an older signature")
+
+
+def _signed(desk: Desk, signature: str, message: bytes) -> bool:
     if desk.public_key is None:
         return False
     try:
-        desk.public_key.verify(unb64(head.signature), head.message())
+        desk.public_key.verify(unb64(signature), message)
     except (InvalidSignature, ValueError, TypeError):
         return False
     return True
@@ -131,25 +146,35 @@ def _signed(desk: Desk, head: SignedHead) -> bool:
 
 def _check_attribution(runs: list[tuple[int, str]], batches: list[Batch], top: int,
                        desks: dict[str, Desk]) -> Counter[str]:
-    """Each entry's desk against the batch that signed it, compared at every place where either changes (both
-    are constant in between). Entries before the first batch may name no desk: written before desks were."""
+    """Each entry's desk against the batch that signed it. Entries before the first batch may name no desk:
+    written before desks were named, the head signatures still cover them."""
+    first_signed = batches[0].first if batches else top + 1
+    counts: Counter[str] = Counter()
+    for p, end, desk, signer in _segments(runs, batches, top):
+        if desk and desk == signer:
+            counts[desk] += end - p + 1
+        elif not (signer is None and not desk and p < first_signed):
+            raise HeadProblem(*_misattributed(p, end, desk, signer, desks))
+    return counts
+
+
+def _segments(runs: list[tuple[int, str]], batches: list[Batch], top: int) -> list[tuple[int, int, str, str | None]]:
+    """(first, last, the entries' desk, the signing desk or None) over 1..top, each as long as both stay the
+    same: they are compared where either changes, as both are constant in between."""
     starts = [s for s, _ in runs]
     bstarts = [b.first for b in batches]
     points = sorted({p for p in (*starts, *bstarts, *(b.last + 1 for b in batches)) if 1 <= p <= top})
-    first_signed = batches[0].first if batches else top + 1
-    counts: Counter[str] = Counter()
+    out: list[tuple[int, int, str, str | None]] = []
     for i, p in enumerate(points):
         end = (points[i + 1] - 1) if i + 1 < len(points) else top
         desk = runs[bisect.bisect_right(starts, p) - 1][1]
         k = bisect.bisect_right(bstarts, p) - 1
         signer = batches[k].key_id if k >= 0 and p <= batches[k].last else None
-        if desk and desk == signer:
-            counts[desk] += end - p + 1
-            continue
-        if signer is None and not desk and p < first_signed:
-            continue  # written before desks were named: the head signatures still cover them
-        raise HeadProblem(*_misattributed(p, end, desk, signer, desks))
-    return counts
+        if out and out[-1][2:] == (desk, signer):
+            out[-1] = (out[-1][0], end, desk, signer)
+        else:
+            out.append((p, end, desk, signer))
+    return out
 
 
 def _misattributed(p: int, end: int, desk: str, signer: str | None, desks: dict[str, Desk]) -> tuple[str, int, str]:

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 _DOMAIN = b"agent-desk/audit-head/v1\x00"
 _EXPORT_DOMAIN = b"agent-desk/audit-export/v1\x00"
+_BATCH_DOMAIN = b"agent-desk/audit-batch/v1\x00"
 WITNESS_INTERVAL_S = 0.1  # at most this long between a commit and its witness: at most ~10 witness writes/s
 
 # (sql, params) runner inside the writer's open transaction.
@@ -99,6 +100,13 @@ def head_signature_ok(head: SignedHead, public_key: bytes) -> bool:
     return key_id_of(public_key) == head.key_id and signature_ok(public_key, head.signature, head.message())
 
 
+def batch_message(db_id: str, first_seq: int, last_seq: int, hash_: str, key_id: str) -> bytes:
+    """What a desk signs for each commit: "I wrote entries first_seq..last_seq, and the chain ends at hash_".
+    The head alone would only say "I saw the chain up to here"; the first seq makes the batch its own."""
+    body = {"db_id": db_id, "first_seq": first_seq, "last_seq": last_seq, "hash": hash_, "key_id": key_id}
+    return _BATCH_DOMAIN + canonical_json(body).encode("utf-8")
+
+
 def export_message(head: SignedHead | None, records: int, records_sha256: str, exported_at: float) -> bytes:
     body = {"head": head.to_dict() if head else None, "records": records, "records_sha256": records_sha256,
             "exported_at": exported_at}
@@ -152,8 +160,8 @@ class HeadNotary:
     def sign_in_tx(self, execute: Execute, fetch: Callable[[str], list[Any]], first_seq: int, seq: int,
                    hash_: str) -> None:
         """Called inside the transaction, after the batch's entries first_seq..seq: the head is now (seq, hash_).
-        One signature per commit: the head, which covers each entry of the batch (its desk is hashed in) through
-        the chain. It is kept twice: as this key's last head, and as the batch's row."""
+        Two signatures per commit: the head (this key's last one is kept), and the batch, which claims its
+        entries (each names this desk, hashed in) for this desk."""
         if self.db_id is None:
             rows = fetch(SELECT_DB_ID)
             if rows:
@@ -168,7 +176,8 @@ class HeadNotary:
                                      "registered_at": time.time(), "first_seq": first_seq})
         head = self.signer.sign_head(self.db_id, seq, hash_, seq)
         execute(UPSERT_HEAD_SIGNATURE, {**head.to_dict()})
-        execute(INSERT_BATCH, {**head.to_dict(), "first_seq": first_seq})
+        batch = self.signer.sign(batch_message(self.db_id, first_seq, seq, hash_, self.signer.key_id))
+        execute(INSERT_BATCH, {**head.to_dict(), "first_seq": first_seq, "signature": batch})
         self._pending = head
 
     def committed(self) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy import create_engine, text
 
 from desktop_app.store import AuditQuery, HeadSigner, SqlStore, canonical_json, verify_export
 from desktop_app.store._chain import GENESIS, entry_fields
-from desktop_app.store._signing import SignedHead, b64
+from desktop_app.store._signing import b64, batch_message
 from tests.store.conftest import make_record, run_to_completion
 
 # alice writes entries 1..6, bob 7..12, alice 13..18: one commit (one signed batch) per entry.
@@ -85,14 +85,21 @@ def _recompute(url: str, from_seq: int, desk: dict[int, str] | None = None, note
     _sql(url, "UPDATE audit_head SET hash = :h WHERE id = 1", h=prev)
 
 
-def _resign_batch(url: str, last: int, signer: HeadSigner) -> SignedHead:
-    """Re-sign the batch ending at `last` with `signer` over the entry now stored there."""
+def _resign_batch(url: str, last: int, signer: HeadSigner, *, head: bool = False) -> None:
+    """Re-sign the batch ending at `last` with `signer` over the entry now stored there (and, with `head`, make
+    it `signer`'s last signed head)."""
     db_id = _sql(url, "SELECT db_id FROM audit_db")[0][0]
-    h = _sql(url, "SELECT hash FROM audit_entries WHERE seq = :s", s=last)[0][0]
-    head = signer.sign_head(db_id, last, h, last)
+    first, h = _sql(url, "SELECT b.first_seq, e.hash FROM audit_batches b JOIN audit_entries e ON e.seq = "
+                    "b.last_seq WHERE b.last_seq = :s", s=last)[0]
+    signature = signer.sign(batch_message(db_id, first, last, h, signer.key_id))
     _sql(url, "UPDATE audit_batches SET key_id = :k, hash = :h, signature = :g WHERE last_seq = :s",
-         k=signer.key_id, h=h, g=head.signature, s=last)
-    return head
+         k=signer.key_id, h=h, g=signature, s=last)
+    if head:
+        signed = signer.sign_head(db_id, last, h, last)
+        _sql(url, f"DELETE FROM audit_head_signatures WHERE key_id = '{signer.key_id}'",
+             "INSERT INTO audit_head_signatures (key_id, db_id, seq, hash, count, signature, signed_at) "
+             "VALUES (:k, :d, :s, :h, :s, :g, :t)", k=signer.key_id, d=db_id, s=last, h=h, g=signed.signature,
+             t=signed.signed_at)
 
 
 def _name(s: HeadSigner) -> str:
@@ -132,6 +139,32 @@ async def test_alices_last_entry_re_signed_by_bob_is_named(shared_url: str, desk
     assert (result.ok, result.problem) == (False, "rewritten")
     assert f"entry 18 is not the one key {alice.key_id}" in result.message
     assert any(f"entry 18 names desk {_name(alice)}, but desk {_name(bob)} signed them" in p for p in result.problems)
+
+
+@pytest.mark.parametrize("merged", [False, True])
+async def test_a_desk_writing_in_another_desks_name_is_named(shared_url: str, desks: dict[str, HeadSigner],
+                                                            merged: bool) -> None:
+    """bob's client is changed to name alice in his entries (he signs them with his own key, the only one he
+    has). Merging them into alice's next batch (its first seq moved back, bob's batches deleted) breaks her
+    signature, which covers where her batch starts."""
+    alice, bob = desks["alice"], desks["bob"]
+    for signer, name_as in ((bob, alice), (alice, alice)):
+        store = await SqlStore.open(shared_url, signer=signer)
+        store._writer.desk = name_as.key_id  # a modified client: its entries name another desk
+        try:
+            await run_to_completion(store, make_record(command="rm -rf /srv/data"))
+        finally:
+            await store.close()
+    if merged:
+        _sql(shared_url, "DELETE FROM audit_batches WHERE last_seq IN (19, 20, 21)",
+             "UPDATE audit_batches SET first_seq = 19 WHERE last_seq = 22")
+    result = await _verify(shared_url)
+    if merged:
+        assert (result.ok, result.problem, result.seq) == (False, "bad-signature", 19)
+        assert f"entries 19..22 do not match the signature of desk {_name(alice)}" in result.message
+    else:
+        assert (result.ok, result.problem, result.seq) == (False, "misattributed", 19)
+        assert f"entries 19..21 name desk {_name(alice)}, but desk {_name(bob)} signed them" in result.message
 
 
 @pytest.mark.parametrize("how", ["by-hand", "rehashed", "rehashed-and-batch-moved"])
@@ -196,6 +229,23 @@ async def test_a_keyless_writer_in_a_signed_chain_is_named(shared_url: str, desk
     assert "entries 19..21 name no desk, and no desk signed them" in result.message
 
 
+@pytest.mark.parametrize("edit", [
+    "UPDATE audit_batches SET first_seq = 'seven' WHERE last_seq = 7",
+    "UPDATE audit_batches SET signature = '!!' WHERE last_seq = 7",
+    "UPDATE audit_batches SET hash = 'x' WHERE last_seq = 7",
+    "UPDATE desk_keys SET first_seq = 'one'",
+], ids=["first-seq-text", "signature-not-base64", "hash-edited", "key-first-seq-text"])
+async def test_malformed_batch_and_key_rows_are_named(desks: dict[str, HeadSigner], shared_url: str,
+                                                      edit: str) -> None:
+    try:
+        _sql(shared_url, edit)
+    except Exception:
+        assert shared_url.startswith("postgresql")  # typed columns refuse it; SQLite stores whatever it gets
+        return
+    result = await _verify(shared_url)
+    assert (result.ok, result.problem) == (False, "bad-signature"), result.message
+
+
 # a forged key -----------------------------------------------------------------------------------------------
 def _forge(url: str, seq: int, host: str, user: str) -> HeadSigner:
     """Someone without any desk's key registers a key of their own, by hand, under a desk's host and user."""
@@ -219,30 +269,60 @@ async def test_a_forged_key_over_a_rewritten_entry_in_the_middle(shared_url: str
     assert any(f"entry 6 is not the one desk {_name(alice)} signed" in p for p in result.problems)
 
 
-async def test_a_forged_key_over_the_last_entry_is_caught_by_the_witness_only(
+async def _alice_writes_one_more(url: str, alice: HeadSigner) -> tuple:
+    """alice's last signed head as a copy of the database holds it (entry 18), then her entries 19..21."""
+    kept = _sql(url, "SELECT seq, hash, count, signature, signed_at FROM audit_head_signatures WHERE key_id = :k",
+                k=alice.key_id)[0]
+    store = await SqlStore.open(url, signer=alice)
+    try:
+        await run_to_completion(store, make_record(command="rm -rf build"))
+    finally:
+        await store.close()
+    return kept
+
+
+def _roll_back_head(url: str, signer: HeadSigner, kept: tuple) -> None:
+    _sql(url, "UPDATE audit_head_signatures SET seq = :s, hash = :h, count = :c, signature = :g, signed_at = :t "
+         "WHERE key_id = :k", s=kept[0], h=kept[1], c=kept[2], g=kept[3], t=kept[4], k=signer.key_id)
+
+
+async def test_a_forged_key_over_the_last_entry_with_the_head_rolled_back(
         shared_url: str, desks: dict[str, HeadSigner]) -> None:
-    """What the database alone cannot tell. The attacker rewrites alice's last entry under a forged key with
-    alice's host and user, signs it, and rewinds alice's signed head to her previous batch (a real signature of
-    hers, copied from audit_batches). Every signature in the database then checks: verify from a third machine
-    is OK, and only names the forged key beside alice's real one under the same user@host. alice's witness, on
-    her own machine, saw entry 18 as she wrote it, and refuses the rewrite."""
+    """alice's head, rolled back to a real signature of hers from a copy of the database, is older than her own
+    last batch: the rollback shows."""
     alice = desks["alice"]
-    forged = _forge(shared_url, 18, alice.host, alice.user)
-    _recompute(shared_url, 18, desk={18: forged.key_id}, note={18: "nothing happened"})
-    head = _resign_batch(shared_url, 18, forged)
-    prev = _sql(shared_url, "SELECT hash, signature, signed_at FROM audit_batches WHERE last_seq = 17")[0]
-    _sql(shared_url, "UPDATE audit_head_signatures SET seq = 17, count = 17, hash = :h, signature = :g, "
-         "signed_at = :t WHERE key_id = :k", h=prev[0], g=prev[1], t=prev[2], k=alice.key_id)
-    _sql(shared_url, "INSERT INTO audit_head_signatures (key_id, db_id, seq, hash, count, signature, signed_at) "
-         "VALUES (:k, :d, 18, :h, 18, :g, :t)", k=forged.key_id, d=head.db_id, h=head.hash, g=head.signature,
-         t=head.signed_at)
+    kept = await _alice_writes_one_more(shared_url, alice)
+    forged = _forge(shared_url, 21, alice.host, alice.user)
+    _recompute(shared_url, 21, desk={21: forged.key_id}, note={21: "nothing happened"})
+    _resign_batch(shared_url, 21, forged, head=True)
+    _roll_back_head(shared_url, alice, kept)
+    result = await _verify(shared_url)
+    assert (result.ok, result.problem, result.seq) == (False, "rolled-back", 18)
+    assert f"the last signed head of desk {_name(alice)} is at entry 18, before its signed batch ending at " \
+           "entry 20" in result.message
+
+
+async def test_a_forged_key_over_the_tail_since_a_copy_is_caught_by_the_witness_only(
+        shared_url: str, desks: dict[str, HeadSigner]) -> None:
+    """What the database alone cannot tell. With a copy of the database from before alice's last writes (her
+    signed head at entry 18), the attacker rewrites all she wrote since (19..21) under a forged key with alice's
+    host and user, signs it, and puts her old head back. Every signature in the database then checks: verify
+    from a third machine is OK, and names the forged key beside alice's real one under the same user@host.
+    alice's witness, on her own machine, saw entry 21 as she wrote it, and refuses the rewrite."""
+    alice = desks["alice"]
+    kept = await _alice_writes_one_more(shared_url, alice)
+    forged = _forge(shared_url, 19, alice.host, alice.user)
+    _recompute(shared_url, 19, desk=dict.fromkeys((19, 20, 21), forged.key_id), note={21: "nothing happened"})
+    for last in (19, 20, 21):
+        _resign_batch(shared_url, last, forged, head=last == 21)
+    _roll_back_head(shared_url, alice, kept)
     third = await _verify(shared_url)
     assert third.ok, third.message
-    assert f"alice@host-alice [{forged.key_id[:20]}…] 1" in third.message  # a second key for alice@host-alice
+    assert f"alice@host-alice [{forged.key_id[:20]}…] 3" in third.message
     assert "2 keys claim alice@host-alice" in third.message
     at_alice = await _verify(shared_url, alice)
-    assert (at_alice.ok, at_alice.problem) == (False, "rewritten")
-    assert "entry 18 is not the one the witness saw" in at_alice.message
+    assert (at_alice.ok, at_alice.problem) == (False, "rewritten")  # her witness saw entry 21 as she signed it
+    assert "entry 21 is not the one the witness saw" in at_alice.message
 
 
 # signed export ---------------------------------------------------------------------------------------------
