@@ -50,15 +50,18 @@ def _desks(url: str, seconds: float, tasks: int) -> tuple[int, float]:
     return total, cpu
 
 
-async def _verified(url: str) -> int:
+async def _verified(url: str) -> tuple[int, float]:
+    """The chain's entries, and the seconds a whole verify took (every desk's batches checked with its key)."""
     store = await SqlStore.open(url)
     try:
+        t = time.perf_counter()
         result = await store.verify()
+        took = time.perf_counter() - t
     finally:
         await store.close()
     if not result.ok:
         raise SystemExit(f"bench_chain: the shared chain does not verify: {result.message}")
-    return result.count
+    return result.count, took
 
 
 def _server_cpu_s(data: Path) -> float:
@@ -68,9 +71,9 @@ def _server_cpu_s(data: Path) -> float:
     return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
 
 
-def bench_pg_writers(seconds: float = SECONDS) -> tuple[float, float]:
-    """Entries per second of WRITERS desks on one chain, and the CPU microseconds each entry cost (desks and
-    server together): the second does not depend on what else the machine runs."""
+def bench_pg_writers(seconds: float = SECONDS) -> tuple[float, float, float]:
+    """Entries per second of WRITERS desks on one chain, the CPU microseconds each entry cost (desks and server
+    together: this does not depend on what else the machine runs), and verify's microseconds per entry."""
     sys.path.insert(0, str(ROOT))
     from tests.postgres import PostgresServer
 
@@ -82,12 +85,22 @@ def bench_pg_writers(seconds: float = SECONDS) -> tuple[float, float]:
         total, desks_cpu = _desks(url, seconds, TASKS)
         # The server's backends are counted when they end, with their sessions' short start: a little over.
         cpu_us = (desks_cpu + _server_cpu_s(server.data) - server0) / total * 1e6
-        entries = asyncio.run(_verified(url))
-        print(f"# {WRITERS} desks wrote {total} entries in {seconds:.0f} s; the chain of {entries} verifies; load "
-              f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", file=sys.stderr)
-        return total / seconds, cpu_us
+        entries, took = asyncio.run(_verified(url))
+        batches = _batches(server, url)
+        print(f"# {WRITERS} desks wrote {total} entries in {seconds:.0f} s; the chain of {entries} entries in "
+              f"{batches} signed batches verifies in {took:.2f} s; load average {os.getloadavg()[0]:.1f} on "
+              f"{os.cpu_count()} cores", file=sys.stderr)
+        return total / seconds, cpu_us, took / entries * 1e6
     finally:
         server.stop()
+
+
+def _batches(server: object, url: str) -> int:
+    import psycopg
+
+    name = url.split("@/")[1].split("?")[0]
+    with psycopg.connect(host=str(server.socket_dir), user="agentdesk", dbname=name) as conn:  # type: ignore[attr-defined]
+        return conn.execute("SELECT count(*) FROM audit_batches").fetchone()[0]  # type: ignore[index]
 
 
 def bench_entry_signature(n: int = 5000) -> tuple[float, float]:
@@ -107,9 +120,10 @@ def bench_entry_signature(n: int = 5000) -> tuple[float, float]:
 
 def main() -> None:
     runs = [bench_pg_writers() for _ in range(3)]
-    print(f"bench audit_write_per_s_pg_{WRITERS}_writers {max(r for r, _ in runs):.0f} 1/s")
+    print(f"bench audit_write_per_s_pg_{WRITERS}_writers {max(r for r, _, _ in runs):.0f} 1/s")
     # What the same writes cost in CPU, whatever else runs: N idle cores could take about N / this per second.
-    print(f"bench audit_write_cpu_us_pg_{WRITERS}_writers {statistics.median(c for _, c in runs):.0f} us")
+    print(f"bench audit_write_cpu_us_pg_{WRITERS}_writers {statistics.median(c for _, c, _ in runs):.0f} us")
+    print(f"bench audit_verify_us_pg_{WRITERS}_writers {min(v for _, _, v in runs):.1f} us")
     sign_us, verify_us = bench_entry_signature()
     print(f"bench audit_entry_sign_us {sign_us:.1f} us")
     print(f"bench audit_entry_verify_us {verify_us:.1f} us")
