@@ -142,14 +142,15 @@ class ChainWalk:
         prev_hash, prev_seq, head_seq = self.prev_hash, self.prev_seq, self.head_seq
         last_message, remember, runs = self.last_message, self.recent.append, self.runs
         desk = runs[-1][1] if runs else None
+        fdesk, frag = None, ""  # the desk's rendered field, remade only when the desk changes
         enc, sha256 = _enc, hashlib.sha256
         for i, row in enumerate(batch):
             seq, rid, state, at, actor, note, data, ph, h, mid, dg, dk = row
             try:
                 extra = f'"digests":{enc(dg)},"message_id":{"null" if mid is None else mid},' if dg else ""
-                if dk:
-                    extra = f'"desk":{enc(dk)},{extra}'
-                canon = (f'{ph}{{"actor":{enc(actor)},"at":{at!r},"data":{data},{extra}"note":{enc(note)},'
+                if dk != fdesk:
+                    fdesk, frag = dk, f'"desk":{enc(dk)},' if dk else ""
+                canon = (f'{ph}{{"actor":{enc(actor)},"at":{at!r},"data":{data},{frag}{extra}"note":{enc(note)},'
                          f'"record_id":{"null" if rid is None else enc(rid)},"seq":{seq},"state":{enc(state)}}}')
                 good = sha256(canon.encode()).hexdigest() == h
             except (TypeError, ValueError, UnicodeError):  # a column of the wrong type: not ours

@@ -115,3 +115,23 @@ async def test_a_writer_killed_inside_its_transaction_leaves_nothing(postgres_ur
     assert _rows(postgres_url, "SELECT count(*) FROM tool_calls WHERE session_id = 'ses_doomed'") == [(0,)]
     result = await _verify(postgres_url)
     assert result.ok and result.count == 6, result.message
+
+
+async def test_a_chain_begun_before_desks_were_named_carries_on_with_desks(shared_url: str) -> None:
+    """Entries from before this change (or from a store without a key) name no desk; the desks that write
+    after them are checked from their first batch on, and the older entries stay as they were."""
+    store = await SqlStore.open(shared_url)
+    try:
+        await run_to_completion(store, make_record(command="older"))
+    finally:
+        await store.close()
+    signer = HeadSigner(os.urandom(32), host="later", user="carol")
+    store = await SqlStore.open(shared_url, signer=signer)
+    try:
+        await run_to_completion(store, make_record(command="newer"))
+    finally:
+        await store.close()
+    assert _rows(shared_url, "SELECT desk FROM audit_entries ORDER BY seq") == [("",)] * 3 + [(signer.key_id,)] * 3
+    result = await _verify(shared_url)
+    assert result.ok and result.count == 6, result.message
+    assert f"carol@later [{signer.key_id[:20]}…] 3" in result.message
