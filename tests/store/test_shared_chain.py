@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from desktop_app.store import HeadSigner, SqlStore
+from desktop_app.store import HeadSigner, SqlStore, canonical_json
+from desktop_app.store._chain import entry_fields, split_canonical
 from desktop_app.store._signing import key_id_of
 from tests.store.chain_writer import Desk, run_desks
 from tests.store.conftest import make_record, run_to_completion
@@ -135,3 +136,15 @@ async def test_a_chain_begun_before_desks_were_named_carries_on_with_desks(share
     result = await _verify(shared_url)
     assert result.ok and result.count == 6, result.message
     assert f"carol@later [{signer.key_id[:20]}…] 3" in result.message
+
+
+@pytest.mark.parametrize("desk", ["", "ed25519:0123456789abcdef0123456789abcdef", 'ed"\u00e9\n'])
+@pytest.mark.parametrize("message_id", [None, 7])
+def test_the_writers_canonical_form_with_a_desk_is_canonical_json(desk: str, message_id: int | None) -> None:
+    """What the writer hashes (split around the seq) is the canonical JSON that verify-export re-computes."""
+    digests = "row:" + "0" * 64
+    prefix, suffix = split_canonical("call_1", "COMPLETED", 1.5, "engine", "n", '{"a":[1,2]}', digests, message_id,
+                                     desk)
+    fields = entry_fields("call_1", "COMPLETED", 1.5, "engine", "n", {"a": [1, 2]}, 42, digests, message_id, desk)
+    assert f"{prefix}42{suffix}" == canonical_json(fields)
+    assert ('"desk"' in prefix) == bool(desk)
