@@ -17,7 +17,7 @@ GENESIS = "0" * 64
 _WINDOW = 256
 # The columns the walk reads, in its order (a test holds this to AuditEntryRow's columns).
 WALK_COLUMNS = ("seq", "record_id", "state", "at", "actor", "note", "data", "prev_hash", "hash", "message_id",
-                "digests")
+                "digests", "desk")
 WALK_BATCH = 20_000
 
 
@@ -34,14 +34,17 @@ def canonical_json(obj: Any) -> str:
 
 def entry_fields(
     record_id: str | None, state: str, at: float, actor: str, note: str, data: Any, seq: int,
-    digests: str = "", message_id: int | None = None,
+    digests: str = "", message_id: int | None = None, desk: str = "",
 ) -> dict[str, Any]:
     """An entry's hashed fields. Entries written before digests existed (schema 0001) have none, and
-    keep their old form, so their hashes still check."""
+    keep their old form, so their hashes still check; so do entries written before desks were named
+    (schema 0005), or by a store without a key: no `desk`."""
     fields = {"record_id": record_id, "state": state, "at": at, "actor": actor, "note": note, "data": data,
               "seq": seq}
     if digests:
         fields["digests"], fields["message_id"] = digests, message_id
+    if desk:
+        fields["desk"] = desk
     return fields
 
 
@@ -53,16 +56,18 @@ _enc = json.encoder.encode_basestring  # what json.dumps(str, ensure_ascii=False
 
 
 def split_canonical(record_id: str | None, state: str, at: float, actor: str, note: str, data_json: str,
-                    digests: str = "", message_id: int | None = None) -> tuple[str, str]:
+                    digests: str = "", message_id: int | None = None, desk: str = "") -> tuple[str, str]:
     """canonical_json(entry_fields(...)) in two halves around the seq, which only the writer knows.
 
-    Keys sort as actor, at, data, digests, message_id, note, record_id, seq, state, so the halves are
+    Keys sort as actor, at, data, desk, digests, message_id, note, record_id, seq, state, so the halves are
     rendered on the caller's thread and the writer joins `prefix + str(seq) + suffix`. `data_json` is
     the data's canonical JSON, as stored. A test checks this equals canonical_json, and verify's fast
     walk (`_walk`) renders the same text from the stored columns.
     """
     extra = (f'"digests":{_enc(digests)},"message_id":{"null" if message_id is None else int(message_id)},'
              if digests else "")
+    if desk:
+        extra = f'"desk":{_enc(desk)},{extra}'
     rid = "null" if record_id is None else _enc(record_id)
     prefix = (f'{{"actor":{_enc(actor)},"at":{float(at)!r},"data":{data_json},{extra}"note":{_enc(note)},'
               f'"record_id":{rid},"seq":')
@@ -108,8 +113,8 @@ def _who(row: tuple[Any, ...]) -> str:
 
 
 class ChainWalk:
-    """Walks stored entries in seq order, fed in batches of raw row tuples (ENTRY_COLUMNS order: seq,
-    record_id, state, at, actor, note, data, prev_hash, hash, message_id, digests). The hot loop only
+    """Walks stored entries in seq order, fed in batches of raw row tuples (WALK_COLUMNS order: seq,
+    record_id, state, at, actor, note, data, prev_hash, hash, message_id, digests, desk). The hot loop only
     renders each entry's canonical text and hashes it; the first bad entry is then diagnosed as altered,
     removed or inserted. It keeps the digests of each message's last entry for the cross-checks (a
     record's last entry is found by verify's join, in the same snapshot: no dict of a million records)."""
@@ -123,6 +128,8 @@ class ChainWalk:
         self.last_message: dict[int, str] = {}
         self.failure: VerifyResult | None = None
         self._held: tuple[Any, ...] | None = None  # a bad entry waiting for its successor
+        # (first seq, desk) where each run of one desk's good entries starts: what _desk_verify checks.
+        self.runs: list[tuple[int, str]] = []
 
     def feed(self, batch: list[tuple[Any, ...]]) -> bool:
         """Walk one batch; False once the walk has failed (the rest need not be read)."""
@@ -133,13 +140,17 @@ class ChainWalk:
             self.failure = self._diagnose(self._held, batch[0] if batch else None)
             return False
         prev_hash, prev_seq, head_seq = self.prev_hash, self.prev_seq, self.head_seq
-        last_message, remember = self.last_message, self.recent.append
+        last_message, remember, runs = self.last_message, self.recent.append, self.runs
+        desk = runs[-1][1] if runs else None
+        fdesk, frag = None, ""  # the desk's rendered field, remade only when the desk changes
         enc, sha256 = _enc, hashlib.sha256
         for i, row in enumerate(batch):
-            seq, rid, state, at, actor, note, data, ph, h, mid, dg = row
+            seq, rid, state, at, actor, note, data, ph, h, mid, dg, dk = row
             try:
                 extra = f'"digests":{enc(dg)},"message_id":{"null" if mid is None else mid},' if dg else ""
-                canon = (f'{ph}{{"actor":{enc(actor)},"at":{at!r},"data":{data},{extra}"note":{enc(note)},'
+                if dk != fdesk:
+                    fdesk, frag = dk, f'"desk":{enc(dk)},' if dk else ""
+                canon = (f'{ph}{{"actor":{enc(actor)},"at":{at!r},"data":{data},{frag}{extra}"note":{enc(note)},'
                          f'"record_id":{"null" if rid is None else enc(rid)},"seq":{seq},"state":{enc(state)}}}')
                 good = sha256(canon.encode()).hexdigest() == h
             except (TypeError, ValueError, UnicodeError):  # a column of the wrong type: not ours
@@ -153,6 +164,9 @@ class ChainWalk:
                 return True
             if rid is None:
                 last_message[mid] = dg
+            if dk != desk:
+                runs.append((seq, dk))
+                desk = dk
             remember((h, seq, rid))
             prev_hash, prev_seq = h, seq
         self.prev_hash, self.prev_seq, self.count = prev_hash, prev_seq, self.count + len(batch)
@@ -219,14 +233,19 @@ def walk_file(path: str, top: int, head: tuple[int, str] | None) -> dict[str, An
     finally:
         con.close()
     return {"failure": dataclasses.asdict(failure) if failure is not None else None, "count": walk.count,
-            "rows": walk.rows, "last_message": walk.last_message}
+            "rows": walk.rows, "last_message": walk.last_message, "runs": walk.runs}
 
 
-def walk_result(out: dict[str, Any]) -> tuple[VerifyResult | None, int, int, dict[int, str]]:
-    """`walk_file`'s answer as read back from JSON: (failure, count, rows, last digests of each message)."""
+Runs = list[tuple[int, str]]
+
+
+def walk_result(out: dict[str, Any]) -> tuple[VerifyResult | None, int, int, dict[int, str], Runs]:
+    """`walk_file`'s answer as read back from JSON: (failure, count, rows, last digests of each message, where
+    each desk's run of entries starts)."""
     f = out["failure"]
     failure = VerifyResult(**{**f, "problems": tuple(f["problems"])}) if f is not None else None
-    return failure, int(out["count"]), int(out["rows"]), {int(k): str(v) for k, v in out["last_message"].items()}
+    last = {int(k): str(v) for k, v in out["last_message"].items()}
+    return failure, int(out["count"]), int(out["rows"]), last, [(int(s), str(d)) for s, d in out["runs"]]
 
 
 if __name__ == "__main__":  # python _chain.py PATH TOP [HEAD_SEQ HEAD_HASH]: the walk, as JSON on stdout

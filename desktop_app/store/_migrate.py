@@ -6,6 +6,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -28,7 +29,14 @@ def alembic_config(url: str, connection: Connection | None = None) -> Config:
     return cfg
 
 
+# Desks that open one PostgreSQL database at the same moment migrate it one at a time (pgchain): the second
+# waits here, then finds the schema current. SQLite serialises them with its own write lock.
+MIGRATE_LOCK_KEY = 0x6167656E74646D31  # "agentdm1"
+
+
 def upgrade(connection: Connection, url: str, revision: str = "head") -> None:
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATE_LOCK_KEY})
     command.upgrade(alembic_config(url, connection), revision)
     if connection.in_transaction():
-        connection.commit()
+        connection.commit()  # releases the lock with the migration's transaction

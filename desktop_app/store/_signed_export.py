@@ -69,40 +69,42 @@ def trailer(signer: HeadSigner, head: tuple[SignedHead, str] | None, records: in
 
 
 _CHUNK = 500
-_MESSAGE_ENTRIES = ("SELECT seq, state, at, actor, note, data, hash, digests, message_id FROM audit_entries "
+_MESSAGE_ENTRIES = ("SELECT seq, state, at, actor, note, data, hash, digests, message_id, desk FROM audit_entries "
                     "WHERE record_id IS NULL AND seq <= :top ORDER BY seq")
 
 
 class ChainDigests:
-    """What a signed export adds to each trail entry: the digests and message id its hash covers (the core's
+    """What a signed export adds to each trail entry: the digests, message id and desk its hash covers (the core's
     AuditEntry does not carry them), fetched a chunk of records at a time."""
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
-        self._by_seq: dict[int, tuple[str, int | None]] = {}
+        self._by_seq: dict[int, tuple[str, int | None, str]] = {}
 
     def records(self, records: Iterable[ToolCallRecord]) -> Iterator[ToolCallRecord]:
         it = iter(records)
         while chunk := list(itertools.islice(it, _CHUNK)):
             params = {f"r{k}": rec.id for k, rec in enumerate(chunk)}
-            sql = (f"SELECT seq, digests, message_id FROM audit_entries WHERE record_id IN "
+            sql = (f"SELECT seq, digests, message_id, desk FROM audit_entries WHERE record_id IN "
                    f"({', '.join(':' + k for k in params)})")
-            self._by_seq = {r[0]: (r[1] or "", r[2]) for r in self._conn.execute(text(sql), params)}
+            self._by_seq = {r[0]: (r[1] or "", r[2], r[3] or "") for r in self._conn.execute(text(sql), params)}
             yield from chunk
 
     def line(self, rec: ToolCallRecord) -> dict[str, Any]:
         d = record_json(rec)
         for e in d["trail"]:
-            dg, mid = self._by_seq.get(e["seq"], ("", None))
+            dg, mid, desk = self._by_seq.get(e["seq"], ("", None, ""))
             if dg:
                 e["digests"], e["message_id"] = dg, mid
+            if desk:
+                e["desk"] = desk
         return d
 
 
 def message_entries(conn: Connection, top: int) -> list[dict[str, Any]]:
     """Every message entry of the chain up to entry `top` (the signed head), as a signed export carries them."""
     return [{"record_id": None, "state": r[1], "at": r[2], "actor": r[3], "note": r[4], "data": json.loads(r[5]),
-             "seq": r[0], "hash": r[6], "digests": r[7] or "", "message_id": r[8]}
+             "seq": r[0], "hash": r[6], "digests": r[7] or "", "message_id": r[8], "desk": r[9] or ""}
             for r in conn.execute(text(_MESSAGE_ENTRIES), {"top": top})]
 
 
@@ -194,7 +196,8 @@ def _check_entries(lines: list[bytes], head: SignedHead, messages: Any) -> list[
     for seq in range(1, head.seq + 1):
         e = entries[seq]
         canon = canonical_json(entry_fields(e["record_id"], e["state"], e["at"], e["actor"], e["note"],
-                                            e["data"], seq, e.get("digests") or "", e.get("message_id")))
+                                            e["data"], seq, e.get("digests") or "", e.get("message_id"),
+                                            e.get("desk") or ""))
         prev = link_hash(prev, canon)
         if prev != e.get("hash"):
             who = f"record {e['record_id']}" if e["record_id"] is not None else f"message {e.get('message_id')}"

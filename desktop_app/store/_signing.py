@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 _DOMAIN = b"agent-desk/audit-head/v1\x00"
 _EXPORT_DOMAIN = b"agent-desk/audit-export/v1\x00"
+_BATCH_DOMAIN = b"agent-desk/audit-batch/v1\x00"
 WITNESS_INTERVAL_S = 0.1  # at most this long between a commit and its witness: at most ~10 witness writes/s
 
 # (sql, params) runner inside the writer's open transaction.
@@ -42,6 +43,9 @@ UPSERT_HEAD_SIGNATURE = (
     "db_id = excluded.db_id, seq = excluded.seq, hash = excluded.hash, count = excluded.count, "
     "signature = excluded.signature, signed_at = excluded.signed_at")
 SELECT_HEAD_SIGNATURES = "SELECT key_id, db_id, seq, hash, count, signature, signed_at FROM audit_head_signatures"
+# One row per commit: that commit's signed head, and where its entries start (pgchain).
+INSERT_BATCH = ("INSERT INTO audit_batches (last_seq, first_seq, key_id, hash, signature, signed_at) "
+                "VALUES (:seq, :first_seq, :key_id, :hash, :signature, :signed_at)")
 
 
 def key_id_of(public_key: bytes) -> str:
@@ -96,6 +100,13 @@ def head_signature_ok(head: SignedHead, public_key: bytes) -> bool:
     return key_id_of(public_key) == head.key_id and signature_ok(public_key, head.signature, head.message())
 
 
+def batch_message(db_id: str, first_seq: int, last_seq: int, hash_: str, key_id: str) -> bytes:
+    """What a desk signs for each commit: "I wrote entries first_seq..last_seq, and the chain ends at hash_".
+    The head alone would only say "I saw the chain up to here"; the first seq makes the batch its own."""
+    body = {"db_id": db_id, "first_seq": first_seq, "last_seq": last_seq, "hash": hash_, "key_id": key_id}
+    return _BATCH_DOMAIN + canonical_json(body).encode("utf-8")
+
+
 def export_message(head: SignedHead | None, records: int, records_sha256: str, exported_at: float) -> bytes:
     body = {"head": head.to_dict() if head else None, "records": records, "records_sha256": records_sha256,
             "exported_at": exported_at}
@@ -146,8 +157,11 @@ class HeadNotary:
         self._pending: SignedHead | None = None  # signed in the open transaction, not yet committed
         self._witness: _WitnessThread | None = None
 
-    def sign_in_tx(self, execute: Execute, fetch: Callable[[str], list[Any]], seq: int, hash_: str) -> None:
-        """Called inside the transaction, after the batch's entries: the head is now (seq, hash_)."""
+    def sign_in_tx(self, execute: Execute, fetch: Callable[[str], list[Any]], first_seq: int, seq: int,
+                   hash_: str) -> None:
+        """Called inside the transaction, after the batch's entries first_seq..seq: the head is now (seq, hash_).
+        Two signatures per commit: the head (this key's last one is kept), and the batch, which claims its
+        entries (each names this desk, hashed in) for this desk."""
         if self.db_id is None:
             rows = fetch(SELECT_DB_ID)
             if rows:
@@ -159,9 +173,11 @@ class HeadNotary:
             if not any(r[0] == self.signer.key_id for r in fetch(SELECT_KEYS)):
                 execute(INSERT_KEY, {"key_id": self.signer.key_id, "public_key": b64(self.signer.public_key),
                                      "host": self.signer.host, "user_name": self.signer.user,
-                                     "registered_at": time.time(), "first_seq": seq})
+                                     "registered_at": time.time(), "first_seq": first_seq})
         head = self.signer.sign_head(self.db_id, seq, hash_, seq)
         execute(UPSERT_HEAD_SIGNATURE, {**head.to_dict()})
+        batch = self.signer.sign(batch_message(self.db_id, first_seq, seq, hash_, self.signer.key_id))
+        execute(INSERT_BATCH, {**head.to_dict(), "first_seq": first_seq, "signature": batch})
         self._pending = head
 
     def committed(self) -> None:

@@ -249,10 +249,12 @@ class SqlStore:
             raise StoreError(f"tool call {record.id} cannot be saved: its data is not JSON ({exc})") from exc
         at = float(entry.at)
         digests = record_digests(params, input_digest)
+        desk = self._writer.desk  # the key id of this desk, hashed into the entry ("" without a key)
         eparams = {"record_id": entry.record_id, "state": state, "at": at, "actor": entry.actor,
-                   "note": entry.note, "data": data_json, "message_id": None, "digests": digests}
+                   "note": entry.note, "data": data_json, "message_id": None, "digests": digests, "desk": desk}
         op = Op("tx", (params, eparams, blob),
-                canon=split_canonical(entry.record_id, state, at, entry.actor, entry.note, data_json, digests),
+                canon=split_canonical(entry.record_id, state, at, entry.actor, entry.note, data_json, digests,
+                                      desk=desk),
                 describe=f"the {state} transition of tool call {record.id} ({record.name})")
         await self._submit(op, entry)
 

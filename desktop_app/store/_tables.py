@@ -13,7 +13,7 @@ from sqlmodel import Field, SQLModel
 from ._chain import json_default
 
 # The Alembic head this code expects; benchmarks key their cached fixtures on it.
-SCHEMA_VERSION = "0004"
+SCHEMA_VERSION = "0005"
 
 
 class ProjectRow(SQLModel, table=True):
@@ -117,6 +117,8 @@ class AuditEntryRow(SQLModel, table=True):
     hash: str
     message_id: int | None = Field(default=None, foreign_key="messages.id", nullable=True)
     digests: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
+    # The key id of the desk that wrote it (pgchain), hashed with the entry; "" before desks were named.
+    desk: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
 
 
 class BlobRow(SQLModel, table=True):
@@ -191,9 +193,23 @@ class HeadSignatureRow(SQLModel, table=True):
     signed_at: float
 
 
+class EntryBatchRow(SQLModel, table=True):
+    """One commit's entries first_seq..last_seq, written by one desk: its signed head at last_seq (the same
+    signature as HeadSignatureRow's at that commit), which covers every entry of the batch through the chain."""
+
+    __tablename__ = "audit_batches"
+
+    last_seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    first_seq: int
+    key_id: str
+    hash: str
+    signature: str
+    signed_at: float
+
+
 TABLES: tuple[type[SQLModel], ...] = (
     ProjectRow, SessionRow, MessageRow, ToolCallRow, AuditEntryRow, ChainHeadRow, EventRow, BlobRow,
-    AuditDbRow, DeskKeyRow, HeadSignatureRow,
+    AuditDbRow, DeskKeyRow, HeadSignatureRow, EntryBatchRow,
 )
 STORE_TABLES = tuple(str(t.__tablename__) for t in TABLES)
 

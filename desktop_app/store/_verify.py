@@ -16,7 +16,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from . import _chain as chain_module
-from ._chain import WALK_BATCH, WALK_COLUMNS, ChainWalk, VerifyResult, walk_result
+from ._chain import WALK_BATCH, WALK_COLUMNS, ChainWalk, Runs, VerifyResult, walk_result
+from ._desk_verify import check_desks
 from ._digests import MESSAGE_FIELDS, RECORD_FIELDS, RECORD_NAMED, field_digest, row_of, sha, unpack
 from ._head_verify import HeadProblem, check_head
 from ._signing import HeadSigner
@@ -67,6 +68,8 @@ def verify(conn: Connection, signer: HeadSigner | None = None, identity: str = "
     witness of this installation (`signer`, `identity`: store/_head_verify.py). Every finding is kept in
     `problems`; the most telling one is named first (see `_rank`). A long chain is walked by a second process
     while this one cross-checks the rows."""
+    if conn.dialect.name == "postgresql":  # one snapshot for every read below, while other desks write
+        conn.execution_options(isolation_level="REPEATABLE READ")
     # This first statement begins the read transaction, so every later read sees the same snapshot.
     head_row = conn.execute(text("SELECT seq, hash FROM audit_head WHERE id = 1")).first()
     head = (head_row[0], head_row[1]) if head_row else None
@@ -83,20 +86,23 @@ def verify(conn: Connection, signer: HeadSigner | None = None, identity: str = "
         raise
     if worker is not None:
         walked = _finish_walk(worker, conn, head)
-    broken, count, rows, last_message = walked
+    broken, count, rows, last_message, runs = walked
     messages = 0
     if broken is None:  # a broken walk leaves the messages' last entries unknown
         messages = _check_messages(conn, last_message, findings, used)
     _check_blobs(conn, used, findings)
     notes, head_problem = check_head(conn, count if broken is None else rows, head, signer, identity)
-    if broken is None and not findings and head_problem is None:
+    desk_notes, desk_problem = check_desks(conn, runs, count, broken is None)
+    notes += desk_notes
+    if broken is None and not findings and head_problem is None and desk_problem is None:
         note = f"; {legacy} older tool calls carry no digests and were not cross-checked" if legacy else ""
         text_ = f"{count} entries verified; {records} tool calls and {messages} messages match the chain{note}"
         return VerifyResult(True, count, message="; ".join([text_, *notes]))
-    return _rank(count, broken, head_problem, findings)
+    return _rank(count, broken, [p for p in (head_problem, desk_problem) if p is not None], findings)
 
 
-Walked = tuple[VerifyResult | None, int, int, dict[int, str]]  # failure, good entries, entries read, messages
+# failure, good entries, entries read, messages, where each desk's entries start
+Walked = tuple[VerifyResult | None, int, int, dict[int, str], Runs]
 
 
 def _walk_here(conn: Connection, head: tuple[int, str] | None) -> Walked:
@@ -104,7 +110,7 @@ def _walk_here(conn: Connection, head: tuple[int, str] | None) -> Walked:
     for batch in batches(conn, _ENTRY_SQL):
         if not walk.feed(batch):
             break
-    return walk.finish(), walk.count, walk.rows, walk.last_message
+    return walk.finish(), walk.count, walk.rows, walk.last_message, walk.runs
 
 
 def _start_walk(conn: Connection, head: tuple[int, str] | None) -> subprocess.Popen[str] | None:
@@ -140,17 +146,14 @@ def _finish_walk(proc: subprocess.Popen[str], conn: Connection, head: tuple[int,
 _FIRST = ("empty", "truncated")
 
 
-def _rank(count: int, broken: VerifyResult | None, head: HeadProblem | None,
+def _rank(count: int, broken: VerifyResult | None, heads: list[HeadProblem],
           findings: list[Finding]) -> VerifyResult:
     """One failed verdict from every finding: a cut tail or an emptied chain first, then a broken link, then
-    a head that the keys or the witness refuse, then the rows beside the chain."""
-    ranked: list[VerifyResult] = []
-    if head is not None and head.problem in _FIRST:
-        ranked.append(_head_result(count, head))
+    a head or a desk's batch that the keys or the witness refuse, then the rows beside the chain."""
+    ranked: list[VerifyResult] = [_head_result(count, h) for h in heads if h.problem in _FIRST]
     if broken is not None:
         ranked.append(broken)
-    if head is not None and head.problem not in _FIRST:
-        ranked.append(_head_result(count, head))
+    ranked += [_head_result(count, h) for h in heads if h.problem not in _FIRST]
     ranked += [VerifyResult(False, count, f.problem, None, f.record_id, f.text, f.field, f.message_id)
                for f in findings]
     first = ranked[0]

@@ -4,8 +4,10 @@ commit), then resolves every waiter's asyncio future from the loop that is await
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import queue
+import re
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -62,6 +64,17 @@ UPSERT_SESSION = _upsert(SessionRow)
 INSERT_MESSAGE = text(_insert(MessageRow, columns(MessageRow, without=("id",))) + " RETURNING id")
 INSERT_BLOB = text(_insert(BlobRow, columns(BlobRow)) + " ON CONFLICT (digest) DO NOTHING")
 SELECT_HEAD = "SELECT seq, hash FROM audit_head WHERE id = 1"
+# Many writers, one chain (PostgreSQL): every writing transaction first takes this lock, held to its commit
+# or rollback, so the head it reads next is the newest and nobody else appends until it is done. An advisory
+# lock rather than FOR UPDATE on the head row: an empty database has no head row to lock.
+CHAIN_LOCK_KEY = 0x6167656E74646B31  # "agentdk1"
+LOCK_CHAIN = text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=CHAIN_LOCK_KEY)
+
+
+@functools.cache
+def pg_sql(sql: str) -> str:
+    """A statement's :name parameters in psycopg's %(name)s style (for the pipelined hot path)."""
+    return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql)
 MAX_EVENT_SEQ = "SELECT max(seq) FROM events"
 
 
@@ -161,8 +174,9 @@ class Writer(threading.Thread):
         # On SQLite the hot statements go straight to the driver (it takes the same :named SQL),
         # which saves SQLAlchemy's per-row parameter processing inside the transaction it began.
         self._raw = engine.dialect.name == "sqlite"
-        # SQLite's BEGIN IMMEDIATE already holds the write lock; elsewhere the head row is locked.
-        self._select_head = SELECT_HEAD if self._raw else SELECT_HEAD + " FOR UPDATE"
+        # SQLite's BEGIN IMMEDIATE already holds the write lock; PostgreSQL takes the chain's advisory lock.
+        self._lock_chain = engine.dialect.name == "postgresql"
+        self._pg: Any = None  # the psycopg cursor while a pipelined PostgreSQL transaction is open
         self.head_seq, self.head_hash = head  # the last head this process committed (for stats only)
         self._translate = translate
         self.failed_events: list[str] = []  # reported by the next flush()
@@ -170,6 +184,7 @@ class Writer(threading.Thread):
         self.batches = 0  # transactions committed: fewer than ops when group commit works
         self._failed_lock = threading.Lock()
         self.notary = notary  # audit-keys: signs each commit's head, writes the witness (None: unsigned)
+        self.desk = notary.signer.key_id if notary is not None else ""  # named in each entry it writes
 
     # thread body ----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -177,6 +192,8 @@ class Writer(threading.Thread):
         stop = False
         try:
             conn = self._engine.connect()
+            if self._lock_chain:  # each statement after the lock must see the commits made before it
+                conn = conn.execution_options(isolation_level="READ COMMITTED")
             while not stop:
                 ops = [self.queue.get()]
                 while len(ops) < MAX_BATCH:
@@ -297,29 +314,61 @@ class Writer(threading.Thread):
             dbapi = conn.connection.driver_connection
             dbapi.execute("BEGIN IMMEDIATE")
             try:
-                head = dbapi.execute(self._select_head).fetchone()
+                head = dbapi.execute(SELECT_HEAD).fetchone()
                 seq, prev = self._write_ops(conn, ops, results, head)
                 if head is None or seq != head[0]:
                     dbapi.execute(UPSERT_HEAD.text, {"id": 1, "seq": seq, "hash": prev})
                     if self.notary is not None and seq:  # a batch without entries on a new chain: no head
-                        self.notary.sign_in_tx(dbapi.execute, lambda sql: dbapi.execute(sql).fetchall(), seq, prev)
+                        self.notary.sign_in_tx(dbapi.execute, lambda sql: dbapi.execute(sql).fetchall(),
+                                               _first(head), seq, prev)
                 dbapi.execute("COMMIT")
             except BaseException:
                 if dbapi.in_transaction:
                     dbapi.execute("ROLLBACK")
                 raise
+        elif self._lock_chain and conn.dialect.driver == "psycopg" and all(op.kind in ("tx", "event") for op in ops):
+            seq, prev = self._write_pipelined(conn, ops, results)
         else:
             with conn.begin():
-                head = conn.execute(text(self._select_head)).first()
+                if self._lock_chain:
+                    conn.execute(LOCK_CHAIN)
+                head = conn.execute(text(SELECT_HEAD)).first()
                 seq, prev = self._write_ops(conn, ops, results, head)
                 if head is None or seq != head[0]:
                     conn.execute(UPSERT_HEAD, {"id": 1, "seq": seq, "hash": prev})
                     if self.notary is not None and seq:
                         self.notary.sign_in_tx(lambda sql, p: conn.execute(text(sql), p),
-                                               lambda sql: list(conn.execute(text(sql))), seq, prev)
+                                               lambda sql: list(conn.execute(text(sql))), _first(head), seq, prev)
         self.head_seq, self.head_hash = seq, prev
         self.batches += 1
         return results
+
+    def _write_pipelined(self, conn: Connection, ops: list[Op], results: list[Any]) -> tuple[int, str]:
+        """The hot path on PostgreSQL: one psycopg pipeline, so the chain's lock is held for about three round
+        trips (the lock with the head, the writes, the commit) rather than one per statement."""
+        pg, dbapi = conn.connection.driver_connection, conn.dialect.dbapi
+        cur = self._pg = pg.cursor()
+        try:
+            with pg.pipeline():
+                cur.execute(pg_sql(LOCK_CHAIN.text), {"k": CHAIN_LOCK_KEY})
+                head = cur.execute(SELECT_HEAD).fetchone()  # runs once the lock is held: the newest head
+                seq, prev = self._write_ops(conn, ops, results, head)
+                if head is None or seq != head[0]:
+                    cur.execute(pg_sql(UPSERT_HEAD.text), {"id": 1, "seq": seq, "hash": prev})
+                    if self.notary is not None and seq:
+                        self.notary.sign_in_tx(lambda sql, p: cur.execute(pg_sql(sql), p),
+                                               lambda sql: cur.execute(sql).fetchall(), _first(head), seq, prev)
+                pg.commit()
+        except dbapi.Error as exc:
+            pg.rollback()
+            # As SQLAlchemy would have raised it, so the error translation and the split work alike.
+            raise sa_exc.DBAPIError.instance(None, None, exc, dbapi.Error) from exc
+        except BaseException:
+            pg.rollback()
+            raise
+        finally:
+            self._pg = None
+        return seq, prev
 
     def _write_ops(self, conn: Connection, ops: list[Op], results: list[Any], head: Any) -> tuple[int, str]:
         """The statements of one batch, inside the caller's transaction, after the chain's `head` as
@@ -379,12 +428,12 @@ class Writer(threading.Thread):
         mid = conn.execute(INSERT_MESSAGE, params).scalar_one()
         digests = message_digests(params)
         at = float(params["created_at"])
-        prefix, suffix = split_canonical(None, "MESSAGE", at, params["role"], "", "{}", digests, mid)
+        prefix, suffix = split_canonical(None, "MESSAGE", at, params["role"], "", "{}", digests, mid, self.desk)
         seq += 1
         h = link_hash(prev, f"{prefix}{seq}{suffix}")
         conn.execute(INSERT_ENTRY, {"seq": seq, "record_id": None, "state": "MESSAGE", "at": at,
                                     "actor": params["role"], "note": "", "data": "{}", "prev_hash": prev,
-                                    "hash": h, "message_id": mid, "digests": digests})
+                                    "hash": h, "message_id": mid, "digests": digests, "desk": self.desk})
         return mid, seq, h
 
     def _write_events(self, conn: Connection, envs: list[Envelope]) -> None:
@@ -395,6 +444,8 @@ class Writer(threading.Thread):
         rows = [event_params(env, blobs) for env in envs]
         if self._raw:
             base = conn.connection.driver_connection.execute(MAX_EVENT_SEQ).fetchone()[0]
+        elif self._pg is not None:
+            base = self._pg.execute(MAX_EVENT_SEQ).fetchone()[0]
         else:
             base = conn.execute(text(MAX_EVENT_SEQ)).scalar()
         for k, row in enumerate(rows, start=int(base or 0) + 1):
@@ -406,6 +457,8 @@ class Writer(threading.Thread):
     def _many(self, conn: Connection, stmt: TextClause, rows: list[dict[str, Any]]) -> None:
         if self._raw:
             conn.connection.driver_connection.executemany(stmt.text, rows)
+        elif self._pg is not None:
+            self._pg.executemany(pg_sql(stmt.text), rows)
         else:
             conn.execute(stmt, rows)
 
@@ -420,6 +473,11 @@ class Writer(threading.Thread):
                 loop.call_soon_threadsafe(_settle, items)
             except RuntimeError:
                 pass  # that loop is closed; nobody is waiting any more
+
+
+def _first(head: Any) -> int:
+    """The seq of a batch's first entry, after the head read in its transaction."""
+    return (int(head[0]) if head is not None else 0) + 1
 
 
 def _settle(items: list[Outcome]) -> None:

@@ -84,18 +84,19 @@ def _cut_tail(db: Path, n: int) -> None:
     top = _sql(db, "SELECT max(seq) FROM audit_entries")[0][0]
     keep = top - n
     _sql(db, f"DELETE FROM audit_entries WHERE seq > {keep}")
+    _sql(db, f"DELETE FROM audit_batches WHERE last_seq > {keep}")  # each commit's signed batch names its end
     last_hash = _sql(db, f"SELECT hash FROM audit_entries WHERE seq = {keep}")[0][0]
     _sql(db, "UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1", params=(keep, last_hash))
 
 
 def _recompute(db: Path, from_seq: int = 1) -> None:
-    """Re-hash every entry from `from_seq` with plain hashlib, in the store's own entry format (digests and
-    message ids included): what an attacker without the key can do. Only a signature or the witness tells."""
-    rows = _sql(db, "SELECT seq, record_id, state, at, actor, note, data, digests, message_id FROM audit_entries "
-                "ORDER BY seq")
+    """Re-hash every entry from `from_seq` with plain hashlib, in the store's own entry format (digests, message
+    ids and desks included): what an attacker without the key can do. Only a signature or the witness tells."""
+    rows = _sql(db, "SELECT seq, record_id, state, at, actor, note, data, digests, message_id, desk "
+                "FROM audit_entries ORDER BY seq")
     prev = GENESIS
     con = sqlite3.connect(db)
-    for seq, rid, state, at, actor, note, data, digests, message_id in rows:
+    for seq, rid, state, at, actor, note, data, digests, message_id, desk in rows:
         if seq < from_seq:
             prev = con.execute("SELECT hash FROM audit_entries WHERE seq = ?", (seq,)).fetchone()[0]
             continue
@@ -103,6 +104,8 @@ def _recompute(db: Path, from_seq: int = 1) -> None:
                   "data": json.loads(data), "seq": seq}
         if digests:
             fields.update(digests=digests, message_id=message_id)
+        if desk:
+            fields["desk"] = desk
         h = hashlib.sha256((prev + canonical_json(fields)).encode()).hexdigest()
         con.execute("UPDATE audit_entries SET prev_hash = ?, hash = ? WHERE seq = ?", (prev, h, seq))
         prev = h
@@ -209,7 +212,9 @@ async def test_an_emptied_chain_with_sessions_is_a_failure(desk: Path) -> None:
     result = await _verify(desk)
     assert (result.ok, result.problem) == (False, "empty")
     assert "empty, yet the database holds 1 session(s), 4 tool call(s)" in result.message
-    assert len(result.problems) == 5 and all("has no entry in the audit chain" in p for p in result.problems[1:])
+    # The signed batches still name the entries that were there (pgchain), and each call's row is unchained.
+    assert len(result.problems) == 6 and "entries 1..12 are missing at the tail" in result.problems[1]
+    assert all("has no entry in the audit chain" in p for p in result.problems[2:])
 
 
 async def test_a_session_opened_and_never_used_is_not_an_emptied_chain(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ ATTACKS = {
     "tail-cut-head-moved": ("DELETE FROM audit_entries WHERE seq > 12",
                             "UPDATE audit_head SET seq = 12, hash = (SELECT hash FROM audit_entries WHERE seq = 12)"),
     "inserted-past-head": ("INSERT INTO audit_entries SELECT seq + 100, record_id, state, at, actor, note, data, "
-                           "hash, hash, message_id, digests FROM audit_entries WHERE seq = 15",),
+                           "hash, hash, message_id, digests, desk FROM audit_entries WHERE seq = 15",),
     "emptied": ("DELETE FROM audit_entries",),
     "emptied-with-head": ("DELETE FROM audit_entries", "DELETE FROM audit_head"),
     "row-edited": ("UPDATE tool_calls SET input = '{\"command\":\"ls\"}' WHERE tool_use_id = 'toolu_2'",),
@@ -75,10 +75,10 @@ def test_the_worker_really_runs_as_a_script_of_the_standard_library(tmp_path: Pa
     asyncio.run(_fill(db))
     out = subprocess.run([sys.executable, "-I", "-S", verify_module.chain_module.__file__, str(db), "15"],
                          capture_output=True, text=True, check=True)
-    failure, count, rows, last_message = walk_result(json.loads(out.stdout))
+    failure, count, rows, last_message, _ = walk_result(json.loads(out.stdout))
     assert failure is not None and failure.problem == "inserted"  # no head given: every entry lies past it
     head = _sql(db, "SELECT seq, hash FROM audit_head")[0]
-    failure, count, rows, last_message = walk_result(walk_file(str(db), 15, head))
+    failure, count, rows, last_message, _ = walk_result(walk_file(str(db), 15, head))
     assert (failure, count, rows, sorted(last_message)) == (None, 15, 15, [1, 2, 3])
 
 
@@ -89,7 +89,7 @@ def test_the_worker_judges_only_the_entries_of_verifys_snapshot(tmp_path: Path) 
     db = tmp_path / "audit.db"
     asyncio.run(_fill(db))
     (seq, h), = _sql(db, "SELECT seq, hash FROM audit_entries WHERE seq = 12")
-    failure, count, rows, _ = walk_result(walk_file(str(db), 12, (seq, h)))
+    failure, count, rows, _, _ = walk_result(walk_file(str(db), 12, (seq, h)))
     assert (failure, count, rows) == (None, 12, 12)
 
 
