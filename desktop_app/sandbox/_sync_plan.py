@@ -3,20 +3,18 @@ now, and what each side held at the last sync. Pure: no file is touched here (se
 
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
-import stat
 from dataclasses import dataclass, field
 
 from ..core import WORKSPACE, control_dir
+from .helper.sync import entry_of, walk_manifest
 
 # One manifest entry, the same shape on both sides: [type, mode, size, digest or link target], type one of
 # f (file), d (folder), l (link), o (other: FIFO, socket, device; never synced).
 Entry = list
 Manifest = dict[str, Entry]
 
-_RFLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 def same(a: Entry | None, b: Entry | None) -> bool:
@@ -89,55 +87,9 @@ def pull_refusal(path: str, v: Entry | None) -> str:
     return link_refusal(path, v[3])[1] if v is not None and v[0] == "l" else ""
 
 
-def _digest(dfd: int, name: str) -> str:
-    fd = os.open(name, _RFLAGS, dir_fd=dfd)
-    try:
-        h = hashlib.sha256()
-        while chunk := os.read(fd, 1 << 20):
-            h.update(chunk)
-        return h.hexdigest()
-    finally:
-        os.close(fd)
-
-
-def host_entry(dfd: int, name: str, st: os.stat_result, cache: dict, rel: str) -> Entry:
-    """The manifest entry of `name` in the host folder `dfd`; a file hashed only when it moved."""
-    mode = stat.S_IMODE(st.st_mode)
-    if stat.S_ISLNK(st.st_mode):
-        return ["l", 0, 0, os.readlink(name, dir_fd=dfd)]
-    if stat.S_ISDIR(st.st_mode):
-        return ["d", mode, 0, ""]
-    if not stat.S_ISREG(st.st_mode):
-        return ["o", mode, st.st_size, ""]
-    key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    hit = cache.get(rel)
-    if hit is None or hit[0] != key:
-        hit = cache[rel] = (key, _digest(dfd, name))
-    return ["f", mode, st.st_size, hit[1]]
-
-
 def host_manifest(folder: str, cache: dict) -> Manifest:
-    """The host folder's manifest, walked from fds without following links."""
-    out: Manifest = {}
-    stack = [("", os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))]
-    while stack:
-        prefix, dfd = stack.pop()
-        try:
-            for name in os.listdir(dfd):
-                rel = prefix + name
-                try:
-                    st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                    out[rel] = host_entry(dfd, name, st, cache, rel)
-                    if out[rel][0] == "d":
-                        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-                        stack.append((rel + "/", os.open(name, flags, dir_fd=dfd)))
-                except OSError:
-                    out.pop(rel, None)
-        finally:
-            os.close(dfd)
-    for rel in [r for r in cache if r not in out]:
-        del cache[rel]
-    return out
+    """The host folder's manifest: the helper's own walk, so both sides describe a tree the same way."""
+    return walk_manifest(folder, cache)
 
 
 def host_entry_now(folder: str, rel: str) -> Entry | None:
@@ -152,7 +104,7 @@ def host_entry_now(folder: str, rel: str) -> Entry | None:
     except OSError:
         return None
     try:
-        return host_entry(dfd, name, os.stat(name, dir_fd=dfd, follow_symlinks=False), {}, rel)
+        return entry_of(dfd, name, os.stat(name, dir_fd=dfd, follow_symlinks=False), {}, rel)
     except FileNotFoundError:
         return None
     finally:

@@ -24,7 +24,7 @@ def _digest_fd(fd):
         h.update(chunk)
 
 
-def _entry(dfd, name, st, cache, rel):
+def entry_of(dfd, name, st, cache, rel):
     """[type, mode, size, digest or link target] of one name in the folder `dfd`; a file is hashed only when
     its (inode, size, mtime, ctime) moved since the last manifest."""
     mode = _stat.S_IMODE(st.st_mode)
@@ -48,11 +48,16 @@ def _entry(dfd, name, st, cache, rel):
 
 
 def manifest(ws):
-    """{relative path: [type, mode, size, digest or target]} of everything under the root; folders are
-    walked from fds with O_NOFOLLOW, so a folder swapped for a link while walking is skipped, never followed."""
-    cache = ws.__dict__.setdefault("sync_cache", {})
+    """The workspace's manifest (see `walk_manifest`), its digests cached on the workspace between calls."""
+    return walk_manifest(ws.root, ws.__dict__.setdefault("sync_cache", {}))
+
+
+def walk_manifest(root, cache):
+    """{relative path: [type, mode, size, digest or target]} of everything under `root`; folders are
+    walked from fds with O_NOFOLLOW, so a folder swapped for a link while walking is skipped, never followed.
+    The host's side of a sync walks its folder with this same function."""
     out, seen = {}, set()
-    stack = [("", os.open(ws.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))]
+    stack = [("", os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))]
     while stack:
         prefix, dfd = stack.pop()
         try:
@@ -60,7 +65,7 @@ def manifest(ws):
                 rel = prefix + name
                 try:
                     st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                    out[rel] = _entry(dfd, name, st, cache, rel)
+                    out[rel] = entry_of(dfd, name, st, cache, rel)
                     if out[rel][0] == "d":
                         stack.append((rel + "/", os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
                                                          | os.O_CLOEXEC, dir_fd=dfd)))
@@ -87,7 +92,7 @@ def _current(dfd, name, cache_rel=None):
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except FileNotFoundError:
         return None
-    return _entry(dfd, name, st, {}, cache_rel)
+    return entry_of(dfd, name, st, {}, cache_rel)
 
 
 def read(ws, items):
