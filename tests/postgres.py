@@ -34,14 +34,18 @@ def pg_bin(name: str) -> str | None:
 class PostgresServer:
     """One server for the test session; `database()` gives each caller a fresh, empty database."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: Path | None = None) -> None:
+        """`keep`: a folder whose server (data and socket) outlives this object, for a benchmark's fixture
+        built once: made on the first start, reused by the next ones, never removed by `stop`."""
         missing = [n for n in ("initdb", "pg_ctl", "postgres") if pg_bin(n) is None]
         if missing:
             raise RuntimeError(
                 f"PostgreSQL programs not found: {', '.join(missing)} (run `make postgres-tools` as root, "
                 "or install Debian's postgresql package)"
             )
-        self.dir = Path(tempfile.mkdtemp(prefix="agent-desk-pg-"))
+        self._keep = keep is not None
+        self.dir = Path(tempfile.mkdtemp(prefix="agent-desk-pg-")) if keep is None else keep
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.data = self.dir / "data"
         self.socket_dir = self.dir  # the socket path must stay under 107 bytes: a short temp path
         self._as_user = os.geteuid() == 0
@@ -56,10 +60,18 @@ class PostgresServer:
         return subprocess.run(argv, capture_output=True, text=True, check=False, env=env, cwd=self.dir, **kwargs)
 
     def start(self) -> PostgresServer:
+        if not (self.data / "PG_VERSION").exists():
+            self._initdb()
+        self._pg_start()
+        return self
+
+    def _initdb(self) -> None:
         done = self._run(pg_bin("initdb") or "initdb", "-D", str(self.data), "-U", PG_USER, "-A", "trust",
                          "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
         if done.returncode:
             raise RuntimeError(f"initdb failed: {done.stderr.strip() or done.stdout.strip()}")
+
+    def _pg_start(self) -> None:
         # Durability settings off: a test server's data is thrown away, and fsync dominates on a loaded disk.
         options = (f"-k {self.socket_dir} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
                    "-c full_page_writes=off -c max_connections=200")
@@ -70,24 +82,26 @@ class PostgresServer:
             log = server_log.read_text(errors="replace")[-2000:] if server_log.exists() else ""
             raise RuntimeError(f"pg_ctl start failed: {done.stderr.strip()}\n{log}")
         self._started = True
-        return self
 
     def url(self, database: str = "postgres", driver: str = "postgresql+psycopg") -> str:
         """A SQLAlchemy URL to `database` over the server's socket."""
         return f"{driver}://{PG_USER}@/{database}?host={self.socket_dir}"
 
-    def database(self, prefix: str = "t") -> str:
-        """Create a fresh database; return its SQLAlchemy URL."""
+    def database(self, prefix: str = "t", name: str | None = None) -> str:
+        """Create a fresh database (named `name`, else a random one); return its SQLAlchemy URL."""
         import psycopg
 
-        name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+        name = name or f"{prefix}_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(host=str(self.socket_dir), user=PG_USER, dbname="postgres", autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
     def stop(self) -> None:
         if self._started:
-            self._run(pg_bin("pg_ctl") or "pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+            mode = "fast" if self._keep else "immediate"  # a kept server shuts down cleanly
+            self._run(pg_bin("pg_ctl") or "pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
             self._started = False
+        if self._keep:
+            return
         with contextlib.suppress(OSError):
             shutil.rmtree(self.dir)
