@@ -29,7 +29,7 @@ def alembic_config(url: str, connection: Connection | None = None) -> Config:
     return cfg
 
 
-# Desks that open one PostgreSQL database at the same moment migrate it one at a time (pgchain): the second
+# Desks that open one PostgreSQL database at the same moment migrate it one at a time: the second
 # waits here, then finds the schema current. SQLite serialises them with its own write lock.
 MIGRATE_LOCK_KEY = 0x6167656E74646D31  # "agentdm1"
 

@@ -43,7 +43,7 @@ UPSERT_HEAD_SIGNATURE = (
     "db_id = excluded.db_id, seq = excluded.seq, hash = excluded.hash, count = excluded.count, "
     "signature = excluded.signature, signed_at = excluded.signed_at")
 SELECT_HEAD_SIGNATURES = "SELECT key_id, db_id, seq, hash, count, signature, signed_at FROM audit_head_signatures"
-# One row per commit: that commit's signed head, and where its entries start (pgchain).
+# One row per commit: that commit's signed head, and where its entries start.
 INSERT_BATCH = ("INSERT INTO audit_batches (last_seq, first_seq, key_id, hash, signature, signed_at) "
                 "VALUES (:seq, :first_seq, :key_id, :hash, :signature, :signed_at)")
 

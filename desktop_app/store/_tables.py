@@ -117,7 +117,7 @@ class AuditEntryRow(SQLModel, table=True):
     hash: str
     message_id: int | None = Field(default=None, foreign_key="messages.id", nullable=True)
     digests: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
-    # The key id of the desk that wrote it (pgchain), hashed with the entry; "" before desks were named.
+    # The key id of the desk that wrote it, hashed with the entry; "" before desks were named.
     desk: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
 
 
