@@ -61,7 +61,7 @@ def main() -> None:
     try:
         client.images.get(IMAGE)
     except Exception:
-        print(f"bench-skip mcpbox: {IMAGE} is missing (sandbox_images/engine.sh builds it)", flush=True)
+        print(f"bench-skip mcp_start_s: {IMAGE} is missing (sandbox_images/engine.sh builds it)", flush=True)
         return
     folder = tempfile.mkdtemp(prefix="agent-desk-bench-mcp-")
     try:

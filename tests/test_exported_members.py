@@ -136,6 +136,6 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         "container_name", "image_name_for_tag", "images_dir", "remove_orphans",
     ),
     "store": ("CSV_COLUMNS", "RecordRow", "SCHEMA_VERSION", "StoreStats", "VerifyResult", "canonical_json"),
-    # for the window (mcpui: the grant switch, the config's file name) and for people who build on the client
+    # for the window (the grant switch, the config's file name) and for people who build on the client
     "mcp_client": ("PROJECT_CONFIG", "McpServerError", "McpTool", "ServerConfig", "granted", "parse_servers"),
 }

@@ -212,7 +212,7 @@ async def test_an_emptied_chain_with_sessions_is_a_failure(desk: Path) -> None:
     result = await _verify(desk)
     assert (result.ok, result.problem) == (False, "empty")
     assert "empty, yet the database holds 1 session(s), 4 tool call(s)" in result.message
-    # The signed batches still name the entries that were there (pgchain), and each call's row is unchained.
+    # The signed batches still name the entries that were there, and each call's row is unchained.
     assert len(result.problems) == 6 and "entries 1..12 are missing at the tail" in result.problems[1]
     assert all("has no entry in the audit chain" in p for p in result.problems[2:])
 
