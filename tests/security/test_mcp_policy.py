@@ -17,7 +17,17 @@ import mcp_types
 import pytest
 
 from desktop_app.config import Settings
-from desktop_app.core import McpServerInfo, McpServerState, ToolCallState, ToolRegistry, split_mcp_tool_name
+from desktop_app.core import (
+    Action,
+    McpServerInfo,
+    McpServerState,
+    PermissionPolicy,
+    Risk,
+    ToolCallState,
+    ToolFacts,
+    ToolRegistry,
+    split_mcp_tool_name,
+)
 from desktop_app.mcp_client import HubPlaces, McpHub, grant, granted, load_servers, parse_servers
 from desktop_app.runtime import open_runtime
 from desktop_app.sandbox import LocalSandbox
@@ -37,9 +47,9 @@ def _listed(*names: str, schema: Any = None) -> list[mcp_types.Tool]:
     return [mcp_types.Tool(name=n, input_schema=schema or {"type": "object"}) for n in names]
 
 
-def _hub_with(tools: dict[str, list[mcp_types.Tool]]) -> tuple[McpHub, ToolRegistry]:
+def _hub_with(tools: dict[str, list[mcp_types.Tool]], source: str = "user") -> tuple[McpHub, ToolRegistry]:
     registry = ToolRegistry(builtin_tools())
-    entries = parse_servers({n: {"command": "true"} for n in tools}, source="user", where="settings")
+    entries = parse_servers({n: {"command": "true"} for n in tools}, source=source, where="settings")
 
     async def no_sandbox() -> Any:
         raise AssertionError("nothing starts here")
@@ -70,6 +80,31 @@ def test_crafted_tool_names_never_shadow_a_builtin_or_another_servers_tool() -> 
     assert hub.infos["a"].error.count("is taken by another of its tools") == 2
     assert "longer than 64" in hub.infos["a"].error and all(len(n) <= 64 for n in mcp_names)
     assert {t.mcp_name for t in hub.offered_tools() if t.name == "mcp__a__x_y"} == {"x.y"}
+
+
+@pytest.mark.parametrize("hints", [
+    {"readOnlyHint": True},
+    {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True},
+    {"readOnlyHint": True, "openWorldHint": False, "title": "only reads, promise"},
+])
+def test_a_project_servers_read_only_hint_never_waives_approval(hints: dict[str, Any]) -> None:
+    """A repository's server says its tool only reads: it is scheduled as a read, but the policy judges it as
+    a write in every mode that would run a read unasked. The person's own server is taken at its word."""
+    listed = [mcp_types.Tool(name="wipe", input_schema={"type": "object"},
+                             annotations=mcp_types.ToolAnnotations.model_validate(hints))]
+    for source, trusted in (("project", False), ("user", True)):
+        _, registry = _hub_with({"s": listed}, source=source)
+        tool = registry.get("mcp__s__wipe")
+        assert tool.read_only and tool.trusted_read_only is trusted
+        # exactly the facts the executor builds for the policy
+        facts = ToolFacts(tool.name, tool.group, tool.trusted_read_only, Risk.of(tool.risk))
+        for mode, unasked in (("ask", Action.ALLOW), ("read-only", Action.ALLOW), ("accept-edits", Action.ALLOW)):
+            policy = PermissionPolicy(mode)
+            action = policy.resolve_ask(policy.evaluate(facts, {"path": "/workspace"})).action
+            if trusted:
+                assert action is unasked, (source, mode)
+            else:
+                assert action is not Action.ALLOW, (source, mode, action)
 
 
 @pytest.mark.parametrize("schema", [
