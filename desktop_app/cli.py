@@ -204,6 +204,8 @@ def _add_mcp(sub: _Sub) -> None:
     ml = msub.add("list", help="start the servers and show each one's state, where it runs and its tools")
     _dir_arg(ml.add_argument("--project", default=".", help="the project folder (default: here)"))
     ml.add_argument("--json", action="store_true", help="the servers as a JSON list")
+    ml.add_argument("--image", help="the project's sandbox image, as for `run` (the catalog's `mcp` image has the "
+                    "reference servers)")
     ml.add_argument("--sandbox", choices=("docker", "local"), help="where sandboxed servers run (default: docker)")
     mg = msub.add("grant", help="let a project's server run with the network, on the host, or over HTTP")
     mg.add_argument("server", help="the server's name in .agent-desk/mcp.json")
@@ -721,13 +723,15 @@ async def _mcp_list(args: argparse.Namespace) -> int:
     """Start the project's servers (each ready or failed), print them, close them."""
     from .config import Settings
     from .runtime import open_runtime, open_store, project_for_dir
+    from .sandbox import resolve_image
 
+    image = resolve_image(args.image) if args.image is not None else None  # checked before anything is stored
     settings = await asyncio.to_thread(Settings.load)
     if args.sandbox:
         settings.sandbox = args.sandbox
     store = await open_store(args.db)
     try:
-        project = await project_for_dir(store, args.project, settings=settings)
+        project = await project_for_dir(store, args.project, image=image, settings=settings)
     except BaseException:
         await store.close()
         raise

@@ -229,6 +229,8 @@ def _reason(e: BaseException) -> str:
         return f"no answer within {START_TIMEOUT_S:g} s"
     if isinstance(e, MCPError):
         return e.message
+    if isinstance(e, AgentDeskError) and e.hint:
+        return f"{e} ({e.hint})"
     return str(e) or type(e).__name__
 
 

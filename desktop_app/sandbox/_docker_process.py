@@ -28,6 +28,9 @@ CLOSE_GRACE_S = 1.0  # after EOF on its stdin, how long a server has to exit on 
 START_TIMEOUT_S = 20.0
 _MARK = b"agent-desk-process "
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_NOT_IN_IMAGE = ("the project's sandbox image does not have it: pick an image that does (project settings, or "
+                 "--image; the catalog's `mcp` image has mcp-server-time, -git and -fetch, and "
+                 "mcp-server-memory, -everything and -filesystem)")
 _SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # sh, not the helper: it runs in images without python3 too. It says its pid (the `docker exec`'s own, a
@@ -126,8 +129,10 @@ class DockerProcessChannel:
         if line is None or not line.startswith(_MARK):
             self._close_socket()
             said = self.stderr_tail().strip() or (line or b"").decode("utf-8", "replace").strip() or "it exited"
+            missing = "command not found" in said
             raise SandboxError(f"cannot start {self._argv[0]!r} in the sandbox: {said[-500:]}",
-                               hint="is the program in the sandbox image, and is the folder there?")
+                               hint=_NOT_IN_IMAGE if missing else "is the program in the sandbox image, and is the "
+                               "folder there?")
         self.pid = int(line[len(_MARK):].strip() or 0)
         self._sock.settimeout(None)
 

@@ -32,3 +32,32 @@ def test_mcp_list_grant_and_revoke(project: Path, tmp_path: Path, py_bin: Path, 
     assert "no server 'nope'" in capsys.readouterr().err
     assert main(["--db", db, "mcp", "list", "--project", str(project), "--sandbox", "local", "--json"]) == 0
     assert {s["name"]: s for s in json.loads(capsys.readouterr().out)}["clock"]["state"] == "needs_approval"
+
+
+def test_mcp_list_in_docker_names_the_image_that_has_the_server(project: Path, tmp_path: Path, docker_client,
+                                                                 capsys) -> None:
+    """The README's first step with the default image: the server is not in it, and the error says which
+    image has it; `--image mcp` (remembered for the project, as `run --image` is) starts it."""
+    from tests.conftest import TEST_IMAGE, make_workspace
+    from tests.sandbox.mcp_wire import need_mcp_image
+
+    need_mcp_image(docker_client)
+    make_workspace(project)
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    write_config(project, {"time": {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}})
+    try:
+        assert main(["--db", db, "mcp", "list", "--project", str(project), "--image", TEST_IMAGE]) == 0
+        out = capsys.readouterr().out
+        assert "time  [failed]  sandbox" in out and "command not found" in out
+        assert "the catalog's `mcp` image has mcp-server-time" in out
+        assert main(["--db", db, "mcp", "list", "--project", str(project), "--image", "mcp", "--json"]) == 0
+        [time] = json.loads(capsys.readouterr().out)
+        assert time["state"] == "ready" and "get_current_time" in {t["name"] for t in time["tools"]}
+        assert main(["--db", db, "mcp", "list", "--project", str(project), "--json"]) == 0  # the image is kept
+        assert json.loads(capsys.readouterr().out)[0]["state"] == "ready"
+        assert main(["--db", db, "mcp", "list", "--project", str(project), "--image", "NOT an image"]) == 2
+        assert "neither a catalog image nor a valid image tag" in capsys.readouterr().err
+    finally:
+        for c in docker_client.containers.list(all=True, filters={"label": "org.agent-desk.sandbox"}):
+            if c.labels.get("org.agent-desk.host-path") == str(project):
+                c.remove(force=True)
