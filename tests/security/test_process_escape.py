@@ -148,7 +148,9 @@ async def test_the_session_end_kills_everything_and_lists_it(box: Box) -> None:
     variants = ["setsid_f", "nohup_bg", "exec_a"] + ([] if box.kind == "local" else ["env_scrubbed"])
     for i, variant in enumerate(variants):
         await box.sb.start_background(_command(variant, f"{marker}{i}", box.path(f"s{i}.txt")) + "\nsleep 600")
-    # every daemon running as itself (one variant may show two processes while another is still starting)
+    # every daemon running as itself: its writer has written (before that, a marker may only be seen in a
+    # launcher still on its way to exec the daemon)
+    assert await _wait_for(lambda: all((box.folder / f"s{i}.txt").exists() for i in range(len(variants))))
     assert await _wait_for(lambda: all(box.pids(f"{marker}{i}") for i in range(len(variants))))
     store = MemoryStore()
     bus = EventBus(store)

@@ -55,10 +55,13 @@ def cookie_of(pid):
 
 
 def cmdline_of(pid):
+    """The process's command line; a process caught in the middle of an exec has none for a moment: then
+    its name in brackets ("[sh]"), as ps shows it; "" when it is gone."""
     data = _read(f"/proc/{pid}/cmdline", 8192)
-    if data is None:
-        return ""
-    return data.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+    if data:
+        return data.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+    comm = _read(f"/proc/{pid}/comm", 64)
+    return f"[{comm.strip().decode('utf-8', 'replace')}]" if comm else ""
 
 
 class Run:
@@ -228,7 +231,7 @@ class Tracker:
         for _ in range(SWEEP_ROUNDS):
             if not pids:
                 break
-            self._note(self.describe([p for p in pids if self.recording is not None and p not in self.recording]))
+            self._note(self.describe([p for p in pids if self._unnamed(p)]))
             self.signal(pids, signal.SIGKILL)
             pids = self.targets(cookie, everything)
         return found
@@ -238,7 +241,15 @@ class Tracker:
         signal is described first, so the list names all that was killed, not only what the first look saw."""
         if self.recording is not None:
             for d in described:
-                self.recording.setdefault(d["pid"], d)
+                if self._unnamed(d["pid"]) and (d["command"] or d["pid"] not in self.recording):
+                    self.recording[d["pid"]] = d
+
+    def _unnamed(self, pid):
+        """Recording, and this pid is not yet described by its command line (new, or caught mid-exec)."""
+        if self.recording is None:
+            return False
+        seen = self.recording.get(pid)
+        return seen is None or not seen["command"] or seen["command"].startswith("[")
 
     def describe(self, pids):
         with self.lock:

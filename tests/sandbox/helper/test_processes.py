@@ -25,3 +25,27 @@ def test_background_logs_of_an_exited_process_wait_for_its_last_output(tmp_path:
     assert "finishing" in logs["output"]
     bp.kill()
     assert not any(t.name == "bg-bg-1" for t in threading.enumerate())
+
+
+def test_a_process_caught_mid_exec_is_named_by_a_later_kill_round(tmp_path: Path) -> None:
+    """A process read in the middle of an exec has no command line for a moment: the sweep's list must not
+    keep that empty (or bracketed) name when a later kill round sees the real one."""
+    import subprocess
+
+    from desktop_app.sandbox.helper import proctree
+
+    tracker = proctree.Tracker(container=False)
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        tracker.recording = {proc.pid: {"pid": proc.pid, "command": "", "started_by": ""}}
+        tracker._note(tracker.describe([proc.pid]))
+        assert tracker.recording[proc.pid]["command"] == "sleep 30"
+        tracker.recording[proc.pid]["command"] = "[sleep]"
+        tracker._note([{"pid": proc.pid, "command": "sleep 30", "started_by": ""}])
+        assert tracker.recording[proc.pid]["command"] == "sleep 30"
+        tracker._note([{"pid": proc.pid, "command": "[sh]", "started_by": ""}])  # a named one stays
+        assert tracker.recording[proc.pid]["command"] == "sleep 30"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proctree.cmdline_of(proc.pid) == ""  # gone: nothing to name
