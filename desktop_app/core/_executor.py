@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 DEFAULT_TOOL_TIMEOUT_S = 120.0
 DEFAULT_JUDGE_DEADLINE_S = 2.0  # for the policy (paths resolved included), and again for the pre hooks
 MAX_RESOLVED_PATHS = 32  # paths of one call resolved in the sandbox before the policy judges them
+DRY_RUN_DEADLINE_S = 10.0  # a dry run (a file read and a diff) past this asks without its preview
+MAX_CARD_DIFF_CHARS = 400_000  # a longer diff is not put on the card's record (the call's result keeps it)
 _T = TypeVar("_T")
 
 
@@ -108,6 +110,7 @@ class _Job:
     approving: tuple[Allow, Provenance] | None = None  # the allow of an edit, while the edit is judged
     raw_input: dict[str, Any] | None = None  # the input unredacted: judged and run, never stored
     streams: dict[str, StreamRedactor] = field(default_factory=dict)  # streamed output, per stream
+    approval_note: str = ""  # "yes, but...": a person's note with their allow, sent with the result
 
     @property
     def raw(self) -> dict[str, Any]:
@@ -291,7 +294,7 @@ class Executor:
     # -- the pipeline: each step records why it stops a call, or returns True to go on ---------------
     async def _pipeline(self, job: _Job) -> None:
         steps = (self._check_known_and_parsed, self._skip_after_denial, self._validate, self._decide_policy,
-                 self._run_pre_hooks, self._gate_on_approval)
+                 self._run_pre_hooks, self._dry_run, self._gate_on_approval)
         for step in steps:
             if not await step(job):
                 return
@@ -470,6 +473,33 @@ class Executor:
         job.meta.setdefault("hooks", []).append(step.hook)
         return True
 
+    async def _dry_run(self, job: _Job, *, always: bool = False) -> bool:
+        """Before a person is asked (or `always`, for a person's edit): the call is tried without effect,
+        a file edit against the file as it is now. A call bound to fail fails here, with the reason sent to
+        the model and kept in the audit, and nobody is asked; what it would change goes on the card."""
+        if not job.asks and not always:
+            return True  # nobody is asked: the tool checks the same things when it runs
+        record, tool = job.record, job.known
+        try:
+            async with asyncio.timeout(DRY_RUN_DEADLINE_S):
+                preview = await tool.dry_run(job.args, self._context(job))
+        except ToolInputError as e:
+            await self.recorder.fail(record, self._clean(f"{tool.name} would fail, so nobody was asked: {e}"),
+                                     Outcome.ERROR, actor="dry run", recs=[self._clean(e.hint)] if e.hint else [])
+            return False
+        except Exception as e:  # the dry run could not tell (a slow or absent engine): the person decides
+            job.meta["dry_run"] = self._clean(f"not checked before asking: {type(e).__name__}: {e}")
+            return True
+        job.meta.pop("dry_run", None)
+        if preview is None:
+            job.meta.pop("diff", None)
+        elif len(preview) > MAX_CARD_DIFF_CHARS:
+            job.meta["diff"] = ""
+            job.meta["diff_omitted"] = f"the diff is {len(preview):,} characters, more than the card shows"
+        else:
+            job.meta["diff"] = await redact_off_loop(self.redactor, preview)
+        return True
+
     async def _gate_on_approval(self, job: _Job) -> bool:
         record = job.record
         record.risk = job.risk
@@ -543,6 +573,8 @@ class Executor:
             job.approving = None
         if record.state is not ToolCallState.APPROVAL_REQUIRED:  # a hook's result stood in for the run
             return False
+        if not await self._dry_run(job, always=True):  # the edit is tried against the file as it is now
+            return False
         if job.meta.get("hooks") or (job.asks and job.risk is Risk.HIGH):
             return await self._ask_again(job)
         return await self._approve(job, decision, prov)
@@ -573,7 +605,10 @@ class Executor:
         if rule is not None:
             self.approvals.remember(rule, record, decision.scope)
             data["rule_added"] = rule.text
-        await self.recorder.move(record, ToolCallState.APPROVED, actor=decision.by, note=self._clean(decision.note),
+        job.approval_note = self._clean(decision.note.strip())
+        if job.approval_note:  # the audit keeps it apart from the trail's note: it goes to the model
+            data["approval_note"] = job.approval_note
+        await self.recorder.move(record, ToolCallState.APPROVED, actor=decision.by, note=job.approval_note,
                                  data=data)
         self.bus.publish(PermissionDecided(session_id=record.session_id, call_id=record.id, decision="allow",
                                            decided_by=decision.by, note=decision.note,
@@ -699,9 +734,14 @@ class Executor:
         if verdict.error:
             await self.recorder.fail(record, verdict.error, Outcome.ERROR, actor=f"hook:{verdict.failed_hook}")
             return
-        await self.recorder.finish(record, verdict.result)
+        result = verdict.result
+        if job.approval_note:  # "yes, but...": the model reads the person's note with the result
+            note = TextBlock(f"\n{APPROVAL_NOTE_PREFIX}{job.approval_note}")
+            result = replace(result, content=[*result.content, note])
+        await self.recorder.finish(record, result)
 
 
+APPROVAL_NOTE_PREFIX = "The user approved this call with a note: "
 SHOWN_REDACTED = "secrets in this input are shown as [REDACTED] (they run as written)"
 LOST_SECRETS = ("this call's input held secrets, which are never stored, so it cannot run after the session "
                 "was reopened")

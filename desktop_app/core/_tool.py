@@ -147,6 +147,12 @@ class Tool(Generic[ArgsT]):
     async def validate(self, args: ArgsT, ctx: ToolContext) -> None:
         """Semantic checks beyond the schema; raise ToolInputError to refuse."""
 
+    async def dry_run(self, args: ArgsT, ctx: ToolContext) -> str | None:
+        """What the call would change, found without changing anything, before a person is asked (a file
+        edit's diff against the file as it is now). Raise ToolInputError when the call would fail: it
+        then fails at once and nobody is asked. None: this tool has nothing to show."""
+        return None
+
     def timeout_for(self, args: ArgsT) -> float | None:
         """The executor's limit for this call, in seconds; a tool with its own timeout adds a grace."""
         return self.timeout_s

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import Sandbox, ToolContext, container_path, control_dir, control_reason
+from ..core import WORKSPACE, Sandbox, ToolContext, ToolInputError, container_path, control_dir, control_reason
 from ._common import (
     Refusal,
     diff_counts,
@@ -241,3 +242,49 @@ async def write_planned(sandbox: Sandbox, changes: Sequence[PlannedChange], ctx:
     hashes = read_hashes(ctx)
     for change in changes:
         hashes[change.path] = await _digest(change.new_data)
+
+
+async def plan_write(sandbox: Sandbox, path: str, content: str, ctx: ToolContext) -> PlannedChange:
+    """fs_write's change, planned against the file as it is now, under the read-before-edit rule."""
+    path = workspace_path(path)
+    if path == WORKSPACE:
+        raise Refusal("the workspace root is a directory, not a file", ["pass a file path"])
+    before = await load(sandbox, path)
+    check_read_hash(ctx, before)
+    return await plan_off_loop(before, content)
+
+
+@contextlib.contextmanager
+def refusals_as_input_errors() -> Iterator[None]:
+    """A tool's Refusal during a dry run is the executor's ToolInputError: the call fails before anyone
+    is asked, with the refusal's words and recommendations."""
+    try:
+        yield
+    except Refusal as r:
+        raise ToolInputError(r.error, hint="; ".join(r.recommendations)) from None
+
+
+def shown_diff(changes: Sequence[PlannedChange]) -> str:
+    """The diff a person approves; a change too large to diff says so instead of looking empty."""
+    parts = []
+    for c in changes:
+        omitted = c.details().get("diff_omitted")
+        parts.append(c.diff or (f"{c.display}: +{c.added} -{c.removed} lines ({omitted})\n" if omitted else ""))
+    return "".join(parts)
+
+
+async def dry_run_write(ctx: ToolContext, path: str, content: str) -> str | None:
+    """The diff fs_write would make, or ToolInputError when it would be refused; None without a sandbox."""
+    if ctx.sandbox is None:
+        return None
+    with refusals_as_input_errors():
+        return shown_diff([await plan_write(ctx.sandbox, path, content, ctx)])
+
+
+async def dry_run_edits(ctx: ToolContext, edits: Sequence[EditSpec], *, multi: bool) -> str | None:
+    """The diff fs_edit / fs_multi_edit would make against the files as they are now (read-before-edit,
+    old_string missing or ambiguous), or ToolInputError when it would fail; None without a sandbox."""
+    if ctx.sandbox is None:
+        return None
+    with refusals_as_input_errors():
+        return shown_diff(await plan_edits(ctx.sandbox, edits, ctx, multi=multi))

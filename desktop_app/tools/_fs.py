@@ -31,7 +31,15 @@ from ._common import (
     unified_diff,
     workspace_path,
 )
-from ._edits import EditSpec, check_read_hash, line_count, load, plan_edits, plan_off_loop, write_planned
+from ._edits import (
+    EditSpec,
+    dry_run_edits,
+    dry_run_write,
+    line_count,
+    plan_edits,
+    plan_write,
+    write_planned,
+)
 
 DEFAULT_READ_LINES = 2000
 MAX_READ_BYTES = 256 * 1024
@@ -252,20 +260,18 @@ class FsWrite(BuiltinTool, name="fs_write", group="group:fs", input_model=FsWrit
 
     async def _run(self, args: FsWriteInput, ctx: ToolContext) -> ToolResult:
         sandbox = need_sandbox(ctx)
-        path = workspace_path(args.path)
-        if path == WORKSPACE:
-            raise Refusal("the workspace root is a directory, not a file", ["pass a file path"])
-        before = await load(sandbox, path)
-        check_read_hash(ctx, before)
-        change = await plan_off_loop(before, args.content)
+        change = await plan_write(sandbox, args.path, args.content, ctx)
         await write_planned(sandbox, [change], ctx)
-        verb = "Updated" if before.exists else "Created"
+        verb = "Updated" if change.before.exists else "Created"
         n = line_count(args.content)
         return ToolResult.text(
             f"{verb} {change.display} ({n} line{'' if n == 1 else 's'}, +{change.added} -{change.removed}).",
             **change.details(),
             bytes=len(change.new_data),
         )
+
+    async def dry_run(self, args: FsWriteInput, ctx: ToolContext) -> str | None:
+        return await dry_run_write(ctx, args.path, args.content)
 
     def summarize(self, raw: dict[str, Any]) -> str:
         content = raw.get("content")
@@ -303,6 +309,10 @@ class FsEdit(BuiltinTool, name="fs_edit", group="group:fs", input_model=FsEditIn
         return ToolResult.text(
             f"Edited {change.display} (+{change.added} -{change.removed}).", **change.details()
         )
+
+    async def dry_run(self, args: FsEditInput, ctx: ToolContext) -> str | None:
+        spec = EditSpec(args.path, args.old_string, args.new_string, args.replace_all)
+        return await dry_run_edits(ctx, [spec], multi=False)
 
     def summarize(self, raw: dict[str, Any]) -> str:
         added, removed = _string_counts(raw.get("old_string"), raw.get("new_string"))
@@ -350,6 +360,10 @@ class FsMultiEdit(BuiltinTool, name="fs_multi_edit", group="group:fs", input_mod
             removed=removed,
             edits=len(specs),
         )
+
+    async def dry_run(self, args: FsMultiEditInput, ctx: ToolContext) -> str | None:
+        specs = [EditSpec(e.path, e.old_string, e.new_string, e.replace_all) for e in args.edits]
+        return await dry_run_edits(ctx, specs, multi=True)
 
     def summarize(self, raw: dict[str, Any]) -> str:
         edits = raw.get("edits")
