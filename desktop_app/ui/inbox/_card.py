@@ -1,4 +1,5 @@
-"""The HTML of the inbox's details card: the call, why it asks, its expiry, diff preview and provenance."""
+"""The HTML of the inbox's details card, diff first: what will happen (the command, highlighted, or the diff),
+then the risk and why, then the raw input and the provenance, folded behind a disclosure."""
 
 from __future__ import annotations
 
@@ -9,43 +10,120 @@ from typing import TYPE_CHECKING
 from ...core import visible
 from .._html import diff_html
 from .._mcp import where_html
-from .._theme import RISK_COLOURS
+from .._theme import RISK_COLOURS, is_dark
 
 if TYPE_CHECKING:
     from ._items import PendingApproval
 
 e = html.escape
+FILE_TOOLS = ("fs_write", "fs_edit", "fs_multi_edit")
+TOGGLE_RAW = "agent-desk:toggle-raw"  # the disclosure's link: the dock folds and unfolds the raw input
+_H = "<p style='margin:8px 0 2px 0'><b>{}</b></p>"
+MAX_HIGHLIGHT_CHARS = 20_000  # a longer command is shown plain: pygments takes its time, the text is the same
 
 
-def render_card(item: PendingApproval) -> str:
-    """HTML for the inbox's details card: the call, why it asks, its expiry, diff and provenance."""
+def shell_html(command: str, dark: bool) -> str:
+    """`command` (already made visible) as highlighted HTML, every character kept: no newline stripped or
+    added, as pygments' lexers do by default."""
+    if len(command) > MAX_HIGHLIGHT_CHARS:
+        return e(command)
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import BashLexer
+
+    fmt = HtmlFormatter(noclasses=True, nowrap=True, style="monokai" if dark else "friendly")
+    return highlight(command, BashLexer(stripnl=False, ensurenl=False), fmt)
+
+
+def render_card(item: PendingApproval, *, raw_open: bool = False) -> str:
+    """HTML for the inbox's details card; `raw_open` unfolds the raw input and the provenance."""
+    return "".join([*_header(item), *_what_happens(item), *_why(item), *_raw(item, raw_open)])
+
+
+def _header(item: PendingApproval) -> list[str]:
     colour = RISK_COLOURS.get(item.risk, "#8a8f98")
     title = e(item.name) if item.mcp is None else e(visible(item.mcp.tool))
-    parts = [
-        f"<h3 style='margin:0'>{title} <span style='color:{colour}'>· {e(item.risk)} risk</span></h3>",
-        *_mcp_parts(item),
-        f"<p style='margin:2px 0'><small>session {e(item.session_title or item.session_id[-8:])}</small></p>",
-        f"<p style='margin:2px 0'>Risk <b style='color:{colour}'>{e(item.risk)}</b>: it asks because "
-        f"<b>{e(visible(item.why))}</b></p>",
-    ]
     left = item.remaining_s()
-    if left is not None:
-        parts.append(f"<p style='color:#d4890b'>{'Expired' if left <= 0 else f'Expires in {int(left)} s'}</p>")
-    parts += _input_parts(item)
-    if item.name in ("fs_write", "fs_edit"):
-        parts.append("<p style='margin:4px 0'><b>Diff preview</b></p>")
-        if item.preview is None:
-            parts.append("<p><i>computing…</i></p>")
-        else:
-            parts.append(diff_html(item.preview) if item.preview else "<p><i>no changes</i></p>")
+    expiry = "" if left is None else (" · <span style='color:#d4890b'>"
+                                      f"{'Expired' if left <= 0 else f'Expires in {int(left)} s'}</span>")
+    return [f"<h3 style='margin:0'>{title} <span style='color:{colour}'>· {e(item.risk)} risk</span></h3>",
+            *_mcp_parts(item),
+            f"<p style='margin:2px 0'><small>session {e(item.session_title or item.session_id[-8:])}</small>"
+            f"{expiry}</p>"]
+
+
+def _what_happens(item: PendingApproval) -> list[str]:
+    """What the call will do, whole: a command, a file change as its diff, an MCP call's arguments."""
+    command = item.input.get("command")
+    if item.name.startswith("bash") and isinstance(command, str):
+        return _command_parts(item, command)
+    if item.name in FILE_TOOLS:
+        return _change_parts(item)
+    if item.mcp is not None:
+        return _arguments_parts(item)
+    text = visible(json.dumps(item.input, indent=2, ensure_ascii=False))
+    return [_H.format("What will happen"), f"<pre style='white-space:pre-wrap;margin:0'>{e(text)}</pre>"]
+
+
+def _command_parts(item: PendingApproval, command: str) -> list[str]:
+    lines = command.count("\n") + 1
+    code = shell_html(visible(command), is_dark())
+    parts = [_H.format("Runs") + f"<p style='margin:0'><small>the whole command: {len(command)} characters, "
+             f"{lines} line{'s' if lines != 1 else ''}</small></p>",
+             f"<pre style='background:rgba(127,127,127,40); white-space:pre-wrap; margin:2px 0'>$ {code}</pre>"]
+    rest = {k: v for k, v in item.input.items() if k != "command"}
+    if rest:  # a timeout or a folder changes what runs: shown beside it, never only in the folded input
+        parts.append(f"<p style='margin:0'><small>with</small> <code>{e(visible(json.dumps(rest)))}</code></p>")
+    return parts
+
+
+def _change_parts(item: PendingApproval) -> list[str]:
+    """The file change as the dry run found it against the file as it is now."""
+    paths = _paths(item)
+    parts = [_H.format(f"Changes {e(visible(', '.join(paths)))}" if paths else "Changes files")]
+    omitted = item.meta.get("diff_omitted")
+    if item.meta.get("dry_run"):  # the dry run could not tell: the person is told, the raw input is shown
+        parts.append(f"<p style='color:#d4890b;margin:0'>{e(visible(str(item.meta['dry_run'])))}</p>")
+    if omitted:
+        parts.append(f"<p><i>{e(visible(str(omitted)))}: unfold the raw input below to read it whole</i></p>")
+    elif item.preview is None:
+        parts.append("<p><i>computing the diff…</i></p>")
+    else:
+        parts.append(diff_html(visible(item.preview)) if item.preview else "<p><i>no changes</i></p>")
+    return parts
+
+
+def _paths(item: PendingApproval) -> list[str]:
+    if isinstance(item.input.get("path"), str):
+        return [item.input["path"]]
+    edits = item.input.get("edits")
+    found = [x.get("path") for x in edits if isinstance(x, dict)] if isinstance(edits, list) else []
+    return list(dict.fromkeys(str(p) for p in found if p))
+
+
+def _why(item: PendingApproval) -> list[str]:
+    colour = RISK_COLOURS.get(item.risk, "#8a8f98")
+    return [_H.format("Why it asks"),
+            f"<p style='margin:0'>Risk <b style='color:{colour}'>{e(item.risk)}</b>: it asks because "
+            f"<b>{e(visible(item.why))}</b></p>"]
+
+
+def _raw(item: PendingApproval, raw_open: bool) -> list[str]:
+    """The disclosure: the raw input as the model sent it (every character shown) and the provenance."""
+    arrow = "▾" if raw_open else "▸"
+    parts = [f"<p style='margin:10px 0 2px 0'><a href='{TOGGLE_RAW}'>{arrow} Raw input and provenance</a></p>"]
+    if not raw_open:
+        return parts
+    raw = visible(json.dumps(item.input, indent=2, ensure_ascii=False))
+    parts.append(f"<pre style='white-space:pre-wrap;margin:0'>{e(raw)}</pre>")
     if item.provenance:
-        parts.append("<p style='margin:4px 0'><b>Provenance</b></p><ul style='margin:0'>")
+        parts.append("<ul style='margin:0'>")
         for p in item.provenance:
             src = f" ({e(p.get('source', ''))})" if p.get("source") else ""
             parts.append(f"<li>{e(p.get('decision', ''))} by {e(p.get('kind', ''))}: "
-                         f"<code>{e(str(p.get('detail', '')))}</code>{src}</li>")
+                         f"<code>{e(visible(str(p.get('detail', ''))))}</code>{src}</li>")
         parts.append("</ul>")
-    return "".join(parts)
+    return parts
 
 
 def _mcp_parts(item: PendingApproval) -> list[str]:
@@ -70,29 +148,9 @@ def _value_html(value: object) -> str:
 
 
 def _arguments_parts(item: PendingApproval) -> list[str]:
-    """An MCP call's arguments as a key/value table (every value whole), then the raw JSON."""
+    """An MCP call's arguments as a key/value table, every value whole."""
     rows = "".join(f"<tr><td valign='top'><b>{e(visible(str(k)))}</b></td><td>{_value_html(v)}</td></tr>"
                    for k, v in item.input.items())
-    raw = visible(json.dumps(item.input, indent=2, ensure_ascii=False))
-    return ["<p style='margin:4px 0'><b>Arguments</b></p>",
+    return [_H.format("Arguments"),
             f"<table cellspacing='0' cellpadding='3' border='1' style='border-collapse:collapse'>{rows}</table>"
-            if rows else "<p><i>no arguments</i></p>",
-            "<p style='margin:4px 0'><small>as JSON</small></p>", f"<pre style='white-space:pre-wrap'>{e(raw)}</pre>"]
-
-
-def _input_parts(item: PendingApproval) -> list[str]:
-    """The whole input, never cut; characters that would not show as themselves are written as escapes."""
-    if item.mcp is not None:
-        return _arguments_parts(item)
-    command = item.input.get("command")
-    if item.name.startswith("bash") and isinstance(command, str):
-        lines = command.count("\n") + 1
-        parts = [f"<p style='margin:4px 0'><b>Command</b> <small>(the whole command: {len(command)} characters,"
-                 f" {lines} line{'s' if lines != 1 else ''})</small></p>",
-                 f"<pre style='background:rgba(127,127,127,40); white-space:pre-wrap'>$ {e(visible(command))}</pre>"]
-        rest = {k: v for k, v in item.input.items() if k != "command"}
-        if rest:
-            parts.append(f"<pre>{e(visible(json.dumps(rest, ensure_ascii=False)))}</pre>")
-        return parts
-    text = visible(json.dumps(item.input, indent=2, ensure_ascii=False))
-    return ["<p style='margin:4px 0'><b>Input</b></p>", f"<pre style='white-space:pre-wrap'>{e(text)}</pre>"]
+            if rows else "<p><i>no arguments</i></p>"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QListView,
+    QMainWindow,
     QMenu,
     QPushButton,
     QSplitter,
@@ -44,7 +45,7 @@ from .._projects import session_title
 from .._roles import Role
 from .._tasks import BackgroundTasks
 from ..dialogs import EditInputDialog, RulePreviewDialog
-from ._card import render_card
+from ._card import FILE_TOOLS, TOGGLE_RAW, render_card
 from ._delegate import InboxCardDelegate
 from ._items import PendingApproval
 from ._model import InboxModel
@@ -58,8 +59,13 @@ def _mcp_name_parts(name: str, _project_id: str) -> McpCallName | None:
     return McpCallName(*split) if split else None
 
 
+LIST_ROWS_SHOWN = 2  # cards the list shows before it scrolls: the details card gets the rest
+SHARE_OF_COLUMN = 0.62  # of the window's height the docked inbox takes when calls start waiting
+
+
 class ApprovalInbox(QDockWidget):
-    """Pending calls of every session; Ctrl+Enter allows, Ctrl+Backspace denies the selected cards."""
+    """Pending calls of every session; Ctrl+Enter allows, Ctrl+Backspace denies the selected cards (in the
+    list or the card, never while typing in a text field)."""
 
     decided = Signal(str, str, object)  # call id, session id, Allow | Deny
     arrived = Signal(object)  # PendingApproval
@@ -78,6 +84,8 @@ class ApprovalInbox(QDockWidget):
         self.mcp_names: McpNames = _mcp_name_parts
         self._tasks = BackgroundTasks()
         self._previews_asked: set[str] = set()
+        self._raw_open = False  # the card's disclosure: the raw input and the provenance
+        self._split_dragged = False  # once a person sized the list, the inbox leaves it as they set it
         self._build_list()
         self._build_actions()
         self._lay_out()
@@ -99,8 +107,9 @@ class ApprovalInbox(QDockWidget):
         self.list.selectionModel().currentChanged.connect(lambda *_: self._show_current())
         self.card = QTextBrowser()
         self.card.setOpenLinks(False)
+        self.card.anchorClicked.connect(self._anchor_clicked)
         self.note = QLineEdit()
-        self.note.setPlaceholderText("Note for the model (sent with a deny)")
+        self.note.setPlaceholderText("Note for the model (sent with Allow or Deny: \"yes, but…\")")
 
     def _build_actions(self) -> None:
         self.allow_btn = QPushButton("Allow")
@@ -138,18 +147,21 @@ class ApprovalInbox(QDockWidget):
         self.split = QSplitter(Qt.Orientation.Vertical)
         self.split.addWidget(self.list)
         self.split.addWidget(card_box)
-        self.split.setSizes([160, 240])
+        self.split.setStretchFactor(1, 1)
+        self.split.splitterMoved.connect(self._split_moved)
         body = QWidget()
         lay = QVBoxLayout(body)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addWidget(self.empty)
         lay.addWidget(self.split, 1)
         self.setWidget(body)
-        for keys, slot in (("Ctrl+Return", self.allow_selected), ("Ctrl+Enter", self.allow_selected),
-                           ("Ctrl+Backspace", self.deny_selected)):
-            sc = QShortcut(QKeySequence(keys), body)
-            sc.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-            sc.activated.connect(slot)
+        # On the list and the card only: in the note field Ctrl+Backspace deletes a word, as everywhere.
+        for widget in (self.list, self.card):
+            for keys, slot in (("Ctrl+Return", self.allow_selected), ("Ctrl+Enter", self.allow_selected),
+                               ("Ctrl+Backspace", self.deny_selected)):
+                sc = QShortcut(QKeySequence(keys), widget)
+                sc.setContext(Qt.ShortcutContext.WidgetShortcut)
+                sc.activated.connect(slot)
 
     # feeding -----------------------------------------------------------------------------------
     def attach(self, bridge: EventBridge, sessions: SessionLookup) -> None:
@@ -208,10 +220,36 @@ class ApprovalInbox(QDockWidget):
     def _count_changed(self, *_: object) -> None:
         n = self.model.rowCount()
         self.setWindowTitle(f"Approvals ({n})" if n else "Approvals")
+        if n and not self.split.isVisible():
+            self._claim_space()
         self.empty.setVisible(n == 0)
         self.split.setVisible(n > 0)
+        self._size_list(n)
         self.countChanged.emit(n)
         self._selection_changed()
+
+    def _claim_space(self) -> None:
+        """Calls start waiting: the docked inbox takes most of its column, so the card reads whole at
+        1024x700 without a person dragging a splitter (the timeline keeps the rest)."""
+        window = self.parentWidget()
+        if isinstance(window, QMainWindow) and not self.isFloating() and self.isVisible():
+            window.resizeDocks([self], [int(window.height() * SHARE_OF_COLUMN)], Qt.Orientation.Vertical)
+
+    def _size_list(self, n: int) -> None:
+        """The list as high as its first cards, the details card below it the rest."""
+        if self._split_dragged or n == 0:
+            return
+        rows = min(n, LIST_ROWS_SHOWN)
+        list_h = rows * InboxCardDelegate.HEIGHT + 2 * self.list.frameWidth() + 2
+        total = max(sum(self.split.sizes()), self.split.height(), list_h + 200)
+        self.split.setSizes([list_h, total - list_h])
+
+    def _split_moved(self, *_: object) -> None:
+        self._split_dragged = True
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._size_list(self.model.rowCount())
 
     def _data_changed(self, top, _bottom, _roles=()) -> None:
         if self.list.currentIndex().row() == top.row():
@@ -232,11 +270,22 @@ class ApprovalInbox(QDockWidget):
             self.card.clear()
             return
         item: PendingApproval = idx.data(Role.ITEM)
-        self.card.setHtml(render_card(item))
-        if item.preview is None and item.name in ("fs_write", "fs_edit") and self.preview_provider:
+        scroll = self.card.verticalScrollBar().value()
+        self.card.setHtml(render_card(item, raw_open=self._raw_open))
+        self.card.verticalScrollBar().setValue(scroll)  # the countdown's tick redraws: the reader keeps their place
+        if item.preview is None and item.name in FILE_TOOLS and self.preview_provider:
             if item.call_id not in self._previews_asked:
                 self._previews_asked.add(item.call_id)
                 self._tasks.spawn(self._load_preview(item))
+
+    def _anchor_clicked(self, url: QUrl) -> None:
+        if url.toString() == TOGGLE_RAW:
+            self._raw_open = not self._raw_open
+            self._show_current()
+
+    def toggle_raw(self) -> None:
+        """Fold or unfold the card's raw input and provenance (the disclosure's link does the same)."""
+        self._anchor_clicked(QUrl(TOGGLE_RAW))
 
     async def _load_preview(self, item: PendingApproval) -> None:
         assert self.preview_provider is not None
@@ -253,10 +302,10 @@ class ApprovalInbox(QDockWidget):
         self.note.clear()
 
     def allow_selected(self) -> None:
-        self._decide(self.selected(), Allow(ApprovalScope.ONCE))
+        self._decide(self.selected(), Allow(ApprovalScope.ONCE, note=self.note.text().strip()))
 
     def allow_for_session(self) -> None:
-        self._decide(self.selected(), Allow(ApprovalScope.SESSION))
+        self._decide(self.selected(), Allow(ApprovalScope.SESSION, note=self.note.text().strip()))
 
     def deny_selected(self) -> None:
         self._decide(self.selected(), Deny(note=self.note.text().strip()))

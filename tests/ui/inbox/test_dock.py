@@ -59,15 +59,47 @@ def test_badge_counts_and_card_shows_command_risk_and_why(qtbot, qloop):
 def test_ctrl_enter_allows_and_ctrl_backspace_denies_with_the_note(qtbot, qloop):
     inbox, decisions = _inbox(qtbot)
     inbox.add(_item(1))
+    inbox.add(_item(2))
     inbox.activateWindow()
     qtbot.waitUntil(inbox.isActiveWindow)  # shortcuts only fire in the active window
     inbox.list.setFocus()
     qtbot.keyClick(inbox.list, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
     assert decisions == [("c1", "ses_1", Allow(ApprovalScope.ONCE))]
     assert decisions[0][2].scope == "once"
+    inbox.remove("c1")
     inbox.note.setText("use the test runner instead")
+    inbox.list.setFocus()
+    qtbot.keyClick(inbox.list, Qt.Key.Key_Backspace, Qt.KeyboardModifier.ControlModifier)
+    assert decisions[-1] == ("c2", "ses_1", Deny(note="use the test runner instead"))
+
+
+def test_shortcuts_never_fire_inside_the_note_field(qtbot, qloop):
+    """Ctrl+Backspace in the note deletes a word (it once denied the call); Ctrl+Enter there decides nothing."""
+    inbox, decisions = _inbox(qtbot)
+    inbox.add(_item(1))
+    inbox.activateWindow()
+    qtbot.waitUntil(inbox.isActiveWindow)
+    inbox.note.setFocus()
+    qtbot.keyClicks(inbox.note, "yes but run the linter too")
     qtbot.keyClick(inbox.note, Qt.Key.Key_Backspace, Qt.KeyboardModifier.ControlModifier)
-    assert decisions[-1][2] == Deny(note="use the test runner instead")
+    assert inbox.note.text() == "yes but run the linter "
+    for key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+        qtbot.keyClick(inbox.note, key, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClick(inbox.note, Qt.Key.Key_Backspace, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert decisions == [] and inbox.model.rowCount() == 1
+
+
+def test_allow_with_a_note_sends_the_note(qtbot, qloop):
+    inbox, decisions = _inbox(qtbot)
+    inbox.add(_item(1))
+    inbox.add(_item(2))
+    inbox.note.setText("  yes, but only this shard  ")
+    inbox.allow_selected()
+    assert decisions[-1][2] == Allow(ApprovalScope.ONCE, note="yes, but only this shard")
+    assert inbox.note.text() == ""  # a note goes with one decision, not the next
+    inbox.note.setText("fine for this session")
+    inbox.allow_for_session()
+    assert decisions[-1][2] == Allow(ApprovalScope.SESSION, note="fine for this session")
 
 
 def test_batch_allow_of_selected_cards(qtbot, qloop):
@@ -101,7 +133,7 @@ def test_always_allow_previews_the_rule_before_deciding(qtbot, run):
 
 def test_edit_then_allow_refuses_bad_json_and_sends_the_edit(qtbot, run):
     inbox, decisions = _inbox(qtbot)
-    inbox.add(_item(1, "fs_write"))
+    inbox.add(PendingApproval("c1", "ses_1", "mcp__notes__append", {"path": "src/f1.py", "content": "x"}))
     task = asyncio.ensure_future(inbox.edit_then_allow())
     qtbot.waitUntil(lambda: any(isinstance(w, EditInputDialog) and w.isVisible()
                                 for w in QApplication.topLevelWidgets()))
@@ -128,7 +160,8 @@ def test_diff_preview_is_fetched_for_file_writes(qtbot, qloop):
     inbox.add(_item(1, "fs_write"))
     qtbot.waitUntil(lambda: "+x" in inbox.card.toPlainText())
     assert asked == ["c1"]
-    assert "Diff preview" in inbox.card.toPlainText()
+    card = inbox.card.toPlainText()
+    assert card.index("Changes src/f1.py") < card.index("+x") < card.index("Why it asks")
 
 
 def test_attach_adds_cards_from_every_session_and_drops_them_when_answered(qtbot, qloop):
@@ -178,6 +211,8 @@ def test_other_inputs_are_shown_whole(qtbot, qloop):
     inbox, _ = _inbox(qtbot)
     content = "x = 1\n" * 2000  # 12 000 characters: more than the 4000 the card once kept
     inbox.add(PendingApproval("c1", "ses_1", "fs_write", {"path": "src/a.py", "content": content}, risk="medium"))
+    assert inbox.card.toPlainText().count("x = 1") == 0  # folded: the diff comes first
+    inbox.toggle_raw()
     assert inbox.card.toPlainText().count("x = 1") == 2000
 
 
