@@ -180,6 +180,25 @@ def sample_records(session_id: str = "ses_sample_main") -> list[ToolCallRecord]:
     return out
 
 
+SAMPLE_EDIT = {"path": "src/shop/prices.py",
+               "old_string": '    cleaned = text.replace(",", "").strip()\n    return Decimal(cleaned)',
+               "new_string": '    cleaned = re.sub(r"[,\\s\u00a0]", "", text)\n'
+                             '    return Decimal(cleaned).quantize(Decimal("0.01"))'}
+SAMPLE_EDIT_DIFF = """--- a/src/shop/prices.py
++++ b/src/shop/prices.py
+@@ -9,7 +9,7 @@
+ def parse_price(text: str) -> Decimal:
+     \"\"\"A price as the shop writes it ("1,299.00") as a Decimal with two places.\"\"\"
+-    cleaned = text.replace(",", "").strip()
+-    return Decimal(cleaned)
++    cleaned = re.sub(r"[,\\s\u00a0]", "", text)
++    return Decimal(cleaned).quantize(Decimal("0.01"))
+ 
+ 
+ def format_price(value: Decimal) -> str:
+"""
+
+
 def publish_sample_turn(bus: EventBus, session_id: str = "ses_sample_main") -> ToolCallRecord:
     """Stream the answer in small chunks, run a call live, and leave one waiting for approval."""
     for i in range(0, len(ANSWER), 24):
@@ -210,11 +229,10 @@ def publish_sample_turn(bus: EventBus, session_id: str = "ses_sample_main") -> T
                                    provenance=[p.to_dict() for p in pending.provenance],
                                    expires_at=pending.approval.expires_at))
     bus.publish(PermissionRequired(
-        session_id="ses_sample_2", call_id="call_s9", name="fs_write", risk="low",
-        input={"path": "src/shop/export.py", "content": "import csv\n"},
-        reason="fs_write can change things and mode ask asks first",
+        session_id="ses_sample_2", call_id="call_s9", name="fs_edit", risk="medium",
+        input=SAMPLE_EDIT, reason="fs_edit can change things and mode ask asks first",
         provenance=[{"kind": "mode", "detail": "ask", "source": "project", "decision": "ask"}],
-        meta={"diff": "--- /dev/null\n+++ b/src/shop/export.py\n@@ -0,0 +1 @@\n+import csv\n"}))
+        meta={"diff": SAMPLE_EDIT_DIFF}))
     publish_sample_mcp_call(bus, session_id)
     bus.publish(TokenUsage(session_id=session_id, model=DEFAULT_MODEL, input_tokens=18_432,
                            output_tokens=1_204, cache_read_input_tokens=12_000, cost_usd=0.0772))
@@ -291,8 +309,8 @@ async def settle(frames: int = 6) -> None:
 
 
 async def screenshot(window: Any, controller: Any, *, path: str, view: str, size: str, sample: bool) -> int:
-    """Render `view` (main, history, inbox, project-settings, project-rules, project-mcp, rules-trust,
-    settings, settings-mcp) to the PNG `path`."""
+    """Render `view` (main, history, inbox, approval-card, project-settings, project-rules, project-mcp,
+    rules-trust, settings, settings-mcp) to the PNG `path`."""
     w, h = (int(x) for x in size.lower().split("x"))
     window.resize(w, h)
     if view == "history":
@@ -324,6 +342,12 @@ async def _window_view(window: Any, controller: Any, view: str, sample: bool) ->
         if mcp_rows:  # the MCP call's card: its server and its arguments
             window.inbox.list.setCurrentIndex(model.index(mcp_rows[0]))
         return window.inbox
+    if view == "approval-card":  # the main window with the file edit's card: the diff first
+        await settle()
+        model = window.inbox.model
+        rows = [i for i in range(model.rowCount()) if model.item(i).name == "fs_edit"]
+        window.inbox.list.setCurrentIndex(model.index(rows[0] if rows else 0))
+        return window
     if view == "rules-trust":  # the review of the current project's untrusted rules, if they are
         project = controller._current_project()
         if project is not None and await controller.rules_trust.check(project) is not None:

@@ -46,10 +46,9 @@ def _header(item: PendingApproval) -> list[str]:
     left = item.remaining_s()
     expiry = "" if left is None else (" · <span style='color:#d4890b'>"
                                       f"{'Expired' if left <= 0 else f'Expires in {int(left)} s'}</span>")
-    return [f"<h3 style='margin:0'>{title} <span style='color:{colour}'>· {e(item.risk)} risk</span></h3>",
-            *_mcp_parts(item),
-            f"<p style='margin:2px 0'><small>session {e(item.session_title or item.session_id[-8:])}</small>"
-            f"{expiry}</p>"]
+    return [f"<p style='margin:0'><b style='font-size:large'>{title}</b> "
+            f"<b style='color:{colour}'>· {e(item.risk)} risk</b>{expiry} <small>· session "
+            f"{e(visible(item.session_title or item.session_id[-8:]))}</small></p>", *_mcp_parts(item)]
 
 
 def _what_happens(item: PendingApproval) -> list[str]:
@@ -89,7 +88,8 @@ def _change_parts(item: PendingApproval) -> list[str]:
     elif item.preview is None:
         parts.append("<p><i>computing the diff…</i></p>")
     else:
-        parts.append(diff_html(visible(item.preview)) if item.preview else "<p><i>no changes</i></p>")
+        diff = diff_html(visible(item.preview)).replace("<pre>", "<pre style='white-space:pre-wrap;margin:0'>", 1)
+        parts.append(diff if item.preview else "<p><i>no changes</i></p>")
     return parts
 
 

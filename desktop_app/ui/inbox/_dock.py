@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable
 
-from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -60,7 +60,8 @@ def _mcp_name_parts(name: str, _project_id: str) -> McpCallName | None:
 
 
 LIST_ROWS_SHOWN = 2  # cards the list shows before it scrolls: the details card gets the rest
-SHARE_OF_COLUMN = 0.62  # of the window's height the docked inbox takes when calls start waiting
+ROOM_FOR_TWO_ROWS = 520  # a dock shorter than this shows one card in the list (its title counts them all)
+SHARE_OF_COLUMN = 0.78  # of the window's height the docked inbox takes when calls start waiting
 
 
 class ApprovalInbox(QDockWidget):
@@ -86,6 +87,7 @@ class ApprovalInbox(QDockWidget):
         self._previews_asked: set[str] = set()
         self._raw_open = False  # the card's disclosure: the raw input and the provenance
         self._split_dragged = False  # once a person sized the list, the inbox leaves it as they set it
+        self._claimed = False  # the column was given to the inbox since calls started waiting
         self._build_list()
         self._build_actions()
         self._lay_out()
@@ -220,7 +222,9 @@ class ApprovalInbox(QDockWidget):
     def _count_changed(self, *_: object) -> None:
         n = self.model.rowCount()
         self.setWindowTitle(f"Approvals ({n})" if n else "Approvals")
-        if n and not self.split.isVisible():
+        if n == 0:
+            self._claimed = False
+        elif not self._claimed:
             self._claim_space()
         self.empty.setVisible(n == 0)
         self.split.setVisible(n > 0)
@@ -234,13 +238,19 @@ class ApprovalInbox(QDockWidget):
         window = self.parentWidget()
         if isinstance(window, QMainWindow) and not self.isFloating() and self.isVisible():
             window.resizeDocks([self], [int(window.height() * SHARE_OF_COLUMN)], Qt.Orientation.Vertical)
+            self._claimed = True
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if self.model.rowCount() and not self._claimed:  # calls waited before the window showed
+            QTimer.singleShot(0, self._claim_space)
 
     def _size_list(self, n: int) -> None:
         """The list as high as its first cards, the details card below it the rest."""
         if self._split_dragged or n == 0:
             return
-        rows = min(n, LIST_ROWS_SHOWN)
-        list_h = rows * InboxCardDelegate.HEIGHT + 2 * self.list.frameWidth() + 2
+        rows = min(n, LIST_ROWS_SHOWN if self.height() >= ROOM_FOR_TWO_ROWS else 1)
+        list_h = rows * InboxCardDelegate.HEIGHT + 2 * self.list.frameWidth() + 4
         total = max(sum(self.split.sizes()), self.split.height(), list_h + 200)
         self.split.setSizes([list_h, total - list_h])
 
@@ -273,6 +283,8 @@ class ApprovalInbox(QDockWidget):
         scroll = self.card.verticalScrollBar().value()
         self.card.setHtml(render_card(item, raw_open=self._raw_open))
         self.card.verticalScrollBar().setValue(scroll)  # the countdown's tick redraws: the reader keeps their place
+        if not self.list.viewport().rect().contains(self.list.visualRect(idx)):  # the selected card, whole
+            self.list.scrollTo(idx, QAbstractItemView.ScrollHint.PositionAtTop)
         if item.preview is None and item.name in FILE_TOOLS and self.preview_provider:
             if item.call_id not in self._previews_asked:
                 self._previews_asked.add(item.call_id)
