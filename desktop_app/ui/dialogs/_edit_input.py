@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from PySide6.QtGui import QFont, QFontDatabase
+from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialogButtonBox,
@@ -36,19 +36,26 @@ def text_fields(tool: str, data: dict[str, Any]) -> tuple[str, ...]:
     return fields if fields and all(isinstance(data.get(f), str) for f in fields) else ()
 
 
-def _round_trips(data: dict[str, Any], fields: tuple[str, ...]) -> bool:
-    """Whether each field's text comes back from an editor as it went in: a carriage return or a Unicode
-    line separator would not (the editor turns them into its own line breaks), so such an input is edited
-    as JSON, where they stay escapes, rather than changed behind the person's back."""
+def _round_trips(*texts: str) -> bool:
+    """Whether each text comes back from an editor as it went in: a carriage return or a Unicode line
+    separator would not (the editor turns them into its own line breaks), so such an input is edited as
+    JSON with escapes rather than changed behind the person's back."""
     probe = QPlainTextEdit()
     try:
-        for name in fields:
-            probe.setPlainText(data[name])
-            if probe.toPlainText() != data[name]:
+        for text in texts:
+            probe.setPlainText(text)
+            if probe.toPlainText() != text:
                 return False
         return True
     finally:
         probe.deleteLater()
+
+
+def _json_text(data: dict[str, Any]) -> str:
+    """The input as JSON an editor keeps as written: readable characters as they are, unless one of them
+    would change in the editor (a line separator), then everything non-ASCII as an escape."""
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    return text if _round_trips(text) else json.dumps(data, indent=2)
 
 
 class EditInputDialog(FutureDialog):
@@ -60,7 +67,8 @@ class EditInputDialog(FutureDialog):
         self.resize(720, 520)
         self._tool, self._data = tool, dict(data)
         self._parsed: dict | None = None
-        self.fields = text_fields(tool, data) if _round_trips(data, text_fields(tool, data)) else ()
+        fields = text_fields(tool, data)
+        self.fields = fields if _round_trips(*(data[f] for f in fields)) else ()
         self.editors: dict[str, QPlainTextEdit] = {}
         self.path: QLineEdit | None = None
         self.replace_all: QCheckBox | None = None
@@ -82,6 +90,7 @@ class EditInputDialog(FutureDialog):
         ed.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         ed.setTabChangesFocus(False)
         ed.highlighter = PygmentsHighlighter(ed.document(), lexer)  # kept alive with its editor
+        ed.highlighter.rehighlight()  # now, not on the next turn of the loop: the editor opens painted
         return ed
 
     def _text_form(self) -> QWidget:
@@ -109,8 +118,7 @@ class EditInputDialog(FutureDialog):
         return box
 
     def _json_editor(self) -> QWidget:
-        self.edit = self._editor(json.dumps(self._data, indent=2, ensure_ascii=False), lexer_for(language="json"))
-        self.edit.setFont(QFont(self.edit.font()))
+        self.edit = self._editor(_json_text(self._data), lexer_for(language="json"))
         return self.edit
 
     def _check(self) -> None:
