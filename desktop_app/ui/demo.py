@@ -193,10 +193,7 @@ SAMPLE_EDIT_DIFF = """--- a/src/shop/prices.py
 -    return Decimal(cleaned)
 +    cleaned = re.sub(r"[,\\s\u00a0]", "", text)
 +    return Decimal(cleaned).quantize(Decimal("0.01"))
- 
- 
- def format_price(value: Decimal) -> str:
-"""
+""" + " \n \n def format_price(value: Decimal) -> str:\n"
 
 
 def publish_sample_turn(bus: EventBus, session_id: str = "ses_sample_main") -> ToolCallRecord:

@@ -85,7 +85,8 @@ def test_shortcuts_never_fire_inside_the_note_field(qtbot, qloop):
     assert inbox.note.text() == "yes but run the linter "
     for key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
         qtbot.keyClick(inbox.note, key, Qt.KeyboardModifier.ControlModifier)
-    qtbot.keyClick(inbox.note, Qt.Key.Key_Backspace, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    ctrl_shift = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier
+    qtbot.keyClick(inbox.note, Qt.Key.Key_Backspace, ctrl_shift)
     assert decisions == [] and inbox.model.rowCount() == 1
 
 
