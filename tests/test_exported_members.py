@@ -40,6 +40,7 @@ EXPORTED: dict[str, list[str]] = {
         "container_path", "control_dir", "control_reason", "glob_regex", "load_rules", "make_dirs_beneath", "new_id",
         "post_hook", "pre_hook", "project_rules_path", "read_beneath", "read_project_rules", "rules_from_texts",
         "rules_text_with", "suggest_rule", "summarize_input", "tool", "visible", "write_beneath",
+        "Compacted", "CompactionSettings", "compaction_facts", "is_summary",
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",
@@ -126,6 +127,8 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         "ToolNotFound", "TurnResult", "analyse_command", "assess_risk", "post_hook", "pre_hook", "tool",
         # host-side file access beneath a project without following links (the control folder's creation)
         "make_dirs_beneath", "read_beneath",
+        # when a session compacts (the runtime passes the defaults today)
+        "CompactionSettings",
     ),
     "tools": (
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit", "FsRead",

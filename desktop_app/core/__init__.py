@@ -9,6 +9,7 @@ from ._agent import DEFAULT_MAX_STEPS, AgentSession, TurnResult
 from ._anthropic import MISSING_KEY_HINT, AnthropicModelClient
 from ._approvals import Allow, ApprovalDecision, ApprovalScope, Deny, visible
 from ._bus import EventBus
+from ._compaction import CompactionSettings, compaction_facts, is_summary
 from ._errors import (
     AgentDeskError,
     ApprovalNotPending,
@@ -23,6 +24,7 @@ from ._errors import (
 )
 from ._events import (
     Channel,
+    Compacted,
     Done,
     Envelope,
     ErrorEvent,
@@ -147,6 +149,8 @@ __all__ = [
     "AuditEntry",
     "BackgroundLogs",
     "Channel",
+    "Compacted",
+    "CompactionSettings",
     "ConfigError",
     "DangerousCommandHook",
     "Deny",
@@ -237,10 +241,12 @@ __all__ = [
     "assess_risk",
     "builtin_hooks",
     "call_risk",
+    "compaction_facts",
     "container_path",
     "control_dir",
     "control_reason",
     "glob_regex",
+    "is_summary",
     "load_rules",
     "make_dirs_beneath",
     "mcp_tool_name",

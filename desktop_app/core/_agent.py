@@ -18,12 +18,23 @@ from typing import TYPE_CHECKING, Any
 
 from ._anthropic import PREVIEW_PARSE_CHARS, input_preview, json_head
 from ._bus import EventBus
+from ._compaction import (
+    CompactionSettings,
+    compaction_facts,
+    estimate_tokens,
+    history_view,
+    plan,
+    sendable,
+    summarise,
+    summary_message,
+    summary_request,
+)
 from ._errors import AgentDeskError, ModelError, StoreError
-from ._events import Done, ErrorEvent, Event, TextChunk, ThinkingChunk, ToolStart, TurnEnd
+from ._events import Compacted, Done, ErrorEvent, Event, TextChunk, ThinkingChunk, ToolStart, TurnEnd
 from ._executor import Executor, RunContext
 from ._hooks import off_loop_when_large
-from ._llm import ModelClient, ModelReply, ModelRequest
-from ._messages import StoredMessage, normalize, sealed_result, text_blocks, tool_result_block
+from ._llm import ModelClient, ModelReply, ModelRequest, ModelUsage
+from ._messages import StoredMessage, sealed_result, text_blocks, tool_result_block
 from ._project import ProjectInfo, SessionInfo, new_session
 from ._record import ToolCallRecord, ToolCallState
 from ._redaction import Redactor, StreamRedactor
@@ -116,6 +127,7 @@ class AgentSession:
         session: SessionInfo,
         max_steps: int = DEFAULT_MAX_STEPS,
         more_tools: Callable[[], list[Tool]] | None = None,
+        compaction: CompactionSettings | None = None,
     ) -> None:
         self.store = store
         self.bus = bus
@@ -139,6 +151,8 @@ class AgentSession:
         self._tool_params = [t.to_api() for t in self.tools]  # schemas are built once per session
         # Tools that come and go during a session (an MCP server's, once it is ready): asked per request.
         self.more_tools = more_tools
+        self.compaction = compaction or CompactionSettings()
+        self._context_tokens: int | None = None  # the context the last step used, from its usage
 
     # -- opening --------------------------------------------------------------------------------------
     @classmethod
@@ -156,6 +170,7 @@ class AgentSession:
         title: str = "",
         max_steps: int = DEFAULT_MAX_STEPS,
         more_tools: Callable[[], list[Tool]] | None = None,
+        compaction: CompactionSettings | None = None,
     ) -> AgentSession:
         """A new session, or (with `session_id`) a stored one, sealed and ready to continue."""
         if await store.get_project(project.id) is None:
@@ -173,6 +188,7 @@ class AgentSession:
         self = cls(
             store=store, bus=bus, executor=executor, tools=tools, model_client=model_client,
             project=project, sandbox=sandbox, session=session, max_steps=max_steps, more_tools=more_tools,
+            compaction=compaction,
         )
         if session_id is not None:
             report = await executor.seal_open(session.id)
@@ -219,6 +235,14 @@ class AgentSession:
         if not self._ends_with_user and not self._queue:
             raise AgentDeskError("Nothing to retry: the last turn ended normally.", hint="Send a new message.")
         return await self._start(None)
+
+    async def compact(self) -> bool:
+        """Compact by hand: the older turns summarised by the model, the last one kept whole. False when
+        there is nothing older to summarise. Raises AgentDeskError while a turn runs."""
+        if self.running:
+            raise AgentDeskError("The session is working: compact it once the turn has ended.",
+                                 hint="Wait for the turn, or stop it, then compact.")
+        return await self._compact(manual=True)
 
     async def history(self) -> list[StoredMessage]:
         """The session's persisted messages, in order."""
@@ -311,16 +335,18 @@ class AgentSession:
         """One model call; None when it was interrupted (the partial answer is dropped)."""
         if self._history is None:
             self._history = await self.store.messages(self.session.id)
+        if self._near_limit() and not await self._compact_near_limit():
+            return None  # stopped while the summary was written
         request = ModelRequest(
-            system=system_prompt(self.project, self.sandbox),
-            messages=normalize(self._history),
-            tools=self._tool_params + [t.to_api() for t in self.more_tools()] if self.more_tools else self._tool_params,
+            system=system_prompt(self.project, self.sandbox), messages=sendable(self._history), tools=self._tools(),
         )
         emit = _RedactingEmit(self.bus.publish, self.executor.redactor)
         task = asyncio.ensure_future(self.model_client.stream(request, emit=emit, session_id=self.session.id))
         self._stream_task = task
         try:
-            return await task
+            reply = await task
+            self._context_tokens = _context_size(reply.usage)
+            return reply
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if self._stopping and (current is None or not current.cancelling()):
@@ -332,6 +358,63 @@ class AgentSession:
         finally:
             self._stream_task = None
             emit.flush()
+
+    # -- compaction -----------------------------------------------------------------------------------
+    def _tools(self) -> list[dict[str, Any]]:
+        return self._tool_params + [t.to_api() for t in self.more_tools()] if self.more_tools else self._tool_params
+
+    def _near_limit(self) -> bool:
+        """Whether the next step would go past the compaction limit: the last step's usage says how large
+        the context was; without one (a reopened session), an estimate of the history as sent."""
+        limit = self.compaction.limit
+        if limit <= 0 or self._history is None:
+            return False
+        used = self._context_tokens
+        return (used if used is not None else estimate_tokens(history_view(self._history))) >= limit
+
+    async def _compact_near_limit(self) -> bool:
+        """Compact before the next step; False only when a stop cut it short. A failed summary is reported and
+        the step goes on with the whole history (the model then says whether it fits)."""
+        task = asyncio.ensure_future(self._compact(manual=False))
+        self._stream_task = task
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self._stopping and (current is None or not current.cancelling()):
+                return False
+            raise
+        except AgentDeskError as e:
+            self.bus.publish(ErrorEvent(session_id=self.session.id, source="compaction",
+                                        message=f"The conversation could not be compacted: {e.user_message()}"))
+        finally:
+            self._stream_task = None
+        return True
+
+    async def _compact(self, *, manual: bool) -> bool:
+        if self._history is None:
+            self._history = await self.store.messages(self.session.id)
+        view = history_view(self._history)
+        cut = plan(view)
+        if cut is None:
+            return False
+        tokens = self._context_tokens if self._context_tokens is not None else estimate_tokens(view)
+        request = summary_request(system_prompt(self.project, self.sandbox), cut.older, self._tools())
+        summary = await summarise(self.model_client, request, emit=self.bus.publish, session_id=self.session.id)
+        if not summary.strip():
+            raise AgentDeskError("The model answered the summary request with no text.")
+        message = summary_message(self.session.id, summary, cut, tokens_before=tokens, manual=manual)
+        ends_with_user = self._ends_with_user  # the summary is no message of the person's to answer
+        await self._append("user", message.content)
+        self._ends_with_user = ends_with_user
+        self._context_tokens = None
+        stored = self._history[-1]
+        facts = compaction_facts(stored)
+        self.bus.publish(Compacted(session_id=self.session.id, summarised=facts.get("summarised", 0),
+                                   kept=len(cut.kept), tokens_before=tokens, manual=manual,
+                                   summary=stored.content[0].get("text", "")))
+        log.info("session %s: compacted %d messages (%d tokens)", self.session.id, len(cut.older), tokens)
+        return True
 
     # -- helpers --------------------------------------------------------------------------------------
     def _end(self, reason: TurnEnd, steps: int, text: str, message: str = "", *,
@@ -393,6 +476,12 @@ class AgentSession:
             else:
                 results.append(sealed_result(use["id"], RUN_STOPPED))
         await self._append("user", results)
+
+
+def _context_size(usage: ModelUsage) -> int:
+    """The tokens a step's context held: its input (cached or not) and the answer, which the next step sends."""
+    return (usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
+            + usage.output_tokens)
 
 
 def _input_key(value: dict[str, Any]) -> str:

@@ -220,6 +220,20 @@ class SandboxSurvivors(Event):
     keep_running: bool = False
 
 
+@dataclass(slots=True)
+class Compacted(Event):
+    """The session's older turns were summarised (near the context limit, or by hand): the history sent
+    starts with the summary from now on; the store keeps every original message."""
+
+    channel: ClassVar[Channel] = Channel.MONITOR
+    type: ClassVar[str] = "compacted"
+    summarised: int = 0  # messages the summary stands for
+    kept: int = 0  # messages kept whole after it
+    tokens_before: int = 0
+    manual: bool = False
+    summary: str = ""
+
+
 RunEvent = (
     TextChunk
     | ThinkingChunk
@@ -235,6 +249,7 @@ RunEvent = (
     | StateChanged
     | TokenUsage
     | SandboxSurvivors
+    | Compacted
 )
 """Every event a run can publish: match on the class, never on a payload's string keys."""
 
