@@ -112,6 +112,7 @@ class AppController(QObject):
         w.historyRequested.connect(self.open_history)
         w.checksRequested.connect(lambda: spawn(self.run_setup_checks()))
         w.aboutRequested.connect(self.show_about)
+        w.compactRequested.connect(lambda: spawn(self.compact()))
 
     # start-up --------------------------------------------------------------------------------------
     async def start(self, *, check_docker: bool = True) -> None:
@@ -291,6 +292,19 @@ class AppController(QObject):
         if agent is not None and agent.running:
             agent.stop()
             self.window.conversation.add_notice("Stopping…")
+
+    async def compact(self) -> bool:
+        """Compact the current session by hand: its older turns summarised by the model (a notice follows
+        from the Compacted event); False when there is nothing older than the last turn."""
+        sid = self.current_session
+        if sid is None:
+            raise AgentDeskError("Open a session to compact it.", hint="Pick a session in the sidebar.")
+        agent = await self.agent_for(sid)
+        self.window.conversation.add_notice("Compacting the conversation…")
+        done = await agent.compact()
+        if not done and self.current_session == sid:
+            self.window.conversation.add_notice("Nothing to compact yet: the conversation has a single turn.")
+        return done
 
     async def _load_record(self, call_id: str) -> ToolCallRecord | None:
         """The full record (exit code, result, trail, sandbox) for the timeline's details."""

@@ -24,6 +24,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QTextBrowser
 
 from ..core import (
+    Compacted,
     Done,
     ErrorEvent,
     StateChanged,
@@ -31,6 +32,8 @@ from ..core import (
     ToolCallState,
     ToolEnd,
     ToolStart,
+    compaction_facts,
+    is_summary,
     summarize_input,
 )
 from ._bridge import EventBridge
@@ -106,6 +109,13 @@ class ConversationView(QTextBrowser):
         bridge.toolEnded.connect(self._on_end)
         bridge.turnDone.connect(self._on_done)
         bridge.errorOccurred.connect(self._on_error)
+        bridge.envelope.connect(self._on_envelope)
+
+    def _on_envelope(self, env: Any) -> None:
+        # compaction has no signal of its own: the raw stream carries it
+        if env.type == Compacted.type and env.session_id == self._current_session():
+            p = env.payload
+            self.add_compaction_notice(p.get("summarised", 0), bool(p.get("manual")), p.get("summary", ""))
 
     def _on_text(self, session_id: str, message_id: str, text: str) -> None:
         if session_id == self._current_session():
@@ -203,6 +213,15 @@ class ConversationView(QTextBrowser):
         self._header(self._end_cursor(), "Assistant")
         self._insert_markdown(text)
 
+    def add_compaction_notice(self, summarised: int, manual: bool, summary: str) -> None:
+        """The conversation was compacted: what the model now starts from; the originals stay above."""
+        how = "by hand" if manual else "near the context limit"
+        self.add_notice(f"⤓ Conversation compacted {how}: {summarised} earlier message"
+                        f"{'' if summarised == 1 else 's'} summarised. The model continues from the summary "
+                        "below; the audit keeps every original message.", "#3b82c4")
+        if summary:
+            self.add_notice(summary)
+
     def add_notice(self, text: str, colour: str = "#8a8f98") -> None:
         self.finish_message()
         cur = self._end_cursor()
@@ -266,6 +285,11 @@ class ConversationView(QTextBrowser):
         for r in records or []:
             by_use.setdefault(r.tool_use_id or r.id, deque()).append(r)
         for msg in messages:
+            if is_summary(msg):  # a compaction: a notice, not a message the person wrote
+                facts = compaction_facts(msg)
+                self.add_compaction_notice(facts.get("summarised", 0), bool(facts.get("manual")),
+                                           msg.content[0].get("text", ""))
+                continue
             for block in msg.content:
                 kind = block.get("type")
                 if kind == "text" and block.get("text"):

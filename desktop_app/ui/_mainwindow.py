@@ -110,6 +110,7 @@ class MainWindow(QMainWindow):
     historyRequested = Signal()
     checksRequested = Signal()
     aboutRequested = Signal()
+    compactRequested = Signal()  # File › Compact conversation: the current session, summarised by the model
     shown = Signal()
 
     def __init__(self, parent=None) -> None:
@@ -183,6 +184,8 @@ class MainWindow(QMainWindow):
         self.new_session_act.setShortcut(QKeySequence("Ctrl+N"))
         m.addAction("Project settings…",
                     lambda: self.sidebar._with_project(self.sidebar.projectSettingsRequested.emit))
+        self.compact_act = m.addAction("Compact conversation", self.compactRequested.emit)
+        self.compact_act.setToolTip("Summarise the older turns with the model (the audit keeps the originals)")
         m.addSeparator()
         settings = m.addAction("Settings…", self.settingsRequested.emit)
         settings.setShortcut(QKeySequence.StandardKey.Preferences)
