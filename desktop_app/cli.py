@@ -154,6 +154,11 @@ def _add_sessions(sub: _Sub) -> None:
     sr.add_argument("id")
     sr.add_argument("prompt", nargs="?", help="a new message; without one, the interrupted turn continues")
     _run_options(sr)
+    sc = ssub.add("compact", help="summarise a session's older turns with the model (the audit keeps them)")
+    sc.add_argument("id")
+    sc.add_argument("--model", help="model id (default: from the settings)")
+    sc.add_argument("--sandbox", choices=("docker", "local"), help="where tools run (default: docker)")
+    sc.set_defaults(permission_mode=None)
 
 
 def _add_audit(sub: _Sub) -> None:
@@ -541,6 +546,8 @@ async def _sessions(args: argparse.Namespace) -> int:
     store = await open_store(args.db)
     if args.action == "resume":
         return await _resume(args, store)
+    if args.action == "compact":
+        return await _compact(args, store)
     try:
         if args.action == "list":
             await _list_sessions(args, store)
@@ -583,6 +590,34 @@ async def _resume(args: argparse.Namespace, store: Any) -> int:
     try:
         opened = await runtime.open_session(session.id)
         return await _drive(runtime, opened, args, args.prompt)
+    finally:
+        await runtime.close()
+
+
+async def _compact(args: argparse.Namespace, store: Any) -> int:
+    """Compact a stored session by hand in its project's runtime, which owns `store` from then on."""
+    try:
+        session = await _stored_session(store, args.id)
+        project = await store.get_project(session.project_id)
+        if project is None:
+            raise AgentDeskError(f"The project of session {session.id} is missing from the database.")
+        args.image = None
+        runtime = await _open_runtime(args, project, store)
+    except BaseException:
+        await store.close()
+        raise
+    try:
+        agent = await runtime.open_session(session.id)
+        if not await agent.compact():
+            print("nothing to compact: the session has a single turn", file=sys.stderr)
+            return EXIT_OK
+        from .core import compaction_facts
+
+        summary = (await agent.history())[-1]
+        facts = compaction_facts(summary)
+        print(f"compacted: {facts.get('summarised', 0)} messages summarised; the audit keeps them", file=sys.stderr)
+        print(summary.content[0].get("text", ""))
+        return EXIT_OK
     finally:
         await runtime.close()
 
