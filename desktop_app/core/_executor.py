@@ -1,6 +1,7 @@
 """The executor: schedules the model's tool calls and runs each along the pipeline of DESIGN.md.
 
-known and parsed? -> valid input? -> policy -> pre hooks -> approval -> run (timeout, abort) -> post hooks
+known and parsed? -> valid input? -> policy -> pre hooks -> dry run (when a person would be asked) -> approval
+-> run (timeout, abort) -> post hooks
 Records change state through the RecordWriter (`_recorder.py`); waiting calls live in `_approvals.py`.
 The policy (with the paths it judges resolved in the sandbox) and the pre hooks are judged off the event
 loop within a deadline: past it the call asks, it never passes. An input a person edits is judged again.

@@ -335,7 +335,7 @@ class ApprovalInbox(QDockWidget):
         rule = await dlg.ask()
         dlg.deleteLater()
         if rule and self.model.row_of(item.call_id) >= 0:
-            self._decide([item], Allow(ApprovalScope.ALWAYS, rule=rule))
+            self._decide([item], Allow(ApprovalScope.ALWAYS, rule=rule, note=self.note.text().strip()))
         return rule
 
     async def edit_then_allow(self) -> dict | None:
@@ -346,5 +346,5 @@ class ApprovalInbox(QDockWidget):
         data = await dlg.ask()
         dlg.deleteLater()
         if data is not None and self.model.row_of(item.call_id) >= 0:
-            self._decide([item], Allow(ApprovalScope.ONCE, edited_input=data))
+            self._decide([item], Allow(ApprovalScope.ONCE, edited_input=data, note=self.note.text().strip()))
         return data
