@@ -396,7 +396,7 @@ class AgentSession:
             self._history = await self.store.messages(self.session.id)
         view = history_view(self._history)
         cut = plan(view)
-        if cut is None:
+        if cut is None or (not manual and not self.compaction.worth_it(cut.older)):
             return False
         tokens = self._context_tokens if self._context_tokens is not None else estimate_tokens(view)
         request = summary_request(system_prompt(self.project, self.sandbox), cut.older, self._tools())

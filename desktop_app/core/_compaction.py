@@ -18,6 +18,9 @@ from ._messages import StoredMessage, normalize
 
 DEFAULT_CONTEXT_TOKENS = 200_000  # Claude's context window; a project's model may set another
 DEFAULT_COMPACT_AT = 0.8  # share of the window past which the next step compacts first
+# Older turns of less than this share of the limit free nothing worth a model call: the context is full of the
+# turn in progress (a large tool input), which compaction keeps whole anyway. A person may still compact by hand.
+MIN_OLDER_SHARE = 0.02
 CHARS_PER_TOKEN = 4  # a token count estimate when no usage was reported yet (a reopened session)
 SUMMARY_MAX_TOKENS = 4_096
 COMPACTION_KEY = "agent_desk_compaction"  # marks the stored summary; stripped before anything is sent
@@ -42,6 +45,10 @@ class CompactionSettings:
     @property
     def limit(self) -> int:
         return int(self.context_tokens * self.compact_at) if self.compact_at > 0 else 0
+
+    def worth_it(self, older: Sequence[StoredMessage]) -> bool:
+        """Whether summarising `older` frees enough of the context to be worth a model call."""
+        return estimate_tokens(older) >= self.limit * MIN_OLDER_SHARE
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,6 +156,20 @@ async def test_compacting_by_hand_while_a_turn_runs_is_refused(server, store):
         await session.compact()
 
 
+async def test_a_context_full_of_the_turn_in_progress_does_not_compact(server, store):
+    """The older turns are a few words and the context is full of the last one (a large tool input, kept whole
+    anyway): no summary request is spent on it."""
+    big = "x" * 300_000
+    server.add(reply(text("one")),
+               reply(tool_use("echo", {"text": big}, id="toolu_big"), usage={"input_tokens": 90_000}),
+               reply(text("echoed")))
+    rig = Rig(server, store)
+    session = await rig.open(compaction=CompactionSettings(context_tokens=100_000))
+    await session.send("first")
+    assert (await session.send("echo this")).text == "echoed"
+    assert len(server.requests) == 3 and not rig.of_type("compacted")
+
+
 async def test_a_failed_summary_is_reported_and_the_step_goes_on_with_the_whole_history(server, store):
     server.add(reply(text("one"), usage=BIG), overloaded(), reply(text("two")))
     rig = Rig(server, store)
