@@ -220,6 +220,18 @@ class SandboxSurvivors(Event):
     keep_running: bool = False
 
 
+@dataclass(slots=True)
+class ToolCustom(Event):
+    """A running tool's own event (`ctx.emit(name, data)`): shown under its call in the timeline."""
+
+    channel: ClassVar[Channel] = Channel.PROGRESS
+    type: ClassVar[str] = "tool:custom"
+    call_id: str = ""
+    tool: str = ""
+    name: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
 RunEvent = (
     TextChunk
     | ThinkingChunk
@@ -235,6 +247,7 @@ RunEvent = (
     | StateChanged
     | TokenUsage
     | SandboxSurvivors
+    | ToolCustom
 )
 """Every event a run can publish: match on the class, never on a payload's string keys."""
 

@@ -35,6 +35,7 @@ class PreAction(StrEnum):
     ASK = "ask"
     RESULT = "result"  # short-circuit: this result stands in for running the tool
     REWRITE = "rewrite"
+    NOTE = "note"  # the call goes on; the reason is written into its audit trail
 
 
 @dataclass(slots=True)
@@ -65,6 +66,10 @@ class PreHookResult:
     @classmethod
     def rewrite(cls, input: dict[str, Any], reason: str = "") -> PreHookResult:
         return cls(PreAction.REWRITE, reason, input=input)
+
+    @classmethod
+    def note(cls, text: str) -> PreHookResult:
+        return cls(PreAction.NOTE, text)
 
 
 class PostAction(StrEnum):
@@ -189,7 +194,8 @@ class HookChain:
             name = _hook_name(hook)
             t0 = time.perf_counter()
             try:
-                answer = await _within(hook(call), end)
+                # a hook with a timeout of its own (a user's command) enforces it, and fails closed there
+                answer = await _within(hook(call), None if getattr(hook, "own_deadline", False) else end)
             except TimeoutError:
                 prov = Provenance("hook", name, decision="ask", elapsed_ms=(time.perf_counter() - t0) * 1000)
                 late = PreHookResult.ask(NOT_JUDGED_IN_TIME, risk=Risk.HIGH, late_hook=name)
