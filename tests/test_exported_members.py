@@ -40,6 +40,9 @@ EXPORTED: dict[str, list[str]] = {
         "container_path", "control_dir", "control_reason", "glob_regex", "load_rules", "make_dirs_beneath", "new_id",
         "post_hook", "pre_hook", "project_rules_path", "read_beneath", "read_project_rules", "rules_from_texts",
         "rules_text_with", "suggest_rule", "summarize_input", "tool", "visible", "write_beneath",
+        # reach
+        "HOOKS_FILE", "OfferedToolsHook", "TOOL_PROFILES", "ToolCustom", "UserHookSpec", "denied_outright",
+        "hooks_digest", "offered_tools", "parse_user_hooks", "profile_tools", "user_hook_chain", "user_hooks_from_toml",
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",

@@ -34,6 +34,7 @@ from ._events import (
     TextChunk,
     ThinkingChunk,
     TokenUsage,
+    ToolCustom,
     ToolEnd,
     ToolError,
     ToolExecuted,
@@ -47,6 +48,7 @@ from ._hooks import (
     DangerousCommandHook,
     HookCall,
     HookChain,
+    OfferedToolsHook,
     OffloadedPreHook,
     OutputTruncationHook,
     PostAction,
@@ -97,7 +99,7 @@ from ._record import (
     new_id,
 )
 from ._redaction import Redactor
-from ._registry import ToolRegistry
+from ._registry import TOOL_PROFILES, ToolRegistry, denied_outright, offered_tools, profile_tools
 from ._risk import assess_risk
 from ._rules_file import append_project_rule, rules_text_with
 from ._safe_files import make_dirs_beneath, read_beneath, remove_beneath, symlink_beneath, write_beneath
@@ -122,6 +124,14 @@ from ._sandbox import (
 from ._shell import Redirect, ShellAnalysis, SimpleCommand, analyse_command
 from ._store import MemoryStore, RecordStore
 from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, summarize_input, tool
+from ._user_hooks import (
+    HOOKS_FILE,
+    UserHookSpec,
+    hooks_digest,
+    parse_user_hooks,
+    user_hook_chain,
+    user_hooks_from_toml,
+)
 
 __all__ = [
     "CONFLICT_SUFFIX",
@@ -131,9 +141,11 @@ __all__ = [
     "DEFAULT_OUTPUT_LIMIT",
     "DEFAULT_READ_LIMIT",
     "DEFAULT_TIMEOUT_S",
+    "HOOKS_FILE",
     "MAX_TIMEOUT_S",
     "MCP_GROUP",
     "MISSING_KEY_HINT",
+    "TOOL_PROFILES",
     "WORKSPACE",
     "Action",
     "AgentDeskError",
@@ -174,6 +186,7 @@ __all__ = [
     "ModelReply",
     "ModelRequest",
     "ModelUsage",
+    "OfferedToolsHook",
     "OffloadedPreHook",
     "Outcome",
     "OutputCallback",
@@ -219,6 +232,7 @@ __all__ = [
     "ToolCallRecord",
     "ToolCallState",
     "ToolContext",
+    "ToolCustom",
     "ToolEnd",
     "ToolError",
     "ToolExecuted",
@@ -232,6 +246,7 @@ __all__ = [
     "ToolUpdate",
     "TurnEnd",
     "TurnResult",
+    "UserHookSpec",
     "analyse_command",
     "append_project_rule",
     "assess_risk",
@@ -240,13 +255,18 @@ __all__ = [
     "container_path",
     "control_dir",
     "control_reason",
+    "denied_outright",
     "glob_regex",
+    "hooks_digest",
     "load_rules",
     "make_dirs_beneath",
     "mcp_tool_name",
     "new_id",
+    "offered_tools",
+    "parse_user_hooks",
     "post_hook",
     "pre_hook",
+    "profile_tools",
     "project_rules_path",
     "read_beneath",
     "read_project_rules",
@@ -258,6 +278,8 @@ __all__ = [
     "summarize_input",
     "symlink_beneath",
     "tool",
+    "user_hook_chain",
+    "user_hooks_from_toml",
     "visible",
     "write_beneath",
 ]

@@ -438,3 +438,19 @@ def builtin_hooks(
             OutputTruncationHook(artifacts_dir, max_chars=max_output_chars),
         ],
     )
+
+
+# -- built-in: only the tools offered to the model run ------------------------------------------------------
+class OfferedToolsHook:
+    """Denies a call of a tool the model was not offered (switched off by the person, outside the project's
+    tool profile, denied outright by a rule): a model that names it anyway gets the reason, and it never runs.
+    `why_not(name)` says why a tool is not offered, or None when it is."""
+
+    name = "offered-tools"
+
+    def __init__(self, why_not: Callable[[str], str | None]) -> None:
+        self.why_not = why_not
+
+    async def __call__(self, call: HookCall) -> PreHookResult | None:
+        why = self.why_not(call.name)
+        return None if why is None else PreHookResult.deny(why)
