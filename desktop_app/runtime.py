@@ -442,6 +442,8 @@ def approval_expiry(settings: Settings, project: ProjectInfo) -> float | None:
     value = project.settings.get(EXPIRY_KEY)
     if value is None:
         value = settings.approval_expiry_s
+    if value is None:
+        return None
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise ConfigError(f"the approval expiry {value!r} of the project {project.name!r} is not a number of seconds",
                           hint="set it again in the project settings (0: approvals wait)")

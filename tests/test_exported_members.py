@@ -42,7 +42,7 @@ EXPORTED: dict[str, list[str]] = {
         "rules_text_with", "suggest_rule", "summarize_input", "tool", "visible", "write_beneath",
         # reach
         "HOOKS_FILE", "OfferedToolsHook", "TOOL_PROFILES", "ToolCustom", "UserHookSpec", "denied_outright",
-        "hooks_digest", "offered_tools", "parse_user_hooks", "profile_tools", "user_hook_chain", "user_hooks_from_toml",
+        "hooks_digest", "offered_tools", "parse_user_hooks", "user_hook_chain", "user_hooks_from_toml",
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",

@@ -99,7 +99,7 @@ from ._record import (
     new_id,
 )
 from ._redaction import Redactor
-from ._registry import TOOL_PROFILES, ToolRegistry, denied_outright, offered_tools, profile_tools
+from ._registry import TOOL_PROFILES, ToolRegistry, denied_outright, offered_tools
 from ._risk import assess_risk
 from ._rules_file import append_project_rule, rules_text_with
 from ._safe_files import make_dirs_beneath, read_beneath, remove_beneath, symlink_beneath, write_beneath
@@ -266,7 +266,6 @@ __all__ = [
     "parse_user_hooks",
     "post_hook",
     "pre_hook",
-    "profile_tools",
     "project_rules_path",
     "read_beneath",
     "read_project_rules",

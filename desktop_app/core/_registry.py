@@ -83,11 +83,6 @@ def _in_profile(tool: Tool, spec: frozenset[str]) -> bool:
     )
 
 
-def profile_tools(tools: Iterable[Tool], profile: str) -> list[Tool]:
-    """The tools of `profile` among `tools`; an unknown profile is a ConfigError naming the known ones."""
-    return ToolRegistry(tools).for_profile(profile)
-
-
 def denied_outright(tool: Tool, rules: Iterable[Rule]) -> Rule | None:
     """The deny rule with no argument pattern that covers `tool` (by name, group, `*` or prefix), if any: such
     a tool could never run, so it is not offered to the model."""
