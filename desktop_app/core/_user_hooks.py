@@ -249,12 +249,13 @@ class UserPostHook:
             answer = HookAnswer("go", f"hook {self.spec.label!r} failed: {e or 'no answer in time'}", failed=True)
         if not answer.text:
             return None
-        label = "failed" if answer.failed else ("blocked" if answer.decision == "deny" else "says")
+        blocked = answer.decision == "deny" and not answer.failed
+        label = "failed" if answer.failed else ("blocked" if blocked else "says")
         notes = [*result.details.get("hook_notes", []), {"hook": self.spec.label, label: answer.text}]
         amended = replace(result, content=[*result.content, TextBlock(f"\n[hook {self.spec.label} {label}] "
                                                                       f"{answer.text}")],
                           details={**result.details, "hook_notes": notes},
-                          is_error=result.is_error or answer.decision == "deny")
+                          is_error=result.is_error or blocked)
         return PostHookResult.update(amended, f"{label}: {answer.text}")
 
 
