@@ -113,17 +113,17 @@ async def test_a_pre_hook_that_matches_another_tool_does_not_run(env: Path, tmp_
     assert rec.state is ToolCallState.COMPLETED and (env / "ran").exists()
 
 
-@pytest.mark.parametrize(("command", "timeout", "words"), [
+@pytest.mark.parametrize(("command", "hook_timeout", "words"), [
     ("sleep 30", 0.5, "timed out after 0.5 s"),
     ("echo 'Traceback: KeyError' >&2; exit 1", 10, "failed with exit code 1: Traceback: KeyError"),
     ("kill -9 $$", 10, "failed with exit code"),
     ("./missing-hook.sh", 10, "failed with exit code 127"),
 ])
 async def test_a_pre_hook_that_times_out_or_crashes_fails_closed(env: Path, tmp_path: Path, command: str,
-                                                                 timeout: float, words: str) -> None:
+                                                                 hook_timeout: float, words: str) -> None:
     requests, [rec] = await _turn(
         env, tmp_path, [reply(tool_use("bash_run", {"command": "touch ran"})), reply(text("ok"))],
-        hooks=_hook("PreToolUse", command, timeout=timeout))
+        hooks=_hook("PreToolUse", command, timeout=hook_timeout))
     assert rec.state is ToolCallState.DENIED and words in rec.error and "fail closed" in rec.error
     assert not (env / "ran").exists()
     assert words in json.dumps(requests[1].tool_results())
