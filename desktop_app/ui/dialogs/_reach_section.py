@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
     QLabel,
+    QListView,
     QListWidget,
     QListWidgetItem,
     QPlainTextEdit,
@@ -56,9 +57,9 @@ class ToolsHooksSection(QWidget):
         self._project_dir = project_dir
         self._hooks_text: str | None = None
         lay = QVBoxLayout(self)
-        lay.addWidget(self._tools_box(st))
+        lay.addWidget(self._tools_box(st), 3)
         lay.addWidget(self._expiry_box(st, default_expiry))
-        lay.addWidget(self._hooks_box(), 1)
+        lay.addWidget(self._hooks_box(), 2)
 
     def _tools_box(self, st: dict[str, Any]) -> QGroupBox:
         box = QGroupBox("Tools offered to the model")
@@ -68,6 +69,11 @@ class ToolsHooksSection(QWidget):
         self.profile.setCurrentText(str(st.get(PROFILE_KEY) or "coding"))
         form.addRow("Tool profile", self.profile)
         self.tool_list = QListWidget()
+        # in columns: every switch in view at once, without a scroll
+        self.tool_list.setFlow(QListView.Flow.LeftToRight)
+        self.tool_list.setWrapping(True)
+        self.tool_list.setResizeMode(QListView.ResizeMode.Adjust)
+        self.tool_list.setGridSize(QSize(220, 22))
         off = set(st.get(DISABLED_KEY) or [])
         for t in builtin_tool_list():
             meta = " · ".join(x for x in (f"v{t.version}" if t.version else "", ", ".join(t.tags),
@@ -79,12 +85,26 @@ class ToolsHooksSection(QWidget):
             item.setCheckState(Qt.CheckState.Unchecked if t.name in off else Qt.CheckState.Checked)
             self.tool_list.addItem(item)
         self._unknown_off = sorted(off - {t.name for t in builtin_tool_list()})  # an MCP tool switched off: kept
+        self.profile.currentTextChanged.connect(self._profile_changed)
+        self._profile_changed(self.profile.currentText())
         form.addRow("Switches", self.tool_list)
         note = QLabel("A tool switched off, outside the profile, or denied by a rule without a pattern "
                       "(deny = [\"bash_run\"]) is not offered, and a call of it is denied.")
         note.setWordWrap(True)
         form.addRow("", note)
         return box
+
+    def _profile_changed(self, profile: str) -> None:
+        """Tools outside the profile are greyed: their switch matters only under another profile."""
+        from ...core import ToolRegistry
+
+        inside = {t.name for t in ToolRegistry(builtin_tool_list()).for_profile(profile)}
+        for i in range(self.tool_list.count()):
+            item = self.tool_list.item(i)
+            name = item.data(Qt.ItemDataRole.UserRole)
+            flags = item.flags()
+            enabled = flags | Qt.ItemFlag.ItemIsEnabled
+            item.setFlags(enabled if name in inside else flags & ~Qt.ItemFlag.ItemIsEnabled)
 
     def _expiry_box(self, st: dict[str, Any], default: float | None) -> QGroupBox:
         box = QGroupBox("Approvals")
@@ -106,6 +126,7 @@ class ToolsHooksSection(QWidget):
         self.hooks_state.setWordWrap(True)
         self.hooks_view = QPlainTextEdit()
         self.hooks_view.setReadOnly(True)
+        self.hooks_view.setMinimumHeight(60)
         self.hooks_view.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.hooks_grant = QCheckBox("Run these hooks in the sandbox (grants exactly this text)")
         lay.addWidget(self.hooks_state)
