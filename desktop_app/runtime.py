@@ -136,10 +136,12 @@ class ProjectRuntime:
             return f"the tool {name} is not in this project's tool profile {self.profile!r}"
         return f"the tool {name} is not offered in this project"
 
-    def apply_settings(self) -> None:
+    async def apply_settings(self) -> None:
         """The user's settings changed: the approval expiry (where the project does not set its own) applies
-        to approvals asked from now on. The user's hooks need a new runtime (the window rebuilds it)."""
+        to approvals asked from now on, and the user's hooks to calls judged from now on."""
         self.executor.approvals.timeout_s = approval_expiry(self.settings, self.project)
+        specs, self.hooks_trust = await asyncio.to_thread(user_hook_specs, self.settings, self.project)
+        self.executor.user_hooks = user_hook_chain(specs, lambda: self.sandbox)
 
     def start(self) -> asyncio.Future[None]:
         """Start the sandbox in the background, once; `ready()` reports a failure."""
@@ -651,6 +653,7 @@ class ProjectRuntimes:
         self.runtimes: dict[str, ProjectRuntime] = {}
         self._stale_clients: set[str] = set()  # projects whose model client predates the settings
         self._closing: set[asyncio.Future[None]] = set()
+        self._applying: set[asyncio.Future[None]] = set()
         self._lock = asyncio.Lock()
 
     async def get(self, project: ProjectInfo) -> ProjectRuntime:
@@ -685,10 +688,23 @@ class ProjectRuntimes:
     def forget_model(self) -> None:
         """Settings changed (key, model, endpoint): each project's next session gets a new client."""
         self._stale_clients = set(self.runtimes)
-        for rt in self.runtimes.values():  # and the default approval expiry reaches the open runtimes
-            rt.apply_settings()
+        for rt in self.runtimes.values():  # and the default approval expiry and the hooks reach them
+            task = asyncio.ensure_future(rt.apply_settings())
+            self._applying.add(task)
+            task.add_done_callback(self._applied)
+
+    def _applied(self, task: asyncio.Future[None]) -> None:
+        self._applying.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # the dialog checked them: a file changed
+            log.error("the new settings could not be applied: %s", task.exception())
+
+    async def settings_applied(self) -> None:
+        """Wait until the last settings change reached every open runtime."""
+        if self._applying:
+            await asyncio.gather(*self._applying, return_exceptions=True)
 
     async def close(self) -> None:
+        await self.settings_applied()
         for rt in self.runtimes.values():
             await rt.close()
         self.runtimes.clear()

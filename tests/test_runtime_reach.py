@@ -164,3 +164,28 @@ def test_a_bad_default_expiry_in_the_settings_file_is_a_clear_error(tmp_path: Pa
     path.write_text(json.dumps({"hooks": ["echo"]}))
     with pytest.raises(ConfigError, match="'hooks' must be"):
         Settings.load(path)
+
+
+async def test_hooks_changed_in_the_settings_reach_an_open_runtime(env: Path, tmp_path: Path) -> None:
+    from desktop_app.core import EventBus
+    from desktop_app.runtime import ProjectRuntimes
+    from desktop_app.sandbox import LocalSandbox
+
+    settings = Settings(sandbox="local", api_key="sk-ant-test")
+    store = await open_store(str(tmp_path / "desk.db"))
+    bus = await EventBus.open(store)
+    project = await project_for_dir(store, env, settings=settings)
+    runtimes = ProjectRuntimes(settings=settings, store=store, bus=bus, sandbox_factory=lambda p: LocalSandbox(p.path))
+    try:
+        rt = await runtimes.get(project)
+        assert rt.executor.user_hooks.pre == [] and rt.executor.approvals.timeout_s is None
+        settings.hooks = _hook("PreToolUse", "exit 2")
+        settings.approval_expiry_s = 60
+        runtimes.forget_model()
+        await runtimes.settings_applied()
+        assert [h.spec.command for h in rt.executor.user_hooks.pre] == ["exit 2"]
+        assert rt.executor.approvals.timeout_s == 60
+    finally:
+        await runtimes.close()
+        bus.close()
+        await store.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import json
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -110,6 +111,7 @@ class _Job:
     approving: tuple[Allow, Provenance] | None = None  # the allow of an edit, while the edit is judged
     raw_input: dict[str, Any] | None = None  # the input unredacted: judged and run, never stored
     streams: dict[str, StreamRedactor] = field(default_factory=dict)  # streamed output, per stream
+    emitted: int = 0  # custom events published by the running tool (ctx.emit)
 
     @property
     def raw(self) -> dict[str, Any]:
@@ -620,7 +622,14 @@ class Executor:
                 bus.publish(ToolUpdate(session_id=sid, call_id=cid, stream=stream, text=text))
 
         def emit(name: str, data: dict[str, Any]) -> None:  # the bus redacts every payload it publishes
-            bus.publish(ToolCustom(session_id=sid, call_id=cid, tool=job.known.name, name=name, data=data))
+            job.emitted += 1
+            if job.emitted > MAX_CUSTOM_EVENTS:
+                if job.emitted == MAX_CUSTOM_EVENTS + 1:  # said once; a tool in a loop cannot flood the audit
+                    bus.publish(ToolCustom(session_id=sid, call_id=cid, tool=job.known.name, name="dropped",
+                                           data={"reason": f"more than {MAX_CUSTOM_EVENTS} events"}))
+                return
+            bus.publish(ToolCustom(session_id=sid, call_id=cid, tool=job.known.name, name=name,
+                                   data=_custom_data(data)))
 
         return ToolContext(call_id=cid, session_id=sid, sandbox=run.sandbox, abort=run.abort, state=run.state,
                            project_id=run.project_id, _update=update, _emit=emit)
@@ -720,6 +729,18 @@ class Executor:
 SHOWN_REDACTED = "secrets in this input are shown as [REDACTED] (they run as written)"
 LOST_SECRETS = ("this call's input held secrets, which are never stored, so it cannot run after the session "
                 "was reopened")
+
+
+MAX_CUSTOM_EVENTS = 1_000  # per call
+MAX_CUSTOM_DATA_CHARS = 16_000
+
+
+def _custom_data(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` as JSON would carry it (what is not JSON becomes its str), or a note when it is too large."""
+    text = json.dumps(data, ensure_ascii=False, default=str)
+    if len(text) > MAX_CUSTOM_DATA_CHARS:
+        return {"truncated": True, "preview": text[:1_000]}
+    return json.loads(text)
 
 
 def _own_hooks(tool: Tool, which: str) -> list[Any]:

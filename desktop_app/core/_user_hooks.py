@@ -32,6 +32,7 @@ HOOKS_FILE = ".agent-desk/hooks.toml"
 DEFAULT_HOOK_TIMEOUT_S = 10.0
 MAX_HOOK_TIMEOUT_S = 120.0
 HOOK_VALUE_CHARS = 32_000  # a longer string of the call is cut (the hook input travels in the environment)
+HOOK_INPUT_BYTES = 100_000  # the whole input, under Linux's 128 KiB limit on one environment string
 HOOK_NOTE_CHARS = 4_000  # what a hook says is kept to this much
 DENY_EXIT_CODE = 2
 _GLOB_ONLY = re.compile(r"[A-Za-z0-9_\-*?]*")
@@ -125,22 +126,28 @@ def user_hooks_from_toml(text: str, source: str = HOOKS_FILE) -> list[UserHookSp
 # -- running one ---------------------------------------------------------------------------------------------
 def hook_input(spec: UserHookSpec, call: HookCall, result: ToolResult | None = None) -> str:
     """The JSON a hook reads on stdin (Claude Code's names): the event, the tool, its input, and after the
-    call its result. Strings longer than HOOK_VALUE_CHARS are cut, and the cut is said."""
-    body: dict[str, Any] = {"hook_event_name": spec.event, "tool_name": call.name,
-                            "tool_input": _cut(call.input), "session_id": call.session_id,
-                            "call_id": call.call_id, "cwd": "/workspace"}
-    if result is not None:
-        body["tool_response"] = {"content": _cut(result.text_content), "is_error": result.is_error}
+    call its result. Strings longer than HOOK_VALUE_CHARS are cut, and the cut is said; when the whole is still
+    over HOOK_INPUT_BYTES (many long strings), they are cut shorter until it fits."""
+    for limit in (HOOK_VALUE_CHARS, 4_000, 500, 50):
+        body: dict[str, Any] = {"hook_event_name": spec.event, "tool_name": call.name,
+                                "tool_input": _cut(call.input, limit), "session_id": call.session_id,
+                                "call_id": call.call_id, "cwd": "/workspace"}
+        if result is not None:
+            body["tool_response"] = {"content": _cut(result.text_content, limit), "is_error": result.is_error}
+        text = json.dumps(body, ensure_ascii=False)
+        if len(text.encode()) <= HOOK_INPUT_BYTES:
+            return text
+    body["tool_input"] = {"input_too_large": True}  # a call of thousands of fields: its name is what is left
     return json.dumps(body, ensure_ascii=False)
 
 
-def _cut(value: Any) -> Any:
-    if isinstance(value, str) and len(value) > HOOK_VALUE_CHARS:
-        return value[:HOOK_VALUE_CHARS] + f"…[{len(value) - HOOK_VALUE_CHARS} more characters cut]"
+def _cut(value: Any, limit: int) -> Any:
+    if isinstance(value, str) and len(value) > limit:
+        return value[:limit] + f"…[{len(value) - limit} more characters cut]"
     if isinstance(value, dict):
-        return {k: _cut(v) for k, v in value.items()}
+        return {k: _cut(v, limit) for k, v in value.items()}
     if isinstance(value, list):
-        return [_cut(v) for v in value]
+        return [_cut(v, limit) for v in value]
     return value
 
 

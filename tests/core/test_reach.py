@@ -234,3 +234,44 @@ async def test_a_call_of_a_tool_not_offered_is_denied_and_never_runs(harness) ->
     [rec] = await harness.batch(call("bash_run", command="id"))
     assert rec.state is ToolCallState.DENIED and "switched off" in rec.error
     assert "ran" not in harness.run.state
+
+
+async def test_a_tool_cannot_flood_the_audit_with_custom_events(harness) -> None:
+    from pathlib import PurePosixPath
+
+    @tool(read_only=True)
+    async def chatter(ctx: ToolContext) -> str:
+        """Emits too much."""
+        ctx.emit("odd", {"path": PurePosixPath("/w/a"), "ids": {1}})  # not JSON: carried as text
+        ctx.emit("big", {"blob": "x" * 100_000})
+        for i in range(1_500):
+            ctx.emit("tick", {"i": i})
+        return "done"
+
+    harness.registry.register(chatter)
+    [rec] = await harness.batch(call("chatter"))
+    assert rec.state is ToolCallState.COMPLETED
+    custom = [e.payload for e in harness.events if e.type == "tool:custom"]
+    assert custom[0]["data"] == {"path": "/w/a", "ids": "{1}"}
+    assert custom[1]["data"]["truncated"] is True and len(str(custom[1])) < 5_000
+    assert len(custom) == 1_001 and custom[-1]["name"] == "dropped"
+
+
+async def test_a_call_with_many_long_strings_still_reaches_a_hook_whole_in_shape(tmp_path) -> None:
+    import json
+
+    from desktop_app.core import HookCall
+    from desktop_app.core._user_hooks import HOOK_INPUT_BYTES, UserPreHook
+    from desktop_app.sandbox import LocalSandbox
+
+    sandbox = LocalSandbox(str(tmp_path))
+    spec = UserHookSpec("PreToolUse", "cat > got.json; echo seen >&2; exit 2")
+    edits = [{"old_string": "a" * 30_000, "new_string": "b" * 30_000} for _ in range(6)]
+    answer = await UserPreHook(spec, lambda: sandbox)(HookCall("c1", "s1", "fs_multi_edit",
+                                                               {"path": "f", "edits": edits}, False))
+    assert answer is not None and answer.reason == "seen"  # ran, and denied by its exit code, not by E2BIG
+    got = (tmp_path / "got.json").read_text()
+    assert len(got.encode()) <= HOOK_INPUT_BYTES
+    body = json.loads(got)
+    assert body["tool_input"]["path"] == "f" and len(body["tool_input"]["edits"]) == 6
+    await sandbox.close()
