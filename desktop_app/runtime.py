@@ -34,6 +34,7 @@ from .core import (
     AgentSession,
     AnthropicModelClient,
     ConfigError,
+    ErrorEvent,
     EventBus,
     Executor,
     McpServerInfo,
@@ -416,6 +417,8 @@ async def build_runtime(
                         permission_mode=permission_mode, hooks_trust=hooks_trust)
     executor.hooks.pre.insert(0, OfferedToolsHook(rt.why_not_offered))  # before any other hook: not offered, not run
     executor.user_hooks = user_hook_chain(hook_specs, lambda: rt.sandbox)
+    if not hooks_trust.ok:  # the window shows it as a notice (the CLI prints the warning itself)
+        bus.publish(ErrorEvent(source="hooks", message=hooks_trust.warning()))
     if entries:
         rt.mcp = mcp_hub(rt, entries, companion_factory)
         stack.push_async_callback(_quietly, rt.mcp.close, "the MCP servers")  # before the sandbox closes

@@ -189,3 +189,26 @@ async def test_hooks_changed_in_the_settings_reach_an_open_runtime(env: Path, tm
         await runtimes.close()
         bus.close()
         await store.close()
+
+
+async def test_an_ungranted_hooks_file_is_said_on_the_bus_and_does_not_run(env: Path, tmp_path: Path) -> None:
+    from desktop_app.core import EventBus
+    from desktop_app.runtime import build_runtime
+    from desktop_app.sandbox import LocalSandbox
+
+    (env / ".agent-desk").mkdir()
+    (env / ".agent-desk/hooks.toml").write_text('[[PreToolUse]]\ncommand = "exit 2"\n')
+    settings = Settings(sandbox="local", api_key="sk-ant-test")
+    store = await open_store(str(tmp_path / "desk.db"))
+    bus = await EventBus.open(store)
+    seen: list = []
+    bus.on("error", seen.append)
+    project = await project_for_dir(store, env, settings=settings)
+    rt = await build_runtime(settings, project, store=store, bus=bus, sandbox_factory=lambda p: LocalSandbox(p.path))
+    try:
+        assert rt.hooks_trust.status == "new" and rt.executor.user_hooks.pre == []
+        assert [e.payload["source"] for e in seen] == ["hooks"] and "never granted" in seen[0].payload["message"]
+    finally:
+        await rt.close()
+        bus.close()
+        await store.close()
