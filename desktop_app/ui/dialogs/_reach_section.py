@@ -164,8 +164,12 @@ class ToolsHooksSection(QWidget):
     def values(self) -> dict[str, Any]:
         off = [self.tool_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.tool_list.count())
                if self.tool_list.item(i).checkState() != Qt.CheckState.Checked]
-        out: dict[str, Any] = {PROFILE_KEY: self.profile.currentText(), DISABLED_KEY: sorted(off + self._unknown_off),
-                               EXPIRY_KEY: None if self.expiry.value() == INHERIT else self.expiry.value()}
+        profile, disabled = self.profile.currentText(), sorted(off + self._unknown_off)
+        # a default left as it was adds no key: an untouched project stays equal (and keeps its runtime)
+        out: dict[str, Any] = {
+            PROFILE_KEY: profile if profile != "coding" or PROFILE_KEY in self._st else None,
+            DISABLED_KEY: disabled if disabled or DISABLED_KEY in self._st else None,
+            EXPIRY_KEY: None if self.expiry.value() == INHERIT else self.expiry.value()}
         out[GRANT_KEY] = self._digest if self._hooks_text is not None and self.hooks_grant.isChecked() else None
         return out
 
