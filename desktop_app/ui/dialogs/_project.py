@@ -335,6 +335,9 @@ class ProjectSettingsDialog(FutureDialog):
             except AgentDeskError as e:
                 self.error.setText(f"Rules: {e.user_message()}")
                 return
+        if self.reach.problem():
+            self.error.setText(self.reach.problem())
+            return
         self._result = self._project_from_form(folder)
         self.rules_text = text
         self.accept()

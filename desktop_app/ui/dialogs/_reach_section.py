@@ -22,7 +22,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core import HOOKS_FILE, TOOL_PROFILES, AgentDeskError, Tool, hooks_digest, read_beneath
+from ...core import (
+    HOOKS_FILE,
+    TOOL_PROFILES,
+    AgentDeskError,
+    Tool,
+    hooks_digest,
+    read_beneath,
+    user_hooks_from_toml,
+)
 
 PROFILE_KEY, DISABLED_KEY, EXPIRY_KEY, GRANT_KEY = ("tool_profile", "disabled_tools", "approval_expiry_s",
                                                    "hooks_grant_digest")  # as runtime.py reads them
@@ -160,6 +168,16 @@ class ToolsHooksSection(QWidget):
             "Granted: these hooks run before and after matching tools." if granted == self._digest else
             "<span style='color:#d4890b'>⚠ " + ("Changed since you granted it" if granted else "Never granted")
             + ": these hooks do not run until you grant them. The agent may have written this file.</span>")
+
+    def problem(self) -> str | None:
+        """Why the section cannot be saved: a hooks file granted that cannot be read as hooks."""
+        if self._hooks_text is None or not self.hooks_grant.isChecked():
+            return None
+        try:
+            user_hooks_from_toml(self._hooks_text)
+        except AgentDeskError as e:
+            return f"Hooks: {e.user_message()}"
+        return None
 
     def values(self) -> dict[str, Any]:
         off = [self.tool_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.tool_list.count())

@@ -151,3 +151,17 @@ def test_the_users_hooks_are_checked_before_they_are_saved(qtbot, run) -> None:
     result = run(fut)
     assert result.hooks == {"PreToolUse": [{"matcher": "bash_run", "command": "./guard.sh", "timeout": 5}]}
     assert result.approval_expiry_s is None
+
+
+def test_a_hooks_file_that_cannot_be_read_is_not_granted(qtbot, run, tmp_path: Path) -> None:
+    (tmp_path / ".agent-desk").mkdir()
+    (tmp_path / ".agent-desk/hooks.toml").write_text('[[PreToolUse]]\nmatcher = "x"\n')
+    dlg = ProjectSettingsDialog(ProjectInfo(id="p", name="p", path=str(tmp_path)))
+    qtbot.addWidget(dlg)
+    fut = dlg.ask()
+    dlg.reach.hooks_grant.setChecked(True)
+    dlg._check()
+    assert dlg.isVisible() and "'command' must be" in dlg.error.text() and dlg.value() is None
+    dlg.reach.hooks_grant.setChecked(False)  # saved without the grant: the hooks stay off
+    dlg._check()
+    assert "hooks_grant_digest" not in run(fut).settings
