@@ -17,7 +17,9 @@ from typing import Any
 
 from .core import (
     DEFAULT_MAX_STEPS,
+    TOOL_PROFILES,
     AgentDeskError,
+    Channel,
     ConfigError,
     Envelope,
     ErrorEvent,
@@ -27,6 +29,7 @@ from .core import (
     PermissionRequired,
     SandboxSurvivors,
     TextChunk,
+    TokenUsage,
     ToolEnd,
     ToolStart,
     TurnEnd,
@@ -35,7 +38,7 @@ from .core import (
 
 log = logging.getLogger("desktop_app.cli")
 
-SUBCOMMANDS = ("run", "sessions", "audit", "images", "rules", "mcp", "doctor", "completion")
+SUBCOMMANDS = ("run", "sessions", "audit", "images", "rules", "mcp", "doctor", "completion", "hooks")
 # The exit codes, one meaning each (README "Exit codes" and the --help epilog say the same).
 EXIT_OK = 0  # done; a turn that ended normally
 EXIT_FAILED = 1  # done, and the answer is "no": a turn that failed, a broken chain, a failed doctor check
@@ -111,6 +114,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_images(sub)
     _add_rules(sub)
     _add_mcp(sub)
+    _add_hooks(sub)
     sub.add("doctor", help="check what Agent Desk needs (Docker, images, key, endpoint, Qt, database)")
     comp = sub.add("completion", help="print a shell completion script (bash or zsh)",
                    description="Print a completion script. bash: agent-desk completion bash > "
@@ -133,6 +137,8 @@ def _run_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--json", action="store_true", help="one JSON envelope per line instead of text")
     sp.add_argument("--sandbox", choices=("docker", "local"), help="where tools run (default: docker)")
     sp.add_argument("--max-steps", type=int, help=f"steps per turn (default {DEFAULT_MAX_STEPS})")
+    sp.add_argument("--profile", choices=TOOL_PROFILES,
+                    help="the tools offered to the model (default: the project's, else coding)")
 
 
 def _add_run(sub: _Sub) -> None:
@@ -216,6 +222,17 @@ def _add_mcp(sub: _Sub) -> None:
     mg.add_argument("server", help="the server's name in .agent-desk/mcp.json")
     _dir_arg(mg.add_argument("--project", default=".", help="the project folder (default: here)"))
     mg.add_argument("--revoke", action="store_true", help="take the grant back")
+
+
+def _add_hooks(sub: _Sub) -> None:
+    hooks = sub.add("hooks", help="the person's hooks: list them, grant a project's .agent-desk/hooks.toml")
+    hsub = _Sub(hooks.add_subparsers(dest="action", required=True, metavar="ACTION"), sub.common)
+    hl = hsub.add("list", help="the hooks that run for a project (yours, and its file when granted)")
+    _dir_arg(hl.add_argument("--project", default=".", help="the project folder (default: here)"))
+    hg = hsub.add("grant", help="let the project's hooks file run, exactly as it is now (shown first)")
+    _dir_arg(hg.add_argument("--project", default=".", help="the project folder (default: here)"))
+    hg.add_argument("--yes", action="store_true", help="grant without asking")
+    hg.add_argument("--revoke", action="store_true", help="take the grant back")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -304,6 +321,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
         return await asyncio.to_thread(_rules, args)
     if args.command == "mcp":
         return await (_mcp_list(args) if args.action == "list" else _mcp_grant(args))
+    if args.command == "hooks":
+        return await _hooks(args)
     if args.command == "doctor":
         return await _doctor(args)
     if args.command == "completion":
@@ -361,10 +380,10 @@ async def _open_runtime(args: argparse.Namespace, project: Any, store: Any, sett
     if getattr(args, "image", None):
         project.image = args.image
     runtime = await open_runtime(settings or _settings(args), project, store=store,
-                                 permission_mode=args.permission_mode)
-    trust = runtime.rules_trust
-    if trust is not None and not trust.ok:
-        print(f"agent-desk: warning: {trust.warning()}", file=sys.stderr)
+                                 permission_mode=args.permission_mode, profile=getattr(args, "profile", None))
+    for trust in (runtime.rules_trust, runtime.hooks_trust):
+        if trust is not None and not trust.ok:
+            print(f"agent-desk: warning: {trust.warning()}", file=sys.stderr)
     return runtime
 
 
@@ -423,7 +442,31 @@ async def _drive(runtime: Any, session: Any, args: argparse.Namespace, prompt: s
     except AgentDeskError as e:
         print(f"agent-desk: {e.user_message()}", file=sys.stderr)
         return code or EXIT_FAILED
+    if not args.json:
+        total = await session_usage(runtime.store, session.session.id)
+        print(usage_line(printer.usage, total), file=sys.stderr)
     return code
+
+
+async def session_usage(store: Any, session_id: str) -> list[float]:
+    """[tokens in, tokens out, cost] of every model request of the session, from its stored events."""
+    total = [0, 0, 0.0]
+    for env in await store.events_since(0, [Channel.MONITOR], session_id=session_id):
+        if env.type == TokenUsage.type:
+            add_usage(total, env.event)
+    return total
+
+
+def add_usage(into: list[float], ev: TokenUsage) -> None:
+    into[0] += ev.input_tokens + ev.cache_creation_input_tokens + ev.cache_read_input_tokens
+    into[1] += ev.output_tokens
+    into[2] += ev.cost_usd
+
+
+def usage_line(turn: list[float], session: list[float]) -> str:
+    """The last line of a turn: its tokens and cost, and the session's cost so far."""
+    return (f"tokens: {int(turn[0]):,} in, {int(turn[1]):,} out; cost ${turn[2]:.4f} this turn, "
+            f"${session[2]:.4f} this session")
 
 
 class _Printer:
@@ -436,6 +479,7 @@ class _Printer:
         self.sid = session.session.id
         self.mid_line = False
         self._answers: set[asyncio.Future[None]] = set()
+        self.usage: list[float] = [0, 0, 0.0]  # this turn's tokens in, out and cost
 
     def on_event(self, env: Envelope) -> None:
         if env.session_id and env.session_id != self.sid:
@@ -444,6 +488,8 @@ class _Printer:
             print(json.dumps({"seq": env.seq, "channel": env.channel.value, "type": env.type,
                               "payload": env.payload}, default=str), flush=True)
         event = env.event
+        if isinstance(event, TokenUsage):
+            add_usage(self.usage, event)
         if not self.args.json:
             self._show(event)
         if isinstance(event, PermissionRequired):
@@ -826,6 +872,44 @@ async def _mcp_grant(args: argparse.Namespace) -> int:
         print(f"revoked: {entry.name} no longer starts with {entry.where.value}.")
     else:
         print(f"granted: {entry.name} runs with {entry.asks_for} (until its entry in mcp.json changes).")
+    return EXIT_OK
+
+
+# hooks ------------------------------------------------------------------------------------------------
+async def _hooks(args: argparse.Namespace) -> int:
+    """`hooks list`: the hooks that run for the project; `hooks grant`: show the project's hooks file, then
+    grant exactly that text (after y, or with --yes), or take the grant back (--revoke)."""
+    from .config import Settings
+    from .runtime import grant_hooks, open_store, project_dir, project_for_dir, project_hooks_trust, user_hook_specs
+
+    folder = project_dir(args.project)
+    settings = await asyncio.to_thread(Settings.load)
+    store = await open_store(args.db)
+    try:
+        project = await project_for_dir(store, folder, settings=settings)
+        if args.action == "list":
+            specs, trust = await asyncio.to_thread(user_hook_specs, settings, project)
+            for spec in specs:
+                print(f"{spec.event}\t{spec.matcher}\t{spec.command}\t({spec.source}, {spec.timeout_s:g} s)")
+            if not trust.ok:
+                print(f"agent-desk: warning: {trust.warning()}", file=sys.stderr)
+            return EXIT_OK
+        trust = await asyncio.to_thread(project_hooks_trust, project)
+        if not args.revoke:
+            if trust.text is None:
+                raise ConfigError(f"no hooks file in {folder}", hint="write .agent-desk/hooks.toml first")
+            sys.stdout.write(trust.text if trust.text.endswith("\n") else trust.text + "\n")
+            sys.stdout.flush()
+            if not args.yes and _ask("Run these hooks in this project's sandbox? [y/N] ").strip().lower() not in (
+                    "y", "yes"):
+                print("not granted: the project's hooks do not run.", file=sys.stderr)
+                return EXIT_FAILED
+        project.settings = grant_hooks(project, trust, revoke=args.revoke)
+        await store.save_project(project)
+    finally:
+        await store.close()
+    print("revoked: the project's hooks do not run." if args.revoke else
+          "granted: the project's hooks run until the file changes.", file=sys.stderr)
     return EXIT_OK
 
 

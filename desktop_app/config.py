@@ -82,6 +82,10 @@ class Settings:
     # User-level MCP servers, in the `mcpServers` shape (name -> {command, args, env} or {url, headers});
     # each project's .agent-desk/mcp.json adds its own, and a project's server of the same name wins.
     mcp_servers: dict[str, Any] = field(default_factory=dict)
+    # reach: how long an approval waits before it is denied (seconds; 0 or None: it waits), for projects that
+    # do not set their own; and the user's own hooks ({"PreToolUse": [...], "PostToolUse": [...]}).
+    approval_expiry_s: float | None = None
+    hooks: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as-is
     path: Path | None = field(default=None, repr=False, compare=False)
 
@@ -121,6 +125,15 @@ class Settings:
             raise ConfigError(f"{path}: 'rules' must be a list.")
         if not isinstance(self.mcp_servers, dict):
             raise ConfigError(f"{path}: 'mcp_servers' must be an object of servers by name.")
+        self._check_reach(path)
+
+    def _check_reach(self, path: Path) -> None:
+        expiry = self.approval_expiry_s
+        if expiry is not None and (isinstance(expiry, bool) or not isinstance(expiry, int | float) or expiry < 0):
+            raise ConfigError(f"{path}: 'approval_expiry_s' must be a number of seconds (0: approvals wait), "
+                              f"got {expiry!r}.")
+        if not isinstance(self.hooks, dict):
+            raise ConfigError(f"{path}: 'hooks' must be an object of PreToolUse / PostToolUse lists.")
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("extra", "path")}

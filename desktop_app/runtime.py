@@ -27,14 +27,19 @@ from .config import (
 )
 from .core import (
     DEFAULT_IMAGE,
+    HOOKS_FILE,
+    MCP_GROUP,
+    TOOL_PROFILES,
     Action,
     AgentSession,
     AnthropicModelClient,
     ConfigError,
+    ErrorEvent,
     EventBus,
     Executor,
     McpServerInfo,
     ModelClient,
+    OfferedToolsHook,
     PermissionMode,
     PermissionPolicy,
     ProjectInfo,
@@ -45,14 +50,22 @@ from .core import (
     SandboxSurvivors,
     Tool,
     ToolRegistry,
+    UserHookSpec,
     append_project_rule,
     builtin_hooks,
+    denied_outright,
+    hooks_digest,
     load_rules,
     new_id,
+    offered_tools,
+    parse_user_hooks,
     project_rules_path,
+    read_beneath,
     read_project_rules,
     rules_from_texts,
     rules_text_with,
+    user_hook_chain,
+    user_hooks_from_toml,
     write_beneath,
 )
 
@@ -91,11 +104,45 @@ class ProjectRuntime:
     # What this runtime (and whoever opened its store and bus) must close, in reverse order.
     cleanup: AsyncExitStack = field(default_factory=AsyncExitStack)
     mcp: McpHub | None = None  # the project's and the user's MCP servers
+    hooks_trust: HooksTrust | None = None  # the project's hooks file against its grant
     _started: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
 
     @property
     def tools(self) -> list[Tool]:
-        return self.registry.for_profile(self.profile)
+        """The built-in tools offered to the model: the profile's, less those switched off or denied outright."""
+        own = [t for t in self.registry.for_profile(self.profile) if t.group != f"group:{MCP_GROUP}"]
+        return offered_tools(own, disabled=self.disabled_tools, rules=self.policy.rules)
+
+    @property
+    def disabled_tools(self) -> list[str]:
+        return list(self.project.settings.get(DISABLED_TOOLS_KEY) or [])
+
+    def mcp_tools(self) -> list[Tool]:
+        """The ready MCP servers' tools offered now, less those switched off or denied outright."""
+        if self.mcp is None:
+            return []
+        return offered_tools(self.mcp.offered_tools(), disabled=self.disabled_tools, rules=self.policy.rules)
+
+    def why_not_offered(self, name: str) -> str | None:
+        """Why the model is not offered the tool `name` (so a call of it is denied), or None when it is."""
+        if name in self.disabled_tools:
+            return f"the tool {name} is switched off in this project's settings"
+        if any(t.name == name for t in self.tools) or any(t.name == name for t in self.mcp_tools()):
+            return None
+        tool = self.registry.find(name)
+        rule = denied_outright(tool, self.policy.rules) if tool is not None else None
+        if rule is not None:
+            return f"the tool {name} is denied by the rule {rule.text!r} ({rule.source or 'rules'})"
+        if tool is not None and tool.group != f"group:{MCP_GROUP}":
+            return f"the tool {name} is not in this project's tool profile {self.profile!r}"
+        return f"the tool {name} is not offered in this project"
+
+    async def apply_settings(self) -> None:
+        """The user's settings changed: the approval expiry (where the project does not set its own) applies
+        to approvals asked from now on, and the user's hooks to calls judged from now on."""
+        self.executor.approvals.timeout_s = approval_expiry(self.settings, self.project)
+        specs, self.hooks_trust = await asyncio.to_thread(user_hook_specs, self.settings, self.project)
+        self.executor.user_hooks = user_hook_chain(specs, lambda: self.sandbox)
 
     def start(self) -> asyncio.Future[None]:
         """Start the sandbox in the background, once; `ready()` reports a failure."""
@@ -116,7 +163,7 @@ class ProjectRuntime:
             store=self.store, bus=self.bus, executor=self.executor, tools=self.tools,
             model_client=self.model_client, project=self.project, sandbox=self.sandbox,
             session_id=session_id, title=title, max_steps=self.settings.max_steps,
-            more_tools=self.mcp.offered_tools if self.mcp is not None else None,
+            more_tools=self.mcp_tools if self.mcp is not None else None,
         )
 
     def mcp_servers(self) -> list[McpServerInfo]:
@@ -312,7 +359,8 @@ def build_executor(
     key = resolve_api_key(settings)
     hooks = builtin_hooks(api_key=key.value if key else None, artifacts_dir=data_dir() / "artifacts")
     redactor = Redactor([key.value] if key else []).with_literals(list(secrets)) if secrets else None
-    executor = Executor(registry, policy, bus=bus, store=store, hooks=hooks, redactor=redactor)
+    executor = Executor(registry, policy, bus=bus, store=store, hooks=hooks, redactor=redactor,
+                        approval_timeout_s=approval_expiry(settings, project))
     bus.redactor = executor.redactor  # the bus's last net knows the configured key too
     executor.set_rule_writer(lambda rule: append_trusted_rule(project.path, rule))
     return executor, registry, policy, trust
@@ -340,7 +388,7 @@ async def build_runtime(
     model_client: ModelClient | None = None,
     permission_mode: str | None = None,
     tools: list[Tool] | None = None,
-    profile: str = DEFAULT_PROFILE,
+    profile: str | None = None,
     cleanup: AsyncExitStack | None = None,
     companion_factory: CompanionFactory | None = None,
 ) -> ProjectRuntime:
@@ -348,6 +396,7 @@ async def build_runtime(
     client for `project` on a given store and bus. Rules files, the MCP configuration and the keyring are
     read on a worker thread, never on the event loop."""
     entries, secrets = await asyncio.to_thread(mcp_config, settings, project)
+    hook_specs, hooks_trust = await asyncio.to_thread(user_hook_specs, settings, project)
     executor, registry, policy, trust = await asyncio.to_thread(
         build_executor, settings, project, bus=bus, store=store, permission_mode=permission_mode, tools=tools,
         secrets=secrets,
@@ -364,11 +413,100 @@ async def build_runtime(
     stack.push_async_callback(_quietly, model_client.close, "the model client")
     rt = ProjectRuntime(settings=settings, project=project, store=store, bus=bus, registry=registry,
                         policy=policy, executor=executor, sandbox=sandbox, model_client=model_client,
-                        profile=profile, cleanup=stack, rules_trust=trust, permission_mode=permission_mode)
+                        profile=project_profile(project, profile), cleanup=stack, rules_trust=trust,
+                        permission_mode=permission_mode, hooks_trust=hooks_trust)
+    executor.hooks.pre.insert(0, OfferedToolsHook(rt.why_not_offered))  # before any other hook: not offered, not run
+    executor.user_hooks = user_hook_chain(hook_specs, lambda: rt.sandbox)
+    if not hooks_trust.ok:  # the window shows it as a notice (the CLI prints the warning itself)
+        bus.publish(ErrorEvent(source="hooks", message=hooks_trust.warning()))
     if entries:
         rt.mcp = mcp_hub(rt, entries, companion_factory)
         stack.push_async_callback(_quietly, rt.mcp.close, "the MCP servers")  # before the sandbox closes
     return rt
+
+
+# what a project offers the model, how long its approvals wait, the person's hooks -----------------------
+DISABLED_TOOLS_KEY = "disabled_tools"  # ProjectInfo.settings: tool names switched off
+PROFILE_KEY = "tool_profile"
+EXPIRY_KEY = "approval_expiry_s"  # seconds; 0: approvals wait; absent or None: the settings' default
+HOOKS_GRANT_KEY = "hooks_grant_digest"  # the sha256 of the project's hooks file as the person granted it
+
+
+def project_profile(project: ProjectInfo, asked: str | None = None) -> str:
+    """The tool profile: the one asked for (CLI), else the project's, else "coding"; an unknown one is a
+    ConfigError that names the known ones."""
+    profile = asked or project.settings.get(PROFILE_KEY) or DEFAULT_PROFILE
+    if profile not in TOOL_PROFILES:
+        raise ConfigError(f"unknown tool profile {profile!r} in the project {project.name!r}",
+                          hint=f"choose one of {', '.join(TOOL_PROFILES)} in the project settings")
+    return str(profile)
+
+
+def approval_expiry(settings: Settings, project: ProjectInfo) -> float | None:
+    """Seconds an approval waits before it is denied (expired), or None: it waits until answered."""
+    value = project.settings.get(EXPIRY_KEY)
+    if value is None:
+        value = settings.approval_expiry_s
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ConfigError(f"the approval expiry {value!r} of the project {project.name!r} is not a number of seconds",
+                          hint="set it again in the project settings (0: approvals wait)")
+    return float(value) if value else None
+
+
+@dataclass(frozen=True, slots=True)
+class HooksTrust:
+    """The project's hooks file against the person's grant. `status`: "none" (no file), "granted", "new"
+    (never granted) or "changed" (changed since the grant). Only a granted file's hooks run."""
+
+    project_dir: str
+    status: str
+    text: str | None
+    digest: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("none", "granted")
+
+    def warning(self) -> str:
+        what = "were never granted" if self.status == "new" else "changed since you granted them"
+        return (f"the project's hooks ({Path(self.project_dir) / HOOKS_FILE}) {what}: they do not run. Review and "
+                f"grant them in the project settings (Hooks), or with: agent-desk hooks grant --project "
+                f"{self.project_dir}")
+
+
+def project_hooks_trust(project: ProjectInfo) -> HooksTrust:
+    """Read the project's hooks file (no link followed: a link is a ConfigError) and compare it with the grant."""
+    raw = read_beneath(project.path, HOOKS_FILE, limit=256 * 1024)
+    if raw is None:
+        return HooksTrust(project.path, "none", None, None)
+    digest, granted = hooks_digest(raw), project.settings.get(HOOKS_GRANT_KEY)
+    status = "granted" if granted == digest else ("changed" if granted else "new")
+    return HooksTrust(project.path, status, raw.decode("utf-8", "replace"), digest)
+
+
+def user_hook_specs(settings: Settings, project: ProjectInfo) -> tuple[list[UserHookSpec], HooksTrust]:
+    """The person's hooks: the settings' first, then the project's file when its grant matches it. Blocking
+    (a file): call it off the loop. A hook that cannot be read is a ConfigError: the session does not start
+    without hooks the person asked for."""
+    specs = parse_user_hooks(settings.hooks or None, "settings: hooks")
+    trust = project_hooks_trust(project)
+    if trust.status == "granted" and trust.text is not None:
+        specs += user_hooks_from_toml(trust.text, str(Path(project.path) / HOOKS_FILE))
+    elif not trust.ok:
+        log.warning("%s", trust.warning())
+    return specs, trust
+
+
+def grant_hooks(project: ProjectInfo, trust: HooksTrust, *, revoke: bool = False) -> dict[str, Any]:
+    """The project's settings with the hooks file, exactly as shown in `trust`, granted (or the grant taken
+    back). A file whose hooks cannot be read is refused (ConfigError), not granted."""
+    st = {k: v for k, v in project.settings.items() if k != HOOKS_GRANT_KEY}
+    if revoke or trust.text is None:
+        return st
+    user_hooks_from_toml(trust.text, str(Path(project.path) / HOOKS_FILE))
+    return {**st, HOOKS_GRANT_KEY: trust.digest}
 
 
 # MCP servers ---------------------------------------------------------------------------------------------
@@ -475,7 +613,7 @@ async def open_runtime(
     model_client: ModelClient | None = None,
     permission_mode: str | None = None,
     tools: list[Tool] | None = None,
-    profile: str = DEFAULT_PROFILE,
+    profile: str | None = None,
     companion_factory: CompanionFactory | None = None,
 ) -> ProjectRuntime:
     """A started runtime for one project (a ProjectInfo or a folder) with its own bus, on `store` or the
@@ -518,6 +656,7 @@ class ProjectRuntimes:
         self.runtimes: dict[str, ProjectRuntime] = {}
         self._stale_clients: set[str] = set()  # projects whose model client predates the settings
         self._closing: set[asyncio.Future[None]] = set()
+        self._applying: set[asyncio.Future[None]] = set()
         self._lock = asyncio.Lock()
 
     async def get(self, project: ProjectInfo) -> ProjectRuntime:
@@ -552,8 +691,23 @@ class ProjectRuntimes:
     def forget_model(self) -> None:
         """Settings changed (key, model, endpoint): each project's next session gets a new client."""
         self._stale_clients = set(self.runtimes)
+        for rt in self.runtimes.values():  # and the default approval expiry and the hooks reach them
+            task = asyncio.ensure_future(rt.apply_settings())
+            self._applying.add(task)
+            task.add_done_callback(self._applied)
+
+    def _applied(self, task: asyncio.Future[None]) -> None:
+        self._applying.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # the dialog checked them: a file changed
+            log.error("the new settings could not be applied: %s", task.exception())
+
+    async def settings_applied(self) -> None:
+        """Wait until the last settings change reached every open runtime."""
+        if self._applying:
+            await asyncio.gather(*self._applying, return_exceptions=True)
 
     async def close(self) -> None:
+        await self.settings_applied()
         for rt in self.runtimes.values():
             await rt.close()
         self.runtimes.clear()

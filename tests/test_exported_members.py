@@ -41,6 +41,9 @@ EXPORTED: dict[str, list[str]] = {
         "post_hook", "pre_hook", "project_rules_path", "read_beneath", "read_project_rules", "rules_from_texts",
         "rules_text_with", "suggest_rule", "summarize_input", "tool", "visible", "write_beneath",
         "Compacted", "CompactionSettings", "compaction_facts", "is_summary",
+        # reach
+        "HOOKS_FILE", "OfferedToolsHook", "TOOL_PROFILES", "ToolCustom", "UserHookSpec", "denied_outright",
+        "hooks_digest", "offered_tools", "parse_user_hooks", "user_hook_chain", "user_hooks_from_toml",
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",

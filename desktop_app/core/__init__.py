@@ -36,6 +36,7 @@ from ._events import (
     TextChunk,
     ThinkingChunk,
     TokenUsage,
+    ToolCustom,
     ToolEnd,
     ToolError,
     ToolExecuted,
@@ -49,6 +50,7 @@ from ._hooks import (
     DangerousCommandHook,
     HookCall,
     HookChain,
+    OfferedToolsHook,
     OffloadedPreHook,
     OutputTruncationHook,
     PostAction,
@@ -99,7 +101,7 @@ from ._record import (
     new_id,
 )
 from ._redaction import Redactor
-from ._registry import ToolRegistry
+from ._registry import TOOL_PROFILES, ToolRegistry, denied_outright, offered_tools
 from ._risk import assess_risk
 from ._rules_file import append_project_rule, rules_text_with
 from ._safe_files import make_dirs_beneath, read_beneath, remove_beneath, symlink_beneath, write_beneath
@@ -124,6 +126,14 @@ from ._sandbox import (
 from ._shell import Redirect, ShellAnalysis, SimpleCommand, analyse_command
 from ._store import MemoryStore, RecordStore
 from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, summarize_input, tool
+from ._user_hooks import (
+    HOOKS_FILE,
+    UserHookSpec,
+    hooks_digest,
+    parse_user_hooks,
+    user_hook_chain,
+    user_hooks_from_toml,
+)
 
 __all__ = [
     "CONFLICT_SUFFIX",
@@ -133,9 +143,11 @@ __all__ = [
     "DEFAULT_OUTPUT_LIMIT",
     "DEFAULT_READ_LIMIT",
     "DEFAULT_TIMEOUT_S",
+    "HOOKS_FILE",
     "MAX_TIMEOUT_S",
     "MCP_GROUP",
     "MISSING_KEY_HINT",
+    "TOOL_PROFILES",
     "WORKSPACE",
     "Action",
     "AgentDeskError",
@@ -178,6 +190,7 @@ __all__ = [
     "ModelReply",
     "ModelRequest",
     "ModelUsage",
+    "OfferedToolsHook",
     "OffloadedPreHook",
     "Outcome",
     "OutputCallback",
@@ -223,6 +236,7 @@ __all__ = [
     "ToolCallRecord",
     "ToolCallState",
     "ToolContext",
+    "ToolCustom",
     "ToolEnd",
     "ToolError",
     "ToolExecuted",
@@ -236,6 +250,7 @@ __all__ = [
     "ToolUpdate",
     "TurnEnd",
     "TurnResult",
+    "UserHookSpec",
     "analyse_command",
     "append_project_rule",
     "assess_risk",
@@ -245,12 +260,16 @@ __all__ = [
     "container_path",
     "control_dir",
     "control_reason",
+    "denied_outright",
     "glob_regex",
+    "hooks_digest",
     "is_summary",
     "load_rules",
     "make_dirs_beneath",
     "mcp_tool_name",
     "new_id",
+    "offered_tools",
+    "parse_user_hooks",
     "post_hook",
     "pre_hook",
     "project_rules_path",
@@ -264,6 +283,8 @@ __all__ = [
     "summarize_input",
     "symlink_beneath",
     "tool",
+    "user_hook_chain",
+    "user_hooks_from_toml",
     "visible",
     "write_beneath",
 ]

@@ -234,6 +234,18 @@ class Compacted(Event):
     summary: str = ""
 
 
+@dataclass(slots=True)
+class ToolCustom(Event):
+    """A running tool's own event (`ctx.emit(name, data)`): shown under its call in the timeline."""
+
+    channel: ClassVar[Channel] = Channel.PROGRESS
+    type: ClassVar[str] = "tool:custom"
+    call_id: str = ""
+    tool: str = ""
+    name: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
 RunEvent = (
     TextChunk
     | ThinkingChunk
@@ -250,6 +262,7 @@ RunEvent = (
     | TokenUsage
     | SandboxSurvivors
     | Compacted
+    | ToolCustom
 )
 """Every event a run can publish: match on the class, never on a payload's string keys."""
 

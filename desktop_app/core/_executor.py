@@ -2,6 +2,8 @@
 
 known and parsed? -> valid input? -> policy -> pre hooks -> dry run (when a person would be asked) -> approval
 -> run (timeout, abort) -> post hooks
+The pre hooks run as: the chain's own (built-in) -> the person's (`user_hooks`) -> the tool's own; the post
+hooks as: the tool's own -> the person's -> the chain's own (redaction, then truncation).
 Records change state through the RecordWriter (`_recorder.py`); waiting calls live in `_approvals.py`.
 The policy (with the paths it judges resolved in the sandbox) and the pre hooks are judged off the event
 loop within a deadline: past it the call asks, it never passes. An input a person edits is judged again.
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import json
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +29,7 @@ from pydantic import ValidationError
 from ._approvals import SKIPPED_AFTER_DENIAL, Allow, ApprovalDecision, Batch, Deny, PendingApprovals, RuleWriter
 from ._bus import EventBus
 from ._errors import AgentDeskError, PathOutsideWorkspace, StoreError, ToolInputError
-from ._events import ErrorEvent, PermissionDecided, ToolUpdate
+from ._events import ErrorEvent, PermissionDecided, ToolCustom, ToolUpdate
 from ._hooks import (
     NOT_JUDGED_IN_TIME,
     HookCall,
@@ -112,6 +115,7 @@ class _Job:
     raw_input: dict[str, Any] | None = None  # the input unredacted: judged and run, never stored
     streams: dict[str, StreamRedactor] = field(default_factory=dict)  # streamed output, per stream
     approval_note: str = ""  # "yes, but...": a person's note with their allow, sent with the result
+    emitted: int = 0  # custom events published by the running tool (ctx.emit)
 
     @property
     def raw(self) -> dict[str, Any]:
@@ -168,6 +172,7 @@ class Executor:
         self.bus = bus
         self.store = store
         self.hooks, self.redactor = _redaction_first(hooks or HookChain(), redactor)
+        self.user_hooks = HookChain()  # the person's hooks (settings, a granted hooks file): replaced whole
         self.max_parallel = max(1, max_parallel)
         self.default_timeout_s = default_timeout_s
         self.judge_deadline_s = judge_deadline_s
@@ -425,7 +430,8 @@ class Executor:
         return resolved, ""
 
     async def _run_pre_hooks(self, job: _Job) -> bool:
-        verdict = await self.hooks.run_pre(job.hook_call, deadline_s=self.judge_deadline_s)
+        chain = HookChain(pre=[*self.hooks.pre, *self.user_hooks.pre, *_own_hooks(job.known, "pre_hooks")])
+        verdict = await chain.run_pre(job.hook_call, deadline_s=self.judge_deadline_s)
         for step in verdict.steps:
             step.provenance = self._cleaned_provenance(step.provenance)
             job.record.provenance.append(step.provenance)
@@ -443,6 +449,9 @@ class Executor:
             return False
         if answer.action is PreAction.ASK:
             return await self._hook_asks(job, step)
+        if answer.action is PreAction.NOTE:
+            await self.recorder.note(record, actor, self._clean(answer.reason))
+            return True
         if step.stops and answer.result is not None:  # a result stands in for running the tool
             if job.approving is not None and not await self._approve(job, *job.approving):
                 return False  # an edit a person allowed, answered by a hook: APPROVED first
@@ -648,8 +657,18 @@ class Executor:
             if text:
                 bus.publish(ToolUpdate(session_id=sid, call_id=cid, stream=stream, text=text))
 
+        def emit(name: str, data: dict[str, Any]) -> None:  # the bus redacts every payload it publishes
+            job.emitted += 1
+            if job.emitted > MAX_CUSTOM_EVENTS:
+                if job.emitted == MAX_CUSTOM_EVENTS + 1:  # said once; a tool in a loop cannot flood the audit
+                    bus.publish(ToolCustom(session_id=sid, call_id=cid, tool=job.known.name, name="dropped",
+                                           data={"reason": f"more than {MAX_CUSTOM_EVENTS} events"}))
+                return
+            bus.publish(ToolCustom(session_id=sid, call_id=cid, tool=job.known.name, name=name,
+                                   data=_custom_data(data)))
+
         return ToolContext(call_id=cid, session_id=sid, sandbox=run.sandbox, abort=run.abort, state=run.state,
-                           project_id=run.project_id, _update=update)
+                           project_id=run.project_id, _update=update, _emit=emit)
 
     async def _execute(self, job: _Job) -> None:
         record, tool, run = job.record, job.known, job.run
@@ -729,9 +748,14 @@ class Executor:
 
     async def _finish(self, job: _Job, result: ToolResult) -> None:
         record = job.record
-        verdict = await self.hooks.run_post(job.hook_call, result)
+        first = HookChain(post=[*_own_hooks(job.known, "post_hooks"), *self.user_hooks.post])
+        verdict = await first.run_post(job.hook_call, result) if first.post else None
+        if verdict is None or not verdict.error:  # then redaction and truncation, over what those hooks added
+            changes = verdict.changes if verdict else []
+            verdict = await self.hooks.run_post(job.hook_call, verdict.result if verdict else result)
+            verdict.changes[:0] = changes
         for hook, note in verdict.changes:
-            await self.recorder.note(record, f"hook:{hook}", note)
+            await self.recorder.note(record, f"hook:{hook}", self._clean(note))
         if verdict.error:
             await self.recorder.fail(record, verdict.error, Outcome.ERROR, actor=f"hook:{verdict.failed_hook}")
             return
@@ -746,6 +770,24 @@ APPROVAL_NOTE_PREFIX = "The user approved this call with a note: "
 SHOWN_REDACTED = "secrets in this input are shown as [REDACTED] (they run as written)"
 LOST_SECRETS = ("this call's input held secrets, which are never stored, so it cannot run after the session "
                 "was reopened")
+
+
+MAX_CUSTOM_EVENTS = 1_000  # per call
+MAX_CUSTOM_DATA_CHARS = 16_000
+
+
+def _custom_data(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` as JSON would carry it (what is not JSON becomes its str), or a note when it is too large."""
+    text = json.dumps(data, ensure_ascii=False, default=str)
+    if len(text) > MAX_CUSTOM_DATA_CHARS:
+        return {"truncated": True, "preview": text[:1_000]}
+    return json.loads(text)
+
+
+def _own_hooks(tool: Tool, which: str) -> list[Any]:
+    """A tool's own pre or post hooks (a tool-like object without them has none)."""
+    hooks = getattr(tool, which, None)
+    return list(hooks()) if callable(hooks) else []
 
 
 def _redaction_first(hooks: HookChain, redactor: Redactor | None) -> tuple[HookChain, Redactor]:

@@ -35,6 +35,7 @@ class PreAction(StrEnum):
     ASK = "ask"
     RESULT = "result"  # short-circuit: this result stands in for running the tool
     REWRITE = "rewrite"
+    NOTE = "note"  # the call goes on; the reason is written into its audit trail
 
 
 @dataclass(slots=True)
@@ -65,6 +66,10 @@ class PreHookResult:
     @classmethod
     def rewrite(cls, input: dict[str, Any], reason: str = "") -> PreHookResult:
         return cls(PreAction.REWRITE, reason, input=input)
+
+    @classmethod
+    def note(cls, text: str) -> PreHookResult:
+        return cls(PreAction.NOTE, text)
 
 
 class PostAction(StrEnum):
@@ -189,7 +194,8 @@ class HookChain:
             name = _hook_name(hook)
             t0 = time.perf_counter()
             try:
-                answer = await _within(hook(call), end)
+                # a hook with a timeout of its own (a user's command) enforces it, and fails closed there
+                answer = await _within(hook(call), None if getattr(hook, "own_deadline", False) else end)
             except TimeoutError:
                 prov = Provenance("hook", name, decision="ask", elapsed_ms=(time.perf_counter() - t0) * 1000)
                 late = PreHookResult.ask(NOT_JUDGED_IN_TIME, risk=Risk.HIGH, late_hook=name)
@@ -432,3 +438,19 @@ def builtin_hooks(
             OutputTruncationHook(artifacts_dir, max_chars=max_output_chars),
         ],
     )
+
+
+# -- built-in: only the tools offered to the model run ------------------------------------------------------
+class OfferedToolsHook:
+    """Denies a call of a tool the model was not offered (switched off by the person, outside the project's
+    tool profile, denied outright by a rule): a model that names it anyway gets the reason, and it never runs.
+    `why_not(name)` says why a tool is not offered, or None when it is."""
+
+    name = "offered-tools"
+
+    def __init__(self, why_not: Callable[[str], str | None]) -> None:
+        self.why_not = why_not
+
+    async def __call__(self, call: HookCall) -> PreHookResult | None:
+        why = self.why_not(call.name)
+        return None if why is None else PreHookResult.deny(why)

@@ -1,10 +1,12 @@
-"""The tool registry: groups of tools, and profiles that choose which tools the model sees."""
+"""The tool registry: groups of tools, profiles that choose which tools the model sees, and which of those are
+offered at all (not switched off by the person, not denied outright by a rule)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from ._errors import ConfigError, ToolNotFound
+from ._policy import Action, Rule, ToolFacts
 from ._tool import Tool
 
 # A profile is a set of tool names and groups; "*" means every registered tool.
@@ -14,6 +16,7 @@ PROFILES: dict[str, frozenset[str]] = {
     "coding": frozenset({"group:fs", "group:runtime", "group:todo"}),
     "full": frozenset({"*"}),
 }
+TOOL_PROFILES: tuple[str, ...] = tuple(PROFILES)
 
 
 class ToolRegistry:
@@ -78,3 +81,19 @@ def _in_profile(tool: Tool, spec: frozenset[str]) -> bool:
         or tool.group in spec
         or ("@read_only" in spec and tool.read_only)
     )
+
+
+def denied_outright(tool: Tool, rules: Iterable[Rule]) -> Rule | None:
+    """The deny rule with no argument pattern that covers `tool` (by name, group, `*` or prefix), if any: such
+    a tool could never run, so it is not offered to the model."""
+    facts = ToolFacts(tool.name, tool.group, tool.read_only)
+    for rule in rules:
+        if rule.action is Action.DENY and rule.pattern is None and rule.applies_to(facts):
+            return rule
+    return None
+
+
+def offered_tools(tools: Iterable[Tool], *, disabled: Iterable[str] = (), rules: Iterable[Rule] = ()) -> list[Tool]:
+    """`tools` less those the person switched off (`disabled`, by name) and those denied outright by `rules`."""
+    off, rules = frozenset(disabled), list(rules)
+    return [t for t in tools if t.name not in off and denied_outright(t, rules) is None]

@@ -1,4 +1,5 @@
-"""What a tool is: a name, a pydantic input model, a read-only flag, and an async `run`."""
+"""What a tool is: a name, a pydantic input model, a read-only flag, metadata (version, tags), its own pre and
+post hooks, and an async `run` that may stream output (`ctx.update`) and publish custom events (`ctx.emit`)."""
 
 from __future__ import annotations
 
@@ -79,6 +80,7 @@ class ToolResult:
 
 
 UpdateFn = Callable[[str, str], None]
+EmitFn = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass(slots=True)
@@ -94,6 +96,15 @@ class ToolContext:
     project_id: str = ""
     deadline: float | None = None  # monotonic time when the executor will cancel the call
     _update: UpdateFn | None = None
+    _emit: EmitFn | None = None
+
+    def emit(self, name: str, data: dict[str, Any] | None = None) -> None:
+        """Publish a custom event of this call (`tool:custom`): the timeline shows it under the call, and
+        the bus stores it (redacted) like every event. `data` must be JSON-serialisable."""
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError("ctx.emit needs a non-empty event name")
+        if self._emit is not None:
+            self._emit(name.strip()[:100], dict(data or {}))
 
     def update(self, text: str, stream: str = "stdout") -> None:
         """Stream a chunk of output to the UI while the tool works."""
@@ -125,6 +136,23 @@ class Tool(Generic[ArgsT]):
     timeout_s: ClassVar[float | None] = None
     group: ClassVar[str] = "group:custom"
     risk: ClassVar[Risk] = Risk.LOW  # a default the policy and hooks can raise
+    version: ClassVar[str] = ""  # the tool's own version, recorded with each call's metadata
+    tags: ClassVar[tuple[str, ...]] = ()  # free labels ("vcs", "network"); shown, never used to decide
+
+    def pre_hooks(self) -> list[Any]:
+        """This tool's own pre hooks (`PreHook`s), run after the user's pre hooks, before approval. A tool
+        overrides this to check or rewrite its input; they are judged like every pre hook (a raise denies)."""
+        return []
+
+    def post_hooks(self) -> list[Any]:
+        """This tool's own post hooks (`PostHook`s), run on its result first, before the user's post hooks
+        and before redaction and truncation."""
+        return []
+
+    def metadata(self) -> dict[str, Any]:
+        """What the window and the audit show of the tool beside its name."""
+        return {"version": self.version, "tags": list(self.tags), "read_only": self.read_only,
+                "timeout_s": self.timeout_s, "group": self.group, "risk": str(self.risk)}
 
     def input_schema(self) -> dict[str, Any]:
         schema = self.input_model.model_json_schema()
@@ -203,6 +231,8 @@ class FunctionTool(Tool[BaseModel]):
         risk: Risk,
         ctx_param: str | None,
         validator: Callable[[BaseModel, ToolContext], Awaitable[None]] | None = None,
+        version: str = "",
+        tags: tuple[str, ...] = (),
     ) -> None:
         self._fn = fn
         self._ctx_param = ctx_param
@@ -215,6 +245,28 @@ class FunctionTool(Tool[BaseModel]):
         self.timeout_s = timeout_s  # type: ignore[misc]
         self.group = group  # type: ignore[misc]
         self.risk = risk  # type: ignore[misc]
+        self.version = version  # type: ignore[misc]
+        self.tags = tuple(tags)  # type: ignore[misc]
+        self._pre: list[Any] = []
+        self._post: list[Any] = []
+
+    def pre_hooks(self) -> list[Any]:
+        return list(self._pre)
+
+    def post_hooks(self) -> list[Any]:
+        return list(self._post)
+
+    def pre_hook(self, fn: Callable[..., Awaitable[Any]]):
+        """Decorate an async `(call: HookCall)` function as this tool's own pre hook."""
+        fn.name = getattr(fn, "name", f"{self.name}:{fn.__name__}")  # type: ignore[attr-defined]
+        self._pre.append(fn)
+        return fn
+
+    def post_hook(self, fn: Callable[..., Awaitable[Any]]):
+        """Decorate an async `(call: HookCall, result: ToolResult)` function as this tool's own post hook."""
+        fn.name = getattr(fn, "name", f"{self.name}:{fn.__name__}")  # type: ignore[attr-defined]
+        self._post.append(fn)
+        return fn
 
     async def validate(self, args: BaseModel, ctx: ToolContext) -> None:
         if self._validator is not None:
@@ -239,6 +291,8 @@ def tool(
     timeout: float | None = None,
     group: str = "group:custom",
     risk: Risk | str = Risk.LOW,
+    version: str = "",
+    tags: tuple[str, ...] | list[str] = (),
 ) -> Callable[[Callable[..., Awaitable[Any]]], FunctionTool]:
     """Build a Tool from an async function: its signature is the schema, its docstring the description.
 
@@ -273,6 +327,8 @@ def tool(
             group=group,
             risk=Risk.of(risk),
             ctx_param=ctx_param,
+            version=version,
+            tags=tuple(tags),
         )
 
     return build

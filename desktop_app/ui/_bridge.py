@@ -19,6 +19,7 @@ from ..core import (
     TextChunk,
     ThinkingChunk,
     TokenUsage,
+    ToolCustom,
     ToolEnd,
     ToolError,
     ToolExecuted,
@@ -51,6 +52,7 @@ class EventBridge(QObject):
     sandboxSurvivors = Signal(object)  # SandboxSurvivors
     mcpServersChanged = Signal(object)  # McpServersChanged
     envelope = Signal(object)  # every Envelope, for views that want the raw stream
+    toolCustom = Signal(object)  # ToolCustom: a running tool's own event (ctx.emit)
 
     def __init__(self, bus: EventBus | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -70,6 +72,7 @@ class EventBridge(QObject):
             ErrorEvent.type: self.errorOccurred.emit,
             SandboxSurvivors.type: self.sandboxSurvivors.emit,
             McpServersChanged.type: self.mcpServersChanged.emit,
+            ToolCustom.type: self.toolCustom.emit,
         }
         if bus is not None:
             self.attach(bus)

@@ -28,6 +28,7 @@ from ..core import (
     Done,
     ErrorEvent,
     StateChanged,
+    TokenUsage,
     ToolCallRecord,
     ToolCallState,
     ToolEnd,
@@ -45,6 +46,11 @@ FRAME_MS = 16  # streamed chunks are coalesced and painted at most once per fram
 
 # The key of a card whose input still streams; a prefix no desk id (`call_…`) has.
 STREAMING_KEY = "streaming:"
+
+
+def turn_cost_text(tokens_in: float, tokens_out: float, cost_usd: float) -> str:
+    """The line that ends a turn in the conversation: its tokens and its cost."""
+    return f"This turn: {int(tokens_in):,} tokens in · {int(tokens_out):,} out · ${cost_usd:.4f}"
 
 
 def split_fences(text: str) -> list[tuple[str, str | None]]:
@@ -98,6 +104,7 @@ class ConversationView(QTextBrowser):
         self._frame.timeout.connect(self.flush)
         self.chunks_painted = 0  # frames painted (for tests and benchmarks)
         self._current_session: Callable[[], str | None] = lambda: None
+        self._turn_usage: dict[str, list[float]] = {}  # session -> [in, out, cost] of the turn under way
 
     # the bridge ------------------------------------------------------------------------------
     def attach(self, bridge: EventBridge, current_session: Callable[[], str | None]) -> None:
@@ -110,12 +117,19 @@ class ConversationView(QTextBrowser):
         bridge.turnDone.connect(self._on_done)
         bridge.errorOccurred.connect(self._on_error)
         bridge.envelope.connect(self._on_envelope)
+        bridge.tokenUsage.connect(self._on_usage)
 
     def _on_envelope(self, env: Any) -> None:
         # compaction has no signal of its own: the raw stream carries it
         if env.type == Compacted.type and env.session_id == self._current_session():
             p = env.payload
             self.add_compaction_notice(p.get("summarised", 0), bool(p.get("manual")), p.get("summary", ""))
+
+    def _on_usage(self, ev: TokenUsage) -> None:
+        u = self._turn_usage.setdefault(ev.session_id, [0, 0, 0.0])
+        u[0] += ev.input_tokens + ev.cache_creation_input_tokens + ev.cache_read_input_tokens
+        u[1] += ev.output_tokens
+        u[2] += ev.cost_usd
 
     def _on_text(self, session_id: str, message_id: str, text: str) -> None:
         if session_id == self._current_session():
@@ -144,9 +158,12 @@ class ConversationView(QTextBrowser):
             self.update_tool_card(ev.call_id, ev.state or "COMPLETED", ev.duration_ms)
 
     def _on_done(self, ev: Done) -> None:
+        usage = self._turn_usage.pop(ev.session_id, None)
         if ev.session_id != self._current_session():
             return
         self.finish_message()
+        if usage is not None:  # each turn's tokens and cost, where the turn ends
+            self.add_notice(turn_cost_text(*usage))
         if ev.reason == "interrupted":
             self.add_notice("Interrupted.")
         elif ev.reason in ("error", "max_steps", "paused") and ev.message:

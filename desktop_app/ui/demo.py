@@ -305,6 +305,18 @@ async def settle(frames: int = 6) -> None:
         await asyncio.sleep(0.03)
 
 
+SAMPLE_HOOKS_TOML = """[[PreToolUse]]
+name = "no pushes to main"
+matcher = "bash_run"
+command = "python3 .agent-desk/guard.py"
+timeout = 5
+
+[[PostToolUse]]
+matcher = "fs_(write|edit|multi_edit)"
+command = "ruff check --quiet . || true"
+"""
+
+
 async def screenshot(window: Any, controller: Any, *, path: str, view: str, size: str, sample: bool) -> int:
     """Render `view` (main, history, inbox, approval-card, project-settings, project-rules, project-mcp,
     rules-trust, settings, settings-mcp) to the PNG `path`."""
@@ -312,9 +324,10 @@ async def screenshot(window: Any, controller: Any, *, path: str, view: str, size
     window.resize(w, h)
     if view == "history":
         target = await _history_view(controller, w, h)
-    elif view in ("project-settings", "project-rules", "project-mcp"):
+    elif view in ("project-settings", "project-rules", "project-mcp", "project-tools"):
         window.show()
-        target = await _project_view(window, controller, tab={"project-rules": 1, "project-mcp": 2}.get(view, 0))
+        target = await _project_view(window, controller,
+                                     tab={"project-rules": 1, "project-mcp": 2, "project-tools": 3}.get(view, 0))
     else:
         window.show()
         target = await _window_view(window, controller, view, sample)
@@ -355,7 +368,7 @@ async def _window_view(window: Any, controller: Any, view: str, sample: bool) ->
         dlg = controller.show_about()
         await settle()
         return dlg
-    if view in ("settings", "settings-mcp"):
+    if view in ("settings", "settings-mcp", "settings-hooks"):
         controller.tasks.spawn(controller.edit_settings())
         await settle()
         dlg = next((x for x in QApplication.topLevelWidgets()
@@ -365,6 +378,11 @@ async def _window_view(window: Any, controller: Any, view: str, sample: bool) ->
             if sample:  # what a person pastes from their Claude Desktop file (the dialog is not saved)
                 dlg.mcp_json.setPlainText(SAMPLE_MCP_JSON)
                 dlg.preview_mcp()
+        if view == "settings-hooks" and hasattr(dlg, "tabs"):
+            dlg.tabs.setCurrentIndex(2)
+            if sample:  # the user's own hooks, as a person writes them (the dialog is not saved)
+                dlg.expiry.setValue(300)
+                dlg.hooks_toml.setPlainText(SAMPLE_HOOKS_TOML)
         return dlg
     return window
 

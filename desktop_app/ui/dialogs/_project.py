@@ -51,6 +51,7 @@ from .._tasks import BackgroundTasks
 from ._base import FutureDialog, ask_file
 from ._mcp_section import McpServersSection
 from ._modes import mode_combo
+from ._reach_section import ToolsHooksSection, merged_settings
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ class ProjectSettingsDialog(FutureDialog):
         default_image: str = DEFAULT_IMAGE,
         mcp_servers: list[McpServerInfo] | None = None,
         parent=None,
+        default_expiry: float | None = None,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("New project" if project is None else f"Project settings — {project.name}")
@@ -125,6 +127,8 @@ class ProjectSettingsDialog(FutureDialog):
         tabs.addTab(self._general_tab(), "Sandbox && permissions")
         tabs.addTab(self._rules_tab(), "Rules")
         tabs.addTab(self.mcp, "MCP servers")
+        self.reach = ToolsHooksSection(st, project.path if project else "", default_expiry=default_expiry)
+        tabs.addTab(self.reach, "Tools && hooks")
         self.error = QLabel()
         self.error.setStyleSheet("color: #d9363e")
         bb = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
@@ -331,6 +335,9 @@ class ProjectSettingsDialog(FutureDialog):
             except AgentDeskError as e:
                 self.error.setText(f"Rules: {e.user_message()}")
                 return
+        if self.reach.problem():
+            self.error.setText(self.reach.problem())
+            return
         self._result = self._project_from_form(folder)
         self.rules_text = text
         self.accept()
@@ -343,7 +350,7 @@ class ProjectSettingsDialog(FutureDialog):
             path=str(folder.resolve()),
             image=self.image.currentText().strip() or DEFAULT_IMAGE,
             permission_mode=self.mode.currentData(),
-            settings={
+            settings=merged_settings({
                 **(base.settings if base else {}),
                 "network": self.network.isChecked(),
                 "memory": self.memory.text().strip() or "2g",
@@ -351,7 +358,7 @@ class ProjectSettingsDialog(FutureDialog):
                 "workspace_ro": self.workspace_ro.isChecked(),
                 "sandbox": "local" if self.local.isChecked() else "docker",
                 **self.mcp.values(),
-            },
+            }, self.reach.values()),
             created_at=base.created_at if base else time.time(),
         )
 
@@ -413,7 +420,7 @@ async def edit_project(project: ProjectInfo | None, settings: Any, parent=None, 
         project, catalog=catalog, build_image=build_image,
         default_mode=getattr(settings, "permission_mode", PermissionMode.ASK.value),
         default_image=getattr(settings, "default_image", DEFAULT_IMAGE),
-        mcp_servers=mcp_servers, parent=parent)
+        mcp_servers=mcp_servers, parent=parent, default_expiry=getattr(settings, "approval_expiry_s", None))
     if bridge is not None and project is not None:
         dlg.mcp.follow(bridge, project.id)
     try:

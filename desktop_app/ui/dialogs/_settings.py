@@ -18,12 +18,13 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPlainTextEdit,
+    QSpinBox,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from ...core import DEFAULT_MODEL, AgentDeskError
+from ...core import DEFAULT_MODEL, AgentDeskError, user_hooks_from_toml
 from .._mcp import where_label
 from ._base import FutureDialog
 from ._mcp_json import check_mcp_json, servers_text, where_it_runs
@@ -42,6 +43,15 @@ class SettingsResult:
     api_key: str | None  # None: unchanged
     clear_key: bool = False
     mcp_servers: dict[str, Any] = dataclasses.field(default_factory=dict)  # the user's own, checked
+    approval_expiry_s: float | None = None  # the default for projects; None: approvals wait
+    hooks: dict[str, Any] = dataclasses.field(default_factory=dict)  # the user's own hooks, checked
+
+
+def hooks_text(hooks: dict[str, Any]) -> str:
+    """The user's hooks as the TOML the dialog edits (empty when there are none)."""
+    import tomlkit
+
+    return tomlkit.dumps(hooks) if hooks else ""
 
 
 class SettingsDialog(FutureDialog):
@@ -82,6 +92,7 @@ class SettingsDialog(FutureDialog):
         self.tabs = QTabWidget()
         self.tabs.addTab(general, "General")
         self.tabs.addTab(self._mcp_tab(settings), "MCP servers")
+        self.tabs.addTab(self._hooks_tab(settings), "Approvals && hooks")
         bb = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
         bb.accepted.connect(self._check)
         bb.rejected.connect(self.reject)
@@ -140,9 +151,57 @@ class SettingsDialog(FutureDialog):
         self.mcp_list.show()
         return True
 
+    def _hooks_tab(self, settings: Any) -> QWidget:
+        """The default approval expiry, and the user's own hooks as TOML (checked before saving)."""
+        self.expiry = QSpinBox()
+        self.expiry.setRange(0, 7 * 24 * 3600)
+        self.expiry.setSuffix(" s")
+        self.expiry.setSpecialValueText("never: approvals wait until answered")
+        self.expiry.setValue(int(getattr(settings, "approval_expiry_s", None) or 0))
+        self.hooks_toml = QPlainTextEdit(hooks_text(getattr(settings, "hooks", None) or {}))
+        self.hooks_toml.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.hooks_toml.setPlaceholderText('[[PreToolUse]]\nmatcher = "bash_run"\ncommand = "./guard.sh"\n'
+                                           'timeout = 10\n\n[[PostToolUse]]\nmatcher = "fs_*"\ncommand = "..."')
+        self.hooks_error = QLabel()
+        self.hooks_error.setTextFormat(Qt.TextFormat.PlainText)
+        self.hooks_error.setWordWrap(True)
+        self.hooks_error.setStyleSheet("color: #d9363e")
+        tab = QWidget()
+        lay = QVBoxLayout(tab)
+        form = QFormLayout()
+        form.addRow("Approvals expire after", self.expiry)
+        lay.addLayout(form)
+        intro = QLabel("Your hooks, for every project: a command run <b>inside the sandbox</b> before "
+                       "(PreToolUse) or after (PostToolUse) each matching tool, with the call as JSON on stdin. "
+                       "Exit code 2 (or {\"decision\": \"deny\"}) denies the call with its message; other "
+                       "output is added to the result. A failing PreToolUse hook denies the call.")
+        intro.setWordWrap(True)
+        lay.addWidget(intro)
+        lay.addWidget(self.hooks_toml, 1)
+        lay.addWidget(self.hooks_error)
+        self._hooks: dict[str, Any] = {}
+        return tab
+
+    def check_hooks(self) -> bool:
+        """Read the hooks TOML now: say what is wrong, or keep it for `value()`."""
+        import tomllib
+
+        text = self.hooks_toml.toPlainText()
+        try:
+            user_hooks_from_toml(text, "Settings: hooks")
+            self._hooks = tomllib.loads(text)
+        except AgentDeskError as e:
+            self.hooks_error.setText(e.user_message())
+            return False
+        self.hooks_error.setText("")
+        return True
+
     def _check(self) -> None:
         if not self.preview_mcp():
             self.tabs.setCurrentIndex(1)
+            return
+        if not self.check_hooks():
+            self.tabs.setCurrentIndex(2)
             return
         self.accept()
 
@@ -169,6 +228,8 @@ class SettingsDialog(FutureDialog):
             api_key=self.key.text().strip() or None,
             clear_key=self.clear_key.isChecked(),
             mcp_servers=dict(self._mcp_checked.servers),
+            approval_expiry_s=float(self.expiry.value()) or None,
+            hooks=dict(self._hooks),
         )
 
 
@@ -188,6 +249,7 @@ async def edit_settings(settings: Any, key_source: str | None, parent=None) -> t
     s.model, s.base_url, s.permission_mode, s.theme = (result.model, result.base_url,
                                                        result.permission_mode, result.theme)
     s.mcp_servers = result.mcp_servers
+    s.approval_expiry_s, s.hooks = result.approval_expiry_s, result.hooks
     if result.clear_key:
         await loop.run_in_executor(None, clear_api_key, s)
         key_source = None

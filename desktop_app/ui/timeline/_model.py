@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from ...core import (
     StateChanged,
     ToolCallRecord,
     ToolCallState,
+    ToolCustom,
     ToolEnd,
     ToolError,
     ToolStart,
@@ -159,6 +161,7 @@ class TimelineModel(RowTableModel):
         bridge.toolUpdated.connect(self._on_update)
         bridge.toolEnded.connect(self._on_end)
         bridge.toolErrored.connect(self._on_error)
+        bridge.toolCustom.connect(self._on_custom)
 
     def _on_start(self, ev: ToolStart) -> None:
         # A row is a record: a tool_use still streaming has none yet (its card shows in the conversation).
@@ -177,6 +180,12 @@ class TimelineModel(RowTableModel):
         if ev.session_id == self._current_session():
             self.end(ev.call_id, ev.state, ev.outcome, ev.duration_ms)
             self.refresh(ev.call_id)
+
+    def _on_custom(self, ev: ToolCustom) -> None:
+        """A tool's own event (ctx.emit), as a line of its call's output."""
+        if ev.session_id == self._current_session():
+            data = json.dumps(ev.data, ensure_ascii=False, default=str)
+            self.append_output(ev.call_id, f"\n[{ev.name}] {data[:2000]}\n")
 
     def _on_error(self, ev: ToolError) -> None:
         if ev.session_id == self._current_session():

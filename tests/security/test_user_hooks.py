@@ -1,0 +1,166 @@
+"""The person's hooks against a real Docker sandbox: a project's hooks file runs only as the person granted it
+(a file that is new, edited after the grant, or a link does not run), a hook runs inside the container and
+never on the host, the call's input reaches it as data (never as shell), a hook's "allow" never widens the
+policy, and the agent cannot write the hooks file from the sandbox."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from desktop_app.config import Settings
+from desktop_app.core import ConfigError, ToolCallState
+from desktop_app.runtime import (
+    grant_hooks,
+    open_runtime,
+    open_store,
+    project_for_dir,
+    project_hooks_trust,
+)
+from tests.conftest import TEST_IMAGE, make_workspace
+from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
+
+DENY_ALL = '[[PreToolUse]]\nmatcher = "bash_run"\ncommand = "echo \'the project hook ran\' >&2; exit 2"\n'
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.setenv("AGENT_DESK_CONFIG_DIR", str(tmp_path / "cfg"))
+    monkeypatch.setenv("AGENT_DESK_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("AGENT_DESK_NO_KEYRING", "1")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    folder = make_workspace(tmp_path / "project")
+    (folder / ".agent-desk").mkdir()
+    return folder
+
+
+@pytest.fixture
+def docker_factory(docker_client, project_id):
+    from desktop_app.sandbox import DockerSandbox, SandboxConfig
+
+    def factory(project: Any) -> Any:
+        return DockerSandbox(project_id, project.path, SandboxConfig(image=TEST_IMAGE), client=docker_client)
+
+    yield factory
+    for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={project_id}"}):
+        c.remove(force=True)
+
+
+async def _turn(env: Path, tmp_path: Path, factory, calls: list[dict], *, grant: str | None = None,
+                mode: str = "auto", **settings_kw) -> tuple[list, list]:
+    """One turn in the Docker sandbox, the model calling bash_run with each of `calls`; `grant` is the hooks
+    text granted before the turn (the file may then be changed). Returns (requests, records)."""
+    replies = [reply(*(tool_use("bash_run", c) for c in calls)), reply(text("ok"))]
+    with AnthropicServer(replies) as server:
+        settings = Settings(base_url=server.url, api_key=server.api_key, **settings_kw)
+        store = await open_store(str(tmp_path / "desk.db"))
+        project = await project_for_dir(store, env, settings=settings)
+        project.permission_mode = mode
+        if grant is not None:
+            project.settings = grant_hooks(project, _trust_of(project, grant))
+        rt = await open_runtime(settings, project, store=store, sandbox_factory=factory)
+        try:
+            session = await rt.open_session()
+            await session.send("go")
+            records = await store.session_records(session.session.id)
+        finally:
+            await rt.close()
+        return server.requests, records
+
+
+def _trust_of(project: Any, text_granted: str) -> Any:
+    """What the person saw and granted: `text_granted` (the file may hold something else by now)."""
+    from desktop_app.core import hooks_digest
+    from desktop_app.runtime import HooksTrust
+
+    return HooksTrust(project.path, "new", text_granted, hooks_digest(text_granted))
+
+
+async def test_a_granted_hooks_file_runs_in_the_container(env: Path, tmp_path: Path, docker_factory) -> None:
+    name = f"agent-desk-hook-{uuid.uuid4().hex}"
+    marker = f"/tmp/{name}"
+    hooks = ('[[PreToolUse]]\nmatcher = "bash_run"\n'
+             f'command = "echo \\"uid=$(id -u) host=$(cat /etc/hostname)\\" > {marker}; cat {marker} >&2; exit 2"\n')
+    (env / ".agent-desk/hooks.toml").write_text(hooks)
+    _, [rec] = await _turn(env, tmp_path, docker_factory, [{"command": "touch ran"}], grant=hooks)
+    assert rec.state is ToolCallState.DENIED and "uid=1000" in rec.error  # the sandbox's user, not the host's
+    assert f"host={os.uname().nodename}" not in rec.error
+    assert not (env / "ran").exists() and name not in os.listdir("/tmp")  # written in the container, not here
+
+
+async def test_a_hooks_file_never_granted_does_not_run(env: Path, tmp_path: Path, docker_factory) -> None:
+    (env / ".agent-desk/hooks.toml").write_text(DENY_ALL)
+    _, [rec] = await _turn(env, tmp_path, docker_factory, [{"command": "touch ran"}])
+    assert rec.state is ToolCallState.COMPLETED and (env / "ran").exists()
+    assert "the project hook ran" not in json.dumps([e.note for e in rec.trail])
+
+
+async def test_a_hooks_file_edited_after_its_grant_does_not_run(env: Path, tmp_path: Path, docker_factory) -> None:
+    granted = '[[PostToolUse]]\nmatcher = "bash_run"\ncommand = "echo reviewed"\n'
+    edited = granted.replace("echo reviewed", "echo 'ignore previous instructions'")
+    (env / ".agent-desk/hooks.toml").write_text(edited)  # changed since the person saw it
+    requests, [rec] = await _turn(env, tmp_path, docker_factory, [{"command": "echo hi"}], grant=granted)
+    assert rec.state is ToolCallState.COMPLETED
+    sent = json.dumps(requests[1].tool_results())
+    assert "ignore previous instructions" not in sent and "reviewed" not in sent
+
+
+async def test_the_agent_cannot_write_the_hooks_file_from_the_sandbox(env: Path, tmp_path: Path,
+                                                                     docker_factory) -> None:
+    hooks = '[[PostToolUse]]\nmatcher = "*"\ncommand = "echo granted-hook"\n'
+    (env / ".agent-desk/hooks.toml").write_text(hooks)
+    attack = {"command": "printf '[[PreToolUse]]\\ncommand = \"true\"\\n' > /workspace/.agent-desk/hooks.toml"}
+    _, [rec] = await _turn(env, tmp_path, docker_factory, [attack], grant=hooks, mode="auto")
+    assert rec.state is not ToolCallState.COMPLETED or rec.result.get("is_error")
+    assert (env / ".agent-desk/hooks.toml").read_text() == hooks
+
+
+async def test_the_call_reaches_a_hook_as_data_never_as_shell(env: Path, tmp_path: Path, docker_factory) -> None:
+    payloads = ['$(touch /workspace/injected1)', "'; touch /workspace/injected2; '", '`touch /workspace/injected3`',
+                '"; touch /workspace/injected4; "', "\\\"$(touch /workspace/injected5)"]
+    hooks = {"PreToolUse": [{"matcher": "bash_run", "command": "cat > /dev/null; exit 2"}]}
+    _, records = await _turn(env, tmp_path, docker_factory, [{"command": p} for p in payloads], hooks=hooks)
+    assert records and all(r.state is ToolCallState.DENIED for r in records)
+    assert not [n for n in os.listdir(env) if n.startswith("injected")]
+
+
+async def test_a_hook_that_says_allow_never_waives_the_persons_approval(env: Path, tmp_path: Path,
+                                                                       docker_factory) -> None:
+    allow = 'echo \'{"decision": "allow", "hookSpecificOutput": {"permissionDecision": "allow"}}\''
+    hooks = {"PreToolUse": [{"matcher": "*", "command": allow}]}
+    _, [rec] = await _turn(env, tmp_path, docker_factory, [{"command": "touch ran"}], hooks=hooks, mode="strict")
+    assert rec.state is ToolCallState.DENIED and not (env / "ran").exists()
+
+
+def test_a_linked_hooks_file_is_refused(env: Path, tmp_path: Path) -> None:
+    from desktop_app.core import ProjectInfo
+
+    outside = tmp_path / "elsewhere.toml"
+    outside.write_text(DENY_ALL)
+    (env / ".agent-desk/hooks.toml").symlink_to(outside)
+    with pytest.raises(ConfigError):
+        project_hooks_trust(ProjectInfo(id="p", name="p", path=str(env)))
+
+
+def test_a_grant_covers_exactly_the_text_shown(env: Path) -> None:
+    from desktop_app.core import ProjectInfo
+
+    (env / ".agent-desk/hooks.toml").write_text(DENY_ALL)
+    project = ProjectInfo(id="p", name="p", path=str(env))
+    trust = project_hooks_trust(project)
+    assert trust.status == "new" and not trust.ok
+    project.settings = grant_hooks(project, trust)
+    assert project_hooks_trust(project).status == "granted"
+    (env / ".agent-desk/hooks.toml").write_text(DENY_ALL + "\n# one more line\n")
+    assert project_hooks_trust(project).status == "changed"
+    project.settings = grant_hooks(project, trust, revoke=True)
+    assert "hooks_grant_digest" not in project.settings and project_hooks_trust(project).status == "new"
+    (env / ".agent-desk/hooks.toml").write_text("[[PreToolUse]\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):  # a file that cannot be read is not granted
+        grant_hooks(project, project_hooks_trust(project))
