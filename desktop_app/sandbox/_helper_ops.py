@@ -4,7 +4,6 @@ its error kinds into typed errors."""
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
@@ -92,10 +91,10 @@ class HelperOps:
 
     async def read_file(self, path: str, *, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> bytes:
         res = await self._op("read", {"path": path, "offset": offset, "limit": limit})
-        return base64.b64decode(res["data"])
+        return bytes(res["data"])  # a binary frame from the helper, never base64
 
     async def write_file(self, path: str, data: bytes, *, make_dirs: bool = True) -> FileStat:
-        args = {"path": path, "data": base64.b64encode(bytes(data)).decode("ascii"), "make_dirs": make_dirs}
+        args = {"path": path, "data": bytes(data), "make_dirs": make_dirs}
         return file_stat(await self._op("write", args))
 
     async def read_text(self, path: str, *, limit: int = DEFAULT_READ_LIMIT) -> str:

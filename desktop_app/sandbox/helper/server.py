@@ -1,7 +1,7 @@
 """The helper's server: requests read as JSON lines, run concurrently (file ops on a few workers, each
-command on its own thread), responses and output events written back, matched by id."""
+command on its own thread), responses and output events written back, matched by id. Bulk bytes (fs_read's
+answer, fs_write's request) travel as a binary frame: the line says `"bin": N`, N raw bytes follow it."""
 
-import base64
 import os
 import sys
 import threading
@@ -13,7 +13,8 @@ from .sync import sync_op
 from .wire import dumps, loads
 from .workspace import READ_LIMIT, fs_list, fs_read, fs_read_text, fs_stat, fs_write
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+MAX_FRAME = 128 * 1024 * 1024  # a binary frame larger than this is read and dropped
 
 
 class Server:
@@ -37,10 +38,15 @@ class Server:
         self.exec_idle = 0
         self.closing = False
 
-    def send(self, obj):
+    def send(self, obj, blob=None):
+        """One message; `blob` (bytes) follows its line as a binary frame."""
+        if blob is not None:
+            obj = {"bin": len(blob), **obj}  # first, so the host finds it without parsing the line
         line = (dumps(obj) + "\n").encode("utf-8", "backslashreplace")
         with self.out_lock:
             self.out.write(line)
+            if blob is not None:
+                self.out.write(blob)
             self.out.flush()
 
     def serve(self):
@@ -70,8 +76,31 @@ class Server:
                     {"id": None, "ok": False, "error": {"kind": "SandboxError", "message": f"bad request: {exc}"}}
                 )
                 continue
+            if req.get("bin") is not None and not self._read_blob(req):
+                break
             self._route(req)
         self.shutdown()
+
+    def _read_blob(self, req):
+        """The binary frame after a request's line goes into its args as `data`; False at EOF."""
+        size = req["bin"]
+        if not isinstance(size, int) or size < 0:
+            return False  # the stream cannot be followed past a frame of unknown length
+        if size > MAX_FRAME:  # never held: read past it, and refuse the request
+            while size > 0:
+                chunk = self.inp.read(min(size, 1 << 20))
+                if not chunk:
+                    return False
+                size -= len(chunk)
+            req["op"], req["args"] = "refuse", {"message": f"a request of over {MAX_FRAME} bytes"}
+            return True
+        data = self.inp.read(size) if size else b""
+        if len(data) < size:
+            return False
+        if not isinstance(req.get("args"), dict):
+            req["args"] = {}
+        req["args"]["data"] = data
+        return True
 
     def _route(self, req):
         """A cancel acts at once, an exec gets its own thread, everything else queues for the workers."""
@@ -144,7 +173,8 @@ class Server:
         rid = req.get("id")
         try:
             result = self.dispatch(req)
-            self.send({"id": rid, "ok": True, "result": result})
+            blob = result.pop("data") if isinstance(result, dict) and isinstance(result.get("data"), bytes) else None
+            self.send({"id": rid, "ok": True, "result": result}, blob)
         except HelperError as exc:
             self.send({"id": rid, "ok": False, "error": {"kind": exc.kind, "message": str(exc)}})
         except Exception as exc:
@@ -199,11 +229,13 @@ def call_op(ws, procs, op, a):
     """Every non-exec operation, shared by the helper server and LocalSandbox."""
     if op == "read":
         data, size = fs_read(ws, a["path"], a.get("offset", 0), a.get("limit", READ_LIMIT))
-        return {"data": base64.b64encode(data).decode("ascii"), "size": size}
+        return {"data": data, "size": size}  # bytes: a binary frame on the wire
     if op == "read_text":
         return fs_read_text(ws, a["path"], a.get("limit", READ_LIMIT))
     if op == "write":
-        data = base64.b64decode(a["data"]) if "data" in a else a["text"].encode("utf-8")
+        data = a["data"] if "data" in a else a["text"].encode("utf-8")
+        if not isinstance(data, bytes):
+            raise HelperError("fs_write's bytes must come as a binary frame")
         return fs_write(ws, a["path"], data, a.get("make_dirs", True))
     if op == "stat":
         return fs_stat(ws, a["path"])
@@ -227,6 +259,8 @@ def call_op(ws, procs, op, a):
         return procs.sweep(float(a.get("grace", 0.2)))
     if op in ("sync_manifest", "sync_read", "sync_apply"):  # a synced workspace's sync container (sync.py)
         return sync_op(ws, op, a)
+    if op == "refuse":
+        raise HelperError(a["message"])
     if op == "ping":
         return {"version": PROTOCOL_VERSION, "uid": os.getuid()}
     raise HelperError(f"unknown operation {op!r}")
