@@ -30,15 +30,17 @@ def main(argv=None):
         child_main(sys.stdin.buffer, sys.stdout.buffer)
         os._exit(0)
     root = argv[0] if argv else "/workspace"
-    try:
-        os.chdir("/")
+    try:  # commands run in the workspace by default: there they start by posix_spawn (processes.spawn)
+        os.chdir(root)
+        spawn_cwd = os.path.realpath(root)
     except OSError:
-        pass
+        spawn_cwd = None
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     _widen_pipes()
     ws = Workspace(root, root)
     ws.searcher = ChildSearch([sys.executable, "-I", "-S", os.path.abspath(sys.argv[0]), "--search"])
     server = Server(ws, sys.stdin.buffer, sys.stdout.buffer)
+    server.spawn_cwd = spawn_cwd
     server.serve()
     # Let cancelled commands finish killing their groups, then leave without the interpreter's
     # shutdown, which aborts when a daemon thread still holds stdout's lock.

@@ -37,6 +37,7 @@ class Server:
         self.exec_jobs = []
         self.exec_idle = 0
         self.closing = False
+        self.spawn_cwd = None  # the helper's own working directory, once it has made it the workspace
 
     def send(self, obj, blob=None):
         """One message; `blob` (bytes) follows its line as a binary frame."""
@@ -204,6 +205,7 @@ class Server:
             on_chunk,
             a.get("grace", KILL_GRACE_S),
             tracker=self.procs.tracker,
+            spawn_cwd=self.spawn_cwd,
         )
         with self.runs_lock:
             self.runs[rid] = run
