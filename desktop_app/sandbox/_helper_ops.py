@@ -113,8 +113,11 @@ class HelperOps:
     async def list_dir(self, path: str = ".") -> list[FileStat]:
         return [file_stat(d) for d in await self._op("list", {"path": path})]
 
-    async def glob(self, pattern: str, path: str = ".", *, limit: int = 200) -> list[FileStat]:
-        return [file_stat(d) for d in await self._op("glob", {"pattern": pattern, "path": path, "limit": limit})]
+    async def glob(
+        self, pattern: str, path: str = ".", *, limit: int = 200, include_ignored: bool = False
+    ) -> list[FileStat]:
+        args = {"pattern": pattern, "path": path, "limit": limit, "include_ignored": include_ignored}
+        return [file_stat(d) for d in await self._op("glob", args)]
 
     async def grep(
         self,
@@ -124,8 +127,10 @@ class HelperOps:
         glob: str | None = None,
         ignore_case: bool = False,
         max_results: int = 200,
+        include_ignored: bool = False,
     ) -> list[GrepMatch]:
-        args = {"pattern": pattern, "path": path, "glob": glob, "ignore_case": ignore_case, "max_results": max_results}
+        args = {"pattern": pattern, "path": path, "glob": glob, "ignore_case": ignore_case, "max_results": max_results,
+                "include_ignored": include_ignored}  # fmt: skip
         return [grep_match(d) for d in await self._op("grep", args)]
 
     async def start_background(self, command: str, cwd: str = WORKSPACE, env: Mapping[str, str] | None = None) -> str:

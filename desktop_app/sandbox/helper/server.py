@@ -152,6 +152,7 @@ class Server:
         for run in runs:
             run.cancel()
         try:
+            _close_idle_searches(self.ws)
             self.procs.sweep()  # nothing it started outlives the helper's session
         except Exception:
             pass
@@ -227,6 +228,12 @@ def _searcher(ws, a):
     return ws.searcher
 
 
+def _close_idle_searches(ws):
+    close = getattr(ws.searcher, "close_idle", None)
+    if close is not None:
+        close()
+
+
 def call_op(ws, procs, op, a):
     """Every non-exec operation, shared by the helper server and LocalSandbox."""
     if op == "read":
@@ -246,11 +253,11 @@ def call_op(ws, procs, op, a):
     if op == "list":
         return fs_list(ws, a.get("path", "."))
     if op == "glob":
-        return _searcher(ws, a).glob(ws, a["pattern"], a.get("path", "."), a.get("limit", 200))
+        ignored = bool(a.get("include_ignored"))
+        return _searcher(ws, a).glob(ws, a["pattern"], a.get("path", "."), a.get("limit", 200), ignored)
     if op == "grep":
-        return _searcher(ws, a).grep(
-            ws, a["pattern"], a.get("path", "."), a.get("glob"), a.get("ignore_case", False), a.get("max_results", 200)
-        )
+        where, ic, most = a.get("path", "."), a.get("ignore_case", False), a.get("max_results", 200)
+        return _searcher(ws, a).grep(ws, a["pattern"], where, a.get("glob"), ic, most, bool(a.get("include_ignored")))
     if op == "bg_start":
         return procs.start(a["command"], ws.resolve(a.get("cwd") or "."), a.get("env"))
     if op == "bg_logs":
@@ -258,6 +265,7 @@ def call_op(ws, procs, op, a):
     if op == "bg_kill":
         return procs.get(a["process_id"]).kill()
     if op == "sweep":
+        _close_idle_searches(ws)
         return procs.sweep(float(a.get("grace", 0.2)))
     if op in ("sync_manifest", "sync_read", "sync_apply"):  # a synced workspace's sync container (sync.py)
         return sync_op(ws, op, a)
