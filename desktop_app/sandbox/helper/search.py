@@ -146,13 +146,14 @@ class Search:
         for i, full in enumerate(self._entries(ws, base, deadline, include_ignored)):
             if match(full[cut:]):
                 try:
-                    found.append(_stat_dict(ws, full, os.lstat(full)))
+                    st = os.lstat(full)
                 except OSError:
                     continue
+                found.append((-st.st_mtime, full, st))
             if not i & 1023:
                 self._deadline_check(deadline, "fs_glob")
-        found.sort(key=lambda d: (-d["mtime"], d["path"]))
-        return found[: max(0, int(limit))]
+        found.sort(key=lambda t: t[:2])  # newest first, then by path; only what is returned becomes a dict
+        return [_stat_dict(ws, full, st) for _, full, st in found[: max(0, int(limit))]]
 
     def _entries(self, ws, base, deadline, include_ignored):
         """Every file and folder under `base` (not .git, no symlink followed), bounded."""
@@ -171,11 +172,10 @@ class Search:
         if timed_out:
             raise SearchTimeout(_timeout_message("fs_glob", self.timeout))
         dirs = set()
-        for f in files:  # rg lists files only: their folders are entries too
-            d = os.path.dirname(f)
+        for d in {f[: f.rfind("/")] for f in files}:  # rg lists files only: their folders are entries too
             while len(d) > len(base) and d not in dirs:
                 dirs.add(d)
-                d = os.path.dirname(d)
+                d = d[: d.rfind("/")]
         files.extend(dirs)
         return files
 
@@ -202,7 +202,9 @@ class Search:
 
     def _rg_grep(self, ws, pattern, base, wanted, flags, max_results):
         ignore_case, include_ignored = flags
-        argv = [self.rg, "--json", *rg_flags(include_ignored), "--sort", "path", "--max-filesize", str(GREP_MAX_FILE)]
+        # No --sort: it makes rg run on one thread. The matches are sorted here; past max_results, which
+        # ones were found first is not fixed (the answer says it stopped).
+        argv = [self.rg, "--json", *rg_flags(include_ignored), "--max-filesize", str(GREP_MAX_FILE)]
         if ignore_case:
             argv.append("--ignore-case")
         argv += ["--regexp", pattern, "--", base]
@@ -223,6 +225,7 @@ class Search:
             raise SearchTimeout(_timeout_message("fs_grep", self.timeout))
         if code == 2 and not out and ("regex" in err or "error parsing" in err):
             raise HelperError(f"invalid regular expression {pattern!r}: {err.strip()[-800:]}")
+        out.sort(key=lambda m: (m["path"], m["line"]))
         return out
 
     def _walk_grep(self, ws, pattern, base, wanted, ignore_case, max_results, ignored):
