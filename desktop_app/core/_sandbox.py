@@ -186,8 +186,10 @@ class Sandbox(Protocol):
 
     async def list_dir(self, path: str = ".") -> list[FileStat]: ...
 
-    async def glob(self, pattern: str, path: str = ".", *, limit: int = 200) -> list[FileStat]:
-        """Matches, newest first."""
+    async def glob(
+        self, pattern: str, path: str = ".", *, limit: int = 200, include_ignored: bool = False
+    ) -> list[FileStat]:
+        """Matches, newest first; what .gitignore files ignore only with `include_ignored`."""
         ...
 
     async def grep(
@@ -198,6 +200,7 @@ class Sandbox(Protocol):
         glob: str | None = None,
         ignore_case: bool = False,
         max_results: int = 200,
+        include_ignored: bool = False,
     ) -> list[GrepMatch]: ...
 
     async def start_background(

@@ -8,7 +8,6 @@ cancel, the session's end); writes that never follow a link; fs_grep that cannot
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import errno
 import posixpath
@@ -251,7 +250,7 @@ class ExecTransport:
         )
         self._check(code, err)
         size = int(err.decode().split()[0])
-        return {"data": base64.b64encode(out).decode("ascii"), "size": size}
+        return {"data": out, "size": size}
 
     def _op_read_text(self, a: dict[str, Any]) -> Any:
         limit = int(a.get("limit", 10 << 20))
@@ -265,7 +264,7 @@ class ExecTransport:
         return out.decode("utf-8", "replace")
 
     def _op_write(self, a: dict[str, Any]) -> Any:
-        data = base64.b64decode(a["data"]) if "data" in a else a["text"].encode("utf-8")
+        data = bytes(a["data"]) if "data" in a else a["text"].encode("utf-8")
         if len(data) > MAX_WRITE:
             raise SandboxError(f"refusing to write {len(data)} bytes (limit {MAX_WRITE})")
         if "\x00" in a["path"]:

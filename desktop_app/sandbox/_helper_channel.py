@@ -1,5 +1,6 @@
 """HelperChannel: one attached `docker exec` of the helper, requests out as JSON lines on its stdin,
-responses and output events back on its stdout, matched by id. A reader thread resolves the futures."""
+responses and output events back on its stdout, matched by id. A reader thread resolves the futures.
+Bulk bytes ride as a binary frame after their line (`"bin": N`, then N raw bytes), never base64 in JSON."""
 
 # ruff: noqa: ASYNC109  (a request's `timeout` is the sandbox's own deadline for the helper's answer)
 
@@ -28,6 +29,7 @@ _SIGNALS = {signal.SIGKILL: "SIGKILL", signal.SIGTERM: "SIGTERM", signal.SIGINT:
 
 OP_TIMEOUT_S = 120.0
 PING_TIMEOUT_S = 5.0  # after a request times out: a helper that does not answer a ping this fast is wedged
+_BIN = b'{"bin":'  # how a line that a binary frame follows begins (the helper puts the field first)
 
 
 class _PendingRequest:
@@ -69,6 +71,8 @@ class HelperChannel:
         self._frames = FrameDecoder()
         self._early: list[bytes] = []
         self._lines = bytearray()
+        self._blob_for: tuple[bytes, int] | None = None  # a line waiting for its binary frame, and its size
+        self._scan = 0
         self._stderr = bytearray()
         self.dead = False
         self.hello: dict[str, Any] = {}
@@ -118,55 +122,77 @@ class HelperChannel:
     def _stderr_tail(self, n: int) -> str:
         return self._stderr.decode(errors="replace").strip()[-n:]
 
-    def _feed(self, data: bytes) -> list[bytes]:
-        """Demultiplex Docker's stream; return complete stdout lines (stderr keeps its last 8 KiB)."""
-        out: list[bytes] = []
+    def _feed(self, data: bytes) -> list[tuple[bytes, bytes | None]]:
+        """Demultiplex Docker's stream; return complete stdout messages, each a line and the binary frame
+        that followed it, if any (stderr keeps its last 8 KiB)."""
         for stream, payload in self._frames.feed(data):
             if stream == STDERR:
                 self._stderr += payload
                 del self._stderr[:-8192]
+            else:
+                self._lines += payload
+        return self._messages()
+
+    def _messages(self) -> list[tuple[bytes, bytes | None]]:
+        buf, out, pos = self._lines, [], 0
+        scan, self._scan = self._scan, 0  # where the newline search resumes (a long line comes in many reads)
+        while True:
+            if self._blob_for is not None:
+                line, size = self._blob_for
+                if len(buf) - pos < size:
+                    break
+                out.append((line, bytes(buf[pos : pos + size])))
+                pos += size
+                self._blob_for = None
                 continue
-            start = len(self._lines)
-            self._lines += payload
-            nl = self._lines.find(b"\n", start)
-            while nl >= 0:
-                out.append(bytes(self._lines[:nl]))
-                del self._lines[: nl + 1]
-                nl = self._lines.find(b"\n")
+            nl = buf.find(b"\n", max(pos, scan))
+            if nl < 0:
+                self._scan = len(buf) - pos
+                break
+            line = bytes(buf[pos:nl])
+            pos = nl + 1
+            size = _blob_size(line)
+            if size is None:
+                out.append((line, None))
+            else:
+                self._blob_for = (line, size)
+        del buf[:pos]
         return out
 
     def _read_first_line(self) -> bytes | None:
-        lines: list[bytes] = []
-        while not lines:
+        messages: list[tuple[bytes, bytes | None]] = []
+        while not messages:
             data = self._sock.recv(65536)
             if not data:
                 return None
-            lines = self._feed(data)
-        self._early = lines[1:]
-        return lines[0]
+            messages = self._feed(data)
+        self._early = messages[1:]
+        return messages[0][0]
 
     def _reader(self) -> None:
         sock = self._sock
         try:
-            for line in self._early:
-                self._dispatch(line)
+            for line, blob in self._early:
+                self._dispatch(line, blob)
             while sock is not None:
                 data = sock.recv(1 << 20)
                 if not data:
                     break
-                for line in self._feed(data):
-                    self._dispatch(line)
+                for line, blob in self._feed(data):
+                    self._dispatch(line, blob)
         except OSError:
             pass
         finally:
             self._die()
 
-    def _dispatch(self, line: bytes) -> None:
+    def _dispatch(self, line: bytes, blob: bytes | None = None) -> None:
         try:
             msg = json.loads(line)
         except ValueError:
             log.warning("sandbox helper sent a bad line: %r", line[:200])
             return
+        if blob is not None and isinstance(msg.get("result"), dict):
+            msg["result"]["data"] = blob
         rid = msg.get("id")
         if "ev" in msg:
             with self._lock:
@@ -230,11 +256,13 @@ class HelperChannel:
                 self._api.exec_start(kid)
         self._close_socket()
 
-    def _send(self, line: bytes) -> None:
+    def _send(self, line: bytes, blob: bytes = b"") -> None:
         with self._send_lock:
             if self._sock is None:
                 raise SandboxError("the sandbox helper is not running")
             self._sock.sendall(line)
+            if blob:
+                self._sock.sendall(blob)
 
     def _try_send_now(self, data: bytes) -> bool:
         """Send a small request without blocking (the usual case: the socket buffer has room);
@@ -298,11 +326,10 @@ class HelperChannel:
             self._next += 1
             rid = self._next
             self._pending[rid] = _PendingRequest(loop, fut, on_event)
-        line = json.dumps({"id": rid, "op": op, "args": args}, ensure_ascii=False, separators=(",", ":")) + "\n"
+        data, blob = _request_bytes(rid, op, args)
         try:
-            data = line.encode("utf-8")
-            if not self._try_send_now(data):
-                await loop.run_in_executor(self._pool, self._send, data)
+            if len(blob) > 32768 or not self._try_send_now(data + blob):
+                await loop.run_in_executor(self._pool, self._send, data, blob)
             async with asyncio.timeout(timeout):
                 msg = await fut
         except asyncio.CancelledError:
@@ -324,3 +351,27 @@ class HelperChannel:
         if not msg.get("ok"):
             raise error_from(msg.get("error") or {})
         return msg.get("result")
+
+
+def _blob_size(line: bytes) -> int | None:
+    """The size of the binary frame that follows `line`, or None when none does."""
+    if not line.startswith(_BIN):
+        return None
+    end = line.find(b",", len(_BIN))
+    digits = line[len(_BIN) : end if end >= 0 else None].rstrip(b"}")
+    if not digits.isdigit():
+        raise OSError(f"the sandbox helper sent a bad frame header: {line[:80]!r}")  # the stream is lost
+    return int(digits)
+
+
+def _request_bytes(rid: int, op: str, args: dict[str, Any]) -> tuple[bytes, bytes]:
+    """A request's line, and its `data` bytes (fs_write's) as the binary frame that follows it."""
+    blob = args.get("data")
+    if isinstance(blob, (bytes, bytearray, memoryview)):
+        args = {k: v for k, v in args.items() if k != "data"}
+        head: dict[str, Any] = {"bin": len(blob), "id": rid, "op": op, "args": args}
+        blob = bytes(blob)
+    else:
+        head, blob = {"id": rid, "op": op, "args": args}, b""
+    line = json.dumps(head, ensure_ascii=False, separators=(",", ":")) + "\n"
+    return line.encode("utf-8"), blob

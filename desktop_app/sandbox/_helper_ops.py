@@ -4,7 +4,6 @@ its error kinds into typed errors."""
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
@@ -92,10 +91,10 @@ class HelperOps:
 
     async def read_file(self, path: str, *, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> bytes:
         res = await self._op("read", {"path": path, "offset": offset, "limit": limit})
-        return base64.b64decode(res["data"])
+        return bytes(res["data"])  # a binary frame from the helper, never base64
 
     async def write_file(self, path: str, data: bytes, *, make_dirs: bool = True) -> FileStat:
-        args = {"path": path, "data": base64.b64encode(bytes(data)).decode("ascii"), "make_dirs": make_dirs}
+        args = {"path": path, "data": bytes(data), "make_dirs": make_dirs}
         return file_stat(await self._op("write", args))
 
     async def read_text(self, path: str, *, limit: int = DEFAULT_READ_LIMIT) -> str:
@@ -114,8 +113,11 @@ class HelperOps:
     async def list_dir(self, path: str = ".") -> list[FileStat]:
         return [file_stat(d) for d in await self._op("list", {"path": path})]
 
-    async def glob(self, pattern: str, path: str = ".", *, limit: int = 200) -> list[FileStat]:
-        return [file_stat(d) for d in await self._op("glob", {"pattern": pattern, "path": path, "limit": limit})]
+    async def glob(
+        self, pattern: str, path: str = ".", *, limit: int = 200, include_ignored: bool = False
+    ) -> list[FileStat]:
+        args = {"pattern": pattern, "path": path, "limit": limit, "include_ignored": include_ignored}
+        return [file_stat(d) for d in await self._op("glob", args)]
 
     async def grep(
         self,
@@ -125,8 +127,10 @@ class HelperOps:
         glob: str | None = None,
         ignore_case: bool = False,
         max_results: int = 200,
+        include_ignored: bool = False,
     ) -> list[GrepMatch]:
-        args = {"pattern": pattern, "path": path, "glob": glob, "ignore_case": ignore_case, "max_results": max_results}
+        args = {"pattern": pattern, "path": path, "glob": glob, "ignore_case": ignore_case, "max_results": max_results,
+                "include_ignored": include_ignored}  # fmt: skip
         return [grep_match(d) for d in await self._op("grep", args)]
 
     async def start_background(self, command: str, cwd: str = WORKSPACE, env: Mapping[str, str] | None = None) -> str:

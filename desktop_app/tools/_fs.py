@@ -394,23 +394,29 @@ def _relative_pattern(pattern: str) -> str:
     return pattern
 
 
+_INCLUDE_IGNORED = ("Also search what .gitignore files (and .ignore, .rgignore) exclude, e.g. build output or "
+                    "node_modules. Off by default.")
+
+
 class FsGlobInput(ToolInput):
     pattern: str = Field(min_length=1, description="Glob pattern, e.g. **/*.py or src/**/test_*.ts.")
     path: str | None = Field(default=None, description=f"Folder to search in, relative to {WORKSPACE}.")
+    include_ignored: bool = Field(default=False, description=_INCLUDE_IGNORED)
 
 
 class FsGlob(BuiltinTool, name="fs_glob", group="group:fs", input_model=FsGlobInput, read_only=True,
              timeout_s=_FS_TIMEOUT_S, risk=Risk.LOW):
     description = (
         f"Find files by glob pattern (** matches folders at any depth). Returns up to {GLOB_LIMIT} paths, "
-        f"newest first, relative to {WORKSPACE}."
+        f"newest first, relative to {WORKSPACE}. Hidden files are listed; .git and what .gitignore files "
+        "exclude are not, unless include_ignored is set."
     )
 
     async def _run(self, args: FsGlobInput, ctx: ToolContext) -> ToolResult:
         sandbox = need_sandbox(ctx)
         where = workspace_path(args.path or ".")
         pattern = _relative_pattern(args.pattern)
-        found = await sandbox.glob(pattern, where, limit=GLOB_LIMIT + 1)
+        found = await sandbox.glob(pattern, where, limit=GLOB_LIMIT + 1, include_ignored=args.include_ignored)
         truncated = len(found) > GLOB_LIMIT
         found = found[:GLOB_LIMIT]
         paths = [f.path for f in found]
@@ -429,18 +435,24 @@ class FsGlob(BuiltinTool, name="fs_glob", group="group:fs", input_model=FsGlobIn
 
 
 class FsGrepInput(ToolInput):
-    pattern: str = Field(min_length=1, description="Regular expression (ripgrep syntax) to search for.")
+    pattern: str = Field(min_length=1, description="Regular expression (Rust regex, as ripgrep reads it) to search "
+                         "for.")
     path: str | None = Field(default=None, description=f"File or folder to search, relative to {WORKSPACE}.")
     glob: str | None = Field(default=None, description="Only files matching this glob, e.g. *.py.")
     ignore_case: bool = Field(default=False, description="Case-insensitive search.")
     max_results: int = Field(default=200, ge=1, le=2000, description="Most matching lines to return.")
+    include_ignored: bool = Field(default=False, description=_INCLUDE_IGNORED)
 
 
 class FsGrep(BuiltinTool, name="fs_grep", group="group:fs", input_model=FsGrepInput, read_only=True,
              timeout_s=_FS_TIMEOUT_S, risk=Risk.LOW):
     description = (
-        "Search file contents with a regular expression. Returns matching lines as path:line:text. "
-        "Narrow with path and glob; set ignore_case for case-insensitive search."
+        "Search file contents with a regular expression. Returns matching lines as path:line:text, by path. "
+        "Narrow with path and glob; set ignore_case for case-insensitive search. The pattern is a Rust regex, "
+        "run by ripgrep (linear time: no look-around, no backreferences). Where the sandbox has no ripgrep, "
+        "a fallback reads the same pattern as Python `re` (RE2 outside a container; GNU grep -E, translated, "
+        "in an image without Python): keep to the syntax they share. Binary files, .git and what .gitignore "
+        "files exclude are skipped, unless include_ignored is set."
     )
 
     async def _run(self, args: FsGrepInput, ctx: ToolContext) -> ToolResult:
@@ -449,7 +461,8 @@ class FsGrep(BuiltinTool, name="fs_grep", group="group:fs", input_model=FsGrepIn
         glob = _relative_pattern(args.glob) if args.glob else None
         try:
             matches = await sandbox.grep(
-                args.pattern, where, glob=glob, ignore_case=args.ignore_case, max_results=args.max_results + 1
+                args.pattern, where, glob=glob, ignore_case=args.ignore_case, max_results=args.max_results + 1,
+                include_ignored=args.include_ignored,
             )
         except SandboxError as exc:
             if isinstance(exc, PathOutsideWorkspace) or "regular expression" not in str(exc):

@@ -488,3 +488,44 @@ async def test_grep_bad_regex_is_a_clear_error(sandbox, call):
     assert any("backslash" in r for r in body["recommendations"])
     res = await call(grep, pattern=r"f\(x\)")
     assert res.text_content == "a.txt:1:f(x)"
+
+
+# ---------------------------------------------------------------- .gitignore and include_ignored
+# On docker this is ripgrep in the container; on the host (no rg here) the Python walker's own reading of
+# .gitignore files: the same answers either way.
+IGNORED_TREE = {
+    ".gitignore": "node_modules/\n*.log\n/top.txt\n!keep.log\n",
+    "src/.gitignore": "build\n",
+    "src/a.py": "needle\n",
+    "src/top.txt": "needle\n",  # /top.txt is anchored to the root: this one is kept
+    "src/build/gen.py": "needle\n",
+    "node_modules/pkg/index.js": "needle\n",
+    "debug.log": "needle\n",
+    "keep.log": "needle\n",
+    "top.txt": "needle\n",
+    ".github/ci.yml": "needle\n",  # hidden, not ignored: searched
+}
+KEPT = ["keep.log", "src/a.py", "src/top.txt", ".github/ci.yml"]
+IGNORED = ["debug.log", "node_modules/pkg/index.js", "src/build/gen.py", "top.txt"]
+
+
+async def test_grep_and_glob_skip_what_gitignore_ignores_unless_asked(sandbox, call):
+    for path, text in IGNORED_TREE.items():
+        await put(sandbox, path, text)
+    res = await call(grep, pattern="needle")
+    assert sorted(r.split(":")[0] for r in res.text_content.splitlines()) == sorted(KEPT)
+    res = await call(grep, pattern="needle", include_ignored=True)
+    assert sorted(r.split(":")[0] for r in res.text_content.splitlines()) == sorted(KEPT + IGNORED)
+    listed = set((await call(glob_, pattern="**/*")).details["paths"])
+    assert listed == {*KEPT, ".gitignore", "src/.gitignore", ".github", "src"}
+    every = (await call(glob_, pattern="**/*", include_ignored=True)).details["paths"]
+    assert set(IGNORED) <= set(every) and "node_modules" in every
+    # A file named outright is searched even when ignored, as rg does.
+    res = await call(grep, pattern="needle", path="debug.log")
+    assert res.text_content == "debug.log:1:needle"
+
+
+def test_the_tools_say_which_dialect_runs():
+    assert "Rust regex" in grep.description and "ripgrep" in grep.description
+    assert "Python `re`" in grep.description and "RE2" in grep.description
+    assert "include_ignored" in grep.description and "include_ignored" in glob_.description

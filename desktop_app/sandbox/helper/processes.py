@@ -112,6 +112,69 @@ def _env(env, base=None):
     return merged
 
 
+# ------------------------------------------------------------------------------------------ spawning
+_SPAWN_ACTIONS = hasattr(os, "posix_spawn") and hasattr(os, "POSIX_SPAWN_DUP2")
+# Python ignores these at start-up; Popen's restore_signals gives a command them back at their defaults.
+_DEFAULT_SIGNALS = tuple(getattr(signal, n) for n in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, n))
+
+
+class Spawned:
+    """A process started by os.posix_spawn, with the slice of Popen's interface that CommandRun uses."""
+
+    __slots__ = ("pid", "returncode")
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.returncode = None
+
+    def _reap(self, flags):
+        pid, status = os.waitpid(self.pid, flags)
+        if pid:
+            self.returncode = os.waitstatus_to_exitcode(status)
+
+    def poll(self):
+        if self.returncode is None:
+            self._reap(os.WNOHANG)
+        return self.returncode
+
+    def wait(self):
+        if self.returncode is None:
+            self._reap(0)
+        return self.returncode
+
+
+def spawn(argv, cwd, env, spawn_cwd=None):
+    """Start `argv` in a session of its own, stdin on /dev/null, stdout and stderr on new pipes; return
+    (process, stdout fd, stderr fd). os.posix_spawn (a vfork: no copy of the helper's memory, no Python
+    in the child) where it can: an absolute program, and `cwd` the process's own working directory
+    (`spawn_cwd`: Python 3.11 has no chdir action), which only a process that owns its cwd may claim.
+    It closes no descriptor: that relies on every other one being close-on-exec, as Python makes them.
+    Elsewhere Popen, as before."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        if _SPAWN_ACTIONS and spawn_cwd is not None and cwd == spawn_cwd and argv[0].startswith("/"):
+            actions = [
+                (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, out_w, 1),
+                (os.POSIX_SPAWN_DUP2, err_w, 2),
+            ]
+            pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True,
+                                 setsigdef=_DEFAULT_SIGNALS, setsigmask=())  # fmt: skip
+            proc = Spawned(pid)
+        else:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
+                                    start_new_session=True, close_fds=True)  # fmt: skip
+    except BaseException:
+        os.close(out_r)
+        os.close(err_r)
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    return proc, out_r, err_r
+
+
 class Capture:
     """One output stream: keeps the head and the tail within `limit` bytes, drops the middle."""
 
@@ -168,8 +231,10 @@ class CommandRun:
         grace=KILL_GRACE_S,
         base_env=None,
         tracker=None,
+        spawn_cwd=None,
     ):
         self.env = _env(env, base_env)
+        self.spawn_cwd = spawn_cwd
         self.argv = _argv(command, self.env)
         self.tracker = tracker if tracker is not None else Tracker()
         self.cookie = self.tracker.cookie("bash_run", command)
@@ -194,17 +259,7 @@ class CommandRun:
         start = time.monotonic()
         oom_before = _oom_kills()
         try:
-            proc = subprocess.Popen(
-                self.argv,
-                cwd=self.cwd,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                close_fds=True,
-                bufsize=0,
-            )
+            proc, out_fd, err_fd = spawn(self.argv, self.cwd, self.env, self.spawn_cwd)
         except FileNotFoundError:
             self._close_cancel()
             self.tracker.forget(self.cookie)
@@ -219,16 +274,16 @@ class CommandRun:
             raise HelperError(start_error("the command", exc)) from None
         self.tracker.register(self.cookie, proc.pid)
         try:
-            return self._drive(proc, start, oom_before)
+            return self._drive(proc, (out_fd, err_fd), start, oom_before)
         finally:
             # Whatever it started outside its group (setsid, double fork, a scrubbed env) goes too.
             try:
                 self.tracker.kill(self.cookie)
             finally:
                 self.tracker.forget(self.cookie)
-            for f in (proc.stdout, proc.stderr):
+            for fd in (out_fd, err_fd):
                 try:
-                    f.close()
+                    os.close(fd)
                 except OSError:
                     pass
             self._close_cancel()
@@ -240,10 +295,10 @@ class CommandRun:
             except OSError:
                 pass
 
-    def _drive(self, proc, start, oom_before):
+    def _drive(self, proc, fds, start, oom_before):
         """Wait for the command, streaming its output, escalating SIGTERM to SIGKILL at the deadline or
         on cancel; then kill what is left of its group."""
-        self._watch(proc, start)
+        self._watch(proc, fds, start)
         try:
             while True:
                 now = time.monotonic()
@@ -281,11 +336,11 @@ class CommandRun:
             except (BlockingIOError, OSError):
                 continue
 
-    def _watch(self, proc, start):
+    def _watch(self, proc, fds, start):
         """The wait loop's state: a selector over the pipes, the cancel pipe and (where there is one)
         a pidfd for the exit; the deadline; when SIGKILL follows a SIGTERM; how long to linger."""
         self._sel = sel = selectors.DefaultSelector()
-        self._streams = {proc.stdout.fileno(): ("stdout", self.out), proc.stderr.fileno(): ("stderr", self.err)}
+        self._streams = {fds[0]: ("stdout", self.out), fds[1]: ("stderr", self.err)}
         for fd in self._streams:
             sel.register(fd, selectors.EVENT_READ, "pipe")
         sel.register(self._cancel_r, selectors.EVENT_READ, "cancel")

@@ -1,18 +1,22 @@
-"""fs_grep and fs_glob. ripgrep runs them where the machine has `rg`, in its own process group that a
-deadline kills; the Python walker is the fallback. Nothing here may hold a helper thread for good: in
-the container the whole search runs in a child helper (`--search`, see `ChildSearch`), on the host
-LocalSandbox compiles with RE2 (linear time), and a walker checks its deadline as it goes."""
+"""fs_grep and fs_glob. ripgrep runs them where the machine has `rg` (`rg --json`, `rg --files`), in its own
+process group that a deadline kills; the Python walker is the fallback. Both skip what .gitignore files
+ignore unless asked to include it. Nothing here may hold a helper thread for good: in the container the
+whole search runs in a child helper (`--search`, see `ChildSearch`, kept warm between searches), on the
+host LocalSandbox compiles with RE2 (linear time), and a walker checks its deadline as it goes."""
 
+import base64
 import os
 import re
 import selectors
 import signal
+import socket
 import stat as _stat
 import subprocess
 import time
 
 from .errors import HelperError, OutsideWorkspace
 from .glob import glob_regex
+from .wire import dumps, loads
 from .workspace import _stat_dict
 
 SEARCH_TIMEOUT_S = 20.0
@@ -20,9 +24,15 @@ GREP_MAX_FILE = 20 * 1024 * 1024
 GREP_LINE_MAX = 500
 WALK_MAX_ENTRIES = 200000
 SKIP_DIRS = (".git",)
-# Every file, hidden ones too, .gitignore not applied (the walker's own view), never .git, no config file.
-RG_COMMON = ["--no-config", "--hidden", "--no-ignore", "--glob", "!.git", "--no-messages", "--color", "never"]
+# Hidden files too, never .git, no config file; .gitignore (.ignore, .rgignore) applied in a git repository
+# or not, unless ignored files are wanted.
+RG_COMMON = ["--no-config", "--hidden", "--glob", "!.git", "--no-messages", "--color", "never"]
 RG_DIALECT = "Rust regex (ripgrep)"
+_MATCH = b'{"type":"match"'
+
+
+def rg_flags(include_ignored):
+    return [*RG_COMMON, "--no-ignore" if include_ignored else "--no-require-git"]
 
 
 class SearchTimeout(HelperError):
@@ -124,49 +134,53 @@ class Search:
             raise SearchTimeout(_timeout_message(what, self.timeout))
 
     # -- glob
-    def glob(self, ws, pattern, path=".", limit=200):
+    def glob(self, ws, pattern, path=".", limit=200, include_ignored=False):
         """Matches of `pattern` relative to `path`, newest first."""
         base = ws.resolve(path)
         if not os.path.isdir(base):
             raise HelperError(f"{ws.shown(base)}: not a directory")
-        rx = self.compile(glob_regex(_relative_glob(ws, pattern, base)).pattern)
+        match = self.compile(glob_regex(_relative_glob(ws, pattern, base)).pattern).match
         deadline = time.monotonic() + self.timeout
+        cut = len(base.rstrip("/")) + 1  # entries are under base: the relative path is a slice, not relpath
         found = []
-        for full in self._entries(base, deadline):
-            if rx.match(os.path.relpath(full, base)):
+        for i, full in enumerate(self._entries(ws, base, deadline, include_ignored)):
+            if match(full[cut:]):
                 try:
-                    found.append(_stat_dict(ws, full, os.lstat(full)))
+                    st = os.lstat(full)
                 except OSError:
                     continue
-            self._deadline_check(deadline, "fs_glob")
-        found.sort(key=lambda d: (-d["mtime"], d["path"]))
-        return found[: max(0, int(limit))]
+                found.append((-st.st_mtime, full, st))
+            if not i & 1023:
+                self._deadline_check(deadline, "fs_glob")
+        found.sort(key=lambda t: t[:2])  # newest first, then by path; only what is returned becomes a dict
+        return [_stat_dict(ws, full, st) for _, full, st in found[: max(0, int(limit))]]
 
-    def _entries(self, base, deadline):
+    def _entries(self, ws, base, deadline, include_ignored):
         """Every file and folder under `base` (not .git, no symlink followed), bounded."""
         if not self.rg:
             check = lambda: self._deadline_check(deadline, "fs_glob")  # noqa: E731
-            return [os.path.join(d, n) for d, n, _ in _walk(base, check)]
+            ignored = None if include_ignored else Gitignores(ws.root, base)
+            return [os.path.join(d, n) for d, n, _ in _walk(base, check, ignored)]
         files = []
 
         def on_record(rec):
             files.append(os.fsdecode(rec))
             return len(files) >= WALK_MAX_ENTRIES
 
-        argv = [self.rg, "--files", "--null", *RG_COMMON, "--", base]
+        argv = [self.rg, "--files", "--null", *rg_flags(include_ignored), "--", base]
         timed_out, _, _ = run_killable(argv, self.timeout, on_record, b"\0")
         if timed_out:
             raise SearchTimeout(_timeout_message("fs_glob", self.timeout))
         dirs = set()
-        for f in files:  # rg lists files only: their folders are entries too
-            d = os.path.dirname(f)
+        for d in {f[: f.rfind("/")] for f in files}:  # rg lists files only: their folders are entries too
             while len(d) > len(base) and d not in dirs:
                 dirs.add(d)
-                d = os.path.dirname(d)
-        return sorted(files) + sorted(dirs)
+                d = d[: d.rfind("/")]
+        files.extend(dirs)
+        return files
 
     # -- grep
-    def grep(self, ws, pattern, path=".", glob=None, ignore_case=False, max_results=200):
+    def grep(self, ws, pattern, path=".", glob=None, ignore_case=False, max_results=200, include_ignored=False):
         """Lines matching `pattern` in files under `path` (binary files and .git skipped)."""
         base = ws.resolve(path)
         if not os.path.exists(base):
@@ -182,24 +196,28 @@ class Search:
             return grx.match(subject) is not None
 
         if self.rg:
-            return self._rg_grep(ws, pattern, base, wanted, ignore_case, max_results)
-        return self._walk_grep(ws, pattern, base, wanted, ignore_case, max_results)
+            return self._rg_grep(ws, pattern, base, wanted, (ignore_case, include_ignored), max_results)
+        ignored = None if include_ignored else Gitignores(ws.root, base)
+        return self._walk_grep(ws, pattern, base, wanted, ignore_case, max_results, ignored)
 
-    def _rg_grep(self, ws, pattern, base, wanted, ignore_case, max_results):
-        argv = [self.rg, "--null", "--line-number", "--with-filename", "--no-heading", *RG_COMMON, "--sort", "path",
-                "--max-filesize", str(GREP_MAX_FILE), "--max-columns", "4096", "--max-columns-preview"]
+    def _rg_grep(self, ws, pattern, base, wanted, flags, max_results):
+        ignore_case, include_ignored = flags
+        # No --sort: it makes rg run on one thread. The matches are sorted here; past max_results, which
+        # ones were found first is not fixed (the answer says it stopped).
+        argv = [self.rg, "--json", *rg_flags(include_ignored), "--max-filesize", str(GREP_MAX_FILE)]
         if ignore_case:
             argv.append("--ignore-case")
         argv += ["--regexp", pattern, "--", base]
         out = []
 
         def on_record(rec):
-            name, _, rest = rec.partition(b"\0")
-            num, _, text = rest.partition(b":")
-            full = os.fsdecode(name)
-            if num.isdigit() and wanted(full):
-                line = text.rstrip(b"\r").decode("utf-8", "replace")
-                out.append({"path": ws.rel(full), "line": int(num), "text": line[:GREP_LINE_MAX]})
+            if not rec.startswith(_MATCH):  # begin, end, context, summary: nothing to read
+                return False
+            data = loads(rec.decode("utf-8"))["data"]
+            full = os.fsdecode(_rg_bytes(data["path"]))
+            if wanted(full):
+                line = _rg_bytes(data["lines"]).rstrip(b"\r\n").decode("utf-8", "replace")
+                out.append({"path": ws.rel(full), "line": int(data["line_number"]), "text": line[:GREP_LINE_MAX]})
             return len(out) >= max_results
 
         timed_out, code, err = run_killable(argv, self.timeout, on_record)
@@ -207,9 +225,10 @@ class Search:
             raise SearchTimeout(_timeout_message("fs_grep", self.timeout))
         if code == 2 and not out and ("regex" in err or "error parsing" in err):
             raise HelperError(f"invalid regular expression {pattern!r}: {err.strip()[-800:]}")
+        out.sort(key=lambda m: (m["path"], m["line"]))
         return out
 
-    def _walk_grep(self, ws, pattern, base, wanted, ignore_case, max_results):
+    def _walk_grep(self, ws, pattern, base, wanted, ignore_case, max_results, ignored):
         try:
             rx = self.compile(("(?i)" if ignore_case else "") + pattern)
         except Exception as exc:  # re.error, or RE2's own error
@@ -219,7 +238,7 @@ class Search:
         if os.path.isfile(base):
             files = [base]
         else:
-            files = (os.path.join(d, n) for d, n, is_dir in _walk(base, check) if not is_dir)
+            files = (os.path.join(d, n) for d, n, is_dir in _walk(base, check, ignored) if not is_dir)
         out = []
         for full in files:
             check()
@@ -234,6 +253,13 @@ class Search:
                     if len(out) >= max_results:
                         return out
         return out
+
+
+def _rg_bytes(field):
+    """One of rg --json's strings: {"text": ...}, or {"bytes": base64} where it is not UTF-8."""
+    if "text" in field:
+        return field["text"].encode("utf-8", "surrogateescape")
+    return base64.b64decode(field["bytes"])
 
 
 def _timeout_message(what, timeout):
@@ -269,13 +295,18 @@ def _text_of(full):
     return data.decode("utf-8", "replace")
 
 
-def _walk(real, check=None):
-    """(dirpath, name, is_dir) under `real`, sorted, never following symlinks, bounded."""
+def _walk(real, check=None, ignored=None):
+    """(dirpath, name, is_dir) under `real`, sorted, never following symlinks, bounded; without what the
+    .gitignore files of `ignored` (a Gitignores) ignore."""
     count = 0
     for dirpath, dirnames, filenames in os.walk(real, followlinks=False):
         if check is not None:
             check()
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        if ignored is not None:
+            ignored.enter(dirpath)
+            dirnames[:] = [d for d in dirnames if not ignored.ignored(dirpath, d, True)]
+            filenames = [f for f in filenames if not ignored.ignored(dirpath, f, False)]
         for d in dirnames:
             yield dirpath, d, True
         for f in sorted(filenames):
@@ -285,74 +316,233 @@ def _walk(real, check=None):
             return
 
 
-class ChildSearch:
-    """The helper's searches, each in a child helper (`argv`, reading its request on stdin) in a process
-    group of its own: a regex or glob that would run for ever (Python `re` backtracks) dies with its
-    group at the deadline, and the helper's threads stay free."""
+class Gitignores:
+    """The walker's reading of .gitignore files (rg reads them itself): a folder's patterns apply beneath
+    it, the last match wins, `!` takes a path back, a trailing `/` means folders only, any other `/`
+    anchors the pattern to its folder; a folder ignored is not entered. Not read (rg reads them): .ignore,
+    .rgignore, .git/info/exclude and git's global excludes file. `compile` is the search's own (RE2 on
+    the host), for a pattern in a .gitignore is the project's text, written by whoever."""
 
-    def __init__(self, argv, timeout=SEARCH_TIMEOUT_S):
+    def __init__(self, root, base, compile=re.compile):
+        self.compile = compile
+        self.chains = {}  # folder -> [(folder, rules)] of it and the folders above it that have rules
+        self.root = root.rstrip("/") or "/"
+        chain, d = [], self.root
+        rel = os.path.relpath(base, self.root)
+        for part in [] if rel in (".", "") or rel.startswith("..") else rel.split("/"):
+            chain = self._with(chain, d)
+            d = os.path.join(d, part)
+        self.chains[os.path.dirname(base.rstrip("/"))] = chain
+
+    def _with(self, chain, folder):
+        rules = self._read(folder)
+        return [*chain, (folder, rules)] if rules else chain
+
+    def _read(self, folder):
+        try:
+            fd = os.open(os.path.join(folder, ".gitignore"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return []
+        try:
+            if not _stat.S_ISREG(os.fstat(fd).st_mode):
+                return []
+            text = os.read(fd, 1 << 20).decode("utf-8", "replace")
+        except OSError:
+            return []
+        finally:
+            os.close(fd)
+        return [r for r in map(self._rule, text.splitlines()) if r is not None]
+
+    def _rule(self, line):
+        """(negated, folders only, anchored, matcher) of one line, or None for a blank or a comment."""
+        line = line.rstrip("\r")
+        if not line.endswith("\\ "):
+            line = line.rstrip(" ")
+        if not line or line.startswith("#"):
+            return None
+        negated = line.startswith("!")
+        line = line[1:] if negated else line
+        if line.startswith(("\\#", "\\!")):
+            line = line[1:]
+        dir_only = line.endswith("/")
+        line = line.rstrip("/")
+        anchored = "/" in line
+        line = line.lstrip("/")
+        if not line:
+            return None
+        try:
+            return negated, dir_only, anchored, self.compile(glob_regex(line).pattern).match
+        except Exception:  # a pattern this dialect cannot read ignores nothing
+            return None
+
+    def enter(self, folder):
+        """The walker is in `folder`: its .gitignore joins those above it."""
+        if folder not in self.chains:
+            self.chains[folder] = self._with(self.chains.get(os.path.dirname(folder), []), folder)
+
+    def ignored(self, folder, name, is_dir):
+        verdict = False
+        full = os.path.join(folder, name)
+        for where, rules in self.chains.get(folder, ()):
+            rel = full[len(where.rstrip("/")) + 1 :]
+            for negated, dir_only, anchored, match in rules:
+                if (is_dir or not dir_only) and match(rel if anchored else name):
+                    verdict = not negated
+        return verdict
+
+
+class _Child:
+    """One child helper in a session of its own, its stdin and stdout one end of a socket pair: a send to a
+    child that died fails with EPIPE instead of a SIGPIPE that would end the helper."""
+
+    def __init__(self, argv):
+        mine, theirs = socket.socketpair()
+        try:
+            self.proc = subprocess.Popen(argv, stdin=theirs.fileno(), stdout=theirs.fileno(), stderr=subprocess.PIPE,
+                                         start_new_session=True, close_fds=True)  # fmt: skip
+        except BaseException:
+            mine.close()
+            raise
+        finally:
+            theirs.close()
+        self.sock = mine
+        self.buf = bytearray()
+
+    def ask(self, request, timeout):
+        """The child's one-line answer to `request`; None when it died; TimeoutError past `timeout`."""
+        try:
+            self.sock.sendall(request, socket.MSG_NOSIGNAL)
+        except OSError:
+            return None
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.sock, selectors.EVENT_READ)
+            while b"\n" not in self.buf:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    raise TimeoutError
+                data = self.sock.recv(1 << 20)
+                if not data:
+                    return None
+                self.buf += data
+        line, _, rest = bytes(self.buf).partition(b"\n")
+        self.buf = bytearray(rest)
+        return line
+
+    def stderr_tail(self):
+        os.set_blocking(self.proc.stderr.fileno(), False)
+        try:
+            return (self.proc.stderr.read() or b"").decode("utf-8", "replace").strip()[-300:]
+        except OSError:
+            return ""
+
+    def end(self):
+        _kill_group(self.proc)
+        self.sock.close()
+        self.proc.stderr.close()
+
+
+class ChildSearch:
+    """The helper's searches, each in a child helper (`argv`, reading requests as lines on stdin) in a
+    process group of its own: a regex or glob that would run for ever (Python `re` backtracks) dies with
+    its group at the deadline, and the helper's threads stay free. A child that answered in time is kept
+    for the next search (a new one costs a Python start-up); one that did not is killed."""
+
+    KEEP = 2  # idle children kept
+
+    def __init__(self, argv, timeout=SEARCH_TIMEOUT_S, idle=None):
         self.argv = list(argv)
         self.timeout = timeout
         self.dialect = RG_DIALECT if find_rg() else "Python re"
+        self._idle = [] if idle is None else idle  # shared with the copies with_timeout makes
 
     def with_timeout(self, timeout):
-        return ChildSearch(self.argv, timeout)
+        return ChildSearch(self.argv, timeout, self._idle)
 
-    def glob(self, ws, pattern, path=".", limit=200):
-        return self._run(ws, "glob", {"pattern": pattern, "path": path, "limit": limit})
+    def glob(self, ws, pattern, path=".", limit=200, include_ignored=False):
+        args = {"pattern": pattern, "path": path, "limit": limit, "include_ignored": include_ignored}
+        return self._run(ws, "glob", args)
 
-    def grep(self, ws, pattern, path=".", glob=None, ignore_case=False, max_results=200):
+    def grep(self, ws, pattern, path=".", glob=None, ignore_case=False, max_results=200, include_ignored=False):
         args = {"pattern": pattern, "path": path, "glob": glob, "ignore_case": ignore_case}
-        return self._run(ws, "grep", {**args, "max_results": max_results})
+        return self._run(ws, "grep", {**args, "max_results": max_results, "include_ignored": include_ignored})
+
+    def close_idle(self):
+        """End the kept children (before a sweep, which would list them as killed, and at the end)."""
+        while self._idle:
+            try:
+                self._idle.pop().end()
+            except (IndexError, OSError):
+                pass
+
+    def _take(self):
+        try:
+            return self._idle.pop(), True  # list.pop is atomic: no lock for the few threads that search
+        except IndexError:
+            pass
+        try:
+            return _Child(self.argv), False
+        except OSError as exc:
+            raise HelperError(f"the search could not start its process: {exc.strerror or exc}") from None
 
     def _run(self, ws, op, args):
-        from .wire import dumps, loads
-
         what = "fs_" + op
         request = dumps({"op": op, "root": ws.root, "alias": ws.alias, "args": args, "timeout": self.timeout})
-        try:
-            proc = subprocess.Popen(
-                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True, close_fds=True,
-            )  # fmt: skip
-        except OSError as exc:
-            raise HelperError(f"{what} could not start its search process: {exc.strerror or exc}") from None
-        try:
-            out, err = proc.communicate(request.encode("utf-8"), timeout=self.timeout + 5.0)
-        except subprocess.TimeoutExpired:
-            raise SearchTimeout(_timeout_message(what, self.timeout)) from None
-        finally:
-            _kill_group(proc)
-        try:
-            msg = loads(out.decode("utf-8"))
-        except Exception:
-            tail = err.decode("utf-8", "replace").strip()[-300:]
-            raise HelperError(f"{what}'s search process failed (exit code {proc.returncode}): {tail}") from None
-        if msg.get("ok"):
-            return msg["result"]
-        outside = msg.get("kind") == OutsideWorkspace.kind
-        raise (OutsideWorkspace if outside else HelperError)(msg["message"])
+        request = (request + "\n").encode("utf-8", "backslashreplace")
+        while True:
+            child, reused = self._take()
+            try:
+                line = child.ask(request, self.timeout + 5.0)
+            except TimeoutError:
+                child.end()
+                raise SearchTimeout(_timeout_message(what, self.timeout)) from None
+            if line is not None:
+                break
+            tail = child.stderr_tail()
+            child.end()
+            if not reused:  # a kept child may have been swept since: then a new one, once
+                raise HelperError(f"{what}'s search process failed (exit code {child.proc.poll()}): {tail}")
+        if len(self._idle) < self.KEEP:
+            self._idle.append(child)
+        else:
+            child.end()
+        return _answer(what, line)
+
+
+def _answer(what, line):
+    try:
+        msg = loads(line.decode("utf-8"))
+    except Exception:
+        raise HelperError(f"{what}'s search process sent a bad answer: {line[:200]!r}") from None
+    if msg.get("ok"):
+        return msg["result"]
+    outside = msg.get("kind") == OutsideWorkspace.kind
+    raise (OutsideWorkspace if outside else HelperError)(msg["message"])
 
 
 def child_main(inp, out):
-    """A child helper's one search: the request on `inp`, the answer on `out` (see ChildSearch)."""
-    from .wire import dumps, loads
+    """A child helper's searches: each request a line on `inp`, each answer a line on `out` (ChildSearch)."""
+    for line in iter(inp.readline, b""):
+        out.write((dumps(_child_search(line)) + "\n").encode("utf-8", "backslashreplace"))
+        out.flush()
+
+
+def _child_search(line):
     from .workspace import Workspace
 
     try:
-        req = loads(inp.read().decode("utf-8"))
+        req = loads(line.decode("utf-8"))
         ws = Workspace(req["root"], req["alias"])
         search = Search(timeout=float(req.get("timeout", SEARCH_TIMEOUT_S)))
         a = req["args"]
+        ignored = bool(a.get("include_ignored"))
         if req["op"] == "glob":
-            result = search.glob(ws, a["pattern"], a.get("path", "."), a.get("limit", 200))
+            result = search.glob(ws, a["pattern"], a.get("path", "."), a.get("limit", 200), ignored)
         else:
-            where, glob = a.get("path", "."), a.get("glob")
-            result = search.grep(ws, a["pattern"], where, glob, a.get("ignore_case", False), a.get("max_results", 200))
-        answer = {"ok": True, "result": result}
+            where, glob, ic = a.get("path", "."), a.get("glob"), a.get("ignore_case", False)
+            result = search.grep(ws, a["pattern"], where, glob, ic, a.get("max_results", 200), ignored)
+        return {"ok": True, "result": result}
     except HelperError as exc:
-        answer = {"ok": False, "kind": exc.kind, "message": str(exc)}
+        return {"ok": False, "kind": exc.kind, "message": str(exc)}
     except Exception as exc:
-        answer = {"ok": False, "kind": "SandboxError", "message": f"{type(exc).__name__}: {exc}"}
-    out.write(dumps(answer).encode("utf-8", "backslashreplace"))
-    out.flush()
+        return {"ok": False, "kind": "SandboxError", "message": f"{type(exc).__name__}: {exc}"}

@@ -1,7 +1,7 @@
 """The helper's server: requests read as JSON lines, run concurrently (file ops on a few workers, each
-command on its own thread), responses and output events written back, matched by id."""
+command on its own thread), responses and output events written back, matched by id. Bulk bytes (fs_read's
+answer, fs_write's request) travel as a binary frame: the line says `"bin": N`, N raw bytes follow it."""
 
-import base64
 import os
 import sys
 import threading
@@ -13,7 +13,8 @@ from .sync import sync_op
 from .wire import dumps, loads
 from .workspace import READ_LIMIT, fs_list, fs_read, fs_read_text, fs_stat, fs_write
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+MAX_FRAME = 128 * 1024 * 1024  # a binary frame larger than this is read and dropped
 
 
 class Server:
@@ -36,11 +37,17 @@ class Server:
         self.exec_jobs = []
         self.exec_idle = 0
         self.closing = False
+        self.spawn_cwd = None  # the helper's own working directory, once it has made it the workspace
 
-    def send(self, obj):
+    def send(self, obj, blob=None):
+        """One message; `blob` (bytes) follows its line as a binary frame."""
+        if blob is not None:
+            obj = {"bin": len(blob), **obj}  # first, so the host finds it without parsing the line
         line = (dumps(obj) + "\n").encode("utf-8", "backslashreplace")
         with self.out_lock:
             self.out.write(line)
+            if blob is not None:
+                self.out.write(blob)
             self.out.flush()
 
     def serve(self):
@@ -70,8 +77,31 @@ class Server:
                     {"id": None, "ok": False, "error": {"kind": "SandboxError", "message": f"bad request: {exc}"}}
                 )
                 continue
+            if req.get("bin") is not None and not self._read_blob(req):
+                break
             self._route(req)
         self.shutdown()
+
+    def _read_blob(self, req):
+        """The binary frame after a request's line goes into its args as `data`; False at EOF."""
+        size = req["bin"]
+        if not isinstance(size, int) or size < 0:
+            return False  # the stream cannot be followed past a frame of unknown length
+        if size > MAX_FRAME:  # never held: read past it, and refuse the request
+            while size > 0:
+                chunk = self.inp.read(min(size, 1 << 20))
+                if not chunk:
+                    return False
+                size -= len(chunk)
+            req["op"], req["args"] = "refuse", {"message": f"a request of over {MAX_FRAME} bytes"}
+            return True
+        data = self.inp.read(size) if size else b""
+        if len(data) < size:
+            return False
+        if not isinstance(req.get("args"), dict):
+            req["args"] = {}
+        req["args"]["data"] = data
+        return True
 
     def _route(self, req):
         """A cancel acts at once, an exec gets its own thread, everything else queues for the workers."""
@@ -122,6 +152,7 @@ class Server:
         for run in runs:
             run.cancel()
         try:
+            _close_idle_searches(self.ws)
             self.procs.sweep()  # nothing it started outlives the helper's session
         except Exception:
             pass
@@ -144,7 +175,8 @@ class Server:
         rid = req.get("id")
         try:
             result = self.dispatch(req)
-            self.send({"id": rid, "ok": True, "result": result})
+            blob = result.pop("data") if isinstance(result, dict) and isinstance(result.get("data"), bytes) else None
+            self.send({"id": rid, "ok": True, "result": result}, blob)
         except HelperError as exc:
             self.send({"id": rid, "ok": False, "error": {"kind": exc.kind, "message": str(exc)}})
         except Exception as exc:
@@ -174,6 +206,7 @@ class Server:
             on_chunk,
             a.get("grace", KILL_GRACE_S),
             tracker=self.procs.tracker,
+            spawn_cwd=self.spawn_cwd,
         )
         with self.runs_lock:
             self.runs[rid] = run
@@ -195,15 +228,23 @@ def _searcher(ws, a):
     return ws.searcher
 
 
+def _close_idle_searches(ws):
+    close = getattr(ws.searcher, "close_idle", None)
+    if close is not None:
+        close()
+
+
 def call_op(ws, procs, op, a):
     """Every non-exec operation, shared by the helper server and LocalSandbox."""
     if op == "read":
         data, size = fs_read(ws, a["path"], a.get("offset", 0), a.get("limit", READ_LIMIT))
-        return {"data": base64.b64encode(data).decode("ascii"), "size": size}
+        return {"data": data, "size": size}  # bytes: a binary frame on the wire
     if op == "read_text":
         return fs_read_text(ws, a["path"], a.get("limit", READ_LIMIT))
     if op == "write":
-        data = base64.b64decode(a["data"]) if "data" in a else a["text"].encode("utf-8")
+        data = a["data"] if "data" in a else a["text"].encode("utf-8")
+        if not isinstance(data, bytes):
+            raise HelperError("fs_write's bytes must come as a binary frame")
         return fs_write(ws, a["path"], data, a.get("make_dirs", True))
     if op == "stat":
         return fs_stat(ws, a["path"])
@@ -212,11 +253,11 @@ def call_op(ws, procs, op, a):
     if op == "list":
         return fs_list(ws, a.get("path", "."))
     if op == "glob":
-        return _searcher(ws, a).glob(ws, a["pattern"], a.get("path", "."), a.get("limit", 200))
+        ignored = bool(a.get("include_ignored"))
+        return _searcher(ws, a).glob(ws, a["pattern"], a.get("path", "."), a.get("limit", 200), ignored)
     if op == "grep":
-        return _searcher(ws, a).grep(
-            ws, a["pattern"], a.get("path", "."), a.get("glob"), a.get("ignore_case", False), a.get("max_results", 200)
-        )
+        where, ic, most = a.get("path", "."), a.get("ignore_case", False), a.get("max_results", 200)
+        return _searcher(ws, a).grep(ws, a["pattern"], where, a.get("glob"), ic, most, bool(a.get("include_ignored")))
     if op == "bg_start":
         return procs.start(a["command"], ws.resolve(a.get("cwd") or "."), a.get("env"))
     if op == "bg_logs":
@@ -224,9 +265,12 @@ def call_op(ws, procs, op, a):
     if op == "bg_kill":
         return procs.get(a["process_id"]).kill()
     if op == "sweep":
+        _close_idle_searches(ws)
         return procs.sweep(float(a.get("grace", 0.2)))
     if op in ("sync_manifest", "sync_read", "sync_apply"):  # a synced workspace's sync container (sync.py)
         return sync_op(ws, op, a)
+    if op == "refuse":
+        raise HelperError(a["message"])
     if op == "ping":
         return {"version": PROTOCOL_VERSION, "uid": os.getuid()}
     raise HelperError(f"unknown operation {op!r}")
