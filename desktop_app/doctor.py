@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Settings, keyring_available, resolve_api_key
-from .core import AgentDeskError
+from .core import AgentDeskError, Redactor
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 ENDPOINT_TIMEOUT_S = 5.0
@@ -68,14 +68,28 @@ async def run_checks(*, db: str | None = None, settings: Settings | None = None)
         except AgentDeskError as e:
             settings = Settings()
             settings_check = [Check("Settings", FAIL, str(e), e.hint or "fix or delete the settings file")]
+    names = ("Docker engine", "API key", "Keyring", "Qt", "Database")
     parts = await asyncio.gather(
         asyncio.to_thread(docker_checks, settings),
         asyncio.to_thread(key_checks, settings),
         asyncio.to_thread(keyring_check),
         asyncio.to_thread(qt_check),
         database_check(db),
+        return_exceptions=True,
     )
-    return [*settings_check, *(c for part in parts for c in (part if isinstance(part, list) else [part]))]
+    checks = list(settings_check)
+    for name, part in zip(names, parts, strict=True):
+        if isinstance(part, BaseException):
+            # A check that broke (an engine too slow to answer, a driver's own error) is a failed line of its
+            # own: the other checks are still shown.
+            if not isinstance(part, Exception):
+                raise part
+            first = Redactor().redact((str(part).splitlines() or [""])[0][:200])
+            checks.append(Check(name, FAIL, f"the check itself failed: {type(part).__name__}: {first}",
+                                "run doctor again; if it keeps failing, `agent-desk --debug doctor` shows why"))
+        else:
+            checks.extend(part if isinstance(part, list) else [part])
+    return checks
 
 
 # Docker -------------------------------------------------------------------------------------------------

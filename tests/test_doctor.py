@@ -80,3 +80,19 @@ def test_the_qt_check_names_a_package_for_each_missing_library() -> None:
             assert lib in check.detail and QT_LIB_PACKAGES.get(lib, lib) in check.fix
     else:
         assert check.status in ("ok", "warn") and "all present" in check.detail
+
+
+async def test_a_check_that_breaks_is_a_failed_line_and_the_others_still_show(monkeypatch) -> None:
+    """An engine too slow to answer (a requests timeout under load), or any check's own error, must not take
+    the whole doctor down: its line says it failed, with no secret, and every other check is shown."""
+    import desktop_app.doctor as doctor
+
+    def slow_engine(settings):
+        raise TimeoutError("Read timed out (token sk-ant-api03-" + "x" * 40 + ")")
+
+    monkeypatch.setattr(doctor, "docker_checks", slow_engine)
+    checks = await doctor.run_checks(db="/nonexistent-dir/desk.db")
+    by_name = {c.name: c for c in checks}
+    assert by_name["Docker engine"].status == doctor.FAIL
+    assert "TimeoutError" in by_name["Docker engine"].detail and "sk-ant-api03-x" not in by_name["Docker engine"].detail
+    assert {"API key", "Keyring", "Qt", "Database"} <= set(by_name)

@@ -93,12 +93,22 @@ async def test_a_server_that_ignores_eof_and_sigterm_is_killed_at_close(docker_s
     assert "while" not in await _ps(docker_sandbox) and ch.returncode is not None
 
 
-async def test_the_session_sweep_leaves_a_server_alone(docker_sandbox: DockerSandbox) -> None:
+async def test_the_session_sweep_leaves_a_server_alone(docker_client, docker_sandbox: DockerSandbox) -> None:
     """A server is its own `docker exec`, not a run of the helper: the sweep at a session's end neither kills
     it nor reports it. A daemon it orphans outside its session with a scrubbed environment is a stray."""
     ch = await docker_sandbox.open_process(["sh", "-c", "(setsid env -i sleep 3004 &); exec cat"])
     await ch.write(b"ping\n")
     assert await ch.read() == b"ping\n"
+    # The daemon is a few forks and execs behind cat's echo (subshell, setsid, env, sleep); while the subshell
+    # lives it is still under the server's own exec, which no sweep touches. Sweep once it is an orphan
+    # (ppid 1) running sleep itself: ps by a docker exec of its own, since every command the helper runs
+    # ends by killing strays.
+    box = docker_client.containers.get(docker_sandbox.container_id)
+    for _ in range(100):
+        ps = (await asyncio.to_thread(box.exec_run, ["ps", "-eo", "ppid=,args="])).output.decode()
+        if any(line.split() == ["1", "sleep", "3004"] for line in ps.splitlines()):
+            break
+        await asyncio.sleep(0.05)
     swept = await docker_sandbox.sweep()
     assert [k for k in swept["killed"] if "sleep 3004" in k["command"]]
     assert not [k for k in swept["killed"] + swept["alive"] if k["command"] == "cat"]
