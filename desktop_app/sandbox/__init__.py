@@ -4,7 +4,7 @@ implement lives in core, beside the tools that consume it."""
 
 from ._client import connect
 from ._config import SandboxConfig, workspace_where
-from ._docker import DockerSandbox, container_name, remove_orphans
+from ._docker import DockerSandbox, container_name, folder_owner, remove_orphans
 from ._factory import create_sandbox
 from ._images import (
     ImageSpec,
@@ -18,6 +18,15 @@ from ._images import (
     resolve_image,
 )
 from ._local import LocalSandbox
+from ._project_image import (
+    ProjectImageBuild,
+    ProjectImageSource,
+    build_project_image,
+    find_project_image,
+    project_image_digest,
+    project_image_tag,
+    refuse_loosening,
+)
 
 __all__ = [
     "DockerSandbox",
@@ -37,4 +46,13 @@ __all__ = [
     "remove_orphans",
     "resolve_image",
     "workspace_where",
+    # a project's own image (sandbox-check)
+    "ProjectImageBuild",
+    "ProjectImageSource",
+    "build_project_image",
+    "find_project_image",
+    "folder_owner",
+    "project_image_digest",
+    "project_image_tag",
+    "refuse_loosening",
 ]
