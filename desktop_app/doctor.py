@@ -440,7 +440,9 @@ def _project_image_change(path: str, built: dict[str, Any]) -> SandboxStatus | N
     if source is None:
         return SandboxStatus(AMBER, "The project's image file is gone: the last build is used", action="pick")
     if digest != built.get("digest"):
-        return SandboxStatus(AMBER, f"{source.name} changed since the build: Build again",
-                             f"{source.path} differs from what was built; the last build is used until you "
-                             "build again", action="build", build="project")
+        what = "Dockerfile" if source.builds else source.name
+        return SandboxStatus(AMBER, f"{what} changed since the build: Build again",
+                             f"{source.path}, its Dockerfile or its context differs from what was built (the agent "
+                             "may have edited it); the last build is used until you build again",
+                             action="build", build="project")
     return None
