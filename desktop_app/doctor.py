@@ -322,7 +322,7 @@ def check_project_sandbox(path: str, image: str, settings: dict[str, Any] | None
         found.append(_image_status(client, path, config.image, settings))
     finally:
         client.close()
-    worst = max(found, key=lambda s: _WORSE[s.level])
+    worst = max(found, key=lambda s: (_WORSE[s.level], bool(s.text)))
     detail = "; ".join(x for x in (*(s.detail for s in found), engine.detail) if x)
     return SandboxStatus(worst.level, worst.text, detail, worst.action, worst.fix, worst.build)
 

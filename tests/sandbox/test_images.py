@@ -139,6 +139,7 @@ async def test_a_devcontainer_project_is_built_and_used_as_the_sandbox(docker_cl
         await sb.close()
         for c in docker_client.containers.list(all=True, filters={"label": "org.agent-desk.project=prj_devc"}):
             c.remove(force=True)
+        docker_client.images.remove(built.tag)
 
 
 @pytest.mark.docker
@@ -151,3 +152,4 @@ def test_a_devcontainer_image_reference_is_tagged_for_the_project(docker_client,
                                 client=docker_client)
     assert docker_client.images.get(built.tag).id == docker_client.images.get("agent-desk/base:bookworm").id
     assert "note: runArgs ignored: docker run arguments are not passed" in lines
+    docker_client.images.remove(built.tag)  # a tag only: the base stays

@@ -49,11 +49,16 @@ def project(root: Path, spec: dict | None = None, dockerfile: str = DOCKERFILE) 
 
 @pytest.fixture
 def containers(docker_client):
+    """The project ids a test builds for: their containers and their images' tags go at its end."""
     made: list[str] = []
     yield made
     for pid in made:
         for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={pid}"}):
             c.remove(force=True, v=True)
+        for image in docker_client.images.list(filters={"label": "org.agent-desk.project-image.digest"}):
+            for tag in image.tags:
+                if tag.startswith(f"agent-desk/project-{pid.removeprefix('prj_')}-"):
+                    docker_client.images.remove(tag)
 
 
 def test_loosening_devcontainer_keys_are_ignored_with_a_notice(tmp_path: Path) -> None:
