@@ -33,8 +33,8 @@ def desk(qtbot, run, store):
 
 def open_project(run, controller, folder: Path, image: str, **settings) -> ProjectInfo:
     """Store the project, open a session of it, and wait for its sandbox's check (the engine is asked first)."""
-    project = ProjectInfo(id=f"prj_{folder.name}_{uuid.uuid4().hex[:8]}", name=folder.name, path=str(folder), image=image,
-                          settings=settings)
+    project = ProjectInfo(id=f"prj_{folder.name}_{uuid.uuid4().hex[:8]}", name=folder.name, path=str(folder),
+                          image=image, settings=settings)
     run(controller.store.save_project(project))
     run(controller.reload_projects())
     run(controller.new_session(project.id))
@@ -100,8 +100,8 @@ def test_a_root_owned_folder_gets_a_fix_that_says_what_to_run(desk, qtbot, run, 
     assert f"chown -R \"$(id -u):$(id -g)\" {folder}" in box.informativeText()
     assert "read-only" in box.informativeText()
     # read-only workspace: readable is enough
-    assert run(controller.checks.check_project(
-        ProjectInfo(project.id, project.name, str(folder), TEST_IMAGE, settings={"workspace_ro": True}))).level == "green"
+    read_only = ProjectInfo(project.id, project.name, str(folder), TEST_IMAGE, settings={"workspace_ro": True})
+    assert run(controller.checks.check_project(read_only)).level == "green"
     # something inside owned by root (an earlier `docker run` as root): amber, with the same fix
     make_workspace(folder)
     (folder / "node_modules").mkdir()
