@@ -87,8 +87,8 @@ class SetupChecks(QObject):
         if ok:
             self.window.banner.clear_item("docker")
             project = self._current_project()
-            if project is not None:
-                self.show_project_sandbox(project)
+            if project is not None:  # awaited: a screenshot or a Retry shows the project's real state
+                await self.check_project(project)
             else:  # no project, so no image to call ready
                 self.window.status.show_check("", f"{message} answers: add a project")
         else:

@@ -27,7 +27,7 @@ class AgentStatusBar:
         self.sandbox = QLabel("sandbox: –")
         self.usage = QLabel("0 tokens · $0.00")
         self.sandbox_action = QPushButton()  # Build, Pick…, Fix… or Check again: what the sandbox line needs
-        self.sandbox_action.setFlat(True)
+        self.sandbox_action.setMaximumHeight(22)
         self.sandbox_action.hide()
         self._action_slot: Callable[[], object] | None = None
         self.sandbox_action.clicked.connect(lambda: self._action_slot() if self._action_slot else None)

@@ -169,3 +169,32 @@ def test_links_out_of_the_project_are_never_followed(tmp_path: Path) -> None:
     os.symlink(folder / ".devcontainer", other / ".devcontainer")
     with pytest.raises(ConfigError, match="link"):
         find_project_image(other)
+
+
+def test_a_fifo_a_huge_context_and_a_linked_devcontainer_json_are_handled(tmp_path: Path, monkeypatch) -> None:
+    from desktop_app.sandbox import _project_image
+
+    folder = project(tmp_path / "p", {"build": {"dockerfile": "Dockerfile", "context": ".."}})
+    os.mkfifo(folder / "pipe")  # a FIFO would block a reader: never opened, never sent
+    source = find_project_image(folder)
+    assert source is not None
+    ctx = _project_image.pack_context(folder, source, with_ca=False)
+    import tarfile
+
+    with tarfile.open(fileobj=ctx.tar) as tar:
+        assert "pipe" not in tar.getnames() and ".devcontainer/Dockerfile" in tar.getnames()
+    monkeypatch.setattr(_project_image, "MAX_CONTEXT_FILES", 2)
+    with pytest.raises(ConfigError, match="too large") as info:
+        project_image_digest(folder, source)
+    assert ".dockerignore" in info.value.hint
+    monkeypatch.undo()
+    # the agent replaces devcontainer.json with a link to a host file: refused, nothing read through it
+    config = folder / ".devcontainer" / "devcontainer.json"
+    config.unlink()
+    (folder / "pipe").unlink()
+    os.symlink("/etc/shadow", config)
+    with pytest.raises(ConfigError, match="link"):
+        find_project_image(folder)
+    status = check_project_sandbox(str(folder), "agent-desk/minimal:latest",
+                                   {"project_image": {"source": ".devcontainer/devcontainer.json", "digest": "x"}})
+    assert status.level == AMBER and "cannot be read" in status.text and status.action == "build"

@@ -162,6 +162,7 @@ class ProjectSettingsDialog(FutureDialog):
             if entry.get("in_use"):  # the project runs its own image: its entry, not the bare tag
                 self.image.setCurrentText(tag)
         self.image_status = QLabel()
+        self.image_status.setWordWrap(True)  # a project image's notices can be long
         self.build_btn = QPushButton("Build")
         self.build_btn.clicked.connect(lambda: self._tasks.spawn(self.build_selected()))
         self.build_progress = QProgressBar()
