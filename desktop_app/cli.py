@@ -378,12 +378,23 @@ async def _run(args: argparse.Namespace) -> int:
     except BaseException:
         await store.close()
         raise
+    await _note_project_image(project)
     runtime = await _open_runtime(args, project, store, settings)
     try:
         session = await runtime.open_session(args.session, title=args.prompt[:60])
         return await _drive(runtime, session, args, args.prompt)
     finally:
         await runtime.close()
+
+
+async def _note_project_image(project: Any) -> None:
+    """The project's own image file changed since its build: said; `run` never builds it."""
+    from .doctor import project_image_note
+
+    note = await asyncio.to_thread(project_image_note, project.path, project.image, project.settings)
+    if note:
+        print(f"agent-desk: note: {note}. Build it again with `agent-desk images build --project "
+              f"{project.path}`.", file=sys.stderr)
 
 
 async def _drive(runtime: Any, session: Any, args: argparse.Namespace, prompt: str | None) -> int:

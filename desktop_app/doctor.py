@@ -406,7 +406,7 @@ def _image_status(client: Any, path: str, image: str, settings: dict[str, Any]) 
     from .sandbox import image_name_for_tag, refuse_loosening
 
     shown = image.removesuffix(":latest")
-    built = settings.get("project_image") or {}
+    built = _built_from(image, settings)
     try:
         img = client.images.get(image)
     except docker.errors.ImageNotFound:
@@ -424,6 +424,20 @@ def _image_status(client: Any, path: str, image: str, settings: dict[str, Any]) 
         return SandboxStatus(RED, "Image refused: it declares a VOLUME", e.user_message(), action="pick")
     changed = _project_image_change(path, built) if built else None
     return changed or SandboxStatus(GREEN, f"Sandbox ready: {shown}", "")
+
+
+def _built_from(image: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """What the project's own image was built from, when the project uses it (a catalog image chosen since
+    leaves the setting behind, unused)."""
+    own = image.startswith("agent-desk/project-")  # project_image_tag's repository
+    return dict(settings.get("project_image") or {}) if own else {}
+
+
+def project_image_note(path: str, image: str, settings: dict[str, Any] | None) -> str:
+    """For the CLI: what changed in the project's own image file since its build ("" when nothing did)."""
+    built = _built_from(image, dict(settings or {}))
+    change = _project_image_change(path, built) if built else None
+    return f"{change.text} ({change.detail})" if change else ""
 
 
 def _project_image_change(path: str, built: dict[str, Any]) -> SandboxStatus | None:

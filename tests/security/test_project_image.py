@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from desktop_app.core import ConfigError, SandboxError
-from desktop_app.doctor import AMBER, GREEN, check_project_sandbox
+from desktop_app.doctor import AMBER, GREEN, check_project_sandbox, project_image_note
 from desktop_app.sandbox import (
     DockerSandbox,
     SandboxConfig,
@@ -128,6 +128,10 @@ async def test_an_agent_edited_dockerfile_is_neither_built_nor_used_without_the_
     finally:
         await again.close()
     assert project_image_digest(folder, built.source) != built.digest
+    # `agent-desk run` says so before it starts, and never builds
+    note = project_image_note(str(folder), built.tag, settings)
+    assert note.startswith("Dockerfile changed since the build") and "the agent may have edited it" in note
+    assert project_image_note(str(folder), "agent-desk/minimal:latest", settings) == ""  # not in use: silent
 
 
 def test_an_image_with_a_volume_is_refused(docker_client, tmp_path: Path, containers) -> None:
