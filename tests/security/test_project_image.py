@@ -175,7 +175,8 @@ def test_links_out_of_the_project_are_never_followed(tmp_path: Path) -> None:
         find_project_image(other)
 
 
-def test_a_fifo_a_huge_context_and_a_linked_devcontainer_json_are_handled(tmp_path: Path, monkeypatch) -> None:
+def test_a_fifo_a_huge_context_and_a_linked_devcontainer_json_are_handled(docker_client, tmp_path: Path,
+                                                                          monkeypatch) -> None:
     from desktop_app.sandbox import _project_image
 
     folder = project(tmp_path / "p", {"build": {"dockerfile": "Dockerfile", "context": ".."}})
@@ -199,6 +200,10 @@ def test_a_fifo_a_huge_context_and_a_linked_devcontainer_json_are_handled(tmp_pa
     os.symlink("/etc/shadow", config)
     with pytest.raises(ConfigError, match="link"):
         find_project_image(folder)
-    status = check_project_sandbox(str(folder), "agent-desk/minimal:latest",
-                                   {"project_image": {"source": ".devcontainer/devcontainer.json", "digest": "x"}})
+    docker_client.images.get("agent-desk/minimal:latest").tag("agent-desk/project-fifo-0", "1")  # as if built
+    try:
+        status = check_project_sandbox(str(folder), "agent-desk/project-fifo-0:1",
+                                       {"project_image": {"source": ".devcontainer/devcontainer.json", "digest": "x"}})
+    finally:
+        docker_client.images.remove("agent-desk/project-fifo-0:1")
     assert status.level == AMBER and "cannot be read" in status.text and status.action == "build"
