@@ -226,7 +226,7 @@ def pack_context(folder: str | os.PathLike[str], source: ProjectImageSource, *, 
                                   f"{MAX_CONTEXT_BYTES // 1024**2} MiB or {MAX_CONTEXT_FILES} files)",
                                   hint="add a .dockerignore beside it, or give the Dockerfile its own folder")
             _add_entry(tar, context, rel, st, digest)
-        dockerfile = _add_dockerfile(tar, root, context, source, digest)
+        dockerfile = _add_dockerfile(tar, root, context, source, digest, matcher)
         if with_ca:
             bundle = _bundle_bytes(build_ca_bundle())
             info = tarfile.TarInfo(CA_FILE)
@@ -266,14 +266,15 @@ def _add_entry(tar: tarfile.TarFile, context: Path, rel: str, st: os.stat_result
 
 
 def _add_dockerfile(tar: tarfile.TarFile, root: Path, context: Path, source: ProjectImageSource,
-                    digest: Any) -> str:
-    """The Dockerfile's name in the tar: its own path when inside the context, else a copy beside it."""
+                    digest: Any, ignored: Callable[[str], bool]) -> str:
+    """The Dockerfile's name in the tar: its own path when inside the context (and sent), else a copy beside
+    it (outside the context, or left out by .dockerignore: `docker build` sends it anyway)."""
     data = read_beneath(root, source.dockerfile, limit=MAX_SPEC_BYTES)
     if data is None:
         raise ConfigError(f"{source.path} names the Dockerfile {source.dockerfile}, which does not exist")
     inside = source.context == "." or source.dockerfile.startswith(source.context.rstrip("/") + "/")
     rel = source.dockerfile if source.context == "." else source.dockerfile[len(source.context) + 1:]
-    if inside and (context / rel).is_file() and not (context / rel).is_symlink():
+    if inside and not ignored(rel) and (context / rel).is_file() and not (context / rel).is_symlink():
         return rel
     info = tarfile.TarInfo(OUTSIDE_DOCKERFILE)
     info.size, info.mode = len(data), 0o644
