@@ -194,9 +194,11 @@ def _add_images(sub: _Sub) -> None:
     img = sub.add("images", help="sandbox images")
     isub = _Sub(img.add_subparsers(dest="action", required=True, metavar="ACTION"), sub.common)
     isub.add("list", help="the catalog and what is built")
-    ib = isub.add("build", help="build a catalog image")
-    ib.add_argument("name", help="a catalog name: minimal, python, node (see `images list`)")
+    ib = isub.add("build", help="build a catalog image, or a project's own (--project)")
+    ib.add_argument("name", nargs="?", help="a catalog name: minimal, python, node (see `images list`)")
     ib.add_argument("--no-cache", action="store_true")
+    _dir_arg(ib.add_argument("--project", metavar="PATH", help="build the project's .agent-desk/Dockerfile or "
+                             ".devcontainer/devcontainer.json and make it the project's sandbox image"))
 
 
 def _add_rules(sub: _Sub) -> None:
@@ -400,12 +402,23 @@ async def _run(args: argparse.Namespace) -> int:
     except BaseException:
         await store.close()
         raise
+    await _note_project_image(project)
     runtime = await _open_runtime(args, project, store, settings)
     try:
         session = await runtime.open_session(args.session, title=args.prompt[:60])
         return await _drive(runtime, session, args, args.prompt)
     finally:
         await runtime.close()
+
+
+async def _note_project_image(project: Any) -> None:
+    """The project's own image file changed since its build: said; `run` never builds it."""
+    from .doctor import project_image_note
+
+    note = await asyncio.to_thread(project_image_note, project.path, project.image, project.settings)
+    if note:
+        print(f"agent-desk: note: {note}. Build it again with `agent-desk images build --project "
+              f"{project.path}`.", file=sys.stderr)
 
 
 async def _drive(runtime: Any, session: Any, args: argparse.Namespace, prompt: str | None) -> int:
@@ -791,11 +804,38 @@ async def _images(args: argparse.Namespace) -> int:
             size = f"{st.size / 1e6:.0f} MB" if st.present else ""
             print(f"{st.spec.name:10} {st.spec.tag:32} {mark:6} {size:>7}  {st.spec.description}")
         return EXIT_OK
+    if args.project is not None:
+        return await _build_project_image(args)
+    if not args.name:
+        raise ConfigError("name a catalog image to build, or a project folder with --project",
+                          hint="agent-desk images build minimal, or agent-desk images build --project .")
     status = await asyncio.to_thread(
         build_image, args.name, lambda line: print(f"  {line}", file=sys.stderr, flush=True),
         nocache=args.no_cache,
     )
     print(f"built {status.spec.tag} ({status.image_id[:19]})")
+    return EXIT_OK
+
+
+async def _build_project_image(args: argparse.Namespace) -> int:
+    """The project's own image, built only on this explicit command, then stored as the project's image
+    with the digest it was built from (a later change of the file is shown, never built by `run`)."""
+    from .runtime import open_store, project_dir, project_for_dir
+    from .sandbox import build_project_image
+
+    folder = project_dir(args.project)
+    store = await open_store(args.db)
+    try:
+        project = await project_for_dir(store, folder)
+        built = await asyncio.to_thread(
+            build_project_image, folder, project_id=project.id, name=project.name, nocache=args.no_cache,
+            on_progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+        project.image = built.tag
+        project.settings["project_image"] = {"source": built.source.path, "digest": built.digest}
+        await store.save_project(project)
+    finally:
+        await store.close()
+    print(f"built {built.tag} ({built.image_id[:19]}) from {built.source.path}: the sandbox image of {folder}")
     return EXIT_OK
 
 

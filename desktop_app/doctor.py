@@ -289,3 +289,188 @@ def _hide_password(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:
         return "(an unreadable URL)"
+
+
+# a project's sandbox, checked when it is opened or saved ----------------------------------------------------
+GREEN, AMBER, RED = "green", "amber", "red"
+_WORSE = {GREEN: 0, AMBER: 1, RED: 2}
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxStatus:
+    """What the status bar says of a project's sandbox: a colour, plain words, what else was seen (`detail`),
+    and the one action that fixes it: "build" (`build`: a catalog name, or "project"), "pick" (the project's
+    settings), "fix" (`fix` says what to run) or "retry"."""
+
+    level: str
+    text: str
+    detail: str = ""
+    action: str = ""
+    fix: str = ""
+    build: str = ""
+
+    def worse(self, other: SandboxStatus) -> bool:
+        return _WORSE[self.level] > _WORSE[other.level]
+
+
+def check_project_sandbox(path: str, image: str, settings: dict[str, Any] | None = None) -> SandboxStatus:
+    """The engine (answers, version), the folder against the sandbox's uid, and the image (on the engine,
+    buildable, or changed since its build). Blocking: run it on a worker thread."""
+    from .sandbox import SandboxConfig, workspace_where
+
+    settings = dict(settings or {})
+    if settings.get("sandbox") == "local":
+        return SandboxStatus(AMBER, "Unsandboxed: tools run on this machine, as you", action="pick",
+                             detail="the project's settings chose the local sandbox")
+    if not os.path.isdir(path):
+        return SandboxStatus(RED, "Project folder missing", f"{path} does not exist", action="pick")
+    try:
+        config = SandboxConfig.from_settings(settings, image=image)
+    except AgentDeskError as e:
+        return SandboxStatus(RED, "Sandbox settings invalid", e.user_message(), action="pick")
+    found = [] if workspace_where(settings) else [folder_status(path, config.uid, config.workspace_readonly)]
+    client, engine = _engine_status()
+    if client is None:
+        return engine
+    try:
+        found.append(_image_status(client, path, config.image, settings))
+    finally:
+        client.close()
+    worst = max(found, key=lambda s: (_WORSE[s.level], bool(s.text)))
+    detail = "; ".join(x for x in (*(s.detail for s in found), engine.detail) if x)
+    return SandboxStatus(worst.level, worst.text, detail, worst.action, worst.fix, worst.build)
+
+
+def _engine_status() -> tuple[Any, SandboxStatus]:
+    """(a client, its version in `detail`) or (None, red "Docker engine not running" with a Check again)."""
+    from .sandbox import connect
+
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    try:
+        client = connect()
+        info = client.version()
+    except Exception as e:
+        message = str(e) if isinstance(e, AgentDeskError) else str(e).splitlines()[0][:200]
+        return None, SandboxStatus(RED, "Docker engine not running", message, action="retry",
+                                   fix=_engine_failure(host, message).fix)
+    return client, SandboxStatus(GREEN, "", f"Docker {info.get('Version', '?')} at {host}")
+
+
+def folder_status(path: str, uid: int | None = None, readonly: bool = False) -> SandboxStatus:
+    """Whether the sandbox's user (the folder's owner, or uid 1000 when root owns it) may read the folder,
+    and write it and what lies directly in it (unless the workspace is mounted read-only)."""
+    import shlex
+    import stat
+
+    from .sandbox import folder_owner
+
+    st = os.stat(path)
+    uid, gid = (uid, uid) if uid else folder_owner(path)
+    fix = (f"sudo chown -R \"$(id -u):$(id -g)\" {shlex.quote(path)}   (then the sandbox runs as you), or "
+           "tick \"Mount the workspace read-only\" in the project's settings")
+    owner = "root" if st.st_uid == 0 else f"uid {st.st_uid}"
+    if not _may(st, uid, gid, 0o5):
+        return SandboxStatus(RED, f"Folder owned by {owner}: the sandbox (uid {uid}) cannot read it",
+                             f"{path} is {stat.filemode(st.st_mode)} {owner}", action="fix", fix=fix)
+    if readonly:
+        return SandboxStatus(GREEN, "", "the workspace is mounted read-only")
+    if not _may(st, uid, gid, 0o3):
+        return SandboxStatus(RED, f"Folder owned by {owner}: the sandbox (uid {uid}) cannot write in it",
+                             f"{path} is {stat.filemode(st.st_mode)} {owner}", action="fix", fix=fix)
+    stuck = _unwritable_entries(path, uid, gid)
+    if stuck:
+        names = ", ".join(stuck[:3]) + ("…" if len(stuck) > 3 else "")
+        return SandboxStatus(AMBER, f"{len(stuck)} item(s) the sandbox (uid {uid}) cannot change: {names}",
+                             "they belong to another user (often root, from an earlier docker run)",
+                             action="fix", fix=fix)
+    return SandboxStatus(GREEN, "", "")
+
+
+def _may(st: os.stat_result, uid: int, gid: int, bits: int) -> bool:
+    """Whether uid:gid has `bits` (r=4 w=2 x=1) on a file of this stat, as the kernel decides for a non-root."""
+    shift = 6 if st.st_uid == uid else 3 if st.st_gid == gid else 0
+    return (st.st_mode >> shift) & bits == bits
+
+
+def _unwritable_entries(path: str, uid: int, gid: int, limit: int = 500) -> list[str]:
+    """What lies directly in the folder that the sandbox cannot write (the first `limit` entries)."""
+    import stat
+
+    out = []
+    with os.scandir(path) as it:
+        for n, entry in enumerate(it):
+            if n >= limit:
+                break
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode) or entry.name in (".git", ".agent-desk"):
+                continue  # control folders are read-only in the sandbox anyway
+            need = 0o3 if stat.S_ISDIR(st.st_mode) else 0o2
+            if not _may(st, uid, gid, need):
+                out.append(entry.name + ("/" if stat.S_ISDIR(st.st_mode) else ""))
+    return sorted(out)
+
+
+def _image_status(client: Any, path: str, image: str, settings: dict[str, Any]) -> SandboxStatus:
+    """The image on the engine, or what builds it; a project image whose file changed since its build."""
+    import docker.errors
+
+    from .sandbox import image_name_for_tag, refuse_loosening
+
+    shown = image.removesuffix(":latest")
+    built = _built_from(image, settings)
+    try:
+        img = client.images.get(image)
+    except docker.errors.ImageNotFound:
+        name = image_name_for_tag(image)
+        if name:
+            return SandboxStatus(RED, f"Image missing: {shown}", f"the catalog image {name} is not built",
+                                 action="build", build=name)
+        if built:
+            return SandboxStatus(RED, "Image missing: the project's own image", f"{image} is not on this engine",
+                                 action="build", build="project")
+        return SandboxStatus(RED, f"Image missing: {shown}", f"{image} is not on this engine", action="pick")
+    try:
+        refuse_loosening(img)
+    except AgentDeskError as e:
+        return SandboxStatus(RED, "Image refused: it declares a VOLUME", e.user_message(), action="pick")
+    changed = _project_image_change(path, built) if built else None
+    return changed or SandboxStatus(GREEN, f"Sandbox ready: {shown}", "")
+
+
+def _built_from(image: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """What the project's own image was built from, when the project uses it (a catalog image chosen since
+    leaves the setting behind, unused)."""
+    own = image.startswith("agent-desk/project-")  # project_image_tag's repository
+    return dict(settings.get("project_image") or {}) if own else {}
+
+
+def project_image_note(path: str, image: str, settings: dict[str, Any] | None) -> str:
+    """For the CLI: what changed in the project's own image file since its build ("" when nothing did)."""
+    built = _built_from(image, dict(settings or {}))
+    change = _project_image_change(path, built) if built else None
+    return f"{change.text} ({change.detail})" if change else ""
+
+
+def _project_image_change(path: str, built: dict[str, Any]) -> SandboxStatus | None:
+    """Amber when the project's image file is gone, unreadable, or differs from what was built (the agent may
+    have edited it): the built image stays in use until the person builds again."""
+    from .sandbox import find_project_image, project_image_digest
+
+    try:
+        source = find_project_image(path)
+        digest = project_image_digest(path, source) if source is not None else ""
+    except AgentDeskError as e:
+        return SandboxStatus(AMBER, "The project's image file cannot be read: the last build is used",
+                             e.user_message(), action="build", build="project")
+    if source is None:
+        return SandboxStatus(AMBER, "The project's image file is gone: the last build is used", action="pick")
+    if digest != built.get("digest"):
+        what = "Dockerfile" if source.builds else source.name
+        return SandboxStatus(AMBER, f"{what} changed since the build: Build again",
+                             f"{source.path}, its Dockerfile or its context differs from what was built (the agent "
+                             "may have edited it); the last build is used until you build again",
+                             action="build", build="project")
+    return None

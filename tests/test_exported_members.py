@@ -54,6 +54,9 @@ EXPORTED: dict[str, list[str]] = {
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
         "build_image", "connect", "container_name", "create_sandbox", "image_name_for_tag", "images_dir",
         "list_images", "load_catalog", "remove_orphans", "resolve_image", "workspace_where",
+        # a project's own image (sandbox-check)
+        "ProjectImageBuild", "ProjectImageSource", "build_project_image", "find_project_image", "folder_owner",
+        "project_image_digest", "project_image_tag", "refuse_loosening",
     ],
     "store": [
         "AuditQuery", "CSV_COLUMNS", "HeadSigner", "RecordRow", "SCHEMA_VERSION", "SqlStore", "StoreStats",
@@ -140,6 +143,7 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
     "sandbox": (
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
         "container_name", "image_name_for_tag", "images_dir", "remove_orphans",
+        "ProjectImageBuild", "ProjectImageSource", "project_image_tag",  # a project's own image, for scripts
     ),
     "store": ("CSV_COLUMNS", "RecordRow", "SCHEMA_VERSION", "StoreStats", "VerifyResult", "canonical_json"),
     # for the window (the grant switch, the config's file name) and for people who build on the client

@@ -40,6 +40,7 @@ from ._exec_transport import ExecTransport
 from ._helper_channel import OP_TIMEOUT_S, HelperChannel
 from ._helper_ops import HelperOps, clamp_timeout, exec_result
 from ._images import image_name_for_tag
+from ._project_image import refuse_loosening
 from ._sync_volumes import remove_project_volumes
 from .helper.processes import KILL_GRACE_S
 
@@ -233,6 +234,7 @@ class DockerSandbox(SyncedWorkspaceMixin, HelperOps):
         if not os.path.isdir(self.folder):
             raise SandboxError(f"the project folder {self.folder} does not exist")
         image = self._image(client)
+        refuse_loosening(image)  # a project's own image: no VOLUME beside the read-only root
         self._image_id = image.id
         try:
             remove_orphans(client, idle_limit_s=self.config.idle_limit_s)
@@ -279,10 +281,10 @@ class DockerSandbox(SyncedWorkspaceMixin, HelperOps):
         except docker.errors.ImageNotFound:
             name = image_name_for_tag(self.config.image)
             hint = (
-                f"build it with `agent-desk images build {name}`"
+                f"click Build in the status bar (or run `agent-desk images build {name}`)"
                 if name
-                else "pull or build that tag, or pick an image from `agent-desk images list` (--image or the "
-                "project settings)"
+                else "pick another image in the project's settings, or build the project's own image there "
+                "(`agent-desk images build --project PATH`)"
             )
             raise SandboxError(f"the sandbox image {self.config.image} is not on this machine", hint=hint) from None
         except docker.errors.DockerException as exc:
@@ -298,6 +300,8 @@ class DockerSandbox(SyncedWorkspaceMixin, HelperOps):
             return self._client.containers.create(
                 cfg.image,
                 command=["sleep", "infinity"],
+                entrypoint=[],  # a project's own image: its ENTRYPOINT and HEALTHCHECK never run
+                healthcheck={"test": ["NONE"]},
                 name=container_name(self.project_id, self.companion_of.suffix if self.companion_of else ""),
                 hostname="sandbox",
                 labels={

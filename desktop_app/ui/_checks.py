@@ -1,17 +1,25 @@
 """What the agent needs before it can run (an API key, a Docker engine), said in the window's banner
-with the fix, and the sandbox a session uses, said in the status bar."""
+with the fix, and each project's sandbox (engine, folder, image), checked when it is opened or saved and said
+in the status bar in plain words with the button that fixes it."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import html
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import QMessageBox
 
-from ..core import AgentDeskError, ProjectInfo
+from ..core import AgentDeskError, ProjectInfo, SandboxError
+from ..doctor import AMBER, RED, SandboxStatus, check_project_sandbox
+from ._build_log import BuildLogDialog
 from ._mainwindow import MainWindow
+from ._tasks import BackgroundTasks
+
+_BANNER_WORDS = {"build": "Build image", "pick": "Project settings…", "fix": "How to fix…"}
 
 
 def _ping_docker() -> tuple[bool, str]:
@@ -30,14 +38,23 @@ def _ping_docker() -> tuple[bool, str]:
         client.close()
 
 
+def use_project_image(project: ProjectInfo, built: Any) -> ProjectInfo:
+    """The project with its own image (just built) as its sandbox image, and the digest it was built from."""
+    settings = {**(project.settings or {}), "project_image": {"source": built.source.path, "digest": built.digest}}
+    return dataclasses.replace(project, image=built.tag, settings=settings)
+
+
 class SetupChecks(QObject):
-    """The API key and Docker checks, and the sandbox line of the status bar."""
+    """The API key and Docker checks, and each project's sandbox check in the status bar."""
 
     dockerChecked = Signal(bool, str)
+    projectChecked = Signal(str, object)  # project id, SandboxStatus
 
     def __init__(self, window: MainWindow, *, current_project: Callable[[], ProjectInfo | None],
                  set_key: Callable[[], Any], retry_docker: Callable[[], Any], open_history: Callable[[], Any],
-                 run_checks: Callable[[], Any] = lambda: None) -> None:
+                 run_checks: Callable[[], Any] = lambda: None,
+                 edit_project: Callable[[str], Any] = lambda _pid: None,
+                 save_project: Callable[[ProjectInfo], Awaitable[Any]] | None = None) -> None:
         super().__init__(window)
         self.window = window
         self.docker_ok: bool | None = None
@@ -46,6 +63,11 @@ class SetupChecks(QObject):
         self._retry_docker = retry_docker
         self._open_history = open_history
         self._run_checks = run_checks  # the doctor's checks, offered beside each first-run problem
+        self._edit_project = edit_project  # opens a project's settings (Pick…)
+        self._save_project = save_project  # stores a project whose image was just built
+        self._tasks = BackgroundTasks(self._failed)
+        self.statuses: dict[str, SandboxStatus] = {}  # project id -> its last check
+        self.build_log: BuildLogDialog | None = None
 
     def check_api_key(self, key_source: str | None) -> bool:
         if key_source:
@@ -65,12 +87,12 @@ class SetupChecks(QObject):
         if ok:
             self.window.banner.clear_item("docker")
             project = self._current_project()
-            if project is not None:
-                self.show_project_sandbox(project)
-            else:
-                self.window.status.set_sandbox("ready", network="none")
+            if project is not None:  # awaited: a screenshot or a Retry shows the project's real state
+                await self.check_project(project)
+            else:  # no project, so no image to call ready
+                self.window.status.show_check("", f"{message} answers: add a project")
         else:
-            self.window.status.set_sandbox("unavailable")
+            self.window.status.show_check(RED, "Docker engine not running", message, "retry", self._retry_docker)
             self.window.banner.set_item(
                 "docker",
                 "<b>Docker: not available</b> — start Docker (or set DOCKER_HOST) and retry, or choose the "
@@ -80,17 +102,108 @@ class SetupChecks(QObject):
         self.dockerChecked.emit(ok, message)
         return ok
 
+    # a project's sandbox ------------------------------------------------------------------------------
     def show_project_sandbox(self, project: ProjectInfo) -> None:
-        """The sandbox a project's sessions will use, before one runs."""
-        if self.docker_ok is False:
+        """The sandbox a project's sessions will use, before one runs: checked (engine, folder, image) once the
+        engine has been asked for; never "ready" before the check says so."""
+        if self.docker_ok is None:  # the engine's check has not run (or not yet): it checks the project after
+            self.window.status.show_check(AMBER, f"Checking the sandbox: {project.image}")
             return
-        net = "on" if (project.settings or {}).get("network") else "none"
-        status = "ready" if self.docker_ok else "checking…"
-        unsafe = (project.settings or {}).get("sandbox") == "local"
-        from ..sandbox import workspace_where
+        self._tasks.spawn(self.check_project(project))
 
-        self.window.status.set_sandbox(status, project.image, net, unsafe=unsafe,
-                                       where=workspace_where(project.settings))
+    def _in_view(self, project: ProjectInfo) -> bool:
+        current = self._current_project()
+        return current is None or current.id == project.id
+
+    async def check_project(self, project: ProjectInfo) -> SandboxStatus:
+        """Check the project's sandbox on a worker thread; show it when the project is still the one in view."""
+        if self._in_view(project):
+            self.window.status.show_check(AMBER, f"Checking the sandbox: {project.image}")
+        status = await asyncio.get_running_loop().run_in_executor(
+            None, check_project_sandbox, project.path, project.image, dict(project.settings or {}))
+        self.statuses[project.id] = status
+        if self._in_view(project):
+            self._show(project, status)
+        self.projectChecked.emit(project.id, status)
+        return status
+
+    def _show(self, project: ProjectInfo, status: SandboxStatus) -> None:
+        """The status bar's line and button; a red one also as a banner row with its fix and Check again."""
+        act = self._action(project, status)
+        self.window.status.show_check(status.level, status.text, status.detail, status.action, act)
+        if status.level != RED:
+            self.window.banner.clear_item("sandbox")
+            return
+        actions = [(_BANNER_WORDS[status.action], act)] if status.action in _BANNER_WORDS else []
+        actions.append(("Check again", lambda: self._tasks.spawn(self.check_project(project))))
+        self.window.banner.set_item(
+            "sandbox", f"<b>Sandbox: {html.escape(status.text)}</b><br><small>{html.escape(status.detail)}</small>",
+            actions)
+
+    def _action(self, project: ProjectInfo, status: SandboxStatus) -> Callable[[], Any]:
+        """What the status bar's button (and the banner's) does for this status."""
+        if status.action == "build":
+            return lambda: self._tasks.spawn(self.build(project, status))
+        if status.action == "pick":
+            return lambda: self._edit_project(project.id)
+        if status.action == "fix":
+            return lambda: self.show_fix(project, status)
+        return lambda: self._tasks.spawn(self.check_project(project))  # "retry"
+
+    def after_error(self, exc: BaseException) -> None:
+        """An error in the window: a sandbox's failure is checked again, so its fix is offered as a button."""
+        project = self._current_project()
+        if isinstance(exc, SandboxError) and project is not None and self.docker_ok is not None:
+            self._tasks.spawn(self.check_project(project))
+
+    def _failed(self, exc: BaseException) -> None:
+        text = exc.user_message() if isinstance(exc, AgentDeskError) else f"{type(exc).__name__}: {exc}"
+        self.window.banner.set_item("sandbox", f"<b>Sandbox:</b> {html.escape(text)}",
+                                    [("Check setup…", self._run_checks)])
+
+    # the actions ------------------------------------------------------------------------------------
+    def show_fix(self, project: ProjectInfo, status: SandboxStatus) -> QMessageBox:
+        """What to run to fix it, in words that can be selected and copied, and Check again."""
+        box = QMessageBox(QMessageBox.Icon.Warning, "Fix the sandbox", status.text, parent=self.window)
+        box.setInformativeText(f"{status.detail}\n\nTo fix it: {status.fix}")
+        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        again = box.addButton("Check again", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Close)
+        again.clicked.connect(lambda: self._tasks.spawn(self.check_project(project)))
+        box.finished.connect(box.deleteLater)
+        box.open()
+        return box
+
+    async def build(self, project: ProjectInfo, status: SandboxStatus) -> ProjectInfo:
+        """Build what the check asked for (a catalog image, or the project's own) with its log live; the
+        project's own image becomes its sandbox image. Only a click gets here."""
+        from .. import sandbox as sb
+
+        own = status.build == "project"
+        dlg = self.build_log = BuildLogDialog(
+            f"Building the project's image for {project.name}" if own else f"Building {status.build}",
+            parent=self.window)
+        dlg.show()
+        loop = asyncio.get_running_loop()
+
+        def say(line: str) -> None:  # on the build's thread
+            loop.call_soon_threadsafe(dlg.add_line, str(line))
+
+        try:
+            if own:
+                built = await loop.run_in_executor(None, lambda: sb.build_project_image(
+                    project.path, project_id=project.id, name=project.name, on_progress=say))
+                project = use_project_image(project, built)
+                if self._save_project is not None:
+                    await self._save_project(project)
+            else:
+                await loop.run_in_executor(None, lambda: sb.build_image(status.build, on_progress=say))
+        except AgentDeskError as e:
+            dlg.finish(False, e.user_message())
+            raise
+        dlg.finish(True, f"Built {project.image}" if own else f"Built {status.build}")
+        await self.check_project(project)
+        return project
 
     def show_sandbox(self, agent: Any) -> None:
         """The running sandbox as it describes itself: engine, image, network, and UNSANDBOXED if local."""

@@ -67,7 +67,8 @@ class AppController(QObject):
             window, current_project=self._current_project, open_history=self.open_history,
             set_key=lambda: self.tasks.spawn(self.edit_settings()),
             retry_docker=lambda: self.tasks.spawn(self.checks.check_docker()),
-            run_checks=lambda: self.tasks.spawn(self.run_setup_checks()))
+            run_checks=lambda: self.tasks.spawn(self.run_setup_checks()),
+            edit_project=lambda pid: self.tasks.spawn(self.edit_project(pid)), save_project=self._image_built)
         self.db_url: str | None = None  # the database the window uses (what the setup checks verify)
         self.checks_dialog: dialogs.ChecksDialog | None = None
         self._history_window = None
@@ -83,6 +84,7 @@ class AppController(QObject):
         if not isinstance(exc, AgentDeskError):
             log.error("background task failed", exc_info=exc)
         self.window.conversation.add_notice(f"⚠ {msg}", "#d9363e")
+        self.checks.after_error(exc)  # a sandbox's failure: checked again, its fix offered as a button
 
     def _attach_views(self) -> None:
         w, b = self.window, self.bridge
@@ -411,6 +413,7 @@ class AppController(QObject):
         await self.store.save_project(result)
         self.window.projects_model.upsert_project(result)
         self.window.banner.clear_item("project")
+        self.checks.show_project_sandbox(result)  # saved: its engine, folder and image checked again
         # A project's sandbox and policy are fixed when its sessions open: reopen them with the new ones.
         for sid, s in list(self.sessions.items()):
             if s.project_id == result.id and sid in self.agents and not self.agents[sid].running:
@@ -422,6 +425,14 @@ class AppController(QObject):
                 await self.rules_trust.reload(result)
             await self.rules_trust.check(result)
         return result
+
+    async def _image_built(self, project: ProjectInfo) -> None:
+        """The project's own image was built on a click: stored as its image; idle sessions reopen with it."""
+        await self.store.save_project(project)
+        self.window.projects_model.upsert_project(project)
+        for sid, s in list(self.sessions.items()):
+            if s.project_id == project.id and sid in self.agents and not self.agents[sid].running:
+                del self.agents[sid]
 
     async def close(self) -> None:
         self.tasks.cancel()

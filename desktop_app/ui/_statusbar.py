@@ -6,11 +6,13 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from PySide6.QtWidgets import QLabel, QMainWindow
+from PySide6.QtWidgets import QLabel, QMainWindow, QPushButton
 
 from ..core import ErrorEvent, SandboxSurvivors, TokenUsage
 from ._bridge import EventBridge
 
+_LEVEL_COLOURS = {"green": "#2f9e44", "amber": "#d4890b", "red": "#d9363e"}
+_ACTION_WORDS = {"build": "Build", "pick": "Pick…", "fix": "Fix…", "retry": "Check again"}
 _KEY_WORDS = {"env": "ANTHROPIC_API_KEY", "keyring": "keyring", "settings": "settings file"}
 
 
@@ -24,12 +26,19 @@ class AgentStatusBar:
         self.key = QLabel("key: –")
         self.sandbox = QLabel("sandbox: –")
         self.usage = QLabel("0 tokens · $0.00")
+        self.sandbox_action = QPushButton()  # Build, Pick…, Fix… or Check again: what the sandbox line needs
+        self.sandbox_action.setMaximumHeight(22)
+        self.sandbox_action.hide()
+        self._action_slot: Callable[[], object] | None = None
+        self.sandbox_action.clicked.connect(lambda: self._action_slot() if self._action_slot else None)
+        self.sandbox_level = ""  # green, amber or red: the last check of the project in view
         for w in (self.model, self.key, self.sandbox, self.usage):
             w.setContentsMargins(8, 0, 8, 0)
         bar.addWidget(self.activity, 1)
         bar.addPermanentWidget(self.model)
         bar.addPermanentWidget(self.key)
         bar.addPermanentWidget(self.sandbox)
+        bar.addPermanentWidget(self.sandbox_action)
         bar.addPermanentWidget(self.usage)
         self._usage: dict[str, list[float]] = {}  # session -> [input, output, cost]
         self._session = ""
@@ -92,6 +101,21 @@ class AgentStatusBar:
         if unsafe:
             parts.append("<b style='color:#d9363e'>UNSANDBOXED</b>")
         self.sandbox.setText(" · ".join(parts))
+        self.sandbox_level = {"#2f9e44": "green", "#d4890b": "amber"}.get(colour, "red")
+        self.sandbox_action.hide()
+
+    def show_check(self, level: str, text: str, detail: str = "", action: str = "",
+                   on_action: Callable[[], object] | None = None) -> None:
+        """A project's sandbox as checked: a red, amber or green dot, plain words, and the button that fixes it
+        (hidden when nothing needs doing)."""
+        self.sandbox_level = level
+        colour = _LEVEL_COLOURS.get(level, "#8a8f98")
+        self.sandbox.setText(f"<span style='color:{colour}'>●</span> {html.escape(text)}")
+        self.sandbox.setToolTip(detail)
+        self._action_slot = on_action if action else None
+        self.sandbox_action.setText(_ACTION_WORDS.get(action, action))
+        self.sandbox_action.setToolTip(detail)
+        self.sandbox_action.setVisible(bool(action and on_action))
 
     def add_usage(self, ev: TokenUsage) -> None:
         u = self._usage.setdefault(ev.session_id, [0, 0, 0.0])

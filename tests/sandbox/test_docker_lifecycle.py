@@ -106,11 +106,11 @@ async def test_missing_image_names_the_build_command(make_docker_sandbox, monkey
     with pytest.raises(SandboxError, match="not on this machine") as info:
         await sb.start()
     assert "agent-desk images build extra" in info.value.hint
-    # any other tag: the hint points at the catalog
+    # any other tag: the hint points at the project's settings
     other = await make_docker_sandbox(SandboxConfig(image="example/unknown-nope:1"), start=False)
     with pytest.raises(SandboxError, match="not on this machine") as info:
         await other.start()
-    assert "agent-desk images list" in info.value.hint
+    assert "project's settings" in info.value.hint  # the window offers the button; the CLI the command
 
 
 async def test_missing_engine_says_how_to_fix_it(monkeypatch, workspace: Path) -> None:

@@ -37,7 +37,8 @@ def test_first_run_without_key_or_docker_says_what_to_do(qtbot, run, store, monk
     assert not run(controller.checks.check_docker())
     text = window.banner.text()
     assert "No API key" in text and "Docker: not available" in text and "No project yet" in text
-    assert "unavailable" in window.status.sandbox.text()
+    assert "Docker engine not running" in window.status.sandbox.text()
+    assert window.status.sandbox_action.text() == "Check again"  # the fix is a button, not a CLI flag
     history = controller.open_history()  # the history still works
     qtbot.addWidget(history)
     run(controller.history_loading)

@@ -56,6 +56,8 @@ from ._reach_section import ToolsHooksSection, merged_settings
 log = logging.getLogger(__name__)
 
 ImageBuilder = Callable[[str, Callable[[str], None]], Awaitable[Any]]
+ProjectImageBuilder = Callable[[ProjectInfo, Callable[[str], None]], Awaitable[Any]]
+PROJECT_IMAGE_PREFIX = "project image: "  # the picker's entry for the project's own Dockerfile or devcontainer
 
 
 def tool_facts() -> dict[str, ToolFacts]:
@@ -104,6 +106,7 @@ class ProjectSettingsDialog(FutureDialog):
         *,
         catalog: list[dict[str, Any]] | None = None,
         build_image: ImageBuilder | None = None,
+        build_project_image: ProjectImageBuilder | None = None,
         default_mode: str = PermissionMode.ASK.value,
         default_image: str = DEFAULT_IMAGE,
         mcp_servers: list[McpServerInfo] | None = None,
@@ -115,6 +118,7 @@ class ProjectSettingsDialog(FutureDialog):
         self.resize(720, 600)
         self.project = project
         self._build_image = build_image
+        self._build_project_image = build_project_image
         self._tasks = BackgroundTasks()
         self.catalog: dict[str, dict[str, Any]] = {}
         st = dict(project.settings) if project else {}
@@ -158,14 +162,21 @@ class ProjectSettingsDialog(FutureDialog):
         for entry in catalog or []:
             self.add_catalog_entry(entry)
         self.image.setCurrentText(project.image if project else default_image)
+        for tag, entry in self.catalog.items():
+            if entry.get("in_use"):  # the project runs its own image: its entry, not the bare tag
+                self.image.setCurrentText(tag)
         self.image_status = QLabel()
+        self.image_status.setWordWrap(True)  # a project image's notices can be long
         self.build_btn = QPushButton("Build")
         self.build_btn.clicked.connect(lambda: self._tasks.spawn(self.build_selected()))
         self.build_progress = QProgressBar()
         self.build_progress.setRange(0, 0)
         self.build_progress.hide()
-        self.build_log = QLabel()
-        self.build_log.setWordWrap(True)
+        self.build_log = QPlainTextEdit()  # the build's lines, live; its outcome at the end
+        self.build_log.setReadOnly(True)
+        self.build_log.setMaximumBlockCount(2000)
+        self.build_log.setMaximumHeight(140)
+        self.build_log.hide()
         self.image.currentTextChanged.connect(self._image_changed)
 
     def _build_limits(self, st: dict[str, Any], mode: str) -> None:
@@ -278,32 +289,36 @@ class ProjectSettingsDialog(FutureDialog):
             self.build_btn.setEnabled(False)
             return
         status = entry.get("status", "unknown")
-        colour = {"built": "#2f9e44", "missing": "#d4890b"}.get(status, "#8a8f98")
+        colour = {"built": "#2f9e44", "missing": "#d4890b", "changed": "#d4890b"}.get(status, "#8a8f98")
         self.image_status.setText(
             f"<span style='color:{colour}'>● {status}</span> — {entry.get('description', '')}")
-        self.build_btn.setEnabled(self._build_image is not None and status != "building")
+        builder = self._build_project_image if entry.get("project") else self._build_image
+        self.build_btn.setEnabled(builder is not None and status not in ("building", "unreadable"))
         self.build_btn.setText("Rebuild" if status == "built" else "Build")
 
     async def build_selected(self) -> bool:
         tag = self.image.currentText()
         entry = self.catalog.get(tag)
-        if entry is None or self._build_image is None:
+        own = bool(entry and entry.get("project"))
+        if entry is None or (self._build_project_image if own else self._build_image) is None:
             return False
         self.build_btn.setEnabled(False)
         self.build_progress.show()
         entry["status"] = "building"
         self._image_changed(tag)
-        lines: list[str] = []
-
-        def progress(line: str) -> None:
-            lines.append(line.rstrip())
-            self.build_log.setText("\n".join(lines[-3:]))
-
+        self.build_log.clear()
+        self.build_log.show()
         try:
-            await self._build_image(entry.get("name", tag), progress)
+            if own and self.project is not None:
+                built = await self._build_project_image(self.project, self.build_log.appendPlainText)
+                entry.update(image=built.tag, digest=built.digest, source=built.source.path,
+                             description=f"built: {built.tag}")
+            else:
+                await self._build_image(entry.get("name", tag), self.build_log.appendPlainText)
         except AgentDeskError as e:
             entry["status"] = "failed"
-            self.build_log.setText(f"<span style='color:#d9363e'>{e.user_message()}</span>")
+            self.build_log.appendPlainText(f"failed: {e.user_message()}")
+            self._image_changed(tag)
             return False
         finally:
             self.build_progress.hide()
@@ -348,10 +363,11 @@ class ProjectSettingsDialog(FutureDialog):
             id=base.id if base else new_id("prj_"),
             name=self.name.text().strip() or folder.name,
             path=str(folder.resolve()),
-            image=self.image.currentText().strip() or DEFAULT_IMAGE,
+            image=self._chosen_image(),
             permission_mode=self.mode.currentData(),
             settings=merged_settings({
-                **(base.settings if base else {}),
+                **{k: v for k, v in (base.settings if base else {}).items() if k != "project_image"},
+                **self._project_image_setting(),
                 "network": self.network.isChecked(),
                 "memory": self.memory.text().strip() or "2g",
                 "cpus": self.cpus.value(),
@@ -364,6 +380,20 @@ class ProjectSettingsDialog(FutureDialog):
 
     def value(self) -> ProjectInfo | None:
         return self._result
+
+    def _own_entry(self) -> dict[str, Any] | None:
+        entry = self.catalog.get(self.image.currentText())
+        return entry if entry and entry.get("project") and entry.get("image") else None
+
+    def _chosen_image(self) -> str:
+        """The tag to store: the project's own image is its built (or, unbuilt, its would-be) tag."""
+        own = self._own_entry()
+        return own["image"] if own else (self.image.currentText().strip() or DEFAULT_IMAGE)
+
+    def _project_image_setting(self) -> dict[str, Any]:
+        """The file and digest the project's own image was built from (what the check compares with)."""
+        own = self._own_entry()
+        return {"project_image": {"source": own["source"], "digest": own["digest"]}} if own else {}
 
 
 def write_rules_file(project: ProjectInfo, text: str) -> Path | None:
@@ -398,6 +428,43 @@ async def image_catalog() -> list[dict[str, Any]]:
              "status": "unknown (Docker not available)"} for sp in specs.values()]
 
 
+def project_image_entry(project: ProjectInfo) -> dict[str, Any] | None:
+    """The picker's entry for the project's own image file (blocking: read and digested on a worker thread):
+    built, changed since the build, not built, or unreadable (why)."""
+    from ... import sandbox as sb
+
+    try:
+        source = sb.find_project_image(project.path)
+        if source is None:
+            return None
+        digest = sb.project_image_digest(project.path, source)
+    except AgentDeskError as e:
+        return {"name": "project", "project": True, "tag": PROJECT_IMAGE_PREFIX + "(unreadable)",
+                "status": "unreadable", "description": e.user_message()}
+    built = (project.settings or {}).get("project_image") or {}
+    status = "not built" if not built else "built" if built.get("digest") == digest else "changed"
+    notes = f" ({len(source.notices)} setting(s) not applied: {'; '.join(source.notices)})" if source.notices else ""
+    in_use = built and project.image.startswith(sb.project_image_tag(project.id, project.name, "").rstrip(":"))
+    return {"name": "project", "project": True, "tag": PROJECT_IMAGE_PREFIX + source.path, "status": status,
+            "description": ("changed since the build: Build again" if status == "changed" else
+                            "built only when you click Build") + notes,
+            "image": project.image if in_use else sb.project_image_tag(project.id, project.name, digest),
+            "digest": built.get("digest", "") if in_use else digest, "source": source.path, "in_use": bool(in_use)}
+
+
+async def build_project_image(project: ProjectInfo, on_progress: Callable[[str], None]) -> Any:
+    """Build the project's own image on a worker thread (the person clicked Build); lines hop to the GUI."""
+    from ... import sandbox as sb
+
+    loop = asyncio.get_running_loop()
+
+    def progress(line: Any) -> None:  # called on the build thread
+        loop.call_soon_threadsafe(on_progress, str(line))
+
+    return await loop.run_in_executor(None, lambda: sb.build_project_image(
+        project.path, project_id=project.id, name=project.name, on_progress=progress))
+
+
 async def build_image(name: str, on_progress: Callable[[str], None]) -> Any:
     """Build a catalog image on a worker thread; progress lines hop back to the GUI thread."""
     from ... import sandbox as sb
@@ -416,8 +483,10 @@ async def edit_project(project: ProjectInfo | None, settings: Any, parent=None, 
     the GUI thread). `mcp_servers` is what the project's runtime reports (None: not started), and the MCP
     tab follows `bridge`'s McpServersChanged. Returns the project to store, or None when cancelled."""
     catalog = await image_catalog()
+    own = await asyncio.get_running_loop().run_in_executor(None, project_image_entry, project) if project else None
     dlg = ProjectSettingsDialog(
-        project, catalog=catalog, build_image=build_image,
+        project, catalog=[*catalog, *([own] if own else [])], build_image=build_image,
+        build_project_image=build_project_image,
         default_mode=getattr(settings, "permission_mode", PermissionMode.ASK.value),
         default_image=getattr(settings, "default_image", DEFAULT_IMAGE),
         mcp_servers=mcp_servers, parent=parent, default_expiry=getattr(settings, "approval_expiry_s", None))

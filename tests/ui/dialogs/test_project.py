@@ -41,7 +41,7 @@ def test_project_settings_dialog_builds_a_project_and_runs_a_build(qtbot, run, t
     assert "missing" in dlg.image_status.text() and dlg.build_btn.isEnabled()
     assert run(dlg.build_selected())
     assert built == ["python"] and "built" in dlg.image_status.text()
-    assert "Successfully built" in dlg.build_log.text()
+    assert "Successfully built" in dlg.build_log.toPlainText()  # every line, live
     dlg.folder.setText(str(tmp_path / "missing"))
     dlg._check()
     assert dlg.isVisible() and "does not exist" in dlg.error.text()
@@ -69,3 +69,45 @@ def test_rules_tester_shows_the_risk_and_reason_the_executor_records():
     assert "<b>x</b>" not in shown  # what the tester prints is escaped
     medium = would_allow("", "ask", "fs_write", '{"path": "a.txt", "content": "x"}')
     assert "ASK</b> — risk <b>medium</b>" in medium  # fs_write's own risk is the floor, as in the executor
+
+
+def test_the_project_image_entry_builds_on_the_click_and_is_stored_with_its_digest(qtbot, run, tmp_path):
+    """The picker offers the project's devcontainer (its settings that are not applied said); Build calls the
+    builder with the project; Save stores the built tag and the digest it was built from."""
+    from types import SimpleNamespace
+
+    from desktop_app.sandbox import project_image_tag
+    from desktop_app.ui.dialogs._project import PROJECT_IMAGE_PREFIX, project_image_entry
+
+    (tmp_path / ".devcontainer").mkdir()
+    (tmp_path / ".devcontainer" / "devcontainer.json").write_text('{"image": "debian:12", "privileged": true,}')
+    project = ProjectInfo(id="prj_dlg", name="dlg", path=str(tmp_path), image="agent-desk/minimal:latest")
+    entry = project_image_entry(project)
+    assert entry is not None and entry["status"] == "not built" and "privileged ignored" in entry["description"]
+    calls: list[str] = []
+
+    async def build_project(p, progress):
+        progress("pulling debian:12")
+        calls.append(p.id)
+        return SimpleNamespace(tag=project_image_tag("prj_dlg", "dlg", "d" * 64), digest="d" * 64,
+                               source=SimpleNamespace(path=".devcontainer/devcontainer.json"))
+
+    dlg = ProjectSettingsDialog(project, catalog=[entry], build_project_image=build_project)
+    qtbot.addWidget(dlg)
+    fut = dlg.ask()
+    dlg.image.setCurrentText(PROJECT_IMAGE_PREFIX + ".devcontainer/devcontainer.json")
+    assert "not built" in dlg.image_status.text() and dlg.build_btn.isEnabled()
+    assert run(dlg.build_selected()) and calls == ["prj_dlg"]
+    assert "pulling debian:12" in dlg.build_log.toPlainText() and "built" in dlg.image_status.text()
+    dlg._check()
+    saved = run(fut)
+    assert saved.image == project_image_tag("prj_dlg", "dlg", "d" * 64)
+    assert saved.settings["project_image"] == {"source": ".devcontainer/devcontainer.json", "digest": "d" * 64}
+    # reopened, the entry is the one in use; picking a catalog image again drops the project image setting
+    again = ProjectSettingsDialog(saved, catalog=[project_image_entry(saved) | {"status": "built"}])
+    qtbot.addWidget(again)
+    assert again.image.currentText().startswith(PROJECT_IMAGE_PREFIX)
+    again.image.setCurrentText("agent-desk/minimal:latest")
+    fut = again.ask()
+    again._check()
+    assert "project_image" not in run(fut).settings
