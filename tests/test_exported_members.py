@@ -40,11 +40,16 @@ EXPORTED: dict[str, list[str]] = {
         "container_path", "control_dir", "control_reason", "glob_regex", "load_rules", "make_dirs_beneath", "new_id",
         "post_hook", "pre_hook", "project_rules_path", "read_beneath", "read_project_rules", "rules_from_texts",
         "rules_text_with", "suggest_rule", "summarize_input", "tool", "visible", "write_beneath",
+        # agent-state (issue 16)
+        "NO_PERSON", "PERSON_GROUP", "STATUS_CHANNELS", "AgentState", "AgentStateChanged", "AgentStatus", "Answer",
+        "FileChanged", "PauseReason", "PendingQuestions", "Question", "QuestionAnswered", "QuestionAsked",
+        "TodoChanged", "plan_mode_blocker", "status_from_events",
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",
         "FsRead", "FsWrite", "READ_HASHES_KEY", "TODOS_KEY", "TodoRead", "TodoWrite", "builtin_tools",
         "preview_diff",
+        "AskUser", "ExitPlanMode",  # agent-state (issue 16)
     ],
     "sandbox": [
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
@@ -130,6 +135,7 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
     "tools": (
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit", "FsRead",
         "FsWrite", "READ_HASHES_KEY", "TODOS_KEY", "TodoRead", "TodoWrite",
+        "AskUser", "ExitPlanMode",  # agent-state (issue 16)
     ),
     "sandbox": (
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",

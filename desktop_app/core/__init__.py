@@ -6,8 +6,19 @@ runs headless and tests without a display or a Docker engine.
 """
 
 from ._agent import DEFAULT_MAX_STEPS, AgentSession, TurnResult
+from ._agent_state import STATUS_CHANNELS, AgentStatus, status_from_events
 from ._anthropic import MISSING_KEY_HINT, AnthropicModelClient
-from ._approvals import Allow, ApprovalDecision, ApprovalScope, Deny, visible
+from ._approvals import (
+    NO_PERSON,
+    Allow,
+    Answer,
+    ApprovalDecision,
+    ApprovalScope,
+    Deny,
+    PendingQuestions,
+    Question,
+    visible,
+)
 from ._bus import EventBus
 from ._errors import (
     AgentDeskError,
@@ -22,17 +33,24 @@ from ._errors import (
     ToolNotFound,
 )
 from ._events import (
+    AgentState,
+    AgentStateChanged,
     Channel,
     Done,
     Envelope,
     ErrorEvent,
     Event,
+    FileChanged,
+    PauseReason,
     PermissionDecided,
     PermissionRequired,
+    QuestionAnswered,
+    QuestionAsked,
     SandboxSurvivors,
     StateChanged,
     TextChunk,
     ThinkingChunk,
+    TodoChanged,
     TokenUsage,
     ToolEnd,
     ToolError,
@@ -72,6 +90,7 @@ from ._mcp import (
 from ._messages import StoredMessage, ToolCall
 from ._paths import container_path, control_dir, control_reason
 from ._policy import (
+    PERSON_GROUP,
     Action,
     PermissionMode,
     PermissionPolicy,
@@ -80,6 +99,7 @@ from ._policy import (
     RuleSet,
     ToolFacts,
     load_rules,
+    plan_mode_blocker,
     project_rules_path,
     read_project_rules,
     rules_from_texts,
@@ -260,4 +280,24 @@ __all__ = [
     "tool",
     "visible",
     "write_beneath",
+]
+
+# Agent state, questions to the person, plan mode, the monitor channel (issue 16, agent-state).
+__all__ += [
+    "NO_PERSON",
+    "PERSON_GROUP",
+    "STATUS_CHANNELS",
+    "AgentState",
+    "AgentStateChanged",
+    "AgentStatus",
+    "Answer",
+    "FileChanged",
+    "PauseReason",
+    "PendingQuestions",
+    "Question",
+    "QuestionAnswered",
+    "QuestionAsked",
+    "TodoChanged",
+    "plan_mode_blocker",
+    "status_from_events",
 ]

@@ -16,10 +16,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ._agent_state import AgentStatus, approval_summary, error_summary
 from ._anthropic import PREVIEW_PARSE_CHARS, input_preview, json_head
 from ._bus import EventBus
 from ._errors import AgentDeskError, ModelError, StoreError
-from ._events import Done, ErrorEvent, Event, TextChunk, ThinkingChunk, ToolStart, TurnEnd
+from ._events import (
+    AgentState,
+    AgentStateChanged,
+    Done,
+    ErrorEvent,
+    Event,
+    PauseReason,
+    TextChunk,
+    ThinkingChunk,
+    ToolStart,
+    TurnEnd,
+)
 from ._executor import Executor, RunContext
 from ._hooks import off_loop_when_large
 from ._llm import ModelClient, ModelReply, ModelRequest
@@ -139,6 +151,15 @@ class AgentSession:
         self._tool_params = [t.to_api() for t in self.tools]  # schemas are built once per session
         # Tools that come and go during a session (an MCP server's, once it is ready): asked per request.
         self.more_tools = more_tools
+        self.state = AgentState.READY
+        self.pause_reason = ""
+        self.state_why = "the session is open"
+        self.steps = 0  # model steps of the current (or last) turn
+        self.total_steps = 0
+        self.last_error: ErrorEvent | None = None
+        self._unwatch = [executor.approvals.watch(session.id, self._waiting_changed),
+                         executor.questions.watch(session.id, self._waiting_changed)]
+        self._unlisten = bus.on(ErrorEvent.type, self._on_error)
 
     # -- opening --------------------------------------------------------------------------------------
     @classmethod
@@ -202,6 +223,29 @@ class AgentSession:
             return await asyncio.shield(self._turn)
         return await self._start(text)
 
+    def status(self) -> AgentStatus:
+        """The state now, the step counts, the event cursor, what waits for the person, the last error."""
+        sid = self.session.id
+        return AgentStatus(
+            session_id=sid, state=self.state, reason=self.pause_reason, why=self.state_why, steps=self.steps,
+            total_steps=self.total_steps, cursor=self.bus.seq,
+            pending_approvals=[approval_summary(r) for r in self.executor.approvals.pending_for(sid)],
+            pending_questions=[{"question_id": q.id, "kind": q.kind, "text": q.text, "choices": list(q.choices)}
+                               for q in self.executor.questions.pending(sid)],
+            last_error=error_summary(self.last_error) if self.last_error is not None else None,
+        )
+
+    def close(self) -> None:
+        """The session is closed: stop its turn, stop following the executor, and say STOPPED."""
+        self.stop()
+        for unwatch in self._unwatch:
+            with contextlib.suppress(ValueError):
+                unwatch()
+        self._unwatch = []
+        with contextlib.suppress(ValueError):
+            self._unlisten()
+        self._set_state(AgentState.STOPPED, "the session was closed")
+
     def stop(self) -> None:
         """Interrupt: abort the stream and the running tools. The history stays valid."""
         if not self.running:
@@ -239,6 +283,10 @@ class AgentSession:
     async def _drive(self, text: str | None, *, resume: bool = False) -> TurnResult:
         self._stopping = False
         self._run.abort = asyncio.Event()
+        self.steps = 0
+        self._set_state(AgentState.WORKING, "a message was sent" if text else
+                        "resuming calls that wait for approval" if resume else "retrying the last step")
+        self._waiting_changed(self.session.id)  # re-offered approvals pause it at once
         try:
             result = await self._turn_loop(text, resume=resume)
         except AgentDeskError as e:
@@ -246,6 +294,8 @@ class AgentSession:
         except Exception as e:  # a bug must end the turn visibly, not hang the UI
             log.exception("session %s: the turn failed", self.session.id)
             err = AgentDeskError(f"The turn failed unexpectedly: {type(e).__name__}: {e}")
+            self.bus.publish(ErrorEvent(session_id=self.session.id, source="agent", message=err.user_message(),
+                                        phase="system", severity="error"))
             result = self._end(TurnEnd.ERROR, 0, "", err.user_message(), error=err)
         finally:
             self.running = False
@@ -276,6 +326,7 @@ class AgentSession:
                     f"Stopped after {steps} steps (the limit per turn). Send a message to continue.",
                 )
             steps += 1
+            self.steps, self.total_steps = steps, self.total_steps + 1
             reply = await self._step()
             if reply is None:
                 return self._end(TurnEnd.INTERRUPTED, steps, last_text, "Stopped by the user.")
@@ -327,7 +378,8 @@ class AgentSession:
                 return None
             raise
         except ModelError as e:
-            self.bus.publish(ErrorEvent(session_id=self.session.id, source="model", message=e.user_message()))
+            self.bus.publish(ErrorEvent(session_id=self.session.id, source="model", message=e.user_message(),
+                                        phase="model", severity="error"))
             raise
         finally:
             self._stream_task = None
@@ -336,6 +388,12 @@ class AgentSession:
     # -- helpers --------------------------------------------------------------------------------------
     def _end(self, reason: TurnEnd, steps: int, text: str, message: str = "", *,
              error: AgentDeskError | None = None) -> TurnResult:
+        if error is not None and not isinstance(error, ModelError):  # a model error was published already
+            self.bus.publish(ErrorEvent(session_id=self.session.id, source="agent", message=error.user_message(),
+                                        phase="system", severity="error"))
+        stopped = reason in (TurnEnd.INTERRUPTED, TurnEnd.ERROR)
+        self._set_state(AgentState.STOPPED if stopped else AgentState.READY,
+                        message or ("the turn ended" if reason is TurnEnd.END_TURN else str(reason)))
         self.bus.publish(Done(session_id=self.session.id, reason=reason, message=message))
         return TurnResult(reason=reason, steps=steps, text=text, message=message, error=error)
 
@@ -345,6 +403,37 @@ class AgentSession:
         err = StoreError(f"The audit store could not record a tool call, so the turn stopped: {cause}",
                          hint=getattr(cause, "hint", "") or "Check that the audit database is writable, then retry.")
         return self._end(TurnEnd.ERROR, steps, text, err.user_message(), error=err)
+
+    # -- state ----------------------------------------------------------------------------------------
+    def _set_state(self, state: AgentState, why: str, reason: str = "") -> None:
+        """Move to `state` and publish it (nothing when neither the state nor what it waits for changed)."""
+        if state is self.state and reason == self.pause_reason:
+            return
+        previous, self.state, self.pause_reason, self.state_why = self.state, state, reason, why
+        self.bus.publish(AgentStateChanged(session_id=self.session.id, state=state.value, previous=previous.value,
+                                           why=why, reason=reason, steps=self.steps, total_steps=self.total_steps))
+
+    def _waiting_changed(self, session_id: str) -> None:
+        """A call, question or plan of this session started or stopped waiting for the person."""
+        if not self.running:
+            return
+        questions = self.executor.questions.pending(session_id)
+        if questions:
+            q = questions[0]
+            plan = q.kind == "plan"
+            self._set_state(AgentState.PAUSED, "a plan waits for review" if plan else "a question waits for the person",
+                            PauseReason.PLAN if plan else PauseReason.QUESTION)
+        elif self.executor.approvals.pending_for(session_id):
+            n = len(self.executor.approvals.pending_for(session_id))
+            self._set_state(AgentState.PAUSED, f"{n} tool call(s) wait for approval", PauseReason.APPROVAL)
+        elif self.state is AgentState.PAUSED:
+            self._set_state(AgentState.WORKING, "the person answered")
+
+    def _on_error(self, env: Any) -> None:
+        if env.session_id == self.session.id and not env.payload.get("retrying"):
+            ev = env.event
+            if isinstance(ev, ErrorEvent):
+                self.last_error = ev
 
     def _drain_queue(self) -> list[str]:
         queued, self._queue = self._queue, []

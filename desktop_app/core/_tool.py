@@ -94,6 +94,8 @@ class ToolContext:
     project_id: str = ""
     deadline: float | None = None  # monotonic time when the executor will cancel the call
     _update: UpdateFn | None = None
+    # The person, for tools that ask them (ask_user, exit_plan_mode): a core.PendingQuestions.
+    person: Any = None
 
     def update(self, text: str, stream: str = "stdout") -> None:
         """Stream a chunk of output to the UI while the tool works."""
