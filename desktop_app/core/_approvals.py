@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from ._bus import EventBus
 from ._errors import ApprovalNotPending
 from ._events import PermissionRequired, QuestionAnswered, QuestionAsked
-from ._policy import Action, PermissionPolicy, Rule, suggest_rule
+from ._policy import Action, PermissionMode, PermissionPolicy, Rule, suggest_rule
 from ._record import Provenance, ToolCallRecord
 
 
@@ -311,7 +311,7 @@ class PendingQuestions:
         q = Question(f"q{self._count}_{call_id}", session_id, call_id, kind, text, list(choices), modes)
         self.bus.publish(QuestionAsked(session_id=session_id, question_id=q.id, call_id=call_id, kind=kind,
                                        text=text, choices=q.choices, modes=modes))
-        if self.no_person:
+        if self.no_person or self.policy.mode_for(session_id) is PermissionMode.STRICT:
             return self._answered(q, Answer(answered=False, note=NO_PERSON, by="desk"))
         fut: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._waiting[q.id] = (q, fut)
