@@ -611,8 +611,12 @@ class Executor:
         if refusal is None:
             return True
         job.record.provenance.append(refusal.provenance)
-        await self.recorder.deny(job.record, self._clean(f"denied by policy: {refusal.reason}"), Outcome.POLICY,
-                                 actor="policy", data={"provenance": refusal.provenance.to_dict()})
+        note = self._clean(f"denied by policy: {refusal.reason}")
+        if job.record.state is ToolCallState.APPROVED:  # allowed by a person before the session began planning
+            await self.recorder.fail(job.record, note, Outcome.CANCELLED, actor="policy")
+        else:
+            await self.recorder.deny(job.record, note, Outcome.POLICY, actor="policy",
+                                     data={"provenance": refusal.provenance.to_dict()})
         return False
 
     # -- running the tool ---------------------------------------------------------------------------

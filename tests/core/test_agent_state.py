@@ -44,14 +44,14 @@ def agent_states(rig: Rig) -> list[tuple[str, str]]:
     return [(e.event.state, e.event.reason) for e in rig.events if isinstance(e.event, AgentStateChanged)]
 
 
-async def wait_for(rig: Rig, type_: str, timeout: float = 30.0) -> Envelope:
+async def wait_for(rig: Rig, type_: str) -> Envelope:
     found: asyncio.Future[Envelope] = asyncio.get_running_loop().create_future()
     for e in rig.events:
         if e.type == type_ and not found.done():
             found.set_result(e)
     off = rig.bus.on(type_, lambda env: found.done() or found.set_result(env))
     try:
-        return await asyncio.wait_for(found, timeout)
+        return await asyncio.wait_for(found, 30)
     finally:
         off()
 
