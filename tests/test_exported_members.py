@@ -41,7 +41,8 @@ EXPORTED: dict[str, list[str]] = {
         "post_hook", "pre_hook", "project_rules_path", "read_beneath", "read_project_rules", "rules_from_texts",
         "rules_text_with", "suggest_rule", "summarize_input", "tool", "visible", "write_beneath",
         # agent-state (issue 16)
-        "NO_PERSON", "PERSON_GROUP", "STATUS_CHANNELS", "AgentState", "AgentStateChanged", "AgentStatus", "Answer",
+        "HOST_CHANGED_KEY", "NO_PERSON", "PERSON_GROUP", "STATUS_CHANNELS", "AgentState", "AgentStateChanged",
+        "AgentStatus", "Answer",
         "FileChanged", "PauseReason", "PendingQuestions", "Question", "QuestionAnswered", "QuestionAsked",
         "TodoChanged", "plan_mode_blocker", "status_from_events",
     ],

@@ -59,7 +59,7 @@ from ._events import (
     ToolUpdate,
     TurnEnd,
 )
-from ._executor import Executor, RunContext, call_risk
+from ._executor import HOST_CHANGED_KEY, Executor, RunContext, call_risk
 from ._glob import glob_regex
 from ._hooks import (
     DangerousCommandHook,
@@ -284,6 +284,7 @@ __all__ = [
 
 # Agent state, questions to the person, plan mode, the monitor channel (issue 16, agent-state).
 __all__ += [
+    "HOST_CHANGED_KEY",
     "NO_PERSON",
     "PERSON_GROUP",
     "STATUS_CHANNELS",

@@ -26,19 +26,21 @@ from ._events import (
     Done,
     ErrorEvent,
     Event,
+    FileChanged,
     PauseReason,
     TextChunk,
     ThinkingChunk,
     ToolStart,
     TurnEnd,
 )
-from ._executor import Executor, RunContext
+from ._executor import HOST_CHANGED_KEY, Executor, RunContext
 from ._hooks import off_loop_when_large
 from ._llm import ModelClient, ModelReply, ModelRequest
 from ._messages import StoredMessage, normalize, sealed_result, text_blocks, tool_result_block
 from ._project import ProjectInfo, SessionInfo, new_session
 from ._record import ToolCallRecord, ToolCallState
 from ._redaction import Redactor, StreamRedactor
+from ._sandbox import WORKSPACE
 from ._store import RecordStore
 from ._tool import Tool
 
@@ -234,6 +236,14 @@ class AgentSession:
                                for q in self.executor.questions.pending(sid)],
             last_error=error_summary(self.last_error) if self.last_error is not None else None,
         )
+
+    def host_changed(self, paths: list[str], kinds: list[str]) -> None:
+        """Files of the workspace (relative paths) changed on the host by no tool call: the read-before-edit
+        guard asks for a fresh read of each, and `file_changed` tells the timeline."""
+        changed = self._run.state.setdefault(HOST_CHANGED_KEY, set())
+        changed.update(f"{WORKSPACE}/{p}" for p in paths)
+        self.bus.publish(FileChanged(session_id=self.session.id, project_id=self.project.id, paths=list(paths),
+                                     kinds=list(kinds)))
 
     def close(self) -> None:
         """The session is closed: stop its turn, stop following the executor, and say STOPPED."""

@@ -60,6 +60,8 @@ if TYPE_CHECKING:
 
 DEFAULT_TOOL_TIMEOUT_S = 120.0
 TODOS_STATE_KEY = "todos"  # where the session's todo list lives in RunContext.state (tools.TODOS_KEY)
+# The workspace paths (/workspace/...) changed on the host since a tool last read or wrote them.
+HOST_CHANGED_KEY = "host_changed"
 DEFAULT_JUDGE_DEADLINE_S = 2.0  # for the policy (paths resolved included), and again for the pre hooks
 MAX_RESOLVED_PATHS = 32  # paths of one call resolved in the sandbox before the policy judges them
 _T = TypeVar("_T")
@@ -677,14 +679,14 @@ class Executor:
         self.writing += not tool.read_only
         try:
             in_time = await _finished_in_time(task, run.abort, timeout)
-        finally:
+            self._flush_updates(job)
+            # Even a call that failed or was cancelled may have changed files: they come back all the same.
+            after = await self._sync(job, "both") if not tool.read_only else before
+        finally:  # the files it wrote (and the sync brought back) are the tool's, not the person's
             if not tool.read_only:
                 self.writing -= 1
                 self.last_write_end = time.monotonic()
-        self._flush_updates(job)
         self._todos_changed(job, todos)
-        # Even a call that failed or was cancelled may have changed files: they come back all the same.
-        after = await self._sync(job, "both") if not tool.read_only else before
         if not in_time:
             if run.abort.is_set():
                 await self.recorder.fail(record, "cancelled by the user", Outcome.CANCELLED, actor="user")
