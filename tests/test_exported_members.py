@@ -132,6 +132,8 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         "ToolNotFound", "TurnResult", "analyse_command", "assess_risk", "post_hook", "pre_hook", "tool",
         # host-side file access beneath a project without following links (the control folder's creation)
         "make_dirs_beneath", "read_beneath",
+        # agent-state: the states and pause reasons as enums, the questions' queue, plan mode's judgement
+        "AgentState", "PauseReason", "PendingQuestions", "plan_mode_blocker",
     ),
     "tools": (
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit", "FsRead",
