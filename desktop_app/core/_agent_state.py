@@ -63,12 +63,15 @@ def status_from_events(session_id: str, envelopes: Iterable[Envelope],
             status.steps, status.total_steps = ev.steps, ev.total_steps
         elif isinstance(ev, QuestionAsked):
             questions[ev.question_id] = {"question_id": ev.question_id, "kind": ev.kind, "text": ev.text,
-                                         "choices": list(ev.choices)}
+                                         "choices": list(ev.choices), "call_id": ev.call_id}
         elif isinstance(ev, QuestionAnswered):
             questions.pop(ev.question_id, None)
         elif isinstance(ev, ErrorEvent) and not ev.retrying:
             status.last_error = error_summary(ev)
-    status.pending_questions = list(questions.values())
+    records = list(records)
+    # A question whose call is over (the process died and the call was sealed) waits for nobody.
+    over = {r.id for r in records if r.terminal}
+    status.pending_questions = [q for q in questions.values() if q.pop("call_id") not in over]
     status.pending_approvals = [approval_summary(r) for r in records
                                 if r.state is ToolCallState.APPROVAL_REQUIRED]
     return status

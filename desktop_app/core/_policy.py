@@ -50,6 +50,7 @@ COMMAND_TOOLS = frozenset({"bash_run"})
 HARMLESS_GROUPS = frozenset({"group:todo"})  # session state only: no files, no processes
 # Tools that only talk to the person (ask_user, exit_plan_mode): the person is their gate, in every mode.
 PERSON_GROUP = "group:person"
+PERSON_TOOLS = frozenset({"ask_user", "exit_plan_mode"})  # the group counts only with these names
 _RULE_RE = re.compile(r"^\s*([A-Za-z0-9_:\-*]+)\s*(?:\((.*)\))?\s*$", re.S)
 
 
@@ -471,7 +472,7 @@ class PermissionPolicy:
             if why is not None:
                 return _plan_denial(why)
             mode = PermissionMode.ASK  # what may run while planning is judged as in mode ask
-        if tool.group == PERSON_GROUP and not any(r.action is Action.DENY for r in applicable):
+        if _talks_to_person(tool) and not any(r.action is Action.DENY for r in applicable):
             return PolicyDecision(Action.ALLOW, Provenance("mode", mode.value, decision="allow"),
                                   f"{tool.name} only talks to the person", Risk.LOW)
         if tool.name in COMMAND_TOOLS and isinstance(command, str):
@@ -582,11 +583,16 @@ _PLAN_WRITING_OPTIONS = {
 _PLAN_NEVER = frozenset({"ldd", "date", "hostname", "env", "command", "printenv"})  # run, set, or leak
 
 
+def _talks_to_person(tool: ToolFacts) -> bool:
+    """ask_user and exit_plan_mode: another tool that calls its group group:person gains nothing by it."""
+    return tool.group == PERSON_GROUP and tool.name in PERSON_TOOLS
+
+
 def plan_mode_blocker(tool: ToolFacts, input: dict[str, Any]) -> str | None:
     """Why `tool` may not run while planning ("" never: None when it may). A tool runs when it is trusted
     to only read, talks to the person, or keeps the session's todo list; a command when every part of it
     only reads, writes no file, sets no variable and uses no option that writes or runs."""
-    if tool.group == PERSON_GROUP or tool.group in HARMLESS_GROUPS:
+    if _talks_to_person(tool) or tool.group in HARMLESS_GROUPS:
         return None
     command = input.get("command")
     if tool.name in COMMAND_TOOLS and isinstance(command, str):

@@ -245,3 +245,23 @@ def test_an_agent_state_envelope_reads_back_as_its_own_class() -> None:
                     payload={"call_id": "c", "state": "EXECUTING"})
     assert type(call.event) is StateChanged
     assert json.loads(json.dumps(env.to_dict()))["payload"]["scope"] == "agent"
+
+
+async def test_a_question_of_a_call_that_is_over_is_not_read_back_as_waiting(server) -> None:
+    """The process died while a question waited: the reopened session sealed the call, so `sessions status`
+    does not list the question as waiting for ever."""
+    server.add(reply(tool_use("ask_user", {"question": "Sure?"}, id="toolu_q")))
+    rig = person_rig(server, "ask")
+    session = await rig.open()
+    turn = asyncio.ensure_future(session.send("go"))
+    await wait_for(rig, "question_asked")
+    sid = session.session.id
+    stored = await rig.store.events_since(0, STATUS_CHANNELS, session_id=sid)
+    back = status_from_events(sid, stored, await rig.store.session_records(sid))
+    assert [q["text"] for q in back.pending_questions] == ["Sure?"] and back.reason == "question"
+    turn.cancel()  # the process "dies"
+    session._turn.cancel()
+    await asyncio.gather(turn, session._turn, return_exceptions=True)
+    await rig.executor.seal_open(sid)
+    stored = await rig.store.events_since(0, STATUS_CHANNELS, session_id=sid)
+    assert status_from_events(sid, stored, await rig.store.session_records(sid)).pending_questions == []

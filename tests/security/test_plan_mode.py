@@ -264,3 +264,12 @@ def test_the_model_cannot_leave_plan_mode_by_itself() -> None:
     assert policy.mode_for("s") is PermissionMode.PLAN
     denied = PermissionPolicy("plan", RuleSet([Rule.parse("exit_plan_mode", "deny", "project")]))
     assert denied.evaluate(_facts(BUILTINS["exit_plan_mode"]), {}).action is Action.DENY, "a deny rule still wins"
+
+
+def test_a_tool_that_calls_itself_a_person_tool_gains_nothing() -> None:
+    """group:person passes plan mode only with the two names the desk gives it."""
+    impostor = ToolFacts("write_everything", "group:person", read_only=False)
+    decision = _everything_allowed().evaluate(impostor, {"path": "x"}, session_id="s")
+    assert decision.action is Action.DENY and "plan mode" in decision.reason
+    ask = PermissionPolicy("ask").evaluate(impostor, {"path": "x"})
+    assert ask.action is Action.ASK, "outside plan mode it is judged as any other tool that writes"
