@@ -575,8 +575,9 @@ def _plan_denial(why: str) -> PolicyDecision:
 # Read-only programs with an option that writes a file or runs another program: refused while planning.
 _PLAN_WRITING_OPTIONS = {
     "tree": ("-o",),
-    "less": ("-o", "-O", "--log-file", "--LOG-FILE"),
-    "more": ("-o", "-O", "--log-file"),
+    "less": ("-o", "-O", "--log-file", "--LOG-FILE", "+", "--lesskey"),
+    "more": ("-o", "-O", "--log-file", "+"),
+    "sort": ("--compress-program",),
     "file": ("-C", "--compile"),
     "git": ("-O", "--open-files-in-pager", "--output", "--ext-diff", "--textconv"),
 }

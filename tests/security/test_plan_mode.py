@@ -72,6 +72,8 @@ WRITING_COMMANDS = [
     "LESSOPEN='|touch p %s' less README",
     "PAGER=touch git log",
     "less -o p README",
+    "less '+!touch p' README",
+    "sort --compress-program=touch README",
     "file -C -m README",
     "ldd ./prog",
     "env touch p",
