@@ -421,7 +421,8 @@ class AgentSession:
             return
         previous, self.state, self.pause_reason, self.state_why = self.state, state, reason, why
         self.bus.publish(AgentStateChanged(session_id=self.session.id, state=state.value, previous=previous.value,
-                                           why=why, reason=reason, steps=self.steps, total_steps=self.total_steps))
+                                           why=why, note=why, reason=reason, steps=self.steps,
+                                           total_steps=self.total_steps))
 
     def _waiting_changed(self, session_id: str) -> None:
         """A call, question or plan of this session started or stopped waiting for the person."""

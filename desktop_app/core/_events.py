@@ -246,15 +246,16 @@ class PauseReason(StrEnum):
 
 
 @dataclass(slots=True)
-class AgentStateChanged(Event):
+class AgentStateChanged(StateChanged):
     """The agent of a session moved from `previous` to `state`, and `why`. Its wire type is the per-call
-    event's, "state_changed", told apart by `scope` "agent" (`Envelope.event` builds this class for it)."""
+    event's, "state_changed", told apart by `scope` "agent" (`Envelope.event` builds this class for it). A
+    subclass, so a reader of every state_changed finds the same fields (its `call_id` and `name` are empty,
+    `actor` is "agent", `note` repeats `why`); the bridge gives it a signal of its own."""
 
     channel: ClassVar[Channel] = Channel.MONITOR
     type: ClassVar[str] = "state_changed"
+    actor: str = "agent"
     scope: str = "agent"
-    state: str = ""
-    previous: str = ""
     why: str = ""
     reason: str = ""  # a PauseReason when state is PAUSED
     steps: int = 0  # model steps of the current (or last) turn
