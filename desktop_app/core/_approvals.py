@@ -309,12 +309,14 @@ class PendingQuestions:
         self._count += 1
         modes = list(self.PLAN_MODES) if kind == "plan" else []
         q = Question(f"q{self._count}_{call_id}", session_id, call_id, kind, text, list(choices), modes)
+        nobody = self.no_person or self.policy.mode_for(session_id) is PermissionMode.STRICT
+        fut: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        if not nobody:  # waiting before it is announced: an answer that comes at once finds it
+            self._waiting[q.id] = (q, fut)
         self.bus.publish(QuestionAsked(session_id=session_id, question_id=q.id, call_id=call_id, kind=kind,
                                        text=text, choices=q.choices, modes=modes))
-        if self.no_person or self.policy.mode_for(session_id) is PermissionMode.STRICT:
+        if nobody:
             return self._answered(q, Answer(answered=False, note=NO_PERSON, by="desk"))
-        fut: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        self._waiting[q.id] = (q, fut)
         self._notify(session_id)
         try:
             answer = await self._wait(q, fut, abort)

@@ -265,3 +265,13 @@ async def test_a_question_of_a_call_that_is_over_is_not_read_back_as_waiting(ser
     await rig.executor.seal_open(sid)
     stored = await rig.store.events_since(0, STATUS_CHANNELS, session_id=sid)
     assert status_from_events(sid, stored, await rig.store.session_records(sid)).pending_questions == []
+
+
+async def test_a_front_end_that_answers_as_soon_as_it_hears_finds_the_question_waiting(server) -> None:
+    server.add(reply(tool_use("ask_user", {"question": "Now?"}, id="toolu_q")),
+               lambda req: reply(text(req.last_tool_result_text())))
+    rig = person_rig(server, "ask")
+    rig.bus.on("question_asked",
+               lambda env: rig.executor.questions.answer(env.payload["question_id"], Answer(text="at once")))
+    session = await rig.open()
+    assert (await session.send("go")).text == "The person answered: at once"
