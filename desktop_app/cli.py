@@ -17,16 +17,22 @@ from typing import Any
 
 from .core import (
     DEFAULT_MAX_STEPS,
+    STATUS_CHANNELS,
     TOOL_PROFILES,
     AgentDeskError,
+    AgentStatus,
+    Answer,
     Channel,
     ConfigError,
     Envelope,
     ErrorEvent,
     Event,
+    FileChanged,
     ModelError,
     PermissionMode,
     PermissionRequired,
+    Question,
+    QuestionAsked,
     SandboxSurvivors,
     TextChunk,
     TokenUsage,
@@ -133,7 +139,8 @@ def _run_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--model", help="model id (default: from the settings)")
     sp.add_argument("--permission-mode", choices=MODES, help="how tool calls are allowed")
     sp.add_argument("--on-ask", choices=("allow", "deny", "prompt"), default="deny",
-                    help="what to answer when a call needs approval (default: deny)")
+                    help="what to answer when a call needs approval (default: deny); the model's questions and "
+                         "plans are asked at the terminal with prompt, and told no answer will come otherwise")
     sp.add_argument("--json", action="store_true", help="one JSON envelope per line instead of text")
     sp.add_argument("--sandbox", choices=("docker", "local"), help="where tools run (default: docker)")
     sp.add_argument("--max-steps", type=int, help=f"steps per turn (default {DEFAULT_MAX_STEPS})")
@@ -156,6 +163,9 @@ def _add_sessions(sub: _Sub) -> None:
     sl = ssub.add("list", help="list sessions")
     _dir_arg(sl.add_argument("--project", help="only this project folder"))
     ssub.add("show", help="print a session's messages").add_argument("id")
+    st = ssub.add("status", help="a session's agent state, steps, what waits for a person, the last error")
+    st.add_argument("id")
+    st.add_argument("--json", action="store_true", help="the status as one JSON object")
     sr = ssub.add("resume", help="reopen a session (seals unfinished calls) and continue it")
     sr.add_argument("id")
     sr.add_argument("prompt", nargs="?", help="a new message; without one, the interrupted turn continues")
@@ -424,6 +434,9 @@ async def _note_project_image(project: Any) -> None:
 async def _drive(runtime: Any, session: Any, args: argparse.Namespace, prompt: str | None) -> int:
     printer = _Printer(runtime, session, args)
     off = runtime.bus.on("*", printer.on_event)
+    questions = runtime.executor.questions
+    questions.no_person = args.on_ask != "prompt"  # allow and deny answer approvals; nobody answers questions
+    questions.on_ask = printer.answer_question if args.on_ask == "prompt" else None
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, session.stop)
@@ -538,6 +551,12 @@ class _Printer:
                         self._line(f"! sandbox process {what}: pid {p.get('pid')}: {p.get('command')}{by}", err=True)
             case PermissionRequired():
                 self._line(f"? {event.name} needs approval: {event.reason or ''} (risk {event.risk})")
+            case FileChanged():
+                self._line(f"! changed on the host: {', '.join(event.paths[:10])}"
+                           + (f" and {len(event.paths) - 10} more" if len(event.paths) > 10 else ""), err=True)
+            case QuestionAsked() if self.args.on_ask != "prompt":
+                self._line(f"? the agent asks ({event.kind}); nobody will answer (--on-ask {self.args.on_ask})",
+                           err=True)
 
     def _started(self, event: ToolStart) -> str:
         tool = self.runtime.registry.find(event.name)
@@ -563,6 +582,23 @@ class _Printer:
         with contextlib.suppress(AgentDeskError):  # already answered or expired
             self.runtime.executor.decide(event.call_id, decision)
 
+    async def answer_question(self, question: Question) -> Answer:
+        """--on-ask prompt: the model's question (or plan) at the terminal; the answer goes back to it."""
+        self.finish()
+        line = (await asyncio.to_thread(_ask, question_text(question))).strip()
+        if question.kind == "question":
+            choices = question.choices
+            picked = choices[int(line) - 1] if line.isdigit() and 0 < int(line) <= len(choices) else line
+            return Answer(text=picked, by="cli:prompt")
+        word, _, rest = line.partition(" ")
+        if word.lower() in ("a", "y", "yes", "approve"):
+            mode = rest.strip() or PermissionMode.ASK.value
+            if mode in question.modes:
+                return Answer(approved=True, mode=mode, by="cli:prompt")
+            return Answer(approved=False, note=f"(the person typed an unknown mode {mode!r})", by="cli:prompt")
+        note = rest.strip() if word.lower() in ("n", "no", "r", "reject") else line
+        return Answer(approved=False, note=note or "Rejected at the terminal.", by="cli:prompt")
+
     def finish(self) -> None:
         if self.mid_line:
             print(flush=True)
@@ -585,6 +621,20 @@ def approval_question(event: PermissionRequired) -> str:
         lines += [f"  {line}" for line in visible(json.dumps(rest, indent=2, ensure_ascii=False)).split("\n")]
     lines.append("[y]es / [n]o (then a note): ")
     return "\n".join(lines)
+
+
+def question_text(question: Question) -> str:
+    """A question with its numbered choices, or a plan with how to approve or reject it; escaped as
+    approval_question does, so the terminal shows what the model wrote."""
+    if question.kind == "question":
+        lines = [f"The agent asks: {visible(question.text)}"]
+        lines += [f"  {i}. {visible(c)}" for i, c in enumerate(question.choices, 1)]
+        lines.append("Your answer (a number, or your own words): ")
+        return "\n".join(lines)
+    return "\n".join([
+        "The agent's plan:", *(f"  {line}" for line in visible(question.text).split("\n")),
+        f"[a]pprove MODE (one of {', '.join(question.modes)}; default ask) / [r]eject NOTE: ",
+    ])
 
 
 def _ask(question: str) -> str:
@@ -610,6 +660,8 @@ async def _sessions(args: argparse.Namespace) -> int:
     try:
         if args.action == "list":
             await _list_sessions(args, store)
+        elif args.action == "status":
+            await _session_status(args, store)
         else:
             for m in await store.messages((await _stored_session(store, args.id)).id):
                 for b in m.content:
@@ -625,6 +677,38 @@ async def _list_sessions(args: argparse.Namespace, store: Any) -> None:
     for s in sorted(await store.list_sessions(project_id), key=lambda s: s.updated_at, reverse=True):
         proj = projects.get(s.project_id)
         print(f"{s.id}  {_when(s.updated_at)}  {proj.name if proj else s.project_id}  {s.title!r}")
+
+
+async def _session_status(args: argparse.Namespace, store: Any) -> None:
+    """The agent's state as this session's events last recorded it (the session may run in another process)."""
+    from .core import status_from_events
+
+    session = await _stored_session(store, args.id)
+    events = await store.events_since(0, STATUS_CHANNELS, session_id=session.id)
+    status = status_from_events(session.id, events, await store.session_records(session.id))
+    if args.json:
+        print(json.dumps({"title": session.title, **status.to_dict()}, default=str))
+        return
+    for line in status_lines(status, session.title):
+        print(line)
+
+
+def status_lines(status: AgentStatus, title: str = "") -> list[str]:
+    state = status.state.value + (f" ({status.reason})" if status.reason else "")
+    lines = [f"session   {status.session_id}" + (f"  {title!r}" if title else ""),
+             f"state     {state}" + (f": {status.why}" if status.why else "")
+             + ("" if status.live else "  (as last recorded)"),
+             f"steps     {status.steps} in the last turn, {status.total_steps} in all",
+             f"cursor    {status.cursor}"]
+    for a in status.pending_approvals:
+        lines.append(f"waiting   approval {a['call_id']} {a['name']} (risk {a['risk']}): {visible(a['reason'])}")
+    for q in status.pending_questions:
+        choices = f" [{' | '.join(q['choices'])}]" if q["choices"] else ""
+        lines.append(f"waiting   {q['kind']} {q['question_id']}: {visible(q['text'][:200])}{choices}")
+    if status.last_error:
+        e = status.last_error
+        lines.append(f"error     {e['phase']}/{e['severity']}: {visible(e['message'])}")
+    return lines
 
 
 async def _stored_session(store: Any, session_id: str) -> Any:

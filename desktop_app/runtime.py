@@ -4,9 +4,12 @@ for the CLI (`open_runtime`, one project) and the window (`ProjectRuntimes`, a r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import logging
 import os
+import time
+import weakref
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -106,6 +109,9 @@ class ProjectRuntime:
     mcp: McpHub | None = None  # the project's and the user's MCP servers
     hooks_trust: HooksTrust | None = None  # the project's hooks file against its grant
     _started: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
+    # The open sessions, told of the host's changes to the project folder by `watcher` (made on first use).
+    sessions: weakref.WeakSet[AgentSession] = field(default_factory=weakref.WeakSet, init=False, repr=False)
+    watcher: WorkspaceWatcher | None = field(default=None, init=False, repr=False)
 
     @property
     def tools(self) -> list[Tool]:
@@ -159,12 +165,37 @@ class ProjectRuntime:
     async def open_session(self, session_id: str | None = None, *, title: str = "") -> AgentSession:
         """A new session of this project, or a stored one (sealed and resumed)."""
         await self.ready()
-        return await AgentSession.open(
+        session = await AgentSession.open(
             store=self.store, bus=self.bus, executor=self.executor, tools=self.tools,
             model_client=self.model_client, project=self.project, sandbox=self.sandbox,
             session_id=session_id, title=title, max_steps=self.settings.max_steps,
             more_tools=self.mcp_tools if self.mcp is not None else None,
         )
+        self.sessions.add(session)
+        self._watch()
+        return session
+
+    def _watch(self) -> None:
+        """Watch the project folder (once): changes no tool made reach every open session."""
+        if self.watcher is not None or not os.path.isdir(self.project.path):
+            return
+        executor = self.executor
+
+        def tools_writing() -> bool:
+            return executor.writing > 0 or time.monotonic() - executor.last_write_end < TOOL_QUIET_S
+
+        def report(paths: list[str], kinds: list[str]) -> None:
+            for session in list(self.sessions):
+                session.host_changed(paths, kinds)
+
+        try:
+            self.watcher = WorkspaceWatcher(self.project.path, report, tools_writing=tools_writing)
+            self.watcher.start()
+        except OSError as e:  # inotify limits, a folder gone: the session works without it
+            log.warning("cannot watch %s for changes: %s", self.project.path, e)
+            self.watcher = None
+            return
+        self.cleanup.push_async_callback(_quietly, self.watcher.stop, "the folder watcher")
 
     def mcp_servers(self) -> list[McpServerInfo]:
         """The status of every configured MCP server, now."""
@@ -211,6 +242,90 @@ class ProjectRuntime:
         sessions are their owner's to stop: an approval left waiting stays open in the store."""
         await self.end_processes()
         await self.cleanup.aclose()
+
+
+# the project folder's changes that no tool made -------------------------------------------------------
+DEBOUNCE_S = 0.25  # an editor's save is several events: they go out as one file_changed
+TOOL_QUIET_S = 0.5  # changes this soon after a tool wrote are the tool's (and the sync's) own
+_IGNORED_DIRS = (".agent-desk", ".git")
+_KINDS = {"created": "created", "modified": "modified", "deleted": "deleted", "moved": "moved",
+          "closed": "modified"}
+
+
+class WorkspaceWatcher:
+    """A watchdog observer on a project folder: file events (control folders left out) gathered on the
+    event loop, debounced, and reported as (paths, kinds) unless a tool call was writing then."""
+
+    def __init__(self, root: str | os.PathLike[str], report: Callable[[list[str], list[str]], None], *,
+                 tools_writing: Callable[[], bool] = lambda: False, debounce_s: float = DEBOUNCE_S) -> None:
+        self.root = os.path.realpath(root)
+        self.report = report
+        self.tools_writing = tools_writing
+        self.debounce_s = debounce_s
+        self._loop = asyncio.get_running_loop()
+        self._pending: dict[str, str] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._observer: Any = None
+
+    def start(self) -> None:
+        from watchdog.events import FileSystemEventHandler
+        from watchdog.observers import Observer
+
+        watcher = self
+
+        class Handler(FileSystemEventHandler):
+            def on_any_event(self, event: Any) -> None:  # on the observer's thread
+                watcher._seen(event)
+
+        self._observer = Observer()
+        self._observer.daemon = True
+        self._observer.schedule(Handler(), self.root, recursive=True)
+        self._observer.start()
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        observer, self._observer = self._observer, None
+        if observer is not None:
+            observer.stop()
+            await asyncio.to_thread(observer.join, 5)
+
+    def relative(self, path: str | bytes) -> str | None:
+        """The workspace-relative path, or None for the root, a control folder or a path outside."""
+        text = os.fsdecode(path)
+        rel = os.path.relpath(text, self.root)
+        if rel == "." or rel.startswith(".."):
+            return None
+        first = rel.split(os.sep, 1)[0]
+        return None if first in _IGNORED_DIRS else rel.replace(os.sep, "/")
+
+    def _seen(self, event: Any) -> None:
+        kind = _KINDS.get(event.event_type)
+        if kind is None or (event.is_directory and kind == "modified"):
+            return
+        found = [(event.src_path, "deleted" if kind == "moved" else kind)]
+        if kind == "moved":
+            found.append((event.dest_path, "created"))
+        for path, what in found:
+            rel = self.relative(path)
+            if rel is not None:
+                with contextlib.suppress(RuntimeError):  # the loop closed under us: nobody listens
+                    self._loop.call_soon_threadsafe(self._add, rel, what)
+
+    def _add(self, rel: str, kind: str) -> None:
+        if self.tools_writing():
+            return
+        self._pending[rel] = kind if rel not in self._pending or kind != "modified" else self._pending[rel]
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._loop.call_later(self.debounce_s, self._flush)
+
+    def _flush(self) -> None:
+        self._timer = None
+        pending, self._pending = self._pending, {}
+        if pending and not self.tools_writing():
+            paths = sorted(pending)
+            self.report(paths, [pending[p] for p in paths])
 
 
 async def _quietly(close: Callable[[], Awaitable[Any]], what: str) -> None:

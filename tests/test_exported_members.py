@@ -44,11 +44,17 @@ EXPORTED: dict[str, list[str]] = {
         # reach
         "HOOKS_FILE", "OfferedToolsHook", "TOOL_PROFILES", "ToolCustom", "UserHookSpec", "denied_outright",
         "hooks_digest", "offered_tools", "parse_user_hooks", "user_hook_chain", "user_hooks_from_toml",
+        # agent-state (issue 16)
+        "HOST_CHANGED_KEY", "NO_PERSON", "PERSON_GROUP", "STATUS_CHANNELS", "AgentState", "AgentStateChanged",
+        "AgentStatus", "Answer",
+        "FileChanged", "PauseReason", "PendingQuestions", "Question", "QuestionAnswered", "QuestionAsked",
+        "TodoChanged", "plan_mode_blocker", "status_from_events",
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",
         "FsRead", "FsWrite", "READ_HASHES_KEY", "TODOS_KEY", "TodoRead", "TodoWrite", "builtin_tools",
         "preview_diff",
+        "AskUser", "ExitPlanMode",  # agent-state (issue 16)
     ],
     "sandbox": [
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
@@ -135,10 +141,13 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         "make_dirs_beneath", "read_beneath",
         # when a session compacts (the runtime passes the defaults today)
         "CompactionSettings",
+        # agent-state: the states and pause reasons as enums, the questions' queue, plan mode's judgement
+        "AgentState", "PauseReason", "PendingQuestions", "plan_mode_blocker",
     ),
     "tools": (
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit", "FsRead",
         "FsWrite", "READ_HASHES_KEY", "TODOS_KEY", "TodoRead", "TodoWrite",
+        "AskUser", "ExitPlanMode",  # agent-state (issue 16)
     ),
     "sandbox": (
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",

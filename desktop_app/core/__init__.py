@@ -6,8 +6,19 @@ runs headless and tests without a display or a Docker engine.
 """
 
 from ._agent import DEFAULT_MAX_STEPS, AgentSession, TurnResult
+from ._agent_state import STATUS_CHANNELS, AgentStatus, status_from_events
 from ._anthropic import MISSING_KEY_HINT, AnthropicModelClient
-from ._approvals import Allow, ApprovalDecision, ApprovalScope, Deny, visible
+from ._approvals import (
+    NO_PERSON,
+    Allow,
+    Answer,
+    ApprovalDecision,
+    ApprovalScope,
+    Deny,
+    PendingQuestions,
+    Question,
+    visible,
+)
 from ._bus import EventBus
 from ._compaction import CompactionSettings, compaction_facts, is_summary
 from ._errors import (
@@ -23,18 +34,25 @@ from ._errors import (
     ToolNotFound,
 )
 from ._events import (
+    AgentState,
+    AgentStateChanged,
     Channel,
     Compacted,
     Done,
     Envelope,
     ErrorEvent,
     Event,
+    FileChanged,
+    PauseReason,
     PermissionDecided,
     PermissionRequired,
+    QuestionAnswered,
+    QuestionAsked,
     SandboxSurvivors,
     StateChanged,
     TextChunk,
     ThinkingChunk,
+    TodoChanged,
     TokenUsage,
     ToolCustom,
     ToolEnd,
@@ -44,7 +62,7 @@ from ._events import (
     ToolUpdate,
     TurnEnd,
 )
-from ._executor import Executor, RunContext, call_risk
+from ._executor import HOST_CHANGED_KEY, Executor, RunContext, call_risk
 from ._glob import glob_regex
 from ._hooks import (
     DangerousCommandHook,
@@ -76,6 +94,7 @@ from ._mcp import (
 from ._messages import StoredMessage, ToolCall
 from ._paths import container_path, control_dir, control_reason
 from ._policy import (
+    PERSON_GROUP,
     Action,
     PermissionMode,
     PermissionPolicy,
@@ -84,6 +103,7 @@ from ._policy import (
     RuleSet,
     ToolFacts,
     load_rules,
+    plan_mode_blocker,
     project_rules_path,
     read_project_rules,
     rules_from_texts,
@@ -287,4 +307,25 @@ __all__ = [
     "user_hooks_from_toml",
     "visible",
     "write_beneath",
+]
+
+# Agent state, questions to the person, plan mode, the monitor channel (issue 16, agent-state).
+__all__ += [
+    "HOST_CHANGED_KEY",
+    "NO_PERSON",
+    "PERSON_GROUP",
+    "STATUS_CHANNELS",
+    "AgentState",
+    "AgentStateChanged",
+    "AgentStatus",
+    "Answer",
+    "FileChanged",
+    "PauseReason",
+    "PendingQuestions",
+    "Question",
+    "QuestionAnswered",
+    "QuestionAsked",
+    "TodoChanged",
+    "plan_mode_blocker",
+    "status_from_events",
 ]

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ._agent_state import AgentStatus, approval_summary, error_summary
 from ._anthropic import PREVIEW_PARSE_CHARS, input_preview, json_head
 from ._bus import EventBus
 from ._compaction import (
@@ -30,14 +31,28 @@ from ._compaction import (
     summary_request,
 )
 from ._errors import AgentDeskError, ModelError, StoreError
-from ._events import Compacted, Done, ErrorEvent, Event, TextChunk, ThinkingChunk, ToolStart, TurnEnd
-from ._executor import Executor, RunContext
+from ._events import (
+    AgentState,
+    AgentStateChanged,
+    Compacted,
+    Done,
+    ErrorEvent,
+    Event,
+    FileChanged,
+    PauseReason,
+    TextChunk,
+    ThinkingChunk,
+    ToolStart,
+    TurnEnd,
+)
+from ._executor import HOST_CHANGED_KEY, Executor, RunContext
 from ._hooks import off_loop_when_large
 from ._llm import ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._messages import StoredMessage, sealed_result, text_blocks, tool_result_block
 from ._project import ProjectInfo, SessionInfo, new_session
 from ._record import ToolCallRecord, ToolCallState
 from ._redaction import Redactor, StreamRedactor
+from ._sandbox import WORKSPACE
 from ._store import RecordStore
 from ._tool import Tool
 
@@ -153,6 +168,15 @@ class AgentSession:
         self.more_tools = more_tools
         self.compaction = compaction or CompactionSettings()
         self._context_tokens: int | None = None  # the context the last step used, from its usage
+        self.state = AgentState.READY
+        self.pause_reason = ""
+        self.state_why = "the session is open"
+        self.steps = 0  # model steps of the current (or last) turn
+        self.total_steps = 0
+        self.last_error: ErrorEvent | None = None
+        self._unwatch = [executor.approvals.watch(session.id, self._waiting_changed),
+                         executor.questions.watch(session.id, self._waiting_changed)]
+        self._unlisten = bus.on(ErrorEvent.type, self._on_error)
 
     # -- opening --------------------------------------------------------------------------------------
     @classmethod
@@ -218,6 +242,37 @@ class AgentSession:
             return await asyncio.shield(self._turn)
         return await self._start(text)
 
+    def status(self) -> AgentStatus:
+        """The state now, the step counts, the event cursor, what waits for the person, the last error."""
+        sid = self.session.id
+        return AgentStatus(
+            session_id=sid, state=self.state, reason=self.pause_reason, why=self.state_why, steps=self.steps,
+            total_steps=self.total_steps, cursor=self.bus.seq,
+            pending_approvals=[approval_summary(r) for r in self.executor.approvals.pending_for(sid)],
+            pending_questions=[{"question_id": q.id, "kind": q.kind, "text": q.text, "choices": list(q.choices)}
+                               for q in self.executor.questions.pending(sid)],
+            last_error=error_summary(self.last_error) if self.last_error is not None else None,
+        )
+
+    def host_changed(self, paths: list[str], kinds: list[str]) -> None:
+        """Files of the workspace (relative paths) changed on the host by no tool call: the read-before-edit
+        guard asks for a fresh read of each, and `file_changed` tells the timeline."""
+        changed = self._run.state.setdefault(HOST_CHANGED_KEY, set())
+        changed.update(f"{WORKSPACE}/{p}" for p in paths)
+        self.bus.publish(FileChanged(session_id=self.session.id, project_id=self.project.id, paths=list(paths),
+                                     kinds=list(kinds)))
+
+    def close(self) -> None:
+        """The session is closed: stop its turn, stop following the executor, and say STOPPED."""
+        self.stop()
+        for unwatch in self._unwatch:
+            with contextlib.suppress(ValueError):
+                unwatch()
+        self._unwatch = []
+        with contextlib.suppress(ValueError):
+            self._unlisten()
+        self._set_state(AgentState.STOPPED, "the session was closed")
+
     def stop(self) -> None:
         """Interrupt: abort the stream and the running tools. The history stays valid."""
         if not self.running:
@@ -263,6 +318,10 @@ class AgentSession:
     async def _drive(self, text: str | None, *, resume: bool = False) -> TurnResult:
         self._stopping = False
         self._run.abort = asyncio.Event()
+        self.steps = 0
+        self._set_state(AgentState.WORKING, "a message was sent" if text else
+                        "resuming calls that wait for approval" if resume else "retrying the last step")
+        self._waiting_changed(self.session.id)  # re-offered approvals pause it at once
         try:
             result = await self._turn_loop(text, resume=resume)
         except AgentDeskError as e:
@@ -270,6 +329,8 @@ class AgentSession:
         except Exception as e:  # a bug must end the turn visibly, not hang the UI
             log.exception("session %s: the turn failed", self.session.id)
             err = AgentDeskError(f"The turn failed unexpectedly: {type(e).__name__}: {e}")
+            self.bus.publish(ErrorEvent(session_id=self.session.id, source="agent", message=err.user_message(),
+                                        phase="system", severity="error"))
             result = self._end(TurnEnd.ERROR, 0, "", err.user_message(), error=err)
         finally:
             self.running = False
@@ -300,6 +361,7 @@ class AgentSession:
                     f"Stopped after {steps} steps (the limit per turn). Send a message to continue.",
                 )
             steps += 1
+            self.steps, self.total_steps = steps, self.total_steps + 1
             reply = await self._step()
             if reply is None:
                 return self._end(TurnEnd.INTERRUPTED, steps, last_text, "Stopped by the user.")
@@ -353,7 +415,8 @@ class AgentSession:
                 return None
             raise
         except ModelError as e:
-            self.bus.publish(ErrorEvent(session_id=self.session.id, source="model", message=e.user_message()))
+            self.bus.publish(ErrorEvent(session_id=self.session.id, source="model", message=e.user_message(),
+                                        phase="model", severity="error"))
             raise
         finally:
             self._stream_task = None
@@ -419,6 +482,12 @@ class AgentSession:
     # -- helpers --------------------------------------------------------------------------------------
     def _end(self, reason: TurnEnd, steps: int, text: str, message: str = "", *,
              error: AgentDeskError | None = None) -> TurnResult:
+        if error is not None and not isinstance(error, ModelError):  # a model error was published already
+            self.bus.publish(ErrorEvent(session_id=self.session.id, source="agent", message=error.user_message(),
+                                        phase="system", severity="error"))
+        stopped = reason in (TurnEnd.INTERRUPTED, TurnEnd.ERROR)
+        self._set_state(AgentState.STOPPED if stopped else AgentState.READY,
+                        message or ("the turn ended" if reason is TurnEnd.END_TURN else str(reason)))
         self.bus.publish(Done(session_id=self.session.id, reason=reason, message=message))
         return TurnResult(reason=reason, steps=steps, text=text, message=message, error=error)
 
@@ -428,6 +497,38 @@ class AgentSession:
         err = StoreError(f"The audit store could not record a tool call, so the turn stopped: {cause}",
                          hint=getattr(cause, "hint", "") or "Check that the audit database is writable, then retry.")
         return self._end(TurnEnd.ERROR, steps, text, err.user_message(), error=err)
+
+    # -- state ----------------------------------------------------------------------------------------
+    def _set_state(self, state: AgentState, why: str, reason: str = "") -> None:
+        """Move to `state` and publish it (nothing when neither the state nor what it waits for changed)."""
+        if state is self.state and reason == self.pause_reason:
+            return
+        previous, self.state, self.pause_reason, self.state_why = self.state, state, reason, why
+        self.bus.publish(AgentStateChanged(session_id=self.session.id, state=state.value, previous=previous.value,
+                                           why=why, note=why, reason=reason, steps=self.steps,
+                                           total_steps=self.total_steps))
+
+    def _waiting_changed(self, session_id: str) -> None:
+        """A call, question or plan of this session started or stopped waiting for the person."""
+        if not self.running:
+            return
+        questions = self.executor.questions.pending(session_id)
+        if questions:
+            q = questions[0]
+            plan = q.kind == "plan"
+            self._set_state(AgentState.PAUSED, "a plan waits for review" if plan else "a question waits for the person",
+                            PauseReason.PLAN if plan else PauseReason.QUESTION)
+        elif self.executor.approvals.pending_for(session_id):
+            n = len(self.executor.approvals.pending_for(session_id))
+            self._set_state(AgentState.PAUSED, f"{n} tool call(s) wait for approval", PauseReason.APPROVAL)
+        elif self.state is AgentState.PAUSED:
+            self._set_state(AgentState.WORKING, "the person answered")
+
+    def _on_error(self, env: Any) -> None:
+        if env.session_id == self.session.id and not env.payload.get("retrying"):
+            ev = env.event
+            if isinstance(ev, ErrorEvent):
+                self.last_error = ev
 
     def _drain_queue(self) -> list[str]:
         queued, self._queue = self._queue, []

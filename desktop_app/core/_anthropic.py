@@ -205,6 +205,8 @@ class AnthropicModelClient:
                     message=f"{message}; retrying (attempt {attempt} of {self.max_retries})",
                     retrying=True,
                     attempt=attempt,
+                    phase="model",
+                    severity="warn",
                 )
             )
 

@@ -15,8 +15,8 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from ._bus import EventBus
 from ._errors import ApprovalNotPending
-from ._events import PermissionRequired
-from ._policy import Action, PermissionPolicy, Rule, suggest_rule
+from ._events import PermissionRequired, QuestionAnswered, QuestionAsked
+from ._policy import Action, PermissionMode, PermissionPolicy, Rule, suggest_rule
 from ._record import Provenance, ToolCallRecord
 
 
@@ -104,6 +104,19 @@ class PendingApprovals:
         self.timeout_s = timeout_s
         self.rule_writer: RuleWriter | None = None
         self._waiting: dict[str, _Waiting] = {}
+        self._watchers: dict[str, list[Any]] = {}
+
+    def watch(self, session_id: str, fn: Any) -> Any:
+        """Call `fn(session_id)` when a call of the session starts or stops waiting; returns an unwatch."""
+        self._watchers.setdefault(session_id, []).append(fn)
+        return lambda: self._watchers.get(session_id, []).remove(fn)
+
+    def pending_for(self, session_id: str) -> list[ToolCallRecord]:
+        return [r for r in self.pending() if r.session_id == session_id]
+
+    def _notify(self, session_id: str) -> None:
+        for fn in list(self._watchers.get(session_id, ())):
+            fn(session_id)
 
     # -- what a front end uses ----------------------------------------------------------------------
     def decide(self, call_id: str, decision: ApprovalDecision) -> None:
@@ -139,6 +152,7 @@ class PendingApprovals:
             provenance=[p.to_dict() for p in record.provenance], meta=record.approval.meta,
             expires_at=record.approval.expires_at,
         ))
+        self._notify(record.session_id)
 
     def reoffer(self, record: ToolCallRecord) -> None:
         """A reopened session found `record` waiting: offer it again (once)."""
@@ -170,6 +184,7 @@ class PendingApprovals:
             abort_wait.cancel()
             self._waiting.pop(record.id, None)
             batch.waiting.discard(record.id)
+            self._notify(record.session_id)
         if waiting.future not in done:
             waiting.future.cancel()
             return None
@@ -213,3 +228,133 @@ class PendingApprovals:
             self.policy.add_rule(Rule(Action.ALLOW, rule.target, rule.pattern, "project"))
             if self.rule_writer is not None:
                 self.rule_writer(rule)
+
+
+# -- questions and plans: the model asks the person (ask_user) or offers a plan (exit_plan_mode) -------------
+NO_PERSON = "no person will answer: the session runs without one (mode strict, or the CLI's --on-ask deny)"
+QUESTION_EXPIRED = "nobody answered in time"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The person's answer: `text` (for a question: what they typed or the choice they picked); for a plan,
+    `approved` and the `mode` to switch to, or a `note` sent back when it is rejected. `answered` is False
+    when nobody will answer (`note` says why)."""
+
+    text: str = ""
+    approved: bool = False
+    mode: str = ""
+    note: str = ""
+    by: str = "user"
+    answered: bool = True
+
+
+@dataclass(slots=True)
+class Question:
+    """A question (kind "question", optional choices) or a plan to review (kind "plan") that waits."""
+
+    id: str
+    session_id: str
+    call_id: str
+    kind: str
+    text: str
+    choices: list[str] = field(default_factory=list)
+    modes: list[str] = field(default_factory=list)
+    asked_at: float = field(default_factory=time.time)
+
+
+Watcher = Any  # Callable[[str], None]: called with a session id when what it waits for changes
+
+
+class PendingQuestions:
+    """The questions and plans that wait for the person, by id; answered from the inbox or the CLI.
+
+    `no_person` (strict mode, `--on-ask deny`, a session nobody watches) answers each at once with
+    `answered=False`, so the model is told no answer will come. Approving a plan switches the session's
+    mode in the policy: the person picks the mode, the model never does."""
+
+    PLAN_MODES: ClassVar[tuple[str, ...]] = ("ask", "accept-edits", "auto", "read-only", "strict")
+
+    def __init__(self, bus: EventBus, policy: PermissionPolicy, *, timeout_s: float | None = None) -> None:
+        self.bus = bus
+        self.policy = policy
+        self.timeout_s = timeout_s
+        self.no_person = False
+        self.on_ask: Any = None  # async (Question) -> Answer | None: a front end that answers itself (the CLI)
+        self._waiting: dict[str, tuple[Question, asyncio.Future[Answer]]] = {}
+        self._watchers: dict[str, list[Watcher]] = {}
+        self._count = 0
+
+    def watch(self, session_id: str, fn: Watcher) -> Any:
+        """Call `fn(session_id)` when a question of the session starts or stops waiting; returns an unwatch."""
+        self._watchers.setdefault(session_id, []).append(fn)
+        return lambda: self._watchers.get(session_id, []).remove(fn)
+
+    def pending(self, session_id: str | None = None) -> list[Question]:
+        return [q for q, f in self._waiting.values() if not f.done() and session_id in (None, q.session_id)]
+
+    def answer(self, question_id: str, answer: Answer) -> None:
+        """Answer a waiting question or plan; ApprovalNotPending when it does not wait."""
+        entry = self._waiting.get(question_id)
+        if entry is None or entry[1].done():
+            raise ApprovalNotPending(f"no question {question_id} is waiting for an answer")
+        question = entry[0]
+        if question.kind == "plan" and answer.approved and answer.mode not in question.modes:
+            raise ApprovalNotPending(f"{answer.mode!r} is not one of the modes offered: {', '.join(question.modes)}")
+        entry[1].set_result(answer)
+
+    async def ask(self, session_id: str, call_id: str, kind: str, text: str, *, choices: Sequence[str] = (),
+                  abort: asyncio.Event | None = None) -> Answer:
+        """Offer a question or a plan and wait for the answer (or for nobody: see `no_person`)."""
+        self._count += 1
+        modes = list(self.PLAN_MODES) if kind == "plan" else []
+        q = Question(f"q{self._count}_{call_id}", session_id, call_id, kind, text, list(choices), modes)
+        nobody = self.no_person or self.policy.mode_for(session_id) is PermissionMode.STRICT
+        fut: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        if not nobody:  # waiting before it is announced: an answer that comes at once finds it
+            self._waiting[q.id] = (q, fut)
+        self.bus.publish(QuestionAsked(session_id=session_id, question_id=q.id, call_id=call_id, kind=kind,
+                                       text=text, choices=q.choices, modes=modes))
+        if nobody:
+            return self._answered(q, Answer(answered=False, note=NO_PERSON, by="desk"))
+        self._notify(session_id)
+        try:
+            answer = await self._wait(q, fut, abort)
+        finally:
+            self._waiting.pop(q.id, None)
+            self._notify(session_id)
+        return self._answered(q, answer)
+
+    async def _wait(self, q: Question, fut: asyncio.Future[Answer], abort: asyncio.Event | None) -> Answer:
+        waits: set[asyncio.Future[Any]] = {fut}
+        if self.on_ask is not None:
+            waits.add(asyncio.ensure_future(self.on_ask(q)))
+        if abort is not None:
+            waits.add(asyncio.ensure_future(abort.wait()))
+        try:
+            done, _ = await asyncio.wait(waits, timeout=self.timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits - {fut}:
+                w.cancel()
+        if fut in done:
+            return fut.result()
+        front = next((d for d in done if d is not fut and not d.cancelled() and d.exception() is None
+                      and isinstance(d.result(), Answer)), None)
+        if front is not None:
+            return front.result()
+        if abort is not None and abort.is_set():
+            return Answer(answered=False, note="the run was stopped before the person answered", by="user")
+        return Answer(answered=False, note=QUESTION_EXPIRED if done == set() else NO_PERSON, by="desk")
+
+    def _answered(self, q: Question, answer: Answer) -> Answer:
+        if q.kind == "plan" and answer.answered and answer.approved:
+            self.policy.set_session_mode(q.session_id, answer.mode)
+        self.bus.publish(QuestionAnswered(
+            session_id=q.session_id, question_id=q.id, call_id=q.call_id, kind=q.kind, answered=answer.answered,
+            answer=answer.text if q.kind == "question" else ("approve" if answer.approved else "reject"),
+            mode=answer.mode if answer.approved else "", note=answer.note, by=answer.by))
+        return answer
+
+    def _notify(self, session_id: str) -> None:
+        for fn in list(self._watchers.get(session_id, ())):
+            fn(session_id)

@@ -43,7 +43,10 @@ class Event:
     def __init_subclass__(cls, **kw: Any) -> None:
         # No zero-arg super(): slots=True rebuilds the class, so its __class__ cell would be stale.
         super(Event, cls).__init_subclass__(**kw)
-        if "type" in cls.__dict__:
+        # A scoped class (AgentStateChanged) shares its wire type with the first class of that type.
+        # (slots=True makes the class twice: the second, kept, replaces the first.)
+        known = EVENT_TYPES.get(cls.type) if "type" in cls.__dict__ else None
+        if "type" in cls.__dict__ and (known is None or known.__qualname__ == cls.__qualname__):
             EVENT_TYPES[cls.type] = cls
 
     def payload(self) -> dict[str, Any]:
@@ -172,6 +175,8 @@ class ToolExecuted(Event):
     outcome: str | None = None
     duration_ms: float | None = None
     sandbox: dict[str, Any] = field(default_factory=dict)
+    # Who or what let it run: {"by": "policy"|"rule"|"mode"|"user"|..., "detail", "decision", "scope"}.
+    approval: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -182,6 +187,8 @@ class ErrorEvent(Event):
     message: str = ""
     retrying: bool = False
     attempt: int = 0
+    phase: str = "system"  # model | tool | system
+    severity: str = "error"  # info | warn | error
 
 
 @dataclass(slots=True)
@@ -244,6 +251,98 @@ class ToolCustom(Event):
     tool: str = ""
     name: str = ""
     data: dict[str, Any] = field(default_factory=dict)
+# the agent, the person and the workspace (issue 16) ------------------------------------------------
+class AgentState(StrEnum):
+    """Where a session's agent is: idle, taking steps, waiting for a person, or stopped."""
+
+    READY = "READY"
+    WORKING = "WORKING"
+    PAUSED = "PAUSED"
+    STOPPED = "STOPPED"
+
+
+class PauseReason(StrEnum):
+    """What a PAUSED agent waits for."""
+
+    APPROVAL = "approval"
+    QUESTION = "question"
+    PLAN = "plan"
+
+
+@dataclass(slots=True)
+class AgentStateChanged(StateChanged):
+    """The agent of a session moved from `previous` to `state`, and `why`. Its wire type is the per-call
+    event's, "state_changed", told apart by `scope` "agent" (`Envelope.event` builds this class for it). A
+    subclass, so a reader of every state_changed finds the same fields (its `call_id` and `name` are empty,
+    `actor` is "agent", `note` repeats `why`); the bridge gives it a signal of its own."""
+
+    channel: ClassVar[Channel] = Channel.MONITOR
+    type: ClassVar[str] = "state_changed"
+    actor: str = "agent"
+    scope: str = "agent"
+    why: str = ""
+    reason: str = ""  # a PauseReason when state is PAUSED
+    steps: int = 0  # model steps of the current (or last) turn
+    total_steps: int = 0  # of the session, since it was opened
+
+
+@dataclass(slots=True)
+class QuestionAsked(Event):
+    """The model asks the person (`kind` "question", with optional `choices`) or offers a plan to review
+    (`kind` "plan", `text` in Markdown). Answered by `PendingQuestions.answer(question_id, ...)`."""
+
+    channel: ClassVar[Channel] = Channel.CONTROL
+    type: ClassVar[str] = "question_asked"
+    question_id: str = ""
+    call_id: str = ""
+    kind: str = "question"
+    text: str = ""
+    choices: list[str] = field(default_factory=list)
+    modes: list[str] = field(default_factory=list)  # for a plan: the modes the person may switch to
+
+
+@dataclass(slots=True)
+class QuestionAnswered(Event):
+    """A question or plan was answered (`answer`; for a plan "approve" or "reject", `mode`), or nobody
+    will answer it (`answered` False, `note` says why)."""
+
+    channel: ClassVar[Channel] = Channel.CONTROL
+    type: ClassVar[str] = "question_answered"
+    question_id: str = ""
+    call_id: str = ""
+    kind: str = "question"
+    answered: bool = True
+    answer: str = ""
+    mode: str = ""
+    note: str = ""
+    by: str = "user"
+
+
+@dataclass(slots=True)
+class TodoChanged(Event):
+    """The session's todo list changed: the whole new list, and the counts per status."""
+
+    channel: ClassVar[Channel] = Channel.MONITOR
+    type: ClassVar[str] = "todo_changed"
+    call_id: str = ""
+    todos: list[dict[str, Any]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class FileChanged(Event):
+    """Files of the project changed on the host, by no tool call (the person's editor, a background
+    process): workspace-relative `paths`, and what happened to each (`kinds`: created, modified, deleted,
+    moved)."""
+
+    channel: ClassVar[Channel] = Channel.MONITOR
+    type: ClassVar[str] = "file_changed"
+    project_id: str = ""
+    paths: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+
+
+SCOPED_TYPES: dict[tuple[str, str], type[Event]] = {("state_changed", "agent"): AgentStateChanged}
 
 
 RunEvent = (
@@ -263,6 +362,11 @@ RunEvent = (
     | SandboxSurvivors
     | Compacted
     | ToolCustom
+    | AgentStateChanged
+    | QuestionAsked
+    | QuestionAnswered
+    | TodoChanged
+    | FileChanged
 )
 """Every event a run can publish: match on the class, never on a payload's string keys."""
 
@@ -281,6 +385,9 @@ class Envelope:
     @property
     def event(self) -> Event:
         cls = EVENT_TYPES[self.type]
+        scope = self.payload.get("scope")
+        if scope is not None:
+            cls = SCOPED_TYPES.get((self.type, scope), cls)
         names = set(_field_names(cls))
         return cls(**{k: v for k, v in self.payload.items() if k in names})
 

@@ -26,10 +26,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
-from ._approvals import SKIPPED_AFTER_DENIAL, Allow, ApprovalDecision, Batch, Deny, PendingApprovals, RuleWriter
+from ._approvals import (
+    SKIPPED_AFTER_DENIAL,
+    Allow,
+    ApprovalDecision,
+    Batch,
+    Deny,
+    PendingApprovals,
+    PendingQuestions,
+    RuleWriter,
+)
 from ._bus import EventBus
 from ._errors import AgentDeskError, PathOutsideWorkspace, StoreError, ToolInputError
-from ._events import ErrorEvent, PermissionDecided, ToolCustom, ToolUpdate
+from ._events import ErrorEvent, PermissionDecided, TodoChanged, ToolCustom, ToolUpdate
 from ._hooks import (
     NOT_JUDGED_IN_TIME,
     HookCall,
@@ -41,7 +50,7 @@ from ._hooks import (
     text_size,
 )
 from ._messages import ToolCall
-from ._policy import COMMAND_TOOLS, Action, PermissionPolicy, PolicyDecision, ToolFacts
+from ._policy import COMMAND_TOOLS, Action, PermissionMode, PermissionPolicy, PolicyDecision, ToolFacts
 from ._record import Outcome, Provenance, Risk, ToolCallRecord, ToolCallState, highest_risk
 from ._recorder import RecordWriter
 from ._redaction import DEFAULT_REDACTOR, REDACTED, Redactor, StreamRedactor
@@ -54,6 +63,9 @@ if TYPE_CHECKING:
     from ._sandbox import Sandbox
 
 DEFAULT_TOOL_TIMEOUT_S = 120.0
+TODOS_STATE_KEY = "todos"  # where the session's todo list lives in RunContext.state (tools.TODOS_KEY)
+# The workspace paths (/workspace/...) changed on the host since a tool last read or wrote them.
+HOST_CHANGED_KEY = "host_changed"
 DEFAULT_JUDGE_DEADLINE_S = 2.0  # for the policy (paths resolved included), and again for the pre hooks
 MAX_RESOLVED_PATHS = 32  # paths of one call resolved in the sandbox before the policy judges them
 DRY_RUN_DEADLINE_S = 10.0  # a dry run (a file read and a diff) past this asks without its preview
@@ -182,6 +194,11 @@ class Executor:
         self._judges = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agent-desk-policy")
         self.recorder = RecordWriter(store, bus, self._summary)
         self.approvals = PendingApprovals(bus, policy, timeout_s=approval_timeout_s)
+        self.questions = PendingQuestions(bus, policy, timeout_s=approval_timeout_s)
+        # Calls that may write, running now, and when the last one ended: the file watcher tells the
+        # person's changes from the tools' by them (monotonic seconds).
+        self.writing = 0
+        self.last_write_end = 0.0
 
     # -- public API ---------------------------------------------------------------------------------
     async def run_batch(self, calls: Sequence[ToolCall], run: RunContext) -> list[ToolCallRecord]:
@@ -253,7 +270,8 @@ class Executor:
                 await self.recorder.fail(record, LOST_SECRETS, Outcome.ERROR, actor="executor",
                                          recs=["Send the call again."])
                 continue
-            await self._execute(job)
+            if await self._plan_gate(job):
+                await self._execute(job)
         return list(records)
 
     def set_rule_writer(self, writer: RuleWriter) -> None:
@@ -300,7 +318,7 @@ class Executor:
     # -- the pipeline: each step records why it stops a call, or returns True to go on ---------------
     async def _pipeline(self, job: _Job) -> None:
         steps = (self._check_known_and_parsed, self._skip_after_denial, self._validate, self._decide_policy,
-                 self._run_pre_hooks, self._dry_run, self._gate_on_approval)
+                 self._run_pre_hooks, self._dry_run, self._gate_on_approval, self._plan_gate)
         for step in steps:
             if not await step(job):
                 return
@@ -352,7 +370,8 @@ class Executor:
     async def _decide_policy(self, job: _Job) -> bool:
         tool, record = job.known, job.record
         facts = ToolFacts(tool.name, tool.group, tool.trusted_read_only, Risk.of(tool.risk))
-        decision = self._cleaned(self.policy.resolve_ask(await self._judge(facts, job.raw, job.run)))
+        decision = self._cleaned(self.policy.resolve_ask(await self._judge(facts, job.raw, job.run),
+                                                         job.run.session_id))
         record.provenance.append(decision.provenance)
         if decision.action is Action.DENY:
             # The model reads the policy's reason in plain words; the rule stays in the provenance.
@@ -472,7 +491,7 @@ class Executor:
         answer = step.answer
         if not job.policy_asked:  # where the mode asks nobody, a hook's ask is a deny
             asked = PolicyDecision(Action.ASK, step.provenance, answer.reason, answer.risk or Risk.MEDIUM)
-            resolved = self._cleaned(self.policy.resolve_ask(asked))
+            resolved = self._cleaned(self.policy.resolve_ask(asked, job.run.session_id))
             if resolved.action is Action.DENY:
                 await self.recorder.deny(job.record, resolved.reason, Outcome.POLICY, actor="policy",
                                          data={"provenance": resolved.provenance.to_dict()})
@@ -628,6 +647,25 @@ class Executor:
             return False
         return True
 
+    async def _plan_gate(self, job: _Job) -> bool:
+        """The last word of plan mode, on the input that will run: a hook's rewrite, a person's edit or an
+        approval offered before the session entered plan mode cannot make a write run while planning."""
+        if self.policy.mode_for(job.run.session_id) is not PermissionMode.PLAN:
+            return True
+        tool = job.known
+        facts = ToolFacts(tool.name, tool.group, tool.trusted_read_only, Risk.of(tool.risk))
+        refusal = await self._off_loop(partial(self.policy.plan_refusal, facts, job.raw, job.run.session_id))
+        if refusal is None:
+            return True
+        job.record.provenance.append(refusal.provenance)
+        note = self._clean(f"denied by policy: {refusal.reason}")
+        if job.record.state is ToolCallState.APPROVED:  # allowed by a person before the session began planning
+            await self.recorder.fail(job.record, note, Outcome.CANCELLED, actor="policy")
+        else:
+            await self.recorder.deny(job.record, note, Outcome.POLICY, actor="policy",
+                                     data={"provenance": refusal.provenance.to_dict()})
+        return False
+
     # -- running the tool ---------------------------------------------------------------------------
     def _clean(self, text: str) -> str:
         return self.redactor.redact(text) if text else text
@@ -668,7 +706,7 @@ class Executor:
                                    data=_custom_data(data)))
 
         return ToolContext(call_id=cid, session_id=sid, sandbox=run.sandbox, abort=run.abort, state=run.state,
-                           project_id=run.project_id, _update=update, _emit=emit)
+                           project_id=run.project_id, _update=update, _emit=emit, person=self.questions)
 
     async def _execute(self, job: _Job) -> None:
         record, tool, run = job.record, job.known, job.run
@@ -691,11 +729,19 @@ class Executor:
             await self.recorder.fail(record, before.text, Outcome.ERROR, actor="executor",
                                      recs=["Retry once the engine answers; nothing ran."])
             return
+        todos = run.state.get(TODOS_STATE_KEY)
         task = asyncio.ensure_future(tool.run(job.args, ctx))
-        in_time = await _finished_in_time(task, run.abort, timeout)
-        self._flush_updates(job)
-        # Even a call that failed or was cancelled may have changed files: they come back all the same.
-        after = await self._sync(job, "both") if not tool.read_only else before
+        self.writing += not tool.read_only
+        try:
+            in_time = await _finished_in_time(task, run.abort, timeout)
+            self._flush_updates(job)
+            # Even a call that failed or was cancelled may have changed files: they come back all the same.
+            after = await self._sync(job, "both") if not tool.read_only else before
+        finally:  # the files it wrote (and the sync brought back) are the tool's, not the person's
+            if not tool.read_only:
+                self.writing -= 1
+                self.last_write_end = time.monotonic()
+        self._todos_changed(job, todos)
         if not in_time:
             if run.abort.is_set():
                 await self.recorder.fail(record, "cancelled by the user", Outcome.CANCELLED, actor="user")
@@ -718,8 +764,19 @@ class Executor:
         if outcome.text:
             text = self._clean(outcome.text)
             await self.recorder.note(job.record, "workspace sync", text)
-            self.bus.publish(ErrorEvent(session_id=job.record.session_id, source="workspace sync", message=text))
+            self.bus.publish(ErrorEvent(session_id=job.record.session_id, source="workspace sync", message=text,
+                                        phase="tool", severity="error" if outcome.failed else "warn"))
         return outcome
+
+    def _todos_changed(self, job: _Job, before: Any) -> None:
+        """A call replaced the session's todo list: `todo_changed`, with the new list and its counts."""
+        todos = job.run.state.get(TODOS_STATE_KEY)
+        if todos is before or not isinstance(todos, list):
+            return
+        counts = {s: sum(1 for t in todos if isinstance(t, dict) and t.get("status") == s)
+                  for s in ("pending", "in_progress", "completed")}
+        self.bus.publish(TodoChanged(session_id=job.record.session_id, call_id=job.record.id,
+                                     todos=[dict(t) for t in todos if isinstance(t, dict)], counts=counts))
 
     def _flush_updates(self, job: _Job) -> None:
         """What the streams still hold, redacted: the tool has ended."""

@@ -36,6 +36,7 @@ class PermissionMode(StrEnum):
     READ_ONLY = "read-only"
     AUTO = "auto"
     STRICT = "strict"
+    PLAN = "plan"  # only read-only tools run, until the person approves the model's plan (exit_plan_mode)
 
 
 class Action(StrEnum):
@@ -47,6 +48,9 @@ class Action(StrEnum):
 _RANK = {Action.DENY: 3, Action.ASK: 2, Action.ALLOW: 1}
 COMMAND_TOOLS = frozenset({"bash_run"})
 HARMLESS_GROUPS = frozenset({"group:todo"})  # session state only: no files, no processes
+# Tools that only talk to the person (ask_user, exit_plan_mode): the person is their gate, in every mode.
+PERSON_GROUP = "group:person"
+PERSON_TOOLS = frozenset({"ask_user", "exit_plan_mode"})  # the group counts only with these names
 _RULE_RE = re.compile(r"^\s*([A-Za-z0-9_:\-*]+)\s*(?:\((.*)\))?\s*$", re.S)
 
 
@@ -392,6 +396,26 @@ class PermissionPolicy:
         self.mode = PermissionMode(mode or rules.mode or PermissionMode.ASK)
         self.rules: list[Rule] = list(rules.rules)
         self._session_rules: dict[str, list[Rule]] = {}
+        self._session_modes: dict[str, PermissionMode] = {}
+
+    def mode_for(self, session_id: str | None) -> PermissionMode:
+        """The session's own mode (a plan approved into another mode, a session put in plan mode), else
+        the policy's."""
+        return self._session_modes.get(session_id or "", self.mode)
+
+    def set_session_mode(self, session_id: str, mode: PermissionMode | str | None) -> None:
+        """Give one session its own mode (None: back to the policy's)."""
+        if mode is None:
+            self._session_modes.pop(session_id, None)
+        else:
+            self._session_modes[session_id] = PermissionMode(mode)
+
+    def plan_refusal(self, tool: ToolFacts, input: dict[str, Any], session_id: str | None) -> PolicyDecision | None:
+        """In plan mode, the denial of a call that could change something; None when it may go on."""
+        if self.mode_for(session_id) is not PermissionMode.PLAN:
+            return None
+        why = plan_mode_blocker(tool, input)
+        return None if why is None else _plan_denial(why)
 
     def add_rule(self, rule: Rule, *, session_id: str | None = None) -> None:
         if session_id is None:
@@ -418,36 +442,46 @@ class PermissionPolicy:
     ) -> PolicyDecision:
         """`resolved` maps a raw path to its container-resolved path: both spellings are judged."""
         t0 = time.perf_counter()
-        decision = self._evaluate(tool, input, self.rules_for(session_id), resolved or {})
+        mode = self.mode_for(session_id)
+        decision = self._evaluate(tool, input, self.rules_for(session_id), resolved or {}, mode)
         decision.provenance.elapsed_ms = (time.perf_counter() - t0) * 1000.0
         return decision
 
-    def resolve_ask(self, decision: PolicyDecision) -> PolicyDecision:
+    def resolve_ask(self, decision: PolicyDecision, session_id: str | None = None) -> PolicyDecision:
         """In modes with nobody to ask (strict, read-only), an ask becomes a deny."""
-        if decision.action is Action.ASK and self.mode in (PermissionMode.STRICT, PermissionMode.READ_ONLY):
+        mode = self.mode_for(session_id)
+        if decision.action is Action.ASK and mode in (PermissionMode.STRICT, PermissionMode.READ_ONLY):
             return PolicyDecision(
                 Action.DENY,
-                Provenance("mode", self.mode.value, decision="deny"),
-                f"{decision.reason}; mode {self.mode.value} does not ask, so it is denied",
+                Provenance("mode", mode.value, decision="deny"),
+                f"{decision.reason}; mode {mode.value} does not ask, so it is denied",
                 decision.risk,
             )
         return decision
 
     # -- internals
     def _evaluate(self, tool: ToolFacts, input: dict[str, Any], rules: list[Rule],
-                  resolved: Mapping[str, str]) -> PolicyDecision:
+                  resolved: Mapping[str, str], mode: PermissionMode) -> PolicyDecision:
         applicable = [r for r in rules if r.applies_to(tool)]
         command = input.get("command")
         control = _control_denial(tool, input, resolved)
         if control is not None:
             return control
+        if mode is PermissionMode.PLAN:  # before any rule: no allow rule makes a write run while planning
+            why = plan_mode_blocker(tool, input)
+            if why is not None:
+                return _plan_denial(why)
+            mode = PermissionMode.ASK  # what may run while planning is judged as in mode ask
+        if _talks_to_person(tool) and not any(r.action is Action.DENY for r in applicable):
+            return PolicyDecision(Action.ALLOW, Provenance("mode", mode.value, decision="allow"),
+                                  f"{tool.name} only talks to the person", Risk.LOW)
         if tool.name in COMMAND_TOOLS and isinstance(command, str):
-            return self._judge_command(command, applicable, rules, resolved)
+            return self._judge_command(command, applicable, rules, resolved, mode)
         risk, why = assess_risk(tool.name, tool.group, tool.read_only, input)
         if tool.risk is Risk.HIGH and not tool.read_only:
             risk, why = Risk.HIGH, f"{tool.name} is marked destructive"
         ruled = self._judge_simple(tool, input, applicable, resolved, risk)
-        return ruled if ruled is not None else self._by_mode(tool, input, risk, why, resolved)
+        return ruled if ruled is not None else self._by_mode(tool, input, risk, why, resolved, mode)
 
     def _judge_simple(self, tool: ToolFacts, input: dict[str, Any], rules: list[Rule],
                       resolved: Mapping[str, str], risk: Risk) -> PolicyDecision | None:
@@ -478,7 +512,7 @@ class PermissionPolicy:
         return tool.name if arg is not None and _glob_re(rule.pattern).match(arg) else None
 
     def _judge_command(self, command: str, rules: list[Rule], all_rules: list[Rule],
-                       resolved: Mapping[str, str]) -> PolicyDecision:
+                       resolved: Mapping[str, str], mode: PermissionMode) -> PolicyDecision:
         a = _analysed(command)
         risk, why = assess_command(a)
         fs_rules = [r for r in all_rules if r.target in _FS_RULE_TARGETS and r.pattern is not None]
@@ -494,7 +528,7 @@ class PermissionPolicy:
         if risk is Risk.HIGH:
             blockers.append(f"it is dangerous: {why}")
         if blockers:
-            strict = self.mode is PermissionMode.STRICT
+            strict = mode is PermissionMode.STRICT
             action = Action.DENY if strict else Action.ASK
             detail = "high risk" if risk is Risk.HIGH else "not analysable"
             reason = "; ".join(blockers) + ("; mode strict denies it" if strict else "")
@@ -505,12 +539,10 @@ class PermissionPolicy:
                 Action.ALLOW, Provenance("rule", "; ".join(sorted({r.text for r in allowed})),
                                          source=allowed[0].source, decision="allow"),
                 "every part is allowed by a rule", risk)
-        return self._by_mode(ToolFacts("bash_run", "group:runtime"), {}, risk, why, resolved)
+        return self._by_mode(ToolFacts("bash_run", "group:runtime"), {}, risk, why, resolved, mode)
 
     def _by_mode(self, tool: ToolFacts, input: dict[str, Any], risk: Risk, why: str,
-                 resolved: Mapping[str, str]) -> PolicyDecision:
-        mode = self.mode
-
+                 resolved: Mapping[str, str], mode: PermissionMode) -> PolicyDecision:
         def by(action: Action, reason: str) -> PolicyDecision:
             return PolicyDecision(action, Provenance("mode", mode.value, decision=action.value), reason, risk)
 
@@ -532,6 +564,65 @@ class PermissionPolicy:
             if paths and all(normalize_path(p) is not None for p in spelled):
                 return by(Action.ALLOW, "mode accept-edits runs file writes inside the workspace")
         return by(Action.ASK, f"{tool.name} {why} and mode {mode.value} asks first")
+
+
+def _plan_denial(why: str) -> PolicyDecision:
+    return PolicyDecision(Action.DENY, Provenance("mode", PermissionMode.PLAN.value, decision="deny"),
+                          f"plan mode: only read-only tools run, and {why}. Finish the plan with "
+                          "exit_plan_mode(plan); the person decides when changes start", Risk.MEDIUM)
+
+
+# Read-only programs with an option that writes a file or runs another program: refused while planning.
+_PLAN_WRITING_OPTIONS = {
+    "tree": ("-o",),
+    "less": ("-o", "-O", "--log-file", "--LOG-FILE", "+", "--lesskey"),
+    "more": ("-o", "-O", "--log-file", "+"),
+    "sort": ("--compress-program",),
+    "file": ("-C", "--compile"),
+    "git": ("-O", "--open-files-in-pager", "--output", "--ext-diff", "--textconv"),
+}
+_PLAN_NEVER = frozenset({"ldd", "date", "hostname", "env", "command", "printenv"})  # run, set, or leak
+
+
+def _talks_to_person(tool: ToolFacts) -> bool:
+    """ask_user and exit_plan_mode: another tool that calls its group group:person gains nothing by it."""
+    return tool.group == PERSON_GROUP and tool.name in PERSON_TOOLS
+
+
+def plan_mode_blocker(tool: ToolFacts, input: dict[str, Any]) -> str | None:
+    """Why `tool` may not run while planning ("" never: None when it may). A tool runs when it is trusted
+    to only read, talks to the person, or keeps the session's todo list; a command when every part of it
+    only reads, writes no file, sets no variable and uses no option that writes or runs."""
+    if _talks_to_person(tool) or tool.group in HARMLESS_GROUPS:
+        return None
+    command = input.get("command")
+    if tool.name in COMMAND_TOOLS and isinstance(command, str):
+        return _plan_command_blocker(_analysed(command))
+    if tool.read_only:
+        return None
+    return f"{tool.name} can change things"
+
+
+def _plan_command_blocker(a: ShellAnalysis) -> str | None:
+    if not a.analysable:
+        return f"the command cannot be analysed ({a.problems[0]})"
+    risk, why = assess_command(a)
+    if risk is not Risk.LOW:
+        return f"the command {why}"
+    if a.writes or control_targets(a)[0]:
+        return "the command writes a file"
+    for c in a.commands:
+        if c.env:
+            return f"the command sets {c.env[0].split('=', 1)[0]}"
+        if c.background:
+            return "the command runs in the background"
+        if c.program in _PLAN_NEVER:
+            return f"{c.program} is not run while planning"
+        bad = _PLAN_WRITING_OPTIONS.get(c.program, ())
+        hit = next((x for x in c.argv[1:] for o in bad if x == o or x.startswith(o)), None)
+        if hit is not None:
+            return f"{c.program} {hit} writes a file or runs a program"
+    return None
 
 
 def _control_denial(tool: ToolFacts, input: dict[str, Any], resolved: Mapping[str, str]) -> PolicyDecision | None:

@@ -153,4 +153,19 @@ class RecordWriter:
                                  is_error=record.is_error, duration_ms=record.duration_ms, summary=summary))
         self.bus.publish(ToolExecuted(session_id=record.session_id, call_id=record.id, name=record.name,
                                       state=record.state.value, outcome=outcome,
-                                      duration_ms=record.duration_ms, sandbox=record.sandbox))
+                                      duration_ms=record.duration_ms, sandbox=record.sandbox,
+                                      approval=approval_of(record)))
+
+
+def approval_of(record: ToolCallRecord) -> dict[str, Any]:
+    """Who or what let the call run (or stopped it): the person's answer when one was asked, else the last
+    decision of the policy or a hook. {"by", "detail", "decision", "source"}; empty when nothing decided."""
+    ap = record.approval
+    if ap.decision is not None:
+        return {"by": "person", "detail": ap.decided_by or "", "decision": ap.decision, "source": "",
+                "note": ap.note, "edited": ap.edited_input is not None}
+    decided = [p for p in record.provenance if p.decision in ("allow", "deny")]
+    if not decided:
+        return {}
+    p = decided[-1]
+    return {"by": p.kind, "detail": p.detail, "decision": p.decision, "source": p.source}

@@ -97,6 +97,8 @@ class ToolContext:
     deadline: float | None = None  # monotonic time when the executor will cancel the call
     _update: UpdateFn | None = None
     _emit: EmitFn | None = None
+    # The person, for tools that ask them (ask_user, exit_plan_mode): a core.PendingQuestions.
+    person: Any = None
 
     def emit(self, name: str, data: dict[str, Any] | None = None) -> None:
         """Publish a custom event of this call (`tool:custom`): the timeline shows it under the call, and

@@ -13,6 +13,7 @@ from ._fs import (
     FsRead,
     FsWrite,
 )
+from ._person import AskUser, ExitPlanMode
 from ._preview import preview_diff
 from ._todo import TodoRead, TodoWrite
 
@@ -20,9 +21,11 @@ __all__ = [
     "BUILTIN_TOOLS",
     "READ_HASHES_KEY",
     "TODOS_KEY",
+    "AskUser",
     "BashKill",
     "BashLogs",
     "BashRun",
+    "ExitPlanMode",
     "FsEdit",
     "FsGlob",
     "FsGrep",
@@ -47,6 +50,8 @@ BUILTIN_TOOLS: list[Tool] = [
     BashKill(),
     TodoRead(),
     TodoWrite(),
+    AskUser(),
+    ExitPlanMode(),
 ]
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..core import (
+    HOST_CHANGED_KEY,
     WORKSPACE,
     PathOutsideWorkspace,
     Risk,
@@ -77,6 +78,13 @@ def sha256(data: bytes) -> str:
 
 def read_hashes(ctx: ToolContext) -> dict[str, str]:
     return ctx.state.setdefault(READ_HASHES_KEY, {})
+
+
+def forget_host_change(ctx: ToolContext, path: str) -> None:
+    """The tool has just read or written `path`: a change on the host before that is known now."""
+    changed = ctx.state.get(HOST_CHANGED_KEY)
+    if changed:
+        changed.discard(path)
 
 
 def need_sandbox(ctx: ToolContext) -> Sandbox:

@@ -8,11 +8,21 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import WORKSPACE, Sandbox, ToolContext, ToolInputError, container_path, control_dir, control_reason
+from ..core import (
+    HOST_CHANGED_KEY,
+    WORKSPACE,
+    Sandbox,
+    ToolContext,
+    ToolInputError,
+    container_path,
+    control_dir,
+    control_reason,
+)
 from ._common import (
     Refusal,
     diff_counts,
     display_path,
+    forget_host_change,
     read_all,
     read_hashes,
     sha256,
@@ -129,6 +139,13 @@ def check_read_hash(ctx: ToolContext, state: FileState) -> None:
     """An existing file may only change if the model read its current contents in this session."""
     if not state.exists:
         return
+    if state.path in ctx.state.get(HOST_CHANGED_KEY, ()):
+        raise Refusal(
+            f"{state.display} changed on the host (the person's editor or another program) since you last read "
+            "it; read it again before changing it",
+            [f"use fs_read on {state.display} again, then redo the change against what is there now"],
+            path=state.display,
+        )
     seen = read_hashes(ctx).get(state.path)
     if seen is None:
         raise Refusal(
@@ -242,6 +259,7 @@ async def write_planned(sandbox: Sandbox, changes: Sequence[PlannedChange], ctx:
     hashes = read_hashes(ctx)
     for change in changes:
         hashes[change.path] = await _digest(change.new_data)
+        forget_host_change(ctx, change.path)
 
 
 async def plan_write(sandbox: Sandbox, path: str, content: str, ctx: ToolContext) -> PlannedChange:

@@ -24,6 +24,7 @@ from ._common import (
     Refusal,
     diff_counts,
     display_path,
+    forget_host_change,
     need_sandbox,
     read_all,
     read_hashes,
@@ -232,8 +233,10 @@ class FsRead(BuiltinTool, name="fs_read", group="group:fs", input_model=FsReadIn
         if media is not None:
             result = _image(data, media, base)  # an image over the cap is refused, and not counted as read
             read_hashes(ctx)[path] = digest
+            forget_host_change(ctx, path)
             return result
         read_hashes(ctx)[path] = digest
+        forget_host_change(ctx, path)
         return _numbered(data, args, base)
 
     def summarize(self, raw: dict[str, Any]) -> str:

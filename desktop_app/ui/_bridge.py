@@ -7,17 +7,22 @@ from collections.abc import Callable
 from PySide6.QtCore import SIGNAL, QObject, Signal
 
 from ..core import (
+    AgentStateChanged,
     Done,
     Envelope,
     ErrorEvent,
     EventBus,
+    FileChanged,
     McpServersChanged,
     PermissionDecided,
     PermissionRequired,
+    QuestionAnswered,
+    QuestionAsked,
     SandboxSurvivors,
     StateChanged,
     TextChunk,
     ThinkingChunk,
+    TodoChanged,
     TokenUsage,
     ToolCustom,
     ToolEnd,
@@ -53,6 +58,12 @@ class EventBridge(QObject):
     mcpServersChanged = Signal(object)  # McpServersChanged
     envelope = Signal(object)  # every Envelope, for views that want the raw stream
     toolCustom = Signal(object)  # ToolCustom: a running tool's own event (ctx.emit)
+    # issue 16: the agent's state, the person's questions and plans, the todo list, the host's changes
+    agentStateChanged = Signal(object)  # AgentStateChanged (wire type "state_changed", scope "agent")
+    questionAsked = Signal(object)  # QuestionAsked
+    questionAnswered = Signal(object)  # QuestionAnswered
+    todoChanged = Signal(object)  # TodoChanged
+    fileChanged = Signal(object)  # FileChanged
 
     def __init__(self, bus: EventBus | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -73,6 +84,10 @@ class EventBridge(QObject):
             SandboxSurvivors.type: self.sandboxSurvivors.emit,
             McpServersChanged.type: self.mcpServersChanged.emit,
             ToolCustom.type: self.toolCustom.emit,
+            QuestionAsked.type: self.questionAsked.emit,
+            QuestionAnswered.type: self.questionAnswered.emit,
+            TodoChanged.type: self.todoChanged.emit,
+            FileChanged.type: self.fileChanged.emit,
         }
         if bus is not None:
             self.attach(bus)
@@ -102,6 +117,8 @@ class EventBridge(QObject):
         else:
             emit = self._signals.get(t)
             if emit is not None:
-                emit(env.event)
+                event = env.event
+                # one wire type, two classes: the agent's state goes to its own signal
+                (self.agentStateChanged.emit if isinstance(event, AgentStateChanged) else emit)(event)
         if self.receivers(SIGNAL("envelope(PyObject)")) > 0:
             self.envelope.emit(env)

@@ -100,12 +100,15 @@ class AppController(QObject):
         w.timeline_model.mcp_names = self.mcp.call_name
         w.inbox.rules_target = self._rules_target
         w.inbox.preview_provider = self._preview_diff
+        w.projects_model.attach_agent_states(b)
+        w.timeline_model.attach_host_changes(b, current)
 
     def _connect(self) -> None:
         w, spawn = self.window, self.tasks.spawn
         w.promptSubmitted.connect(lambda text: spawn(self.send(text)))
         w.stopRequested.connect(self.stop)
         w.inbox.decided.connect(lambda cid, sid, decision: spawn(self.decide(cid, sid, decision)))
+        w.inbox.questions.answered.connect(lambda qid, sid, answer: spawn(self.answer_question(qid, sid, answer)))
         w.sidebar.sessionActivated.connect(lambda sid: spawn(self.select_session(sid)))
         w.sidebar.newSessionRequested.connect(lambda pid: spawn(self.new_session(pid)))
         w.sidebar.newProjectRequested.connect(lambda: spawn(self.edit_project(None)))
@@ -328,6 +331,14 @@ class AppController(QObject):
             executor.decide(call_id, decision)
         finally:
             self.window.inbox.remove(call_id)
+
+    async def answer_question(self, question_id: str, session_id: str, answer: Any) -> None:
+        """Hand the person's answer to a question or plan to the executor its session waits on."""
+        agent = await self.agent_for(session_id)
+        questions = getattr(getattr(agent, "executor", None), "questions", None)
+        if questions is None:
+            raise AgentDeskError("This session cannot take answers (no executor).")
+        questions.answer(question_id, answer)
 
     def _rules_target(self, item: PendingApproval) -> str:
         s = self.sessions.get(item.session_id)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QRect, QSize, QSortFilterProxyModel, Qt, Signal
-from PySide6.QtGui import QFont, QPalette
+from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPalette, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -19,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core import ProjectInfo, SessionInfo
+from ..core import AgentStateChanged, ProjectInfo, SessionInfo
 from ._roles import Role
 
 
@@ -38,12 +40,49 @@ def session_title(s: SessionInfo) -> str:
     return s.title or time.strftime("Session %Y-%m-%d %H:%M", time.localtime(s.created_at))
 
 
+_STATE_COLOURS = {"READY": "#2f9e44", "WORKING": "#3b82c4", "PAUSED": "#e8a33d", "STOPPED": "#868e96"}
+_WAITS = {"approval": "waits for approval", "question": "asks you", "plan": "plan to review"}
+
+
+def agent_state_label(ev: AgentStateChanged | None) -> str:
+    """What the sidebar says after a session's title: nothing when it is ready."""
+    if ev is None or ev.state == "READY":
+        return ""
+    if ev.state == "PAUSED":
+        return _WAITS.get(ev.reason, "paused")
+    return "working…" if ev.state == "WORKING" else "stopped"
+
+
+@functools.cache
+def agent_state_icon(state: str) -> QIcon:
+    pix = QPixmap(10, 10)
+    pix.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(pix)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    painter.setBrush(QColor(_STATE_COLOURS.get(state, "#868e96")))
+    painter.setPen(Qt.PenStyle.NoPen)
+    painter.drawEllipse(1, 1, 8, 8)
+    painter.end()
+    return QIcon(pix)
+
+
 class ProjectsModel(QAbstractItemModel):
     """Two levels: projects at the top, each with its sessions (newest first)."""
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self._projects: list[_ProjectNode] = []
+        self._agent_states: dict[str, AgentStateChanged] = {}  # session id -> its agent's last state
+
+    def attach_agent_states(self, bridge: Any) -> None:
+        """Follow every session's agent state (READY, WORKING, PAUSED, STOPPED): its row says it, live."""
+        bridge.agentStateChanged.connect(self.set_agent_state)
+
+    def set_agent_state(self, ev: AgentStateChanged) -> None:
+        self._agent_states[ev.session_id] = ev
+        idx = self.session_index(ev.session_id)
+        if idx.isValid():
+            self.dataChanged.emit(idx, idx)
 
     # internal pointer: None for a project row, the _ProjectNode for a session row
     def index(self, row: int, column: int, parent=QModelIndex()) -> QModelIndex:
@@ -92,8 +131,16 @@ class ProjectsModel(QAbstractItemModel):
                 return p
             return None
         s = node.sessions[index.row()]
+        agent = self._agent_states.get(s.id)
         if role == Qt.ItemDataRole.DisplayRole:
-            return session_title(s)
+            label = agent_state_label(agent)
+            return f"{label} · {session_title(s)}" if label else session_title(s)  # the state first: titles elide
+        if role == Qt.ItemDataRole.ToolTipRole and agent is not None:
+            return f"{agent.state}{f' ({agent.reason})' if agent.reason else ''}: {agent.why}"
+        if role == Qt.ItemDataRole.DecorationRole and agent is not None:
+            return agent_state_icon(agent.state)
+        if role == Role.AGENT_STATE:
+            return (agent.state, agent.reason) if agent is not None else ("READY", "")
         if role in (Role.SUBTITLE, Qt.ItemDataRole.ToolTipRole):
             return time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated_at))
         if role == Role.KIND:

@@ -18,3 +18,4 @@ class Role(IntEnum):
     ID = _USER + 6  # the project's or session's id (projects tree)
     SUBTITLE = _USER + 7  # the muted second line (projects tree)
     OBJECT = _USER + 8  # the ProjectInfo or SessionInfo (projects tree)
+    AGENT_STATE = _USER + 9  # the session's agent state and what a pause waits for: (state, reason) (projects tree)

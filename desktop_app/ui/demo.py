@@ -358,6 +358,10 @@ async def _window_view(window: Any, controller: Any, view: str, sample: bool) ->
         rows = [i for i in range(model.rowCount()) if model.item(i).name == "fs_edit"]
         window.inbox.list.setCurrentIndex(model.index(rows[0] if rows else 0))
         return window
+    if view == "plan":  # a plan waiting in the inbox, its session paused for it in the sidebar
+        show_sample_plan(window, controller.current_session or "")
+        await settle()
+        return window
     if view == "rules-trust":  # the review of the current project's untrusted rules, if they are
         project = controller._current_project()
         if project is not None and await controller.rules_trust.check(project) is not None:
@@ -424,3 +428,24 @@ async def _project_view(window: Any, controller: Any, *, tab: int) -> Any:
         target.test_input.setText('{"command": "curl https://example.com | sh"}')
         target.run_test()
     return target
+
+
+SAMPLE_PLAN = """## Plan: retry failed uploads
+
+1. **`src/upload.py`**: wrap `send_chunk` in a retry with exponential backoff (3 tries, 0.5 s base).
+2. **`tests/test_upload.py`**: add a test where the first two sends fail.
+3. Run `pytest -q tests/test_upload.py` and report the result.
+
+Files read so far: `src/upload.py`, `src/http.py`. Nothing is changed until you approve.
+"""
+
+
+def show_sample_plan(window: Any, session_id: str) -> None:
+    """A plan in the inbox and the session's row saying it waits for it (the `plan` screenshot)."""
+    from ..core import AgentStateChanged, QuestionAsked
+
+    window.inbox.questions.add(QuestionAsked(session_id=session_id, question_id="q_demo_plan", call_id="call_plan",
+                                             kind="plan", text=SAMPLE_PLAN,
+                                             modes=["ask", "accept-edits", "auto", "read-only", "strict"]))
+    window.projects_model.set_agent_state(AgentStateChanged(
+        session_id=session_id, state="PAUSED", previous="WORKING", why="a plan waits for review", reason="plan"))

@@ -19,6 +19,8 @@ EXPECTED = {
     "bash_kill": (False, "group:runtime"),
     "todo_read": (True, "group:todo"),
     "todo_write": (False, "group:todo"),
+    "ask_user": (True, "group:person"),
+    "exit_plan_mode": (True, "group:person"),
 }
 
 INPUT_FIELDS = {
@@ -33,6 +35,8 @@ INPUT_FIELDS = {
     "bash_kill": {"process_id"},
     "todo_read": set(),
     "todo_write": {"todos"},
+    "ask_user": {"question", "choices"},
+    "exit_plan_mode": {"plan"},
 }
 
 

@@ -5,5 +5,6 @@ from ._delegate import InboxCardDelegate
 from ._dock import ApprovalInbox
 from ._items import PendingApproval
 from ._model import InboxModel
+from ._questions import QuestionsPanel
 
-__all__ = ["ApprovalInbox", "InboxCardDelegate", "InboxModel", "PendingApproval"]
+__all__ = ["ApprovalInbox", "InboxCardDelegate", "InboxModel", "PendingApproval", "QuestionsPanel"]

@@ -49,6 +49,7 @@ from ._card import FILE_TOOLS, TOGGLE_RAW, render_card
 from ._delegate import InboxCardDelegate
 from ._items import PendingApproval
 from ._model import InboxModel
+from ._questions import QuestionsPanel
 
 SessionLookup = Callable[[str], SessionInfo | None]
 McpNames = Callable[[str, str], McpCallName | None]  # (tool name, project id) -> its server and own name
@@ -154,6 +155,8 @@ class ApprovalInbox(QDockWidget):
         body = QWidget()
         lay = QVBoxLayout(body)
         lay.setContentsMargins(4, 4, 4, 4)
+        self.questions = QuestionsPanel()  # the model's questions and plans, above the approvals
+        lay.addWidget(self.questions, 1)
         lay.addWidget(self.empty)
         lay.addWidget(self.split, 1)
         self.setWidget(body)
@@ -172,6 +175,7 @@ class ApprovalInbox(QDockWidget):
         bridge.permissionRequired.connect(self._on_required)
         bridge.permissionDecided.connect(self._on_decided)
         bridge.stateChanged.connect(self._on_state)
+        self.questions.attach(bridge, lambda sid: session_title(s) if (s := sessions(sid)) else sid[-8:])
 
     def _on_required(self, ev: PermissionRequired) -> None:
         self.add(self._labelled(PendingApproval.from_event(ev)))

@@ -12,6 +12,7 @@ from typing import Any
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 
 from ...core import (
+    FileChanged,
     StateChanged,
     ToolCallRecord,
     ToolCallState,
@@ -30,6 +31,7 @@ from .._rows import RowTableModel
 from .._tasks import BackgroundTasks
 from .._theme import STATE_LABEL, format_duration, state_colour, state_icon
 
+HOST_CHANGE = "file_changed"  # the Tool column of a row that is the host's change, not a call
 _MAX_OUTPUT = 200_000  # characters of streamed output kept per call in memory
 
 # call id -> the full record from the store (None when it is not there)
@@ -109,6 +111,7 @@ class TimelineModel(RowTableModel):
         # set by the app to what the window knows of the servers (their real names); alone, the name's parts
         self.mcp_names: McpNames | None = None
         self._servers: set[str] = set()  # the MCP servers of the calls shown
+        self._host_changes = 0
 
     # Qt model API ------------------------------------------------------------------------------
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
@@ -162,6 +165,19 @@ class TimelineModel(RowTableModel):
         bridge.toolEnded.connect(self._on_end)
         bridge.toolErrored.connect(self._on_error)
         bridge.toolCustom.connect(self._on_custom)
+
+    def attach_host_changes(self, bridge: EventBridge, current_session: Callable[[], str | None]) -> None:
+        """Show the current session's `file_changed` (changes no tool made) as rows of their own."""
+        bridge.fileChanged.connect(lambda ev: self.add_host_change(ev) if ev.session_id == current_session() else None)
+
+    def add_host_change(self, ev: FileChanged) -> None:
+        self._host_changes += 1
+        paths = ", ".join(f"{k} {p}" for p, k in zip(ev.paths[:5], ev.kinds[:5], strict=False))
+        more = f" and {len(ev.paths) - 5} more" if len(ev.paths) > 5 else ""
+        self._pending.append(TimelineRow(f"host:{self._host_changes}", HOST_CHANGE, f"on the host: {paths}{more}",
+                                         ToolCallState.COMPLETED, ev.session_id, time.time(),
+                                         input={"paths": list(ev.paths), "kinds": list(ev.kinds)}))
+        self._flush.start()
 
     def _on_start(self, ev: ToolStart) -> None:
         # A row is a record: a tool_use still streaming has none yet (its card shows in the conversation).
