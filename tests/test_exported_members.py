@@ -40,6 +40,7 @@ EXPORTED: dict[str, list[str]] = {
         "container_path", "control_dir", "control_reason", "glob_regex", "load_rules", "make_dirs_beneath", "new_id",
         "post_hook", "pre_hook", "project_rules_path", "read_beneath", "read_project_rules", "rules_from_texts",
         "rules_text_with", "suggest_rule", "summarize_input", "tool", "visible", "write_beneath",
+        "SessionNotice", "seal_calls",  # lifecycle (issue 14)
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",

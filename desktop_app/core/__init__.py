@@ -30,6 +30,7 @@ from ._events import (
     PermissionDecided,
     PermissionRequired,
     SandboxSurvivors,
+    SessionNotice,
     StateChanged,
     TextChunk,
     ThinkingChunk,
@@ -96,6 +97,7 @@ from ._record import (
     ToolCallState,
     new_id,
 )
+from ._recorder import seal_calls
 from ._redaction import Redactor
 from ._registry import ToolRegistry
 from ._risk import assess_risk
@@ -204,6 +206,7 @@ __all__ = [
     "SandboxSurvivors",
     "SecretRedactionHook",
     "SessionInfo",
+    "SessionNotice",
     "ShellAnalysis",
     "SimpleCommand",
     "StateChanged",
@@ -253,6 +256,7 @@ __all__ = [
     "remove_beneath",
     "rules_from_texts",
     "rules_text_with",
+    "seal_calls",
     "split_mcp_tool_name",
     "suggest_rule",
     "summarize_input",

@@ -220,6 +220,18 @@ class SandboxSurvivors(Event):
     keep_running: bool = False
 
 
+# lifecycle (issue 14): what a person must be told about a session, kept with it ----------------------------
+@dataclass(slots=True)
+class SessionNotice(Event):
+    """A line the conversation shows and shows again after a restart (e.g. the calls that a process which
+    ended took with it). `level` is info | warning | error."""
+
+    channel: ClassVar[Channel] = Channel.MONITOR
+    type: ClassVar[str] = "session:notice"
+    text: str = ""
+    level: str = "info"
+
+
 RunEvent = (
     TextChunk
     | ThinkingChunk
@@ -235,6 +247,7 @@ RunEvent = (
     | StateChanged
     | TokenUsage
     | SandboxSurvivors
+    | SessionNotice
 )
 """Every event a run can publish: match on the class, never on a payload's string keys."""
 

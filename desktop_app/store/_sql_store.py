@@ -290,9 +290,10 @@ class SqlStore:
         *,
         upto: int | None = None,
         session_id: str | None = None,
+        types: Iterable[str] | None = None,
     ) -> list[Envelope]:
         chans = sorted({Channel(c).value for c in channels})
-        return await self._read(_events_since, since, chans, upto, session_id)
+        return await self._read(_events_since, since, chans, upto, session_id, sorted(set(types or ())))
 
     async def last_event_seq(self) -> int:
         await self._submit(Op("flush", "quiet"))
@@ -413,7 +414,7 @@ def _rows(conn: Connection, table: type[SQLModel], tail: str, params: dict[str, 
 
 
 def _events_since(conn: Connection, since: int, chans: list[str], upto: int | None,
-                  session_id: str | None) -> list[Envelope]:
+                  session_id: str | None, types: list[str] | None = None) -> list[Envelope]:
     if not chans:
         return []
     params: dict[str, Any] = {"since": since}
@@ -422,6 +423,9 @@ def _events_since(conn: Connection, since: int, chans: list[str], upto: int | No
         names.append(f":ch{i}")
         params[f"ch{i}"] = ch
     where = f" WHERE seq > :since AND channel IN ({', '.join(names)})"
+    if types:  # a session's notices, say, without its text chunks
+        params.update({f"ty{i}": t for i, t in enumerate(types)})
+        where += f" AND type IN ({', '.join(f':ty{i}' for i in range(len(types)))})"
     if upto is not None:
         where += " AND seq <= :upto"
         params["upto"] = upto
