@@ -15,6 +15,7 @@ from ..core import (
     PermissionDecided,
     PermissionRequired,
     SandboxSurvivors,
+    SessionNotice,
     StateChanged,
     TextChunk,
     ThinkingChunk,
@@ -50,6 +51,7 @@ class EventBridge(QObject):
     errorOccurred = Signal(object)  # ErrorEvent
     sandboxSurvivors = Signal(object)  # SandboxSurvivors
     mcpServersChanged = Signal(object)  # McpServersChanged
+    sessionNotice = Signal(object)  # SessionNotice
     envelope = Signal(object)  # every Envelope, for views that want the raw stream
 
     def __init__(self, bus: EventBus | None = None, parent: QObject | None = None) -> None:
@@ -70,6 +72,7 @@ class EventBridge(QObject):
             ErrorEvent.type: self.errorOccurred.emit,
             SandboxSurvivors.type: self.sandboxSurvivors.emit,
             McpServersChanged.type: self.mcpServersChanged.emit,
+            SessionNotice.type: self.sessionNotice.emit,
         }
         if bus is not None:
             self.attach(bus)

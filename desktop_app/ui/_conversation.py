@@ -25,7 +25,9 @@ from PySide6.QtWidgets import QTextBrowser
 
 from ..core import (
     Done,
+    Envelope,
     ErrorEvent,
+    SessionNotice,
     StateChanged,
     ToolCallRecord,
     ToolCallState,
@@ -42,6 +44,9 @@ FRAME_MS = 16  # streamed chunks are coalesced and painted at most once per fram
 
 # The key of a card whose input still streams; a prefix no desk id (`call_…`) has.
 STREAMING_KEY = "streaming:"
+# What the conversation shows again from the store when a session is reopened (beside its messages).
+NOTICE_EVENTS = (ErrorEvent.type, Done.type, SessionNotice.type)
+_NOTICE_COLOURS = {"error": "#d9363e", "warning": "#d4890b", "info": "#8a8f98"}
 
 
 def split_fences(text: str) -> list[tuple[str, str | None]]:
@@ -77,6 +82,7 @@ class ConversationView(QTextBrowser):
     """Append-only view of one session's conversation."""
 
     callActivated = Signal(str)  # a tool card was clicked: select its timeline row
+    retryRequested = Signal()  # the Retry of the error line
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -95,6 +101,8 @@ class ConversationView(QTextBrowser):
         self._frame.timeout.connect(self.flush)
         self.chunks_painted = 0  # frames painted (for tests and benchmarks)
         self._current_session: Callable[[], str | None] = lambda: None
+        self._last_error: str | None = None  # the turn's error line, so its Done does not print it again
+        self._retry_span: tuple[int, int] | None = None  # where the Retry link is, to take it away
 
     # the bridge ------------------------------------------------------------------------------
     def attach(self, bridge: EventBridge, current_session: Callable[[], str | None]) -> None:
@@ -106,6 +114,7 @@ class ConversationView(QTextBrowser):
         bridge.toolEnded.connect(self._on_end)
         bridge.turnDone.connect(self._on_done)
         bridge.errorOccurred.connect(self._on_error)
+        bridge.sessionNotice.connect(self._on_notice)
 
     def _on_text(self, session_id: str, message_id: str, text: str) -> None:
         if session_id == self._current_session():
@@ -134,18 +143,58 @@ class ConversationView(QTextBrowser):
             self.update_tool_card(ev.call_id, ev.state or "COMPLETED", ev.duration_ms)
 
     def _on_done(self, ev: Done) -> None:
-        if ev.session_id != self._current_session():
-            return
-        self.finish_message()
-        if ev.reason == "interrupted":
-            self.add_notice("Interrupted.")
-        elif ev.reason in ("error", "max_steps", "paused") and ev.message:
-            self.add_notice(f"{ev.reason}: {ev.message}", "#d9363e" if ev.reason == "error" else "#d4890b")
+        if ev.session_id == self._current_session():
+            self.show_done(ev)
 
     def _on_error(self, ev: ErrorEvent) -> None:
         # a retry is shown in the status bar; the notice is for errors that end the attempt
         if not ev.retrying and (not ev.session_id or ev.session_id == self._current_session()):
-            self.add_notice(f"⚠ {ev.message}", "#d9363e")
+            self.show_error(ev.message)
+
+    def _on_notice(self, ev: SessionNotice) -> None:
+        if ev.session_id == self._current_session():
+            self.add_notice(f"⚠ {ev.text}" if ev.level != "info" else ev.text,
+                            _NOTICE_COLOURS.get(ev.level, "#8a8f98"))
+
+    def show_done(self, ev: Done) -> None:
+        """How a turn ended, when that is news: one line, and one error line only (with its Retry)."""
+        self.finish_message()
+        if ev.reason == "interrupted":
+            self.add_notice("Interrupted.")
+        elif ev.reason == "error" and ev.message:
+            if self._last_error is None or ev.message not in self._last_error:
+                self.show_error(ev.message)
+            self.offer_retry()
+        elif ev.reason in ("max_steps", "paused") and ev.message:
+            self.add_notice(f"{ev.reason}: {ev.message}", "#d4890b")
+
+    def show_error(self, message: str) -> None:
+        """The one error line of a turn; the Done that follows it adds the Retry, not a second line."""
+        if self._last_error == message:
+            return
+        self.add_notice(f"⚠ {message}", "#d9363e")
+        self._last_error = message
+
+    def offer_retry(self) -> None:
+        """A Retry link at the end of the conversation (the last error line): it runs the step again."""
+        self.take_retry()
+        cur = self._end_cursor()
+        start = cur.position()
+        cur.insertHtml("&nbsp;&nbsp;<a href='retry:' style='font-weight:bold'>↻ Retry</a>")
+        self._retry_span = (start, self._end_cursor().position())
+
+    def take_retry(self) -> None:
+        """The Retry link goes (a retry started, or a new message was sent)."""
+        span, self._retry_span = self._retry_span, None
+        if span is None or span[1] > self.document().characterCount():
+            return
+        cur = QTextCursor(self.document())
+        cur.setPosition(span[0])
+        cur.setPosition(span[1], QTextCursor.MoveMode.KeepAnchor)
+        cur.removeSelectedText()
+
+    def has_retry(self) -> bool:
+        return self._retry_span is not None
 
     # streaming -------------------------------------------------------------------------------
     def append_chunk(self, message_id: str, text: str) -> None:
@@ -192,6 +241,8 @@ class ConversationView(QTextBrowser):
 
     # whole messages --------------------------------------------------------------------------
     def add_user_message(self, text: str) -> None:
+        self.take_retry()
+        self._last_error = None
         self.finish_message()
         cur = self._end_cursor()
         self._header(cur, "You")
@@ -213,7 +264,8 @@ class ConversationView(QTextBrowser):
         cur.insertText(text, fmt)
         self._scroll_to_end()
 
-    def add_tool_card(self, call_id: str, name: str, data: dict[str, Any] | None, state: str = "PENDING") -> None:
+    def add_tool_card(self, call_id: str, name: str, data: dict[str, Any] | None, state: str = "PENDING",
+                      duration_ms: float | None = None) -> None:
         """A compact card; clicking it selects the call's timeline row."""
         if call_id in self._cards:
             self.update_tool_card(call_id, state, summary=summarize_input(data, 90) if data else None)
@@ -231,7 +283,7 @@ class ConversationView(QTextBrowser):
         fmt.setWidth(QTextLength(QTextLength.Type.PercentageLength, 100))
         table = cur.insertTable(1, 1, fmt)
         self._cards[call_id] = table
-        self._card_state[call_id] = (name, summarize_input(data, 90), "")
+        self._card_state[call_id] = (name, summarize_input(data, 90), format_duration(duration_ms))
         self._paint_card(call_id, state)
         self._scroll_to_end()
 
@@ -253,31 +305,55 @@ class ConversationView(QTextBrowser):
         self._stream_text = []
         self._cards.clear()
         self._card_state.clear()
+        self._last_error = None
+        self._retry_span = None
         self.clear()
 
-    def load_messages(self, messages: list[Any], records: list[ToolCallRecord] | None = None) -> None:
+    def load_messages(self, messages: list[Any], records: list[ToolCallRecord] | None = None,
+                      notices: list[Envelope] | None = None) -> None:
         """Rebuild from stored Messages-API messages (user text, assistant text and tool_use blocks).
 
         `records` (oldest first) give each tool_use card its record: the model may repeat a tool_use id,
         so each block takes the next record that carries its id, and the card is keyed by the record's id.
+        `notices` (stored ErrorEvent, Done and SessionNotice envelopes, oldest first) go back between the
+        messages where they happened; a last error line gets its Retry back.
         """
         self.clear_conversation()
         by_use: dict[str, deque[ToolCallRecord]] = {}
         for r in records or []:
             by_use.setdefault(r.tool_use_id or r.id, deque()).append(r)
+        later = deque(notices or ())
         for msg in messages:
-            for block in msg.content:
-                kind = block.get("type")
-                if kind == "text" and block.get("text"):
-                    if msg.role == "user":
-                        self.add_user_message(block["text"])
-                    else:
-                        self.add_assistant_markdown(block["text"])
-                elif kind == "tool_use":
-                    queue = by_use.get(block.get("id", ""))
-                    rec = queue.popleft() if queue else None
-                    self.add_tool_card(rec.id if rec else block.get("id", ""), block.get("name", ""),
-                                       block.get("input") or {}, rec.state.value if rec else "COMPLETED")
+            while later and later[0].time < msg.created_at:
+                self._replay(later.popleft())
+            self._add_blocks(msg, by_use)
+        while later:
+            self._replay(later.popleft())
+
+    def _replay(self, env: Envelope) -> None:
+        ev = env.event
+        if isinstance(ev, SessionNotice):
+            self._on_notice(ev)
+        elif isinstance(ev, ErrorEvent):
+            if not ev.retrying:
+                self.show_error(ev.message)
+        elif isinstance(ev, Done):
+            self.show_done(ev)
+
+    def _add_blocks(self, msg: Any, by_use: dict[str, deque[ToolCallRecord]]) -> None:
+        for block in msg.content:
+            kind = block.get("type")
+            if kind == "text" and block.get("text"):
+                if msg.role == "user":
+                    self.add_user_message(block["text"])
+                else:
+                    self.add_assistant_markdown(block["text"])
+            elif kind == "tool_use":
+                queue = by_use.get(block.get("id", ""))
+                rec = queue.popleft() if queue else None
+                self.add_tool_card(rec.id if rec else block.get("id", ""), block.get("name", ""),
+                                   block.get("input") or {}, rec.state.value if rec else "COMPLETED",
+                                   rec.duration_ms if rec else None)
 
     # internals -------------------------------------------------------------------------------
     def _paint_card(self, call_id: str, state: str) -> None:
@@ -355,7 +431,10 @@ class ConversationView(QTextBrowser):
         bar.setValue(bar.maximum())
 
     def _anchor_clicked(self, url: QUrl) -> None:
-        if url.scheme() == "call":
+        if url.scheme() == "retry":
+            self.take_retry()
+            self.retryRequested.emit()
+        elif url.scheme() == "call":
             self.callActivated.emit(url.path() or url.toString().removeprefix("call:"))
         elif url.scheme() in ("http", "https"):
             from PySide6.QtGui import QDesktopServices
