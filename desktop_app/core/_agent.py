@@ -212,12 +212,13 @@ class AgentSession:
             self._stream_task.cancel()
 
     async def abandon(self) -> None:
-        """The app quits without stopping the turn: it is cancelled where it stands and nothing more is
-        recorded, so a running call stays open in the store (the next start seals it as interrupted) and
-        an approval left waiting is offered again when the session reopens."""
+        """The app quits without stopping the turn: it is cancelled where it stands and the model is not
+        asked again. Nothing more is recorded: a running call is sealed as interrupted at the next start,
+        a call waiting for approval is offered again when the session reopens."""
         turn = self._turn
         if turn is None or turn.done():
             return
+        self._run.abandoned = True
         turn.cancel()
         await asyncio.gather(turn, return_exceptions=True)
 
