@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+from shiboken6 import isValid
 
 from ..core import ProjectInfo, SessionInfo
 from ._roles import Role
@@ -359,5 +360,5 @@ def ask_text(parent: QWidget, title: str, label: str, text: str) -> asyncio.Futu
 
     dlg.finished.connect(done)
     dlg.open()
-    future.add_done_callback(lambda f: f.cancelled() and dlg.reject())
+    future.add_done_callback(lambda f: f.cancelled() and isValid(dlg) and dlg.reject())
     return future

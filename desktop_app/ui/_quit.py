@@ -9,6 +9,7 @@ from enum import Enum
 
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QMessageBox, QWidget
+from shiboken6 import isValid
 
 from ..core import StateChanged, ToolCallState, ToolEnd, ToolStart, summarize_input
 from ._bridge import EventBridge
@@ -99,5 +100,5 @@ def ask_to_quit(parent: QWidget, work: WorkInFlight) -> asyncio.Future[QuitChoic
 
     box.finished.connect(done)
     box.open()
-    future.add_done_callback(lambda f: f.cancelled() and box.close())
+    future.add_done_callback(lambda f: f.cancelled() and isValid(box) and box.close())
     return future
