@@ -10,7 +10,8 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
 
 from ..core import (
     AgentDeskError,
@@ -418,6 +419,8 @@ class AppController(QObject):
 
         if self._history_window is None:
             self._history_window = HistoryWindow(self.store)
+            close = QShortcut(QKeySequence(Qt.Key.Key_Escape), self._history_window, self._history_window.close)
+            close.setContext(Qt.ShortcutContext.WindowShortcut)  # Esc closes it, as a dialog
             model = self._history_window.model
             model.project_names = {p.id: p.name for p in self.window.projects_model.projects()}
             model.session_names = {sid: session_title(s) for sid, s in self.sessions.items()}
@@ -517,7 +520,7 @@ class AppController(QObject):
         name = await ask_text(self.window, "Rename session", "Session name:", session_title(session))
         if name is None or not name.strip():
             return None
-        return await self.set_title(session_id, title_from(name, limit=120))
+        return await self.set_title(session_id, title_from(" ".join(name.split()), limit=120))
 
     # quitting --------------------------------------------------------------------------------------
     def work_in_flight(self) -> WorkInFlight:
