@@ -40,7 +40,7 @@ class RecordStore(Protocol):
     async def get_record(self, record_id: str) -> ToolCallRecord | None: ...
 
     async def session_records(
-        self, session_id: str, states: Iterable[ToolCallState] | None = None
+        self, session_id: str, states: Iterable[ToolCallState] | None = None, *, trails: bool = True
     ) -> list[ToolCallRecord]: ...
 
     async def save_project(self, project: ProjectInfo) -> None: ...
@@ -108,7 +108,7 @@ class MemoryStore:
     async def get_record(self, record_id: str) -> ToolCallRecord | None:
         return self.records.get(record_id)
 
-    async def session_records(self, session_id, states=None) -> list[ToolCallRecord]:
+    async def session_records(self, session_id, states=None, *, trails=True) -> list[ToolCallRecord]:
         wanted = set(states) if states else None
         return [
             r

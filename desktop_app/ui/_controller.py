@@ -222,7 +222,7 @@ class AppController(QObject):
         if flush is not None:  # what this process published last (a notice, a sealed call) is read back
             await flush()
         records, messages, monitor, notices = await asyncio.gather(
-            self.store.session_records(session_id),
+            self.store.session_records(session_id, trails=False),  # a call's trail is read when it is opened
             self.store.messages(session_id),
             # a session from an earlier run: its token count is in the persisted monitor events
             self.store.events_since(0, [Channel.MONITOR], session_id=session_id, types=[TokenUsage.type])

@@ -40,6 +40,7 @@ from ._theme import STATE_LABEL, STATE_STYLE, format_duration, is_dark
 
 _FENCE = re.compile(r"^```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
 FRAME_MS = 16  # streamed chunks are coalesced and painted at most once per frame
+SHOWN_CARDS = 300  # a reopened session renders its last calls (10,000 cards take seconds); a link shows more
 
 
 # The key of a card whose input still streams; a prefix no desk id (`call_…`) has.
@@ -102,6 +103,9 @@ class ConversationView(QTextBrowser):
         self.chunks_painted = 0  # frames painted (for tests and benchmarks)
         self._current_session: Callable[[], str | None] = lambda: None
         self._last_error: str | None = None  # the turn's error line, so its Done does not print it again
+        self._shown_cards = SHOWN_CARDS  # a reopened session shows its last calls; earlier ones on request
+        self._loaded: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
+        self._bulk = False  # a session is being loaded: scroll once at the end, not per card
         self._retry_span: tuple[int, int] | None = None  # where the Retry link is, to take it away
 
     # the bridge ------------------------------------------------------------------------------
@@ -318,17 +322,59 @@ class ConversationView(QTextBrowser):
         `notices` (stored ErrorEvent, Done and SessionNotice envelopes, oldest first) go back between the
         messages where they happened; a last error line gets its Retry back.
         """
+        self._loaded = (messages, records or [], notices or [])
+        self._shown_cards = SHOWN_CARDS
+        self._render_loaded()
+
+    def _render_loaded(self) -> None:
+        messages, records, notices = self._loaded
         self.clear_conversation()
         by_use: dict[str, deque[ToolCallRecord]] = {}
         for r in records or []:
             by_use.setdefault(r.tool_use_id or r.id, deque()).append(r)
-        later = deque(notices or ())
-        for msg in messages:
-            while later and later[0].time < msg.created_at:
+        first = self._first_shown(messages)
+        for msg in messages[:first]:  # not shown: their records are passed over, so the cards pair up
+            for block in msg.content:
+                if block.get("type") == "tool_use" and by_use.get(block.get("id", "")):
+                    by_use[block["id"]].popleft()
+        later = deque(n for n in notices or () if not first or n.time >= messages[first].created_at)
+        batch = QTextCursor(self.document())
+        batch.beginEditBlock()  # one layout for the lot, not one per card
+        self._bulk = True
+        try:
+            if first:
+                self._earlier_link(messages[:first])
+            for msg in messages[first:]:
+                while later and later[0].time < msg.created_at:
+                    self._replay(later.popleft())
+                self._add_blocks(msg, by_use)
+            while later:
                 self._replay(later.popleft())
-            self._add_blocks(msg, by_use)
-        while later:
-            self._replay(later.popleft())
+        finally:
+            self._bulk = False
+            batch.endEditBlock()
+        self._scroll_to_end()
+
+    def _first_shown(self, messages: list[Any]) -> int:
+        """Where the shown tail starts: the last `_shown_cards` tool calls (and their messages), from a
+        message of the person's when there is one near; earlier ones wait behind a link."""
+        cards = 0
+        for i in range(len(messages) - 1, -1, -1):
+            cards += sum(1 for b in messages[i].content if b.get("type") == "tool_use")
+            if cards > self._shown_cards:
+                return i + 1
+        return 0
+
+    def _earlier_link(self, hidden: list[Any]) -> None:
+        calls = sum(1 for m in hidden for b in m.content if b.get("type") == "tool_use")
+        cur = self._end_cursor()
+        cur.insertHtml(f"<a href='earlier:'>⤒ Show {len(hidden):,} earlier messages ({calls:,} tool calls)</a>")
+
+    def show_earlier(self) -> None:
+        """The link above the tail: four times as much, re-rendered from what was loaded (no store read)."""
+        self._shown_cards *= 4
+        self._render_loaded()
+        self.verticalScrollBar().setValue(0)
 
     def _replay(self, env: Envelope) -> None:
         ev = env.event
@@ -427,11 +473,15 @@ class ConversationView(QTextBrowser):
         return bar.value() >= bar.maximum() - 4
 
     def _scroll_to_end(self) -> None:
+        if self._bulk:
+            return
         bar = self.verticalScrollBar()
         bar.setValue(bar.maximum())
 
     def _anchor_clicked(self, url: QUrl) -> None:
-        if url.scheme() == "retry":
+        if url.scheme() == "earlier":
+            self.show_earlier()
+        elif url.scheme() == "retry":
             self.take_retry()
             self.retryRequested.emit()
         elif url.scheme() == "call":
