@@ -221,6 +221,15 @@ async def mark_open_here(store: Any, session: SessionInfo) -> None:
     await store.save_session(fresh)
 
 
+async def mark_closed_here(store: Any, session_id: str) -> None:
+    """This process no longer has the session open (it quit): what it left open is sealed at the next
+    start, by whichever process opens the store, this one included."""
+    fresh = await store.get_session(session_id)
+    if fresh is not None and (fresh.meta or {}).get(OPEN_IN) == await asyncio.to_thread(this_process):
+        fresh.meta = {k: v for k, v in fresh.meta.items() if k != OPEN_IN}
+        await store.save_session(fresh)
+
+
 async def seal_abandoned(store: Any, bus: EventBus) -> dict[str, list[ToolCallRecord]]:
     """At start-up: the calls left open by a process that is gone (killed, crashed, quit anyway) are sealed
     now, and each session gets a notice of what was running. A session another live process has open

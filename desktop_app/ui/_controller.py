@@ -564,8 +564,10 @@ class AppController(QObject):
     async def close(self) -> None:
         """The window is going: UI tasks are cancelled, each turn still running is abandoned where it stands
         (its open calls are sealed at the next start), then the views stop following the bus."""
+        from ..runtime import mark_closed_here
+
         self.tasks.cancel()
-        for agent in list(self.agents.values()):
+        for sid, agent in list(self.agents.items()):
             for name in ("abandon", "close"):
                 fn = getattr(agent, name, None)
                 if fn is None:
@@ -574,6 +576,10 @@ class AppController(QObject):
                     await fn()
                 except Exception:
                     log.exception("closing a session failed")
+            try:
+                await mark_closed_here(self.store, sid)
+            except Exception:  # the store may be the part that failed: the next start finds out
+                log.exception("marking session %s closed failed", sid)
         self.agents.clear()
         self.bridge.detach()
 
