@@ -206,11 +206,12 @@ def process_alive(owner: Any) -> bool | None:
         return None
     try:
         started = psutil.Process(owner["pid"]).create_time()
-    except psutil.NoSuchProcess:
-        return False
+        claimed = float(owner.get("started") or 0)
+    except (psutil.NoSuchProcess, ValueError, TypeError, OverflowError):
+        return False  # gone, or a mark no process could have written: nobody claims the session
     except (psutil.AccessDenied, OSError):
         return None
-    return abs(started - float(owner.get("started") or 0)) < 1.0
+    return abs(started - claimed) < 1.0
 
 
 async def mark_open_here(store: Any, session: SessionInfo) -> None:
