@@ -318,20 +318,20 @@ class AppController(QObject):
         unless a running turn takes it (it is stored at that turn's next step). Returns the running agent
         that queues the text, or None when the text is stored and a turn must start from it."""
         w = self.window
+        sid = self.current_session  # the session in view when Enter was pressed, whatever is clicked next
         # the configured key and the secret patterns, as the agent stores messages: the title too is stored
         redacted = await asyncio.to_thread(self.bus.redactor.redact, text)
-        if self.current_session is None:
+        if sid is None:
             pid = w.sidebar.current_project_id() or (w.projects_model.projects()[0].id
                                                      if w.projects_model.projects() else None)
             if pid is None:
                 raise AgentDeskError("Add a project first.", hint="File › New project…, or + Project in the sidebar.")
-            await self.new_session(pid, title=title_from(redacted))
-        sid = self.current_session
-        assert sid is not None
+            sid = (await self.new_session(pid, title=title_from(redacted))).id
         session = self.sessions.get(sid)
         if session is not None and not session.title:
             await self.set_title(sid, title_from(redacted))
-        w.conversation.add_user_message(text)
+        if self.current_session == sid:
+            w.conversation.add_user_message(text)
         agent = self.agents.get(sid)
         if agent is not None and agent.running:
             return sid, agent

@@ -175,3 +175,25 @@ def test_shortcuts_and_the_help_menu(qtbot, run, store, tmp_path):
         qtbot.keyClick(QApplication.focusWidget() or history, Qt.Key.Key_Escape)
         qtbot.waitUntil(lambda: not history.isVisible(), timeout=5_000)
         run(controller.close())
+
+
+def test_a_prompt_goes_to_the_session_it_was_typed_in(qtbot, run, store, tmp_path, monkeypatch):
+    """Enter, then at once a click on another session: the message belongs to the first one."""
+    monkeypatch.setenv("AGENT_DESK_NO_KEYRING", "1")
+    project = _project(tmp_path, "eps", settings={"sandbox": "local"})
+    with AnthropicServer([reply(text("answered in A"))]) as server:
+        run(store.save_project(project))
+        window, controller, factory = open_app(qtbot, run, store, server)
+        run(controller.start(check_docker=False))
+        a = run(controller.new_session(project.id))
+        b = run(controller.new_session(project.id))
+        run(controller.select_session(a.id))
+        sent = controller.tasks.spawn(controller.send("meant for A"))
+        switched = controller.tasks.spawn(controller.select_session(b.id))
+        qtbot.waitUntil(lambda: sent.done() and switched.done(), timeout=60_000)
+        assert [m.content[0]["text"] for m in run(store.messages(a.id)) if m.role == "user"] == ["meant for A"]
+        assert run(store.messages(b.id)) == []
+        assert "meant for A" not in window.conversation.toPlainText()  # B is in view
+        assert run(store.get_session(a.id)).title == "meant for A" and run(store.get_session(b.id)).title == ""
+        run(controller.close())
+        run(factory.close())
