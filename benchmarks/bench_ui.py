@@ -1,5 +1,6 @@
 """Desktop window benchmarks: start-up, event-loop lag under a fast text stream, a 100k-row timeline,
-and opening the audit history over 1,000,000 records. Prints `bench NAME VALUE UNIT` lines."""
+reopening a session of 10,000 calls, and opening the audit history over 1,000,000 records. Prints
+`bench NAME VALUE UNIT` lines."""
 
 from __future__ import annotations
 
@@ -176,6 +177,92 @@ async def bench_history(path: Path, runs: int = 3) -> tuple[float, int]:
     return statistics.median(samples), total
 
 
+# lifecycle (issue 14): reopening a long session --------------------------------------------------------
+async def _long_session(store, calls: int, per_step: int = 10) -> str:
+    """A session as the agent leaves it: `calls` completed calls, `per_step` per model step, each step an
+    assistant message of tool_use blocks and a user message of their results, with the step's token usage."""
+    from desktop_app.core import (
+        EventBus,
+        Outcome,
+        ProjectInfo,
+        SessionInfo,
+        StoredMessage,
+        TokenUsage,
+        ToolCallRecord,
+        ToolCallState,
+    )
+
+    await store.save_project(ProjectInfo("prj_bench", "bench", "/tmp"))
+    await store.save_session(SessionInfo("ses_bench", "prj_bench", "a long session"))
+    bus = EventBus(store)
+    at = 1_750_000_000.0
+    for step in range(calls // per_step):
+        uses, results = [], []
+        for k in range(per_step):
+            i = step * per_step + k
+            rec = ToolCallRecord(name="bash_run", input={"command": f"make target{i}"}, id=f"call_{i:05d}",
+                                 tool_use_id=f"toolu_{i:05d}", session_id="ses_bench", project_id="prj_bench",
+                                 batch_index=k, created_at=at)
+            await store.save_transition(rec, rec.transition(ToolCallState.EXECUTING, actor="executor", at=at))
+            rec.result = {"content": [{"type": "text", "text": f"built {i}"}]}
+            await store.save_transition(rec, rec.transition(ToolCallState.COMPLETED, actor="executor",
+                                                            at=at + 0.02, outcome=Outcome.OK))
+            uses.append({"type": "tool_use", "id": rec.tool_use_id, "name": "bash_run", "input": rec.input})
+            results.append({"type": "tool_result", "tool_use_id": rec.tool_use_id,
+                            "content": [{"type": "text", "text": f"built {i}"}]})
+            at += 0.05
+        await store.append_message(StoredMessage("ses_bench", "assistant",
+                                                 [{"type": "text", "text": f"Step {step}."}, *uses], created_at=at))
+        await store.append_message(StoredMessage("ses_bench", "user", results, created_at=at))
+        bus.publish(TokenUsage(session_id="ses_bench", model="claude", input_tokens=1000, output_tokens=50,
+                               cost_usd=0.003))
+    await store.flush()
+    return "ses_bench"
+
+
+async def bench_session_reopen(calls: int = 10_000, runs: int = 3) -> float:
+    """ms from choosing a session of `calls` calls in the sidebar until its conversation, timeline and token
+    totals are shown and the conversation is scrolled to its end (ready to scroll): median of `runs`."""
+    from PySide6.QtWidgets import QApplication
+
+    from desktop_app.core import EventBus, SessionInfo
+    from desktop_app.store import SqlStore
+    from desktop_app.ui import AppController, MainWindow
+
+    samples = []
+    with tempfile.TemporaryDirectory() as d:
+        store = await SqlStore.open(Path(d) / "long.db")
+        try:
+            sid = await _long_session(store, calls)
+            await store.save_session(SessionInfo("ses_other", "prj_bench", "another"))
+            bus = await EventBus.open(store)
+            window = MainWindow()
+            controller = AppController(window, store=store, bus=bus)
+            window.show()
+            await controller.start(check_docker=False)
+            cpu = []
+            for _ in range(runs):
+                await controller.select_session("ses_other")
+                window.status._usage.clear()  # as a fresh window: the totals come from the store
+                QApplication.processEvents()
+                t, c = time.perf_counter(), time.process_time()
+                await controller.select_session(sid)
+                QApplication.processEvents()
+                samples.append((time.perf_counter() - t) * 1000.0)
+                cpu.append((time.process_time() - c) * 1000.0)
+            assert window.timeline_model.rowCount() == calls
+            assert window.conversation.has_card(f"call_{calls - 1:05d}")
+            # on a shared machine the wall clock waits for other processes; the CPU time (all threads) does not
+            print(f"# session_reopen_10k_calls: {statistics.median(cpu):.0f} ms of CPU (all threads)", file=sys.stderr)
+            await controller.close()
+            for _ in range(20):  # the cancelled background tasks unwind before the loop closes
+                await asyncio.sleep(0)
+            window.close()
+        finally:
+            await store.close()
+    return statistics.median(samples)
+
+
 def main() -> None:
     startup = bench_startup()
     print(f"bench window_startup_s {startup:.3f} s", flush=True)
@@ -184,6 +271,8 @@ def main() -> None:
     print(f"bench event_loop_lag_ms {lag:.1f} ms", flush=True)
     tl = _run(bench_timeline())
     print(f"bench timeline_100k_ms {tl:.1f} ms", flush=True)
+    reopen = _run(bench_session_reopen())
+    print(f"bench session_reopen_10k_calls_ms {reopen:.1f} ms", flush=True)
     path = _million_fixture()
     if path is None:
         print("# history_open_1m_ms skipped: the store benchmark's fixture is unavailable", file=sys.stderr)

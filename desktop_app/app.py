@@ -78,7 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     import qasync
     from PySide6.QtWidgets import QApplication
 
+    _route_qt_messages()
+
     app = QApplication.instance() or QApplication(["agent-desk"])
+    # The window's close ends `_run` (which then closes the controller, the sandboxes and the store, in
+    # order): Qt must not stop the loop under it when the last window goes.
+    app.setQuitOnLastWindowClosed(False)
     app.setApplicationName("Agent Desk")
     app.setOrganizationName("agent-desk")
     app.setDesktopFileName("agent-desk")
@@ -96,8 +101,33 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return loop.run_until_complete(_run(app, args))
     finally:
+        _finish_tasks(loop)
         loop.close()
         collector.stop()
+
+
+def _finish_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    """What is still scheduled when the window has closed (a handler's task, a closing client) is
+    cancelled and let to unwind, so nothing is destroyed pending (which prints to stderr)."""
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.wait(pending, timeout=5))
+
+
+def _route_qt_messages() -> None:
+    """Qt's own messages (the offscreen plugin's "does not support propagateSizeHints()", say) go to the
+    log file, not to the terminal: a person sees the desk's warnings there, not Qt's."""
+    from PySide6.QtCore import QtMsgType, qInstallMessageHandler
+
+    qt_log = logging.getLogger("desktop_app.qt")
+    levels = {QtMsgType.QtCriticalMsg: logging.ERROR, QtMsgType.QtFatalMsg: logging.CRITICAL}
+
+    def handler(kind, _context, message: str) -> None:
+        qt_log.log(levels.get(kind, logging.INFO), "qt: %s", message)
+
+    qInstallMessageHandler(handler)
 
 
 def _single_instance(args: argparse.Namespace) -> bool:
@@ -159,7 +189,7 @@ async def _run_window(app, window, settings, settings_error: str | None, db: str
 
     store = await _open_store(db, signed=not args.sample_data)
     bus = await EventBus.open(store)
-    key_source = await asyncio.get_running_loop().run_in_executor(None, _key_source, settings)
+    key_source = await asyncio.get_running_loop().run_in_executor(None, _key_source, settings, bus)
     factory = ProjectRuntimes(settings=settings, store=store, bus=bus)
     controller = AppController(window, store=store, bus=bus, settings=settings, agent_factory=factory,
                                api_key_source=key_source)
@@ -184,7 +214,9 @@ async def _run_window(app, window, settings, settings_error: str | None, db: str
             return await screenshot(window, controller, path=args.screenshot, view=args.view, size=args.size,
                                     sample=args.sample_data)
         closed = asyncio.get_running_loop().create_future()
-        app.lastWindowClosed.connect(lambda: closed.done() or closed.set_result(None))
+        window.closed.connect(lambda: closed.done() or closed.set_result(None))
+        window.quit_guard = controller.quit_guard  # Ctrl+Q or the title bar's close with work in flight asks
+        _on_terminate(window, controller)
         await closed
         return 0
     finally:
@@ -193,6 +225,23 @@ async def _run_window(app, window, settings, settings_error: str | None, db: str
         await controller.close()
         await factory.close()
         await store.close()
+
+
+def _on_terminate(window, controller) -> None:
+    """SIGTERM (a logout, `kill`) and SIGINT (Ctrl+C in the terminal): quit as "Quit anyway" does, in order
+    and silently; nobody is there to answer a question."""
+    import signal
+
+    def terminate() -> None:
+        controller.quitting = True
+        window.close()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, terminate)
+        except (NotImplementedError, RuntimeError, ValueError):  # not on this platform or loop
+            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(terminate))
 
 
 def _listen(controller):
@@ -224,13 +273,15 @@ def _default_db() -> str:
     return default_db_url()
 
 
-def _key_source(settings) -> str | None:
+def _key_source(settings, bus=None) -> str | None:
     from .config import resolve_api_key
     from .logs import remember_secret
 
     key = resolve_api_key(settings)
     if key is not None:
         remember_secret(key.value)
+        if bus is not None:  # a prompt is stored before any runtime (whose redactor knows the key) is built
+            bus.redactor = bus.redactor.with_literals([key.value])
     return key.source if key else None
 
 

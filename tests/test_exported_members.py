@@ -49,6 +49,7 @@ EXPORTED: dict[str, list[str]] = {
         "AgentStatus", "Answer",
         "FileChanged", "PauseReason", "PendingQuestions", "Question", "QuestionAnswered", "QuestionAsked",
         "TodoChanged", "plan_mode_blocker", "status_from_events",
+        "SessionNotice", "seal_calls",  # lifecycle (issue 14)
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",

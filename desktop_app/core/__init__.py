@@ -49,6 +49,7 @@ from ._events import (
     QuestionAnswered,
     QuestionAsked,
     SandboxSurvivors,
+    SessionNotice,
     StateChanged,
     TextChunk,
     ThinkingChunk,
@@ -120,6 +121,7 @@ from ._record import (
     ToolCallState,
     new_id,
 )
+from ._recorder import seal_calls
 from ._redaction import Redactor
 from ._registry import TOOL_PROFILES, ToolRegistry, denied_outright, offered_tools
 from ._risk import assess_risk
@@ -241,6 +243,7 @@ __all__ = [
     "SandboxSurvivors",
     "SecretRedactionHook",
     "SessionInfo",
+    "SessionNotice",
     "ShellAnalysis",
     "SimpleCommand",
     "StateChanged",
@@ -298,6 +301,7 @@ __all__ = [
     "remove_beneath",
     "rules_from_texts",
     "rules_text_with",
+    "seal_calls",
     "split_mcp_tool_name",
     "suggest_rule",
     "summarize_input",

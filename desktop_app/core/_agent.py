@@ -282,6 +282,17 @@ class AgentSession:
         if self._stream_task is not None and not self._stream_task.done():
             self._stream_task.cancel()
 
+    async def abandon(self) -> None:
+        """The app quits without stopping the turn: it is cancelled where it stands and the model is not
+        asked again. Nothing more is recorded: a running call is sealed as interrupted at the next start,
+        a call waiting for approval is offered again when the session reopens."""
+        turn = self._turn
+        if turn is None or turn.done():
+            return
+        self._run.abandoned = True
+        turn.cancel()
+        await asyncio.gather(turn, return_exceptions=True)
+
     async def retry(self) -> TurnResult:
         """Re-run the last step from the persisted messages (after an error, an interrupt or a reopen)."""
         if self.running and self._turn is not None:

@@ -251,6 +251,8 @@ class ToolCustom(Event):
     tool: str = ""
     name: str = ""
     data: dict[str, Any] = field(default_factory=dict)
+
+
 # the agent, the person and the workspace (issue 16) ------------------------------------------------
 class AgentState(StrEnum):
     """Where a session's agent is: idle, taking steps, waiting for a person, or stopped."""
@@ -345,6 +347,18 @@ class FileChanged(Event):
 SCOPED_TYPES: dict[tuple[str, str], type[Event]] = {("state_changed", "agent"): AgentStateChanged}
 
 
+# lifecycle (issue 14): what a person must be told about a session, kept with it ----------------------------
+@dataclass(slots=True)
+class SessionNotice(Event):
+    """A line the conversation shows and shows again after a restart (e.g. the calls that a process which
+    ended took with it). `level` is info | warning | error."""
+
+    channel: ClassVar[Channel] = Channel.MONITOR
+    type: ClassVar[str] = "session:notice"
+    text: str = ""
+    level: str = "info"
+
+
 RunEvent = (
     TextChunk
     | ThinkingChunk
@@ -367,6 +381,7 @@ RunEvent = (
     | QuestionAnswered
     | TodoChanged
     | FileChanged
+    | SessionNotice
 )
 """Every event a run can publish: match on the class, never on a payload's string keys."""
 

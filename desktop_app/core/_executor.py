@@ -100,6 +100,9 @@ class RunContext:
     abort: asyncio.Event = field(default_factory=asyncio.Event)
     # The first write the audit store refused in this run: the agent ends the turn on it (taken, then cleared).
     store_error: StoreError | None = None
+    # The app quits without stopping the run (AgentSession.abandon): a cancelled call is left as it stands,
+    # for the next start to seal (running) or offer again (waiting for approval).
+    abandoned: bool = False
 
 
 @dataclass(slots=True)
@@ -307,7 +310,7 @@ class Executor:
             self.recorder.unrecorded(record, e)
             run.store_error = run.store_error or e
         except asyncio.CancelledError:
-            if not record.terminal:
+            if not record.terminal and not run.abandoned:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.recorder.fail(record, "cancelled", Outcome.CANCELLED, actor="system"))
             raise

@@ -117,18 +117,18 @@ class RecordWriter:
             await self.move(record, ToolCallState.COMPLETED, actor="executor", outcome=Outcome.OK)
         self.publish_end(record)
 
-    async def seal(self, record: ToolCallRecord) -> None:
+    async def seal(self, record: ToolCallRecord, *, reason: str = SESSION_ENDED, note: str = "session reopened",
+                   summary: str = "sealed on reopen") -> None:
         """A call a reopened session found open, that may have run: SEALED, with a result that says so."""
-        block = sealed_result(record.tool_use_id or record.id, SESSION_ENDED, state_when_sealed=record.state.value)
+        block = sealed_result(record.tool_use_id or record.id, reason, state_when_sealed=record.state.value)
         record.error = json.loads(block["content"][0]["text"])["error"]
         record.result = {**ToolResult.error(record.error).to_dict(), "content": block["content"]}
         record.is_error = True
-        await self.move(record, ToolCallState.SEALED, actor="system", note="session reopened",
-                        outcome=Outcome.SEALED)
+        await self.move(record, ToolCallState.SEALED, actor="system", note=note, outcome=Outcome.SEALED)
         self.bus.publish(
             ToolEnd(session_id=record.session_id, call_id=record.id, name=record.name,
                     state=record.state.value, outcome=Outcome.SEALED.value, is_error=True,
-                    summary="sealed on reopen")
+                    summary=summary)
         )
 
     def unrecorded(self, record: ToolCallRecord, exc: StoreError) -> ToolCallRecord:
@@ -169,3 +169,15 @@ def approval_of(record: ToolCallRecord) -> dict[str, Any]:
         return {}
     p = decided[-1]
     return {"by": p.kind, "detail": p.detail, "decision": p.decision, "source": p.source}
+
+
+PROCESS_GONE = "the process that ran it ended"
+
+
+async def seal_calls(store: RecordStore, bus: EventBus, records: list[ToolCallRecord]) -> None:
+    """Seal open calls whose process is gone (found at start-up, not on a reopen): each one SEALED, in the
+    audit trail and on the bus, with a result that warns the model of side effects."""
+    writer = RecordWriter(store, bus, lambda r: r.name)
+    for record in records:
+        await writer.seal(record, reason=PROCESS_GONE, note="the process that ran it ended",
+                          summary="interrupted: the app's process ended")

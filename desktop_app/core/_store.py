@@ -32,6 +32,7 @@ class RecordStore(Protocol):
         *,
         upto: int | None = None,
         session_id: str | None = None,
+        types: Iterable[str] | None = None,  # only these event types (None: all)
     ) -> list[Envelope]: ...
 
     async def last_event_seq(self) -> int: ...
@@ -39,7 +40,7 @@ class RecordStore(Protocol):
     async def get_record(self, record_id: str) -> ToolCallRecord | None: ...
 
     async def session_records(
-        self, session_id: str, states: Iterable[ToolCallState] | None = None
+        self, session_id: str, states: Iterable[ToolCallState] | None = None, *, trails: bool = True
     ) -> list[ToolCallRecord]: ...
 
     async def save_project(self, project: ProjectInfo) -> None: ...
@@ -88,8 +89,9 @@ class MemoryStore:
     async def flush(self) -> None:
         await asyncio.sleep(0)
 
-    async def events_since(self, since, channels, *, upto=None, session_id=None) -> list[Envelope]:
+    async def events_since(self, since, channels, *, upto=None, session_id=None, types=None) -> list[Envelope]:
         chans = set(channels)
+        kinds = set(types) if types else None
         return [
             e
             for e in self.events
@@ -97,6 +99,7 @@ class MemoryStore:
             and (upto is None or e.seq <= upto)
             and e.channel in chans
             and (not session_id or e.session_id == session_id)
+            and (kinds is None or e.type in kinds)
         ]
 
     async def last_event_seq(self) -> int:
@@ -105,7 +108,7 @@ class MemoryStore:
     async def get_record(self, record_id: str) -> ToolCallRecord | None:
         return self.records.get(record_id)
 
-    async def session_records(self, session_id, states=None) -> list[ToolCallRecord]:
+    async def session_records(self, session_id, states=None, *, trails=True) -> list[ToolCallRecord]:
         wanted = set(states) if states else None
         return [
             r

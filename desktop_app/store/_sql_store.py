@@ -290,9 +290,10 @@ class SqlStore:
         *,
         upto: int | None = None,
         session_id: str | None = None,
+        types: Iterable[str] | None = None,
     ) -> list[Envelope]:
         chans = sorted({Channel(c).value for c in channels})
-        return await self._read(_events_since, since, chans, upto, session_id)
+        return await self._read(_events_since, since, chans, upto, session_id, sorted(set(types or ())))
 
     async def last_event_seq(self) -> int:
         await self._submit(Op("flush", "quiet"))
@@ -302,11 +303,12 @@ class SqlStore:
         return await self._read(_get_record, record_id)
 
     async def session_records(
-        self, session_id: str, states: Iterable[ToolCallState] | None = None
+        self, session_id: str, states: Iterable[ToolCallState] | None = None, *, trails: bool = True
     ) -> list[ToolCallRecord]:
-        """The session's records, oldest first (then by batch index), with their trails."""
+        """The session's records, oldest first (then by batch index), with their trails (or, `trails=False`,
+        without: a window reopening a long session reads a call's trail when the call is opened)."""
         q = AuditQuery(session_id=session_id, states=list(states) if states else None, limit=None)
-        return await self._read(_records, q, self._dialect, "ASC")
+        return await self._read(_records, q, self._dialect, "ASC", trails)
 
     async def get_project(self, project_id: str) -> ProjectInfo | None:
         rows = await self._read(_projects, project_id)
@@ -413,7 +415,7 @@ def _rows(conn: Connection, table: type[SQLModel], tail: str, params: dict[str, 
 
 
 def _events_since(conn: Connection, since: int, chans: list[str], upto: int | None,
-                  session_id: str | None) -> list[Envelope]:
+                  session_id: str | None, types: list[str] | None = None) -> list[Envelope]:
     if not chans:
         return []
     params: dict[str, Any] = {"since": since}
@@ -422,6 +424,9 @@ def _events_since(conn: Connection, since: int, chans: list[str], upto: int | No
         names.append(f":ch{i}")
         params[f"ch{i}"] = ch
     where = f" WHERE seq > :since AND channel IN ({', '.join(names)})"
+    if types:  # a session's notices, say, without its text chunks
+        params.update({f"ty{i}": t for i, t in enumerate(types)})
+        where += f" AND type IN ({', '.join(f':ty{i}' for i in range(len(types)))})"
     if upto is not None:
         where += " AND seq <= :upto"
         params["upto"] = upto
@@ -460,8 +465,8 @@ def _blobs(conn: Connection, digests: Iterable[str]) -> dict[str, Any]:
     return out
 
 
-def _records_of(conn: Connection, rows: list[Any]) -> Iterator[ToolCallRecord]:
-    trails = _trails(conn, [r[0] for r in rows])
+def _records_of(conn: Connection, rows: list[Any], with_trails: bool = True) -> Iterator[ToolCallRecord]:
+    trails = _trails(conn, [r[0] for r in rows]) if with_trails else {}
     blobs = _blobs(conn, [r[_BLOB_AT] for r in rows if r[_BLOB_AT]])
     for r in rows:
         rec = record_from_row(r, trails.get(r[0], []))
@@ -485,7 +490,7 @@ def _get_record(conn: Connection, record_id: str) -> ToolCallRecord | None:
 
 
 def _iter_records(conn: Connection, q: AuditQuery, dialect: str, order: str = "DESC",
-                  chunk: int = _TRAIL_CHUNK) -> Iterator[ToolCallRecord]:
+                  chunk: int = _TRAIL_CHUNK, *, trails: bool = True) -> Iterator[ToolCallRecord]:
     p = build_sql(q, dialect=dialect)
     page = p.page(q, "t.created_at ASC, t.batch_index ASC, t.pk ASC" if order == "ASC" else None)
     result = conn.execute(text(f"SELECT {_REC_COLS} FROM {p.source}{p.where}{page}"), p.params)
@@ -493,11 +498,12 @@ def _iter_records(conn: Connection, q: AuditQuery, dialect: str, order: str = "D
         rows = result.fetchmany(chunk)
         if not rows:
             return
-        yield from _records_of(conn, rows)
+        yield from _records_of(conn, rows, trails)
 
 
-def _records(conn: Connection, q: AuditQuery, dialect: str, order: str) -> list[ToolCallRecord]:
-    return list(_iter_records(conn, q, dialect, order))
+def _records(conn: Connection, q: AuditQuery, dialect: str, order: str,
+             trails: bool = True) -> list[ToolCallRecord]:
+    return list(_iter_records(conn, q, dialect, order, trails=trails))
 
 
 def _count(conn: Connection, q: AuditQuery, dialect: str) -> int:

@@ -19,6 +19,7 @@ from ..core import (
     QuestionAnswered,
     QuestionAsked,
     SandboxSurvivors,
+    SessionNotice,
     StateChanged,
     TextChunk,
     ThinkingChunk,
@@ -56,6 +57,7 @@ class EventBridge(QObject):
     errorOccurred = Signal(object)  # ErrorEvent
     sandboxSurvivors = Signal(object)  # SandboxSurvivors
     mcpServersChanged = Signal(object)  # McpServersChanged
+    sessionNotice = Signal(object)  # SessionNotice
     envelope = Signal(object)  # every Envelope, for views that want the raw stream
     toolCustom = Signal(object)  # ToolCustom: a running tool's own event (ctx.emit)
     # issue 16: the agent's state, the person's questions and plans, the todo list, the host's changes
@@ -88,6 +90,7 @@ class EventBridge(QObject):
             QuestionAnswered.type: self.questionAnswered.emit,
             TodoChanged.type: self.todoChanged.emit,
             FileChanged.type: self.fileChanged.emit,
+            SessionNotice.type: self.sessionNotice.emit,
         }
         if bus is not None:
             self.attach(bus)

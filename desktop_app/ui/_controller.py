@@ -10,7 +10,8 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
 
 from ..core import (
     AgentDeskError,
@@ -20,6 +21,7 @@ from ..core import (
     McpServerInfo,
     ProjectInfo,
     SessionInfo,
+    StoredMessage,
     TokenUsage,
     ToolCallRecord,
     new_id,
@@ -28,9 +30,11 @@ from ..core import (
 from . import dialogs
 from ._bridge import EventBridge
 from ._checks import SetupChecks
-from ._mainwindow import MainWindow
+from ._conversation import NOTICE_EVENTS
+from ._mainwindow import SHORTCUTS, MainWindow
 from ._mcp import McpDirectory
-from ._projects import session_title
+from ._projects import ask_text, session_title
+from ._quit import QuitChoice, RunningCalls, WorkInFlight, ask_to_quit
 from ._rules_trust import RulesTrustBanner
 from ._tasks import BackgroundTasks
 from ._theme import apply_theme, bring_to_front
@@ -75,6 +79,10 @@ class AppController(QObject):
         self.history_loading: asyncio.Task | None = None
         self.rules_trust = RulesTrustBanner(window, self.tasks.spawn,
                                             reload=getattr(agent_factory, "reload_rules", None))
+        self.running_calls = RunningCalls(self)
+        self.running_calls.attach(self.bridge)
+        self.quitting = False  # the person chose to quit (or nothing was in flight): the window may close
+        self.quit_question: asyncio.Future[QuitChoice] | None = None
         self._attach_views()
         self._connect()
 
@@ -118,6 +126,10 @@ class AppController(QObject):
         w.checksRequested.connect(lambda: spawn(self.run_setup_checks()))
         w.aboutRequested.connect(self.show_about)
         w.compactRequested.connect(lambda: spawn(self.compact()))
+        w.quitRequested.connect(lambda: spawn(self.request_quit()))
+        w.conversation.retryRequested.connect(lambda: spawn(self.retry()))
+        w.shortcutsRequested.connect(self.show_shortcuts)
+        w.sidebar.renameRequested.connect(lambda sid: spawn(self.rename_session(sid)))
 
     # start-up --------------------------------------------------------------------------------------
     async def start(self, *, check_docker: bool = True) -> None:
@@ -129,6 +141,7 @@ class AppController(QObject):
             self.window.status.set_sandbox("checking…")
             self.tasks.spawn(self.checks.check_docker())
         await self.reload_projects()
+        await self.seal_abandoned()
         await self.restore_approvals()
         if self.current_session is None:
             first = next(iter(sorted(self.sessions.values(), key=lambda s: -s.updated_at)), None)
@@ -152,6 +165,16 @@ class AppController(QObject):
                 [("Add project…", lambda: self.tasks.spawn(self.edit_project(None)))])
         else:
             self.window.banner.clear_item("project")
+
+    async def seal_abandoned(self) -> None:
+        """Calls left running by a process that is gone are sealed now, each session told what was running:
+        nobody should see "running" for a call that no process runs."""
+        from ..runtime import seal_abandoned
+
+        if await seal_abandoned(self.store, self.bus):
+            flush = getattr(self.store, "flush", None)
+            if flush is not None:
+                await flush()
 
     async def restore_approvals(self) -> None:
         """Calls still waiting from an earlier run of the app: shown now, answered once the session reopens."""
@@ -196,29 +219,48 @@ class AppController(QObject):
             return
         self.current_session = session_id
         w = self.window
-        w.timeline_model.clear()
+        w.timeline_model.clear()  # and with it the details, which were the previous session's
         w.conversation.clear_conversation()
         session = self.sessions.get(session_id) or await self.store.get_session(session_id)
         project = w.projects_model.project(session.project_id) if session else None
-        w.session_label.setText(f"{project.name if project else ''} › {session_title(session)}" if session else "")
-        records, messages, monitor = await asyncio.gather(
-            self.store.session_records(session_id),
+        self._show_title(session)
+        flush = getattr(self.store, "flush", None)
+        if flush is not None:  # what this process published last (a notice, a sealed call) is read back
+            await flush()
+        records, messages, monitor, notices = await asyncio.gather(
+            self.store.session_records(session_id, trails=False),  # a call's trail is read when it is opened
             self.store.messages(session_id),
             # a session from an earlier run: its token count is in the persisted monitor events
-            self.store.events_since(0, [Channel.MONITOR], session_id=session_id)
+            self.store.events_since(0, [Channel.MONITOR], session_id=session_id, types=[TokenUsage.type])
             if not w.status.has_usage(session_id) else asyncio.sleep(0, []),
+            self.store.events_since(0, list(Channel), session_id=session_id, types=list(NOTICE_EVENTS)),
         )
         if self.current_session != session_id:
             return
-        self._show_session(session_id, records, messages, monitor)
+        self._show_session(session_id, records, messages, monitor, notices)
+        self._show_sandbox_of(session_id, project)
         if project is not None:
-            self.checks.show_project_sandbox(project)
             # before the first message: untrusted project rules are shown, and not used until trusted
             self.tasks.spawn(self.rules_trust.check(project))
         self.sessionChanged.emit(session_id)
 
+    def _show_title(self, session: SessionInfo | None) -> None:
+        project = self.window.projects_model.project(session.project_id) if session else None
+        self.window.session_label.setText(
+            f"{project.name if project else ''} › {session_title(session)}" if session else "")
+
+    def _show_sandbox_of(self, session_id: str, project: ProjectInfo | None) -> None:
+        """The status bar follows the project in view: its open sandbox, or what it will use."""
+        agent = self.agents.get(session_id) or next(
+            (a for sid, a in self.agents.items() if project and self.sessions.get(sid)
+             and self.sessions[sid].project_id == project.id), None)
+        if agent is not None:
+            self.checks.show_sandbox(agent)
+        elif project is not None:
+            self.checks.show_project_sandbox(project)
+
     def _show_session(self, session_id: str, records: list[ToolCallRecord], messages: list[Any],
-                      monitor: list[Any]) -> None:
+                      monitor: list[Any], notices: list[Any]) -> None:
         w = self.window
         if not w.status.has_usage(session_id):
             for env in monitor:
@@ -226,7 +268,7 @@ class AppController(QObject):
                     w.status.add_usage(env.event)
         records.sort(key=lambda r: (r.created_at, r.batch_index))
         w.timeline_model.add_records(records)
-        w.conversation.load_messages(messages, records)
+        w.conversation.load_messages(messages, records, notices)
         agent = self.agents.get(session_id)
         w.set_running(bool(agent and agent.running))
         w.status.show_session(session_id)
@@ -257,40 +299,84 @@ class AppController(QObject):
             raise AgentDeskError("Pick a project (or add one) before sending a message.")
         agent = await self.agent_factory(project, session_id)
         self.agents[session_id] = agent
-        self.checks.show_sandbox(agent)
+        current = self.sessions.get(self.current_session or "")
+        if current is not None and current.project_id == project.id:  # the status bar shows the project in view
+            self.checks.show_sandbox(agent)
         notice = self.rules_trust.notice_for(project)
         if notice and session_id == self.current_session:
             self.window.conversation.add_notice(f"⚠ {notice}", "#d4890b")
         return agent
 
     async def send(self, text: str) -> Any:
+        """Send `text` in the current session. It is stored before anything can fail on the way (the
+        sandbox starting, the model): a message the model never got is still there after a restart. A send
+        refused before that puts the text back in the prompt box."""
+        try:
+            sid, agent = await self._accept(text)
+        except BaseException:
+            if not self.window.prompt.toPlainText().strip():
+                self.window.prompt.setPlainText(text)
+            raise
+        return await self._run_turn(sid, text if agent is not None else None, agent)
+
+    async def _accept(self, text: str) -> tuple[str, Any]:
+        """The session (made from the first prompt when there is none), its title, and the message stored
+        unless a running turn takes it (it is stored at that turn's next step). Returns the running agent
+        that queues the text, or None when the text is stored and a turn must start from it."""
         w = self.window
-        if self.current_session is None:
+        sid = self.current_session  # the session in view when Enter was pressed, whatever is clicked next
+        # the configured key and the secret patterns, as the agent stores messages: the title too is stored
+        redacted = await asyncio.to_thread(self.bus.redactor.redact, text)
+        if sid is None:
             pid = w.sidebar.current_project_id() or (w.projects_model.projects()[0].id
                                                      if w.projects_model.projects() else None)
             if pid is None:
-                raise AgentDeskError("Add a project first: File › New project…")
-            await self.new_session(pid, title=text[:60])
-        sid = self.current_session
-        assert sid is not None
+                raise AgentDeskError("Add a project first.", hint="File › New project…, or + Project in the sidebar.")
+            sid = (await self.new_session(pid, title=title_from(redacted))).id
         session = self.sessions.get(sid)
         if session is not None and not session.title:
-            session.title = text[:60]
-            w.projects_model.upsert_session(session)
-        w.conversation.add_user_message(text)
-        agent = await self.agent_for(sid)
-        w.set_running(True)
+            await self.set_title(sid, title_from(redacted))
+        if self.current_session == sid:
+            w.conversation.add_user_message(text)
+        agent = self.agents.get(sid)
+        if agent is not None and agent.running:
+            return sid, agent
+        content = [{"type": "text", "text": redacted}]
+        await self.store.append_message(StoredMessage(session_id=sid, role="user", content=content))
+        return sid, None
+
+    async def _run_turn(self, sid: str, queued: str | None, agent: Any = None) -> Any:
+        """A turn of `sid`: `queued` joins the running one; else the stored history is run (`retry`)."""
+        w = self.window
+        if self.current_session == sid:
+            w.set_running(True)
         try:
-            result = await agent.send(text)
+            agent = agent or await self.agent_for(sid)
+            result = await (agent.send(queued) if queued is not None else agent.retry())
         except Exception as exc:
             self.turnFinished.emit(sid, exc)
-            raise
+            if self.current_session == sid and not isinstance(exc, asyncio.CancelledError):
+                w.conversation.show_error(exc.user_message() if isinstance(exc, AgentDeskError) else str(exc))
+                w.conversation.offer_retry()
+            log.info("the turn of %s failed: %s", sid, exc, exc_info=not isinstance(exc, AgentDeskError))
+            return None
         finally:
             if self.current_session == sid:
-                w.set_running(False)
+                w.set_running(bool(agent is not None and agent.running))
                 w.conversation.finish_message()
         self.turnFinished.emit(sid, result)
         return result
+
+    async def retry(self) -> Any:
+        """The error line's Retry: the same step again, from the stored history (opening the session's
+        agent again if that is what failed). A turn already running is not started twice."""
+        sid = self.current_session
+        if sid is None:
+            return None
+        agent = self.agents.get(sid)
+        if agent is not None and agent.running:
+            return None
+        return await self._run_turn(sid, None)
 
     def stop(self) -> None:
         agent = self.agents.get(self.current_session or "")
@@ -360,6 +446,8 @@ class AppController(QObject):
 
         if self._history_window is None:
             self._history_window = HistoryWindow(self.store)
+            close = QShortcut(QKeySequence(Qt.Key.Key_Escape), self._history_window, self._history_window.close)
+            close.setContext(Qt.ShortcutContext.WindowShortcut)  # Esc closes it, as a dialog
             model = self._history_window.model
             model.project_names = {p.id: p.name for p in self.window.projects_model.projects()}
             model.session_names = {sid: session_title(s) for sid, s in self.sessions.items()}
@@ -444,15 +532,108 @@ class AppController(QObject):
         for sid, s in list(self.sessions.items()):
             if s.project_id == project.id and sid in self.agents and not self.agents[sid].running:
                 del self.agents[sid]
+    # titles ----------------------------------------------------------------------------------------
+    async def set_title(self, session_id: str, title: str) -> SessionInfo | None:
+        """Store a session's title (read fresh: what another part of the desk wrote to it is kept); the
+        sidebar and the header follow."""
+        session = await self.store.get_session(session_id) or self.sessions.get(session_id)
+        if session is None:
+            return None
+        session.title = title
+        await self.store.save_session(session)
+        self.sessions[session_id] = session
+        self.window.projects_model.upsert_session(session)
+        if session_id == self.current_session:
+            self._show_title(session)
+        return session
+
+    async def rename_session(self, session_id: str) -> SessionInfo | None:
+        """Rename from the sidebar (its menu, or F2): a blank name keeps the old one."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            return None
+        name = await ask_text(self.window, "Rename session", "Session name:", session_title(session))
+        if name is None or not name.strip():
+            return None
+        return await self.set_title(session_id, title_from(" ".join(name.split()), limit=120))
+
+    # quitting --------------------------------------------------------------------------------------
+    def work_in_flight(self) -> WorkInFlight:
+        live = {sid for sid, a in self.agents.items() if getattr(a, "running", False)}
+        approvals = sum(1 for i in self.window.inbox.model.items() if i.session_id in live)
+        return WorkInFlight(calls=list(self.running_calls.running.values()), approvals=approvals,
+                            turns=len(live))
+
+    def quit_guard(self) -> bool:
+        """MainWindow.closeEvent asks this: close now when the person chose, or when nothing is in flight."""
+        return self.quitting or not self.work_in_flight()
+
+    async def request_quit(self) -> QuitChoice:
+        """A close held back: ask (once at a time) what to do with the work in flight, then do it."""
+        if self.quit_question is not None and not self.quit_question.done():
+            bring_to_front(self.window)
+            return await asyncio.shield(self.quit_question)
+        work = self.work_in_flight()
+        choice = QuitChoice.QUIT
+        if work:
+            self.quit_question = ask_to_quit(self.window, work)
+            choice = await self.quit_question
+        if choice is QuitChoice.WAIT:
+            return choice
+        if choice is QuitChoice.STOP:
+            await self.stop_all()
+        self.quitting = True
+        self.window.close()
+        return choice
+
+    async def stop_all(self, timeout_s: float = 15.0) -> None:
+        """Stop every running turn and wait for its end to be recorded (a call that ignores the stop is cut
+        off by the sandbox's close after `timeout_s`)."""
+        running = [a for a in self.agents.values() if getattr(a, "running", False)]
+        for agent in running:
+            agent.stop()
+        if running:
+            self.window.conversation.add_notice("Stopping the running calls before quitting…")
+            await asyncio.wait([asyncio.ensure_future(a.wait()) for a in running], timeout=timeout_s)
 
     async def close(self) -> None:
+        """The window is going: UI tasks are cancelled, each turn still running is abandoned where it stands
+        (its open calls are sealed at the next start), then the views stop following the bus."""
+        from ..runtime import mark_closed_here
+
         self.tasks.cancel()
-        for agent in list(self.agents.values()):
-            close = getattr(agent, "close", None)
-            if close is not None:
+        for sid, agent in list(self.agents.items()):
+            for name in ("abandon", "close"):
+                fn = getattr(agent, name, None)
+                if fn is None:
+                    continue
                 try:
-                    await close()
+                    await fn()
                 except Exception:
                     log.exception("closing a session failed")
+            try:
+                await mark_closed_here(self.store, sid)
+            except Exception:  # the store may be the part that failed: the next start finds out
+                log.exception("marking session %s closed failed", sid)
         self.agents.clear()
         self.bridge.detach()
+
+    def show_shortcuts(self) -> Any:
+        from PySide6.QtWidgets import QMessageBox
+
+        rows = "".join(f"<tr><td><b>{keys}</b></td><td>&nbsp;&nbsp;{what}</td></tr>" for keys, what in SHORTCUTS)
+        box = QMessageBox(QMessageBox.Icon.NoIcon, "Keyboard shortcuts", f"<table>{rows}</table>",
+                          parent=self.window)
+        box.setObjectName("ShortcutsDialog")
+        box.finished.connect(box.deleteLater)
+        box.open()
+        return box
+
+
+def title_from(text: str, limit: int = 60) -> str:
+    """A session's title from a prompt: its first line, spaces collapsed, cut at a word near `limit`."""
+    line = " ".join(next((ln for ln in text.splitlines() if ln.strip()), "").split())
+    if len(line) <= limit:
+        return line
+    cut = line[:limit].rsplit(" ", 1)[0] if " " in line[: limit] else line[:limit]
+    return cut.rstrip(" .,;:") + "…"

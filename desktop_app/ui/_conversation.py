@@ -26,7 +26,9 @@ from PySide6.QtWidgets import QTextBrowser
 from ..core import (
     Compacted,
     Done,
+    Envelope,
     ErrorEvent,
+    SessionNotice,
     StateChanged,
     TokenUsage,
     ToolCallRecord,
@@ -42,10 +44,14 @@ from ._theme import STATE_LABEL, STATE_STYLE, format_duration, is_dark
 
 _FENCE = re.compile(r"^```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
 FRAME_MS = 16  # streamed chunks are coalesced and painted at most once per frame
+SHOWN_CARDS = 300  # a reopened session renders its last calls (10,000 cards take seconds); a link shows more
 
 
 # The key of a card whose input still streams; a prefix no desk id (`call_…`) has.
 STREAMING_KEY = "streaming:"
+# What the conversation shows again from the store when a session is reopened (beside its messages).
+NOTICE_EVENTS = (ErrorEvent.type, Done.type, SessionNotice.type, TokenUsage.type)
+_NOTICE_COLOURS = {"error": "#d9363e", "warning": "#d4890b", "info": "#8a8f98"}
 
 
 def turn_cost_text(tokens_in: float, tokens_out: float, cost_usd: float) -> str:
@@ -86,6 +92,7 @@ class ConversationView(QTextBrowser):
     """Append-only view of one session's conversation."""
 
     callActivated = Signal(str)  # a tool card was clicked: select its timeline row
+    retryRequested = Signal()  # the Retry of the error line
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -105,6 +112,11 @@ class ConversationView(QTextBrowser):
         self.chunks_painted = 0  # frames painted (for tests and benchmarks)
         self._current_session: Callable[[], str | None] = lambda: None
         self._turn_usage: dict[str, list[float]] = {}  # session -> [in, out, cost] of the turn under way
+        self._last_error: str | None = None  # the turn's error line, so its Done does not print it again
+        self._shown_cards = SHOWN_CARDS  # a reopened session shows its last calls; earlier ones on request
+        self._loaded: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
+        self._bulk = False  # a session is being loaded: scroll once at the end, not per card
+        self._retry_span: tuple[int, int] | None = None  # where the Retry link is, to take it away
 
     # the bridge ------------------------------------------------------------------------------
     def attach(self, bridge: EventBridge, current_session: Callable[[], str | None]) -> None:
@@ -118,6 +130,7 @@ class ConversationView(QTextBrowser):
         bridge.errorOccurred.connect(self._on_error)
         bridge.envelope.connect(self._on_envelope)
         bridge.tokenUsage.connect(self._on_usage)
+        bridge.sessionNotice.connect(self._on_notice)
 
     def _on_envelope(self, env: Any) -> None:
         # compaction has no signal of its own: the raw stream carries it
@@ -159,20 +172,61 @@ class ConversationView(QTextBrowser):
 
     def _on_done(self, ev: Done) -> None:
         usage = self._turn_usage.pop(ev.session_id, None)
-        if ev.session_id != self._current_session():
-            return
+        if ev.session_id == self._current_session():
+            self.show_done(ev, usage)
+
+    def _on_error(self, ev: ErrorEvent) -> None:
+        # a retry is shown in the status bar; the notice is for errors that end the attempt
+        if not ev.retrying and (not ev.session_id or ev.session_id == self._current_session()):
+            self.show_error(ev.message)
+
+    def _on_notice(self, ev: SessionNotice) -> None:
+        if ev.session_id == self._current_session():
+            self.add_notice(f"⚠ {ev.text}" if ev.level != "info" else ev.text,
+                            _NOTICE_COLOURS.get(ev.level, "#8a8f98"))
+
+    def show_done(self, ev: Done, usage: list[float] | None = None) -> None:
+        """How a turn ended, when that is news: its tokens and cost, one line, and one error line only (with
+        its Retry)."""
         self.finish_message()
         if usage is not None:  # each turn's tokens and cost, where the turn ends
             self.add_notice(turn_cost_text(*usage))
         if ev.reason == "interrupted":
             self.add_notice("Interrupted.")
-        elif ev.reason in ("error", "max_steps", "paused") and ev.message:
-            self.add_notice(f"{ev.reason}: {ev.message}", "#d9363e" if ev.reason == "error" else "#d4890b")
+        elif ev.reason == "error" and ev.message:
+            if self._last_error is None or ev.message not in self._last_error:
+                self.show_error(ev.message)
+            self.offer_retry()
+        elif ev.reason in ("max_steps", "paused") and ev.message:
+            self.add_notice(f"{ev.reason}: {ev.message}", "#d4890b")
 
-    def _on_error(self, ev: ErrorEvent) -> None:
-        # a retry is shown in the status bar; the notice is for errors that end the attempt
-        if not ev.retrying and (not ev.session_id or ev.session_id == self._current_session()):
-            self.add_notice(f"⚠ {ev.message}", "#d9363e")
+    def show_error(self, message: str) -> None:
+        """The one error line of a turn; the Done that follows it adds the Retry, not a second line."""
+        if self._last_error == message:
+            return
+        self.add_notice(f"⚠ {message}", "#d9363e")
+        self._last_error = message
+
+    def offer_retry(self) -> None:
+        """A Retry link at the end of the conversation (the last error line): it runs the step again."""
+        self.take_retry()
+        cur = self._end_cursor()
+        start = cur.position()
+        cur.insertHtml("&nbsp;&nbsp;<a href='retry:' style='font-weight:bold'>↻ Retry</a>")
+        self._retry_span = (start, self._end_cursor().position())
+
+    def take_retry(self) -> None:
+        """The Retry link goes (a retry started, or a new message was sent)."""
+        span, self._retry_span = self._retry_span, None
+        if span is None or span[1] > self.document().characterCount():
+            return
+        cur = QTextCursor(self.document())
+        cur.setPosition(span[0])
+        cur.setPosition(span[1], QTextCursor.MoveMode.KeepAnchor)
+        cur.removeSelectedText()
+
+    def has_retry(self) -> bool:
+        return self._retry_span is not None
 
     # streaming -------------------------------------------------------------------------------
     def append_chunk(self, message_id: str, text: str) -> None:
@@ -219,6 +273,8 @@ class ConversationView(QTextBrowser):
 
     # whole messages --------------------------------------------------------------------------
     def add_user_message(self, text: str) -> None:
+        self.take_retry()
+        self._last_error = None
         self.finish_message()
         cur = self._end_cursor()
         self._header(cur, "You")
@@ -249,7 +305,8 @@ class ConversationView(QTextBrowser):
         cur.insertText(text, fmt)
         self._scroll_to_end()
 
-    def add_tool_card(self, call_id: str, name: str, data: dict[str, Any] | None, state: str = "PENDING") -> None:
+    def add_tool_card(self, call_id: str, name: str, data: dict[str, Any] | None, state: str = "PENDING",
+                      duration_ms: float | None = None) -> None:
         """A compact card; clicking it selects the call's timeline row."""
         if call_id in self._cards:
             self.update_tool_card(call_id, state, summary=summarize_input(data, 90) if data else None)
@@ -267,7 +324,7 @@ class ConversationView(QTextBrowser):
         fmt.setWidth(QTextLength(QTextLength.Type.PercentageLength, 100))
         table = cur.insertTable(1, 1, fmt)
         self._cards[call_id] = table
-        self._card_state[call_id] = (name, summarize_input(data, 90), "")
+        self._card_state[call_id] = (name, summarize_input(data, 90), format_duration(duration_ms))
         self._paint_card(call_id, state)
         self._scroll_to_end()
 
@@ -289,36 +346,109 @@ class ConversationView(QTextBrowser):
         self._stream_text = []
         self._cards.clear()
         self._card_state.clear()
+        self._last_error = None
+        self._retry_span = None
         self.clear()
 
-    def load_messages(self, messages: list[Any], records: list[ToolCallRecord] | None = None) -> None:
+    def load_messages(self, messages: list[Any], records: list[ToolCallRecord] | None = None,
+                      notices: list[Envelope] | None = None) -> None:
         """Rebuild from stored Messages-API messages (user text, assistant text and tool_use blocks).
 
         `records` (oldest first) give each tool_use card its record: the model may repeat a tool_use id,
         so each block takes the next record that carries its id, and the card is keyed by the record's id.
+        `notices` (stored ErrorEvent, Done and SessionNotice envelopes, oldest first) go back between the
+        messages where they happened; a last error line gets its Retry back.
         """
+        self._loaded = (messages, records or [], notices or [])
+        self._shown_cards = SHOWN_CARDS
+        self._render_loaded()
+
+    def _render_loaded(self) -> None:
+        messages, records, notices = self._loaded
         self.clear_conversation()
+        self._replayed_usage: list[float] = [0, 0, 0.0]
         by_use: dict[str, deque[ToolCallRecord]] = {}
         for r in records or []:
             by_use.setdefault(r.tool_use_id or r.id, deque()).append(r)
-        for msg in messages:
-            if is_summary(msg):  # a compaction: a notice, not a message the person wrote
-                facts = compaction_facts(msg)
-                self.add_compaction_notice(facts.get("summarised", 0), bool(facts.get("manual")),
-                                           msg.content[0].get("text", ""))
-                continue
+        first = self._first_shown(messages)
+        for msg in messages[:first]:  # not shown: their records are passed over, so the cards pair up
             for block in msg.content:
-                kind = block.get("type")
-                if kind == "text" and block.get("text"):
-                    if msg.role == "user":
-                        self.add_user_message(block["text"])
-                    else:
-                        self.add_assistant_markdown(block["text"])
-                elif kind == "tool_use":
-                    queue = by_use.get(block.get("id", ""))
-                    rec = queue.popleft() if queue else None
-                    self.add_tool_card(rec.id if rec else block.get("id", ""), block.get("name", ""),
-                                       block.get("input") or {}, rec.state.value if rec else "COMPLETED")
+                if block.get("type") == "tool_use" and by_use.get(block.get("id", "")):
+                    by_use[block["id"]].popleft()
+        later = deque(n for n in notices or () if not first or n.time >= messages[first].created_at)
+        batch = QTextCursor(self.document())
+        batch.beginEditBlock()  # one layout for the lot, not one per card
+        self._bulk = True
+        try:
+            if first:
+                self._earlier_link(messages[:first])
+            for msg in messages[first:]:
+                while later and later[0].time < msg.created_at:
+                    self._replay(later.popleft())
+                self._add_blocks(msg, by_use)
+            while later:
+                self._replay(later.popleft())
+        finally:
+            self._bulk = False
+            batch.endEditBlock()
+        self._scroll_to_end()
+
+    def _first_shown(self, messages: list[Any]) -> int:
+        """Where the shown tail starts: the last `_shown_cards` tool calls (and their messages), from a
+        message of the person's when there is one near; earlier ones wait behind a link."""
+        cards = 0
+        for i in range(len(messages) - 1, -1, -1):
+            cards += sum(1 for b in messages[i].content if b.get("type") == "tool_use")
+            if cards > self._shown_cards:
+                return i + 1
+        return 0
+
+    def _earlier_link(self, hidden: list[Any]) -> None:
+        calls = sum(1 for m in hidden for b in m.content if b.get("type") == "tool_use")
+        cur = self._end_cursor()
+        cur.insertHtml(f"<a href='earlier:'>⤒ Show {len(hidden):,} earlier messages ({calls:,} tool calls)</a>")
+
+    def show_earlier(self) -> None:
+        """The link above the tail: four times as much, re-rendered from what was loaded (no store read)."""
+        self._shown_cards *= 4
+        self._render_loaded()
+        self.verticalScrollBar().setValue(0)
+
+    def _replay(self, env: Envelope) -> None:
+        ev = env.event
+        if isinstance(ev, SessionNotice):
+            self._on_notice(ev)
+        elif isinstance(ev, ErrorEvent):
+            if not ev.retrying:
+                self.show_error(ev.message)
+        elif isinstance(ev, TokenUsage):  # summed apart from a live turn's, and shown at its turn's end
+            u = self._replayed_usage
+            u[0] += ev.input_tokens + ev.cache_creation_input_tokens + ev.cache_read_input_tokens
+            u[1] += ev.output_tokens
+            u[2] += ev.cost_usd
+        elif isinstance(ev, Done):
+            usage, self._replayed_usage = self._replayed_usage, [0, 0, 0.0]
+            self.show_done(ev, usage if any(usage) else None)
+
+    def _add_blocks(self, msg: Any, by_use: dict[str, deque[ToolCallRecord]]) -> None:
+        if is_summary(msg):  # a compaction: a notice, not a message the person wrote
+            facts = compaction_facts(msg)
+            self.add_compaction_notice(facts.get("summarised", 0), bool(facts.get("manual")),
+                                       msg.content[0].get("text", ""))
+            return
+        for block in msg.content:
+            kind = block.get("type")
+            if kind == "text" and block.get("text"):
+                if msg.role == "user":
+                    self.add_user_message(block["text"])
+                else:
+                    self.add_assistant_markdown(block["text"])
+            elif kind == "tool_use":
+                queue = by_use.get(block.get("id", ""))
+                rec = queue.popleft() if queue else None
+                self.add_tool_card(rec.id if rec else block.get("id", ""), block.get("name", ""),
+                                   block.get("input") or {}, rec.state.value if rec else "COMPLETED",
+                                   rec.duration_ms if rec else None)
 
     # internals -------------------------------------------------------------------------------
     def _paint_card(self, call_id: str, state: str) -> None:
@@ -392,11 +522,18 @@ class ConversationView(QTextBrowser):
         return bar.value() >= bar.maximum() - 4
 
     def _scroll_to_end(self) -> None:
+        if self._bulk:
+            return
         bar = self.verticalScrollBar()
         bar.setValue(bar.maximum())
 
     def _anchor_clicked(self, url: QUrl) -> None:
-        if url.scheme() == "call":
+        if url.scheme() == "earlier":
+            self.show_earlier()
+        elif url.scheme() == "retry":
+            self.take_retry()
+            self.retryRequested.emit()
+        elif url.scheme() == "call":
             self.callActivated.emit(url.path() or url.toString().removeprefix("call:"))
         elif url.scheme() in ("http", "https"):
             from PySide6.QtGui import QDesktopServices

@@ -4,6 +4,8 @@ themselves, and the app controller answers what the person does."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
@@ -25,6 +27,18 @@ from ._statusbar import AgentStatusBar
 from ._theme import bring_to_front
 from .inbox import ApprovalInbox, PendingApproval
 from .timeline import TimelineDock, TimelineModel
+
+# What Help › Keyboard shortcuts lists; the README's table says the same.
+SHORTCUTS: tuple[tuple[str, str], ...] = (
+    ("Enter", "send the prompt (Shift+Enter: a new line)"),
+    ("Esc", "stop the agent (in the prompt box); close the audit history (in its window)"),
+    ("Ctrl+N", "new session in the selected project"),
+    ("Ctrl+,", "settings"),
+    ("Ctrl+H", "audit history"),
+    ("F2", "rename the selected session (in the sidebar)"),
+    ("F1", "this list"),
+    ("Ctrl+Q", "quit (asks first when work is in flight)"),
+)
 
 
 class PromptEdit(QPlainTextEdit):
@@ -112,6 +126,10 @@ class MainWindow(QMainWindow):
     aboutRequested = Signal()
     compactRequested = Signal()  # File › Compact conversation: the current session, summarised by the model
     shown = Signal()
+    quitRequested = Signal()  # a close the quit guard held back: the controller asks the person
+    closed = Signal()  # the window really closed (app.py then closes the controller, sandboxes, store)
+    retryRequested = Signal()  # the Retry of the conversation's error line
+    shortcutsRequested = Signal()
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -125,6 +143,8 @@ class MainWindow(QMainWindow):
         self.inbox.arrived.connect(self.notify_approval)
         self.inbox.countChanged.connect(self._approvals_changed)
         self._tray: QSystemTrayIcon | None = None
+        # Set by app.py: returns whether the window may close now (nothing in flight, or the person chose).
+        self.quit_guard: Callable[[], bool] | None = None
         self._build_menus()
 
     def _build_docks(self) -> None:
@@ -187,11 +207,13 @@ class MainWindow(QMainWindow):
         self.compact_act = m.addAction("Compact conversation", self.compactRequested.emit)
         self.compact_act.setToolTip("Summarise the older turns with the model (the audit keeps the originals)")
         m.addSeparator()
-        settings = m.addAction("Settings…", self.settingsRequested.emit)
-        settings.setShortcut(QKeySequence.StandardKey.Preferences)
+        self.settings_act = m.addAction("Settings…", self.settingsRequested.emit)
+        # Ctrl+, everywhere (the platform's Preferences key is empty on most Linux desktops)
+        self.settings_act.setShortcuts([QKeySequence("Ctrl+,"), *QKeySequence.keyBindings(
+            QKeySequence.StandardKey.Preferences)])
         m.addSeparator()
-        quit_act = m.addAction("Quit", self.close)
-        quit_act.setShortcut(QKeySequence.StandardKey.Quit)
+        self.quit_act = m.addAction("Quit", self.close)
+        self.quit_act.setShortcut(QKeySequence("Ctrl+Q"))
         v = self.menuBar().addMenu("&View")
         hist = v.addAction("Audit history…", self.historyRequested.emit)
         hist.setShortcut(QKeySequence("Ctrl+H"))
@@ -199,8 +221,13 @@ class MainWindow(QMainWindow):
         for dock in (self.projects_dock, self.timeline, self.inbox):
             act: QAction = dock.toggleViewAction()
             v.addAction(act)
+        self.history_act = hist
         h = self.menuBar().addMenu("&Help")
+        self.help_menu = h
+        keys = h.addAction("Keyboard shortcuts", self.shortcutsRequested.emit)
+        keys.setShortcut(QKeySequence("F1"))
         h.addAction("Check setup…", self.checksRequested.emit)
+        h.addSeparator()
         h.addAction("About Agent Desk", self.aboutRequested.emit)
 
     def _send_clicked(self) -> None:
@@ -256,3 +283,13 @@ class MainWindow(QMainWindow):
     def showEvent(self, event) -> None:
         super().showEvent(event)
         self.shown.emit()
+
+    def closeEvent(self, event) -> None:
+        """Ctrl+Q, the menu and the title bar's close all come here: with work in flight the quit guard
+        holds the close back and the controller asks; otherwise the window goes."""
+        if self.quit_guard is not None and not self.quit_guard():
+            event.ignore()
+            self.quitRequested.emit()
+            return
+        super().closeEvent(event)
+        self.closed.emit()

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QRect, QSize, QSortFilterProxyModel, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QIcon, QPainter, QPalette, QPixmap
+from PySide6.QtGui import QColor, QFont, QIcon, QKeySequence, QPainter, QPalette, QPixmap, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
+    QInputDialog,
     QLineEdit,
+    QMenu,
     QStyle,
     QStyledItemDelegate,
     QToolButton,
@@ -20,6 +23,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+from shiboken6 import isValid
 
 from ..core import AgentStateChanged, ProjectInfo, SessionInfo
 from ._roles import Role
@@ -289,6 +293,7 @@ class ProjectsSidebar(QWidget):
     newProjectRequested = Signal()
     newSessionRequested = Signal(str)  # project id
     projectSettingsRequested = Signal(str)  # project id
+    renameRequested = Signal(str)  # session id
 
     def __init__(self, model: ProjectsModel, parent=None) -> None:
         super().__init__(parent)
@@ -308,6 +313,10 @@ class ProjectsSidebar(QWidget):
         self.tree.selectionModel().currentChanged.connect(self._current_changed)
         model.rowsInserted.connect(lambda parent, *_: self.tree.expand(self.proxy.mapFromSource(parent)))
         model.modelReset.connect(self.tree.expandAll)
+        self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tree.customContextMenuRequested.connect(self._context_menu)
+        rename = QShortcut(QKeySequence("F2"), self.tree, self._rename_current)
+        rename.setContext(Qt.ShortcutContext.WidgetShortcut)  # only while the tree has the focus
 
         def button(text: str, tip: str, slot) -> QToolButton:
             b = QToolButton()
@@ -353,6 +362,26 @@ class ProjectsSidebar(QWidget):
         if idx.isValid():
             self.tree.setCurrentIndex(idx)
 
+    def _rename_current(self) -> None:
+        idx = self.tree.currentIndex()
+        if idx.isValid() and idx.data(Role.KIND) == "session":
+            self.renameRequested.emit(idx.data(Role.ID))
+
+    def _context_menu(self, pos) -> None:
+        idx = self.tree.indexAt(pos)
+        if not idx.isValid():
+            return
+        menu = QMenu(self)
+        if idx.data(Role.KIND) == "session":
+            sid = idx.data(Role.ID)
+            menu.addAction("Rename…", lambda: self.renameRequested.emit(sid)).setShortcut(QKeySequence("F2"))
+        else:
+            pid = idx.data(Role.ID)
+            menu.addAction("New session", lambda: self.newSessionRequested.emit(pid))
+            menu.addAction("Project settings…", lambda: self.projectSettingsRequested.emit(pid))
+        menu.popup(self.tree.viewport().mapToGlobal(pos))
+        self.context_menu = menu  # kept for tests; replaced by the next one
+
     def _current_changed(self, current, _previous) -> None:
         if not current.isValid():
             return
@@ -360,3 +389,23 @@ class ProjectsSidebar(QWidget):
             self.sessionActivated.emit(current.data(Role.ID))
         else:
             self.projectActivated.emit(current.data(Role.ID))
+
+
+def ask_text(parent: QWidget, title: str, label: str, text: str) -> asyncio.Future[str | None]:
+    """A one-line question, opened (never exec'd): the text, or None when cancelled."""
+    dlg = QInputDialog(parent)
+    dlg.setObjectName("AskText")
+    dlg.setWindowTitle(title)
+    dlg.setLabelText(label)
+    dlg.setTextValue(text)
+    future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+
+    def done(result: int) -> None:
+        if not future.done():
+            future.set_result(dlg.textValue() if result == QInputDialog.DialogCode.Accepted else None)
+        dlg.deleteLater()
+
+    dlg.finished.connect(done)
+    dlg.open()
+    future.add_done_callback(lambda f: f.cancelled() and isValid(dlg) and dlg.reject())
+    return future

@@ -29,7 +29,7 @@ STATE_LABEL: dict[ToolCallState, str] = {
     ToolCallState.COMPLETED: "done",
     ToolCallState.FAILED: "failed",
     ToolCallState.DENIED: "denied",
-    ToolCallState.SEALED: "sealed",
+    ToolCallState.SEALED: "interrupted",  # left open by a process that ended, or found open on a reopen
 }
 
 RISK_COLOURS = {"low": "#2f9e44", "medium": "#d4890b", "high": "#d9363e"}

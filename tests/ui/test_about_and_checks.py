@@ -25,7 +25,8 @@ def test_about_shows_the_version_and_the_folders(qtbot, run, store, tmp_path, mo
     monkeypatch.setenv("AGENT_DESK_DATA_DIR", str(tmp_path / "data"))
     window, controller = _controller(qtbot, run, store)
     help_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Help")
-    assert [a.text() for a in help_menu.actions()] == ["Check setup…", "About Agent Desk"]
+    titles = [a.text() for a in help_menu.actions() if a.text()]  # (separators have none)
+    assert titles == ["Keyboard shortcuts", "Check setup…", "About Agent Desk"]
     dlg = controller.show_about()
     qtbot.addWidget(dlg)
     text = dlg.label.text()

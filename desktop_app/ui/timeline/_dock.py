@@ -49,6 +49,7 @@ class TimelineDock(QDockWidget):
             signal.connect(self._update_servers)
         model.rowChanged.connect(self._row_changed)
         model.outputAppended.connect(self._output_appended)
+        model.modelReset.connect(self._model_reset)  # another session: its calls, and no details yet
         self.detailsRequested.connect(model.refresh)
         self._update_count()
 
@@ -153,6 +154,10 @@ class TimelineDock(QDockWidget):
         self._render()
         if self._current:
             self.detailsRequested.emit(self._current)
+
+    def _model_reset(self) -> None:
+        self._current = None
+        self._render()
 
     def _row_changed(self, call_id: str) -> None:
         if call_id == self._current:

@@ -1,0 +1,82 @@
+"""Builders for the lifecycle tests: the window on a real store and the local Anthropic server, the quit
+question found and answered as a person would, and the app launched as its own process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from PySide6.QtWidgets import QApplication, QMessageBox, QPushButton
+
+from desktop_app.config import DEFAULT_MODEL, Settings
+from desktop_app.core import EventBus
+from desktop_app.runtime import ProjectRuntimes
+from desktop_app.ui import AppController, MainWindow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def open_app(qtbot, run, store, server, *, guard: bool = True):
+    """The window as app.py composes it (with the quit guard), on `store`, talking to `server`."""
+    settings = Settings(path=None, base_url=server.url, api_key=server.api_key, model=DEFAULT_MODEL)
+    bus = run(EventBus.open(store))
+    window = MainWindow()
+    qtbot.addWidget(window)
+    factory = ProjectRuntimes(settings=settings, store=store, bus=bus)
+    controller = AppController(window, store=store, bus=bus, settings=settings, agent_factory=factory,
+                               api_key_source="settings")
+    if guard:
+        window.quit_guard = controller.quit_guard
+    window.show()
+    return window, controller, factory
+
+
+def quit_dialog() -> QMessageBox | None:
+    for w in QApplication.topLevelWidgets():
+        if isinstance(w, QMessageBox) and w.objectName() == "QuitDialog" and w.isVisible():
+            return w
+    return None
+
+
+def answer(box: QMessageBox, label: str) -> None:
+    """Click the dialog's button that reads `label`."""
+    [button] = [b for b in box.findChildren(QPushButton) if b.text() == label]
+    button.click()
+
+
+def app_env(tmp_path: Path, **more: str) -> dict[str, str]:
+    """The environment of a real `agent-desk` process of its own: own config, data and socket folders."""
+    xdg = tmp_path / "xdg"
+    xdg.mkdir(mode=0o700, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DISPLAY")}
+    env.update(AGENT_DESK_CONFIG_DIR=str(tmp_path / "cfg"), AGENT_DESK_DATA_DIR=str(tmp_path / "data"),
+               AGENT_DESK_NO_KEYRING="1", XDG_RUNTIME_DIR=str(xdg), QT_QPA_PLATFORM="offscreen",
+               PYTHONPATH=str(ROOT), **more)
+    return env
+
+
+def launch(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, **kw)
+
+
+def wait_until(predicate, timeout_s: float, proc: subprocess.Popen | None = None, what: str = "") -> None:
+    """Poll `predicate` (a file to appear, a socket to answer) while the process lives."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the app ended ({proc.returncode}) before {what}: {proc.stderr.read()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def window_answers(env: dict[str, str]) -> bool:
+    """Whether the app's window takes messages on its single-instance socket (its loop runs)."""
+    out = subprocess.run([sys.executable, "-c", "from desktop_app.ui import send_to_running; import sys;"
+                          "sys.exit(0 if send_to_running({'ping': '1'}) == 'ok' else 1)"],
+                         env=env, capture_output=True, timeout=30)
+    return out.returncode == 0

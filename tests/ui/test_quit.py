@@ -1,0 +1,137 @@
+"""Quitting: with work in flight the window asks (wait, stop the running calls, or quit anyway) and does
+what the person chose; the app's own process quits in order, exits 0 and prints nothing."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from desktop_app.core import ProjectInfo, ToolCallState
+from desktop_app.store import AuditQuery
+from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
+from tests.ui.lifecycle_kit import answer, app_env, launch, open_app, quit_dialog, wait_until, window_answers
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENT_DESK_NO_KEYRING", "1")
+    folder = tmp_path / "project"
+    folder.mkdir()
+    # auto mode: the command runs without asking, so it is running (not waiting) when the person quits
+    return ProjectInfo("prj_quit", "quitter", str(folder), permission_mode="auto", settings={"sandbox": "local"})
+
+
+def _running_call(qtbot, run, store, server, project):
+    run(store.save_project(project))
+    window, controller, factory = open_app(qtbot, run, store, server)
+    run(controller.start(check_docker=False))
+    window.prompt.setPlainText("wait a while")
+    window._send_clicked()
+    qtbot.waitUntil(lambda: bool(controller.running_calls.running), timeout=20_000)
+    [cid] = controller.running_calls.running
+    return window, controller, factory, cid
+
+
+def test_quit_with_a_call_running_asks_and_wait_keeps_everything(qtbot, run, store, project):
+    script = [reply(tool_use("bash_run", {"command": "sleep 30"}, id="toolu_sleep")), reply(text("slept"))]
+    with AnthropicServer(script) as server:
+        window, controller, factory, cid = _running_call(qtbot, run, store, server, project)
+        window.quit_act.trigger()  # Ctrl+Q
+        qtbot.waitUntil(lambda: quit_dialog() is not None, timeout=5_000)
+        box = quit_dialog()
+        assert "running: bash_run sleep 30" in box.informativeText()
+        assert window.isVisible()
+        answer(box, "Wait")
+        qtbot.waitUntil(lambda: quit_dialog() is None, timeout=5_000)
+        assert window.isVisible() and controller.running_calls.running == {cid: "bash_run sleep 30"}
+        assert run(store.get_record(cid)).state is ToolCallState.EXECUTING
+
+        # closing from the title bar asks the same question; "Stop running calls and quit" ends the call,
+        # recorded, and closes the window
+        with qtbot.waitSignal(window.closed, timeout=20_000):
+            window.close()
+            qtbot.waitUntil(lambda: quit_dialog() is not None, timeout=5_000)
+            answer(quit_dialog(), "Stop running calls and quit")
+        assert not window.isVisible()
+        rec = run(store.get_record(cid))
+        assert rec.terminal and rec.state is not ToolCallState.EXECUTING
+        run(controller.close())
+        run(factory.close())
+
+
+def test_quit_anyway_cuts_the_call_off_and_leaves_it_for_the_next_start(qtbot, run, store, project):
+    script = [reply(tool_use("bash_run", {"command": "sleep 30"}, id="toolu_sleep")), reply(text("slept"))]
+    with AnthropicServer(script) as server:
+        window, controller, factory, cid = _running_call(qtbot, run, store, server, project)
+        with qtbot.waitSignal(window.closed, timeout=20_000):
+            window.quit_act.trigger()
+            qtbot.waitUntil(lambda: quit_dialog() is not None, timeout=5_000)
+            answer(quit_dialog(), "Quit anyway")
+        run(controller.close())  # what app.py does next: the turn is abandoned where it stands
+        run(factory.close())
+        run(store.flush())
+        # cut off where it stood, as a killed app leaves it: nothing more recorded (the next start, another
+        # process, seals it as interrupted), and the model was not asked again
+        assert run(store.get_record(cid)).state is ToolCallState.EXECUTING
+        assert len(server.requests) == 1
+
+
+def test_quit_with_nothing_in_flight_closes_at_once(qtbot, run, store, project):
+    with AnthropicServer([reply(text("hello"))]) as server:
+        run(store.save_project(project))
+        window, controller, factory = open_app(qtbot, run, store, server)
+        run(controller.start(check_docker=False))
+        run(controller.send("hi"))
+        with qtbot.waitSignal(window.closed, timeout=5_000):
+            window.quit_act.trigger()
+        assert quit_dialog() is None and not window.isVisible()
+        run(controller.close())
+        run(factory.close())
+
+
+def test_approvals_waiting_count_as_work_in_flight(qtbot, run, store, project):
+    project.permission_mode = "ask"
+    script = [reply(tool_use("fs_write", {"path": "a.txt", "content": "a\n"}, id="toolu_w")), reply(text("ok"))]
+    with AnthropicServer(script) as server:
+        run(store.save_project(project))
+        window, controller, factory = open_app(qtbot, run, store, server)
+        run(controller.start(check_docker=False))
+        window.prompt.setPlainText("write a.txt")
+        window._send_clicked()
+        qtbot.waitUntil(lambda: window.inbox.model.rowCount() == 1, timeout=20_000)
+        window.quit_act.trigger()
+        qtbot.waitUntil(lambda: quit_dialog() is not None, timeout=5_000)
+        assert "1 approval waiting for you" in quit_dialog().informativeText()
+        answer(quit_dialog(), "Wait")
+        qtbot.waitUntil(lambda: quit_dialog() is None, timeout=5_000)
+        assert window.isVisible() and window.inbox.model.rowCount() == 1
+        run(controller.close())
+        run(factory.close())
+        [waiting] = run(store.list_records(AuditQuery(tool_use_id="toolu_w")))
+        assert waiting.state.value == "APPROVAL_REQUIRED"  # offered again when the session reopens
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_the_app_process_quits_in_order_exits_0_and_prints_nothing(tmp_path, sig):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    env = app_env(tmp_path)
+    proc = launch(["-m", "desktop_app.app", str(folder)], env)
+    try:
+        wait_until(lambda: window_answers(env), 90, proc, "the window to answer")
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    # this machine has no keyring: that start-up warning is the one line allowed; the quit itself says nothing
+    said = [ln for ln in err.splitlines() if "no keyring backend is available" not in ln]
+    assert said == [] and out == ""
+    # the store was closed, not cut short: its chain verifies and the project is in it
+    check = launch(["-m", "desktop_app.cli", "audit", "verify"], env)
+    vout, verr = check.communicate(timeout=60)
+    assert check.returncode == 0, vout + verr
