@@ -9,7 +9,6 @@ request building and SSE parsing count as overhead too.
 from __future__ import annotations
 
 import asyncio
-import statistics
 import sys
 import tempfile
 import time
@@ -81,15 +80,18 @@ async def _one_turn(tmp: Path, round_: int) -> tuple[float, float, float, float]
 
 
 def main() -> None:
-    overheads, incl_client = [], []
+    from benchmarks._util import repeat, report
+
+    rounds = iter(range(ROUNDS))
     with tempfile.TemporaryDirectory() as d:
         asyncio.run(_one_turn(Path(d), -1))  # warm-up: imports, SDK platform probe
-        for i in range(ROUNDS):
-            total, model_t, server_t, tool_t = asyncio.run(_one_turn(Path(d), i))
-            overheads.append((total - model_t - tool_t) * 1000)
-            incl_client.append((total - server_t - tool_t) * 1000)
-    print(f"bench engine_overhead_20_calls_ms {statistics.median(overheads):.1f} ms")
-    print(f"bench engine_overhead_20_calls_incl_client_ms {statistics.median(incl_client):.1f} ms")
+
+        def one() -> None:
+            total, model_t, server_t, tool_t = asyncio.run(_one_turn(Path(d), next(rounds)))
+            report("engine_overhead_20_calls_ms", (total - model_t - tool_t) * 1000, "ms")
+            report("engine_overhead_20_calls_incl_client_ms", (total - server_t - tool_t) * 1000, "ms")
+
+        repeat(one, runs=ROUNDS)
 
 
 if __name__ == "__main__":

@@ -147,8 +147,8 @@ def _million_fixture() -> Path | None:
     return fixture()
 
 
-async def bench_history(path: Path, runs: int = 3) -> tuple[float, int]:
-    """ms from opening the history window (count query + first page) until its table is filled."""
+async def bench_history(path: Path, runs: int = 3) -> tuple[list[float], int]:
+    """ms from opening the history window (count query + first page) until its table is filled, per run."""
     from PySide6.QtWidgets import QApplication
 
     from desktop_app.store import SqlStore
@@ -173,24 +173,28 @@ async def bench_history(path: Path, runs: int = 3) -> tuple[float, int]:
                 win.deleteLater()
         finally:
             await store.close()
-    return statistics.median(samples), total
+    return samples, total
 
 
 def main() -> None:
-    startup = bench_startup()
-    print(f"bench window_startup_s {startup:.3f} s", flush=True)
-    lag, events = _run(bench_stream_lag())
-    print(f"# streamed {events} chunks in {STREAM_S:.0f} s", file=sys.stderr)
-    print(f"bench event_loop_lag_ms {lag:.1f} ms", flush=True)
-    tl = _run(bench_timeline())
-    print(f"bench timeline_100k_ms {tl:.1f} ms", flush=True)
+    from benchmarks._util import emit, measure, repeat, report
+
+    measure("window_startup_s", "s", lambda: bench_startup(runs=1), runs=3)
+
+    def stream() -> None:
+        lag, events = _run(bench_stream_lag())
+        print(f"# streamed {events} chunks in {STREAM_S:.0f} s", file=sys.stderr)
+        report("event_loop_lag_ms", lag, "ms")
+
+    repeat(stream, runs=3)
+    measure("timeline_100k_ms", "ms", lambda: _run(bench_timeline()), runs=5)
     path = _million_fixture()
     if path is None:
         print("# history_open_1m_ms skipped: the store benchmark's fixture is unavailable", file=sys.stderr)
         return
-    ms, total = _run(bench_history(path))
+    samples, total = _run(bench_history(path, runs=5))
     print(f"# history over {total:,} records", file=sys.stderr)
-    print(f"bench history_open_1m_ms {ms:.1f} ms", flush=True)
+    emit("history_open_1m_ms", samples, "ms")
 
 
 if __name__ == "__main__":
