@@ -176,6 +176,79 @@ async def bench_history(path: Path, runs: int = 3) -> tuple[list[float], int]:
     return samples, total
 
 
+SESSION_CALLS = 10_000
+RSS_SESSION = "ses_rss_10k"
+HISTORY_PAGES = 200  # of 500 rows: the history paged 100,000 rows down; the model holds six pages whatever
+
+
+async def _add_session(db: Path, n: int = SESSION_CALLS) -> None:
+    """A session of n calls (bash_run, 1 KB of output each, three audit entries and two messages per call),
+    written through the store as an agent would, many at a time so that the group commit keeps it quick."""
+    from desktop_app.core import (
+        AuditEntry,
+        Outcome,
+        ProjectInfo,
+        SessionInfo,
+        StoredMessage,
+        ToolCallRecord,
+        ToolCallState,
+    )
+    from desktop_app.store import SqlStore
+
+    store = await SqlStore.open(db)
+    project = ProjectInfo(id="prj_rss", name="rss", path=str(ROOT))
+    await store.save_project(project)
+    await store.save_session(SessionInfo(id=RSS_SESSION, project_id=project.id, title="10,000 calls"))
+    output = "".join(f"line {k}: compiling module_{k} ... ok\n" for k in range(30))[:1000]
+
+    async def one(i: int) -> ToolCallRecord:
+        rec = ToolCallRecord(name="bash_run", input={"command": f"make step{i}"}, id=f"call_rss_{i:05d}",
+                             tool_use_id=f"toolu_rss_{i:05d}", session_id=RSS_SESSION, project_id=project.id)
+        await store.save_transition(rec, AuditEntry(rec.id, ToolCallState.PENDING, rec.created_at, "model", ""))
+        await store.save_transition(rec, rec.transition(ToolCallState.EXECUTING, actor="executor"))
+        rec.result = {"content": [{"type": "text", "text": output}], "details": {"exit_code": 0}}
+        await store.save_transition(rec, rec.transition(ToolCallState.COMPLETED, actor="executor",
+                                                        outcome=Outcome.OK))
+        return rec
+
+    try:
+        for first in range(0, n, 500):
+            records = await asyncio.gather(*(one(i) for i in range(first, min(n, first + 500))))
+            await asyncio.gather(*(
+                store.append_message(StoredMessage(RSS_SESSION, role, content)) for rec in records
+                for role, content in (("assistant", [{"type": "tool_use", "id": rec.tool_use_id,
+                                                      "name": rec.name, "input": rec.input}]),
+                                      ("user", [{"type": "tool_result", "tool_use_id": rec.tool_use_id,
+                                                 "content": rec.result["content"]}]))))
+    finally:
+        await store.close()
+
+
+def bench_app_rss(path: Path, runs: int = 3) -> None:
+    """Resident memory (MB) of the window, in a process of its own, after showing a 10,000-call session
+    and paging the history over the 1,000,000 records (benchmarks/_rss_probe.py)."""
+    from benchmarks._util import repeat, report
+
+    with tempfile.TemporaryDirectory() as d:  # a copy: the session is added to it
+        db = Path(d) / "rss.db"
+        shutil.copy(path, db)
+        asyncio.run(_add_session(db))
+        env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(ROOT)}
+
+        def one() -> None:
+            out = subprocess.run([sys.executable, "-m", "benchmarks._rss_probe", str(db), RSS_SESSION,
+                                  str(HISTORY_PAGES)], cwd=ROOT, env=env, capture_output=True, text=True,
+                                 timeout=600)
+            lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+            if out.returncode != 0 or "rss" not in lines:
+                raise RuntimeError(f"the RSS probe failed ({out.returncode}): {out.stderr[-2000:]}")
+            for key in ("calls", "rss_session", "history", *(k for k in lines if k.startswith("rss_after"))):
+                print(f"# app_rss_mb {key} {lines.get(key)}", file=sys.stderr)
+            report("app_rss_mb", float(lines["rss"]), "MB")
+
+        repeat(one, runs=runs)
+
+
 def main() -> None:
     from benchmarks._util import emit, measure, repeat, report
 
@@ -195,6 +268,7 @@ def main() -> None:
     samples, total = _run(bench_history(path, runs=5))
     print(f"# history over {total:,} records", file=sys.stderr)
     emit("history_open_1m_ms", samples, "ms")
+    bench_app_rss(path)
 
 
 if __name__ == "__main__":
