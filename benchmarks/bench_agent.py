@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -87,11 +88,14 @@ SESSIONS = 4
 IMAGE = "agent-desk/minimal:latest"
 
 
-def _turn_script(calls: int) -> list:
-    from tests.fakes.anthropic_server import reply, text, tool_use
-
-    return [*(reply(text(f"step {i}"), tool_use("bash_run", {"command": f"echo step {i}"})) for i in range(calls)),
-            reply(text("all done"))]
+def _model_server(turns: int) -> tuple[subprocess.Popen, str, str]:
+    """A scripted model server in a process of its own (benchmarks/_model_server.py): (process, url, key)."""
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks._model_server", str(CALLS), str(turns)], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout is not None
+    url, key = proc.stdout.readline().split()
+    return proc, url, key
 
 
 class _LoopLag:
@@ -129,18 +133,17 @@ async def _open_sessions(tmp: Path, client, store, bus, servers: list, sandboxes
     from desktop_app.sandbox import DockerSandbox, SandboxConfig
     from desktop_app.tools import builtin_tools
     from tests.conftest import make_workspace
-    from tests.fakes.anthropic_server import AnthropicServer
 
     tools = [t for t in builtin_tools() if t.name == "bash_run"]
     sessions = []
     for k in range(SESSIONS):
         # the first session runs three turns (warm-up, alone, together), the others two
-        servers.append(AnthropicServer([*_turn_script(1), *_turn_script(CALLS) * (2 if k == 0 else 1)]).start())
+        servers.append(_model_server(2 if k == 0 else 1))
         folder = make_workspace(tmp / f"project{k}")
         sandboxes.append(DockerSandbox(f"bench-c{k}-{uuid.uuid4().hex[:6]}", folder, SandboxConfig(image=IMAGE),
                                        client=client))
         executor = Executor(ToolRegistry(tools), PermissionPolicy("auto"), bus=bus, store=store)
-        model = AnthropicModelClient(api_key=servers[-1].api_key, base_url=servers[-1].url, model="claude-sonnet-4-6")
+        model = AnthropicModelClient(api_key=servers[-1][2], base_url=servers[-1][1], model="claude-sonnet-4-6")
         project = ProjectInfo(id=f"prj_c{k}", name=f"project {k}", path=str(folder))
         sessions.append(await AgentSession.open(store=store, bus=bus, executor=executor, tools=tools,
                                                 model_client=model, project=project, sandbox=sandboxes[-1]))
@@ -176,8 +179,8 @@ async def _concurrent(tmp: Path, client) -> tuple[float, float, float]:
         for s in sessions:
             await s.model_client.close()
         await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
-        for server in servers:
-            server.stop()
+        for proc, _, _ in servers:
+            proc.communicate("", timeout=30)
         await store.close()
 
 
