@@ -416,7 +416,12 @@ class Writer(threading.Thread):
                 blobs[op.params[2]["digest"]] = op.params[2]
         if blobs:
             self._many(conn, INSERT_BLOB, list(blobs.values()))
-        self._many(conn, UPSERT_TOOL_CALL, [ops[k].params[0] for k in range(i, j)])
+        # A record's row once per batch, as of its last transition in it (a new call's PENDING rides with
+        # its next one): the upserts in between would be overwritten in the same transaction anyway.
+        rows: dict[str, dict[str, Any]] = {}
+        for k in range(i, j):
+            rows[ops[k].params[0]["id"]] = ops[k].params[0]
+        self._many(conn, UPSERT_TOOL_CALL, list(rows.values()))
         self._many(conn, INSERT_ENTRY, entries)
         return seq, prev
 
