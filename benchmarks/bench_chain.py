@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from benchmarks._util import repeat, report
 from desktop_app.store import HeadSigner, SqlStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,14 +119,22 @@ def bench_entry_signature(n: int = 5000) -> tuple[float, float]:
 
 
 def main() -> None:
-    runs = [bench_pg_writers() for _ in range(3)]
-    print(f"bench audit_write_per_s_pg_{WRITERS}_writers {max(r for r, _, _ in runs):.0f} 1/s")
+    repeat(_writers_run, runs=3)
+    repeat(_signature_run, runs=3)
+
+
+def _writers_run() -> None:
+    rate, cpu_us, verify_us = bench_pg_writers()
+    report(f"audit_write_per_s_pg_{WRITERS}_writers", rate, "1/s")
     # What the same writes cost in CPU, whatever else runs: N idle cores could take about N / this per second.
-    print(f"bench audit_write_cpu_us_pg_{WRITERS}_writers {statistics.median(c for _, c, _ in runs):.0f} us")
-    print(f"bench audit_verify_us_pg_{WRITERS}_writers {min(v for _, _, v in runs):.1f} us")
+    report(f"audit_write_cpu_us_pg_{WRITERS}_writers", cpu_us, "us")
+    report(f"audit_verify_us_pg_{WRITERS}_writers", verify_us, "us")
+
+
+def _signature_run() -> None:
     sign_us, verify_us = bench_entry_signature()
-    print(f"bench audit_entry_sign_us {sign_us:.1f} us")
-    print(f"bench audit_entry_verify_us {verify_us:.1f} us")
+    report("audit_entry_sign_us", sign_us, "us")
+    report("audit_entry_verify_us", verify_us, "us")
 
 
 if __name__ == "__main__":

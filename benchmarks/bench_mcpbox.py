@@ -13,7 +13,7 @@ import uuid
 
 from desktop_app.sandbox import DockerSandbox, SandboxConfig
 
-from ._util import p50, report
+from ._util import p50, repeat, report
 from .bench_sandbox import _engine
 
 IMAGE = os.environ.get("AGENT_DESK_MCP_IMAGE", "agent-desk/mcp:latest")
@@ -65,7 +65,7 @@ def main() -> None:
         return
     folder = tempfile.mkdtemp(prefix="agent-desk-bench-mcp-")
     try:
-        asyncio.run(_run(client, folder))
+        repeat(lambda: asyncio.run(_run(client, folder)), runs=3)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

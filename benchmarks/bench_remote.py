@@ -11,7 +11,7 @@ import uuid
 
 from desktop_app.sandbox import DockerSandbox, SandboxConfig
 
-from ._util import p50, report
+from ._util import p50, repeat, report
 
 IMAGE = os.environ.get("AGENT_DESK_TEST_IMAGE", "agent-desk/minimal:latest")
 ROUNDS = 15
@@ -62,4 +62,4 @@ def main() -> None:
     from tests.sandbox.remote_engine import second_engine
 
     with second_engine(IMAGE) as (client, _url):
-        asyncio.run(_run(client))
+        repeat(lambda: asyncio.run(_run(client)), runs=3)

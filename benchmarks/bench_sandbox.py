@@ -15,7 +15,7 @@ import uuid
 from desktop_app.core import AgentDeskError
 from desktop_app.sandbox import DockerSandbox, SandboxConfig, connect
 
-from ._util import p50, report
+from ._util import p50, repeat, report
 
 IMAGE = os.environ.get("AGENT_DESK_TEST_IMAGE", "agent-desk/minimal:latest")
 WARM_ROUNDS = 300
@@ -99,7 +99,7 @@ async def _run(client, folder: str) -> None:
             report("exec_ratio_vs_docker_exec_cli", p50(cli) / p50(helper), "x")
         report("cold_start_s", cold, "s")
         report("fs_read_1mb_ms", p50(reads), "ms")
-        print(f"bench fs_read_concurrent_100_errors {errors} errors", flush=True)
+        report("fs_read_concurrent_100_errors", errors, "errors")
     finally:
         await sb.close()
         for c in client.containers.list(all=True, filters={"label": f"org.agent-desk.project={project}"}):
@@ -114,7 +114,7 @@ def main() -> None:
     try:
         if os.geteuid() == 0:
             os.chown(folder, 1000, 1000)
-        asyncio.run(_run(client, folder))
+        repeat(lambda: asyncio.run(_run(client, folder)), runs=3)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         client.close()

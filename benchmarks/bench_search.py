@@ -16,7 +16,7 @@ from pathlib import Path
 
 from desktop_app.sandbox import DockerSandbox, SandboxConfig
 
-from ._util import p50, report
+from ._util import emit, p50
 from .bench_sandbox import IMAGE, _engine
 
 ROUNDS = 7
@@ -91,8 +91,10 @@ async def _run(client, folder: str, files: int) -> None:
         # fs_grep / fs_glob: the whole call (host -> helper -> search child -> rg, JSON records parsed, the
         # glob's matches stat'ed and sorted newest first, the answer back). rg: the same files and pattern,
         # by the helper's exec (a posix_spawn and its output back), rg's own defaults otherwise (threads).
-        report("grep_tree_ratio_vs_rg", p50(times["grep_tool"]) / p50(times["grep_rg"]), "x")
-        report("glob_tree_ratio_vs_rg", p50(times["glob_tool"]) / p50(times["glob_rg"]), "x")
+        # Each round pairs the two sides back to back: the median of the rounds' ratios, with their spread.
+        for kind in sides:
+            ratios = [t / r for t, r in zip(times[f"{kind}_tool"], times[f"{kind}_rg"], strict=True)]
+            emit(f"{kind}_tree_ratio_vs_rg", ratios, "x")
     finally:
         await sb.close()
         for c in client.containers.list(all=True, filters={"label": f"org.agent-desk.project={project}"}):

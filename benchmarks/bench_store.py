@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._util import repeat, report
 from desktop_app.core import AuditEntry, Outcome, ToolCallRecord, ToolCallState
 from desktop_app.store import SCHEMA_VERSION, AuditQuery, HeadSigner, SqlStore
 from desktop_app.store._chain import GENESIS, link_hash, split_canonical
@@ -215,20 +216,27 @@ async def bench_verify(path: Path, runs: int = 2) -> tuple[float, int]:
 
 
 def main() -> None:
-    rate = asyncio.run(bench_writes())
-    print(f"bench audit_write_per_s {rate:.0f} 1/s")
+    repeat(lambda: report("audit_write_per_s", asyncio.run(bench_writes()), "1/s"), runs=3)
     path = fixture()
-    per_m, count = asyncio.run(bench_verify(path))
-    print(f"# verify checked {count} entries and as many tool_calls rows", file=sys.stderr)
-    print(f"bench audit_verify_1m_s {per_m:.2f} s")
-    # Beside the worst case, never instead of it: calls of three entries each (333,334 rows per 1M entries).
-    per_m_real, count = asyncio.run(bench_verify(fixture(FIXTURE_RECORDS // 3 + 1, per_record=3)))
-    print(f"# realistic verify checked {count} entries, a third as many tool_calls rows", file=sys.stderr)
-    print(f"bench audit_verify_1m_realistic_s {per_m_real:.2f} s")
-    q_ms, t_ms, hits_f, hits_t = asyncio.run(bench_queries(path))
-    print(f"# mean hits per query: filtered {hits_f}, text {hits_t}", file=sys.stderr)
-    print(f"bench audit_query_ms {q_ms:.2f} ms")
-    print(f"bench audit_query_text_ms {t_ms:.2f} ms")
+    realistic = fixture(FIXTURE_RECORDS // 3 + 1, per_record=3)
+
+    def verify() -> None:
+        per_m, count = asyncio.run(bench_verify(path))
+        print(f"# verify checked {count} entries and as many tool_calls rows", file=sys.stderr)
+        report("audit_verify_1m_s", per_m, "s")
+        # Beside the worst case, never instead of it: calls of three entries each (333,334 rows per 1M entries).
+        per_m_real, count = asyncio.run(bench_verify(realistic))
+        print(f"# realistic verify checked {count} entries, a third as many tool_calls rows", file=sys.stderr)
+        report("audit_verify_1m_realistic_s", per_m_real, "s")
+
+    def queries() -> None:
+        q_ms, t_ms, hits_f, hits_t = asyncio.run(bench_queries(path))
+        print(f"# mean hits per query: filtered {hits_f}, text {hits_t}", file=sys.stderr)
+        report("audit_query_ms", q_ms, "ms")
+        report("audit_query_text_ms", t_ms, "ms")
+
+    repeat(verify, runs=3)
+    repeat(queries, runs=3)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from desktop_app.core import ToolContext
 from desktop_app.sandbox import DockerSandbox, LocalSandbox, SandboxConfig
 from desktop_app.tools import BashRun, FsEdit, FsRead
 
-from ._util import p50, report
+from ._util import p50, repeat, report
 
 ROUNDS = 200
 SOURCE = "".join(f"line {i} = {i * 7}\n" for i in range(400)).encode()
@@ -79,4 +79,4 @@ async def _run() -> None:
 
 
 def main() -> None:
-    asyncio.run(_run())
+    repeat(lambda: asyncio.run(_run()), runs=3)

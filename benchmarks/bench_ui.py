@@ -148,8 +148,8 @@ def _million_fixture() -> Path | None:
     return fixture()
 
 
-async def bench_history(path: Path, runs: int = 3) -> tuple[float, int]:
-    """ms from opening the history window (count query + first page) until its table is filled."""
+async def bench_history(path: Path, runs: int = 3) -> tuple[list[float], int]:
+    """ms from opening the history window (count query + first page) until its table is filled, per run."""
     from PySide6.QtWidgets import QApplication
 
     from desktop_app.store import SqlStore
@@ -174,7 +174,80 @@ async def bench_history(path: Path, runs: int = 3) -> tuple[float, int]:
                 win.deleteLater()
         finally:
             await store.close()
-    return statistics.median(samples), total
+    return samples, total
+
+
+SESSION_CALLS = 10_000
+RSS_SESSION = "ses_rss_10k"
+HISTORY_PAGES = 200  # of 500 rows: the history paged 100,000 rows down; the model holds six pages whatever
+
+
+async def _add_session(db: Path, n: int = SESSION_CALLS) -> None:
+    """A session of n calls (bash_run, 1 KB of output each, three audit entries and two messages per call),
+    written through the store as an agent would, many at a time so that the group commit keeps it quick."""
+    from desktop_app.core import (
+        AuditEntry,
+        Outcome,
+        ProjectInfo,
+        SessionInfo,
+        StoredMessage,
+        ToolCallRecord,
+        ToolCallState,
+    )
+    from desktop_app.store import SqlStore
+
+    store = await SqlStore.open(db)
+    project = ProjectInfo(id="prj_rss", name="rss", path=str(ROOT))
+    await store.save_project(project)
+    await store.save_session(SessionInfo(id=RSS_SESSION, project_id=project.id, title="10,000 calls"))
+    output = "".join(f"line {k}: compiling module_{k} ... ok\n" for k in range(30))[:1000]
+
+    async def one(i: int) -> ToolCallRecord:
+        rec = ToolCallRecord(name="bash_run", input={"command": f"make step{i}"}, id=f"call_rss_{i:05d}",
+                             tool_use_id=f"toolu_rss_{i:05d}", session_id=RSS_SESSION, project_id=project.id)
+        await store.save_transition(rec, AuditEntry(rec.id, ToolCallState.PENDING, rec.created_at, "model", ""))
+        await store.save_transition(rec, rec.transition(ToolCallState.EXECUTING, actor="executor"))
+        rec.result = {"content": [{"type": "text", "text": output}], "details": {"exit_code": 0}}
+        await store.save_transition(rec, rec.transition(ToolCallState.COMPLETED, actor="executor",
+                                                        outcome=Outcome.OK))
+        return rec
+
+    try:
+        for first in range(0, n, 500):
+            records = await asyncio.gather(*(one(i) for i in range(first, min(n, first + 500))))
+            await asyncio.gather(*(
+                store.append_message(StoredMessage(RSS_SESSION, role, content)) for rec in records
+                for role, content in (("assistant", [{"type": "tool_use", "id": rec.tool_use_id,
+                                                      "name": rec.name, "input": rec.input}]),
+                                      ("user", [{"type": "tool_result", "tool_use_id": rec.tool_use_id,
+                                                 "content": rec.result["content"]}]))))
+    finally:
+        await store.close()
+
+
+def bench_app_rss(path: Path, runs: int = 3) -> None:
+    """Resident memory (MB) of the window, in a process of its own, after showing a 10,000-call session
+    and paging the history over the 1,000,000 records (benchmarks/_rss_probe.py)."""
+    from benchmarks._util import repeat, report
+
+    with tempfile.TemporaryDirectory() as d:  # a copy: the session is added to it
+        db = Path(d) / "rss.db"
+        shutil.copy(path, db)
+        asyncio.run(_add_session(db))
+        env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(ROOT)}
+
+        def one() -> None:
+            out = subprocess.run([sys.executable, "-m", "benchmarks._rss_probe", str(db), RSS_SESSION,
+                                  str(HISTORY_PAGES)], cwd=ROOT, env=env, capture_output=True, text=True,
+                                 timeout=600)
+            lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+            if out.returncode != 0 or "rss" not in lines:
+                raise RuntimeError(f"the RSS probe failed ({out.returncode}): {out.stderr[-2000:]}")
+            for key in ("calls", "rss_session", "history", *(k for k in lines if k.startswith("rss_after"))):
+                print(f"# app_rss_mb {key} {lines.get(key)}", file=sys.stderr)
+            report("app_rss_mb", float(lines["rss"]), "MB")
+
+        repeat(one, runs=runs)
 
 
 # lifecycle (issue 14): reopening a long session --------------------------------------------------------
@@ -220,9 +293,9 @@ async def _long_session(store, calls: int, per_step: int = 10) -> str:
     return "ses_bench"
 
 
-async def bench_session_reopen(calls: int = 10_000, runs: int = 3) -> float:
+async def bench_session_reopen(calls: int = 10_000, runs: int = 3) -> list[float]:
     """ms from choosing a session of `calls` calls in the sidebar until its conversation, timeline and token
-    totals are shown and the conversation is scrolled to its end (ready to scroll): median of `runs`."""
+    totals are shown and the conversation is scrolled to its end (ready to scroll): one sample per run."""
     from PySide6.QtWidgets import QApplication
 
     from desktop_app.core import EventBus, SessionInfo
@@ -260,26 +333,30 @@ async def bench_session_reopen(calls: int = 10_000, runs: int = 3) -> float:
             window.close()
         finally:
             await store.close()
-    return statistics.median(samples)
+    return samples
 
 
 def main() -> None:
-    startup = bench_startup()
-    print(f"bench window_startup_s {startup:.3f} s", flush=True)
-    lag, events = _run(bench_stream_lag())
-    print(f"# streamed {events} chunks in {STREAM_S:.0f} s", file=sys.stderr)
-    print(f"bench event_loop_lag_ms {lag:.1f} ms", flush=True)
-    tl = _run(bench_timeline())
-    print(f"bench timeline_100k_ms {tl:.1f} ms", flush=True)
-    reopen = _run(bench_session_reopen())
-    print(f"bench session_reopen_10k_calls_ms {reopen:.1f} ms", flush=True)
+    from benchmarks._util import emit, measure, repeat, report
+
+    measure("window_startup_s", "s", lambda: bench_startup(runs=1), runs=3)
+
+    def stream() -> None:
+        lag, events = _run(bench_stream_lag())
+        print(f"# streamed {events} chunks in {STREAM_S:.0f} s", file=sys.stderr)
+        report("event_loop_lag_ms", lag, "ms")
+
+    repeat(stream, runs=3)
+    measure("timeline_100k_ms", "ms", lambda: _run(bench_timeline()), runs=5)
+    emit("session_reopen_10k_calls_ms", _run(bench_session_reopen(runs=3)), "ms")
     path = _million_fixture()
     if path is None:
         print("# history_open_1m_ms skipped: the store benchmark's fixture is unavailable", file=sys.stderr)
         return
-    ms, total = _run(bench_history(path))
+    samples, total = _run(bench_history(path, runs=5))
     print(f"# history over {total:,} records", file=sys.stderr)
-    print(f"bench history_open_1m_ms {ms:.1f} ms", flush=True)
+    emit("history_open_1m_ms", samples, "ms")
+    bench_app_rss(path)
 
 
 if __name__ == "__main__":

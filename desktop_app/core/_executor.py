@@ -224,7 +224,10 @@ class Executor:
                 j = i
                 while j < len(calls) and self._is_read_only(calls[j]):
                     j += 1
-                await asyncio.gather(*(one(k, calls[k]) for k in range(i, j)))
+                if j - i == 1:  # one call alone: no task to gather (most steps hold a single call)
+                    await one(i, calls[i])
+                else:
+                    await asyncio.gather(*(one(k, calls[k]) for k in range(i, j)))
                 i = j
             else:
                 results[i] = await self._run_call(calls[i], run, batch, i, stored[i])

@@ -245,8 +245,11 @@ def decode_row(table: type[SQLModel], cols: tuple[str, ...], row: Any) -> dict[s
     return values
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=json_default)  # built once
+
+
 def to_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=json_default)
+    return _ENCODER.encode(value)
 
 
 def from_json(value: Any) -> Any:

@@ -308,8 +308,8 @@ class Writer(threading.Thread):
 
     def _write_batch_tx(self, conn: Connection, ops: list[Op]) -> list[Any]:
         results: list[Any] = [None] * len(ops)
-        if self._raw and all(op.kind in ("tx", "event") for op in ops):
-            # The hot path (transitions and events) talks to sqlite3 directly: SQLAlchemy's
+        if self._raw and all(op.kind in ("tx", "event", "message") for op in ops):
+            # The hot path (transitions, events and messages) talks to sqlite3 directly: SQLAlchemy's
             # transaction bookkeeping costs about as much as the commit itself.
             dbapi = conn.connection.driver_connection
             dbapi.execute("BEGIN IMMEDIATE")
@@ -416,7 +416,12 @@ class Writer(threading.Thread):
                 blobs[op.params[2]["digest"]] = op.params[2]
         if blobs:
             self._many(conn, INSERT_BLOB, list(blobs.values()))
-        self._many(conn, UPSERT_TOOL_CALL, [ops[k].params[0] for k in range(i, j)])
+        # A record's row once per batch, as of its last transition in it (a new call's PENDING rides with
+        # its next one): the upserts in between would be overwritten in the same transaction anyway.
+        rows: dict[str, dict[str, Any]] = {}
+        for k in range(i, j):
+            rows[ops[k].params[0]["id"]] = ops[k].params[0]
+        self._many(conn, UPSERT_TOOL_CALL, list(rows.values()))
         self._many(conn, INSERT_ENTRY, entries)
         return seq, prev
 
@@ -425,15 +430,18 @@ class Writer(threading.Thread):
         params, blobs = op.params
         if blobs:
             self._many(conn, INSERT_BLOB, blobs)
-        mid = conn.execute(INSERT_MESSAGE, params).scalar_one()
+        if self._raw:  # inside the hot path's own transaction (see _write_batch_tx)
+            mid = conn.connection.driver_connection.execute(INSERT_MESSAGE.text, params).fetchone()[0]
+        else:
+            mid = conn.execute(INSERT_MESSAGE, params).scalar_one()
         digests = message_digests(params)
         at = float(params["created_at"])
         prefix, suffix = split_canonical(None, "MESSAGE", at, params["role"], "", "{}", digests, mid, self.desk)
         seq += 1
         h = link_hash(prev, f"{prefix}{seq}{suffix}")
-        conn.execute(INSERT_ENTRY, {"seq": seq, "record_id": None, "state": "MESSAGE", "at": at,
-                                    "actor": params["role"], "note": "", "data": "{}", "prev_hash": prev,
-                                    "hash": h, "message_id": mid, "digests": digests, "desk": self.desk})
+        self._many(conn, INSERT_ENTRY, [{"seq": seq, "record_id": None, "state": "MESSAGE", "at": at,
+                                         "actor": params["role"], "note": "", "data": "{}", "prev_hash": prev,
+                                         "hash": h, "message_id": mid, "digests": digests, "desk": self.desk}])
         return mid, seq, h
 
     def _write_events(self, conn: Connection, envs: list[Envelope]) -> None:

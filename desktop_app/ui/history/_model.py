@@ -1,5 +1,7 @@
 """The history's table model: lazy and paged. It asks the store for a count and the first page, then
 pages in more as the view scrolls (canFetchMore/fetchMore), so a million records open as fast as a hundred.
+Only the few pages around what the view last read are held: a page scrolled far away is dropped and fetched
+again by its key when the view comes back, so paging through a million records keeps the memory flat.
 """
 
 from __future__ import annotations
@@ -7,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +21,7 @@ from .._rows import RowTableModel
 from .._theme import format_duration, state_colour, state_icon
 
 PAGE = 500
+KEEP_PAGES = 6  # pages held at most: a screen of rows spans two
 
 
 @dataclass(slots=True)
@@ -56,28 +60,41 @@ def make_query(**kw: Any) -> Any:
 
 
 class HistoryModel(RowTableModel):
-    """Lazy, paged view of `store.query(AuditQuery)`, newest first."""
+    """Lazy, paged view of `store.query(AuditQuery)`, newest first, holding at most `keep` pages."""
 
     COLUMNS = ("Time", "State", "Tool", "Input", "Duration", "Session")
-    loaded = Signal(int, int)  # rows loaded, total
+    loaded = Signal(int, int)  # rows paged in so far, total
     failed = Signal(str)
 
-    def __init__(self, store: Any = None, parent=None, page: int = PAGE) -> None:
+    def __init__(self, store: Any = None, parent=None, page: int = PAGE, keep: int = KEEP_PAGES) -> None:
         super().__init__(parent)
         self.store = store
         self.page = page
+        self.keep = max(2, keep)
         self.total = 0
-        self._rows: list[HistoryRow] = []
+        self._count = 0  # rows paged in so far: the model's rowCount
+        self._pages: OrderedDict[int, list[HistoryRow]] = OrderedDict()  # the pages held, by number
+        self._ends: list[tuple[float, int] | None] = []  # page n's last key: where page n + 1 starts
+        self._loading: dict[int, asyncio.Task] = {}  # pages on their way (fetchMore's is the next one)
+        self._focus = 0  # the page the view read last: the pages kept are the ones nearest to it
         self._filters: dict[str, Any] = {}
-        self._fetching: asyncio.Task | None = None
         self._generation = 0
         self.project_names: dict[str, str] = {}
         self.session_names: dict[str, str] = {}
 
+    def rowCount(self, parent=QModelIndex()) -> int:
+        return 0 if parent.isValid() else self._count
+
+    def rows_held(self) -> int:
+        """How many records the model holds now (at most `keep` pages, whatever was paged through)."""
+        return sum(map(len, self._pages.values()))
+
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
-        if not index.isValid() or not (0 <= index.row() < len(self._rows)):
+        if not index.isValid() or not (0 <= index.row() < self._count):
             return None
-        r = self._rows[index.row()]
+        r = self._held(index.row())
+        if r is None:
+            return None  # on its way: dataChanged follows
         c = index.column()
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(r, c)
@@ -114,69 +131,116 @@ class HistoryModel(RowTableModel):
         self._filters = {k: v for k, v in filters.items() if v not in (None, "", [])}
         self._generation += 1
         gen = self._generation
-        if self._fetching is not None:
-            self._fetching.cancel()
-            self._fetching = None
+        for task in self._loading.values():
+            task.cancel()
         self.beginResetModel()
-        self._rows = []
-        self.total = 0
+        self._loading, self._pages, self._ends, self._count, self.total, self._focus = {}, OrderedDict(), [], 0, 0, 0
         self.endResetModel()
         if self.store is None:
             self.loaded.emit(0, 0)
             return
         try:
             count_q = make_query(**self.query_kwargs(0, None))
-            total, rows = await asyncio.gather(
-                self.store.count(count_q), self._page_fn()(make_query(**self.query_kwargs(0, self.page)))
-            )
+            total, rows = await asyncio.gather(self.store.count(count_q), self._page_fn()(self._page_query(0)))
         except AgentDeskError as exc:
             self.failed.emit(exc.user_message())
             return
         if gen != self._generation:
             return
         self.total = int(total)
-        self._append([HistoryRow.of(r) for r in rows])
+        self._paged_in(0, [HistoryRow.of(r) for r in rows])
 
     def _page_fn(self):
         # light rows (no payloads, no trails) when the store has them: a page costs one small SELECT
         return getattr(self.store, "list_records", None) or self.store.query
 
+    def _page_query(self, n: int) -> Any:
+        """Page n: after the key that ends page n - 1 (keyset: a deep page costs what the first does), or
+        at its offset with a store that gives no keys."""
+        key = self._ends[n - 1] if 0 < n <= len(self._ends) else None
+        if key is None:
+            return make_query(**self.query_kwargs(n * self.page, self.page))
+        return make_query(**{**self._filters, "after": key, "limit": self.page})
+
     def canFetchMore(self, parent=QModelIndex()) -> bool:
-        return not parent.isValid() and len(self._rows) < self.total and self._fetching is None
+        return not parent.isValid() and self._count < self.total and len(self._ends) not in self._loading
 
     def fetchMore(self, parent=QModelIndex()) -> None:
-        if not self.canFetchMore(parent):
-            return
-        self._fetching = asyncio.ensure_future(self._fetch_page(self._generation, len(self._rows)))
+        if self.canFetchMore(parent):
+            self._load(len(self._ends))
 
-    async def _fetch_page(self, gen: int, offset: int) -> None:
-        # Keyset paging after the last row when the store gives keys: a deep page costs what the first does.
-        key = self._rows[-1].page_key if self._rows else None
-        kwargs = self.query_kwargs(offset, self.page) if key is None else {**self._filters, "after": key,
-                                                                            "limit": self.page}
+    def _load(self, n: int) -> None:
+        if n not in self._loading:
+            self._loading[n] = asyncio.ensure_future(self._fetch_page(self._generation, n))
+
+    async def _fetch_page(self, gen: int, n: int) -> None:
         try:
-            rows = await self._page_fn()(make_query(**kwargs))
+            rows = await self._page_fn()(self._page_query(n))
         except AgentDeskError as exc:
             self.failed.emit(exc.user_message())
             rows = []
         finally:
             if gen == self._generation:
-                self._fetching = None
-        if gen == self._generation and offset == len(self._rows):
-            self._append([HistoryRow.of(r) for r in rows])
+                self._loading.pop(n, None)
+        if gen != self._generation:
+            return
+        if n == len(self._ends):
+            self._paged_in(n, [HistoryRow.of(r) for r in rows])
             if not rows:
-                self.total = len(self._rows)  # the store shrank under us
+                self.total = self._count  # the store shrank under us
+        elif rows:  # a page scrolled away and back: the same rows again, by the same key
+            self._hold(n, [HistoryRow.of(r) for r in rows])
+            first = n * self.page
+            self.dataChanged.emit(self.index(first, 0), self.index(first + len(rows) - 1, len(self.COLUMNS) - 1))
 
-    def _append(self, rows: list[HistoryRow]) -> None:
+    def _paged_in(self, n: int, rows: list[HistoryRow]) -> None:
+        """The next page, new to the view: its rows are inserted at the end."""
         if rows:
-            n = len(self._rows)
-            self.beginInsertRows(QModelIndex(), n, n + len(rows) - 1)
-            self._rows.extend(rows)
+            self.beginInsertRows(QModelIndex(), self._count, self._count + len(rows) - 1)
+            self._ends.append(rows[-1].page_key)
+            self._count += len(rows)
+            self._focus = n
+            self._hold(n, rows)
             self.endInsertRows()
-        self.loaded.emit(len(self._rows), self.total)
+        self.loaded.emit(self._count, self.total)
+
+    def _hold(self, n: int, rows: list[HistoryRow]) -> None:
+        """Keep page n; drop the pages farthest from the one the view read last, down to `keep`."""
+        self._pages[n] = rows
+        while len(self._pages) > self.keep:
+            far = max((p for p in self._pages if p != n), key=lambda p: abs(p - self._focus))
+            del self._pages[far]
+
+    def _held(self, i: int) -> HistoryRow | None:
+        n, k = divmod(i, self.page)
+        self._focus = n
+        rows = self._pages.get(n)
+        if rows is None:
+            self._load(n)
+            return None
+        return rows[k] if k < len(rows) else None
 
     def row(self, i: int) -> HistoryRow:
-        return self._rows[i]
+        """Row i, when its page is held (the view's rows and those near them); LookupError otherwise."""
+        if not 0 <= i < self._count:
+            raise IndexError(f"row {i} is not in the history's {self._count} rows")
+        rows = self._pages.get(i // self.page)
+        if rows is None or i % self.page >= len(rows):
+            raise LookupError(f"row {i} is not held now (scrolled away); use rows() to fetch it")
+        return rows[i % self.page]
+
+    async def rows(self, indices: list[int]) -> list[HistoryRow]:
+        """Rows by number, held or not: a page scrolled away is fetched again (and not kept)."""
+        out: list[HistoryRow] = []
+        fetched: dict[int, list[HistoryRow]] = {}
+        for i in indices:
+            n, k = divmod(i, self.page)
+            page = self._pages.get(n) or fetched.get(n)
+            if page is None:
+                page = fetched[n] = [HistoryRow.of(r) for r in await self._page_fn()(self._page_query(n))]
+            if k < len(page):
+                out.append(page[k])
+        return out
 
     @property
     def filters(self) -> dict[str, Any]:

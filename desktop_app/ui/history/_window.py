@@ -138,8 +138,9 @@ class HistoryWindow(QMainWindow):
         self.status.setText(f"{total:,} records match · {n:,} loaded")
 
     def _open_current(self, current, _prev=None) -> None:
-        if current.isValid():
-            self._tasks.spawn(self.open_record(current.data(Role.CALL_ID)))
+        record_id = current.data(Role.CALL_ID) if current.isValid() else None
+        if record_id:  # None while the row's page is on its way back
+            self._tasks.spawn(self.open_record(record_id))
 
     async def open_record(self, record_id: str) -> ToolCallRecord | None:
         rec = await self.store.get_record(record_id) if self.store is not None else None
@@ -149,8 +150,10 @@ class HistoryWindow(QMainWindow):
         self.details.setHtml(render_call_details(TimelineRow.from_record(rec), rec=rec))
         return rec
 
-    def selected_ids(self) -> list[str]:
-        return [self.model.row(i.row()).id for i in self.view.selectionModel().selectedRows()]
+    async def selected_ids(self) -> list[str]:
+        """The selected records' ids, in the table's order (rows scrolled far away are fetched again)."""
+        rows = sorted(i.row() for i in self.view.selectionModel().selectedRows())
+        return [r.id for r in await self.model.rows(rows)]
 
     async def export_interactive(self) -> None:
         path = await ask_file(self, "Export audit records", "audit.jsonl", "JSON Lines (*.jsonl);;CSV (*.csv)",
@@ -162,7 +165,7 @@ class HistoryWindow(QMainWindow):
     async def export(self, path: str, ids: list[str] | None = None) -> int:
         """Export the selected rows (or `ids`); with no selection, every record matching the filters."""
         fmt = "csv" if path.lower().endswith(".csv") else "jsonl"
-        ids = ids if ids is not None else self.selected_ids()
+        ids = ids if ids is not None else await self.selected_ids()
         if not ids and hasattr(self.store, "export"):
             q = make_query(**self.model.query_kwargs(0, None))
             return int(await self.store.export(q, fmt, path))

@@ -23,6 +23,8 @@ from ._details import render_call_details
 from ._filter import BUILTIN_TOOLS, STATE_FILTERS, TimelineFilter
 from ._model import TimelineModel
 
+WIDTHS = ((0, 132), (1, 90), (3, 64), (4, 40))  # the table's columns, but Input (which stretches)
+
 
 class TimelineDock(QDockWidget):
     """The timeline table with its filters and a details pane for the selected call."""
@@ -33,8 +35,9 @@ class TimelineDock(QDockWidget):
         super().__init__("Timeline", parent)
         self.setObjectName("TimelineDock")
         self.model = model
+        # The view shows the model itself until a filter is first chosen: a filter proxy asks Python about
+        # every inserted row, which would cost a session of 100k calls most of its load time.
         self.proxy = TimelineFilter(self)
-        self.proxy.setSourceModel(model)
         self._build_filters()
         self._build_view()
         self.details = QTextBrowser()
@@ -56,7 +59,7 @@ class TimelineDock(QDockWidget):
     def _build_filters(self) -> None:
         self.state_filter = QComboBox()
         self.state_filter.addItems(list(STATE_FILTERS))
-        self.state_filter.currentTextChanged.connect(lambda t: self.proxy.set_states(STATE_FILTERS[t]))
+        self.state_filter.currentTextChanged.connect(lambda t: self._filtered().set_states(STATE_FILTERS[t]))
         self.tool_filter = QComboBox()
         self.tool_filter.addItem("All tools")
         self.tool_filter.activated.connect(self._tool_chosen)
@@ -66,13 +69,34 @@ class TimelineDock(QDockWidget):
         self.server_filter.addItem("All servers", None)
         self.server_filter.addItem("Built-in tools", BUILTIN_TOOLS)
         self.server_filter.currentIndexChanged.connect(
-            lambda i: self.proxy.set_server(self.server_filter.itemData(i)))
+            lambda i: self._filtered().set_server(self.server_filter.itemData(i)))
         self.count_label = QLabel()
 
     def _build_view(self) -> None:
-        self.view = record_table(self.proxy, QAbstractItemView.SelectionMode.SingleSelection, stretch=2,
-                                 widths=((0, 132), (1, 90), (3, 64), (4, 40)))
+        self.view = record_table(self.model, QAbstractItemView.SelectionMode.SingleSelection, stretch=2,
+                                 widths=WIDTHS)
         self.view.selectionModel().currentRowChanged.connect(self._current_changed)
+
+    def _filtered(self) -> TimelineFilter:
+        """The filter proxy, put between the model and the view on first use (the selection kept)."""
+        if self.proxy.sourceModel() is self.model:
+            return self.proxy
+        current, old = self.model.row_of(self._current) if self._current else -1, self.view.selectionModel()
+        self.proxy.setSourceModel(self.model)
+        self.view.setModel(self.proxy)  # a new selection model: connect it again
+        old.deleteLater()
+        for col, width in WIDTHS:
+            self.view.setColumnWidth(col, width)
+        self.view.selectionModel().currentRowChanged.connect(self._current_changed)
+        if current >= 0:
+            self.view.selectionModel().setCurrentIndex(
+                self.proxy.mapFromSource(self.model.index(current, 0)),
+                QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+        return self.proxy
+
+    def _shown_index(self, src_row: int) -> QModelIndex:
+        index = self.model.index(src_row, 0)
+        return self.proxy.mapFromSource(index) if self.view.model() is self.proxy else index
 
     def _lay_out(self) -> None:
         top = QHBoxLayout()
@@ -118,11 +142,11 @@ class TimelineDock(QDockWidget):
         self.server_filter.setCurrentIndex(max(0, at))
         self.server_filter.blockSignals(False)
         if at < 0:  # the chosen server is gone (another session): show every call again
-            self.proxy.set_server(None)
+            self._filtered().set_server(None)
 
     def _tool_chosen(self, i: int) -> None:
         text = self.tool_filter.itemText(i)
-        self.proxy.set_tool(None if i == 0 else text)
+        self._filtered().set_tool(None if i == 0 else text)
 
     def _update_count(self, *_: object) -> None:
         self.count_label.setText(f"{self.model.rowCount()} calls")
@@ -132,13 +156,13 @@ class TimelineDock(QDockWidget):
         src_row = self.model.row_of(call_id)
         if src_row < 0:
             return False
-        idx = self.proxy.mapFromSource(self.model.index(src_row, 0))
+        idx = self._shown_index(src_row)
         if not idx.isValid():
             self.state_filter.setCurrentIndex(0)
             self.proxy.set_tool(None)
             self.tool_filter.setCurrentIndex(0)
             self.server_filter.setCurrentIndex(0)
-            idx = self.proxy.mapFromSource(self.model.index(src_row, 0))
+            idx = self._shown_index(src_row)
         self.view.selectionModel().setCurrentIndex(
             idx, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows
         )

@@ -52,9 +52,9 @@ class TimelineFilter(QSortFilterProxyModel):
         if self._states is None and self._tool is None and self._server is None:
             return True
         model: TimelineModel = self.sourceModel()
-        row = model.row_at(source_row)
-        if self._states is not None and row.state.value not in self._states:
+        state, name, server = model.filter_facts(source_row)  # no row built for a record filtered out
+        if self._states is not None and state not in self._states:
             return False
-        if self._server is not None and (row.server or BUILTIN_TOOLS) != self._server:
+        if self._server is not None and (server or BUILTIN_TOOLS) != self._server:
             return False
-        return self._tool is None or row.name == self._tool
+        return self._tool is None or name == self._tool

@@ -1,5 +1,6 @@
 """The timeline's table model: every tool call of the current session, fed by the bridge's tool events
-(inserts batched to the next loop turn, so 100k rows stay smooth)."""
+(inserts batched to the next loop turn, so 100k rows stay smooth). A session's stored records are kept as
+they come and become rows (summary, exit code, server) only when the view or a lookup needs one."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ...core import (
     ToolError,
     ToolStart,
     ToolUpdate,
+    mcp_tool_name,
     split_mcp_tool_name,
     summarize_input,
 )
@@ -32,6 +34,7 @@ from .._tasks import BackgroundTasks
 from .._theme import STATE_LABEL, format_duration, state_colour, state_icon
 
 HOST_CHANGE = "file_changed"  # the Tool column of a row that is the host's change, not a call
+_MCP_PREFIX = mcp_tool_name("s", "t").partition("s__")[0]  # "mcp__", as core names MCP tools
 _MAX_OUTPUT = 200_000  # characters of streamed output kept per call in memory
 
 # call id -> the full record from the store (None when it is not there)
@@ -84,6 +87,12 @@ def recorded_server(rec: ToolCallRecord | None) -> str | None:
     return server if isinstance(server, str) and server else None
 
 
+def _may_have_server(rec: ToolCallRecord) -> bool:
+    """Only an MCP tool's call goes to a server, and every MCP tool is named `mcp__server__tool`: a cheap
+    test that spares the other records a row (the server itself comes from the row, as ever)."""
+    return rec.name.startswith(_MCP_PREFIX)
+
+
 def exit_code_of(rec: ToolCallRecord) -> int | None:
     details = (rec.result or {}).get("details") or {}
     code = details.get("exit_code")
@@ -99,7 +108,9 @@ class TimelineModel(RowTableModel):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self._rows: list[TimelineRow] = []
+        # A loaded record stays a ToolCallRecord until something reads its row (row_at): 100k records
+        # load without building 100k rows, and only the rows on screen are ever built.
+        self._rows: list[TimelineRow | ToolCallRecord] = []
         self._index: dict[str, int] = {}
         self._pending: list[TimelineRow] = []  # inserted at the next flush, in one beginInsertRows
         self._output: dict[str, list[str]] = {}
@@ -117,7 +128,7 @@ class TimelineModel(RowTableModel):
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         if not index.isValid() or not (0 <= index.row() < len(self._rows)):
             return None
-        row = self._rows[index.row()]
+        row = self.row_at(index.row())
         col = index.column()
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(row, col)
@@ -227,13 +238,22 @@ class TimelineModel(RowTableModel):
     # feeding -----------------------------------------------------------------------------------
     def add_records(self, records: Iterable[ToolCallRecord]) -> None:
         """Load many records at once (a session's history): one insert for the lot."""
-        new = []
-        for rec in records:
-            if rec.id in self._index:
+        index = self._index
+        new: list[ToolCallRecord] = [] if index else list(records)  # an empty model: nothing to update
+        for rec in records if index else ():
+            if rec.id in index:
                 self.update_record(rec)
             else:
-                new.append(TimelineRow.from_record(rec))
-        self._insert(new)
+                new.append(rec)  # its row is built when it is first read
+        if not new:
+            return
+        first = len(self._rows)
+        self.beginInsertRows(QModelIndex(), first, first + len(new) - 1)
+        index.update(zip([rec.id for rec in new], range(first, first + len(new)), strict=True))
+        self._rows.extend(new)
+        for i in [i for i, rec in enumerate(new, first) if rec.name.startswith(_MCP_PREFIX)]:
+            self._seen_server(self._materialize(i))
+        self.endInsertRows()
 
     def _insert(self, rows: list[TimelineRow]) -> None:
         if not rows:
@@ -246,10 +266,21 @@ class TimelineModel(RowTableModel):
             self._seen_server(row)
         self.endInsertRows()
 
-    def _seen_server(self, row: TimelineRow) -> None:
+    def _materialize(self, i: int) -> TimelineRow:
+        item = self._rows[i]
+        if isinstance(item, TimelineRow):
+            return item
+        row = self._rows[i] = TimelineRow.from_record(item)
+        self._name_server(row)
+        return row
+
+    def _name_server(self, row: TimelineRow) -> None:
         if row.server is not None and self.mcp_names is not None and recorded_server(row.record) is None:
             known = self.mcp_names(row.name, "")  # no result yet: its server's real name, as reported
             row.server = known.server if known else row.server
+
+    def _seen_server(self, row: TimelineRow) -> None:
+        self._name_server(row)
         if row.server is not None:
             self._servers.add(row.server)
 
@@ -328,7 +359,21 @@ class TimelineModel(RowTableModel):
         return self._index.get(call_id, -1)
 
     def row_at(self, row: int) -> TimelineRow:
-        return self._rows[row]
+        return self._materialize(row)
+
+    def rows_built(self) -> int:
+        """How many rows have been built; the others are still the records they were loaded as."""
+        return sum(isinstance(item, TimelineRow) for item in self._rows)
+
+    def filter_facts(self, row: int) -> tuple[str, str, str | None]:
+        """(state, tool, MCP server) of a row, without building it: what the filter proxy reads."""
+        item = self._rows[row]
+        if isinstance(item, TimelineRow):
+            return item.state.value, item.name, item.server
+        if _may_have_server(item):
+            row_ = self._materialize(row)
+            return row_.state.value, row_.name, row_.server
+        return item.state.value, item.name, None
 
     def get(self, call_id: str) -> TimelineRow | None:
         return self._find(call_id)
@@ -348,7 +393,7 @@ class TimelineModel(RowTableModel):
     def _find(self, call_id: str) -> TimelineRow | None:
         i = self._index.get(call_id)
         if i is not None:
-            return self._rows[i]
+            return self._materialize(i)
         for r in self._pending:
             if r.call_id == call_id:
                 return r

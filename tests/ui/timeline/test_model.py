@@ -13,6 +13,7 @@ from desktop_app.core import (
     ToolUpdate,
 )
 from desktop_app.ui._bridge import EventBridge
+from desktop_app.ui._roles import Role
 from desktop_app.ui.timeline import TimelineFilter, TimelineModel
 from tests.ui.helpers import make_record
 
@@ -118,3 +119,56 @@ def test_an_end_the_store_could_not_record_is_not_undone_by_the_stale_stored_rec
     assert model.get("c1").state is ToolCallState.FAILED and model.index(0, 0).data() == "failed"
     assert "audit store" in model.output("c1")
     bridge.detach()
+
+
+def test_a_100k_session_builds_rows_only_for_what_is_read(qtbot):
+    # The load keeps the records; a row (summary, exit code, server) is built when the view asks for it.
+    from desktop_app.ui.timeline import TimelineDock
+
+    model = TimelineModel()
+    dock = TimelineDock(model)
+    qtbot.addWidget(dock)
+    dock.resize(700, 600)
+    dock.show()
+    recs = [make_record(i, ("bash_run", "fs_read", "mcp__git__git_status")[i % 3]) for i in range(100_000)]
+    model.add_records(recs)
+    dock.view.scrollToBottom()
+    qtbot.waitUntil(lambda: model.rows_built() > model.rowCount() // 3)  # the MCP calls: their servers listed
+    on_screen = dock.view.viewport().height() // dock.view.verticalHeader().defaultSectionSize() + 2
+    assert model.rows_built() <= 100_000 // 3 + 1 + on_screen + 10
+    assert model.servers() == ["git"]
+    assert model.index(99_999, 2).data() == "echo 99999" and model.index(99_999, 4).data() == "0"
+    assert model.get("call_5").record is recs[5] and model.row_of("call_5") == 5
+    model.add_records([make_record(5, "fs_read", ToolCallState.FAILED)])  # a known id updates its row
+    assert model.rowCount() == 100_000 and model.get("call_5").state is ToolCallState.FAILED
+
+
+def test_filtering_a_large_session_builds_no_row_for_a_builtin_call(qtbot):
+    model = TimelineModel()
+    model.add_records([make_record(i, state=ToolCallState.FAILED if i % 10 == 0 else ToolCallState.COMPLETED)
+                       for i in range(20_000)])
+    proxy = TimelineFilter()
+    proxy.setSourceModel(model)
+    proxy.set_states({"FAILED"})
+    assert proxy.rowCount() == 2_000 and model.rows_built() == 0
+    proxy.set_tool("fs_read")
+    assert proxy.rowCount() == 0 and model.rows_built() == 0
+
+
+def test_the_dock_puts_its_filter_in_on_first_use_and_keeps_the_selected_call(qtbot):
+    from desktop_app.ui.timeline import TimelineDock
+
+    model = TimelineModel()
+    dock = TimelineDock(model)
+    qtbot.addWidget(dock)
+    model.add_records([make_record(i, state=ToolCallState.FAILED if i % 2 else ToolCallState.COMPLETED)
+                       for i in range(10)])
+    assert dock.view.model() is model  # no proxy between them while nothing is filtered
+    assert dock.select_call("call_3") and dock.current_call() == "call_3"
+    dock.state_filter.setCurrentText("Failed or denied")
+    assert dock.view.model() is dock.proxy and dock.proxy.rowCount() == 5
+    assert dock.current_call() == "call_3"
+    assert dock.view.selectionModel().currentIndex().data(Role.CALL_ID) == "call_3"
+    assert dock.view.columnWidth(0) == 132  # the widths survive the new model
+    assert dock.select_call("call_4") and dock.state_filter.currentIndex() == 0  # a hidden call clears it
+    assert dock.proxy.rowCount() == 10 and dock.current_call() == "call_4"
