@@ -4,6 +4,7 @@ for the CLI (`open_runtime`, one project) and the window (`ProjectRuntimes`, a r
 from __future__ import annotations
 
 import asyncio
+import copy
 import difflib
 import logging
 import os
@@ -29,12 +30,14 @@ from .core import (
     DEFAULT_IMAGE,
     Action,
     AgentSession,
+    AgentTemplate,
     AnthropicModelClient,
     ConfigError,
     EventBus,
     Executor,
     McpServerInfo,
     ModelClient,
+    NarrowedPolicy,
     PermissionMode,
     PermissionPolicy,
     ProjectInfo,
@@ -43,11 +46,15 @@ from .core import (
     RuleSet,
     Sandbox,
     SandboxSurvivors,
+    SubagentLimits,
+    SubagentSetup,
+    TemplateCatalog,
     Tool,
     ToolRegistry,
     append_project_rule,
     builtin_hooks,
     load_rules,
+    load_templates,
     new_id,
     project_rules_path,
     read_project_rules,
@@ -59,6 +66,7 @@ from .core import (
 if TYPE_CHECKING:
     from .mcp_client import McpHub, ServerEntry
     from .store import HeadSigner, SqlStore
+    from .tools import SkillCatalog
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +99,49 @@ class ProjectRuntime:
     # What this runtime (and whoever opened its store and bus) must close, in reverse order.
     cleanup: AsyncExitStack = field(default_factory=AsyncExitStack)
     mcp: McpHub | None = None  # the project's and the user's MCP servers
+    # agent templates and skills (built-in, the user's, the project's); the template asked for explicitly
+    templates: TemplateCatalog = field(default_factory=TemplateCatalog)
+    skills: SkillCatalog | None = None
+    template_name: str | None = None
     _started: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
 
     @property
+    def template(self) -> AgentTemplate:
+        """The template of this project's sessions: the CLI's --template, else the project's pick, else coding."""
+        return self.templates.get(self.template_name or self.project.settings.get("template") or None)
+
+    @property
     def tools(self) -> list[Tool]:
-        return self.registry.for_profile(self.profile)
+        """The profile's tools and the agent tools (task_run, skill), as the template admits them."""
+        offered = self.registry.for_profile(self.profile)
+        extras = [t for t in self.registry if t.group in AGENT_GROUPS and t not in offered]
+        return [t for t in offered + extras if self.template.admits(t)]
+
+    def _more_tools(self) -> Callable[[], list[Tool]] | None:
+        if self.mcp is None:
+            return None
+        mcp, template = self.mcp, self.template
+        return lambda: [t for t in mcp.offered_tools() if template.admits(t)]
+
+    def session_options(self) -> dict[str, Any]:
+        """What a session of this project gets from its template: the narrowed policy, the prompt, children."""
+        tpl = self.template
+        prompt = [tpl.system_prompt, self._skills_prompt(tpl)]
+        limits = SubagentLimits(max_depth=self.settings.subagent_max_depth,
+                                max_children=self.settings.subagent_max_children,
+                                max_running=self.settings.subagent_max_running)
+        setup = SubagentSetup(templates=self.templates, limits=limits, client_for=self._client_for,
+                              prompt_extra=self._skills_prompt)
+        return {"policy": NarrowedPolicy(self.policy, tpl) if tpl.narrows else None,
+                "restrict_tools": tpl.tools != frozenset({"*"}), "system_extra": "\n".join(p for p in prompt if p),
+                "subagents": setup}
+
+    def _skills_prompt(self, template: AgentTemplate) -> str:
+        skill = self.registry.find("skill")
+        return self.skills.prompt() if self.skills is not None and skill and template.admits(skill) else ""
+
+    def _client_for(self, model: str) -> ModelClient:
+        return with_model(self.model_client, model)
 
     def start(self) -> asyncio.Future[None]:
         """Start the sandbox in the background, once; `ready()` reports a failure."""
@@ -112,11 +158,13 @@ class ProjectRuntime:
     async def open_session(self, session_id: str | None = None, *, title: str = "") -> AgentSession:
         """A new session of this project, or a stored one (sealed and resumed)."""
         await self.ready()
+        tpl = self.template
+        client = self._client_for(tpl.model) if tpl.model else self.model_client
         return await AgentSession.open(
             store=self.store, bus=self.bus, executor=self.executor, tools=self.tools,
-            model_client=self.model_client, project=self.project, sandbox=self.sandbox,
+            model_client=client, project=self.project, sandbox=self.sandbox,
             session_id=session_id, title=title, max_steps=self.settings.max_steps,
-            more_tools=self.mcp.offered_tools if self.mcp is not None else None,
+            more_tools=self._more_tools(), **self.session_options(),
         )
 
     def mcp_servers(self) -> list[McpServerInfo]:
@@ -164,6 +212,29 @@ class ProjectRuntime:
         sessions are their owner's to stop: an approval left waiting stays open in the store."""
         await self.end_processes()
         await self.cleanup.aclose()
+
+
+AGENT_GROUPS = frozenset({"group:agents", "group:skills"})  # offered whatever the profile, as templates admit
+
+
+def with_model(client: ModelClient, model: str) -> ModelClient:
+    """The same client (its connection shared, so never closed apart) asking for another model."""
+    if not model or model == client.model:
+        return client
+    other = copy.copy(client)
+    other.model = model
+    return other
+
+
+def agent_parts(settings: Settings, project: ProjectInfo) -> tuple[TemplateCatalog, SkillCatalog]:
+    """The templates and skills of a project (the built-in ones, the user's, the project's). Blocking."""
+    from .tools import load_skills
+
+    templates = load_templates(project.path, config_dir() / "templates")
+    skills = load_skills(project.path, str(config_dir() / "skills"))
+    for problem in templates.problems + skills.problems:
+        log.warning("%s", problem)
+    return templates, skills
 
 
 async def _quietly(close: Callable[[], Awaitable[Any]], what: str) -> None:
@@ -343,6 +414,7 @@ async def build_runtime(
     profile: str = DEFAULT_PROFILE,
     cleanup: AsyncExitStack | None = None,
     companion_factory: CompanionFactory | None = None,
+    template: str | None = None,
 ) -> ProjectRuntime:
     """The one recipe: executor, sandbox (made, not yet started), MCP servers (not yet started) and model
     client for `project` on a given store and bus. Rules files, the MCP configuration and the keyring are
@@ -354,6 +426,8 @@ async def build_runtime(
     )
     if model_client is None:
         model_client = await asyncio.to_thread(model_client_from_settings, settings)
+    templates, skills = await asyncio.to_thread(agent_parts, settings, project)
+    _register_agent_tools(registry, skills)
     if sandbox_factory is None:
         from .sandbox import create_sandbox
 
@@ -364,11 +438,22 @@ async def build_runtime(
     stack.push_async_callback(_quietly, model_client.close, "the model client")
     rt = ProjectRuntime(settings=settings, project=project, store=store, bus=bus, registry=registry,
                         policy=policy, executor=executor, sandbox=sandbox, model_client=model_client,
-                        profile=profile, cleanup=stack, rules_trust=trust, permission_mode=permission_mode)
+                        profile=profile, cleanup=stack, rules_trust=trust, permission_mode=permission_mode,
+                        templates=templates, skills=skills, template_name=template)
+    rt.template  # noqa: B018  an unknown template is a ConfigError now, not at the first session
     if entries:
         rt.mcp = mcp_hub(rt, entries, companion_factory)
         stack.push_async_callback(_quietly, rt.mcp.close, "the MCP servers")  # before the sandbox closes
     return rt
+
+
+def _register_agent_tools(registry: ToolRegistry, skills: SkillCatalog) -> None:
+    """task_run and (when there are skills) skill, unless the caller registered its own."""
+    from .tools import TaskRun, skill_tools
+
+    for tool in [TaskRun(), *skill_tools(skills)]:
+        if tool.name not in registry:
+            registry.register(tool)
 
 
 # MCP servers ---------------------------------------------------------------------------------------------
@@ -477,6 +562,7 @@ async def open_runtime(
     tools: list[Tool] | None = None,
     profile: str = DEFAULT_PROFILE,
     companion_factory: CompanionFactory | None = None,
+    template: str | None = None,
 ) -> ProjectRuntime:
     """A started runtime for one project (a ProjectInfo or a folder) with its own bus, on `store` or the
     store at `db_url`, its MCP servers started (each ready or failed); closing it closes the store too."""
@@ -492,7 +578,8 @@ async def open_runtime(
         cleanup.callback(bus.close)
         runtime = await build_runtime(settings, project, store=store, bus=bus, sandbox_factory=sandbox_factory,
                                       model_client=model_client, permission_mode=permission_mode, tools=tools,
-                                      profile=profile, cleanup=cleanup, companion_factory=companion_factory)
+                                      profile=profile, cleanup=cleanup, companion_factory=companion_factory,
+                                      template=template)
         await runtime.ready()
         if runtime.mcp is not None:
             await runtime.mcp.wait_started()

@@ -31,6 +31,8 @@ from ._events import (
     PermissionRequired,
     SandboxSurvivors,
     StateChanged,
+    SubagentFinished,
+    SubagentStarted,
     TextChunk,
     ThinkingChunk,
     TokenUsage,
@@ -100,7 +102,14 @@ from ._redaction import Redactor
 from ._registry import ToolRegistry
 from ._risk import assess_risk
 from ._rules_file import append_project_rule, rules_text_with
-from ._safe_files import make_dirs_beneath, read_beneath, remove_beneath, symlink_beneath, write_beneath
+from ._safe_files import (
+    list_beneath,
+    make_dirs_beneath,
+    read_beneath,
+    remove_beneath,
+    symlink_beneath,
+    write_beneath,
+)
 from ._sandbox import (
     CONFLICT_SUFFIX,
     DEFAULT_IMAGE,
@@ -121,23 +130,41 @@ from ._sandbox import (
 )
 from ._shell import Redirect, ShellAnalysis, SimpleCommand, analyse_command
 from ._store import MemoryStore, RecordStore
+from ._subagents import SUBAGENTS_KEY, TASK_TOOL, ChildAnswer, SubagentLimits, Subagents, SubagentSetup
+from ._templates import (
+    BUILTIN_TEMPLATES,
+    DEFAULT_TEMPLATE,
+    PROJECT_TEMPLATES,
+    AgentTemplate,
+    NarrowedPolicy,
+    TemplateCatalog,
+    load_templates,
+    template_from_text,
+)
 from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, summarize_input, tool
 
 __all__ = [
+    # sub-agents and templates
+    "BUILTIN_TEMPLATES",
     "CONFLICT_SUFFIX",
     "DEFAULT_IMAGE",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_MODEL",
     "DEFAULT_OUTPUT_LIMIT",
     "DEFAULT_READ_LIMIT",
+    "DEFAULT_TEMPLATE",
     "DEFAULT_TIMEOUT_S",
     "MAX_TIMEOUT_S",
     "MCP_GROUP",
     "MISSING_KEY_HINT",
+    "PROJECT_TEMPLATES",
+    "SUBAGENTS_KEY",
+    "TASK_TOOL",
     "WORKSPACE",
     "Action",
     "AgentDeskError",
     "AgentSession",
+    "AgentTemplate",
     "Allow",
     "AnthropicModelClient",
     "Approval",
@@ -147,6 +174,7 @@ __all__ = [
     "AuditEntry",
     "BackgroundLogs",
     "Channel",
+    "ChildAnswer",
     "ConfigError",
     "DangerousCommandHook",
     "Deny",
@@ -174,6 +202,7 @@ __all__ = [
     "ModelReply",
     "ModelRequest",
     "ModelUsage",
+    "NarrowedPolicy",
     "OffloadedPreHook",
     "Outcome",
     "OutputCallback",
@@ -209,7 +238,13 @@ __all__ = [
     "StateChanged",
     "StoreError",
     "StoredMessage",
+    "SubagentFinished",
+    "SubagentLimits",
+    "SubagentSetup",
+    "SubagentStarted",
+    "Subagents",
     "SyncReport",
+    "TemplateCatalog",
     "TextBlock",
     "TextChunk",
     "ThinkingChunk",
@@ -241,7 +276,9 @@ __all__ = [
     "control_dir",
     "control_reason",
     "glob_regex",
+    "list_beneath",
     "load_rules",
+    "load_templates",
     "make_dirs_beneath",
     "mcp_tool_name",
     "new_id",
@@ -257,6 +294,7 @@ __all__ = [
     "suggest_rule",
     "summarize_input",
     "symlink_beneath",
+    "template_from_text",
     "tool",
     "visible",
     "write_beneath",

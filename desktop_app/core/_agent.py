@@ -28,6 +28,7 @@ from ._project import ProjectInfo, SessionInfo, new_session
 from ._record import ToolCallRecord, ToolCallState
 from ._redaction import Redactor, StreamRedactor
 from ._store import RecordStore
+from ._subagents import SUBAGENTS_KEY, Subagents, SubagentSetup
 from ._tool import Tool
 
 if TYPE_CHECKING:
@@ -116,6 +117,12 @@ class AgentSession:
         session: SessionInfo,
         max_steps: int = DEFAULT_MAX_STEPS,
         more_tools: Callable[[], list[Tool]] | None = None,
+        policy: Any = None,
+        restrict_tools: bool = False,
+        system_extra: str = "",
+        subagents: SubagentSetup | None = None,
+        depth: int = 0,
+        labels: dict[str, Any] | None = None,
     ) -> None:
         self.store = store
         self.bus = bus
@@ -128,7 +135,15 @@ class AgentSession:
         self.max_steps = max_steps
         self.running = False
         self.last_result: TurnResult | None = None
-        self._run = RunContext(session_id=session.id, project_id=project.id, sandbox=sandbox)
+        # A template's or a sub-agent's run: its narrowed policy, only its tools, its approvals labelled.
+        offered = self._offers if restrict_tools else None
+        self._run = RunContext(session_id=session.id, project_id=project.id, sandbox=sandbox, policy=policy,
+                               offered=offered, labels=dict(labels or {}))
+        self.system_extra = system_extra
+        self.depth = depth
+        self.subagents = Subagents(self, subagents, depth) if subagents is not None else None
+        if self.subagents is not None:
+            self._run.state[SUBAGENTS_KEY] = self.subagents
         self._queue: list[str] = []
         self._turn: asyncio.Task[TurnResult] | None = None
         self._stream_task: asyncio.Task[ModelReply] | None = None
@@ -156,6 +171,7 @@ class AgentSession:
         title: str = "",
         max_steps: int = DEFAULT_MAX_STEPS,
         more_tools: Callable[[], list[Tool]] | None = None,
+        **options: Any,
     ) -> AgentSession:
         """A new session, or (with `session_id`) a stored one, sealed and ready to continue."""
         if await store.get_project(project.id) is None:
@@ -173,6 +189,7 @@ class AgentSession:
         self = cls(
             store=store, bus=bus, executor=executor, tools=tools, model_client=model_client,
             project=project, sandbox=sandbox, session=session, max_steps=max_steps, more_tools=more_tools,
+            **options,  # policy, restrict_tools, system_extra, subagents: see __init__
         )
         if session_id is not None:
             report = await executor.seal_open(session.id)
@@ -186,6 +203,18 @@ class AgentSession:
                 self.running = True
                 self._turn = asyncio.ensure_future(self._drive(None, resume=True))
         return self
+
+    @property
+    def policy(self) -> Any:
+        """The policy this session's calls are judged by: its template's narrowing, else the executor's."""
+        return self._run.policy if self._run.policy is not None else self.executor.policy
+
+    def offered_tools(self) -> list[Tool]:
+        """The tools offered to the model now (the session's, then those that come and go)."""
+        return self.tools + self.more_tools() if self.more_tools else list(self.tools)
+
+    def _offers(self, name: str) -> bool:
+        return any(t.name == name for t in self.offered_tools())
 
     @property
     def needs_resume(self) -> bool:
@@ -208,6 +237,8 @@ class AgentSession:
             return
         self._stopping = True
         self._run.abort.set()
+        if self.subagents is not None:  # a child waiting on a person or a model stops too
+            self.subagents.stop()
         if self._stream_task is not None and not self._stream_task.done():
             self._stream_task.cancel()
 
@@ -312,7 +343,7 @@ class AgentSession:
         if self._history is None:
             self._history = await self.store.messages(self.session.id)
         request = ModelRequest(
-            system=system_prompt(self.project, self.sandbox),
+            system=system_prompt(self.project, self.sandbox) + (f"\n{self.system_extra}" if self.system_extra else ""),
             messages=normalize(self._history),
             tools=self._tool_params + [t.to_api() for t in self.more_tools()] if self.more_tools else self._tool_params,
         )

@@ -1,4 +1,5 @@
-"""Built-in tools (fs_*, bash_*, todo_*), written against the Sandbox protocol only."""
+"""Built-in tools (fs_*, bash_*, todo_*; task_run and skill, added per runtime), written against the Sandbox
+protocol only."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from ._fs import (
     FsWrite,
 )
 from ._preview import preview_diff
+from ._skill import Skill, SkillCatalog, SkillTool, load_skills, skill_tools
+from ._task import TaskRun
 from ._todo import TodoRead, TodoWrite
 
 __all__ = [
@@ -29,10 +32,17 @@ __all__ = [
     "FsMultiEdit",
     "FsRead",
     "FsWrite",
+    # sub-agents and skills
+    "Skill",
+    "SkillCatalog",
+    "SkillTool",
+    "TaskRun",
     "TodoRead",
     "TodoWrite",
     "builtin_tools",
+    "load_skills",
     "preview_diff",
+    "skill_tools",
 ]
 
 BUILTIN_TOOLS: list[Tool] = [
