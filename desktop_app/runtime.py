@@ -134,7 +134,7 @@ class ProjectRuntime:
                               prompt_extra=self._skills_prompt)
         return {"policy": NarrowedPolicy(self.policy, tpl) if tpl.narrows else None,
                 "restrict_tools": tpl.tools != frozenset({"*"}), "system_extra": "\n".join(p for p in prompt if p),
-                "subagents": setup}
+                "subagents": setup, "labels": {"template": tpl.name} if tpl.name != DEFAULT_TEMPLATE else {}}
 
     def _skills_prompt(self, template: AgentTemplate) -> str:
         skill = self.registry.find("skill")
