@@ -28,6 +28,7 @@ from .config import (
 )
 from .core import (
     DEFAULT_IMAGE,
+    DEFAULT_TEMPLATE,
     Action,
     AgentSession,
     AgentTemplate,
