@@ -16,6 +16,7 @@ from ..core import (
     PermissionRequired,
     SandboxSurvivors,
     StateChanged,
+    SubagentStarted,
     TextChunk,
     ThinkingChunk,
     TokenUsage,
@@ -50,6 +51,7 @@ class EventBridge(QObject):
     errorOccurred = Signal(object)  # ErrorEvent
     sandboxSurvivors = Signal(object)  # SandboxSurvivors
     mcpServersChanged = Signal(object)  # McpServersChanged
+    subagentStarted = Signal(object)  # SubagentStarted
     envelope = Signal(object)  # every Envelope, for views that want the raw stream
 
     def __init__(self, bus: EventBus | None = None, parent: QObject | None = None) -> None:
@@ -70,6 +72,7 @@ class EventBridge(QObject):
             ErrorEvent.type: self.errorOccurred.emit,
             SandboxSurvivors.type: self.sandboxSurvivors.emit,
             McpServersChanged.type: self.mcpServersChanged.emit,
+            SubagentStarted.type: self.subagentStarted.emit,
         }
         if bus is not None:
             self.attach(bus)

@@ -25,6 +25,7 @@ def render_card(item: PendingApproval) -> str:
         f"<h3 style='margin:0'>{title} <span style='color:{colour}'>· {e(item.risk)} risk</span></h3>",
         *_mcp_parts(item),
         f"<p style='margin:2px 0'><small>session {e(item.session_title or item.session_id[-8:])}</small></p>",
+        *_subagent_parts(item),
         f"<p style='margin:2px 0'>Risk <b style='color:{colour}'>{e(item.risk)}</b>: it asks because "
         f"<b>{e(visible(item.why))}</b></p>",
     ]
@@ -46,6 +47,16 @@ def render_card(item: PendingApproval) -> str:
                          f"<code>{e(str(p.get('detail', '')))}</code>{src}</li>")
         parts.append("</ul>")
     return "".join(parts)
+
+
+def _subagent_parts(item: PendingApproval) -> list[str]:
+    """A sub-agent's call: who asks, from which template (its permissions are never wider than its parent's)."""
+    if not item.subagent:
+        return []
+    template = item.meta.get("template")
+    of = f" (template {e(visible(str(template)))})" if template else ""
+    return [f"<p style='margin:2px 0; color:#6f42c1'>Asked by the sub-agent <b>{e(item.subagent)}</b>{of}, "
+            "started by a task_run call of the session</p>"]
 
 
 def _mcp_parts(item: PendingApproval) -> list[str]:

@@ -12,6 +12,7 @@ from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 
 from ...core import (
     StateChanged,
+    SubagentStarted,
     ToolCallRecord,
     ToolCallState,
     ToolEnd,
@@ -49,6 +50,8 @@ class TimelineRow:
     input: dict[str, Any] = field(default_factory=dict)
     record: ToolCallRecord | None = None  # the last full record seen, for the details pane
     server: str | None = None  # the MCP server of an MCP tool's call; None for a built-in tool
+    parent_call_id: str = ""  # a sub-agent's call: the task_run call it is nested under
+    depth: int = 0
 
     @classmethod
     def from_record(cls, rec: ToolCallRecord) -> TimelineRow:
@@ -107,6 +110,7 @@ class TimelineModel(RowTableModel):
         # set by the app to what the window knows of the servers (their real names); alone, the name's parts
         self.mcp_names: McpNames | None = None
         self._servers: set[str] = set()  # the MCP servers of the calls shown
+        self._children: dict[str, str] = {}  # a shown sub-agent's session id -> the call that started it
 
     # Qt model API ------------------------------------------------------------------------------
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
@@ -138,7 +142,7 @@ class TimelineModel(RowTableModel):
         if col == 0:
             return STATE_LABEL[row.state]
         if col == 1:
-            return row.name
+            return f"{'  ' * (row.depth - 1)}⤷ {row.name}" if row.depth else row.name
         if col == 2:
             return row.summary
         if col == 3:
@@ -159,27 +163,40 @@ class TimelineModel(RowTableModel):
         bridge.toolUpdated.connect(self._on_update)
         bridge.toolEnded.connect(self._on_end)
         bridge.toolErrored.connect(self._on_error)
+        bridge.subagentStarted.connect(self._on_subagent)
+
+    def _shown(self, session_id: str) -> bool:
+        """The current session's calls, and those of its sub-agents (nested under the calls that started them)."""
+        return session_id == self._current_session() or session_id in self._children
+
+    def link_child(self, child_session_id: str, parent_call_id: str) -> None:
+        """Show `child_session_id`'s calls under the call `parent_call_id`."""
+        self._children[child_session_id] = parent_call_id
+
+    def _on_subagent(self, ev: SubagentStarted) -> None:
+        if self._shown(ev.session_id):
+            self.link_child(ev.child_session_id, ev.call_id)
 
     def _on_start(self, ev: ToolStart) -> None:
         # A row is a record: a tool_use still streaming has none yet (its card shows in the conversation).
-        if ev.session_id == self._current_session() and not ev.partial:
+        if self._shown(ev.session_id) and not ev.partial:
             self.upsert_started(ev.call_id, ev.name, ev.input, ev.session_id, time.time())
 
     def _on_state(self, ev: StateChanged) -> None:
-        if ev.session_id == self._current_session():
+        if self._shown(ev.session_id):
             self.set_state(ev.call_id, ev.state, ev.name, ev.session_id)
 
     def _on_update(self, ev: ToolUpdate) -> None:
-        if ev.session_id == self._current_session():
+        if self._shown(ev.session_id):
             self.append_output(ev.call_id, ev.text)
 
     def _on_end(self, ev: ToolEnd) -> None:
-        if ev.session_id == self._current_session():
+        if self._shown(ev.session_id):
             self.end(ev.call_id, ev.state, ev.outcome, ev.duration_ms)
             self.refresh(ev.call_id)
 
     def _on_error(self, ev: ToolError) -> None:
-        if ev.session_id == self._current_session():
+        if self._shown(ev.session_id):
             self.append_output(ev.call_id, f"\n[error] {ev.error}\n")
 
     def refresh(self, call_id: str) -> None:
@@ -190,7 +207,7 @@ class TimelineModel(RowTableModel):
     async def _refresh(self, call_id: str) -> None:
         assert self._load_record is not None
         rec = await self._load_record(call_id)
-        if rec is None or rec.session_id != self._current_session():
+        if rec is None or not self._shown(rec.session_id):
             return
         row = self._find(call_id)
         if row is not None and row.state.terminal and not rec.state.terminal:
@@ -211,6 +228,12 @@ class TimelineModel(RowTableModel):
         self._insert(new)
 
     def _insert(self, rows: list[TimelineRow]) -> None:
+        rows = [self._nest(r) for r in rows]
+        nested = [r for r in rows if r.parent_call_id in self._index]
+        if nested:  # a sub-agent's calls go under their parent call, one by one (they are few)
+            for row in nested:
+                self._insert_at(self._subtree_end(row.parent_call_id), row)
+            rows = [r for r in rows if r.call_id not in self._index]
         if not rows:
             return
         first = len(self._rows)
@@ -219,6 +242,31 @@ class TimelineModel(RowTableModel):
             self._index[row.call_id] = i
             self._rows.append(row)
             self._seen_server(row)
+        self.endInsertRows()
+
+    def _nest(self, row: TimelineRow) -> TimelineRow:
+        parent = self._children.get(row.session_id)
+        if parent is not None:
+            row.parent_call_id = parent
+            i = self._index.get(parent)
+            row.depth = (self._rows[i].depth if i is not None else 0) + 1
+        return row
+
+    def _subtree_end(self, call_id: str) -> int:
+        """The row after `call_id`'s last nested row."""
+        i = self._index[call_id]
+        depth = self._rows[i].depth
+        j = i + 1
+        while j < len(self._rows) and self._rows[j].depth > depth:
+            j += 1
+        return j
+
+    def _insert_at(self, pos: int, row: TimelineRow) -> None:
+        self.beginInsertRows(QModelIndex(), pos, pos)
+        self._rows.insert(pos, row)
+        for j in range(pos, len(self._rows)):
+            self._index[self._rows[j].call_id] = j
+        self._seen_server(row)
         self.endInsertRows()
 
     def _seen_server(self, row: TimelineRow) -> None:
@@ -273,7 +321,7 @@ class TimelineModel(RowTableModel):
         if row is None:
             self._insert([TimelineRow.from_record(rec)])
             return
-        fresh = TimelineRow.from_record(rec)
+        fresh = self._nest(TimelineRow.from_record(rec))
         for name in TimelineRow.__slots__:
             setattr(row, name, getattr(fresh, name))
         self._seen_server(row)
@@ -295,6 +343,7 @@ class TimelineModel(RowTableModel):
         self._pending.clear()
         self._output.clear()
         self._servers.clear()
+        self._children.clear()
         self.endResetModel()
 
     # lookup ------------------------------------------------------------------------------------
