@@ -133,6 +133,8 @@ def _run_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--json", action="store_true", help="one JSON envelope per line instead of text")
     sp.add_argument("--sandbox", choices=("docker", "local"), help="where tools run (default: docker)")
     sp.add_argument("--max-steps", type=int, help=f"steps per turn (default {DEFAULT_MAX_STEPS})")
+    sp.add_argument("--template", help="the agent template: coding, explore, read-only review, or the user's or "
+                    "project's own (default: the project's pick, else coding); it only narrows the permissions")
 
 
 def _add_run(sub: _Sub) -> None:
@@ -356,7 +358,9 @@ async def _open_runtime(args: argparse.Namespace, project: Any, store: Any, sett
     if getattr(args, "image", None):
         project.image = args.image
     runtime = await open_runtime(settings or _settings(args), project, store=store,
-                                 permission_mode=args.permission_mode)
+                                 permission_mode=args.permission_mode, template=getattr(args, "template", None))
+    for problem in runtime.templates.problems + (runtime.skills.problems if runtime.skills else []):
+        print(f"agent-desk: warning: {problem}", file=sys.stderr)
     trust = runtime.rules_trust
     if trust is not None and not trust.ok:
         print(f"agent-desk: warning: {trust.warning()}", file=sys.stderr)
