@@ -103,7 +103,7 @@ class Subagents:
         try:
             return self.setup.templates.get(template)
         except AgentDeskError as e:
-            raise ToolInputError(e.message, hint=e.hint) from None
+            raise ToolInputError(str(e), hint=e.hint) from None
 
     async def run(self, *, template: str, task: str, name: str, parent_call_id: str) -> ChildAnswer:
         """Start a child for `task` and wait for its answer; a cancelled wait stops the child first."""

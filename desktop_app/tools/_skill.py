@@ -117,7 +117,7 @@ class SkillCatalog:
         try:
             name, desc, body, ignored = parse_skill(text, f"{source} skill {host_dir}/{SKILL_FILE}")
         except ConfigError as e:
-            self.problems.append(e.message)
+            self.problems.append(str(e))
             return
         if source == "user" and name in self.skills:
             return  # the project's skill of the same name wins
