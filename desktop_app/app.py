@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sample-data", action="store_true", help="show a demo project (a temporary store)")
     p.add_argument("--screenshot", metavar="PATH", help="render the window offscreen to PATH and exit")
     p.add_argument("--view", choices=("main", "history", "inbox", "project-settings", "project-rules", "project-mcp",
-                                      "rules-trust", "settings", "settings-mcp", "about"),
+                                      "rules-trust", "settings", "settings-mcp", "about", "subagent"),
                    default="main", help="what --screenshot captures")
     p.add_argument("--size", default="1440x880", help="window size for --screenshot (WxH)")
     p.add_argument("--theme", choices=("system", "light", "dark"), help="override the theme")

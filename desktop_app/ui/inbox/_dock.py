@@ -177,7 +177,8 @@ class ApprovalInbox(QDockWidget):
 
     def _labelled(self, item: PendingApproval) -> PendingApproval:
         # a sub-agent's card is labelled with its parent's session (its own name is in item.subagent)
-        s = self._session(item.session_id) or self._session(str(item.meta.get("parent_session_id") or ""))
+        parent = str(item.meta.get("parent_session_id") or "")
+        s = (self._session(parent) if parent else None) or self._session(item.session_id)
         item.project_id = item.project_id or (s.project_id if s else "")
         item.session_title = session_title(s) if s else item.session_id[-8:]
         item.mcp = self.mcp_names(item.name, item.project_id)
