@@ -228,12 +228,20 @@ class TimelineModel(RowTableModel):
         self._insert(new)
 
     def _insert(self, rows: list[TimelineRow]) -> None:
-        rows = [self._nest(r) for r in rows]
-        nested = [r for r in rows if r.parent_call_id in self._index]
-        if nested:  # a sub-agent's calls go under their parent call, one by one (they are few)
-            for row in nested:
-                self._insert_at(self._subtree_end(row.parent_call_id), row)
-            rows = [r for r in rows if r.call_id not in self._index]
+        """Append `rows` in one insert; a sub-agent's call goes under its parent call instead, one by one
+        (they are few), after the rows before it so that a parent in the same batch is there first."""
+        plain: list[TimelineRow] = []
+        for row in rows:
+            parent = self._children.get(row.session_id)
+            if parent is not None and (parent in self._index or parent in {p.call_id for p in plain}):
+                self._append(plain)
+                plain = []
+                self._insert_at(self._subtree_end(parent), self._nest(row))
+            else:
+                plain.append(self._nest(row))
+        self._append(plain)
+
+    def _append(self, rows: list[TimelineRow]) -> None:
         if not rows:
             return
         first = len(self._rows)
