@@ -130,11 +130,10 @@ from ._sandbox import (
 )
 from ._shell import Redirect, ShellAnalysis, SimpleCommand, analyse_command
 from ._store import MemoryStore, RecordStore
-from ._subagents import SUBAGENTS_KEY, TASK_TOOL, ChildAnswer, SubagentLimits, Subagents, SubagentSetup
+from ._subagents import SUBAGENTS_KEY, TASK_TOOL, SubagentLimits, SubagentSetup
 from ._templates import (
     BUILTIN_TEMPLATES,
     DEFAULT_TEMPLATE,
-    PROJECT_TEMPLATES,
     AgentTemplate,
     NarrowedPolicy,
     TemplateCatalog,
@@ -157,7 +156,6 @@ __all__ = [
     "MAX_TIMEOUT_S",
     "MCP_GROUP",
     "MISSING_KEY_HINT",
-    "PROJECT_TEMPLATES",
     "SUBAGENTS_KEY",
     "TASK_TOOL",
     "WORKSPACE",
@@ -174,7 +172,6 @@ __all__ = [
     "AuditEntry",
     "BackgroundLogs",
     "Channel",
-    "ChildAnswer",
     "ConfigError",
     "DangerousCommandHook",
     "Deny",
@@ -242,7 +239,6 @@ __all__ = [
     "SubagentLimits",
     "SubagentSetup",
     "SubagentStarted",
-    "Subagents",
     "SyncReport",
     "TemplateCatalog",
     "TextBlock",
