@@ -355,7 +355,7 @@ class ProjectSettingsDialog(FutureDialog):
                 "cpus": self.cpus.value(),
                 "workspace_ro": self.workspace_ro.isChecked(),
                 "sandbox": "local" if self.local.isChecked() else "docker",
-                "template": self.template.currentData() or DEFAULT_TEMPLATE,
+                **self._template_setting(base),
                 **self.mcp.values(),
             },
             created_at=base.created_at if base else time.time(),
@@ -363,6 +363,12 @@ class ProjectSettingsDialog(FutureDialog):
 
     def value(self) -> ProjectInfo | None:
         return self._result
+
+    def _template_setting(self, base: ProjectInfo | None) -> dict[str, str]:
+        """The picked template; nothing written while the default stays picked and none was set before."""
+        chosen = self.template.currentData() or DEFAULT_TEMPLATE
+        had = base is not None and "template" in base.settings
+        return {"template": chosen} if had or chosen != DEFAULT_TEMPLATE else {}
 
 
 def template_picker(project: ProjectInfo | None, current: str) -> tuple[QComboBox, QLabel]:
