@@ -29,6 +29,7 @@ from .config import (
 from .core import (
     DEFAULT_IMAGE,
     DEFAULT_TEMPLATE,
+    TASK_TOOL,
     Action,
     AgentSession,
     AgentTemplate,
@@ -115,7 +116,8 @@ class ProjectRuntime:
     def tools(self) -> list[Tool]:
         """The profile's tools and the agent tools (task_run, skill), as the template admits them."""
         offered = self.registry.for_profile(self.profile)
-        extras = [t for t in self.registry if t.group in AGENT_GROUPS and t not in offered]
+        extras = [t for t in self.registry if t.group in AGENT_GROUPS and t not in offered
+                  and (t.name != TASK_TOOL or self.settings.subagent_max_depth > 0)]
         return [t for t in offered + extras if self.template.admits(t)]
 
     def _more_tools(self) -> Callable[[], list[Tool]] | None:
