@@ -48,6 +48,7 @@ from .core import (
     RuleSet,
     Sandbox,
     SandboxSurvivors,
+    SkillCatalog,
     SubagentLimits,
     SubagentSetup,
     TemplateCatalog,
@@ -56,6 +57,7 @@ from .core import (
     append_project_rule,
     builtin_hooks,
     load_rules,
+    load_skills,
     load_templates,
     new_id,
     project_rules_path,
@@ -68,7 +70,6 @@ from .core import (
 if TYPE_CHECKING:
     from .mcp_client import McpHub, ServerEntry
     from .store import HeadSigner, SqlStore
-    from .tools import SkillCatalog
 
 log = logging.getLogger(__name__)
 
@@ -231,8 +232,6 @@ def with_model(client: ModelClient, model: str) -> ModelClient:
 
 def agent_parts(settings: Settings, project: ProjectInfo) -> tuple[TemplateCatalog, SkillCatalog]:
     """The templates and skills of a project (the built-in ones, the user's, the project's). Blocking."""
-    from .tools import load_skills
-
     templates = load_templates(project.path, config_dir() / "templates")
     skills = load_skills(project.path, str(config_dir() / "skills"))
     for problem in templates.problems + skills.problems:

@@ -42,14 +42,14 @@ EXPORTED: dict[str, list[str]] = {
         "rules_text_with", "suggest_rule", "summarize_input", "tool", "visible", "write_beneath",
         # templates and sub-agents
         "AgentTemplate", "BUILTIN_TEMPLATES", "DEFAULT_TEMPLATE", "NarrowedPolicy", "SUBAGENTS_KEY", "SubagentFinished",
-        "SubagentLimits", "SubagentSetup", "SubagentStarted", "TASK_TOOL", "TemplateCatalog", "list_beneath",
-        "load_templates", "template_from_text",
+        "SubagentLimits", "SubagentSetup", "SubagentStarted", "TASK_TOOL", "TemplateCatalog",
+        "load_templates", "template_from_text", "Skill", "SkillCatalog", "load_skills",
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",
         "FsRead", "FsWrite", "READ_HASHES_KEY", "TODOS_KEY", "TodoRead", "TodoWrite", "builtin_tools",
         "preview_diff",
-        "Skill", "SkillCatalog", "SkillTool", "TaskRun", "load_skills", "skill_tools",
+        "SkillTool", "TaskRun", "skill_tools",
     ],
     "sandbox": [
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
@@ -132,12 +132,12 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         # host-side file access beneath a project without following links (the control folder's creation)
         "make_dirs_beneath", "read_beneath",
         # templates: the built-in ones and the parser, for people who write their own; the sub-agent's end
-        "BUILTIN_TEMPLATES", "SubagentFinished", "template_from_text",
+        "BUILTIN_TEMPLATES", "SubagentFinished", "template_from_text", "Skill",
     ),
     "tools": (
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit", "FsRead",
         "FsWrite", "READ_HASHES_KEY", "TODOS_KEY", "TodoRead", "TodoWrite",
-        "Skill", "SkillTool",  # a skill as data, and its tool for a registry of one's own
+        "SkillTool",  # the skill tool, for a registry of one's own
     ),
     "sandbox": (
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",

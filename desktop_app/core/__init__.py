@@ -102,14 +102,7 @@ from ._redaction import Redactor
 from ._registry import ToolRegistry
 from ._risk import assess_risk
 from ._rules_file import append_project_rule, rules_text_with
-from ._safe_files import (
-    list_beneath,
-    make_dirs_beneath,
-    read_beneath,
-    remove_beneath,
-    symlink_beneath,
-    write_beneath,
-)
+from ._safe_files import make_dirs_beneath, read_beneath, remove_beneath, symlink_beneath, write_beneath
 from ._sandbox import (
     CONFLICT_SUFFIX,
     DEFAULT_IMAGE,
@@ -129,6 +122,7 @@ from ._sandbox import (
     SyncReport,
 )
 from ._shell import Redirect, ShellAnalysis, SimpleCommand, analyse_command
+from ._skills import Skill, SkillCatalog, load_skills
 from ._store import MemoryStore, RecordStore
 from ._subagents import SUBAGENTS_KEY, TASK_TOOL, SubagentLimits, SubagentSetup
 from ._templates import (
@@ -143,7 +137,6 @@ from ._templates import (
 from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, summarize_input, tool
 
 __all__ = [
-    # sub-agents and templates
     "BUILTIN_TEMPLATES",
     "CONFLICT_SUFFIX",
     "DEFAULT_IMAGE",
@@ -232,6 +225,8 @@ __all__ = [
     "SessionInfo",
     "ShellAnalysis",
     "SimpleCommand",
+    "Skill",
+    "SkillCatalog",
     "StateChanged",
     "StoreError",
     "StoredMessage",
@@ -272,8 +267,8 @@ __all__ = [
     "control_dir",
     "control_reason",
     "glob_regex",
-    "list_beneath",
     "load_rules",
+    "load_skills",
     "load_templates",
     "make_dirs_beneath",
     "mcp_tool_name",

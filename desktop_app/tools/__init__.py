@@ -15,7 +15,7 @@ from ._fs import (
     FsWrite,
 )
 from ._preview import preview_diff
-from ._skill import Skill, SkillCatalog, SkillTool, load_skills, skill_tools
+from ._skill import SkillTool, skill_tools
 from ._task import TaskRun
 from ._todo import TodoRead, TodoWrite
 
@@ -32,15 +32,12 @@ __all__ = [
     "FsMultiEdit",
     "FsRead",
     "FsWrite",
-    # sub-agents and skills
-    "Skill",
-    "SkillCatalog",
+
     "SkillTool",
     "TaskRun",
     "TodoRead",
     "TodoWrite",
     "builtin_tools",
-    "load_skills",
     "preview_diff",
     "skill_tools",
 ]

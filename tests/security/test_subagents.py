@@ -22,10 +22,10 @@ from desktop_app.core import (
     PermissionPolicy,
     ToolCallState,
     ToolFacts,
+    load_skills,
     rules_from_texts,
     template_from_text,
 )
-from desktop_app.tools import load_skills
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 from tests.tools.test_task_run import Desk, desk_for, server  # noqa: F401  (fixtures)
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from desktop_app.core import ToolCallState
-from desktop_app.tools import load_skills
+from desktop_app.core import ToolCallState, load_skills
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 from tests.tools.test_task_run import desk_for, server, system_of  # noqa: F401  (fixtures)
 
