@@ -26,6 +26,7 @@ from .core import (
     PermissionMode,
     PermissionRequired,
     SandboxSurvivors,
+    SubagentStarted,
     TextChunk,
     ToolEnd,
     ToolStart,
@@ -425,6 +426,9 @@ async def _drive(runtime: Any, session: Any, args: argparse.Namespace, prompt: s
     return code
 
 
+_CHILD_SHOWN = frozenset({ToolStart.type, ToolEnd.type, PermissionRequired.type})
+
+
 class _Printer:
     """Streams a turn to the terminal: text as it comes, one line per tool call, or JSON envelopes."""
 
@@ -435,10 +439,16 @@ class _Printer:
         self.sid = session.session.id
         self.mid_line = False
         self._answers: set[asyncio.Future[None]] = set()
+        self.children: set[str] = set()  # the sub-agents' sessions: their calls and approvals are this run's
 
     def on_event(self, env: Envelope) -> None:
-        if env.session_id and env.session_id != self.sid:
+        sid = env.session_id
+        if sid and sid != self.sid and sid not in self.children:
             return
+        if env.type == SubagentStarted.type:
+            self.children.add(str(env.payload.get("child_session_id") or ""))
+        if sid in self.children and not self.args.json and env.type not in _CHILD_SHOWN:
+            return  # a sub-agent's text is its parent's tool result; its calls and approvals are shown
         if self.args.json:
             print(json.dumps({"seq": env.seq, "channel": env.channel.value, "type": env.type,
                               "payload": env.payload}, default=str), flush=True)

@@ -48,3 +48,17 @@ def test_a_project_template_and_an_unknown_one(env, server, tmp_path: Path) -> N
     bad = run_cli(env, "run", "--project", str(project), "--sandbox", "local", "--template", "nope", "hi")
     assert bad.returncode != 0 and "no agent template 'nope'" in bad.stderr and "tester" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_sub_agents_approval_is_answered_by_the_cli(env, server, tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    server.add(reply(tool_use("task_run", {"task": "make x", "template": "coding", "name": "maker"})),
+               reply(tool_use("bash_run", {"command": "touch x"})),
+               lambda req: reply(text(f"child: {req.last_tool_result_text()[:60]}")),
+               lambda req: reply(text("parent done")))
+    out = run_cli(env, "run", "--project", str(project), "--sandbox", "local", "--on-ask", "deny", "go")
+    assert out.returncode == 0, out.stderr
+    assert "parent done" in out.stdout and "touch x" in out.stdout  # the child's call is shown, and denied
+    assert "denied" in server.requests[2].last_tool_result_text() and not (project / "x").exists()
+    assert "child:" in server.requests[3].last_tool_result_text()
