@@ -495,7 +495,7 @@ class Executor:
         if job.raw is not record.input:  # the person sees the input as stored: say what they cannot see
             reason += f"; {SHOWN_REDACTED}"
             job.meta["redacted"] = True
-        self.approvals.register(record, job.batch, reason=reason, meta={**job.run.labels, **job.meta})
+        self.approvals.register(record, job.batch, reason=reason, meta={**job.meta, **job.run.labels})
         await self.recorder.move(record, ToolCallState.APPROVAL_REQUIRED, actor="policy", note=reason,
                                  data={"risk": job.risk, "provenance": [p.to_dict() for p in record.provenance]})
         self.approvals.announce(record)
@@ -573,7 +573,7 @@ class Executor:
         record.risk = job.risk
         ap = record.approval
         ap.decision, ap.decided_by, ap.decided_at, ap.note = None, None, None, ""
-        self.approvals.register(record, job.batch, reason=reason, meta={**job.run.labels, **job.meta})
+        self.approvals.register(record, job.batch, reason=reason, meta={**job.meta, **job.run.labels})
         await self.recorder.note(record, "policy", f"the edited input asks again: {reason}",
                                  {"risk": job.risk, "input": record.input,
                                   "provenance": [p.to_dict() for p in record.provenance]})
