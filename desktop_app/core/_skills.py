@@ -65,7 +65,7 @@ def parse_skill(text: str, where: str) -> tuple[str, str, str, tuple[str, ...]]:
 
 @dataclass(slots=True)
 class SkillCatalog:
-    """The skills found, by name (a project's wins over the user's of the same name), and the problems."""
+    """The skills found, by name (a project's never replaces the user's of the same name), and the problems."""
 
     skills: dict[str, Skill] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
@@ -122,18 +122,19 @@ class SkillCatalog:
         except ConfigError as e:
             self.problems.append(str(e))
             return
-        if source == "user" and name in self.skills:
-            return  # the project's skill of the same name wins
+        if source == "project" and name in self.skills:  # workspace content adds, never replaces yours
+            self.problems.append(f"{host_dir}: ignored: it would replace your skill {name!r}")
+            return
         self.skills[name] = Skill(name, desc, body, source, host_dir, sandbox_dir, files, ignored, contents)
 
 
 def load_skills(project_dir: str | None, user_dir: str | None = None) -> SkillCatalog:
-    """The project's skills, then the user's (blocking: call it off the event loop)."""
+    """The user's skills, then the project's (blocking: call it off the event loop)."""
     catalog = SkillCatalog()
-    if project_dir is not None:
-        catalog.add_project(project_dir)
     if user_dir is not None and os.path.isdir(user_dir):
         catalog.add_user(user_dir)
+    if project_dir is not None:
+        catalog.add_project(project_dir)
     return catalog
 
 

@@ -172,8 +172,8 @@ def _rules(perms: Mapping[str, Any], source: str, where: str) -> tuple[Rule, ...
 
 @dataclass(slots=True)
 class TemplateCatalog:
-    """Built-in, user and project templates by name (a project's wins over the user's, which wins over
-    the built-in one of the same name), and what could not be read (each template fails alone)."""
+    """Built-in, user and project templates by name (the user's replaces the built-in one of the same name; a
+    project's only adds, it never replaces one), and what could not be read (each template fails alone)."""
 
     templates: dict[str, AgentTemplate] = field(default_factory=lambda: dict(BUILTIN_TEMPLATES))
     problems: list[str] = field(default_factory=list)
@@ -209,6 +209,11 @@ class TemplateCatalog:
                                        f"{kind}:{os.path.join(root, path)}")
             except (ConfigError, UnicodeDecodeError) as e:
                 self.problems.append(str(e))
+                continue
+            if kind == "project" and t.name in self.templates:
+                # workspace content may add templates, never replace the person's or a built-in one silently
+                self.problems.append(f"{t.source}: ignored: it would replace the {self.templates[t.name].source} "
+                                     f"template {t.name!r}; give it another name")
                 continue
             self.templates[t.name] = t
 

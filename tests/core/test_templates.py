@@ -67,7 +67,7 @@ def test_a_bad_template_says_what_is_wrong_and_where(text: str, says: str) -> No
     assert says in str(exc.value) and "/p/bad.toml" in str(exc.value)
 
 
-def test_project_wins_over_user_wins_over_built_in(tmp_path: Path) -> None:
+def test_user_replaces_built_in_and_project_only_adds(tmp_path: Path) -> None:
     user = tmp_path / "cfg" / "templates"
     user.mkdir(parents=True)
     (user / "explore.toml").write_text('description = "my explore"\ntools = ["fs_read"]')
@@ -79,7 +79,9 @@ def test_project_wins_over_user_wins_over_built_in(tmp_path: Path) -> None:
     (project / ".agent-desk" / "templates" / "notes.md").write_text("not a template")
     catalog = load_templates(project, user)
     assert catalog.get("explore").description == "my explore" and catalog.get("explore").source.startswith("user:")
-    assert catalog.get("mine").description == "the project's" and catalog.get("mine").source.startswith("project:")
+    # a project's template never replaces the person's (nor a built-in one): it is said, and ignored
+    assert catalog.get("mine").description == "mine" and catalog.get("mine").source.startswith("user:")
+    assert any("ignored: it would replace the user:" in p for p in catalog.problems)
     assert catalog.get("read-only review") is BUILTIN_TEMPLATES["read-only review"]
     assert catalog.get(None).name == "coding"
     assert "broken" not in catalog.names and any("cannot allow" in p for p in catalog.problems)

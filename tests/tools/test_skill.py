@@ -31,11 +31,13 @@ def test_skills_are_found_and_listed(tmp_path: Path) -> None:
     user = tmp_path / "user" / "lint"
     user.mkdir(parents=True)
     (user / "SKILL.md").write_text("---\nname: lint\ndescription: The user's lint\n---\nx")
-    catalog = load_skills(str(project), str(tmp_path / "user"))
+    catalog = load_skills(str(project), None)
     lint = catalog.skills["lint"]
     assert (lint.source, lint.description, lint.body) == ("project", "Runs the linter and explains it", "Run ruff.")
     assert lint.files == ("rules.txt",) and lint.sandbox_dir == "/workspace/.agent-desk/skills/lint"
     assert catalog.prompt().endswith("- lint: Runs the linter and explains it")
+    both = load_skills(str(project), str(tmp_path / "user"))  # the project's never replaces yours
+    assert both.skills["lint"].source == "user" and any("would replace your skill" in p for p in both.problems)
     assert load_skills(str(tmp_path / "nothing")).prompt() == ""
 
 
