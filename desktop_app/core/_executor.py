@@ -402,12 +402,12 @@ class Executor:
         return PolicyDecision(Action.ASK, Provenance("sandbox", "path resolution", decision="ask"), reason,
                               Risk.HIGH)
 
-    def _judged_inline(self, input: dict[str, Any], policy: Any) -> bool:
+    def _judged_inline(self, input: dict[str, Any], policy: Any = None) -> bool:
         """The built-in policy on a small input is judged on the loop: its work is linear and bounded (a
         command of INLINE_JUDGE_CHARS takes a fraction of a millisecond), where a thread hop costs more than
         the judging. Any other policy, or a larger input, is judged on a worker thread under the deadline."""
         small = text_size(input, INLINE_JUDGE_CHARS) <= INLINE_JUDGE_CHARS
-        return small and type(policy) is PermissionPolicy
+        return small and type(self.policy if policy is None else policy) is PermissionPolicy
 
     async def _off_loop(self, fn: Callable[[], _T]) -> _T:
         return await asyncio.get_running_loop().run_in_executor(self._judges, fn)
