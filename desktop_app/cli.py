@@ -34,6 +34,7 @@ from .core import (
     Question,
     QuestionAsked,
     SandboxSurvivors,
+    SubagentStarted,
     TextChunk,
     TokenUsage,
     ToolEnd,
@@ -146,6 +147,8 @@ def _run_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--max-steps", type=int, help=f"steps per turn (default {DEFAULT_MAX_STEPS})")
     sp.add_argument("--profile", choices=TOOL_PROFILES,
                     help="the tools offered to the model (default: the project's, else coding)")
+    sp.add_argument("--template", help="the agent template: coding, explore, read-only review, or the user's or "
+                    "project's own (default: the project's pick, else coding); it only narrows the permissions")
 
 
 def _add_run(sub: _Sub) -> None:
@@ -392,7 +395,10 @@ async def _open_runtime(args: argparse.Namespace, project: Any, store: Any, sett
     if getattr(args, "image", None):
         project.image = args.image
     runtime = await open_runtime(settings or _settings(args), project, store=store,
-                                 permission_mode=args.permission_mode, profile=getattr(args, "profile", None))
+                                 permission_mode=args.permission_mode, profile=getattr(args, "profile", None),
+                                 template=getattr(args, "template", None))
+    for problem in runtime.templates.problems + (runtime.skills.problems if runtime.skills else []):
+        print(f"agent-desk: warning: {problem}", file=sys.stderr)
     for trust in (runtime.rules_trust, runtime.hooks_trust):
         if trust is not None and not trust.ok:
             print(f"agent-desk: warning: {trust.warning()}", file=sys.stderr)
@@ -495,6 +501,9 @@ def usage_line(turn: list[float], session: list[float]) -> str:
             f"${session[2]:.4f} this session")
 
 
+_CHILD_SHOWN = frozenset({ToolStart.type, ToolEnd.type, PermissionRequired.type})
+
+
 class _Printer:
     """Streams a turn to the terminal: text as it comes, one line per tool call, or JSON envelopes."""
 
@@ -506,16 +515,22 @@ class _Printer:
         self.mid_line = False
         self._answers: set[asyncio.Future[None]] = set()
         self.usage: list[float] = [0, 0, 0.0]  # this turn's tokens in, out and cost
+        self.children: set[str] = set()  # the sub-agents' sessions: their calls and approvals are this run's
 
     def on_event(self, env: Envelope) -> None:
-        if env.session_id and env.session_id != self.sid:
+        sid = env.session_id
+        if sid and sid != self.sid and sid not in self.children:
             return
+        if env.type == SubagentStarted.type:
+            self.children.add(str(env.payload.get("child_session_id") or ""))
+        if env.type == TokenUsage.type:  # a sub-agent's model calls are this turn's cost too
+            add_usage(self.usage, env.event)
+        if sid in self.children and not self.args.json and env.type not in _CHILD_SHOWN:
+            return  # a sub-agent's text is its parent's tool result; its calls and approvals are shown
         if self.args.json:
             print(json.dumps({"seq": env.seq, "channel": env.channel.value, "type": env.type,
                               "payload": env.payload}, default=str), flush=True)
         event = env.event
-        if isinstance(event, TokenUsage):
-            add_usage(self.usage, event)
         if not self.args.json:
             self._show(event)
         if isinstance(event, PermissionRequired):

@@ -86,6 +86,10 @@ class Settings:
     # do not set their own; and the user's own hooks ({"PreToolUse": [...], "PostToolUse": [...]}).
     approval_expiry_s: float | None = None
     hooks: dict[str, Any] = field(default_factory=dict)
+    # sub-agents (task_run): how deep they nest, how many one session starts, how many run at once
+    subagent_max_depth: int = 2
+    subagent_max_children: int = 8
+    subagent_max_running: int = 2
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as-is
     path: Path | None = field(default=None, repr=False, compare=False)
 
@@ -117,7 +121,8 @@ class Settings:
     def _check(self, path: Path) -> None:
         if not isinstance(self.model, str) or not self.model:
             raise ConfigError(f"{path}: 'model' must be a non-empty string.")
-        for name in ("max_tokens", "max_retries", "thinking_budget", "max_steps"):
+        for name in ("max_tokens", "max_retries", "thinking_budget", "max_steps", "subagent_max_depth",
+                     "subagent_max_children", "subagent_max_running"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{path}: '{name}' must be a non-negative integer, got {value!r}.")

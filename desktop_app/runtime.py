@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import difflib
 import logging
 import os
@@ -31,11 +32,14 @@ from .config import (
 )
 from .core import (
     DEFAULT_IMAGE,
+    DEFAULT_TEMPLATE,
     HOOKS_FILE,
     MCP_GROUP,
+    TASK_TOOL,
     TOOL_PROFILES,
     Action,
     AgentSession,
+    AgentTemplate,
     AnthropicModelClient,
     ConfigError,
     ErrorEvent,
@@ -43,6 +47,7 @@ from .core import (
     Executor,
     McpServerInfo,
     ModelClient,
+    NarrowedPolicy,
     OfferedToolsHook,
     PermissionMode,
     PermissionPolicy,
@@ -54,6 +59,10 @@ from .core import (
     SandboxSurvivors,
     SessionInfo,
     SessionNotice,
+    SkillCatalog,
+    SubagentLimits,
+    SubagentSetup,
+    TemplateCatalog,
     Tool,
     ToolCallRecord,
     ToolCallState,
@@ -64,6 +73,8 @@ from .core import (
     denied_outright,
     hooks_digest,
     load_rules,
+    load_skills,
+    load_templates,
     new_id,
     offered_tools,
     parse_user_hooks,
@@ -115,15 +126,28 @@ class ProjectRuntime:
     cleanup: AsyncExitStack = field(default_factory=AsyncExitStack)
     mcp: McpHub | None = None  # the project's and the user's MCP servers
     hooks_trust: HooksTrust | None = None  # the project's hooks file against its grant
+    # agent templates and skills (built-in, the user's, the project's); the template asked for explicitly
+    templates: TemplateCatalog = field(default_factory=TemplateCatalog)
+    skills: SkillCatalog | None = None
+    template_name: str | None = None
     _started: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
     # The open sessions, told of the host's changes to the project folder by `watcher` (made on first use).
     sessions: weakref.WeakSet[AgentSession] = field(default_factory=weakref.WeakSet, init=False, repr=False)
     watcher: WorkspaceWatcher | None = field(default=None, init=False, repr=False)
 
     @property
+    def template(self) -> AgentTemplate:
+        """The template of this project's sessions: the CLI's --template, else the project's pick, else coding."""
+        return self.templates.get(self.template_name or self.project.settings.get("template") or None)
+
+    @property
     def tools(self) -> list[Tool]:
-        """The built-in tools offered to the model: the profile's, less those switched off or denied outright."""
-        own = [t for t in self.registry.for_profile(self.profile) if t.group != f"group:{MCP_GROUP}"]
+        """The built-in tools offered to the model: the profile's and the agent tools (task_run, skill), as the
+        template admits them, less those switched off or denied outright."""
+        profile = [t for t in self.registry.for_profile(self.profile) if t.group != f"group:{MCP_GROUP}"]
+        extras = [t for t in self.registry if t.group in AGENT_GROUPS and t not in profile
+                  and (t.name != TASK_TOOL or self.settings.subagent_max_depth > 0)]
+        own = [t for t in profile + extras if self.template.admits(t)]
         return offered_tools(own, disabled=self.disabled_tools, rules=self.policy.rules)
 
     @property
@@ -134,7 +158,9 @@ class ProjectRuntime:
         """The ready MCP servers' tools offered now, less those switched off or denied outright."""
         if self.mcp is None:
             return []
-        return offered_tools(self.mcp.offered_tools(), disabled=self.disabled_tools, rules=self.policy.rules)
+        template = self.template
+        offered = [t for t in self.mcp.offered_tools() if template.admits(t)]
+        return offered_tools(offered, disabled=self.disabled_tools, rules=self.policy.rules)
 
     def why_not_offered(self, name: str) -> str | None:
         """Why the model is not offered the tool `name` (so a call of it is denied), or None when it is."""
@@ -157,6 +183,26 @@ class ProjectRuntime:
         specs, self.hooks_trust = await asyncio.to_thread(user_hook_specs, self.settings, self.project)
         self.executor.user_hooks = user_hook_chain(specs, lambda: self.sandbox)
 
+    def session_options(self) -> dict[str, Any]:
+        """What a session of this project gets from its template: the narrowed policy, the prompt, children."""
+        tpl = self.template
+        prompt = [tpl.system_prompt, self._skills_prompt(tpl)]
+        limits = SubagentLimits(max_depth=self.settings.subagent_max_depth,
+                                max_children=self.settings.subagent_max_children,
+                                max_running=self.settings.subagent_max_running)
+        setup = SubagentSetup(templates=self.templates, limits=limits, client_for=self._client_for,
+                              prompt_extra=self._skills_prompt)
+        return {"policy": NarrowedPolicy(self.policy, tpl) if tpl.narrows else None,
+                "restrict_tools": tpl.tools != frozenset({"*"}), "system_extra": "\n".join(p for p in prompt if p),
+                "subagents": setup, "labels": {"template": tpl.name} if tpl.name != DEFAULT_TEMPLATE else {}}
+
+    def _skills_prompt(self, template: AgentTemplate) -> str:
+        skill = self.registry.find("skill")
+        return self.skills.prompt() if self.skills is not None and skill and template.admits(skill) else ""
+
+    def _client_for(self, model: str) -> ModelClient:
+        return with_model(self.model_client, model)
+
     def start(self) -> asyncio.Future[None]:
         """Start the sandbox in the background, once; `ready()` reports a failure."""
         if self._started is None:
@@ -172,11 +218,13 @@ class ProjectRuntime:
     async def open_session(self, session_id: str | None = None, *, title: str = "") -> AgentSession:
         """A new session of this project, or a stored one (sealed and resumed)."""
         await self.ready()
+        tpl = self.template
+        client = self._client_for(tpl.model) if tpl.model else self.model_client
         session = await AgentSession.open(
             store=self.store, bus=self.bus, executor=self.executor, tools=self.tools,
-            model_client=self.model_client, project=self.project, sandbox=self.sandbox,
+            model_client=client, project=self.project, sandbox=self.sandbox,
             session_id=session_id, title=title, max_steps=self.settings.max_steps,
-            more_tools=self.mcp_tools if self.mcp is not None else None,
+            more_tools=self.mcp_tools if self.mcp is not None else None, **self.session_options(),
         )
         self.sessions.add(session)
         self._watch()
@@ -334,6 +382,25 @@ class WorkspaceWatcher:
         if pending and not self.tools_writing():
             paths = sorted(pending)
             self.report(paths, [pending[p] for p in paths])
+AGENT_GROUPS = frozenset({"group:agents", "group:skills"})  # offered whatever the profile, as templates admit
+
+
+def with_model(client: ModelClient, model: str) -> ModelClient:
+    """The same client (its connection shared, so never closed apart) asking for another model."""
+    if not model or model == client.model:
+        return client
+    other = copy.copy(client)
+    other.model = model
+    return other
+
+
+def agent_parts(settings: Settings, project: ProjectInfo) -> tuple[TemplateCatalog, SkillCatalog]:
+    """The templates and skills of a project (the built-in ones, the user's, the project's). Blocking."""
+    templates = load_templates(project.path, config_dir() / "templates")
+    skills = load_skills(project.path, str(config_dir() / "skills"))
+    for problem in templates.problems + skills.problems:
+        log.warning("%s", problem)
+    return templates, skills
 
 
 async def _quietly(close: Callable[[], Awaitable[Any]], what: str) -> None:
@@ -597,6 +664,7 @@ async def build_runtime(
     profile: str | None = None,
     cleanup: AsyncExitStack | None = None,
     companion_factory: CompanionFactory | None = None,
+    template: str | None = None,
 ) -> ProjectRuntime:
     """The one recipe: executor, sandbox (made, not yet started), MCP servers (not yet started) and model
     client for `project` on a given store and bus. Rules files, the MCP configuration and the keyring are
@@ -609,6 +677,8 @@ async def build_runtime(
     )
     if model_client is None:
         model_client = await asyncio.to_thread(model_client_from_settings, settings)
+    templates, skills = await asyncio.to_thread(agent_parts, settings, project)
+    _register_agent_tools(registry, skills)
     if sandbox_factory is None:
         from .sandbox import create_sandbox
 
@@ -620,7 +690,9 @@ async def build_runtime(
     rt = ProjectRuntime(settings=settings, project=project, store=store, bus=bus, registry=registry,
                         policy=policy, executor=executor, sandbox=sandbox, model_client=model_client,
                         profile=project_profile(project, profile), cleanup=stack, rules_trust=trust,
-                        permission_mode=permission_mode, hooks_trust=hooks_trust)
+                        permission_mode=permission_mode, hooks_trust=hooks_trust, templates=templates, skills=skills,
+                        template_name=template)
+    rt.template  # noqa: B018  an unknown template is a ConfigError now, not at the first session
     executor.hooks.pre.insert(0, OfferedToolsHook(rt.why_not_offered))  # before any other hook: not offered, not run
     executor.user_hooks = user_hook_chain(hook_specs, lambda: rt.sandbox)
     if not hooks_trust.ok:  # the window shows it as a notice (the CLI prints the warning itself)
@@ -713,6 +785,13 @@ def grant_hooks(project: ProjectInfo, trust: HooksTrust, *, revoke: bool = False
         return st
     user_hooks_from_toml(trust.text, str(Path(project.path) / HOOKS_FILE))
     return {**st, HOOKS_GRANT_KEY: trust.digest}
+def _register_agent_tools(registry: ToolRegistry, skills: SkillCatalog) -> None:
+    """task_run and (when there are skills) skill, unless the caller registered its own."""
+    from .tools import TaskRun, skill_tools
+
+    for tool in [TaskRun(), *skill_tools(skills)]:
+        if tool.name not in registry:
+            registry.register(tool)
 
 
 # MCP servers ---------------------------------------------------------------------------------------------
@@ -821,6 +900,7 @@ async def open_runtime(
     tools: list[Tool] | None = None,
     profile: str | None = None,
     companion_factory: CompanionFactory | None = None,
+    template: str | None = None,
 ) -> ProjectRuntime:
     """A started runtime for one project (a ProjectInfo or a folder) with its own bus, on `store` or the
     store at `db_url`, its MCP servers started (each ready or failed); closing it closes the store too."""
@@ -836,7 +916,8 @@ async def open_runtime(
         cleanup.callback(bus.close)
         runtime = await build_runtime(settings, project, store=store, bus=bus, sandbox_factory=sandbox_factory,
                                       model_client=model_client, permission_mode=permission_mode, tools=tools,
-                                      profile=profile, cleanup=cleanup, companion_factory=companion_factory)
+                                      profile=profile, cleanup=cleanup, companion_factory=companion_factory,
+                                      template=template)
         await runtime.ready()
         if runtime.mcp is not None:
             await runtime.mcp.wait_started()

@@ -50,12 +50,17 @@ EXPORTED: dict[str, list[str]] = {
         "FileChanged", "PauseReason", "PendingQuestions", "Question", "QuestionAnswered", "QuestionAsked",
         "TodoChanged", "plan_mode_blocker", "status_from_events",
         "SessionNotice", "seal_calls",  # lifecycle (issue 14)
+        # templates and sub-agents
+        "AgentTemplate", "BUILTIN_TEMPLATES", "DEFAULT_TEMPLATE", "NarrowedPolicy", "SUBAGENTS_KEY", "SubagentFinished",
+        "SubagentLimits", "SubagentSetup", "SubagentStarted", "TASK_TOOL", "TemplateCatalog",
+        "load_templates", "template_from_text", "Skill", "SkillCatalog", "load_skills",
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",
         "FsRead", "FsWrite", "READ_HASHES_KEY", "TODOS_KEY", "TodoRead", "TodoWrite", "builtin_tools",
         "preview_diff",
         "AskUser", "ExitPlanMode",  # agent-state (issue 16)
+        "SkillTool", "TaskRun", "skill_tools",
     ],
     "sandbox": [
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
@@ -144,11 +149,14 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         "CompactionSettings",
         # agent-state: the states and pause reasons as enums, the questions' queue, plan mode's judgement
         "AgentState", "PauseReason", "PendingQuestions", "plan_mode_blocker",
+        # templates: the built-in ones and the parser, for people who write their own; the sub-agent's end
+        "BUILTIN_TEMPLATES", "SubagentFinished", "template_from_text", "Skill",
     ),
     "tools": (
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit", "FsRead",
         "FsWrite", "READ_HASHES_KEY", "TODOS_KEY", "TodoRead", "TodoWrite",
         "AskUser", "ExitPlanMode",  # agent-state (issue 16)
+        "SkillTool",  # the skill tool, for a registry of one's own
     ),
     "sandbox": (
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",

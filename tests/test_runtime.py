@@ -60,7 +60,7 @@ def recipe_calls(monkeypatch) -> list[str]:
 
 def assert_wired(runtime: ProjectRuntime, settings: Settings) -> None:
     assert isinstance(runtime.executor, Executor)
-    assert sorted(t.name for t in runtime.tools) == BUILTIN_NAMES
+    assert sorted(t.name for t in runtime.tools) == sorted([*BUILTIN_NAMES, "task_run"])  # skill: when there are skills
     assert isinstance(runtime.sandbox, LocalSandbox)
     assert isinstance(runtime.model_client, AnthropicModelClient)
     assert (runtime.model_client.model, runtime.model_client.base_url) == (settings.model, settings.base_url)

@@ -51,6 +51,8 @@ from ._events import (
     SandboxSurvivors,
     SessionNotice,
     StateChanged,
+    SubagentFinished,
+    SubagentStarted,
     TextChunk,
     ThinkingChunk,
     TodoChanged,
@@ -146,7 +148,18 @@ from ._sandbox import (
     SyncReport,
 )
 from ._shell import Redirect, ShellAnalysis, SimpleCommand, analyse_command
+from ._skills import Skill, SkillCatalog, load_skills
 from ._store import MemoryStore, RecordStore
+from ._subagents import SUBAGENTS_KEY, TASK_TOOL, SubagentLimits, SubagentSetup
+from ._templates import (
+    BUILTIN_TEMPLATES,
+    DEFAULT_TEMPLATE,
+    AgentTemplate,
+    NarrowedPolicy,
+    TemplateCatalog,
+    load_templates,
+    template_from_text,
+)
 from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, summarize_input, tool
 from ._user_hooks import (
     HOOKS_FILE,
@@ -158,22 +171,27 @@ from ._user_hooks import (
 )
 
 __all__ = [
+    "BUILTIN_TEMPLATES",
     "CONFLICT_SUFFIX",
     "DEFAULT_IMAGE",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_MODEL",
     "DEFAULT_OUTPUT_LIMIT",
     "DEFAULT_READ_LIMIT",
+    "DEFAULT_TEMPLATE",
     "DEFAULT_TIMEOUT_S",
     "HOOKS_FILE",
     "MAX_TIMEOUT_S",
     "MCP_GROUP",
     "MISSING_KEY_HINT",
+    "SUBAGENTS_KEY",
+    "TASK_TOOL",
     "TOOL_PROFILES",
     "WORKSPACE",
     "Action",
     "AgentDeskError",
     "AgentSession",
+    "AgentTemplate",
     "Allow",
     "AnthropicModelClient",
     "Approval",
@@ -212,6 +230,7 @@ __all__ = [
     "ModelReply",
     "ModelRequest",
     "ModelUsage",
+    "NarrowedPolicy",
     "OfferedToolsHook",
     "OffloadedPreHook",
     "Outcome",
@@ -246,10 +265,17 @@ __all__ = [
     "SessionNotice",
     "ShellAnalysis",
     "SimpleCommand",
+    "Skill",
+    "SkillCatalog",
     "StateChanged",
     "StoreError",
     "StoredMessage",
+    "SubagentFinished",
+    "SubagentLimits",
+    "SubagentSetup",
+    "SubagentStarted",
     "SyncReport",
+    "TemplateCatalog",
     "TextBlock",
     "TextChunk",
     "ThinkingChunk",
@@ -288,6 +314,8 @@ __all__ = [
     "hooks_digest",
     "is_summary",
     "load_rules",
+    "load_skills",
+    "load_templates",
     "make_dirs_beneath",
     "mcp_tool_name",
     "new_id",
@@ -306,6 +334,7 @@ __all__ = [
     "suggest_rule",
     "summarize_input",
     "symlink_beneath",
+    "template_from_text",
     "tool",
     "user_hook_chain",
     "user_hooks_from_toml",

@@ -54,6 +54,7 @@ from ._record import ToolCallRecord, ToolCallState
 from ._redaction import Redactor, StreamRedactor
 from ._sandbox import WORKSPACE
 from ._store import RecordStore
+from ._subagents import SUBAGENTS_KEY, Subagents, SubagentSetup
 from ._tool import Tool
 
 if TYPE_CHECKING:
@@ -143,6 +144,12 @@ class AgentSession:
         max_steps: int = DEFAULT_MAX_STEPS,
         more_tools: Callable[[], list[Tool]] | None = None,
         compaction: CompactionSettings | None = None,
+        policy: Any = None,
+        restrict_tools: bool = False,
+        system_extra: str = "",
+        subagents: SubagentSetup | None = None,
+        depth: int = 0,
+        labels: dict[str, Any] | None = None,
     ) -> None:
         self.store = store
         self.bus = bus
@@ -155,7 +162,15 @@ class AgentSession:
         self.max_steps = max_steps
         self.running = False
         self.last_result: TurnResult | None = None
-        self._run = RunContext(session_id=session.id, project_id=project.id, sandbox=sandbox)
+        # A template's or a sub-agent's run: its narrowed policy, only its tools, its approvals labelled.
+        offered = self._offers if restrict_tools else None
+        self._run = RunContext(session_id=session.id, project_id=project.id, sandbox=sandbox, policy=policy,
+                               offered=offered, labels=dict(labels or {}))
+        self.system_extra = system_extra
+        self.depth = depth
+        self.subagents = Subagents(self, subagents, depth) if subagents is not None else None
+        if self.subagents is not None:
+            self._run.state[SUBAGENTS_KEY] = self.subagents
         self._queue: list[str] = []
         self._turn: asyncio.Task[TurnResult] | None = None
         self._stream_task: asyncio.Task[ModelReply] | None = None
@@ -195,6 +210,7 @@ class AgentSession:
         max_steps: int = DEFAULT_MAX_STEPS,
         more_tools: Callable[[], list[Tool]] | None = None,
         compaction: CompactionSettings | None = None,
+        **options: Any,
     ) -> AgentSession:
         """A new session, or (with `session_id`) a stored one, sealed and ready to continue."""
         if await store.get_project(project.id) is None:
@@ -213,6 +229,7 @@ class AgentSession:
             store=store, bus=bus, executor=executor, tools=tools, model_client=model_client,
             project=project, sandbox=sandbox, session=session, max_steps=max_steps, more_tools=more_tools,
             compaction=compaction,
+            **options,  # policy, restrict_tools, system_extra, subagents: see __init__
         )
         if session_id is not None:
             report = await executor.seal_open(session.id)
@@ -226,6 +243,18 @@ class AgentSession:
                 self.running = True
                 self._turn = asyncio.ensure_future(self._drive(None, resume=True))
         return self
+
+    @property
+    def policy(self) -> Any:
+        """The policy this session's calls are judged by: its template's narrowing, else the executor's."""
+        return self._run.policy if self._run.policy is not None else self.executor.policy
+
+    def offered_tools(self) -> list[Tool]:
+        """The tools offered to the model now (the session's, then those that come and go)."""
+        return self.tools + self.more_tools() if self.more_tools else list(self.tools)
+
+    def _offers(self, name: str) -> bool:
+        return any(t.name == name for t in self.offered_tools())
 
     @property
     def needs_resume(self) -> bool:
@@ -279,6 +308,8 @@ class AgentSession:
             return
         self._stopping = True
         self._run.abort.set()
+        if self.subagents is not None:  # a child waiting on a person or a model stops too
+            self.subagents.stop()
         if self._stream_task is not None and not self._stream_task.done():
             self._stream_task.cancel()
 
@@ -411,7 +442,8 @@ class AgentSession:
         if self._near_limit() and not await self._compact_near_limit():
             return None  # stopped while the summary was written
         request = ModelRequest(
-            system=system_prompt(self.project, self.sandbox), messages=sendable(self._history), tools=self._tools(),
+            system=system_prompt(self.project, self.sandbox) + (f"\n{self.system_extra}" if self.system_extra else ""),
+            messages=sendable(self._history), tools=self._tools(),
         )
         emit = _RedactingEmit(self.bus.publish, self.executor.redactor)
         task = asyncio.ensure_future(self.model_client.stream(request, emit=emit, session_id=self.session.id))

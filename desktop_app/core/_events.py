@@ -357,6 +357,29 @@ class SessionNotice(Event):
     type: ClassVar[str] = "session:notice"
     text: str = ""
     level: str = "info"
+# sub-agents ---------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class SubagentStarted(Event):
+    """A session's call (`call_id`, a task_run) started a child session; its calls carry that session's id."""
+
+    channel: ClassVar[Channel] = Channel.MONITOR
+    type: ClassVar[str] = "subagent:started"
+    call_id: str = ""
+    child_session_id: str = ""
+    name: str = ""
+    template: str = ""
+    depth: int = 1
+
+
+@dataclass(slots=True)
+class SubagentFinished(Event):
+    channel: ClassVar[Channel] = Channel.MONITOR
+    type: ClassVar[str] = "subagent:finished"
+    call_id: str = ""
+    child_session_id: str = ""
+    name: str = ""
+    reason: str = ""
+    steps: int = 0
 
 
 RunEvent = (
@@ -382,6 +405,8 @@ RunEvent = (
     | TodoChanged
     | FileChanged
     | SessionNotice
+    | SubagentStarted
+    | SubagentFinished
 )
 """Every event a run can publish: match on the class, never on a payload's string keys."""
 

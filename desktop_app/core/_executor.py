@@ -103,6 +103,12 @@ class RunContext:
     # The app quits without stopping the run (AgentSession.abandon): a cancelled call is left as it stands,
     # for the next start to seal (running) or offer again (waiting for approval).
     abandoned: bool = False
+    # A sub-agent's or a template's run: its own policy (never wider than the executor's, see
+    # core/_templates.py), the only tools it may call (None: any registered one), and what its approvals
+    # carry for the inbox (the sub-agent's name, its parent call).
+    policy: Any = None
+    offered: Callable[[str], bool] | None = None
+    labels: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -339,6 +345,13 @@ class Executor:
             await self.recorder.fail(record, f"unknown tool {call.name!r}", Outcome.ERROR, actor="executor",
                                      recs=recs)
             return False
+        if job.run.offered is not None and not job.run.offered(call.name):
+            # a tool the agent was not offered (its template forbids it) is refused before anything else
+            who = job.run.labels.get("subagent") or "this agent"
+            where = f" (template {job.run.labels['template']})" if job.run.labels.get("template") else ""
+            note = f"{call.name} is not available to {who}{where}: use only the tools you were given"
+            await self.recorder.deny(record, note, Outcome.POLICY, actor="policy")
+            return False
         if call.parse_error is not None or call.input is None:
             name = job.tool.name
             await self.recorder.fail(
@@ -373,11 +386,14 @@ class Executor:
         job.args = args
         return True
 
+    def _policy(self, run: RunContext) -> PermissionPolicy:
+        return run.policy if run.policy is not None else self.policy
+
     async def _decide_policy(self, job: _Job) -> bool:
         tool, record = job.known, job.record
         facts = ToolFacts(tool.name, tool.group, tool.trusted_read_only, Risk.of(tool.risk))
-        decision = self._cleaned(self.policy.resolve_ask(await self._judge(facts, job.raw, job.run),
-                                                         job.run.session_id))
+        decision = self._cleaned(self._policy(job.run).resolve_ask(await self._judge(facts, job.raw, job.run),
+                                                                   job.run.session_id))
         record.provenance.append(decision.provenance)
         if decision.action is Action.DENY:
             # The model reads the policy's reason in plain words; the rule stays in the provenance.
@@ -396,7 +412,7 @@ class Executor:
         in the sandbox; past the deadline, an ask with risk high (never an allow). The deadline runs
         twice: for asking the policy which paths it judges, then for resolving them and judging; a
         sandbox that is still starting gets its own time in between (starting is not judging)."""
-        policy, sid, sandbox = self.policy, run.session_id, run.sandbox
+        policy, sid, sandbox = self._policy(run), run.session_id, run.sandbox
 
         def first() -> tuple[list[str], PolicyDecision | None]:  # one thread hop when no path needs resolving
             paths = policy.paths_to_resolve(facts, input)
@@ -404,7 +420,7 @@ class Executor:
 
         try:
             async with asyncio.timeout(self.judge_deadline_s):
-                paths, decision = first() if self._judged_inline(input) else await self._off_loop(first)
+                paths, decision = first() if self._judged_inline(input, policy) else await self._off_loop(first)
             if decision is not None:
                 return decision
             failure = await _started(sandbox)
@@ -420,12 +436,12 @@ class Executor:
         return PolicyDecision(Action.ASK, Provenance("sandbox", "path resolution", decision="ask"), reason,
                               Risk.HIGH)
 
-    def _judged_inline(self, input: dict[str, Any]) -> bool:
+    def _judged_inline(self, input: dict[str, Any], policy: Any = None) -> bool:
         """The built-in policy on a small input is judged on the loop: its work is linear and bounded (a
         command of INLINE_JUDGE_CHARS takes a fraction of a millisecond), where a thread hop costs more than
         the judging. Any other policy, or a larger input, is judged on a worker thread under the deadline."""
         small = text_size(input, INLINE_JUDGE_CHARS) <= INLINE_JUDGE_CHARS
-        return small and type(self.policy) is PermissionPolicy
+        return small and type(self.policy if policy is None else policy) is PermissionPolicy
 
     async def _off_loop(self, fn: Callable[[], _T]) -> _T:
         return await asyncio.get_running_loop().run_in_executor(self._judges, fn)
@@ -497,7 +513,7 @@ class Executor:
         answer = step.answer
         if not job.policy_asked:  # where the mode asks nobody, a hook's ask is a deny
             asked = PolicyDecision(Action.ASK, step.provenance, answer.reason, answer.risk or Risk.MEDIUM)
-            resolved = self._cleaned(self.policy.resolve_ask(asked, job.run.session_id))
+            resolved = self._cleaned(self._policy(job.run).resolve_ask(asked, job.run.session_id))
             if resolved.action is Action.DENY:
                 await self.recorder.deny(job.record, resolved.reason, Outcome.POLICY, actor="policy",
                                          data={"provenance": resolved.provenance.to_dict()})
@@ -544,7 +560,7 @@ class Executor:
         if job.raw is not record.input:  # the person sees the input as stored: say what they cannot see
             reason += f"; {SHOWN_REDACTED}"
             job.meta["redacted"] = True
-        self.approvals.register(record, job.batch, reason=reason, meta=job.meta)
+        self.approvals.register(record, job.batch, reason=reason, meta={**job.meta, **job.run.labels})
         await self.recorder.move(record, ToolCallState.APPROVAL_REQUIRED, actor="policy", note=reason,
                                  data={"risk": job.risk, "provenance": [p.to_dict() for p in record.provenance]})
         self.approvals.announce(record)
@@ -624,7 +640,7 @@ class Executor:
         record.risk = job.risk
         ap = record.approval
         ap.decision, ap.decided_by, ap.decided_at, ap.note = None, None, None, ""
-        self.approvals.register(record, job.batch, reason=reason, meta=job.meta)
+        self.approvals.register(record, job.batch, reason=reason, meta={**job.meta, **job.run.labels})
         await self.recorder.note(record, "policy", f"the edited input asks again: {reason}",
                                  {"risk": job.risk, "input": record.input,
                                   "provenance": [p.to_dict() for p in record.provenance]})

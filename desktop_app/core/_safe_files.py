@@ -248,3 +248,27 @@ def symlink_beneath(root: str | os.PathLike[str], rel: str | os.PathLike[str], t
     finally:
         os.close(rootfd)
     return base.joinpath(*parts)
+
+
+def list_beneath(root: str | os.PathLike[str], rel: str | os.PathLike[str]) -> list[tuple[str, bool]] | None:
+    """The entries of the folder `root/rel` as (name, is_folder), sorted; None when it does not exist. A link
+    on the way is a ConfigError; a link inside is listed as neither file nor folder the caller may follow
+    (is_folder False, and read_beneath refuses it)."""
+    base = Path(root)
+    if not base.exists():
+        return None
+    rootfd = _open_root(base, "list")
+    try:
+        d = _walk(base, rootfd, _components(rel), create=False, what="list")
+        if d is None:
+            return None
+        try:
+            entries = []
+            for name in sorted(os.listdir(d)):
+                st = os.stat(name, dir_fd=d, follow_symlinks=False)
+                entries.append((name, stat.S_ISDIR(st.st_mode)))
+            return entries
+        finally:
+            os.close(d)
+    finally:
+        os.close(rootfd)

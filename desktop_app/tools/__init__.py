@@ -1,4 +1,5 @@
-"""Built-in tools (fs_*, bash_*, todo_*), written against the Sandbox protocol only."""
+"""Built-in tools (fs_*, bash_*, todo_*; task_run and skill, added per runtime), written against the Sandbox
+protocol only."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from ._fs import (
 )
 from ._person import AskUser, ExitPlanMode
 from ._preview import preview_diff
+from ._skill import SkillTool, skill_tools
+from ._task import TaskRun
 from ._todo import TodoRead, TodoWrite
 
 __all__ = [
@@ -32,10 +35,14 @@ __all__ = [
     "FsMultiEdit",
     "FsRead",
     "FsWrite",
+
+    "SkillTool",
+    "TaskRun",
     "TodoRead",
     "TodoWrite",
     "builtin_tools",
     "preview_diff",
+    "skill_tools",
 ]
 
 BUILTIN_TOOLS: list[Tool] = [

@@ -21,6 +21,7 @@ from ..core import (
     SandboxSurvivors,
     SessionNotice,
     StateChanged,
+    SubagentStarted,
     TextChunk,
     ThinkingChunk,
     TodoChanged,
@@ -58,6 +59,7 @@ class EventBridge(QObject):
     sandboxSurvivors = Signal(object)  # SandboxSurvivors
     mcpServersChanged = Signal(object)  # McpServersChanged
     sessionNotice = Signal(object)  # SessionNotice
+    subagentStarted = Signal(object)  # SubagentStarted
     envelope = Signal(object)  # every Envelope, for views that want the raw stream
     toolCustom = Signal(object)  # ToolCustom: a running tool's own event (ctx.emit)
     # issue 16: the agent's state, the person's questions and plans, the todo list, the host's changes
@@ -91,6 +93,7 @@ class EventBridge(QObject):
             TodoChanged.type: self.todoChanged.emit,
             FileChanged.type: self.fileChanged.emit,
             SessionNotice.type: self.sessionNotice.emit,
+            SubagentStarted.type: self.subagentStarted.emit,
         }
         if bus is not None:
             self.attach(bus)

@@ -144,7 +144,8 @@ class AppController(QObject):
         await self.seal_abandoned()
         await self.restore_approvals()
         if self.current_session is None:
-            first = next(iter(sorted(self.sessions.values(), key=lambda s: -s.updated_at)), None)
+            first = next(iter(sorted((s for s in self.sessions.values() if not s.meta.get("parent_session_id")),
+                                     key=lambda s: -s.updated_at)), None)
             if first is not None:
                 self.window.sidebar.select_session(first.id)
                 await self.select_session(first.id)
@@ -158,7 +159,8 @@ class AppController(QObject):
         projects = await self.store.list_projects()
         sessions = await self.store.list_sessions()
         self.sessions = {s.id: s for s in sessions}
-        self.window.projects_model.set_data(projects, sessions)
+        # a sub-agent's session is shown under its parent's call in the timeline, not in the sidebar
+        self.window.projects_model.set_data(projects, [s for s in sessions if not s.meta.get("parent_session_id")])
         if not projects:
             self.window.banner.set_item(
                 "project", "No project yet: add a folder the agent may work in.",
@@ -228,7 +230,7 @@ class AppController(QObject):
         if flush is not None:  # what this process published last (a notice, a sealed call) is read back
             await flush()
         records, messages, monitor, notices = await asyncio.gather(
-            self.store.session_records(session_id, trails=False),  # a call's trail is read when it is opened
+            self._records_with_children(session_id),  # a call's trail is read when it is opened
             self.store.messages(session_id),
             # a session from an earlier run: its token count is in the persisted monitor events
             self.store.events_since(0, [Channel.MONITOR], session_id=session_id, types=[TokenUsage.type])
@@ -258,6 +260,30 @@ class AppController(QObject):
             self.checks.show_sandbox(agent)
         elif project is not None:
             self.checks.show_project_sandbox(project)
+
+    async def _records_with_children(self, session_id: str) -> list[ToolCallRecord]:
+        """The session's calls and its sub-agents' (each child linked in the timeline under its parent call)."""
+        records = list(await self.store.session_records(session_id, trails=False))
+        children = [s for s in await self.store.list_sessions() if s.meta.get("parent_session_id")]
+        todo, seen = [session_id], {session_id}
+        while todo:
+            parent = todo.pop()
+            for child in (c for c in children if c.meta["parent_session_id"] == parent and c.id not in seen):
+                seen.add(child.id)
+                todo.append(child.id)
+                self.window.timeline_model.link_child(child.id, str(child.meta.get("parent_call_id") or ""))
+                records += await self.store.session_records(child.id, trails=False)
+        return records
+
+    async def _root_session(self, session_id: str) -> str:
+        """The top session a sub-agent's session belongs to (its agent holds the project's executor)."""
+        for _ in range(16):
+            s = self.sessions.get(session_id) or await self.store.get_session(session_id)
+            parent = s.meta.get("parent_session_id") if s is not None else None
+            if not parent:
+                break
+            session_id = str(parent)
+        return session_id
 
     def _show_session(self, session_id: str, records: list[ToolCallRecord], messages: list[Any],
                       monitor: list[Any], notices: list[Any]) -> None:
@@ -409,7 +435,8 @@ class AppController(QObject):
         """Hand the person's answer to the executor its session waits on. Once it is handed over the card
         goes, whatever `decide` does: a call no longer waiting (expired, answered elsewhere) must not
         stay on screen; a failure is shown as a notice by the task reporter."""
-        agent = await self.agent_for(session_id)  # a session that cannot open keeps its card
+        # a sub-agent's call waits on the executor its top session shares (never a second agent for the child)
+        agent = await self.agent_for(await self._root_session(session_id))  # one that cannot open keeps its card
         executor = getattr(agent, "executor", None)
         if executor is None:
             raise AgentDeskError("This session cannot take decisions (no executor).")
@@ -432,7 +459,7 @@ class AppController(QObject):
         return str(project_rules_path(project.path)) if project else ".agent-desk/rules.toml"
 
     async def _preview_diff(self, item: PendingApproval) -> str | None:
-        agent = self.agents.get(item.session_id)
+        agent = self.agents.get(await self._root_session(item.session_id))
         sandbox = getattr(agent, "sandbox", None)
         if sandbox is None:
             return None

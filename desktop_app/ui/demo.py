@@ -196,6 +196,47 @@ SAMPLE_EDIT_DIFF = """--- a/src/shop/prices.py
 """ + " \n \n def format_price(value: Decimal) -> str:\n"
 
 
+SUB_SESSION = "ses_sample_sub"
+
+
+def sample_subagent(session_id: str = "ses_sample_main") -> tuple[SessionInfo, list[ToolCallRecord]]:
+    """A task_run call of the session, and its explore sub-agent's session and calls (nested in the timeline)."""
+    t0 = time.time() - 150
+    run = [ToolCallState.EXECUTING, ToolCallState.COMPLETED]
+    child = SessionInfo(SUB_SESSION, "prj_shop", "explore 1: Where else are prices parsed?", DEFAULT_MODEL,
+                        t0, t0 + 20, meta={"parent_session_id": session_id, "parent_call_id": "call_s12",
+                                           "template": "explore", "subagent": "explore 1", "depth": 1})
+    records = [
+        _record("task_run", {"task": "Where else are prices parsed? List every call site of parse_price.",
+                             "template": "explore"}, "call_s12", session_id, t0, run,
+                {"content": [{"type": "text", "text": "parse_price is called in cart.py:41 and export.py:17."}],
+                 "details": {"child_session_id": SUB_SESSION, "subagent": "explore 1", "template": "explore"}},
+                prov=[Provenance("mode", "ask", "project", "allow", 0.02)]),
+        _record("fs_grep", {"pattern": "parse_price\\(", "path": "src"}, "call_c1", SUB_SESSION, t0 + 2, run,
+                {"content": [{"type": "text", "text": "src/shop/cart.py:41\nsrc/shop/export.py:17"}],
+                 "details": {"matches": 2}}, prov=[Provenance("mode", "read-only", "template explore", "allow")]),
+        _record("fs_read", {"path": "src/shop/cart.py"}, "call_c2", SUB_SESSION, t0 + 5, run,
+                {"content": [{"type": "text", "text": "41\ttotal += parse_price(row.price)"}], "details": {}},
+                prov=[Provenance("mode", "read-only", "template explore", "allow")]),
+        _record("bash_run", {"command": "python -m pytest -q tests/test_cart.py"}, "call_c3", SUB_SESSION, t0 + 9,
+                [ToolCallState.DENIED], outcome=Outcome.POLICY,
+                prov=[Provenance("policy", "not offered", "template explore", "deny")]),
+    ]
+    records[-1].error = "bash_run is not available to explore 1 (template explore)"
+    return child, records
+
+
+def publish_sample_subagent_approval(bus: EventBus) -> None:
+    """A sub-agent's call waiting for approval: its card is marked with the sub-agent's name."""
+    data = {"command": "grep -rn parse_price docs/"}
+    bus.publish(PermissionRequired(
+        session_id=SUB_SESSION, call_id="call_c4", name="bash_run", input=data, risk="low",
+        reason="bash_run can change things and mode ask asks first",
+        provenance=[{"kind": "mode", "detail": "ask", "source": "project", "decision": "ask"}],
+        meta={"subagent": "explore 1", "template": "explore", "parent_session_id": "ses_sample_main",
+              "parent_call_id": "call_s12"}, expires_at=time.time() + 280))
+
+
 def publish_sample_turn(bus: EventBus, session_id: str = "ses_sample_main") -> ToolCallRecord:
     """Stream the answer in small chunks, run a call live, and leave one waiting for approval."""
     for i in range(0, len(ANSWER), 24):
@@ -283,7 +324,9 @@ async def fill_sample(store: Any, controller: Any) -> None:
     for m in sample_messages():
         await store.append_message(m)
     fields = ("record_id", "state", "at", "actor", "note", "data")
-    for rec in sample_records():
+    child, nested = sample_subagent()
+    await store.save_session(child)
+    for rec in sample_records() + nested:
         trail = list(rec.trail)
         rec.trail = []
         for entry in trail:
@@ -297,6 +340,7 @@ async def fill_sample(store: Any, controller: Any) -> None:
     controller.bus.publish(McpServersChanged(project_id="prj_shop",
                                              servers=[s.to_dict() for s in sample_mcp_servers()]))
     publish_sample_turn(controller.bus)
+    publish_sample_subagent_approval(controller.bus)
 
 
 async def settle(frames: int = 6) -> None:
@@ -343,6 +387,14 @@ async def _window_view(window: Any, controller: Any, view: str, sample: bool) ->
     if view == "main":
         await settle()
         window.timeline.select_call("call_s4" if sample else "")
+        return window
+    if view == "subagent":  # a sub-agent's calls nested under its task_run call, its approval in the inbox
+        await settle()
+        window.timeline.select_call("call_c2" if sample else "")
+        model = window.inbox.model
+        rows = [i for i in range(model.rowCount()) if model.item(i).subagent]
+        if rows:
+            window.inbox.list.setCurrentIndex(model.index(rows[0]))
         return window
     if view == "inbox":
         window.inbox.setFloating(True)

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from ...core import (
     DEFAULT_IMAGE,
+    DEFAULT_TEMPLATE,
     AgentDeskError,
     ConfigError,
     McpServerInfo,
@@ -43,6 +44,7 @@ from ...core import (
     RuleSet,
     ToolFacts,
     call_risk,
+    load_templates,
     new_id,
     project_rules_path,
     visible,
@@ -126,6 +128,7 @@ class ProjectSettingsDialog(FutureDialog):
         self._build_image_picker(project, catalog, default_image)
         self._build_limits(st, project.permission_mode if project else default_mode)
         self._build_rules(project)
+        self.template, self.template_about = template_picker(project, str(st.get("template") or ""))
         self.mcp = McpServersSection(st, mcp_servers, project.path if project else "")
         self.tabs = tabs = QTabWidget()
         tabs.addTab(self._general_tab(), "Sandbox && permissions")
@@ -257,6 +260,8 @@ class ProjectSettingsDialog(FutureDialog):
         form.addRow("Workspace", self.workspace_where)
         form.addRow("", self.local)
         form.addRow("Permission mode", self.mode)
+        form.addRow("Agent template", self.template)
+        form.addRow("", self.template_about)
         return general
 
     def _rules_tab(self) -> QWidget:
@@ -373,6 +378,7 @@ class ProjectSettingsDialog(FutureDialog):
                 "cpus": self.cpus.value(),
                 "workspace_ro": self.workspace_ro.isChecked(),
                 "sandbox": "local" if self.local.isChecked() else "docker",
+                **self._template_setting(base),
                 **self.mcp.values(),
             }, self.reach.values()),
             created_at=base.created_at if base else time.time(),
@@ -394,6 +400,39 @@ class ProjectSettingsDialog(FutureDialog):
         """The file and digest the project's own image was built from (what the check compares with)."""
         own = self._own_entry()
         return {"project_image": {"source": own["source"], "digest": own["digest"]}} if own else {}
+    def _template_setting(self, base: ProjectInfo | None) -> dict[str, str]:
+        """The picked template; nothing written while the default stays picked and none was set before."""
+        chosen = self.template.currentData() or DEFAULT_TEMPLATE
+        had = base is not None and "template" in base.settings
+        return {"template": chosen} if had or chosen != DEFAULT_TEMPLATE else {}
+
+
+def template_picker(project: ProjectInfo | None, current: str) -> tuple[QComboBox, QLabel]:
+    """The project's agent template: built in, the user's, the project's (each said where it comes from),
+    and a line saying what the chosen one offers and how it narrows the permissions (it never widens them)."""
+    from ...config import config_dir
+
+    catalog = load_templates(project.path if project else None, config_dir() / "templates")
+    combo, about = QComboBox(), QLabel()
+    about.setWordWrap(True)
+    for name in catalog.names:
+        t = catalog.templates[name]
+        where = "built in" if t.source == "built-in" else t.source.split(":", 1)[0]
+        combo.addItem(f"{name} ({where})", name)
+        combo.setItemData(combo.count() - 1, t.summary(), Qt.ItemDataRole.ToolTipRole)
+    if current and current not in catalog.templates:  # kept, and said to be missing, rather than lost
+        combo.addItem(f"{current} (not found)", current)
+    combo.setCurrentIndex(max(0, combo.findData(current or DEFAULT_TEMPLATE)))
+    problems = "".join(f"<br><span style='color:#d9363e'>⚠ {html.escape(p)}</span>" for p in catalog.problems)
+
+    def show(_i: int) -> None:
+        t = catalog.templates.get(combo.currentData())
+        text = html.escape(t.summary()) if t else "This template is not found: sessions will not open until it is."
+        about.setText(f"<small>{text}; a template only ever narrows this project's permissions.</small>{problems}")
+
+    combo.currentIndexChanged.connect(show)
+    show(0)
+    return combo, about
 
 
 def write_rules_file(project: ProjectInfo, text: str) -> Path | None:

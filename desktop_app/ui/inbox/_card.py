@@ -48,7 +48,8 @@ def _header(item: PendingApproval) -> list[str]:
                                       f"{'Expired' if left <= 0 else f'Expires in {int(left)} s'}</span>")
     return [f"<p style='margin:0'><b style='font-size:large'>{title}</b> "
             f"<b style='color:{colour}'>· {e(item.risk)} risk</b>{expiry} <small>· session "
-            f"{e(visible(item.session_title or item.session_id[-8:]))}</small></p>", *_mcp_parts(item)]
+            f"{e(visible(item.session_title or item.session_id[-8:]))}</small></p>", *_mcp_parts(item),
+            *_subagent_parts(item)]
 
 
 def _what_happens(item: PendingApproval) -> list[str]:
@@ -124,6 +125,16 @@ def _raw(item: PendingApproval, raw_open: bool) -> list[str]:
                          f"<code>{e(visible(str(p.get('detail', ''))))}</code>{src}</li>")
         parts.append("</ul>")
     return parts
+
+
+def _subagent_parts(item: PendingApproval) -> list[str]:
+    """A sub-agent's call: who asks, from which template (its permissions are never wider than its parent's)."""
+    if not item.subagent:
+        return []
+    template = item.meta.get("template")
+    of = f" (template {e(visible(str(template)))})" if template else ""
+    return [f"<p style='margin:2px 0; color:#6f42c1'>Asked by the sub-agent <b>{e(item.subagent)}</b>{of}, "
+            "started by a task_run call of the session</p>"]
 
 
 def _mcp_parts(item: PendingApproval) -> list[str]:

@@ -194,7 +194,9 @@ class ApprovalInbox(QDockWidget):
             self.add(self._labelled(PendingApproval.from_record(rec)))
 
     def _labelled(self, item: PendingApproval) -> PendingApproval:
-        s = self._session(item.session_id)
+        # a sub-agent's card is labelled with its parent's session (its own name is in item.subagent)
+        parent = str(item.meta.get("parent_session_id") or "")
+        s = (self._session(parent) if parent else None) or self._session(item.session_id)
         item.project_id = item.project_id or (s.project_id if s else "")
         item.session_title = session_title(s) if s else item.session_id[-8:]
         item.mcp = self.mcp_names(item.name, item.project_id)

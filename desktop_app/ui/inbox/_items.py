@@ -50,12 +50,20 @@ class PendingApproval:
         )
 
     @property
+    def subagent(self) -> str:
+        """The sub-agent that asks (its name, from the executor's labels), or "" for a session's own call."""
+        name = self.meta.get("subagent")
+        return visible(str(name)) if name else ""
+
+    @property
     def title(self) -> str:
-        """What the card calls the tool: an MCP tool by its own name, its server and where that runs."""
+        """What the card calls the tool: an MCP tool by its own name, its server and where that runs; a
+        sub-agent's call is marked with the sub-agent's name."""
+        by = f"⤷ {self.subagent} · " if self.subagent else ""
         if self.mcp is None:
-            return self.name
+            return by + self.name
         where = f" · {where_label(self.mcp.where)}" if self.mcp.where else ""
-        return visible(f"{self.mcp.tool} — MCP server {self.mcp.server}{where}")
+        return by + visible(f"{self.mcp.tool} — MCP server {self.mcp.server}{where}")
 
     @property
     def why(self) -> str:

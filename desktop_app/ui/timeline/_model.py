@@ -15,6 +15,7 @@ from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 from ...core import (
     FileChanged,
     StateChanged,
+    SubagentStarted,
     ToolCallRecord,
     ToolCallState,
     ToolCustom,
@@ -56,6 +57,8 @@ class TimelineRow:
     input: dict[str, Any] = field(default_factory=dict)
     record: ToolCallRecord | None = None  # the last full record seen, for the details pane
     server: str | None = None  # the MCP server of an MCP tool's call; None for a built-in tool
+    parent_call_id: str = ""  # a sub-agent's call: the task_run call it is nested under
+    depth: int = 0
 
     @classmethod
     def from_record(cls, rec: ToolCallRecord) -> TimelineRow:
@@ -123,6 +126,7 @@ class TimelineModel(RowTableModel):
         self.mcp_names: McpNames | None = None
         self._servers: set[str] = set()  # the MCP servers of the calls shown
         self._host_changes = 0
+        self._children: dict[str, str] = {}  # a shown sub-agent's session id -> the call that started it
 
     # Qt model API ------------------------------------------------------------------------------
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
@@ -154,7 +158,7 @@ class TimelineModel(RowTableModel):
         if col == 0:
             return STATE_LABEL[row.state]
         if col == 1:
-            return row.name
+            return f"{'  ' * (row.depth - 1)}⤷ {row.name}" if row.depth else row.name
         if col == 2:
             return row.summary
         if col == 3:
@@ -176,6 +180,7 @@ class TimelineModel(RowTableModel):
         bridge.toolEnded.connect(self._on_end)
         bridge.toolErrored.connect(self._on_error)
         bridge.toolCustom.connect(self._on_custom)
+        bridge.subagentStarted.connect(self._on_subagent)
 
     def attach_host_changes(self, bridge: EventBridge, current_session: Callable[[], str | None]) -> None:
         """Show the current session's `file_changed` (changes no tool made) as rows of their own."""
@@ -190,32 +195,44 @@ class TimelineModel(RowTableModel):
                                          input={"paths": list(ev.paths), "kinds": list(ev.kinds)}))
         self._flush.start()
 
+    def _shown(self, session_id: str) -> bool:
+        """The current session's calls, and those of its sub-agents (nested under the calls that started them)."""
+        return session_id == self._current_session() or session_id in self._children
+
+    def link_child(self, child_session_id: str, parent_call_id: str) -> None:
+        """Show `child_session_id`'s calls under the call `parent_call_id`."""
+        self._children[child_session_id] = parent_call_id
+
+    def _on_subagent(self, ev: SubagentStarted) -> None:
+        if self._shown(ev.session_id):
+            self.link_child(ev.child_session_id, ev.call_id)
+
     def _on_start(self, ev: ToolStart) -> None:
         # A row is a record: a tool_use still streaming has none yet (its card shows in the conversation).
-        if ev.session_id == self._current_session() and not ev.partial:
+        if self._shown(ev.session_id) and not ev.partial:
             self.upsert_started(ev.call_id, ev.name, ev.input, ev.session_id, time.time())
 
     def _on_state(self, ev: StateChanged) -> None:
-        if ev.session_id == self._current_session():
+        if self._shown(ev.session_id):
             self.set_state(ev.call_id, ev.state, ev.name, ev.session_id)
 
     def _on_update(self, ev: ToolUpdate) -> None:
-        if ev.session_id == self._current_session():
+        if self._shown(ev.session_id):
             self.append_output(ev.call_id, ev.text)
 
     def _on_end(self, ev: ToolEnd) -> None:
-        if ev.session_id == self._current_session():
+        if self._shown(ev.session_id):
             self.end(ev.call_id, ev.state, ev.outcome, ev.duration_ms)
             self.refresh(ev.call_id)
 
     def _on_custom(self, ev: ToolCustom) -> None:
         """A tool's own event (ctx.emit), as a line of its call's output."""
-        if ev.session_id == self._current_session():
+        if self._shown(ev.session_id):
             data = json.dumps(ev.data, ensure_ascii=False, default=str)
             self.append_output(ev.call_id, f"\n[{ev.name}] {data[:2000]}\n")
 
     def _on_error(self, ev: ToolError) -> None:
-        if ev.session_id == self._current_session():
+        if self._shown(ev.session_id):
             self.append_output(ev.call_id, f"\n[error] {ev.error}\n")
 
     def refresh(self, call_id: str) -> None:
@@ -226,7 +243,7 @@ class TimelineModel(RowTableModel):
     async def _refresh(self, call_id: str) -> None:
         assert self._load_record is not None
         rec = await self._load_record(call_id)
-        if rec is None or rec.session_id != self._current_session():
+        if rec is None or not self._shown(rec.session_id):
             return
         row = self._find(call_id)
         if row is not None and row.state.terminal and not rec.state.terminal:
@@ -237,7 +254,15 @@ class TimelineModel(RowTableModel):
 
     # feeding -----------------------------------------------------------------------------------
     def add_records(self, records: Iterable[ToolCallRecord]) -> None:
-        """Load many records at once (a session's history): one insert for the lot."""
+        """Load many records at once (a session's history): one insert for the lot, each row built when it
+        is first read; with sub-agents' calls among them, rows built now and nested under their parent calls."""
+        records = list(records)
+        if self._children and any(rec.session_id in self._children for rec in records):
+            known = [rec for rec in records if rec.id in self._index]
+            for rec in known:
+                self.update_record(rec)
+            self._insert([TimelineRow.from_record(rec) for rec in records if rec.id not in self._index])
+            return
         index = self._index
         new: list[ToolCallRecord] = [] if index else list(records)  # an empty model: nothing to update
         for rec in records if index else ():
@@ -256,6 +281,20 @@ class TimelineModel(RowTableModel):
         self.endInsertRows()
 
     def _insert(self, rows: list[TimelineRow]) -> None:
+        """Append `rows` in one insert; a sub-agent's call goes under its parent call instead, one by one
+        (they are few), after the rows before it so that a parent in the same batch is there first."""
+        plain: list[TimelineRow] = []
+        for row in rows:
+            parent = self._children.get(row.session_id)
+            if parent is not None and (parent in self._index or parent in {p.call_id for p in plain}):
+                self._append(plain)
+                plain = []
+                self._insert_at(self._subtree_end(parent), self._nest(row))
+            else:
+                plain.append(self._nest(row))
+        self._append(plain)
+
+    def _append(self, rows: list[TimelineRow]) -> None:
         if not rows:
             return
         first = len(self._rows)
@@ -273,6 +312,32 @@ class TimelineModel(RowTableModel):
         row = self._rows[i] = TimelineRow.from_record(item)
         self._name_server(row)
         return row
+
+    def _nest(self, row: TimelineRow) -> TimelineRow:
+        parent = self._children.get(row.session_id)
+        if parent is not None:
+            row.parent_call_id = parent
+            i = self._index.get(parent)
+            row.depth = (getattr(self._rows[i], "depth", 0) if i is not None else 0) + 1
+        return row
+
+    def _subtree_end(self, call_id: str) -> int:
+        """The row after `call_id`'s last nested row."""
+        i = self._index[call_id]
+        depth = getattr(self._rows[i], "depth", 0)  # a record not yet built as a row is not nested
+        j = i + 1
+        while j < len(self._rows) and getattr(self._rows[j], "depth", 0) > depth:
+            j += 1
+        return j
+
+    def _insert_at(self, pos: int, row: TimelineRow) -> None:
+        self.beginInsertRows(QModelIndex(), pos, pos)
+        self._rows.insert(pos, row)
+        for j in range(pos, len(self._rows)):
+            item = self._rows[j]
+            self._index[item.call_id if isinstance(item, TimelineRow) else item.id] = j
+        self._seen_server(row)
+        self.endInsertRows()
 
     def _name_server(self, row: TimelineRow) -> None:
         if row.server is not None and self.mcp_names is not None and recorded_server(row.record) is None:
@@ -329,7 +394,7 @@ class TimelineModel(RowTableModel):
         if row is None:
             self._insert([TimelineRow.from_record(rec)])
             return
-        fresh = TimelineRow.from_record(rec)
+        fresh = self._nest(TimelineRow.from_record(rec))
         for name in TimelineRow.__slots__:
             setattr(row, name, getattr(fresh, name))
         self._seen_server(row)
@@ -351,6 +416,7 @@ class TimelineModel(RowTableModel):
         self._pending.clear()
         self._output.clear()
         self._servers.clear()
+        self._children.clear()
         self.endResetModel()
 
     # lookup ------------------------------------------------------------------------------------

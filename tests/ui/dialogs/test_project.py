@@ -111,3 +111,29 @@ def test_the_project_image_entry_builds_on_the_click_and_is_stored_with_its_dige
     fut = again.ask()
     again._check()
     assert "project_image" not in run(fut).settings
+
+
+def test_the_template_picker_lists_where_each_comes_from_and_saves_the_pick(qtbot, run, tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENT_DESK_CONFIG_DIR", str(tmp_path / "cfg"))
+    (tmp_path / "cfg" / "templates").mkdir(parents=True)
+    (tmp_path / "cfg" / "templates" / "mine.toml").write_text('description = "My own"')
+    folder = tmp_path / "p"
+    (folder / ".agent-desk" / "templates").mkdir(parents=True)
+    (folder / ".agent-desk" / "templates" / "tester.toml").write_text('description = "Runs the tests"')
+    (folder / ".agent-desk" / "templates" / "bad.toml").write_text('[permissions]\nallow = ["*"]')
+    project = ProjectInfo("prj_t", "p", str(folder), settings={"template": "gone"})
+    dlg = ProjectSettingsDialog(project)
+    qtbot.addWidget(dlg)
+    items = [dlg.template.itemText(i) for i in range(dlg.template.count())]
+    assert {"coding (built in)", "explore (built in)", "mine (user)", "tester (project)",
+            "gone (not found)"} <= set(items)
+    assert dlg.template.currentData() == "gone" and "not found" in dlg.template_about.text()
+    assert "cannot allow" in dlg.template_about.text()  # the bad one is named, not listed
+    fut = dlg.ask()
+    dlg.template.setCurrentIndex(dlg.template.findData("tester"))
+    assert "Runs the tests" in dlg.template_about.text()
+    dlg._check()
+    assert run(fut).settings["template"] == "tester"
+    fresh = ProjectSettingsDialog(None)
+    qtbot.addWidget(fresh)
+    assert fresh.template.currentData() == "coding" and fresh._template_setting(None) == {}
