@@ -183,15 +183,20 @@ class AgentSession:
         self.more_tools = more_tools
         self.compaction = compaction or CompactionSettings()
         self._context_tokens: int | None = None  # the context the last step used, from its usage
+        self._init_state()
+
+    def _init_state(self) -> None:
+        """READY, and following what waits for the person (approvals, questions) and the session's errors."""
         self.state = AgentState.READY
         self.pause_reason = ""
         self.state_why = "the session is open"
         self.steps = 0  # model steps of the current (or last) turn
         self.total_steps = 0
         self.last_error: ErrorEvent | None = None
-        self._unwatch = [executor.approvals.watch(session.id, self._waiting_changed),
-                         executor.questions.watch(session.id, self._waiting_changed)]
-        self._unlisten = bus.on(ErrorEvent.type, self._on_error)
+        sid = self.session.id
+        self._unwatch = [self.executor.approvals.watch(sid, self._waiting_changed),
+                         self.executor.questions.watch(sid, self._waiting_changed)]
+        self._unlisten = self.bus.on(ErrorEvent.type, self._on_error)
 
     # -- opening --------------------------------------------------------------------------------------
     @classmethod
