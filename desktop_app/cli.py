@@ -733,18 +733,24 @@ async def _stored_session(store: Any, session_id: str) -> Any:
     return session
 
 
-async def _resume(args: argparse.Namespace, store: Any) -> int:
-    """Reopen a stored session in its project's runtime, which owns `store` from then on."""
+async def _session_runtime(args: argparse.Namespace, store: Any) -> tuple[Any, Any]:
+    """A stored session (`args.id`) and its project's runtime, which owns `store` from then on (closed here
+    when the runtime cannot be opened)."""
     try:
         session = await _stored_session(store, args.id)
         project = await store.get_project(session.project_id)
         if project is None:
             raise AgentDeskError(f"The project of session {session.id} is missing from the database.")
         args.image = None
-        runtime = await _open_runtime(args, project, store)
+        return session, await _open_runtime(args, project, store)
     except BaseException:
         await store.close()
         raise
+
+
+async def _resume(args: argparse.Namespace, store: Any) -> int:
+    """Reopen a stored session in its project's runtime, which owns `store` from then on."""
+    session, runtime = await _session_runtime(args, store)
     try:
         opened = await runtime.open_session(session.id)
         return await _drive(runtime, opened, args, args.prompt)
@@ -754,16 +760,7 @@ async def _resume(args: argparse.Namespace, store: Any) -> int:
 
 async def _compact(args: argparse.Namespace, store: Any) -> int:
     """Compact a stored session by hand in its project's runtime, which owns `store` from then on."""
-    try:
-        session = await _stored_session(store, args.id)
-        project = await store.get_project(session.project_id)
-        if project is None:
-            raise AgentDeskError(f"The project of session {session.id} is missing from the database.")
-        args.image = None
-        runtime = await _open_runtime(args, project, store)
-    except BaseException:
-        await store.close()
-        raise
+    session, runtime = await _session_runtime(args, store)
     try:
         agent = await runtime.open_session(session.id)
         if not await agent.compact():
