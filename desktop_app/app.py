@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import logging
 import os
 import sys
@@ -123,9 +124,18 @@ def _route_qt_messages() -> None:
 
     qt_log = logging.getLogger("desktop_app.qt")
     levels = {QtMsgType.QtCriticalMsg: logging.ERROR, QtMsgType.QtFatalMsg: logging.CRITICAL}
+    # Qt's warnings before a failure say why it failed ("could not connect to display"): the last few are
+    # kept, and shown with the error that ends the start.
+    recent: collections.deque[str] = collections.deque(maxlen=8)
 
     def handler(kind, _context, message: str) -> None:
-        qt_log.log(levels.get(kind, logging.INFO), "qt: %s", message)
+        level = levels.get(kind, logging.INFO)
+        if level < logging.ERROR:
+            recent.append(message)
+        else:
+            while recent:
+                qt_log.error("qt: %s", recent.popleft())
+        qt_log.log(level, "qt: %s", message)
 
     qInstallMessageHandler(handler)
 
