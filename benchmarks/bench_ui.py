@@ -317,10 +317,12 @@ async def bench_session_reopen(calls: int = 10_000, runs: int = 3) -> list[float
             for _ in range(runs):
                 await controller.select_session("ses_other")
                 window.status._usage.clear()  # as a fresh window: the totals come from the store
-                QApplication.processEvents()
+                # Qt's posted events (layout, paint requests) only: processEvents inside a running task would
+                # let qasync step another task in the middle of this one
+                QApplication.sendPostedEvents()
                 t, c = time.perf_counter(), time.process_time()
                 await controller.select_session(sid)
-                QApplication.processEvents()
+                QApplication.sendPostedEvents()
                 samples.append((time.perf_counter() - t) * 1000.0)
                 cpu.append((time.process_time() - c) * 1000.0)
             assert window.timeline_model.rowCount() == calls

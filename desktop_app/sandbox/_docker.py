@@ -151,8 +151,14 @@ def remove_orphans(
             )
             idle = finished > 0 and now - finished > idle_limit_s
         if gone or idle:
-            with contextlib.suppress(docker.errors.NotFound):
+            try:
                 c.remove(force=True)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:
+                    raise
+                continue  # another sandbox's start is removing it now (several projects opened at once)
             if gone:
                 remove_project_volumes(client, pid)
             removed.append(c.name)
