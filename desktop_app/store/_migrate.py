@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
+
+try:
+    import fcntl
+except ImportError:  # Windows has no flock: there SQLite's own lock is all there is
+    fcntl = None  # type: ignore[assignment]
+
 from pathlib import Path
 
 from alembic import command
@@ -37,6 +46,25 @@ MIGRATE_LOCK_KEY = 0x6167656E74646D31  # "agentdm1"
 def upgrade(connection: Connection, url: str, revision: str = "head") -> None:
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATE_LOCK_KEY})
-    command.upgrade(alembic_config(url, connection), revision)
-    if connection.in_transaction():
-        connection.commit()  # releases the lock with the migration's transaction
+    with _sqlite_migration_lock(connection):
+        command.upgrade(alembic_config(url, connection), revision)
+        if connection.in_transaction():
+            connection.commit()  # releases the lock with the migration's transaction
+
+
+@contextlib.contextmanager
+def _sqlite_migration_lock(connection: Connection) -> Iterator[None]:
+    """Desks that open one new SQLite file at the same moment migrate it one at a time. SQLite's own lock is
+    not enough: the driver starts no transaction for a read or for DDL, so two desks can both read revision
+    N and both run N+1. An flock on the database file (independent of SQLite's fcntl locks) serialises them:
+    the second then finds the schema current."""
+    path = connection.engine.url.database if connection.dialect.name == "sqlite" else None
+    if fcntl is None or not path or path == ":memory:" or not os.path.isfile(path):
+        yield
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # and with it the flock
