@@ -45,13 +45,13 @@ EXPORTED: dict[str, list[str]] = {
         "HOOKS_FILE", "OfferedToolsHook", "TOOL_PROFILES", "ToolCustom", "UserHookSpec", "denied_outright",
         "hooks_digest", "offered_tools", "parse_user_hooks", "user_hook_chain", "user_hooks_from_toml",
         # agent-state (issue 16)
-        "HOST_CHANGED_KEY", "NO_PERSON", "PERSON_GROUP", "STATUS_CHANNELS", "AgentState", "AgentStateChanged",
+        "NO_PERSON", "PERSON_GROUP", "STATUS_CHANNELS", "AgentState", "AgentStateChanged",
         "AgentStatus", "Answer",
         "FileChanged", "PauseReason", "PendingQuestions", "Question", "QuestionAnswered", "QuestionAsked",
         "TodoChanged", "plan_mode_blocker", "status_from_events",
         "SessionNotice", "seal_calls",  # lifecycle (issue 14)
         # templates and sub-agents
-        "AgentTemplate", "BUILTIN_TEMPLATES", "DEFAULT_TEMPLATE", "NarrowedPolicy", "SUBAGENTS_KEY", "SubagentFinished",
+        "AgentTemplate", "BUILTIN_TEMPLATES", "DEFAULT_TEMPLATE", "NarrowedPolicy", "SubagentFinished",
         "SubagentLimits", "SubagentSetup", "SubagentStarted", "TASK_TOOL", "TemplateCatalog",
         "load_templates", "template_from_text", "Skill", "SkillCatalog", "load_skills",
     ],

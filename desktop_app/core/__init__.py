@@ -65,7 +65,7 @@ from ._events import (
     ToolUpdate,
     TurnEnd,
 )
-from ._executor import HOST_CHANGED_KEY, Executor, RunContext, call_risk
+from ._executor import Executor
 from ._glob import glob_regex
 from ._hooks import (
     DangerousCommandHook,
@@ -83,6 +83,7 @@ from ._hooks import (
     post_hook,
     pre_hook,
 )
+from ._judge import call_risk
 from ._llm import DEFAULT_MODEL, ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._mcp import (
     MCP_GROUP,
@@ -128,6 +129,7 @@ from ._redaction import Redactor
 from ._registry import TOOL_PROFILES, ToolRegistry, denied_outright, offered_tools
 from ._risk import assess_risk
 from ._rules_file import append_project_rule, rules_text_with
+from ._run import RunContext
 from ._safe_files import make_dirs_beneath, read_beneath, remove_beneath, symlink_beneath, write_beneath
 from ._sandbox import (
     CONFLICT_SUFFIX,
@@ -150,7 +152,7 @@ from ._sandbox import (
 from ._shell import Redirect, ShellAnalysis, SimpleCommand, analyse_command
 from ._skills import Skill, SkillCatalog, load_skills
 from ._store import MemoryStore, RecordStore
-from ._subagents import SUBAGENTS_KEY, TASK_TOOL, SubagentLimits, SubagentSetup
+from ._subagents import TASK_TOOL, SubagentLimits, SubagentSetup
 from ._templates import (
     BUILTIN_TEMPLATES,
     DEFAULT_TEMPLATE,
@@ -184,7 +186,6 @@ __all__ = [
     "MAX_TIMEOUT_S",
     "MCP_GROUP",
     "MISSING_KEY_HINT",
-    "SUBAGENTS_KEY",
     "TASK_TOOL",
     "TOOL_PROFILES",
     "WORKSPACE",
@@ -344,7 +345,6 @@ __all__ = [
 
 # Agent state, questions to the person, plan mode, the monitor channel (issue 16, agent-state).
 __all__ += [
-    "HOST_CHANGED_KEY",
     "NO_PERSON",
     "PERSON_GROUP",
     "STATUS_CHANNELS",

@@ -45,16 +45,17 @@ from ._events import (
     ToolStart,
     TurnEnd,
 )
-from ._executor import HOST_CHANGED_KEY, Executor, RunContext
+from ._executor import Executor
 from ._hooks import off_loop_when_large
 from ._llm import ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._messages import StoredMessage, sealed_result, text_blocks, tool_result_block
 from ._project import ProjectInfo, SessionInfo, new_session
 from ._record import ToolCallRecord, ToolCallState
 from ._redaction import Redactor, StreamRedactor
+from ._run import RunContext
 from ._sandbox import WORKSPACE
 from ._store import RecordStore
-from ._subagents import SUBAGENTS_KEY, Subagents, SubagentSetup
+from ._subagents import Subagents, SubagentSetup
 from ._tool import Tool
 
 if TYPE_CHECKING:
@@ -169,8 +170,7 @@ class AgentSession:
         self.system_extra = system_extra
         self.depth = depth
         self.subagents = Subagents(self, subagents, depth) if subagents is not None else None
-        if self.subagents is not None:
-            self._run.state[SUBAGENTS_KEY] = self.subagents
+        self._run.subagents = self.subagents
         self._queue: list[str] = []
         self._turn: asyncio.Task[TurnResult] | None = None
         self._stream_task: asyncio.Task[ModelReply] | None = None
@@ -291,8 +291,7 @@ class AgentSession:
     def host_changed(self, paths: list[str], kinds: list[str]) -> None:
         """Files of the workspace (relative paths) changed on the host by no tool call: the read-before-edit
         guard asks for a fresh read of each, and `file_changed` tells the timeline."""
-        changed = self._run.state.setdefault(HOST_CHANGED_KEY, set())
-        changed.update(f"{WORKSPACE}/{p}" for p in paths)
+        self._run.host_changed.update(f"{WORKSPACE}/{p}" for p in paths)
         self.bus.publish(FileChanged(session_id=self.session.id, project_id=self.project.id, paths=list(paths),
                                      kinds=list(kinds)))
 

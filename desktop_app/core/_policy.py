@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import re2
 
@@ -379,6 +379,40 @@ def _what(cmd: SimpleCommand) -> str:
     return f"running {cmd.program}"
 
 
+
+class Policy(Protocol):
+    """What judges a session's calls: the person's `PermissionPolicy`, or a template's `NarrowedPolicy` on it."""
+
+    @property
+    def mode(self) -> PermissionMode: ...
+
+    @property
+    def rules(self) -> list[Rule]: ...
+
+    def rules_for(self, session_id: str | None) -> list[Rule]: ...
+
+    def add_rule(self, rule: Rule, *, session_id: str | None = None) -> None: ...
+
+    def mode_for(self, session_id: str | None) -> PermissionMode: ...
+
+    def set_session_mode(self, session_id: str, mode: PermissionMode | str | None) -> None: ...
+
+    def judges_inline(self, input: dict[str, Any]) -> bool:
+        """Whether judging `input` is bounded work, so that a small input may be judged on the event loop
+        (a thread hop costs more); any other judgement runs on a worker thread under the deadline."""
+        ...
+
+    def paths_to_resolve(self, tool: ToolFacts, input: dict[str, Any]) -> list[str]: ...
+
+    def evaluate(self, tool: ToolFacts, input: dict[str, Any], *, session_id: str | None = None,
+                 resolved: Mapping[str, str] | None = None) -> PolicyDecision: ...
+
+    def resolve_ask(self, decision: PolicyDecision, session_id: str | None = None) -> PolicyDecision: ...
+
+    def plan_refusal(self, tool: ToolFacts, input: dict[str, Any],
+                     session_id: str | None) -> PolicyDecision | None: ...
+
+
 # the policy ---------------------------------------------------------------------------------------
 _FS_RULE_TARGETS = ("fs_write", "group:fs")
 
@@ -425,6 +459,11 @@ class PermissionPolicy:
 
     def rules_for(self, session_id: str | None) -> list[Rule]:
         return self.rules + self._session_rules.get(session_id or "", [])
+
+    def judges_inline(self, input: dict[str, Any]) -> bool:
+        """The built-in policy's judgement is linear in the input and bounded; a subclass (a test's scripted
+        policy, say) may do anything, so it is judged on a worker thread."""
+        return type(self) is PermissionPolicy
 
     def paths_to_resolve(self, tool: ToolFacts, input: dict[str, Any]) -> list[str]:
         """Every path the policy will judge for this call (a file tool's paths, the files a command's

@@ -1,6 +1,6 @@
 """Sub-agents: a session hands a task to a child session made from a template, in the same sandbox, executor
 and audit, under a policy never wider than its own. `Subagents` is what the `task_run` tool finds in its
-context's state; the runtime gives each session a `SubagentSetup` (templates, bounds, model clients)."""
+context; the runtime gives each session a `SubagentSetup` (templates, bounds, model clients)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SUBAGENTS_KEY = "agent-desk:subagents"  # where a session's Subagents wait in its tools' shared state
 TASK_TOOL = "task_run"
 STOP_GRACE_S = 10.0  # how long a stopped child may take to close its history before it is left
 

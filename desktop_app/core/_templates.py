@@ -268,6 +268,9 @@ class NarrowedPolicy:
         """Plan mode is the person's (the session's own mode): a template never lifts it."""
         return self.base.plan_refusal(tool, input, session_id)
 
+    def judges_inline(self, input: dict[str, Any]) -> bool:
+        return False  # judged twice, with a policy built per call: a worker thread's work
+
     def paths_to_resolve(self, tool: ToolFacts, input: dict[str, Any]) -> list[str]:
         return self.base.paths_to_resolve(tool, input)
 
