@@ -30,7 +30,7 @@ EXPORTED: dict[str, list[str]] = {
         "OutputCallback", "OutputTruncationHook", "PathOutsideWorkspace", "PermissionDecided", "PermissionMode",
         "PermissionPolicy", "PermissionRequired", "PolicyDecision", "PostAction", "PostHookResult", "PreAction",
         "PreHookResult", "ProjectInfo", "Provenance", "RecordStore", "Redactor", "Redirect", "Risk", "Rule", "RuleSet",
-        "RunContext", "Sandbox", "SandboxDescription", "SandboxError", "SandboxSurvivors",
+        "RunContext", "SessionSetup", "Sandbox", "SandboxDescription", "SandboxError", "SandboxSurvivors",
         "SecretRedactionHook", "SessionInfo",
         "ShellAnalysis", "SimpleCommand", "StateChanged", "StoreError", "StoredMessage", "TextBlock",
         "TextChunk", "ThinkingChunk", "TokenUsage", "Tool", "ToolCall", "ToolCallRecord", "ToolCallState",

@@ -5,7 +5,7 @@ The floor of the project: pure asyncio, imports nothing else of desktop_app, nor
 runs headless and tests without a display or a Docker engine.
 """
 
-from ._agent import DEFAULT_MAX_STEPS, AgentSession, TurnResult
+from ._agent import AgentSession, TurnResult
 from ._agent_state import STATUS_CHANNELS, AgentStatus, status_from_events
 from ._anthropic import MISSING_KEY_HINT, AnthropicModelClient
 from ._approvals import (
@@ -149,10 +149,11 @@ from ._sandbox import (
     SandboxDescription,
     SyncReport,
 )
+from ._session_setup import DEFAULT_MAX_STEPS, SessionSetup, SubagentLimits, SubagentSetup
 from ._shell import Redirect, ShellAnalysis, SimpleCommand, analyse_command
 from ._skills import Skill, SkillCatalog, load_skills
 from ._store import MemoryStore, RecordStore
-from ._subagents import TASK_TOOL, SubagentLimits, SubagentSetup
+from ._subagents import TASK_TOOL
 from ._templates import (
     BUILTIN_TEMPLATES,
     DEFAULT_TEMPLATE,
@@ -264,6 +265,7 @@ __all__ = [
     "SecretRedactionHook",
     "SessionInfo",
     "SessionNotice",
+    "SessionSetup",
     "ShellAnalysis",
     "SimpleCommand",
     "Skill",

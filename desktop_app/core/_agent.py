@@ -20,7 +20,6 @@ from ._agent_state import AgentStatus, approval_summary, error_summary
 from ._anthropic import PREVIEW_PARSE_CHARS, input_preview, json_head
 from ._bus import EventBus
 from ._compaction import (
-    CompactionSettings,
     compaction_facts,
     estimate_tokens,
     history_view,
@@ -54,16 +53,17 @@ from ._record import ToolCallRecord, ToolCallState
 from ._redaction import Redactor, StreamRedactor
 from ._run import RunContext
 from ._sandbox import WORKSPACE
+from ._session_setup import SessionSetup
 from ._store import RecordStore
-from ._subagents import Subagents, SubagentSetup
+from ._subagents import Subagents
 from ._tool import Tool
 
 if TYPE_CHECKING:
+    from ._policy import Policy
     from ._sandbox import Sandbox
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_STEPS = 50
 REPEAT_LIMIT = 3
 RUN_STOPPED = "the run stopped before it finished"
 
@@ -142,16 +142,10 @@ class AgentSession:
         project: ProjectInfo,
         sandbox: Sandbox | None,
         session: SessionInfo,
-        max_steps: int = DEFAULT_MAX_STEPS,
-        more_tools: Callable[[], list[Tool]] | None = None,
-        compaction: CompactionSettings | None = None,
-        policy: Any = None,
-        restrict_tools: bool = False,
-        system_extra: str = "",
-        subagents: SubagentSetup | None = None,
-        depth: int = 0,
-        labels: dict[str, Any] | None = None,
+        setup: SessionSetup | None = None,
     ) -> None:
+        setup = setup if setup is not None else SessionSetup()
+        self.setup = setup
         self.store = store
         self.bus = bus
         self.executor = executor
@@ -160,16 +154,16 @@ class AgentSession:
         self.project = project
         self.sandbox = sandbox
         self.session = session
-        self.max_steps = max_steps
+        self.max_steps = setup.max_steps
         self.running = False
         self.last_result: TurnResult | None = None
         # A template's or a sub-agent's run: its narrowed policy, only its tools, its approvals labelled.
-        offered = self._offers if restrict_tools else None
-        self._run = RunContext(session_id=session.id, project_id=project.id, sandbox=sandbox, policy=policy,
-                               offered=offered, labels=dict(labels or {}))
-        self.system_extra = system_extra
-        self.depth = depth
-        self.subagents = Subagents(self, subagents, depth) if subagents is not None else None
+        offered = self._offers if setup.restrict_tools else None
+        self._run = RunContext(session_id=session.id, project_id=project.id, sandbox=sandbox, policy=setup.policy,
+                               offered=offered, labels=dict(setup.labels))
+        self.system_extra = setup.system_extra
+        self.depth = setup.depth
+        self.subagents = Subagents(self, setup.subagents, setup.depth) if setup.subagents is not None else None
         self._run.subagents = self.subagents
         self._queue: list[str] = []
         self._turn: asyncio.Task[TurnResult] | None = None
@@ -180,8 +174,8 @@ class AgentSession:
         self._history: list[StoredMessage] | None = None  # cache of the stored messages, appended in step
         self._tool_params = [t.to_api() for t in self.tools]  # schemas are built once per session
         # Tools that come and go during a session (an MCP server's, once it is ready): asked per request.
-        self.more_tools = more_tools
-        self.compaction = compaction or CompactionSettings()
+        self.more_tools = setup.more_tools
+        self.compaction = setup.compaction
         self._context_tokens: int | None = None  # the context the last step used, from its usage
         self._init_state()
 
@@ -212,10 +206,7 @@ class AgentSession:
         sandbox: Sandbox | None,
         session_id: str | None = None,
         title: str = "",
-        max_steps: int = DEFAULT_MAX_STEPS,
-        more_tools: Callable[[], list[Tool]] | None = None,
-        compaction: CompactionSettings | None = None,
-        **options: Any,
+        setup: SessionSetup | None = None,
     ) -> AgentSession:
         """A new session, or (with `session_id`) a stored one, sealed and ready to continue."""
         if await store.get_project(project.id) is None:
@@ -232,9 +223,7 @@ class AgentSession:
             session = found
         self = cls(
             store=store, bus=bus, executor=executor, tools=tools, model_client=model_client,
-            project=project, sandbox=sandbox, session=session, max_steps=max_steps, more_tools=more_tools,
-            compaction=compaction,
-            **options,  # policy, restrict_tools, system_extra, subagents: see __init__
+            project=project, sandbox=sandbox, session=session, setup=setup,
         )
         if session_id is not None:
             report = await executor.seal_open(session.id)
@@ -250,7 +239,7 @@ class AgentSession:
         return self
 
     @property
-    def policy(self) -> Any:
+    def policy(self) -> Policy:
         """The policy this session's calls are judged by: its template's narrowing, else the executor's."""
         return self._run.policy if self._run.policy is not None else self.executor.policy
 
