@@ -66,7 +66,6 @@ from ._events import (
     TurnEnd,
 )
 from ._executor import Executor
-from ._glob import glob_regex
 from ._hooks import (
     DangerousCommandHook,
     HookCall,
@@ -96,23 +95,6 @@ from ._mcp import (
     split_mcp_tool_name,
 )
 from ._messages import StoredMessage, ToolCall
-from ._paths import container_path, control_dir, control_reason
-from ._policy import (
-    PERSON_GROUP,
-    Action,
-    PermissionMode,
-    PermissionPolicy,
-    PolicyDecision,
-    Rule,
-    RuleSet,
-    ToolFacts,
-    load_rules,
-    plan_mode_blocker,
-    project_rules_path,
-    read_project_rules,
-    rules_from_texts,
-    suggest_rule,
-)
 from ._project import ProjectInfo, SessionInfo
 from ._record import (
     Approval,
@@ -127,8 +109,6 @@ from ._record import (
 from ._recorder import seal_calls
 from ._redaction import Redactor
 from ._registry import TOOL_PROFILES, ToolRegistry, denied_outright, offered_tools
-from ._risk import assess_risk
-from ._rules_file import append_project_rule, rules_text_with
 from ._run import RunContext
 from ._safe_files import make_dirs_beneath, read_beneath, remove_beneath, symlink_beneath, write_beneath
 from ._sandbox import (
@@ -150,7 +130,6 @@ from ._sandbox import (
     SyncReport,
 )
 from ._session_setup import DEFAULT_MAX_STEPS, SessionSetup, SubagentLimits, SubagentSetup
-from ._shell import Redirect, ShellAnalysis, SimpleCommand, analyse_command
 from ._skills import Skill, SkillCatalog, load_skills
 from ._store import MemoryStore, RecordStore
 from ._subagents import TASK_TOOL
@@ -171,6 +150,33 @@ from ._user_hooks import (
     parse_user_hooks,
     user_hook_chain,
     user_hooks_from_toml,
+)
+from .policy import (
+    PERSON_GROUP,
+    Action,
+    PermissionMode,
+    PermissionPolicy,
+    PolicyDecision,
+    Redirect,
+    Rule,
+    RuleSet,
+    ShellAnalysis,
+    SimpleCommand,
+    ToolFacts,
+    analyse_command,
+    append_project_rule,
+    assess_risk,
+    container_path,
+    control_dir,
+    control_reason,
+    glob_regex,
+    load_rules,
+    plan_mode_blocker,
+    project_rules_path,
+    read_project_rules,
+    rules_from_texts,
+    rules_text_with,
+    suggest_rule,
 )
 
 __all__ = [

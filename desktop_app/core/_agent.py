@@ -59,8 +59,8 @@ from ._subagents import Subagents
 from ._tool import Tool
 
 if TYPE_CHECKING:
-    from ._policy import Policy
     from ._sandbox import Sandbox
+    from .policy import Policy
 
 log = logging.getLogger(__name__)
 

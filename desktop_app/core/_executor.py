@@ -37,7 +37,6 @@ from ._errors import StoreError, ToolInputError
 from ._hooks import HookChain, HookStep, PreAction, redact_off_loop, redaction_first
 from ._judge import DEFAULT_JUDGE_DEADLINE_S, MAX_RESOLVED_PATHS, Judge, call_risk
 from ._messages import ToolCall
-from ._policy import Action, PermissionPolicy, PolicyDecision
 from ._record import Outcome, Provenance, Risk, ToolCallRecord, ToolCallState, highest_risk
 from ._recorder import RecordWriter
 from ._redaction import Redactor, holds_redaction
@@ -47,6 +46,7 @@ from ._store import RecordStore
 from ._tool import Tool
 from ._tool_context import tool_context
 from ._tool_run import DEFAULT_TOOL_TIMEOUT_S, ToolRunner
+from .policy import Action, PermissionPolicy, PolicyDecision
 
 LOST_SECRETS = ("this call's input held secrets, which are never stored, so it cannot run after the session "
                 "was reopened")

@@ -22,9 +22,8 @@ from typing import Any, Protocol, TypeVar
 
 from ._record import Provenance, Risk
 from ._redaction import DEFAULT_REDACTOR, INLINE_REDACT_CHARS, Redactor
-from ._risk import assess_command
-from ._shell import analyse_command
 from ._tool import TextBlock, ToolResult
+from .policy import analyse_command, assess_command
 
 _T = TypeVar("_T")
 

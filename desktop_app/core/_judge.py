@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._errors import PathOutsideWorkspace
 from ._hooks import NOT_JUDGED_IN_TIME, text_size
-from ._policy import COMMAND_TOOLS, Action, PermissionMode, Policy, PolicyDecision, ToolFacts
 from ._record import Provenance, Risk, highest_risk
 from ._redaction import Redactor
 from ._run import CallJob, RunContext
+from .policy import COMMAND_TOOLS, Action, PermissionMode, Policy, PolicyDecision, ToolFacts
 
 if TYPE_CHECKING:
     from ._sandbox import Sandbox

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 from ._approvals import Allow, Batch
 from ._hooks import HookCall
 from ._messages import ToolCall
-from ._policy import Policy
 from ._record import Provenance, Risk, ToolCallRecord
 from ._redaction import StreamRedactor
 from ._tool import Tool
+from .policy import Policy
 
 if TYPE_CHECKING:
     from ._errors import StoreError

@@ -13,8 +13,8 @@ from ._templates import AgentTemplate, TemplateCatalog
 
 if TYPE_CHECKING:
     from ._llm import ModelClient
-    from ._policy import Policy
     from ._tool import Tool
+    from .policy import Policy
 
 DEFAULT_MAX_STEPS = 50
 

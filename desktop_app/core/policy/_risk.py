@@ -7,9 +7,9 @@ import posixpath
 from collections.abc import Iterable
 from typing import Any
 
+from .._record import Risk
+from .._sandbox import WORKSPACE
 from ._paths import container_path
-from ._record import Risk
-from ._sandbox import WORKSPACE
 from ._shell import SHELLS, ShellAnalysis, SimpleCommand, analyse_command
 
 _READ_ONLY = frozenset({
