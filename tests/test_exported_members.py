@@ -93,7 +93,7 @@ EXPORTED_BY_ROOMS: dict[str, list[str]] = {
         "Rule", "RuleSet", "command_matches", "path_matches", "load_rules", "project_rules_path",
         "read_project_rules", "rules_from_texts", "append_project_rule", "rules_text_with",
         "Redirect", "ShellAnalysis", "SimpleCommand", "analyse_command", "assess_command", "assess_risk",
-        "container_path", "control_dir", "control_reason", "control_targets", "glob_regex",
+        "container_path", "control_dir", "control_reason", "glob_regex",
     ],
 }
 

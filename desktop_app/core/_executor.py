@@ -1,14 +1,12 @@
-"""The executor: schedules the model's tool calls and runs each along the pipeline of DESIGN.md.
+"""The executor: schedules the model's tool calls and walks each along the pipeline of DESIGN.md.
 
-known and parsed? -> valid input? -> policy -> pre hooks -> dry run (when a person would be asked) -> approval
--> run (timeout, abort) -> post hooks
-The pre hooks run as: the chain's own (built-in) -> the person's (`user_hooks`) -> the tool's own; the post
-hooks as: the tool's own -> the person's -> the chain's own (redaction, then truncation).
-Records change state through the RecordWriter (`_recorder.py`); waiting calls live in `_approvals.py`.
-The policy (with the paths it judges resolved in the sandbox) and the pre hooks are judged off the event
-loop within a deadline: past it the call asks, it never passes. An input a person edits is judged again.
+known and parsed? -> valid input? -> policy (`_judge.py`) -> pre hooks -> dry run, approval (`_approval_gate.py`)
+-> plan mode's last word -> run, post hooks (`_tool_run.py`)
+The pre hooks run as: the chain's own (built-in) -> the person's (`user_hooks`) -> the tool's own.
+Records change state through the RecordWriter (`_recorder.py`); waiting calls live in `_approvals.py`; what a
+call carries between the steps is its `CallJob` (`_run.py`). An input a person edits is judged again.
 Secrets never reach the store or the bus from here: a record holds its input redacted (the raw input stays in
-the call's `CallJob`, to judge and run it), and streamed output is redacted chunk by chunk before it is published.
+the call's `CallJob`, to judge and run it).
 """
 
 from __future__ import annotations

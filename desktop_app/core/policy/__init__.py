@@ -1,7 +1,6 @@
 """The permission policy: rules and modes, the shell analysis it judges commands by, a command's risk, the
 control folders no call may change, plan mode, and the project's rules file."""
 
-from ._control import control_targets
 from ._glob import glob_regex
 from ._matching import command_matches, path_matches
 from ._paths import container_path, control_dir, control_reason
@@ -49,7 +48,6 @@ __all__ = [
     "container_path",
     "control_dir",
     "control_reason",
-    "control_targets",
     "glob_regex",
     "load_rules",
     "path_matches",
