@@ -4,6 +4,7 @@ record (a deny stops the batch, an allow moves it to APPROVED, maybe with an "al
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -21,6 +22,8 @@ from ._tool_context import tool_context
 
 DRY_RUN_DEADLINE_S = 10.0  # a dry run (a file read and a diff) past this asks without its preview
 MAX_CARD_DIFF_CHARS = 400_000  # a longer diff is not put on the card's record (the call's result keeps it)
+# judges a person's edit of the call (its restored input) and ends in the call's approval, or not
+EditJudge = Callable[[CallJob, Allow, Provenance, dict[str, Any]], Awaitable[bool]]
 SHOWN_REDACTED = "secrets in this input are shown as [REDACTED] (they run as written)"
 
 
@@ -28,10 +31,11 @@ class ApprovalGate:
     """Offers calls to a person through `approvals` and records their answers."""
 
     def __init__(self, bus: EventBus, recorder: RecordWriter, approvals: PendingApprovals, judge: Judge,
-                 redactor: Redactor, *, person: Any) -> None:
+                 redactor: Redactor, *, person: Any, judge_edit: EditJudge) -> None:
         self.bus, self.recorder, self.approvals, self.judge = bus, recorder, approvals, judge
         self.redactor = redactor
         self.person = person  # a core.PendingQuestions, for the dry run's tool context
+        self.judge_edit = judge_edit  # the executor judges a person's edit again, like the model's input
 
     def _clean(self, text: str) -> str:
         return self.redactor.redact(text) if text else text
@@ -62,6 +66,22 @@ class ApprovalGate:
         else:
             job.meta["diff"] = await redact_off_loop(self.redactor, preview)
         return True
+
+    async def ask(self, job: CallJob) -> bool:
+        """The pipeline's approval step: when something asks, the call waits for a person's allow."""
+        return not await self.offer(job) or await self.await_answer(job)
+
+    async def await_answer(self, job: CallJob) -> bool:
+        """Wait for the person: True once the call (or the edit they allowed) is APPROVED."""
+        answer = await self.answer(job)
+        if answer is None:
+            return False
+        decision, prov = answer
+        edited = decision.edited_input
+        if edited is not None and edited != job.record.input:
+            return await self.judge_edit(job, decision, prov, _restore(edited, job.record.input, job.raw))
+        job.args = job.known.parse(job.raw)
+        return await self.approve(job, decision, prov)
 
     async def offer(self, job: CallJob) -> bool:
         """Offer the call to a person when something asks (True); False when nothing does."""
@@ -148,3 +168,8 @@ class ApprovalGate:
             await self.recorder.fail(record, SKIPPED_AFTER_DENIAL, Outcome.CANCELLED, actor="executor")
             return False
         return True
+
+
+def _restore(edited: dict[str, Any], shown: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:
+    """A person edits the input as shown, redacted: a field they left as shown runs with its raw value."""
+    return {k: raw[k] if k in raw and k in shown and v == shown[k] else v for k, v in edited.items()}

@@ -1,7 +1,7 @@
 """The executor: schedules the model's tool calls and walks each along the pipeline of DESIGN.md.
 
 known and parsed? -> valid input? -> policy (`_judge.py`) -> pre hooks -> dry run, approval (`_approval_gate.py`)
--> plan mode's last word -> run, post hooks (`_tool_run.py`)
+-> plan mode's last word (`_judge.py`) -> run, post hooks (`_tool_run.py`)
 The pre hooks run as: the chain's own (built-in) -> the person's (`user_hooks`) -> the tool's own.
 Records change state through the RecordWriter (`_recorder.py`); waiting calls live in `_approvals.py`; what a
 call carries between the steps is its `CallJob` (`_run.py`). An input a person edits is judged again.
@@ -33,7 +33,7 @@ from ._approvals import (
 from ._bus import EventBus
 from ._errors import StoreError, ToolInputError
 from ._hooks import HookChain, HookStep, PreAction, redact_off_loop, redaction_first
-from ._judge import DEFAULT_JUDGE_DEADLINE_S, MAX_RESOLVED_PATHS, Judge, call_risk
+from ._judge import DEFAULT_JUDGE_DEADLINE_S, MAX_RESOLVED_PATHS, Judge
 from ._messages import ToolCall
 from ._record import Outcome, Provenance, Risk, ToolCallRecord, ToolCallState, highest_risk
 from ._recorder import RecordWriter
@@ -69,7 +69,8 @@ def _validation_message(tool: Tool, exc: ValidationError) -> tuple[str, list[str
 
 
 class Executor:
-    """Runs batches of tool calls; records change state only here, through its RecordWriter."""
+    """Runs batches of tool calls. Records change state only through its RecordWriter, which its rooms share:
+    the judge (policy, plan mode), the approval gate (dry run, the person's answer) and the tool runner."""
 
     def __init__(
         self,
@@ -92,13 +93,13 @@ class Executor:
         self.store = store
         self.hooks, self.redactor = redaction_first(hooks or HookChain(), redactor)
         self.max_parallel = max(1, max_parallel)
-        self.judge = Judge(policy, self.redactor, deadline_s=judge_deadline_s,
-                           max_resolved_paths=max_resolved_paths)
         self.recorder = RecordWriter(store, bus, self._summary)
+        self.judge = Judge(policy, self.recorder, self.redactor, deadline_s=judge_deadline_s,
+                           max_resolved_paths=max_resolved_paths)
         self.approvals = PendingApprovals(bus, policy, timeout_s=approval_timeout_s)
         self.questions = PendingQuestions(bus, policy, timeout_s=approval_timeout_s)
         self.gate = ApprovalGate(bus, self.recorder, self.approvals, self.judge, self.redactor,
-                                 person=self.questions)
+                                 person=self.questions, judge_edit=self._judge_edit)
         self.runner = ToolRunner(bus, self.recorder, self.redactor, self.hooks, person=self.questions,
                                  default_timeout_s=default_timeout_s)
 
@@ -188,13 +189,13 @@ class Executor:
                 await self.recorder.fail(record, f"unknown tool {record.name!r}", Outcome.ERROR, actor="system")
                 continue
             job = CallJob(record, ToolCall(record.tool_use_id, record.name, record.input), run, batch, tool)
-            if not await self._await_answer(job):
+            if not await self.gate.await_answer(job):
                 continue
             if holds_redaction(record.input):  # its secrets died with the process that received them
                 await self.recorder.fail(record, LOST_SECRETS, Outcome.ERROR, actor="executor",
                                          recs=["Send the call again."])
                 continue
-            if await self._plan_gate(job):
+            if await self.judge.plan_gate(job):
                 await self.runner.run(job)
         return list(records)
 
@@ -241,8 +242,8 @@ class Executor:
 
     # -- the pipeline: each step records why it stops a call, or returns True to go on ---------------
     async def _pipeline(self, job: CallJob) -> None:
-        steps = (self._check_known_and_parsed, self._skip_after_denial, self._validate, self._decide_policy,
-                 self._run_pre_hooks, self.gate.dry_run, self._gate_on_approval, self._plan_gate)
+        steps = (self._check_known_and_parsed, self._skip_after_denial, self._validate, self.judge.check,
+                 self._run_pre_hooks, self.gate.dry_run, self.gate.ask, self.judge.plan_gate)
         for step in steps:
             if not await step(job):
                 return
@@ -296,21 +297,6 @@ class Executor:
                                      actor="executor", recs=[self._clean(e.hint)] if e.hint else [])
             return False
         job.args = args
-        return True
-
-    async def _decide_policy(self, job: CallJob) -> bool:
-        tool, record = job.known, job.record
-        decision = await self.judge.decide(job)
-        record.provenance.append(decision.provenance)
-        if decision.action is Action.DENY:
-            # The model reads the policy's reason in plain words; the rule stays in the provenance.
-            await self.recorder.deny(record, f"denied by policy: {decision.reason}", Outcome.POLICY,
-                                     actor="policy", data={"provenance": decision.provenance.to_dict()})
-            return False
-        job.risk = call_risk(tool.name, tool.risk, decision)
-        if decision.action is Action.ASK:
-            job.policy_asked = True
-            job.asks.append(decision.reason)
         return True
 
     async def _run_pre_hooks(self, job: CallJob) -> bool:
@@ -367,20 +353,6 @@ class Executor:
         job.meta.setdefault("hooks", []).append(step.hook)
         return True
 
-    async def _gate_on_approval(self, job: CallJob) -> bool:
-        return not await self.gate.offer(job) or await self._await_answer(job)
-
-    async def _await_answer(self, job: CallJob) -> bool:
-        answer = await self.gate.answer(job)
-        return answer is not None and await self._allowed(job, *answer)
-
-    async def _allowed(self, job: CallJob, decision: Allow, prov: Provenance) -> bool:
-        edited = decision.edited_input
-        if edited is not None and edited != job.record.input:
-            return await self._judge_edit(job, decision, prov, _restore(edited, job.record.input, job.raw))
-        job.args = job.known.parse(job.raw)
-        return await self.gate.approve(job, decision, prov)
-
     async def _judge_edit(self, job: CallJob, decision: Allow, prov: Provenance, edited: dict[str, Any]) -> bool:
         """A person's edit is judged like the model's input: validation, the policy, the risk, the pre
         hooks. A deny denies it. It goes back to the person, as a new approval of the edited input, when
@@ -399,7 +371,7 @@ class Executor:
         job.judge_afresh()
         job.approving = (decision, prov)
         try:
-            if not await self._decide_policy(job) or not await self._run_pre_hooks(job):
+            if not await self.judge.check(job) or not await self._run_pre_hooks(job):
                 return False
         finally:
             job.approving = None
@@ -408,23 +380,8 @@ class Executor:
         if not await self.gate.dry_run(job, always=True):  # the edit is tried against the file as it is now
             return False
         if job.meta.get("hooks") or (job.asks and job.risk is Risk.HIGH):
-            return await self.gate.offer_again(job) and await self._await_answer(job)
+            return await self.gate.offer_again(job) and await self.gate.await_answer(job)
         return await self.gate.approve(job, decision, prov)
-
-    async def _plan_gate(self, job: CallJob) -> bool:
-        """The last word of plan mode, on the input that will run: a hook's rewrite, a person's edit or an
-        approval offered before the session entered plan mode cannot make a write run while planning."""
-        refusal = await self.judge.plan_refusal(job)
-        if refusal is None:
-            return True
-        job.record.provenance.append(refusal.provenance)
-        note = self._clean(f"denied by policy: {refusal.reason}")
-        if job.record.state is ToolCallState.APPROVED:  # allowed by a person before the session began planning
-            await self.recorder.fail(job.record, note, Outcome.CANCELLED, actor="policy")
-        else:
-            await self.recorder.deny(job.record, note, Outcome.POLICY, actor="policy",
-                                     data={"provenance": refusal.provenance.to_dict()})
-        return False
 
     def _clean(self, text: str) -> str:
         return self.redactor.redact(text) if text else text
@@ -434,8 +391,3 @@ def _as_stored(call: ToolCall) -> tuple[dict[str, Any], str]:
     """What of `call` is stored, before redaction: its input, and its raw JSON only when that did not
     parse (the audit keeps what the model sent; a parsed input is the same text, so it is not kept)."""
     return (call.input if call.input is not None else {}), (call.raw_input if call.parse_error else "")
-
-
-def _restore(edited: dict[str, Any], shown: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:
-    """A person edits the input as shown, redacted: a field they left as shown runs with its raw value."""
-    return {k: raw[k] if k in raw and k in shown and v == shown[k] else v for k, v in edited.items()}

@@ -1,5 +1,6 @@
 """The judge: the policy's decision on a call, with the paths it judges resolved in the sandbox, judged off
-the event loop (on threads of its own) within a deadline; past it the call asks, it never passes."""
+the event loop (on threads of its own) within a deadline; past it the call asks, it never passes. It is the
+pipeline's policy step and plan mode's last word before a call runs."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._errors import PathOutsideWorkspace
 from ._hooks import NOT_JUDGED_IN_TIME, text_size
-from ._record import Provenance, Risk, highest_risk
+from ._record import Outcome, Provenance, Risk, ToolCallState, highest_risk
+from ._recorder import RecordWriter
 from ._redaction import Redactor
 from ._run import CallJob, RunContext
 from .policy import COMMAND_TOOLS, Action, PermissionMode, Policy, PolicyDecision, ToolFacts
@@ -40,11 +42,12 @@ def facts_of(job: CallJob) -> ToolFacts:
 
 
 class Judge:
-    """Asks the policy (a session's own, else `policy`) about calls, within `deadline_s`."""
+    """Asks the policy (a session's own, else `policy`) about calls, within `deadline_s`; records its denials."""
 
-    def __init__(self, policy: Policy, redactor: Redactor, *, deadline_s: float = DEFAULT_JUDGE_DEADLINE_S,
-                 max_resolved_paths: int = MAX_RESOLVED_PATHS) -> None:
+    def __init__(self, policy: Policy, recorder: RecordWriter, redactor: Redactor, *,
+                 deadline_s: float = DEFAULT_JUDGE_DEADLINE_S, max_resolved_paths: int = MAX_RESOLVED_PATHS) -> None:
         self.policy = policy
+        self.recorder = recorder
         self.redactor = redactor
         self.deadline_s = deadline_s
         self.max_resolved_paths = max_resolved_paths
@@ -54,6 +57,37 @@ class Judge:
 
     def policy_for(self, run: RunContext) -> Policy:
         return run.policy if run.policy is not None else self.policy
+
+    async def check(self, job: CallJob) -> bool:
+        """The pipeline's policy step: a deny ends the call (recorded), an ask is noted for the person."""
+        tool, record = job.known, job.record
+        decision = await self.decide(job)
+        record.provenance.append(decision.provenance)
+        if decision.action is Action.DENY:
+            # The model reads the policy's reason in plain words; the rule stays in the provenance.
+            await self.recorder.deny(record, f"denied by policy: {decision.reason}", Outcome.POLICY,
+                                     actor="policy", data={"provenance": decision.provenance.to_dict()})
+            return False
+        job.risk = call_risk(tool.name, tool.risk, decision)
+        if decision.action is Action.ASK:
+            job.policy_asked = True
+            job.asks.append(decision.reason)
+        return True
+
+    async def plan_gate(self, job: CallJob) -> bool:
+        """The last word of plan mode, on the input that will run: a hook's rewrite, a person's edit or an
+        approval offered before the session entered plan mode cannot make a write run while planning."""
+        refusal = await self.plan_refusal(job)
+        if refusal is None:
+            return True
+        job.record.provenance.append(refusal.provenance)
+        note = self._clean(f"denied by policy: {refusal.reason}")
+        if job.record.state is ToolCallState.APPROVED:  # allowed by a person before the session began planning
+            await self.recorder.fail(job.record, note, Outcome.CANCELLED, actor="policy")
+        else:
+            await self.recorder.deny(job.record, note, Outcome.POLICY, actor="policy",
+                                     data={"provenance": refusal.provenance.to_dict()})
+        return False
 
     async def decide(self, job: CallJob) -> PolicyDecision:
         """The policy's decision on the job's input, an ask already made a deny where nobody is asked."""
