@@ -23,7 +23,8 @@ from ._rules import (
     rules_from_texts,
 )
 from ._rules_file import append_project_rule, rules_text_with
-from ._shell import Redirect, ShellAnalysis, SimpleCommand, analyse_command
+from ._shell import analyse_command
+from ._shell_model import Redirect, ShellAnalysis, SimpleCommand
 
 __all__ = [
     "ACTION_RANK",

@@ -14,7 +14,8 @@ import re2
 
 from ._glob import glob_regex
 from ._paths import workspace_relative
-from ._shell import ShellAnalysis, SimpleCommand, analyse_command
+from ._shell import analyse_command
+from ._shell_model import ShellAnalysis, SimpleCommand
 
 
 # Rules glob the way fs_glob does (`*`, `?`, `[...]`, `**`, `{a,b}`): one translation for both, run by

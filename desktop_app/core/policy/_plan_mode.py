@@ -19,7 +19,7 @@ from ._rules import (
     PolicyDecision,
     ToolFacts,
 )
-from ._shell import ShellAnalysis
+from ._shell_model import ShellAnalysis
 
 
 def plan_denial(why: str) -> PolicyDecision:

@@ -40,7 +40,8 @@ from ._rules import (
     RuleSet,
     ToolFacts,
 )
-from ._shell import AUTO_ALLOW_LIMIT, ShellAnalysis, SimpleCommand
+from ._shell import AUTO_ALLOW_LIMIT
+from ._shell_model import ShellAnalysis, SimpleCommand
 
 
 class Policy(Protocol):

@@ -10,7 +10,8 @@ from typing import Any
 from .._record import Risk
 from .._sandbox import WORKSPACE
 from ._paths import container_path
-from ._shell import SHELLS, ShellAnalysis, SimpleCommand, analyse_command
+from ._shell import analyse_command
+from ._shell_model import SHELLS, ShellAnalysis, SimpleCommand
 
 _READ_ONLY = frozenset({
     "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "rg", "pwd", "echo", "printf", "true", "false",
