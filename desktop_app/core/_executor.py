@@ -299,6 +299,7 @@ class Executor:
         job.args = args
         return True
 
+    # -- the pre hooks: the chain's own -> the person's -> the tool's own ---------------------------------
     async def _run_pre_hooks(self, job: CallJob) -> bool:
         chain = HookChain(pre=[*self.hooks.pre, *self.user_hooks.pre, *job.known.pre_hooks()])
         verdict = await chain.run_pre(job.hook_call, deadline_s=self.judge.deadline_s)
@@ -353,6 +354,7 @@ class Executor:
         job.meta.setdefault("hooks", []).append(step.hook)
         return True
 
+    # -- a person's edit, judged again (the approval gate hands it back) ---------------------------------
     async def _judge_edit(self, job: CallJob, decision: Allow, prov: Provenance, edited: dict[str, Any]) -> bool:
         """A person's edit is judged like the model's input: validation, the policy, the risk, the pre
         hooks. A deny denies it. It goes back to the person, as a new approval of the edited input, when
