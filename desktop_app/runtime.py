@@ -59,6 +59,7 @@ from .core import (
     SandboxSurvivors,
     SessionInfo,
     SessionNotice,
+    SessionSetup,
     SkillCatalog,
     SubagentLimits,
     SubagentSetup,
@@ -183,8 +184,9 @@ class ProjectRuntime:
         specs, self.hooks_trust = await asyncio.to_thread(user_hook_specs, self.settings, self.project)
         self.executor.user_hooks = user_hook_chain(specs, lambda: self.sandbox)
 
-    def session_options(self) -> dict[str, Any]:
-        """What a session of this project gets from its template: the narrowed policy, the prompt, children."""
+    def session_setup(self) -> SessionSetup:
+        """What a session of this project gets: its bounds and tools, and from its template the narrowed
+        policy, the prompt, children."""
         tpl = self.template
         prompt = [tpl.system_prompt, self._skills_prompt(tpl)]
         limits = SubagentLimits(max_depth=self.settings.subagent_max_depth,
@@ -192,9 +194,11 @@ class ProjectRuntime:
                                 max_running=self.settings.subagent_max_running)
         setup = SubagentSetup(templates=self.templates, limits=limits, client_for=self._client_for,
                               prompt_extra=self._skills_prompt)
-        return {"policy": NarrowedPolicy(self.policy, tpl) if tpl.narrows else None,
-                "restrict_tools": tpl.tools != frozenset({"*"}), "system_extra": "\n".join(p for p in prompt if p),
-                "subagents": setup, "labels": {"template": tpl.name} if tpl.name != DEFAULT_TEMPLATE else {}}
+        return SessionSetup(
+            max_steps=self.settings.max_steps, more_tools=self.mcp_tools if self.mcp is not None else None,
+            policy=NarrowedPolicy(self.policy, tpl) if tpl.narrows else None,
+            restrict_tools=tpl.tools != frozenset({"*"}), system_extra="\n".join(p for p in prompt if p),
+            subagents=setup, labels={"template": tpl.name} if tpl.name != DEFAULT_TEMPLATE else {})
 
     def _skills_prompt(self, template: AgentTemplate) -> str:
         skill = self.registry.find("skill")
@@ -223,8 +227,7 @@ class ProjectRuntime:
         session = await AgentSession.open(
             store=self.store, bus=self.bus, executor=self.executor, tools=self.tools,
             model_client=client, project=self.project, sandbox=self.sandbox,
-            session_id=session_id, title=title, max_steps=self.settings.max_steps,
-            more_tools=self.mcp_tools if self.mcp is not None else None, **self.session_options(),
+            session_id=session_id, title=title, setup=self.session_setup(),
         )
         self.sessions.add(session)
         self._watch()

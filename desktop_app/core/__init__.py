@@ -5,7 +5,7 @@ The floor of the project: pure asyncio, imports nothing else of desktop_app, nor
 runs headless and tests without a display or a Docker engine.
 """
 
-from ._agent import DEFAULT_MAX_STEPS, AgentSession, TurnResult
+from ._agent import AgentSession, TurnResult
 from ._agent_state import STATUS_CHANNELS, AgentStatus, status_from_events
 from ._anthropic import MISSING_KEY_HINT, AnthropicModelClient
 from ._approvals import (
@@ -65,8 +65,7 @@ from ._events import (
     ToolUpdate,
     TurnEnd,
 )
-from ._executor import HOST_CHANGED_KEY, Executor, RunContext, call_risk
-from ._glob import glob_regex
+from ._executor import Executor
 from ._hooks import (
     DangerousCommandHook,
     HookCall,
@@ -83,6 +82,7 @@ from ._hooks import (
     post_hook,
     pre_hook,
 )
+from ._judge import call_risk
 from ._llm import DEFAULT_MODEL, ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._mcp import (
     MCP_GROUP,
@@ -95,23 +95,6 @@ from ._mcp import (
     split_mcp_tool_name,
 )
 from ._messages import StoredMessage, ToolCall
-from ._paths import container_path, control_dir, control_reason
-from ._policy import (
-    PERSON_GROUP,
-    Action,
-    PermissionMode,
-    PermissionPolicy,
-    PolicyDecision,
-    Rule,
-    RuleSet,
-    ToolFacts,
-    load_rules,
-    plan_mode_blocker,
-    project_rules_path,
-    read_project_rules,
-    rules_from_texts,
-    suggest_rule,
-)
 from ._project import ProjectInfo, SessionInfo
 from ._record import (
     Approval,
@@ -126,8 +109,7 @@ from ._record import (
 from ._recorder import seal_calls
 from ._redaction import Redactor
 from ._registry import TOOL_PROFILES, ToolRegistry, denied_outright, offered_tools
-from ._risk import assess_risk
-from ._rules_file import append_project_rule, rules_text_with
+from ._run import RunContext
 from ._safe_files import make_dirs_beneath, read_beneath, remove_beneath, symlink_beneath, write_beneath
 from ._sandbox import (
     CONFLICT_SUFFIX,
@@ -147,10 +129,10 @@ from ._sandbox import (
     SandboxDescription,
     SyncReport,
 )
-from ._shell import Redirect, ShellAnalysis, SimpleCommand, analyse_command
+from ._session_setup import DEFAULT_MAX_STEPS, SessionSetup, SubagentLimits, SubagentSetup
 from ._skills import Skill, SkillCatalog, load_skills
 from ._store import MemoryStore, RecordStore
-from ._subagents import SUBAGENTS_KEY, TASK_TOOL, SubagentLimits, SubagentSetup
+from ._subagents import TASK_TOOL
 from ._templates import (
     BUILTIN_TEMPLATES,
     DEFAULT_TEMPLATE,
@@ -169,6 +151,33 @@ from ._user_hooks import (
     user_hook_chain,
     user_hooks_from_toml,
 )
+from .policy import (
+    PERSON_GROUP,
+    Action,
+    PermissionMode,
+    PermissionPolicy,
+    PolicyDecision,
+    Redirect,
+    Rule,
+    RuleSet,
+    ShellAnalysis,
+    SimpleCommand,
+    ToolFacts,
+    analyse_command,
+    append_project_rule,
+    assess_risk,
+    container_path,
+    control_dir,
+    control_reason,
+    glob_regex,
+    load_rules,
+    plan_mode_blocker,
+    project_rules_path,
+    read_project_rules,
+    rules_from_texts,
+    rules_text_with,
+    suggest_rule,
+)
 
 __all__ = [
     "BUILTIN_TEMPLATES",
@@ -184,7 +193,6 @@ __all__ = [
     "MAX_TIMEOUT_S",
     "MCP_GROUP",
     "MISSING_KEY_HINT",
-    "SUBAGENTS_KEY",
     "TASK_TOOL",
     "TOOL_PROFILES",
     "WORKSPACE",
@@ -263,6 +271,7 @@ __all__ = [
     "SecretRedactionHook",
     "SessionInfo",
     "SessionNotice",
+    "SessionSetup",
     "ShellAnalysis",
     "SimpleCommand",
     "Skill",
@@ -344,7 +353,6 @@ __all__ = [
 
 # Agent state, questions to the person, plan mode, the monitor channel (issue 16, agent-state).
 __all__ += [
-    "HOST_CHANGED_KEY",
     "NO_PERSON",
     "PERSON_GROUP",
     "STATUS_CHANNELS",

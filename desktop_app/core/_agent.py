@@ -20,7 +20,6 @@ from ._agent_state import AgentStatus, approval_summary, error_summary
 from ._anthropic import PREVIEW_PARSE_CHARS, input_preview, json_head
 from ._bus import EventBus
 from ._compaction import (
-    CompactionSettings,
     compaction_facts,
     estimate_tokens,
     history_view,
@@ -45,24 +44,27 @@ from ._events import (
     ToolStart,
     TurnEnd,
 )
-from ._executor import HOST_CHANGED_KEY, Executor, RunContext
+from ._executor import Executor
 from ._hooks import off_loop_when_large
 from ._llm import ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._messages import StoredMessage, sealed_result, text_blocks, tool_result_block
 from ._project import ProjectInfo, SessionInfo, new_session
 from ._record import ToolCallRecord, ToolCallState
 from ._redaction import Redactor, StreamRedactor
+from ._run import RunContext
 from ._sandbox import WORKSPACE
+from ._session_setup import SessionSetup
 from ._store import RecordStore
-from ._subagents import SUBAGENTS_KEY, Subagents, SubagentSetup
+from ._subagents import Subagents
+from ._system_prompt import system_prompt
 from ._tool import Tool
 
 if TYPE_CHECKING:
     from ._sandbox import Sandbox
+    from .policy import Policy
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_STEPS = 50
 REPEAT_LIMIT = 3
 RUN_STOPPED = "the run stopped before it finished"
 
@@ -82,51 +84,6 @@ class TurnResult:
         return self.reason is TurnEnd.END_TURN
 
 
-def system_prompt(project: ProjectInfo, sandbox: Sandbox | None) -> str:
-    """Tell the model where it works: /workspace in a container, which image, and the network rule."""
-    lines = [
-        f"You are a coding agent working in the project {project.name!r} for the user of Agent Desk.",
-        "Use the tools to inspect and change the project; every tool call is shown to the user, may need "
-        "their approval, and is recorded.",
-    ]
-    desc = None
-    if sandbox is not None:
-        with contextlib.suppress(Exception):
-            desc = sandbox.describe()
-    if desc is not None and not desc.unsandboxed:
-        image = desc.image or project.image
-        digest = f" ({desc.image_digest[:19]})" if desc.image_digest else ""
-        lines.append(
-            f"The project folder is mounted at {desc.workspace} inside a {desc.kind} container running the "
-            f"image {image}{digest}. Every command and file operation happens in that container; paths are "
-            f"relative to {desc.workspace}, and nothing outside it is reachable."
-        )
-        if desc.network in ("none", "", None):
-            lines.append(
-                "The sandbox has no network access: package downloads and other network calls will fail. "
-                "The user can relax this per project; do not try to work around it."
-            )
-        else:
-            lines.append(f"The user relaxed the sandbox's network: {desc.network}.")
-        if desc.relaxations:
-            lines.append("Other relaxations the user made: " + ", ".join(desc.relaxations) + ".")
-    elif desc is not None:
-        lines.append(
-            f"The workspace is /workspace, mapped to the host folder {desc.host_path or project.path}. "
-            "WARNING: this session is UNSANDBOXED (local development mode): commands run on the user's "
-            "machine. Be careful with anything destructive."
-        )
-    else:
-        lines.append("The workspace is /workspace. No sandbox is attached: tools that need one will fail.")
-    lines += [
-        "If a call is denied, the user's note comes back as its result: follow it, do not retry the same call.",
-        'A tool result with "_autoSealed": true belongs to a call that was cut off when the session ended; '
-        "it may have had side effects, so check the workspace before retrying it.",
-        "Keep answers short; say what you changed and how you checked it.",
-    ]
-    return "\n".join(lines)
-
-
 class AgentSession:
     """One conversation: send a message, the model and the tools take steps until the turn ends."""
 
@@ -141,16 +98,10 @@ class AgentSession:
         project: ProjectInfo,
         sandbox: Sandbox | None,
         session: SessionInfo,
-        max_steps: int = DEFAULT_MAX_STEPS,
-        more_tools: Callable[[], list[Tool]] | None = None,
-        compaction: CompactionSettings | None = None,
-        policy: Any = None,
-        restrict_tools: bool = False,
-        system_extra: str = "",
-        subagents: SubagentSetup | None = None,
-        depth: int = 0,
-        labels: dict[str, Any] | None = None,
+        setup: SessionSetup | None = None,
     ) -> None:
+        setup = setup if setup is not None else SessionSetup()
+        self.setup = setup
         self.store = store
         self.bus = bus
         self.executor = executor
@@ -159,18 +110,17 @@ class AgentSession:
         self.project = project
         self.sandbox = sandbox
         self.session = session
-        self.max_steps = max_steps
+        self.max_steps = setup.max_steps
         self.running = False
         self.last_result: TurnResult | None = None
         # A template's or a sub-agent's run: its narrowed policy, only its tools, its approvals labelled.
-        offered = self._offers if restrict_tools else None
-        self._run = RunContext(session_id=session.id, project_id=project.id, sandbox=sandbox, policy=policy,
-                               offered=offered, labels=dict(labels or {}))
-        self.system_extra = system_extra
-        self.depth = depth
-        self.subagents = Subagents(self, subagents, depth) if subagents is not None else None
-        if self.subagents is not None:
-            self._run.state[SUBAGENTS_KEY] = self.subagents
+        offered = self._offers if setup.restrict_tools else None
+        self._run = RunContext(session_id=session.id, project_id=project.id, sandbox=sandbox, policy=setup.policy,
+                               offered=offered, labels=dict(setup.labels))
+        self.system_extra = setup.system_extra
+        self.depth = setup.depth
+        self.subagents = Subagents(self, setup.subagents, setup.depth) if setup.subagents is not None else None
+        self._run.subagents = self.subagents
         self._queue: list[str] = []
         self._turn: asyncio.Task[TurnResult] | None = None
         self._stream_task: asyncio.Task[ModelReply] | None = None
@@ -180,8 +130,8 @@ class AgentSession:
         self._history: list[StoredMessage] | None = None  # cache of the stored messages, appended in step
         self._tool_params = [t.to_api() for t in self.tools]  # schemas are built once per session
         # Tools that come and go during a session (an MCP server's, once it is ready): asked per request.
-        self.more_tools = more_tools
-        self.compaction = compaction or CompactionSettings()
+        self.more_tools = setup.more_tools
+        self.compaction = setup.compaction
         self._context_tokens: int | None = None  # the context the last step used, from its usage
         self._init_state()
 
@@ -212,10 +162,7 @@ class AgentSession:
         sandbox: Sandbox | None,
         session_id: str | None = None,
         title: str = "",
-        max_steps: int = DEFAULT_MAX_STEPS,
-        more_tools: Callable[[], list[Tool]] | None = None,
-        compaction: CompactionSettings | None = None,
-        **options: Any,
+        setup: SessionSetup | None = None,
     ) -> AgentSession:
         """A new session, or (with `session_id`) a stored one, sealed and ready to continue."""
         if await store.get_project(project.id) is None:
@@ -232,9 +179,7 @@ class AgentSession:
             session = found
         self = cls(
             store=store, bus=bus, executor=executor, tools=tools, model_client=model_client,
-            project=project, sandbox=sandbox, session=session, max_steps=max_steps, more_tools=more_tools,
-            compaction=compaction,
-            **options,  # policy, restrict_tools, system_extra, subagents: see __init__
+            project=project, sandbox=sandbox, session=session, setup=setup,
         )
         if session_id is not None:
             report = await executor.seal_open(session.id)
@@ -250,7 +195,7 @@ class AgentSession:
         return self
 
     @property
-    def policy(self) -> Any:
+    def policy(self) -> Policy:
         """The policy this session's calls are judged by: its template's narrowing, else the executor's."""
         return self._run.policy if self._run.policy is not None else self.executor.policy
 
@@ -291,8 +236,7 @@ class AgentSession:
     def host_changed(self, paths: list[str], kinds: list[str]) -> None:
         """Files of the workspace (relative paths) changed on the host by no tool call: the read-before-edit
         guard asks for a fresh read of each, and `file_changed` tells the timeline."""
-        changed = self._run.state.setdefault(HOST_CHANGED_KEY, set())
-        changed.update(f"{WORKSPACE}/{p}" for p in paths)
+        self._run.host_changed.update(f"{WORKSPACE}/{p}" for p in paths)
         self.bus.publish(FileChanged(session_id=self.session.id, project_id=self.project.id, paths=list(paths),
                                      kinds=list(kinds)))
 

@@ -16,8 +16,8 @@ from typing import Any, ClassVar, Literal, Protocol
 from ._bus import EventBus
 from ._errors import ApprovalNotPending
 from ._events import PermissionRequired, QuestionAnswered, QuestionAsked
-from ._policy import Action, PermissionMode, PermissionPolicy, Rule, suggest_rule
 from ._record import Provenance, ToolCallRecord
+from .policy import Action, PermissionMode, PermissionPolicy, Rule, suggest_rule
 
 
 class ApprovalScope(StrEnum):

@@ -22,9 +22,8 @@ from typing import Any, Protocol, TypeVar
 
 from ._record import Provenance, Risk
 from ._redaction import DEFAULT_REDACTOR, INLINE_REDACT_CHARS, Redactor
-from ._risk import assess_command
-from ._shell import analyse_command
 from ._tool import TextBlock, ToolResult
+from .policy import analyse_command, assess_command
 
 _T = TypeVar("_T")
 
@@ -454,3 +453,18 @@ class OfferedToolsHook:
     async def __call__(self, call: HookCall) -> PreHookResult | None:
         why = self.why_not(call.name)
         return None if why is None else PreHookResult.deny(why)
+
+
+def redaction_first(hooks: HookChain, redactor: Redactor | None) -> tuple[HookChain, Redactor]:
+    """The chain with secret redaction as its first post hook (added when missing), so that no other
+    post hook (truncation, its artifact) sees a secret; and the redactor it uses, which the executor
+    also applies to inputs and streamed output."""
+    found = [h for h in hooks.post if isinstance(h, SecretRedactionHook)]
+    if found:
+        hook = found[0]
+        if redactor is not None and redactor is not hook.redactor:
+            hook = SecretRedactionHook(redactor=redactor.with_literals(list(hook.redactor.literals)))
+    else:
+        hook = SecretRedactionHook(redactor=redactor or DEFAULT_REDACTOR)
+    others = [h for h in hooks.post if not isinstance(h, SecretRedactionHook)]
+    return HookChain(pre=hooks.pre, post=[hook, *others]), hook.redactor

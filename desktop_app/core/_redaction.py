@@ -459,3 +459,14 @@ def _open_pem(text: str) -> int:
     if last < 0 or _END_RE.search(text, last):
         return -1
     return last
+
+
+def holds_redaction(value: Any) -> bool:
+    """Whether `value` (a stored input) had a secret redacted out of it."""
+    if isinstance(value, str):
+        return REDACTED in value
+    if isinstance(value, dict):
+        return any(holds_redaction(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(holds_redaction(v) for v in value)
+    return False

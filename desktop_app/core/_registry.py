@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ._errors import ConfigError, ToolNotFound
-from ._policy import Action, Rule, ToolFacts
 from ._tool import Tool
+from .policy import Action, Rule, ToolFacts
 
 # A profile is a set of tool names and groups; "*" means every registered tool.
 PROFILES: dict[str, frozenset[str]] = {

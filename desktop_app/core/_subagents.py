@@ -1,51 +1,29 @@
 """Sub-agents: a session hands a task to a child session made from a template, in the same sandbox, executor
 and audit, under a policy never wider than its own. `Subagents` is what the `task_run` tool finds in its
-context's state; the runtime gives each session a `SubagentSetup` (templates, bounds, model clients)."""
+context; the runtime gives each session a `SubagentSetup` (core/_session_setup.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._errors import AgentDeskError, ToolInputError
 from ._events import SubagentFinished, SubagentStarted
 from ._project import SessionInfo
 from ._record import new_id
-from ._templates import AgentTemplate, NarrowedPolicy, TemplateCatalog
+from ._session_setup import SessionSetup, SubagentSetup
+from ._templates import AgentTemplate, NarrowedPolicy
 
 if TYPE_CHECKING:
-    from ._llm import ModelClient
     from ._tool import Tool
 
 log = logging.getLogger(__name__)
 
-SUBAGENTS_KEY = "agent-desk:subagents"  # where a session's Subagents wait in its tools' shared state
 TASK_TOOL = "task_run"
 STOP_GRACE_S = 10.0  # how long a stopped child may take to close its history before it is left
-
-
-@dataclass(frozen=True, slots=True)
-class SubagentLimits:
-    """`max_depth`: a top session's children are depth 1, theirs 2. `max_children`: children one session
-    may start while it is open. `max_running`: children of one session running at once."""
-
-    max_depth: int = 2
-    max_children: int = 8
-    max_running: int = 2
-
-
-@dataclass(slots=True)
-class SubagentSetup:
-    """What a runtime gives its sessions to start children with."""
-
-    templates: TemplateCatalog = field(default_factory=TemplateCatalog)
-    limits: SubagentLimits = field(default_factory=SubagentLimits)
-    client_for: Callable[[str], ModelClient] | None = None  # a template's model -> a client for it
-    prompt_extra: Callable[[AgentTemplate], str] | None = None  # e.g. the skills, for a template
 
 
 @dataclass(slots=True)
@@ -160,12 +138,14 @@ class Subagents:
         extra = [subagent_prompt(label, tpl, depth)]
         if self.setup.prompt_extra is not None:
             extra.append(self.setup.prompt_extra(tpl))
+        setup = SessionSetup(
+            max_steps=parent.max_steps, policy=NarrowedPolicy(parent.policy, tpl), restrict_tools=True,
+            subagents=self.setup, depth=depth, system_extra="\n".join(x for x in extra if x),
+            labels={k: meta[k] for k in ("subagent", "parent_session_id", "parent_call_id", "template")},
+        )
         return type(parent)(
             store=parent.store, bus=parent.bus, executor=parent.executor, tools=tools, model_client=client,
-            project=parent.project, sandbox=parent.sandbox, session=session, max_steps=parent.max_steps,
-            policy=NarrowedPolicy(parent.policy, tpl), restrict_tools=True, subagents=self.setup, depth=depth,
-            system_extra="\n".join(x for x in extra if x),
-            labels={k: meta[k] for k in ("subagent", "parent_session_id", "parent_call_id", "template")},
+            project=parent.project, sandbox=parent.sandbox, session=session, setup=setup,
         )
 
     def _tools(self, tpl: AgentTemplate, depth: int) -> list[Tool]:

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import ConfigError
-from ._policy import _RANK, Action, PermissionMode, PermissionPolicy, PolicyDecision, Rule, RuleSet, ToolFacts
 from ._record import Provenance, highest_risk
 from ._registry import PROFILES
 from ._safe_files import list_beneath, read_beneath
 from ._tool import Tool
+from .policy import ACTION_RANK, Action, PermissionMode, PermissionPolicy, PolicyDecision, Rule, RuleSet, ToolFacts
 
 PROJECT_TEMPLATES = ".agent-desk/templates"  # relative to the project folder
 TEMPLATE_SUFFIX = ".toml"
@@ -268,6 +268,9 @@ class NarrowedPolicy:
         """Plan mode is the person's (the session's own mode): a template never lifts it."""
         return self.base.plan_refusal(tool, input, session_id)
 
+    def judges_inline(self, input: dict[str, Any]) -> bool:
+        return False  # judged twice, with a policy built per call: a worker thread's work
+
     def paths_to_resolve(self, tool: ToolFacts, input: dict[str, Any]) -> list[str]:
         return self.base.paths_to_resolve(tool, input)
 
@@ -277,7 +280,7 @@ class NarrowedPolicy:
         mode = self.template.mode or self.mode_for(session_id)
         mine = PermissionPolicy(mode, RuleSet(self.rules_for(session_id)))
         narrowed = mine.evaluate(tool, input, session_id=None, resolved=resolved)
-        if _RANK[narrowed.action] <= _RANK[person.action]:
+        if ACTION_RANK[narrowed.action] <= ACTION_RANK[person.action]:
             return person
         prov = narrowed.provenance
         tagged = Provenance(prov.kind, prov.detail, source=prov.source or f"template {self.template.name}",

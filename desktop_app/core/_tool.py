@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, get_type_hint
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from ._events import Event, TodoChanged
 from ._record import Risk
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ class ToolResult:
 
 UpdateFn = Callable[[str, str], None]
 EmitFn = Callable[[str, dict[str, Any]], None]
+PublishFn = Callable[[Event], None]
 
 
 @dataclass(slots=True)
@@ -91,14 +93,27 @@ class ToolContext:
     session_id: str
     sandbox: Sandbox | None
     abort: asyncio.Event = field(default_factory=asyncio.Event)
-    # Per-session state shared between tools (read hashes for fs_*, the todo list, ...).
+    # A tool's own keys, kept for the session (read hashes for fs_*, the todo list, ...).
     state: dict[str, Any] = field(default_factory=dict)
     project_id: str = ""
     deadline: float | None = None  # monotonic time when the executor will cancel the call
     _update: UpdateFn | None = None
     _emit: EmitFn | None = None
+    _publish: PublishFn | None = None
     # The person, for tools that ask them (ask_user, exit_plan_mode): a core.PendingQuestions.
     person: Any = None
+    # The workspace paths (/workspace/...) changed on the host since a tool last read or wrote them: the
+    # session's own set (RunContext.host_changed), so a tool's discard is the session's.
+    host_changed: set[str] = field(default_factory=set)
+    # The session's sub-agents, for task_run: a core.Subagents (typed Any: _subagents builds on tools), or
+    # None when this session cannot start any.
+    subagents: Any = None
+
+    def todos_changed(self, todos: list[dict[str, Any]], counts: dict[str, int]) -> None:
+        """The session's todo list was replaced: `todo_changed`, with the new list and its counts."""
+        if self._publish is not None:
+            self._publish(TodoChanged(session_id=self.session_id, call_id=self.call_id,
+                                      todos=[dict(t) for t in todos], counts=dict(counts)))
 
     def emit(self, name: str, data: dict[str, Any] | None = None) -> None:
         """Publish a custom event of this call (`tool:custom`): the timeline shows it under the call, and

@@ -10,7 +10,6 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..core import (
-    HOST_CHANGED_KEY,
     WORKSPACE,
     PathOutsideWorkspace,
     Risk,
@@ -82,9 +81,7 @@ def read_hashes(ctx: ToolContext) -> dict[str, str]:
 
 def forget_host_change(ctx: ToolContext, path: str) -> None:
     """The tool has just read or written `path`: a change on the host before that is known now."""
-    changed = ctx.state.get(HOST_CHANGED_KEY)
-    if changed:
-        changed.discard(path)
+    ctx.host_changed.discard(path)
 
 
 def need_sandbox(ctx: ToolContext) -> Sandbox:

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import (
-    HOST_CHANGED_KEY,
     WORKSPACE,
     Sandbox,
     ToolContext,
@@ -139,7 +138,7 @@ def check_read_hash(ctx: ToolContext, state: FileState) -> None:
     """An existing file may only change if the model read its current contents in this session."""
     if not state.exists:
         return
-    if state.path in ctx.state.get(HOST_CHANGED_KEY, ()):
+    if state.path in ctx.host_changed:
         raise Refusal(
             f"{state.display} changed on the host (the person's editor or another program) since you last read "
             "it; read it again before changing it",

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ..core import SUBAGENTS_KEY, TASK_TOOL, ToolContext, ToolInput, ToolInputError, ToolResult
+from ..core import TASK_TOOL, ToolContext, ToolInput, ToolInputError, ToolResult
 from ._common import BuiltinTool
 
 TASK_TIMEOUT_S = 3600.0  # a sub-agent may wait on people; stop reaches it sooner
@@ -47,7 +47,7 @@ class TaskRun(BuiltinTool, name=TASK_TOOL, group="group:agents", input_model=Tas
 
 
 def _subagents(ctx: ToolContext) -> Any:
-    found = ctx.state.get(SUBAGENTS_KEY)
+    found = ctx.subagents
     if found is None:
         raise ToolInputError("this session cannot start sub-agents", hint="Do the task yourself.")
     return found

@@ -88,6 +88,7 @@ class TodoWrite(BuiltinTool, name="todo_write", group="group:todo", input_model=
         todos = [t.model_dump() for t in args.todos]
         ctx.state[TODOS_KEY] = todos
         counts = _counts(todos)
+        ctx.todos_changed(todos, counts)
         head = (f"Todo list updated: {len(todos)} items ({counts['completed']} completed, "
                 f"{counts['in_progress']} in progress, {counts['pending']} pending).")
         return ToolResult.text(

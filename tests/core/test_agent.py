@@ -22,6 +22,7 @@ from desktop_app.core import (
     Rule,
     RuleSet,
     SandboxDescription,
+    SessionSetup,
     ToolCallRecord,
     ToolCallState,
     ToolContext,
@@ -227,7 +228,7 @@ async def test_three_identical_calls_pause_the_turn(server) -> None:
 async def test_max_steps_ends_the_turn(server) -> None:
     server.add(*[reply(tool_use("echo", {"text": str(i)})) for i in range(5)])
     rig = Rig(server)
-    session = await rig.open(max_steps=3)
+    session = await rig.open(setup=SessionSetup(max_steps=3))
     result = await session.send("go")
     assert (result.reason, result.steps) == ("max_steps", 3)
     assert_history_valid(await session.history())

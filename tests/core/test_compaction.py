@@ -17,6 +17,7 @@ from desktop_app.core import (
     Executor,
     PermissionPolicy,
     ProjectInfo,
+    SessionSetup,
     ToolRegistry,
     is_summary,
     tool,
@@ -49,7 +50,7 @@ class Rig:
     async def open(self, compaction=SMALL, **kw) -> AgentSession:
         return await AgentSession.open(store=self.store, bus=self.bus, executor=self.executor,
                                        tools=list(self.registry), model_client=self.model, project=self.project,
-                                       sandbox=None, compaction=compaction, **kw)
+                                       sandbox=None, setup=SessionSetup(compaction=compaction), **kw)
 
     def of_type(self, kind: str) -> list[dict]:
         return [e.payload for e in self.events if e.type == kind]

@@ -15,8 +15,7 @@ from desktop_app.core import (
     load_rules,
     suggest_rule,
 )
-from desktop_app.core._policy import command_matches, path_matches
-from desktop_app.core._shell import analyse_command
+from desktop_app.core.policy import analyse_command, command_matches, path_matches
 
 BASH = ToolFacts("bash_run", "group:runtime", False)
 WRITE = ToolFacts("fs_write", "group:fs", False)

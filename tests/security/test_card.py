@@ -26,7 +26,7 @@ from desktop_app.core import (
     is_summary,
     tool,
 )
-from desktop_app.core import _executor as executor_module
+from desktop_app.core import _approval_gate as approval_gate_module
 from desktop_app.core._compaction import COMPACTION_KEY, history_view, sendable
 from desktop_app.ui import MainWindow
 from desktop_app.ui.inbox import ApprovalInbox, PendingApproval
@@ -72,7 +72,7 @@ class _Desk:
 
 @pytest.mark.parametrize("dry_run", [_hangs, _raises], ids=["hangs", "raises"])
 async def test_a_dry_run_that_cannot_tell_still_asks_and_says_so(monkeypatch, dry_run):
-    monkeypatch.setattr(executor_module, "DRY_RUN_DEADLINE_S", 0.2)
+    monkeypatch.setattr(approval_gate_module, "DRY_RUN_DEADLINE_S", 0.2)
     monkeypatch.setattr(type(slow_check), "dry_run", dry_run)
     desk = _Desk()
     task = asyncio.ensure_future(desk.executor.run_batch([ToolCall("t1", "slow_check", {"path": "a"})], desk.run))

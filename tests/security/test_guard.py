@@ -472,14 +472,14 @@ def test_only_the_built_in_policy_on_a_small_input_is_judged_on_the_loop():
     """The fast path skips the worker thread only where the judging is bounded: the built-in, linear
     policy on a few hundred characters. A larger input, or any other policy, goes to the worker thread
     under the deadline (the tests above use a ScriptedPolicy that sleeps or spins)."""
-    from desktop_app.core._executor import INLINE_JUDGE_CHARS
+    from desktop_app.core._judge import INLINE_JUDGE_CHARS
 
-    built_in = Rig(PermissionPolicy("auto")).executor
-    assert built_in._judged_inline({"command": "ls -la"})
-    assert not built_in._judged_inline({"command": "x" * (INLINE_JUDGE_CHARS + 1)})
-    assert not built_in._judged_inline({"edits": [{"path": "a", "new_string": "y" * INLINE_JUDGE_CHARS}]})
-    scripted = Rig(ScriptedPolicy(lambda i: None)).executor
-    assert not scripted._judged_inline({"command": "ls"})
+    built_in = Rig(PermissionPolicy("auto")).executor.judge
+    assert built_in.judged_inline({"command": "ls -la"})
+    assert not built_in.judged_inline({"command": "x" * (INLINE_JUDGE_CHARS + 1)})
+    assert not built_in.judged_inline({"edits": [{"path": "a", "new_string": "y" * INLINE_JUDGE_CHARS}]})
+    scripted = Rig(ScriptedPolicy(lambda i: None)).executor.judge
+    assert not scripted.judged_inline({"command": "ls"})
 
 
 # -- last in the file: a policy still working past its deadline must not slow the tests above -------

@@ -14,6 +14,7 @@ from desktop_app.core import (
     PermissionPolicy,
     ProjectInfo,
     SessionInfo,
+    SessionSetup,
     ToolRegistry,
     is_summary,
 )
@@ -34,7 +35,7 @@ def test_compact_by_hand_shows_a_notice_and_keeps_the_originals(qtbot, run, stor
             executor = Executor(ToolRegistry([]), PermissionPolicy("ask"), bus=bus, store=store)
             return await AgentSession.open(store=store, bus=bus, executor=executor, tools=[], model_client=model,
                                            project=project, sandbox=None, session_id=session_id,
-                                           compaction=CompactionSettings(compact_at=0))
+                                           setup=SessionSetup(compaction=CompactionSettings(compact_at=0)))
 
         run(store.save_project(ProjectInfo("prj_1", "shop", str(tmp_path))))
         run(store.save_session(SessionInfo("ses_1", "prj_1", "Fix prices")))

@@ -7,10 +7,11 @@ import posixpath
 from collections.abc import Iterable
 from typing import Any
 
+from .._record import Risk
+from .._sandbox import WORKSPACE
 from ._paths import container_path
-from ._record import Risk
-from ._sandbox import WORKSPACE
-from ._shell import SHELLS, ShellAnalysis, SimpleCommand, analyse_command
+from ._shell import analyse_command
+from ._shell_model import SHELLS, ShellAnalysis, SimpleCommand
 
 _READ_ONLY = frozenset({
     "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "rg", "pwd", "echo", "printf", "true", "false",

@@ -12,9 +12,9 @@ from typing import Any
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
-from ._errors import ConfigError
-from ._policy import PROJECT_RULES, Action, Rule, RuleSet, read_project_rules
-from ._safe_files import write_beneath
+from .._errors import ConfigError
+from .._safe_files import write_beneath
+from ._rules import PROJECT_RULES, Action, Rule, RuleSet, read_project_rules
 
 HEADER = "# Agent Desk permission rules: deny > ask > allow > mode."
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import posixpath
 import re
 
+from .._sandbox import WORKSPACE
 from ._glob import glob_regex
 from ._paths import CONTROL_DIRS, control_dir
 from ._risk import INTERPRETERS
-from ._sandbox import WORKSPACE
-from ._shell import SHELLS, ShellAnalysis, SimpleCommand
+from ._shell_model import SHELLS, ShellAnalysis, SimpleCommand
 
 # Every operand may be the file changed (mv and ln: the source too, which moves or links a control file).
 _EVERY_OPERAND = frozenset({

@@ -4,10 +4,20 @@ un-analysable (fail closed), with a reason in plain words."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
+
+from ._shell_model import (
+    OPAQUE_PROGRAMS,
+    Redirect,
+    ShellAnalysis,
+    SimpleCommand,
+    WalkContext,
+    Word,
+)
+from ._wrappers import Unwrap
 
 # A command longer than this is never allowed without a person, and is not parsed.
 AUTO_ALLOW_LIMIT = 4096
@@ -18,119 +28,13 @@ _MAX_COMMANDS = 2000
 
 _PARSER = Parser(Language(tree_sitter_bash.language()))
 _OK_BYTES = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A}
-
-WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
-HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
-DELETE_PROGRAMS = frozenset({"rm", "unlink", "rmdir", "shred"})
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "posh", "rbash"})
-# Builtins and programs that run code the policy cannot see (a string, a file, a config, a table).
-_OPAQUE = frozenset({
-    "eval", "source", ".", "trap", "alias", "shopt", "enable", "hash", "bind", "complete", "compgen", "fc",
-    "let", "coproc", "mapfile", "readarray", "watch", "flock", "chroot", "unshare", "nsenter", "runuser", "su",
-    "sg", "script", "strace", "ltrace", "valgrind", "gdb", "parallel", "fakeroot", "faketime", "proxychains",
-    "proxychains4", "torsocks", "firejail", "catchsegv", "systemd-run", "at", "batch", "ionice", "chrt",
-    "taskset", "setpriv", "capsh", "prlimit", "numactl", "cgexec", "expect", "sshpass", "pkexec", "run-parts",
-    "tmux", "screen", "dtach", "unbuffer", "setsid", "command_not_found_handle",
-})
 _GLOB_CHARS = frozenset("*?[]{}")
-
-
-@dataclass(slots=True, frozen=True)
-class Word:
-    """A shell word after quote removal. `kind`: "lit" (known), "glob" (a pattern or brace expansion),
-    "dyn" (an expansion or substitution: known only when it runs; `value` is then the source text)."""
-
-    value: str
-    kind: str = "lit"
-
-    @property
-    def literal(self) -> bool:
-        return self.kind == "lit"
-
-
-@dataclass(slots=True, frozen=True)
-class Redirect:
-    op: str  # >, >>, >|, &>, &>>, >&, <, <&, <>, <<, <<-, <<<, >&-, <&-
-    fd: int | None
-    target: str  # the file or fd after quote removal; "" for here-docs and here-strings
-    literal: bool = True
-
-    @property
-    def writes_file(self) -> bool:
-        """A write of a file: `>`, `>>`, `>|`, `&>`, `&>>`, `<>`, and `>&word` / `N>&word` where word is no fd."""
-        if self.op in WRITE_OPS:
-            return True
-        return self.op == ">&" and not (self.target.isdigit() or self.target == "-")
-
-
-@dataclass(slots=True, frozen=True)
-class SimpleCommand:
-    """One simple command that can run. `argv` is what really runs: the program's basename first, after
-    the wrappers (env, sudo, nice, xargs, `find -exec`, `sh -c` ...), each of which is one of `layers`."""
-
-    argv: tuple[str, ...]
-    kinds: tuple[str, ...]  # Word.kind of each argv word
-    program_path: str = ""  # the program as written (a path keeps its folders)
-    layers: tuple[tuple[str, ...], ...] = ()  # each wrapper's argv as written, outermost first, then argv
-    env: tuple[str, ...] = ()  # NAME=value: its own prefixes, env's, sudo's, those of an enclosing `sh -c`
-    redirects: tuple[Redirect, ...] = ()
-    text: str = ""
-    open_args: bool = False  # xargs and `find -exec ... +` add arguments when it runs
-    background: bool = False
-    pipe: tuple[tuple[int, int], ...] = ()  # (pipeline, stage) from the outermost pipeline in
-    parent: int | None = None  # the command whose word or redirection holds the substitution this sits in
-    function: str | None = None  # the function whose body holds it
-    calls_function: bool = False  # the program is a function defined in the same command
-    runs_script: bool = False  # `sh -c SCRIPT`: the script's own commands follow it and carry the judgement
-
-    @property
-    def program(self) -> str:
-        return self.argv[0] if self.argv else ""
-
-    @property
-    def deletes(self) -> bool:
-        """Deletes files: rm, unlink, rmdir, shred, `find ... -delete`."""
-        return self.program in DELETE_PROGRAMS or (self.program == "find" and "-delete" in self.argv)
-
-    @property
-    def writes(self) -> tuple[str, ...]:
-        """The files its redirections write (literal targets, `/dev/null` and friends left out)."""
-        return tuple(r.target for r in self.redirects
-                     if r.writes_file and r.literal and r.target not in HARMLESS_TARGETS)
-
-
-@dataclass(slots=True, frozen=True)
-class ShellAnalysis:
-    source: str
-    commands: tuple[SimpleCommand, ...] = ()
-    problems: tuple[str, ...] = ()  # why it is un-analysable; empty when every part is understood
-    functions: tuple[str, ...] = ()
-
-    @property
-    def analysable(self) -> bool:
-        return not self.problems
-
-    @property
-    def writes(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(t for c in self.commands for t in c.writes))
-
-
-@dataclass(slots=True, frozen=True)
-class _Ctx:
-    pipe: tuple[tuple[int, int], ...] = ()
-    parent: int | None = None
-    function: str | None = None
-    background: bool = False
-    redirects: tuple[Redirect, ...] = ()
-    env: tuple[str, ...] = ()
-    layers: tuple[tuple[str, ...], ...] = ()
-    depth: int = 0  # sh -c depth
 
 
 def analyse_command(command: str, *, _depth: int = 0) -> ShellAnalysis:
     """Every simple command that `command` can run, or the reasons it cannot be analysed."""
     w = _Walker(command)
-    w.run(_Ctx(depth=_depth))
+    w.run(WalkContext(depth=_depth))
     return ShellAnalysis(command, tuple(w.commands), tuple(dict.fromkeys(w.problems)), tuple(w.functions))
 
 
@@ -161,7 +65,7 @@ class _Walker:
     def problem(self, why: str) -> None:
         self.problems.append(why)
 
-    def run(self, ctx: _Ctx) -> None:
+    def run(self, ctx: WalkContext) -> None:
         self.problems += _precheck(self.source)
         if len(self.source) > PARSE_LIMIT:
             return
@@ -175,7 +79,7 @@ class _Walker:
             self.problem(f"it holds more than {_MAX_COMMANDS} commands")
 
     # -- statements --------------------------------------------------------------------------------
-    def stmt(self, node: Node, ctx: _Ctx, nest: int) -> None:
+    def stmt(self, node: Node, ctx: WalkContext, nest: int) -> None:
         if nest > _MAX_NESTING:
             self.problem("it is nested too deeply")
             return
@@ -188,7 +92,7 @@ class _Walker:
             return
         handler(self, node, ctx, nest)
 
-    def seq(self, node: Node, ctx: _Ctx, nest: int) -> None:
+    def seq(self, node: Node, ctx: WalkContext, nest: int) -> None:
         """Children in order; a child followed by `&` runs in the background."""
         kids = node.children
         for i, child in enumerate(kids):
@@ -199,7 +103,7 @@ class _Walker:
             bg = i + 1 < len(kids) and kids[i + 1].type == "&"
             self.stmt(child, replace(ctx, background=ctx.background or bg), nest + 1)
 
-    def pipeline(self, node: Node, ctx: _Ctx, nest: int) -> None:
+    def pipeline(self, node: Node, ctx: WalkContext, nest: int) -> None:
         pid = self._new_pipe()
         stage = 0
         for child in node.children:
@@ -211,11 +115,11 @@ class _Walker:
         self._pipes += 1
         return self._pipes
 
-    def function_definition(self, node: Node, ctx: _Ctx, nest: int) -> None:
+    def function_definition(self, node: Node, ctx: WalkContext, nest: int) -> None:
         name = node.child_by_field_name("name")
         body = node.child_by_field_name("body")
         fname = name.text.decode() if name is not None and name.text else ""
-        if not fname or body is None or fname in _OPAQUE:
+        if not fname or body is None or fname in OPAQUE_PROGRAMS:
             self.problem(f"the function {fname or '?'} cannot be analysed")
             return
         for child in node.children:
@@ -223,11 +127,11 @@ class _Walker:
                 self.problem("a function with redirections cannot be analysed")
         self.stmt(body, replace(ctx, function=fname), nest + 1)
 
-    def redirected(self, node: Node, ctx: _Ctx, nest: int) -> None:
+    def redirected(self, node: Node, ctx: WalkContext, nest: int) -> None:
         body = node.child_by_field_name("body")
         redirects: list[Redirect] = []
         extra: list[Word] = []
-        follow: list[tuple[Node, _Ctx]] = []
+        follow: list[tuple[Node, WalkContext]] = []
         owner: list[tuple[int, int]] = []
         slot = self.reserve() if body is not None and body.type == "command" else None
         saved, self._current = self._current, slot
@@ -249,8 +153,8 @@ class _Walker:
             self.stmt(n, c, nest + 1)
 
     # -- redirections ------------------------------------------------------------------------------
-    def redirect(self, node: Node, ctx: _Ctx, nest: int, out: list[Redirect], extra: list[Word],
-                 follow: list[tuple[Node, _Ctx]], owner: list[tuple[int, int]]) -> None:
+    def redirect(self, node: Node, ctx: WalkContext, nest: int, out: list[Redirect], extra: list[Word],
+                 follow: list[tuple[Node, WalkContext]], owner: list[tuple[int, int]]) -> None:
         if node.type == "file_redirect":
             self.file_redirect(node, ctx, nest, out, extra)
         elif node.type == "herestring_redirect":
@@ -263,7 +167,7 @@ class _Walker:
         else:
             self.problem(f"the redirection {_snip(node)} is not understood")
 
-    def file_redirect(self, node: Node, ctx: _Ctx, nest: int, out: list[Redirect], extra: list[Word]) -> None:
+    def file_redirect(self, node: Node, ctx: WalkContext, nest: int, out: list[Redirect], extra: list[Word]) -> None:
         fd: int | None = None
         op = ""
         dests: list[Node] = []
@@ -292,8 +196,8 @@ class _Walker:
         out.append(Redirect(op, fd, target.value, target.literal))
         extra += [self.word(d, ctx, nest) for d in dests[1:]]  # `ls > a b`: b is ls's argument
 
-    def heredoc(self, node: Node, ctx: _Ctx, nest: int, out: list[Redirect], extra: list[Word],
-                follow: list[tuple[Node, _Ctx]], owner: list[tuple[int, int]]) -> None:
+    def heredoc(self, node: Node, ctx: WalkContext, nest: int, out: list[Redirect], extra: list[Word],
+                follow: list[tuple[Node, WalkContext]], owner: list[tuple[int, int]]) -> None:
         op, start, body_text, end = "", "", "", None
         for child in node.children:
             t = child.type
@@ -327,7 +231,7 @@ class _Walker:
             self.problem("a here-document whose body expands (unquoted delimiter with $, ` or \\)")
         out.append(Redirect(op, None, ""))
 
-    def heredoc_pipe(self, node: Node, ctx: _Ctx, follow: list[tuple[Node, _Ctx]]) -> tuple[int, int]:
+    def heredoc_pipe(self, node: Node, ctx: WalkContext, follow: list[tuple[Node, WalkContext]]) -> tuple[int, int]:
         """`cat <<EOF | sh`: tree-sitter hangs the rest of the pipeline under the here-doc; the command
         that owns the here-doc is stage 0 of that pipeline."""
         pid = self._new_pipe()
@@ -339,7 +243,7 @@ class _Walker:
         return (pid, 0)
 
     # -- words -------------------------------------------------------------------------------------
-    def word(self, node: Node, ctx: _Ctx, nest: int) -> Word:
+    def word(self, node: Node, ctx: WalkContext, nest: int) -> Word:
         """Quote removal of a word; substitutions in it are analysed as commands of their own."""
         if nest > _MAX_NESTING:
             self.problem("it is nested too deeply")
@@ -374,7 +278,7 @@ class _Walker:
             self.problem(f"the word {_snip(node)} ({t.replace('_', ' ')}) is not understood")
         return Word(_text(node), "dyn")
 
-    def dq_string(self, node: Node, ctx: _Ctx, nest: int) -> Word:
+    def dq_string(self, node: Node, ctx: WalkContext, nest: int) -> Word:
         parts: list[str] = []
         dynamic = False
         for child in node.children:
@@ -389,7 +293,7 @@ class _Walker:
                 dynamic = True
         return Word(_text(node), "dyn") if dynamic else Word("".join(parts))
 
-    def expansion(self, node: Node, ctx: _Ctx, nest: int) -> None:
+    def expansion(self, node: Node, ctx: WalkContext, nest: int) -> None:
         for child in node.children:
             if child.type == "subscript":
                 index = child.child_by_field_name("index")
@@ -400,7 +304,7 @@ class _Walker:
             elif child.is_named and child.type not in ("variable_name", "special_variable_name"):
                 self.word(child, ctx, nest + 1)
 
-    def substitution(self, node: Node, ctx: _Ctx, nest: int) -> None:
+    def substitution(self, node: Node, ctx: WalkContext, nest: int) -> None:
         if _text(node).lstrip().startswith("`") and "\\" in _text(node):
             self.problem(f"backslashes inside backquotes ({_snip(node)}) are read twice by bash")
         # what runs inside sees the environment of its command's shell, not its command's wrappers
@@ -414,7 +318,7 @@ class _Walker:
     _current: int | None = None
 
     # -- simple commands ---------------------------------------------------------------------------
-    def nested(self, script: str, ctx: _Ctx) -> list[SimpleCommand]:
+    def nested(self, script: str, ctx: WalkContext) -> list[SimpleCommand]:
         """The commands of a `sh -c` script, analysed again under `ctx` (its wrappers, environment and
         redirections)."""
         if ctx.depth + 1 > _MAX_SCRIPT_DEPTH:
@@ -433,14 +337,14 @@ class _Walker:
         self.commands.append(None)  # type: ignore[arg-type]
         return len(self.commands) - 1
 
-    def command(self, node: Node, ctx: _Ctx, nest: int, extra: list[Word] | None = None,
+    def command(self, node: Node, ctx: WalkContext, nest: int, extra: list[Word] | None = None,
                 slot: int | None = None) -> None:
         slot = self.reserve() if slot is None else slot
         saved, self._current = self._current, slot
         env: list[str] = list(ctx.env)
         words: list[Word] = []
         redirects: list[Redirect] = list(ctx.redirects)
-        follow: list[tuple[Node, _Ctx]] = []
+        follow: list[tuple[Node, WalkContext]] = []
         owner: list[tuple[int, int]] = []
         for child in node.children:
             t = child.type
@@ -458,7 +362,7 @@ class _Walker:
         words += extra or []
         self._current = saved
         base = replace(ctx, pipe=ctx.pipe + tuple(owner), env=tuple(env), redirects=tuple(redirects))
-        cmds = _Unwrap(self, base, _text(node)).run(words)
+        cmds = Unwrap(self, base, _text(node)).run(words)
         if not cmds:
             self.commands[slot] = SimpleCommand((), (), env=base.env, redirects=base.redirects, text=_text(node))
         for i, cmd in enumerate(cmds):
@@ -474,7 +378,7 @@ class _Walker:
         else:
             self.commands[slot] = cmd
 
-    def assignment(self, node: Node, ctx: _Ctx, nest: int) -> str:
+    def assignment(self, node: Node, ctx: WalkContext, nest: int) -> str:
         name = node.child_by_field_name("name")
         value = node.child_by_field_name("value")
         if name is None or name.type != "variable_name":
@@ -491,7 +395,7 @@ class _Walker:
         op = "+=" if "+=" in _text(node)[: len(_text(name)) + 2] else "="
         return f"{_text(name)}{op}{w.value}"
 
-    def standalone_assignment(self, node: Node, ctx: _Ctx, nest: int) -> None:
+    def standalone_assignment(self, node: Node, ctx: WalkContext, nest: int) -> None:
         """`X=1; cmd`: an assignment changes what later commands see (PATH, IFS...), so it is a part of its
         own, with no program, that a rule must name to allow."""
         slot = self.reserve()
@@ -503,7 +407,7 @@ class _Walker:
                                background=ctx.background, pipe=ctx.pipe, parent=ctx.parent, function=ctx.function,
                                layers=ctx.layers), slot)
 
-    def keyword_command(self, node: Node, ctx: _Ctx, nest: int) -> None:
+    def keyword_command(self, node: Node, ctx: WalkContext, nest: int) -> None:
         """`export A=1 B`, `local x`, `unset y`, `declare -r z`: a program named by its keyword."""
         slot = self.reserve()
         saved, self._current = self._current, slot
@@ -522,7 +426,7 @@ class _Walker:
             self.problem(f"{words[0].value} -i/-n evaluates values as arithmetic or names")
         self.add(_simple(words, ctx, _text(node)), slot)
 
-    def test_command(self, node: Node, ctx: _Ctx, nest: int) -> None:
+    def test_command(self, node: Node, ctx: WalkContext, nest: int) -> None:
         """`[[ ... ]]` and `[ ... ]`: only their substitutions run; arithmetic and -v are refused."""
         slot = self.reserve()
         saved, self._current = self._current, slot
@@ -543,16 +447,16 @@ class _Walker:
         bracket = "[[" if _text(node).startswith("[[") else "["
         self.add(_simple([Word(bracket)], ctx, _text(node)), slot)
 
-    def skip(self, node: Node, ctx: _Ctx, nest: int) -> None:
+    def skip(self, node: Node, ctx: WalkContext, nest: int) -> None:
         return
 
-    def compound(self, node: Node, ctx: _Ctx, nest: int) -> None:
+    def compound(self, node: Node, ctx: WalkContext, nest: int) -> None:
         if node.children and node.children[0].type == "((":
             self.problem(f"arithmetic ({_snip(node)}) can run commands through variable values")
             return
         self.seq(node, ctx, nest)
 
-    def words_then_seq(self, node: Node, ctx: _Ctx, nest: int) -> None:
+    def words_then_seq(self, node: Node, ctx: WalkContext, nest: int) -> None:
         """for/case/select: their word lists expand (substitutions run), their bodies are statements."""
         for child in node.children:
             name = node.field_name_for_child(node.children.index(child)) if child.is_named else None
@@ -564,7 +468,7 @@ class _Walker:
                 self.stmt(child, ctx, nest + 1)
 
 
-def _simple(words: list[Word], ctx: _Ctx, text: str) -> SimpleCommand:
+def _simple(words: list[Word], ctx: WalkContext, text: str) -> SimpleCommand:
     argv = tuple(w.value for w in words)
     return SimpleCommand(argv, tuple(w.kind for w in words), argv[0] if argv else "",
                          layers=(*ctx.layers, argv), env=ctx.env, redirects=ctx.redirects, text=text,
@@ -687,249 +591,3 @@ def _heredoc_delimiter(start: str) -> str:
             out.append(c)
         i += 1
     return "".join(out)
-
-
-# -- wrappers: what runs inside env, sudo, nice, xargs, find -exec, sh -c ... -------------------------
-@dataclass(slots=True, frozen=True)
-class _Opts:
-    """A wrapper's options: short ones with an argument, without, long ones likewise."""
-
-    with_arg: frozenset[str] = frozenset()
-    no_arg: frozenset[str] = frozenset()
-    numeric: bool = False  # `nice -10`
-    refused: frozenset[str] = frozenset()  # options that make it run something the policy cannot see
-
-
-def _o(with_arg: str = "", no_arg: str = "", refused: str = "", numeric: bool = False) -> _Opts:
-    return _Opts(frozenset(with_arg.split()), frozenset(no_arg.split()), numeric, frozenset(refused.split()))
-
-
-_WRAPPERS: dict[str, _Opts] = {
-    "env": _o("-u --unset -C --chdir", "-i --ignore-environment -0 --null -v --debug --block-signal "
-              "--default-signal --ignore-signal --list-signal-handling", "-S --split-string"),
-    "command": _o("", "-p", "-v -V"),
-    "builtin": _o(),
-    "exec": _o("-a", "-c -l"),
-    "nice": _o("-n --adjustment", "", numeric=True),
-    "nohup": _o(),
-    "timeout": _o("-s --signal -k --kill-after", "--preserve-status --foreground -v --verbose"),
-    "stdbuf": _o("-i -o -e --input --output --error"),
-    "time": _o("-f --format -o --output", "-p -a --append -v --verbose -q --quiet --portability"),
-    "sudo": _o("-u --user -g --group -C --close-from -D --chdir -h --host -p --prompt -r --role -t --type "
-               "-T --command-timeout -U --other-user -R --chroot",
-               "-A --askpass -b --background -E --preserve-env -H --set-home -n --non-interactive -P "
-               "--preserve-groups -S --stdin -k --reset-timestamp -K --remove-timestamp -B --bell -N --no-update",
-               "-i --login -s --shell -e --edit -l --list -v --validate -V --version"),
-    "doas": _o("-u", "-n", "-s -C -L"),
-    "xargs": _o("-a --arg-file -d --delimiter -E -I -L --max-lines -n --max-args -P --max-procs -s --max-chars "
-                "--process-slot-var", "-0 --null -r --no-run-if-empty -t --verbose -p --interactive -x --exit "
-                "-o --open-tty -i --replace -e --eof -l"),
-}
-_ATTACHED = frozenset({"-i", "-e", "-l"})  # xargs's options whose value, if any, is attached
-_SHELL_LONG_ARG = frozenset({"--rcfile", "--init-file"})
-_SHELL_LONG = frozenset({"--norc", "--noprofile", "--login", "--posix", "--restricted", "--verbose",
-                         "--noediting", "--debugger", "--protected"})
-_FIND_WRITES = {"-fprint": 1, "-fprint0": 1, "-fls": 1, "-fprintf": 1}
-_FIND_RUNS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
-
-
-def _basename(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[-1] if "/" in path else path
-
-
-def _is_assignment(w: Word) -> bool:
-    name, eq, _ = w.value.partition("=")
-    return w.kind != "dyn" and bool(eq) and name.isidentifier()
-
-
-class _Unwrap:
-    """Follows one simple command's words through its wrappers to the program that really runs."""
-
-    def __init__(self, walker: _Walker, ctx: _Ctx, text: str) -> None:
-        self.w, self.ctx, self.text = walker, ctx, text
-        self.env = list(ctx.env)
-        self.layers = list(ctx.layers)
-        self.redirects = list(ctx.redirects)
-        self.open_args = False
-
-    def make(self, words: list[Word], **kw: bool) -> SimpleCommand:
-        argv = tuple(w.value for w in words)
-        prog = argv[0] if argv else ""
-        c = self.ctx
-        return SimpleCommand(
-            (_basename(prog), *argv[1:]) if argv and words[0].literal else argv, tuple(w.kind for w in words),
-            prog, tuple(self.layers), tuple(self.env), tuple(self.redirects), self.text, self.open_args,
-            c.background, c.pipe, c.parent, c.function, **kw)
-
-    def run(self, words: list[Word]) -> list[SimpleCommand]:
-        i = 0
-        while i < len(words):
-            head = words[i]
-            rest = words[i:]
-            if not head.literal:
-                self.w.problem(f"a variable, substitution or pattern in command position ({head.value!r})")
-                return [self.make(rest)]
-            name = _basename(head.value)
-            self.layers.append(tuple(x.value for x in rest))
-            if not name or name.startswith("-"):
-                self.w.problem(f"the program name {head.value!r} is not understood")
-                return [self.make(rest)]
-            if name in _OPAQUE:
-                self.w.problem(f"{name} runs code that the policy cannot see")
-                return [self.make(rest)]
-            if name in SHELLS:
-                return self.shell(words, i)
-            if name == "find":
-                return self.find(words, i)
-            nxt = self.wrapper(name, words, i + 1)
-            if nxt is None or nxt >= len(words):
-                return [self.make(rest)]
-            i = nxt
-        return []
-
-    def wrapper(self, name: str, words: list[Word], i: int) -> int | None:
-        """The index of the program `name` runs, or None when `name` is the program."""
-        if name == "busybox":
-            return i if i < len(words) and not words[i].value.startswith("-") else None
-        spec = _WRAPPERS.get(name)
-        if spec is None:
-            return None
-        j = self.options(name, spec, words, i)
-        if j is None:
-            return None
-        if name in ("env", "sudo"):
-            while j < len(words) and _is_assignment(words[j]):
-                self.env.append(words[j].value)
-                j += 1
-        elif name == "timeout":
-            j += 1  # the duration
-        elif name == "xargs":
-            self.open_args = True
-        return j
-
-    def options(self, name: str, spec: _Opts, words: list[Word], i: int) -> int | None:
-        while i < len(words):
-            w = words[i]
-            v = w.value
-            if not w.literal:
-                self.w.problem(f"an option of {name} is only known when it runs ({v!r})")
-                return None
-            if v == "--":
-                return i + 1
-            if v == "-" and name == "env":
-                i += 1
-                continue
-            if not v.startswith("-") or v == "-":
-                return i
-            key = v.split("=", 1)[0] if v.startswith("--") else v[:2]
-            if key in spec.refused:
-                if name == "command":
-                    return None  # command -v / -V looks a name up, runs nothing
-                self.w.problem(f"{name} {key} runs something the policy does not follow")
-                return None
-            if spec.numeric and v[1:].lstrip("-").isdigit():
-                i += 1
-            elif v.startswith("--"):
-                if key in spec.with_arg:
-                    i += 1 if "=" in v else 2
-                    if name == "time" and key == "--output":
-                        self.time_output(v, words, i)
-                elif key in spec.no_arg:
-                    i += 1
-                else:
-                    self.w.problem(f"{name} {key} is an option the policy does not know")
-                    return None
-            else:
-                i = self.short(name, spec, words, i)
-                if i < 0:
-                    return None
-        return i
-
-    def short(self, name: str, spec: _Opts, words: list[Word], i: int) -> int:
-        v = words[i].value
-        for k in range(1, len(v)):
-            c = "-" + v[k]
-            if c in spec.refused:
-                self.w.problem(f"{name} {c} runs something the policy does not follow")
-                return -1
-            if c in spec.with_arg:
-                nxt = i + 1 if k + 1 < len(v) else i + 2
-                if name == "time" and c == "-o":
-                    target = v[k + 1 :] if k + 1 < len(v) else (words[i + 1].value if i + 1 < len(words) else "")
-                    self.redirects.append(Redirect(">", None, target))
-                return nxt
-            if name == "xargs" and c in _ATTACHED:
-                return i + 1
-            if c not in spec.no_arg:
-                self.w.problem(f"{name} {c} is an option the policy does not know")
-                return -1
-        return i + 1
-
-    def time_output(self, v: str, words: list[Word], i: int) -> None:
-        target = v.split("=", 1)[1] if "=" in v else (words[i - 1].value if i - 1 < len(words) else "")
-        self.redirects.append(Redirect(">", None, target))
-
-    def shell(self, words: list[Word], i: int) -> list[SimpleCommand]:
-        """`bash [options] -c SCRIPT`: the script is analysed again, its commands under this one."""
-        j, has_c = i + 1, False
-        while j < len(words):
-            w = words[j]
-            v = w.value
-            if not w.literal:
-                break
-            if v in ("--", "-"):
-                j += 1
-                break
-            if v in _SHELL_LONG_ARG:
-                j += 2
-            elif v in _SHELL_LONG:
-                j += 1
-            elif v.startswith("--"):
-                self.w.problem(f"the shell option {v} is not known")
-                return [self.make(words[i:])]
-            elif len(v) > 1 and v[0] in "-+":
-                has_c = has_c or "c" in v[1:]
-                j += 2 if v[-1] in "oO" else 1
-            else:
-                break
-        if not has_c:
-            # `sh script.sh` runs a file, like `python3 x.py`; `echo 'rm x' | sh`, `bash <<EOF`, `sh < f` and
-            # `sh -s` run what they read from their input, which the policy cannot see
-            from_input = j >= len(words) or any(w.value.startswith("-") and "s" in w.value[1:] and
-                                                not w.value.startswith("--") for w in words[i + 1 : j])
-            if from_input and not any(w.value in ("--version", "--help") for w in words[i + 1 :]):
-                self.w.problem(f"{_basename(words[i].value)} reads its script from its input")
-            return [self.make(words[i:])]
-        if j >= len(words):
-            self.w.problem("a shell's -c has no script")
-            return [self.make(words[i:])]
-        script = words[j]
-        if not script.literal:
-            self.w.problem(f"a shell runs a script only known when it runs ({script.value!r})")
-            return [self.make(words[i:])]
-        return [self.make(words[i:], runs_script=True), *self.w.nested(script.value, self.nested_ctx())]
-
-    def nested_ctx(self) -> _Ctx:
-        return replace(self.ctx, env=tuple(self.env), layers=tuple(self.layers), redirects=tuple(self.redirects))
-
-    def find(self, words: list[Word], i: int) -> list[SimpleCommand]:
-        """find's actions: -exec/-execdir/-ok/-okdir run a program; -fprint and friends write a file."""
-        inner: list[SimpleCommand] = []
-        j = i + 1
-        while j < len(words):
-            v = words[j].value
-            if words[j].kind == "dyn" and v.startswith("$"):
-                pass
-            if v in _FIND_WRITES and j + 1 < len(words):
-                self.redirects.append(Redirect(">", None, words[j + 1].value, words[j + 1].literal))
-            if v in _FIND_RUNS:
-                end = next((k for k in range(j + 1, len(words)) if words[k].value in (";", "+")), None)
-                if end is None or end == j + 1:
-                    self.w.problem(f"find {v} without its command and ';' or '+'")
-                    break
-                sub = _Unwrap(self.w, replace(self.ctx, layers=(*self.layers,)), self.text)
-                sub.env, sub.redirects, sub.open_args = list(self.env), [], True
-                inner += sub.run(words[j + 1 : end])
-                j = end
-            j += 1
-        return [self.make(words[i:]), *inner]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import posixpath
 
-from ._sandbox import WORKSPACE
+from .._sandbox import WORKSPACE
 
 
 def container_path(path: str) -> str:
