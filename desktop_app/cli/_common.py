@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core import (
     ModelError,
@@ -14,13 +14,16 @@ from ..core import (
     TurnEnd,
 )
 
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..core import ProjectInfo
+    from ..runtime import ProjectRuntime
+
 log = logging.getLogger("desktop_app.cli")
 
 
 # The exit codes, one meaning each (README "Exit codes" and the --help epilog say the same).
 EXIT_OK = 0  # done; a turn that ended normally
-
-
 EXIT_FAILED = 1  # done, and the answer is "no": a turn that failed, a broken chain, a failed doctor check
 
 
@@ -53,7 +56,7 @@ def version() -> str:
 
 
 # run / resume ---------------------------------------------------------------------------------------
-def command_settings(args: argparse.Namespace) -> Any:
+def command_settings(args: argparse.Namespace) -> Settings:
     """The user's settings with this command's overrides; a turn needs an API key, so say so up front."""
     from ..config import Settings, resolve_api_key
     from ..core import MISSING_KEY_HINT
@@ -74,7 +77,8 @@ def command_settings(args: argparse.Namespace) -> Any:
     return settings
 
 
-async def open_project_runtime(args: argparse.Namespace, project: Any, store: Any, settings: Any = None) -> Any:
+async def open_project_runtime(args: argparse.Namespace, project: ProjectInfo, store: Any,
+                               settings: Settings | None = None) -> ProjectRuntime:
     """The project's runtime on `store` (which it then owns), with this command's sandbox and image."""
     from ..runtime import open_runtime
 

@@ -7,9 +7,12 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ._common import EXIT_OK
+
+if TYPE_CHECKING:
+    from ..core import McpServerInfo
 
 
 # mcp --------------------------------------------------------------------------------------------------
@@ -47,7 +50,7 @@ async def mcp_list_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _mcp_line(s: Any) -> str:
+def _mcp_line(s: McpServerInfo) -> str:
     where = {"host": "host (unsandboxed)", "http": "http (network)"}.get(s.where.value, s.where.value)
     lines = [f"{s.name}  [{s.state.value}]  {where}  {s.source}" + (f"  {s.version}" if s.version else "")]
     if s.error:

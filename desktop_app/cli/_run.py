@@ -8,7 +8,7 @@ import contextlib
 import json
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core import (
     AgentDeskError,
@@ -31,6 +31,10 @@ from ..core import (
     visible,
 )
 from ._common import EXIT_CODES, EXIT_FAILED, EXIT_OK, command_settings, open_project_runtime
+
+if TYPE_CHECKING:
+    from ..core import AgentSession, ProjectInfo
+    from ..runtime import ProjectRuntime
 
 
 async def run_command(args: argparse.Namespace) -> int:
@@ -55,7 +59,7 @@ async def run_command(args: argparse.Namespace) -> int:
         await runtime.close()
 
 
-async def _note_project_image(project: Any) -> None:
+async def _note_project_image(project: ProjectInfo) -> None:
     """The project's own image file changed since its build: said; `run` never builds it."""
     from ..doctor import project_image_note
 
@@ -65,7 +69,7 @@ async def _note_project_image(project: Any) -> None:
               f"{project.path}`.", file=sys.stderr)
 
 
-async def drive(runtime: Any, session: Any, args: argparse.Namespace, prompt: str | None) -> int:
+async def drive(runtime: ProjectRuntime, session: AgentSession, args: argparse.Namespace, prompt: str | None) -> int:
     printer = RunPrinter(runtime, session, args)
     off = runtime.bus.on("*", printer.on_event)
     questions = runtime.executor.questions
@@ -135,7 +139,7 @@ _CHILD_SHOWN = frozenset({ToolStart.type, ToolEnd.type, PermissionRequired.type}
 class RunPrinter:
     """Streams a turn to the terminal: text as it comes, one line per tool call, or JSON envelopes."""
 
-    def __init__(self, runtime: Any, session: Any, args: argparse.Namespace) -> None:
+    def __init__(self, runtime: ProjectRuntime | None, session: AgentSession, args: argparse.Namespace) -> None:
         self.runtime = runtime
         self.session = session
         self.args = args

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core import (
     STATUS_CHANNELS,
@@ -16,6 +16,12 @@ from ..core import (
 )
 from ._common import EXIT_OK, open_project_runtime, when
 from ._run import drive
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ..core import ProjectInfo, SessionInfo
+    from ..runtime import ProjectRuntime
 
 
 # sessions ---------------------------------------------------------------------------------------------
@@ -81,14 +87,14 @@ def status_lines(status: AgentStatus, title: str = "") -> list[str]:
     return lines
 
 
-async def _stored_session(store: Any, session_id: str) -> Any:
+async def _stored_session(store: Any, session_id: str) -> SessionInfo:
     session = await store.get_session(session_id)
     if session is None:
         raise AgentDeskError(f"There is no session {session_id!r}.", hint="`agent-desk sessions list` shows them.")
     return session
 
 
-async def _session_runtime(args: argparse.Namespace, store: Any) -> tuple[Any, Any]:
+async def _session_runtime(args: argparse.Namespace, store: Any) -> tuple[SessionInfo, ProjectRuntime]:
     """A stored session (`args.id`) and its project's runtime, which owns `store` from then on (closed here
     when the runtime cannot be opened)."""
     try:
@@ -132,7 +138,7 @@ async def _compact(args: argparse.Namespace, store: Any) -> int:
         await runtime.close()
 
 
-def project_id_for(projects: Any, folder: str) -> str:
+def project_id_for(projects: Iterable[ProjectInfo], folder: str) -> str:
 
     want = Path(folder).resolve()
     return next((p.id for p in projects if Path(p.path) == want), "-")
