@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import dataclasses
 import hashlib
 import json
 import logging
@@ -22,6 +21,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from .core import DEFAULT_IMAGE, DEFAULT_MAX_STEPS, DEFAULT_MODEL, ConfigError, PermissionMode
 
@@ -61,37 +63,122 @@ def default_db_url() -> str:
     return f"sqlite:///{data_dir() / 'agent-desk.db'}"
 
 
-@dataclass(slots=True)
-class Settings:
-    """What a user sets once: the model, the endpoint, defaults for new projects, extra permission rules."""
+# the keys checked as counts: a non-negative integer each
+_COUNTS = ("max_tokens", "max_retries", "thinking_budget", "max_steps", "subagent_max_depth",
+           "subagent_max_children", "subagent_max_running")
+
+
+def _refused(message: str) -> PydanticCustomError:
+    """A refused settings value, its message kept word for word (load() prefixes the file)."""
+    return PydanticCustomError("settings_value", "{message}", {"message": message})
+
+
+def _bad_value(path: Path, error: ValidationError) -> str:
+    """The first refused key as one line naming the file: a check's own words, else pydantic's."""
+    first = error.errors(include_url=False)[0]
+    if first["type"] == "settings_value":
+        return f"{path}: {first['msg']}"
+    key = ".".join(str(part) for part in first["loc"])
+    return f"The settings file {path} has a bad value: '{key}': {first['msg']}, got {first['input']!r}."
+
+
+class Settings(BaseModel):
+    """What a user sets once: the model, the endpoint, defaults for new projects, extra permission rules.
+
+    Each key is declared once below, with its default and its check. The file is checked when it is read
+    (`load`); a value set in code afterwards is taken as given, as before.
+    """
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
     model: str = DEFAULT_MODEL
+    """The Anthropic model new sessions talk to."""
     base_url: str | None = None
-    # Only used when no keyring backend exists (see `store_api_key`); hidden from repr.
-    api_key: str | None = field(default=None, repr=False)
+    """The API endpoint; None: the SDK's default (ANTHROPIC_BASE_URL overrides it)."""
+    api_key: str | None = Field(default=None, repr=False)
+    """Only used when no keyring backend exists (see `store_api_key`); hidden from repr."""
     max_tokens: int = 16000
+    """The most tokens one model reply may have."""
     max_retries: int = 2
+    """How often the client retries a failed request."""
     request_timeout_s: float = 600.0
-    thinking_budget: int = 0  # 0: extended thinking off
+    """How long one model request may take."""
+    thinking_budget: int = 0
+    """Tokens of extended thinking per reply; 0: extended thinking off."""
     permission_mode: str = PermissionMode.ASK.value
-    rules: list[Any] = field(default_factory=list)  # user-level permission rules, below the project's
+    """The permission mode of new projects."""
+    rules: list[Any] = Field(default_factory=list)
+    """The user's own permission rules, below the project's."""
     default_image: str = DEFAULT_IMAGE
-    sandbox: str = "docker"  # docker | local
+    """The sandbox image of new projects."""
+    sandbox: str = "docker"
+    """The sandbox kind of new projects: docker | local."""
     max_steps: int = DEFAULT_MAX_STEPS
+    """The most model turns one request may take."""
     theme: str = "system"
-    # User-level MCP servers, in the `mcpServers` shape (name -> {command, args, env} or {url, headers});
-    # each project's .agent-desk/mcp.json adds its own, and a project's server of the same name wins.
-    mcp_servers: dict[str, Any] = field(default_factory=dict)
-    # reach: how long an approval waits before it is denied (seconds; 0 or None: it waits), for projects that
-    # do not set their own; and the user's own hooks ({"PreToolUse": [...], "PostToolUse": [...]}).
+    """The window's theme: system | light | dark."""
+    mcp_servers: dict[str, Any] = Field(default_factory=dict)
+    """The user's MCP servers, in the `mcpServers` shape (name -> {command, args, env} or {url, headers}); each
+    project's .agent-desk/mcp.json adds its own, and a project's server of the same name wins."""
     approval_expiry_s: float | None = None
-    hooks: dict[str, Any] = field(default_factory=dict)
-    # sub-agents (task_run): how deep they nest, how many one session starts, how many run at once
+    """How long an approval waits before it is denied (seconds; 0 or None: it waits), for projects that do
+    not set their own."""
+    hooks: dict[str, Any] = Field(default_factory=dict)
+    """The user's own hooks: {"PreToolUse": [...], "PostToolUse": [...]}."""
     subagent_max_depth: int = 2
+    """How deep sub-agents (task_run) nest."""
     subagent_max_children: int = 8
+    """How many sub-agents one session starts."""
     subagent_max_running: int = 2
-    extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as-is
-    path: Path | None = field(default=None, repr=False, compare=False)
+    """How many sub-agents run at once."""
+    extra: dict[str, Any] = Field(default_factory=dict, exclude=True)
+    """Keys this version does not know, kept as they are and written back."""
+    path: Path | None = Field(default=None, repr=False, exclude=True)
+    """The settings file this was read from (and `save` writes to)."""
+
+    # The checks replace pydantic's own for these keys: a value is kept as written, or refused with a message
+    # that names the key.
+    @field_validator("model", mode="plain")
+    @classmethod
+    def _model_named(cls, value: Any) -> str:
+        if not isinstance(value, str) or not value:
+            raise _refused("'model' must be a non-empty string.")
+        return value
+
+    @field_validator(*_COUNTS, mode="plain")
+    @classmethod
+    def _counts(cls, value: Any, info: ValidationInfo) -> int:
+        if not isinstance(value, int) or value < 0:
+            raise _refused(f"'{info.field_name}' must be a non-negative integer, got {value!r}.")
+        return value
+
+    @field_validator("rules", mode="plain")
+    @classmethod
+    def _rules_list(cls, value: Any) -> list[Any]:
+        if not isinstance(value, list):
+            raise _refused("'rules' must be a list.")
+        return value
+
+    @field_validator("mcp_servers", mode="plain")
+    @classmethod
+    def _servers_by_name(cls, value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise _refused("'mcp_servers' must be an object of servers by name.")
+        return value
+
+    @field_validator("approval_expiry_s", mode="plain")
+    @classmethod
+    def _expiry_seconds(cls, value: Any) -> float | None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
+            raise _refused(f"'approval_expiry_s' must be a number of seconds (0: approvals wait), got {value!r}.")
+        return value
+
+    @field_validator("hooks", mode="plain")
+    @classmethod
+    def _hooks_by_event(cls, value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise _refused("'hooks' must be an object of PreToolUse / PostToolUse lists.")
+        return value
 
     @classmethod
     def load(cls, path: Path | None = None) -> Settings:
@@ -108,40 +195,16 @@ class Settings:
             ) from e
         if not isinstance(raw, dict):
             raise ConfigError(f"The settings file {path} must hold a JSON object, not {type(raw).__name__}.")
-        known = {f.name for f in dataclasses.fields(cls)} - {"extra", "path"}
+        known = set(cls.model_fields) - {"extra", "path"}
         kwargs = {k: v for k, v in raw.items() if k in known}
         extra = {k: v for k, v in raw.items() if k not in known}
         try:
-            settings = cls(**kwargs, extra=extra, path=path)
-        except TypeError as e:
-            raise ConfigError(f"The settings file {path} has a bad value: {e}") from e
-        settings._check(path)
-        return settings
-
-    def _check(self, path: Path) -> None:
-        if not isinstance(self.model, str) or not self.model:
-            raise ConfigError(f"{path}: 'model' must be a non-empty string.")
-        for name in ("max_tokens", "max_retries", "thinking_budget", "max_steps", "subagent_max_depth",
-                     "subagent_max_children", "subagent_max_running"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ConfigError(f"{path}: '{name}' must be a non-negative integer, got {value!r}.")
-        if not isinstance(self.rules, list):
-            raise ConfigError(f"{path}: 'rules' must be a list.")
-        if not isinstance(self.mcp_servers, dict):
-            raise ConfigError(f"{path}: 'mcp_servers' must be an object of servers by name.")
-        self._check_reach(path)
-
-    def _check_reach(self, path: Path) -> None:
-        expiry = self.approval_expiry_s
-        if expiry is not None and (isinstance(expiry, bool) or not isinstance(expiry, int | float) or expiry < 0):
-            raise ConfigError(f"{path}: 'approval_expiry_s' must be a number of seconds (0: approvals wait), "
-                              f"got {expiry!r}.")
-        if not isinstance(self.hooks, dict):
-            raise ConfigError(f"{path}: 'hooks' must be an object of PreToolUse / PostToolUse lists.")
+            return cls(**kwargs, extra=extra, path=path)
+        except ValidationError as e:
+            raise ConfigError(_bad_value(path, e)) from None
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("extra", "path")}
+        d = self.model_dump()  # `extra` and `path` are not written as keys
         if d.get("api_key") is None:
             d.pop("api_key", None)
         return {**self.extra, **d}

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...config import Settings
 from ...core import (
     DEFAULT_IMAGE,
     DEFAULT_TEMPLATE,
@@ -53,7 +54,7 @@ from .._tasks import BackgroundTasks
 from ._base import FutureDialog, ask_file
 from ._mcp_section import McpServersSection
 from ._modes import mode_combo
-from ._reach_section import ToolsHooksSection, merged_settings
+from ._tools_section import ToolsHooksSection, merged_settings
 
 log = logging.getLogger(__name__)
 
@@ -516,19 +517,19 @@ async def build_image(name: str, on_progress: Callable[[str], None]) -> Any:
     return await loop.run_in_executor(None, lambda: sb.build_image(name, on_progress=progress))
 
 
-async def edit_project(project: ProjectInfo | None, settings: Any, parent=None, *,
+async def edit_project(project: ProjectInfo | None, settings: Settings | None, parent=None, *,
                        mcp_servers: list[McpServerInfo] | None = None, bridge: Any = None) -> ProjectInfo | None:
     """Ask for a new project (`project` None) or changes to one; on save, write its rules file (off
     the GUI thread). `mcp_servers` is what the project's runtime reports (None: not started), and the MCP
     tab follows `bridge`'s McpServersChanged. Returns the project to store, or None when cancelled."""
     catalog = await image_catalog()
     own = await asyncio.get_running_loop().run_in_executor(None, project_image_entry, project) if project else None
+    defaults = settings if settings is not None else Settings()  # no settings: the declared defaults
     dlg = ProjectSettingsDialog(
         project, catalog=[*catalog, *([own] if own else [])], build_image=build_image,
-        build_project_image=build_project_image,
-        default_mode=getattr(settings, "permission_mode", PermissionMode.ASK.value),
-        default_image=getattr(settings, "default_image", DEFAULT_IMAGE),
-        mcp_servers=mcp_servers, parent=parent, default_expiry=getattr(settings, "approval_expiry_s", None))
+        build_project_image=build_project_image, default_mode=defaults.permission_mode,
+        default_image=defaults.default_image, mcp_servers=mcp_servers, parent=parent,
+        default_expiry=defaults.approval_expiry_s)
     if bridge is not None and project is not None:
         dlg.mcp.follow(bridge, project.id)
     try:

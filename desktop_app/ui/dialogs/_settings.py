@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...config import Settings
 from ...core import DEFAULT_MODEL, AgentDeskError, user_hooks_from_toml
 from .._mcp import where_label
 from ._base import FutureDialog
@@ -58,7 +59,7 @@ class SettingsDialog(FutureDialog):
     """The API key (keyring, or an explicit warned fallback), endpoint, model, default mode, theme, and the
     user's own MCP servers (pasted JSON, checked before it is saved)."""
 
-    def __init__(self, settings: Any, *, key_source: str | None, keyring_ok: bool, parent=None) -> None:
+    def __init__(self, settings: Settings, *, key_source: str | None, keyring_ok: bool, parent=None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings — Agent Desk")
         self.setMinimumWidth(640)
@@ -75,7 +76,7 @@ class SettingsDialog(FutureDialog):
         self.theme = QComboBox()
         for t in ("system", "light", "dark"):
             self.theme.addItem({"system": "Follow the system"}.get(t, t.capitalize()), t)
-        self.theme.setCurrentIndex(max(0, self.theme.findData(getattr(settings, "theme", "system"))))
+        self.theme.setCurrentIndex(max(0, self.theme.findData(settings.theme)))
 
         form = QFormLayout()
         form.addRow("API key", self.key)
@@ -102,8 +103,8 @@ class SettingsDialog(FutureDialog):
         self._mcp_checked = check_mcp_json("")
         self.preview_mcp()
 
-    def _mcp_tab(self, settings: Any) -> QWidget:
-        self.mcp_json = QPlainTextEdit(servers_text(dict(getattr(settings, "mcp_servers", None) or {})))
+    def _mcp_tab(self, settings: Settings) -> QWidget:
+        self.mcp_json = QPlainTextEdit(servers_text(dict(settings.mcp_servers)))
         self.mcp_json.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.mcp_json.setPlaceholderText('{\n  "mcpServers": {\n    "git": {"command": "uvx", "args": '
                                          '["mcp-server-git"]}\n  }\n}')
@@ -151,14 +152,14 @@ class SettingsDialog(FutureDialog):
         self.mcp_list.show()
         return True
 
-    def _hooks_tab(self, settings: Any) -> QWidget:
+    def _hooks_tab(self, settings: Settings) -> QWidget:
         """The default approval expiry, and the user's own hooks as TOML (checked before saving)."""
         self.expiry = QSpinBox()
         self.expiry.setRange(0, 7 * 24 * 3600)
         self.expiry.setSuffix(" s")
         self.expiry.setSpecialValueText("never: approvals wait until answered")
-        self.expiry.setValue(int(getattr(settings, "approval_expiry_s", None) or 0))
-        self.hooks_toml = QPlainTextEdit(hooks_text(getattr(settings, "hooks", None) or {}))
+        self.expiry.setValue(int(settings.approval_expiry_s or 0))
+        self.hooks_toml = QPlainTextEdit(hooks_text(settings.hooks))
         self.hooks_toml.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.hooks_toml.setPlaceholderText('[[PreToolUse]]\nmatcher = "bash_run"\ncommand = "./guard.sh"\n'
                                            'timeout = 10\n\n[[PostToolUse]]\nmatcher = "fs_*"\ncommand = "..."')
@@ -205,7 +206,7 @@ class SettingsDialog(FutureDialog):
             return
         self.accept()
 
-    def _build_key(self, settings: Any, key_source: str | None, keyring_ok: bool) -> None:
+    def _build_key(self, settings: Settings, key_source: str | None, keyring_ok: bool) -> None:
         self.key = QLineEdit()
         self.key.setEchoMode(QLineEdit.EchoMode.Password)
         self.key.setPlaceholderText("sk-ant-…  (leave empty to keep the current key)")
@@ -213,7 +214,7 @@ class SettingsDialog(FutureDialog):
         self.clear_key = QCheckBox("Forget the stored key")
         self.keyring_warning = QLabel(
             "⚠ No keyring backend is available: the key will be written to "
-            f"{getattr(settings, 'path', '') or 'the settings file'} (readable only by you).\n"
+            f"{settings.path or 'the settings file'} (readable only by you).\n"
             "Install and unlock a keyring (gnome-keyring, KWallet) to keep it out of files.")
         self.keyring_warning.setWordWrap(True)
         self.keyring_warning.setStyleSheet("color: #d4890b")
@@ -233,7 +234,8 @@ class SettingsDialog(FutureDialog):
         )
 
 
-async def edit_settings(settings: Any, key_source: str | None, parent=None) -> tuple[SettingsResult, str | None] | None:
+async def edit_settings(settings: Settings, key_source: str | None,
+                        parent=None) -> tuple[SettingsResult, str | None] | None:
     """Ask, then save into `settings` (and its file, and the keyring). Returns what was saved and where
     the API key now comes from; None when cancelled."""
     from ...config import clear_api_key, keyring_available, resolve_api_key, store_api_key
