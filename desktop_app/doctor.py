@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Settings, keyring_available, resolve_api_key
-from .core import AgentDeskError, Redactor
+from .core import AgentDeskError, ProjectSettings, Redactor
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 ENDPOINT_TIMEOUT_S = 5.0
@@ -319,7 +319,7 @@ def check_project_sandbox(path: str, image: str, settings: dict[str, Any] | None
     from .sandbox import SandboxConfig, workspace_where
 
     settings = dict(settings or {})
-    if settings.get("sandbox") == "local":
+    if ProjectSettings.of(settings).sandbox == "local":
         return SandboxStatus(AMBER, "Unsandboxed: tools run on this machine, as you", action="pick",
                              detail="the project's settings chose the local sandbox")
     if not os.path.isdir(path):
@@ -444,7 +444,7 @@ def _built_from(image: str, settings: dict[str, Any]) -> dict[str, Any]:
     """What the project's own image was built from, when the project uses it (a catalog image chosen since
     leaves the setting behind, unused)."""
     own = image.startswith("agent-desk/project-")  # project_image_tag's repository
-    return dict(settings.get("project_image") or {}) if own else {}
+    return dict(ProjectSettings.of(settings).project_image or {}) if own else {}
 
 
 def project_image_note(path: str, image: str, settings: dict[str, Any] | None) -> str:

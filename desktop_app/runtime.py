@@ -52,6 +52,7 @@ from .core import (
     PermissionMode,
     PermissionPolicy,
     ProjectInfo,
+    ProjectSettings,
     Redactor,
     Rule,
     RuleSet,
@@ -98,7 +99,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 USER_RULES_FILE = "rules.toml"
-DEFAULT_PROFILE = "coding"
+DEFAULT_PROFILE = ProjectSettings.model_fields["tool_profile"].default  # "coding"
 
 SandboxFactory = Callable[[ProjectInfo], Sandbox]
 # (the project's sandbox, an MCP server's name) -> a sandbox with network beside it, not started
@@ -139,7 +140,7 @@ class ProjectRuntime:
     @property
     def template(self) -> AgentTemplate:
         """The template of this project's sessions: the CLI's --template, else the project's pick, else coding."""
-        return self.templates.get(self.template_name or self.project.settings.get("template") or None)
+        return self.templates.get(self.template_name or ProjectSettings.of(self.project.settings).template or None)
 
     @property
     def tools(self) -> list[Tool]:
@@ -153,7 +154,7 @@ class ProjectRuntime:
 
     @property
     def disabled_tools(self) -> list[str]:
-        return list(self.project.settings.get(DISABLED_TOOLS_KEY) or [])
+        return list(ProjectSettings.of(self.project.settings).disabled_tools or [])
 
     def mcp_tools(self) -> list[Tool]:
         """The ready MCP servers' tools offered now, less those switched off or denied outright."""
@@ -707,16 +708,13 @@ async def build_runtime(
 
 
 # what a project offers the model, how long its approvals wait, the person's hooks -----------------------
-DISABLED_TOOLS_KEY = "disabled_tools"  # ProjectInfo.settings: tool names switched off
-PROFILE_KEY = "tool_profile"
-EXPIRY_KEY = "approval_expiry_s"  # seconds; 0: approvals wait; absent or None: the settings' default
 HOOKS_GRANT_KEY = "hooks_grant_digest"  # the sha256 of the project's hooks file as the person granted it
 
 
 def project_profile(project: ProjectInfo, asked: str | None = None) -> str:
     """The tool profile: the one asked for (CLI), else the project's, else "coding"; an unknown one is a
     ConfigError that names the known ones."""
-    profile = asked or project.settings.get(PROFILE_KEY) or DEFAULT_PROFILE
+    profile = asked or ProjectSettings.of(project.settings).tool_profile or DEFAULT_PROFILE
     if profile not in TOOL_PROFILES:
         raise ConfigError(f"unknown tool profile {profile!r} in the project {project.name!r}",
                           hint=f"choose one of {', '.join(TOOL_PROFILES)} in the project settings")
@@ -725,7 +723,7 @@ def project_profile(project: ProjectInfo, asked: str | None = None) -> str:
 
 def approval_expiry(settings: Settings, project: ProjectInfo) -> float | None:
     """Seconds an approval waits before it is denied (expired), or None: it waits until answered."""
-    value = project.settings.get(EXPIRY_KEY)
+    value = ProjectSettings.of(project.settings).approval_expiry_s
     if value is None:
         value = settings.approval_expiry_s
     if value is None:

@@ -162,3 +162,32 @@ def test_db_url_default_and_override(monkeypatch, tmp_path) -> None:
     assert default_db_url() == f"sqlite:///{tmp_path / 'agent-desk.db'}"
     monkeypatch.setenv("AGENT_DESK_DB", "postgresql://x/y")
     assert default_db_url() == "postgresql://x/y"
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ({"model": ""}, "'model' must be a non-empty string."),
+    ({"subagent_max_running": -1}, "'subagent_max_running' must be a non-negative integer, got -1."),
+    ({"rules": {}}, "'rules' must be a list."),
+    ({"mcp_servers": []}, "'mcp_servers' must be an object of servers by name."),
+    ({"approval_expiry_s": "soon"}, "'approval_expiry_s' must be a number of seconds (0: approvals wait), got 'soon'."),
+    ({"hooks": []}, "'hooks' must be an object of PreToolUse / PostToolUse lists."),
+])
+def test_each_refused_value_names_the_file_and_the_key(cfg, raw, message) -> None:
+    cfg.mkdir(parents=True)
+    (cfg / "settings.json").write_text(json.dumps(raw))
+    with pytest.raises(ConfigError) as info:
+        Settings.load()
+    assert str(info.value).startswith(f"{cfg / 'settings.json'}: {message}")
+
+
+def test_every_setting_says_what_it_is_for() -> None:
+    assert [name for name, f in Settings.model_fields.items() if not f.description] == []
+
+
+def test_the_file_keeps_its_shape(cfg) -> None:
+    cfg.mkdir(parents=True)
+    (cfg / "settings.json").write_text(json.dumps({"model": "claude-haiku-4-5", "later": 1, "api_key": None}))
+    Settings.load().save()
+    written = json.loads((cfg / "settings.json").read_text())
+    assert "path" not in written and "extra" not in written and "api_key" not in written
+    assert (written["later"], written["model"], written["max_steps"]) == (1, "claude-haiku-4-5", Settings().max_steps)

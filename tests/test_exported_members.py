@@ -31,7 +31,7 @@ EXPORTED: dict[str, list[str]] = {
         "PermissionPolicy", "PermissionRequired", "PolicyDecision", "PostAction", "PostHookResult", "PreAction",
         "PreHookResult", "ProjectInfo", "Provenance", "RecordStore", "Redactor", "Redirect", "Risk", "Rule", "RuleSet",
         "RunContext", "SessionSetup", "Sandbox", "SandboxDescription", "SandboxError", "SandboxSurvivors",
-        "SecretRedactionHook", "SessionInfo",
+        "SecretRedactionHook", "SessionInfo", "ProjectSettings",
         "ShellAnalysis", "SimpleCommand", "StateChanged", "StoreError", "StoredMessage", "TextBlock",
         "TextChunk", "ThinkingChunk", "TokenUsage", "Tool", "ToolCall", "ToolCallRecord", "ToolCallState",
         "ToolContext", "ToolEnd", "ToolError", "ToolExecuted", "ToolFacts", "ToolInput", "ToolInputError",
@@ -41,7 +41,7 @@ EXPORTED: dict[str, list[str]] = {
         "post_hook", "pre_hook", "project_rules_path", "read_beneath", "read_project_rules", "rules_from_texts",
         "rules_text_with", "suggest_rule", "summarize_input", "tool", "visible", "write_beneath",
         "Compacted", "CompactionSettings", "compaction_facts", "is_summary",
-        # reach
+        # the tools offered and the person's hooks
         "HOOKS_FILE", "OfferedToolsHook", "TOOL_PROFILES", "ToolCustom", "UserHookSpec", "denied_outright",
         "hooks_digest", "offered_tools", "parse_user_hooks", "user_hook_chain", "user_hooks_from_toml",
         # agent-state (issue 16)

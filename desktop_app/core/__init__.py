@@ -96,6 +96,7 @@ from ._mcp import (
 )
 from ._messages import StoredMessage, ToolCall
 from ._project import ProjectInfo, SessionInfo
+from ._project_settings import ProjectSettings
 from ._record import (
     Approval,
     AuditEntry,
@@ -256,6 +257,7 @@ __all__ = [
     "PreHookResult",
     "ProcessChannel",
     "ProjectInfo",
+    "ProjectSettings",
     "Provenance",
     "RecordStore",
     "Redactor",

@@ -17,6 +17,7 @@ from ..core import (
     McpServersChanged,
     McpServerState,
     McpWhere,
+    ProjectSettings,
     Sandbox,
     ToolRegistry,
 )
@@ -29,8 +30,6 @@ log = logging.getLogger(__name__)
 
 GRANTS = "mcp_grants"
 GRANT_DIGESTS = "mcp_grant_digests"
-DISABLED_TOOLS = "mcp_disabled_tools"
-DISABLED_SERVERS = "mcp_disabled_servers"
 
 
 @dataclass(slots=True)
@@ -89,7 +88,7 @@ class McpHub:
         settings = self.places.settings()
         if entry.config is None:
             info.state, info.error = McpServerState.FAILED, entry.error
-        elif entry.config.disabled or entry.name in (settings.get(DISABLED_SERVERS) or ()):
+        elif entry.config.disabled or entry.name in (ProjectSettings.of(settings).mcp_disabled_servers or ()):
             info.state = McpServerState.DISABLED
         elif not granted(settings, entry):
             info.state, info.error = McpServerState.NEEDS_APPROVAL, _needs_grant(entry, self.places.project_dir)
@@ -170,10 +169,10 @@ class McpHub:
         return [t for t in self._tools.values() if t.server.name in ready and self.is_enabled(t.name)]
 
     def is_enabled(self, desk_name: str) -> bool:
-        settings = self.places.settings()
+        switches = ProjectSettings.of(self.places.settings())
         tool = self._tools.get(desk_name)
-        off_servers = settings.get(DISABLED_SERVERS) or ()
-        return desk_name not in (settings.get(DISABLED_TOOLS) or ()) and (tool is None or tool.server.name
+        off_servers = switches.mcp_disabled_servers or ()
+        return desk_name not in (switches.mcp_disabled_tools or ()) and (tool is None or tool.server.name
                                                                            not in off_servers)
 
     # -- keeping the tools in step ----------------------------------------------------------------------

@@ -30,7 +30,6 @@ DEVCONTAINER_FILES = (".devcontainer/devcontainer.json", ".devcontainer.json")
 IMAGE_REPOSITORY = "agent-desk/project-"
 LABEL_DIGEST = "org.agent-desk.project-image.digest"
 LABEL_SOURCE = "org.agent-desk.project-image.source"
-SETTINGS_KEY = "project_image"  # ProjectInfo.settings[...] = {"source": rel path, "digest": sha256}
 OUTSIDE_DOCKERFILE = "agent-desk-project.Dockerfile"  # a Dockerfile outside its context, sent beside it
 MAX_CONTEXT_BYTES = 512 * 1024**2
 MAX_CONTEXT_FILES = 50_000

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
-from ..core import AgentStateChanged, ProjectInfo, SessionInfo
+from ..core import AgentStateChanged, ProjectInfo, ProjectSettings, SessionInfo
 from ._roles import Role
 
 
@@ -36,7 +36,7 @@ class _ProjectNode:
 
 
 def project_subtitle(p: ProjectInfo) -> str:
-    net = "net on" if (p.settings or {}).get("network") else "no net"
+    net = "net on" if ProjectSettings.of(p.settings).network else "no net"
     return f"{p.path} · {p.image} · {p.permission_mode} · {net}"
 
 

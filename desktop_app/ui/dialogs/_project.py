@@ -41,6 +41,7 @@ from ...core import (
     PermissionMode,
     PermissionPolicy,
     ProjectInfo,
+    ProjectSettings,
     Risk,
     RuleSet,
     ToolFacts,
@@ -129,7 +130,7 @@ class ProjectSettingsDialog(FutureDialog):
         self._build_image_picker(project, catalog, default_image)
         self._build_limits(st, project.permission_mode if project else default_mode)
         self._build_rules(project)
-        self.template, self.template_about = template_picker(project, str(st.get("template") or ""))
+        self.template, self.template_about = template_picker(project, str(ProjectSettings.of(st).template or ""))
         self.mcp = McpServersSection(st, mcp_servers, project.path if project else "")
         self.tabs = tabs = QTabWidget()
         tabs.addTab(self._general_tab(), "Sandbox && permissions")
@@ -185,18 +186,19 @@ class ProjectSettingsDialog(FutureDialog):
 
     def _build_limits(self, st: dict[str, Any], mode: str) -> None:
         self.network = QCheckBox("Allow network access from the sandbox")
-        self.network.setChecked(bool(st.get("network", False)))
-        self.memory = QLineEdit(str(st.get("memory", "2g")))
+        known = ProjectSettings.of(st)
+        self.network.setChecked(bool(known.network))
+        self.memory = QLineEdit(str(known.memory))
         self.cpus = QDoubleSpinBox()
         self.cpus.setRange(0.1, 64)
         self.cpus.setSingleStep(0.5)
-        self.cpus.setValue(float(st.get("cpus", 2.0)))
+        self.cpus.setValue(float(known.cpus))
         self.local = QCheckBox("Run tools on this machine, without a container (local sandbox: UNSAFE)")
         self.local.setToolTip("For development without Docker: commands run on your machine as you.")
-        self.local.setChecked(st.get("sandbox") == "local")
+        self.local.setChecked(known.sandbox == "local")
         self.local.setStyleSheet("QCheckBox:checked { color: #d9363e; }")
         self.workspace_ro = QCheckBox("Mount the workspace read-only")
-        self.workspace_ro.setChecked(bool(st.get("workspace_ro", False)))
+        self.workspace_ro.setChecked(bool(known.workspace_ro))
         from ...sandbox import workspace_where  # "remote engine, synced workspace (tcp://…)" on a remote engine
 
         self.workspace_where = QLabel(workspace_where(st) or "the project folder, mounted into the container")
@@ -481,7 +483,7 @@ def project_image_entry(project: ProjectInfo) -> dict[str, Any] | None:
     except AgentDeskError as e:
         return {"name": "project", "project": True, "tag": PROJECT_IMAGE_PREFIX + "(unreadable)",
                 "status": "unreadable", "description": e.user_message()}
-    built = (project.settings or {}).get("project_image") or {}
+    built = ProjectSettings.of(project.settings).project_image or {}
     status = "not built" if not built else "built" if built.get("digest") == digest else "changed"
     notes = f" ({len(source.notices)} setting(s) not applied: {'; '.join(source.notices)})" if source.notices else ""
     in_use = built and project.image.startswith(sb.project_image_tag(project.id, project.name, "").rstrip(":"))

@@ -26,6 +26,7 @@ from ...core import (
     HOOKS_FILE,
     TOOL_PROFILES,
     AgentDeskError,
+    ProjectSettings,
     Tool,
     hooks_digest,
     read_beneath,
@@ -33,7 +34,8 @@ from ...core import (
 )
 
 PROFILE_KEY, DISABLED_KEY, EXPIRY_KEY, GRANT_KEY = ("tool_profile", "disabled_tools", "approval_expiry_s",
-                                                   "hooks_grant_digest")  # as runtime.py reads them
+                                                   "hooks_grant_digest")  # as ProjectSettings declares them
+_DEFAULT_PROFILE = ProjectSettings.model_fields["tool_profile"].default
 INHERIT = -1  # the expiry box's "use the default from Settings"
 MAX_EXPIRY_S = 7 * 24 * 3600
 
@@ -74,7 +76,7 @@ class ToolsHooksSection(QWidget):
         form = QFormLayout(box)
         self.profile = QComboBox()
         self.profile.addItems(list(TOOL_PROFILES))
-        self.profile.setCurrentText(str(st.get(PROFILE_KEY) or "coding"))
+        self.profile.setCurrentText(str(ProjectSettings.of(st).tool_profile or _DEFAULT_PROFILE))
         form.addRow("Tool profile", self.profile)
         self.tool_list = QListWidget()
         # in columns: every switch in view at once, without a scroll
@@ -82,7 +84,7 @@ class ToolsHooksSection(QWidget):
         self.tool_list.setWrapping(True)
         self.tool_list.setResizeMode(QListView.ResizeMode.Adjust)
         self.tool_list.setGridSize(QSize(220, 22))
-        off = set(st.get(DISABLED_KEY) or [])
+        off = set(ProjectSettings.of(st).disabled_tools or [])
         for t in builtin_tool_list():
             meta = " · ".join(x for x in (f"v{t.version}" if t.version else "", ", ".join(t.tags),
                                           "read-only" if t.read_only else "") if x)
@@ -121,7 +123,7 @@ class ToolsHooksSection(QWidget):
         self.expiry.setRange(INHERIT, MAX_EXPIRY_S)
         self.expiry.setSuffix(" s")
         self.expiry.setSpecialValueText(f"the default from Settings ({expiry_text(default)})")
-        value = st.get(EXPIRY_KEY)
+        value = ProjectSettings.of(st).approval_expiry_s
         self.expiry.setValue(INHERIT if value is None else int(value))
         self.expiry.setToolTip("0: an approval waits until someone answers it")
         form.addRow("Expire after", self.expiry)
@@ -185,7 +187,7 @@ class ToolsHooksSection(QWidget):
         profile, disabled = self.profile.currentText(), sorted(off + self._unknown_off)
         # a default left as it was adds no key: an untouched project stays equal (and keeps its runtime)
         out: dict[str, Any] = {
-            PROFILE_KEY: profile if profile != "coding" or PROFILE_KEY in self._st else None,
+            PROFILE_KEY: profile if profile != _DEFAULT_PROFILE or PROFILE_KEY in self._st else None,
             DISABLED_KEY: disabled if disabled or DISABLED_KEY in self._st else None,
             EXPIRY_KEY: None if self.expiry.value() == INHERIT else self.expiry.value()}
         out[GRANT_KEY] = self._digest if self._hooks_text is not None and self.hooks_grant.isChecked() else None
