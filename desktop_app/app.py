@@ -179,7 +179,7 @@ async def _run(app, args: argparse.Namespace) -> int:
         return 0
 
     settings, settings_error = _load_settings()
-    apply_theme(args.theme or getattr(settings, "theme", "system"))
+    apply_theme(args.theme or settings.theme)
     hints = app.styleHints()
     if hasattr(hints, "colorSchemeChanged"):  # Qt 6.5+: follow the system when it switches
         hints.colorSchemeChanged.connect(lambda *_: apply_theme(args.theme or settings.theme))
