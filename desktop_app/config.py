@@ -86,7 +86,7 @@ class Settings(BaseModel):
     """What a user sets once: the model, the endpoint, defaults for new projects, extra permission rules.
 
     Each key is declared once below, with its default and its check. The file is checked when it is read
-    (`load`); a value set in code afterwards is taken as given, as before.
+    (`load`); an assignment is not checked again (the CLI and the dialogs assign values they checked).
     """
 
     model_config = ConfigDict(use_attribute_docstrings=True)
