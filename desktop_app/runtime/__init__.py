@@ -1,7 +1,7 @@
 """The runtime: one project's tools, policy, hooks, executor, sandbox and model client, built by one recipe
 for the CLI (`open_runtime`, one project) and the window (`ProjectRuntimes`, a runtime per project)."""
 
-from ._desk import ProjectRuntimes, head_signer, open_runtime, open_store, project_dir, project_for_dir
+from ._desk import Desk, ProjectRuntimes, head_signer, open_runtime, open_store, project_dir, project_for_dir
 from ._liveness import OPEN_IN, mark_closed_here, process_alive, seal_abandoned, this_process
 from ._project_settings import approval_expiry
 from ._recipe import ProjectRuntime, build_runtime, model_client_from_settings
@@ -20,6 +20,7 @@ from ._watcher import WorkspaceWatcher
 
 __all__ = [
     "OPEN_IN",
+    "Desk",
     "HooksTrust",
     "ProjectRuntime",
     "ProjectRuntimes",
