@@ -89,6 +89,11 @@ EXPORTED: dict[str, list[str]] = {
         # which process has a session open; the calls a gone process left open
         "OPEN_IN", "mark_closed_here", "process_alive", "seal_abandoned", "this_process",
         "WorkspaceWatcher",
+        # what the window reaches without a project's runtime (the tools, the audit log, Docker, MCP config)
+        "audit_query", "builtin_tools", "grant_mcp_server", "parse_mcp_servers", "ping_docker", "project_mcp_servers",
+        "workspace_where", "write_records",
+        "build_image", "build_project_image", "find_project_image", "list_images", "load_catalog",
+        "project_image_digest", "project_image_tag",
     ],
     "ui": [
         "AppController", "InstanceServer", "MainThreadGarbageCollector", "MainWindow", "apply_theme",

@@ -17,12 +17,14 @@ from ..core import (
     Answer,
     ApprovalDecision,
     Channel,
+    Envelope,
     McpServerInfo,
     ProjectInfo,
     SessionInfo,
     StoredMessage,
     TokenUsage,
     ToolCallRecord,
+    TurnResult,
     new_id,
     project_rules_path,
 )
@@ -40,7 +42,10 @@ from ._theme import apply_theme, bring_to_front
 from .inbox import PendingApproval
 
 if TYPE_CHECKING:
+    from PySide6.QtWidgets import QMessageBox
+
     from ..runtime import Desk
+    from .history import HistoryWindow
 
 log = logging.getLogger(__name__)
 
@@ -265,8 +270,8 @@ class AppController(QObject):
             session_id = str(parent)
         return session_id
 
-    def _show_session(self, session_id: str, records: list[ToolCallRecord], messages: list[Any],
-                      monitor: list[Any], notices: list[Any]) -> None:
+    def _show_session(self, session_id: str, records: list[ToolCallRecord], messages: list[StoredMessage],
+                      monitor: list[Envelope], notices: list[Envelope]) -> None:
         w = self.window
         if not w.status.has_usage(session_id):
             for env in monitor:
@@ -311,7 +316,7 @@ class AppController(QObject):
             self.window.conversation.add_notice(f"⚠ {notice}", "#d4890b")
         return agent
 
-    async def send(self, text: str) -> Any:
+    async def send(self, text: str) -> TurnResult | None:
         """Send `text` in the current session. It is stored before anything can fail on the way (the
         sandbox starting, the model): a message the model never got is still there after a restart. A send
         refused before that puts the text back in the prompt box."""
@@ -323,7 +328,7 @@ class AppController(QObject):
             raise
         return await self._run_turn(sid, text if agent is not None else None, agent)
 
-    async def _accept(self, text: str) -> tuple[str, Any]:
+    async def _accept(self, text: str) -> tuple[str, AgentSession | None]:
         """The session (made from the first prompt when there is none), its title, and the message stored
         unless a running turn takes it (it is stored at that turn's next step). Returns the running agent
         that queues the text, or None when the text is stored and a turn must start from it."""
@@ -349,7 +354,7 @@ class AppController(QObject):
         await self.desk.store.append_message(StoredMessage(session_id=sid, role="user", content=content))
         return sid, None
 
-    async def _run_turn(self, sid: str, queued: str | None, agent: Any = None) -> Any:
+    async def _run_turn(self, sid: str, queued: str | None, agent: AgentSession | None = None) -> TurnResult | None:
         """A turn of `sid`: `queued` joins the running one; else the stored history is run (`retry`)."""
         w = self.window
         if self.current_session == sid:
@@ -371,7 +376,7 @@ class AppController(QObject):
         self.turnFinished.emit(sid, result)
         return result
 
-    async def retry(self) -> Any:
+    async def retry(self) -> TurnResult | None:
         """The error line's Retry: the same step again, from the stored history (opening the session's
         agent again if that is what failed). A turn already running is not started twice."""
         sid = self.current_session
@@ -433,7 +438,7 @@ class AppController(QObject):
         return await self.desk.preview_diff(agent, item.name, item.input) if agent is not None else None
 
     # windows and dialogs ---------------------------------------------------------------------------
-    def open_history(self) -> Any:
+    def open_history(self) -> HistoryWindow:
         from .history import HistoryWindow
 
         if self._history_window is None:
@@ -598,7 +603,7 @@ class AppController(QObject):
         self.agents.clear()
         self.bridge.detach()
 
-    def show_shortcuts(self) -> Any:
+    def show_shortcuts(self) -> QMessageBox:
         from PySide6.QtWidgets import QMessageBox
 
         rows = "".join(f"<tr><td><b>{keys}</b></td><td>&nbsp;&nbsp;{what}</td></tr>" for keys, what in SHORTCUTS)

@@ -33,7 +33,7 @@ from ...core import (
 )
 
 PROFILE_KEY, DISABLED_KEY, EXPIRY_KEY, GRANT_KEY = ("tool_profile", "disabled_tools", "approval_expiry_s",
-                                                   "hooks_grant_digest")  # as runtime.py reads them
+                                                   "hooks_grant_digest")  # as the runtime reads them
 INHERIT = -1  # the expiry box's "use the default from Settings"
 MAX_EXPIRY_S = 7 * 24 * 3600
 
@@ -48,7 +48,7 @@ def expiry_text(seconds: float | None) -> str:
 
 def builtin_tool_list() -> list[Tool]:
     try:
-        from ...tools import builtin_tools
+        from ...runtime import builtin_tools
 
         return list(builtin_tools())
     except Exception:  # the dialog still opens; the switches list is empty
