@@ -73,7 +73,7 @@ class AppController(QObject):
             edit_project=lambda pid: self.tasks.spawn(self.edit_project(pid)), save_project=self._image_built)
         self.db_url: str | None = None  # the database the window uses (what the setup checks verify)
         self.checks_dialog: dialogs.ChecksDialog | None = None
-        self._history_window = None
+        self._history_window: HistoryWindow | None = None
         self.history_loading: asyncio.Task | None = None
         self.rules_trust = RulesTrustBanner(window, self.tasks.spawn, reload=desk.reload_rules)
         self.running_calls = RunningCalls(self)
