@@ -15,27 +15,12 @@ from PySide6.QtWidgets import QMessageBox
 
 from ..core import AgentDeskError, ProjectInfo, SandboxError
 from ..doctor import AMBER, RED, SandboxStatus, check_project_sandbox
+from ..runtime import ping_docker
 from ._build_log import BuildLogDialog
 from ._mainwindow import MainWindow
 from ._tasks import BackgroundTasks
 
 _BANNER_WORDS = {"build": "Build image", "pick": "Project settings…", "fix": "How to fix…"}
-
-
-def _ping_docker() -> tuple[bool, str]:
-    """Connect to the engine and ask its version (on a worker thread: the docker SDK blocks)."""
-    from ..sandbox import connect
-
-    try:
-        client = connect()
-    except AgentDeskError as exc:
-        return False, str(exc)
-    try:
-        return True, f"Docker {client.version().get('Version', '?')}"
-    except Exception as exc:
-        return False, str(exc).splitlines()[0][:200]
-    finally:
-        client.close()
 
 
 def use_project_image(project: ProjectInfo, built: Any) -> ProjectInfo:
@@ -82,7 +67,7 @@ class SetupChecks(QObject):
 
     async def check_docker(self) -> bool:
         """Ping the engine on a worker thread: the docker SDK is imported and connected off the GUI thread."""
-        ok, message = await asyncio.get_running_loop().run_in_executor(None, _ping_docker)
+        ok, message = await asyncio.get_running_loop().run_in_executor(None, ping_docker)
         self.docker_ok = ok
         if ok:
             self.window.banner.clear_item("docker")
@@ -177,7 +162,7 @@ class SetupChecks(QObject):
     async def build(self, project: ProjectInfo, status: SandboxStatus) -> ProjectInfo:
         """Build what the check asked for (a catalog image, or the project's own) with its log live; the
         project's own image becomes its sandbox image. Only a click gets here."""
-        from .. import sandbox as sb
+        from ..runtime import build_image, build_project_image
 
         own = status.build == "project"
         dlg = self.build_log = BuildLogDialog(
@@ -191,13 +176,13 @@ class SetupChecks(QObject):
 
         try:
             if own:
-                built = await loop.run_in_executor(None, lambda: sb.build_project_image(
+                built = await loop.run_in_executor(None, lambda: build_project_image(
                     project.path, project_id=project.id, name=project.name, on_progress=say))
                 project = use_project_image(project, built)
                 if self._save_project is not None:
                     await self._save_project(project)
             else:
-                await loop.run_in_executor(None, lambda: sb.build_image(status.build, on_progress=say))
+                await loop.run_in_executor(None, lambda: build_image(status.build, on_progress=say))
         except AgentDeskError as e:
             dlg.finish(False, e.user_message())
             raise

@@ -56,9 +56,9 @@ def check_mcp_json(text: str) -> McpServersCheck:
 
 def _engine_check(servers: dict[str, Any]) -> None:
     """What the engine itself refuses (its name rule, its field checks): refused here, not at the next start."""
-    from ...mcp_client import parse_servers
+    from ...runtime import parse_mcp_servers
 
-    for entry in parse_servers(servers, source="user", where="MCP servers") if servers else ():
+    for entry in parse_mcp_servers(servers, source="user", where="MCP servers") if servers else ():
         if entry.error:
             raise ConfigError(entry.error, hint=_HINT)
 

@@ -210,15 +210,15 @@ class McpServersSection(QWidget):
     def _granted(self, name: str, on: bool) -> tuple[dict[str, str], dict[str, str]]:
         """The grants and digests with `name`'s grant given (bound to its entry in the project's file as it is
         now, as `agent-desk mcp grant` does) or taken back."""
-        from ...mcp_client import grant, read_project_servers
+        from ...runtime import grant_mcp_server, project_mcp_servers
 
         current = {"mcp_grants": self.model.grants, "mcp_grant_digests": self.model.digests}
         if on:
-            entry = next((e for e in read_project_servers(self.project_dir) if e.name == name), None)
+            entry = next((e for e in project_mcp_servers(self.project_dir) if e.name == name), None)
             if entry is None or entry.config is None:
                 raise ConfigError(f"the server {name!r} is not in the project's .agent-desk/mcp.json as it is now"
                                   + (f": {entry.error}" if entry is not None and entry.error else ""))
-            after = grant(current, entry)
+            after = grant_mcp_server(current, entry)
         else:
             after = {"mcp_grants": {k: v for k, v in self.model.grants.items() if k != name},
                      "mcp_grant_digests": {k: v for k, v in self.model.digests.items() if k != name}}

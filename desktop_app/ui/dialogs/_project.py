@@ -70,7 +70,7 @@ def tool_facts() -> dict[str, ToolFacts]:
 
 def _builtin_tools() -> dict[str, tuple[ToolFacts, Risk]]:
     try:
-        from ...tools import builtin_tools
+        from ...runtime import builtin_tools
 
         return {t.name: (ToolFacts(t.name, t.group, t.read_only), Risk.of(t.risk)) for t in builtin_tools()}
     except Exception:  # the tester still works with custom names
@@ -199,7 +199,7 @@ class ProjectSettingsDialog(FutureDialog):
         self.local.setStyleSheet("QCheckBox:checked { color: #d9363e; }")
         self.workspace_ro = QCheckBox("Mount the workspace read-only")
         self.workspace_ro.setChecked(bool(known.workspace_ro))
-        from ...sandbox import workspace_where  # "remote engine, synced workspace (tcp://…)" on a remote engine
+        from ...runtime import workspace_where  # "remote engine, synced workspace (tcp://…)" on a remote engine
 
         self.workspace_where = QLabel(workspace_where(st) or "the project folder, mounted into the container")
         self.mode = mode_combo(mode)
@@ -451,18 +451,18 @@ def write_rules_file(project: ProjectInfo, text: str) -> Path | None:
 async def image_catalog() -> list[dict[str, Any]]:
     """The sandbox_images manifest with each image's build status (Docker is asked off the GUI thread;
     without Docker the catalog still lists what can be built)."""
-    from ... import sandbox as sb
+    from ...runtime import list_images, load_catalog
 
     loop = asyncio.get_running_loop()
     try:
-        statuses = await loop.run_in_executor(None, sb.list_images)
+        statuses = await loop.run_in_executor(None, list_images)
         return [{"name": st.spec.name, "tag": st.spec.tag,
                  "description": st.spec.description or st.spec.label,
                  "status": "built" if st.present else "missing"} for st in statuses]
     except Exception as exc:  # no Docker: list the manifest, status unknown
         log.info("image status unavailable: %s", exc)
     try:
-        specs = await loop.run_in_executor(None, sb.load_catalog)
+        specs = await loop.run_in_executor(None, load_catalog)
     except Exception as exc:
         log.warning("image catalog unavailable: %s", exc)
         return []
@@ -473,50 +473,50 @@ async def image_catalog() -> list[dict[str, Any]]:
 def project_image_entry(project: ProjectInfo) -> dict[str, Any] | None:
     """The picker's entry for the project's own image file (blocking: read and digested on a worker thread):
     built, changed since the build, not built, or unreadable (why)."""
-    from ... import sandbox as sb
+    from ...runtime import find_project_image, project_image_digest, project_image_tag
 
     try:
-        source = sb.find_project_image(project.path)
+        source = find_project_image(project.path)
         if source is None:
             return None
-        digest = sb.project_image_digest(project.path, source)
+        digest = project_image_digest(project.path, source)
     except AgentDeskError as e:
         return {"name": "project", "project": True, "tag": PROJECT_IMAGE_PREFIX + "(unreadable)",
                 "status": "unreadable", "description": e.user_message()}
     built = ProjectSettings.of(project.settings).project_image or {}
     status = "not built" if not built else "built" if built.get("digest") == digest else "changed"
     notes = f" ({len(source.notices)} setting(s) not applied: {'; '.join(source.notices)})" if source.notices else ""
-    in_use = built and project.image.startswith(sb.project_image_tag(project.id, project.name, "").rstrip(":"))
+    in_use = built and project.image.startswith(project_image_tag(project.id, project.name, "").rstrip(":"))
     return {"name": "project", "project": True, "tag": PROJECT_IMAGE_PREFIX + source.path, "status": status,
             "description": ("changed since the build: Build again" if status == "changed" else
                             "built only when you click Build") + notes,
-            "image": project.image if in_use else sb.project_image_tag(project.id, project.name, digest),
+            "image": project.image if in_use else project_image_tag(project.id, project.name, digest),
             "digest": built.get("digest", "") if in_use else digest, "source": source.path, "in_use": bool(in_use)}
 
 
 async def build_project_image(project: ProjectInfo, on_progress: Callable[[str], None]) -> Any:
     """Build the project's own image on a worker thread (the person clicked Build); lines hop to the GUI."""
-    from ... import sandbox as sb
+    from ... import runtime
 
     loop = asyncio.get_running_loop()
 
     def progress(line: Any) -> None:  # called on the build thread
         loop.call_soon_threadsafe(on_progress, str(line))
 
-    return await loop.run_in_executor(None, lambda: sb.build_project_image(
+    return await loop.run_in_executor(None, lambda: runtime.build_project_image(
         project.path, project_id=project.id, name=project.name, on_progress=progress))
 
 
 async def build_image(name: str, on_progress: Callable[[str], None]) -> Any:
     """Build a catalog image on a worker thread; progress lines hop back to the GUI thread."""
-    from ... import sandbox as sb
+    from ... import runtime
 
     loop = asyncio.get_running_loop()
 
     def progress(line: Any) -> None:  # called on the build thread
         loop.call_soon_threadsafe(on_progress, str(line))
 
-    return await loop.run_in_executor(None, lambda: sb.build_image(name, on_progress=progress))
+    return await loop.run_in_executor(None, lambda: runtime.build_image(name, on_progress=progress))
 
 
 async def edit_project(project: ProjectInfo | None, settings: Settings | None, parent=None, *,

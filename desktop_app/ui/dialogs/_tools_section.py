@@ -50,7 +50,7 @@ def expiry_text(seconds: float | None) -> str:
 
 def builtin_tool_list() -> list[Tool]:
     try:
-        from ...tools import builtin_tools
+        from ...runtime import builtin_tools
 
         return list(builtin_tools())
     except Exception:  # the dialog still opens; the switches list is empty

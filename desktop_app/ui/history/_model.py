@@ -54,9 +54,9 @@ class HistoryRow:
 
 
 def make_query(**kw: Any) -> Any:
-    from ...store import AuditQuery  # the store package is imported when the history first opens
+    from ...runtime import audit_query  # the store package is imported when the history first opens
 
-    return AuditQuery(**kw)
+    return audit_query(**kw)
 
 
 class HistoryModel(RowTableModel):

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...core import AgentDeskError, ToolCallRecord, ToolCallState
-from ...tools import builtin_tools
+from ...runtime import builtin_tools, write_records
 from .._roles import Role
 from .._rows import record_table
 from .._tasks import BackgroundTasks
@@ -170,8 +170,6 @@ class HistoryWindow(QMainWindow):
             q = make_query(**self.model.query_kwargs(0, None))
             return int(await self.store.export(q, fmt, path))
         records = [r for r in await asyncio.gather(*(self.store.get_record(i) for i in ids)) if r]
-        from ...store import write_records
-
         return await asyncio.get_running_loop().run_in_executor(None, write_records, records, fmt, path)
 
     async def verify(self) -> Any:

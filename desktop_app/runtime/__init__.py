@@ -1,0 +1,81 @@
+"""The runtime: one project's tools, policy, hooks, executor, sandbox and model client, built by one recipe
+for the CLI (`open_runtime`, one project) and the window (`Desk`, its one link to the engine: a runtime per
+project on one store and bus)."""
+
+from ._desk import Desk, ProjectRuntimes, head_signer, open_runtime, open_store, project_dir, project_for_dir
+from ._front import (
+    audit_query,
+    build_image,
+    build_project_image,
+    builtin_tools,
+    find_project_image,
+    grant_mcp_server,
+    list_images,
+    load_catalog,
+    parse_mcp_servers,
+    ping_docker,
+    project_image_digest,
+    project_image_tag,
+    project_mcp_servers,
+    workspace_where,
+    write_records,
+)
+from ._liveness import OPEN_IN, mark_closed_here, process_alive, seal_abandoned, this_process
+from ._project_settings import approval_expiry
+from ._recipe import ProjectRuntime, build_runtime, model_client_from_settings
+from ._trust import (
+    HooksTrust,
+    RulesTrust,
+    append_trusted_rule,
+    grant_hooks,
+    project_hooks_trust,
+    project_rules_trust,
+    trust_project_rules,
+    user_hook_specs,
+    write_project_rules,
+)
+from ._watcher import WorkspaceWatcher
+
+__all__ = [
+    "OPEN_IN",
+    "Desk",
+    "HooksTrust",
+    "ProjectRuntime",
+    "ProjectRuntimes",
+    "RulesTrust",
+    "WorkspaceWatcher",
+    "append_trusted_rule",
+    "approval_expiry",
+    "audit_query",
+    "build_image",
+    "build_project_image",
+    "build_runtime",
+    "builtin_tools",
+    "find_project_image",
+    "grant_hooks",
+    "grant_mcp_server",
+    "head_signer",
+    "list_images",
+    "load_catalog",
+    "mark_closed_here",
+    "model_client_from_settings",
+    "open_runtime",
+    "open_store",
+    "parse_mcp_servers",
+    "ping_docker",
+    "process_alive",
+    "project_dir",
+    "project_for_dir",
+    "project_hooks_trust",
+    "project_image_digest",
+    "project_image_tag",
+    "project_mcp_servers",
+    "project_rules_trust",
+    "seal_abandoned",
+    "this_process",
+    "trust_project_rules",
+    "user_hook_specs",
+    "workspace_where",
+    "write_project_rules",
+    "write_records",
+]
