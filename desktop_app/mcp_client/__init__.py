@@ -2,7 +2,7 @@
 the hub that keeps them running, and their tools as desk tools under the same policy and audit."""
 
 from ._config import PROJECT_CONFIG, ServerConfig, ServerEntry, load_servers, parse_servers, read_project_servers
-from ._hub import HubPlaces, McpHub, grant, granted, header_secrets
+from ._hub import HubPlaces, McpHub, grant, granted, header_secrets, mcp_consent
 from ._server import McpServerError
 from ._tool import McpTool
 
@@ -18,6 +18,7 @@ __all__ = [
     "granted",
     "header_secrets",
     "load_servers",
+    "mcp_consent",
     "parse_servers",
     "read_project_servers",
 ]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from desktop_app.config import TRUSTED_RULES_FILE, Settings, trusted_rules
+from desktop_app.config import CONSENT_FILE, TRUSTED_RULES_FILE, Settings, trusted_rules
 from desktop_app.core import Action, ConfigError, EventBus, ProjectInfo, Rule, ToolFacts
 from desktop_app.runtime import (
     ProjectRuntimes,
@@ -183,7 +183,7 @@ def test_invalid_rules_cannot_be_trusted_and_do_not_block_a_session(project):
 
 def test_the_trust_record_is_private_keyed_by_the_real_path_and_checked(project, tmp_path, cfg):
     write_project_rules(project, MINE)
-    record = cfg / TRUSTED_RULES_FILE
+    record = cfg / CONSENT_FILE
     assert stat.S_IMODE(record.stat().st_mode) == 0o600
     via_link = tmp_path / "link-to-project"
     via_link.symlink_to(project)
@@ -191,6 +191,24 @@ def test_the_trust_record_is_private_keyed_by_the_real_path_and_checked(project,
     # a record whose text was edited without its digest is no record
     record.write_text(record.read_text().replace("curl", "wget"))
     assert trusted_rules(project) is None and project_rules_trust(project).status == "new"
+
+
+def test_a_trust_record_of_before_the_consent_file_still_counts_and_moves_there(project, cfg):
+    """No one loses an approval: trusted_rules.json is read until the first write, which carries it over."""
+    import json
+    import time
+
+    from desktop_app.config import rules_digest
+    cfg.mkdir(parents=True)
+    rules_file(project).write_text(MINE)
+    other = project.parent / "other"
+    (cfg / TRUSTED_RULES_FILE).write_text(json.dumps({
+        os.path.realpath(project): {"sha256": rules_digest(MINE), "text": MINE, "at": time.time()},
+        os.path.realpath(other): {"sha256": rules_digest(EVIL), "text": EVIL, "at": time.time()}}))
+    assert project_rules_trust(project).status == "trusted" and not (cfg / CONSENT_FILE).exists()
+    write_project_rules(project, MINE + "\n")
+    assert trusted_rules(other).text == EVIL and (cfg / CONSENT_FILE).exists()
+    assert project_rules_trust(project).status == "trusted"
 
 
 # the CLI -------------------------------------------------------------------------------------------------
