@@ -16,7 +16,7 @@ PACKAGES = ("core", "tools", "sandbox", "store", "ui", "mcp_client")
 
 EXPORTED: dict[str, list[str]] = {
     "core": [
-        "Consent", "ConsentKind", "ConsentStatus",  # consent to agent-writable project files
+        "ConsentKind", "ConsentStatus",  # consent to agent-writable project files
         "MCP_GROUP", "McpServerInfo", "McpServersChanged", "McpServerState", "McpToolInfo", "McpWhere",
         "mcp_tool_name", "split_mcp_tool_name", "ProcessChannel",
         "CONFLICT_SUFFIX", "SyncReport", "remove_beneath", "symlink_beneath",
@@ -77,7 +77,7 @@ EXPORTED: dict[str, list[str]] = {
     ],
     "mcp_client": [
         "PROJECT_CONFIG", "HubPlaces", "McpHub", "McpServerError", "McpTool", "ServerConfig", "ServerEntry",
-        "grant", "granted", "mcp_consent", "header_secrets", "load_servers", "parse_servers", "read_project_servers",
+        "grant", "granted", "grant_status", "header_secrets", "load_servers", "parse_servers", "read_project_servers",
     ],
     "ui": [
         "AppController", "InstanceServer", "MainThreadGarbageCollector", "MainWindow", "apply_theme",

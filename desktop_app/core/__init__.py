@@ -21,7 +21,7 @@ from ._approvals import (
 )
 from ._bus import EventBus
 from ._compaction import CompactionSettings, compaction_facts, is_summary
-from ._consent import Consent, ConsentKind, ConsentStatus
+from ._consent import ConsentKind, ConsentStatus
 from ._errors import (
     AgentDeskError,
     ApprovalNotPending,
@@ -205,7 +205,6 @@ __all__ = [
     "Compacted",
     "CompactionSettings",
     "ConfigError",
-    "Consent",
     "ConsentKind",
     "ConsentStatus",
     "DangerousCommandHook",

@@ -1,9 +1,8 @@
-"""Consent: the person approved an agent-writable (or repository-shipped) project file as it is now. One
-type and one status for every kind of subject: the rules file, the hooks file, each MCP server entry."""
+"""Consent: the person approved an agent-writable (or repository-shipped) project file as it is now. The
+kinds of subject and their one status enum, below the runtime (its Consent) and mcp_client (its grant check)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -32,27 +31,3 @@ class ConsentStatus(StrEnum):
         if approved is None:
             return cls.NEW
         return cls.APPROVED if current == approved else cls.CHANGED
-
-
-@dataclass(frozen=True, slots=True)
-class Consent:
-    """One subject (kind, project folder, name) against the person's approval. `current` is the subject as
-    read (None: absent); `approved_text` is kept only where a kind needs it (the rules' fallback)."""
-
-    kind: ConsentKind
-    project_dir: str
-    name: str  # "" for a project's single file; the server name for MCP
-    status: ConsentStatus
-    current: str | None  # the subject's text as read, None when absent
-    digest: str | None  # the sha256 of the current subject
-    approved_digest: str | None = None
-    approved_text: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status in (ConsentStatus.NONE, ConsentStatus.APPROVED)
-
-    @property
-    def label(self) -> str:
-        """How the person names the subject: "rules", "hooks" or "mcp server NAME"."""
-        return f"{self.kind.value} server {self.name}" if self.name else self.kind.value
