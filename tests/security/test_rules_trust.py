@@ -287,7 +287,7 @@ def test_the_window_shows_untrusted_rules_before_the_first_message_and_trusts_on
     qtbot.waitUntil(lambda: controller.rules_trust.dialog is not None and controller.rules_trust.dialog.isVisible())
     dialog = controller.rules_trust.dialog
     assert '+allow = ["*"]' in dialog.diff.toPlainText()
-    dialog.trust_btn.click()
+    dialog.approve_btn.click()
     qtbot.waitUntil(review.done)
     assert review.result() is True
     assert trusted_rules(project).text == EVIL
