@@ -1,5 +1,5 @@
 """The frozen bundle's entry script: PyInstaller runs this file as __main__, so it must not be a module
-of the package (desktop_app/cli.py uses relative imports and fails as a top-level script)."""
+of the package (desktop_app/cli/ uses relative imports and fails as a top-level script)."""
 
 import sys
 

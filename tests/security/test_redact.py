@@ -229,13 +229,13 @@ async def test_a_result_naming_a_file_that_is_not_utf8_is_redacted_not_crashed()
 def test_the_cli_prints_survivors_redacted(capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from desktop_app.cli import _Printer
+    from desktop_app.cli import RunPrinter
     from desktop_app.core import SandboxSurvivors
 
     key = "sk-ant-api03-" + _r(40)
     bus = EventBus(redactor=Redactor([key]))
     session = type("S", (), {"session": type("I", (), {"id": "s1"})()})()
-    printer = _Printer(runtime=None, session=session, args=argparse.Namespace(json=False, on_ask="deny"))
+    printer = RunPrinter(runtime=None, session=session, args=argparse.Namespace(json=False, on_ask="deny"))
     bus.on("*", printer.on_event)
     pw, token = _r(16), _r(30)
     bus.publish(SandboxSurvivors(session_id="s1", keep_running=True, killed=[

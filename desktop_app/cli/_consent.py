@@ -1,0 +1,103 @@
+"""The verbs that record a person's consent: `rules trust`, `hooks grant`, `mcp grant`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from ..core import (
+    ConfigError,
+)
+from ._common import EXIT_FAILED, EXIT_OK
+from ._run import ask
+
+
+async def mcp_grant_command(args: argparse.Namespace) -> int:
+    """Record (or revoke) the relaxation a project's server asks for, bound to its entry as it is now."""
+    from ..config import Settings
+    from ..mcp_client import grant, read_project_servers
+    from ..runtime import open_store, project_dir, project_for_dir
+
+    folder = project_dir(args.project)
+    entries = await asyncio.to_thread(read_project_servers, folder)
+    entry = next((e for e in entries if e.name == args.server), None)
+    if entry is None or (entry.config is None and not args.revoke):
+        why = entry.error if entry is not None else f"no server {args.server!r} in {folder / '.agent-desk/mcp.json'}"
+        raise ConfigError(why, hint="`agent-desk mcp list` shows the servers")
+    settings = await asyncio.to_thread(Settings.load)
+    store = await open_store(args.db)
+    try:
+        project = await project_for_dir(store, folder, settings=settings)
+        project.settings = grant(project.settings, entry, revoke=args.revoke)
+        await store.save_project(project)
+    finally:
+        await store.close()
+    if args.revoke:
+        print(f"revoked: {entry.name} no longer starts with {entry.where.value}.")
+    else:
+        print(f"granted: {entry.name} runs with {entry.asks_for} (until its entry in mcp.json changes).")
+    return EXIT_OK
+
+
+# hooks ------------------------------------------------------------------------------------------------
+async def hooks_command(args: argparse.Namespace) -> int:
+    """`hooks list`: the hooks that run for the project; `hooks grant`: show the project's hooks file, then
+    grant exactly that text (after y, or with --yes), or take the grant back (--revoke)."""
+    from ..config import Settings
+    from ..runtime import grant_hooks, open_store, project_dir, project_for_dir, project_hooks_trust, user_hook_specs
+
+    folder = project_dir(args.project)
+    settings = await asyncio.to_thread(Settings.load)
+    store = await open_store(args.db)
+    try:
+        project = await project_for_dir(store, folder, settings=settings)
+        if args.action == "list":
+            specs, trust = await asyncio.to_thread(user_hook_specs, settings, project)
+            for spec in specs:
+                print(f"{spec.event}\t{spec.matcher}\t{spec.command}\t({spec.source}, {spec.timeout_s:g} s)")
+            if not trust.ok:
+                print(f"agent-desk: warning: {trust.warning()}", file=sys.stderr)
+            return EXIT_OK
+        trust = await asyncio.to_thread(project_hooks_trust, project)
+        if not args.revoke:
+            if trust.text is None:
+                raise ConfigError(f"no hooks file in {folder}", hint="write .agent-desk/hooks.toml first")
+            sys.stdout.write(trust.text if trust.text.endswith("\n") else trust.text + "\n")
+            sys.stdout.flush()
+            if not args.yes and ask("Run these hooks in this project's sandbox? [y/N] ").strip().lower() not in (
+                    "y", "yes"):
+                print("not granted: the project's hooks do not run.", file=sys.stderr)
+                return EXIT_FAILED
+        project.settings = grant_hooks(project, trust, revoke=args.revoke)
+        await store.save_project(project)
+    finally:
+        await store.close()
+    print("revoked: the project's hooks do not run." if args.revoke else
+          "granted: the project's hooks run until the file changes.", file=sys.stderr)
+    return EXIT_OK
+
+
+# rules ------------------------------------------------------------------------------------------------
+def rules_command(args: argparse.Namespace) -> int:
+    """`rules diff`: the change since the rules were trusted (exit 1 when untrusted); `rules trust`: the same,
+    then trust exactly the text shown (after y, or with --yes)."""
+    from ..runtime import project_dir, project_rules_trust, trust_project_rules
+
+    trust = project_rules_trust(project_dir(args.path))
+    if trust.ok:
+        state = "no rules file" if trust.status == "none" else "the rules are trusted"
+        print(f"{trust.project_dir}: {state}; nothing to review.", file=sys.stderr)
+        return EXIT_OK
+    print(f"{trust.project_dir}: the rules are {trust.status} (not trusted yet):", file=sys.stderr)
+    diff = trust.diff()
+    sys.stdout.write(diff if diff.endswith("\n") or not diff else diff + "\n")
+    sys.stdout.flush()
+    if args.action == "diff":
+        return EXIT_FAILED
+    if not args.yes and ask("Trust these rules? [y/N] ").strip().lower() not in ("y", "yes"):
+        print("not trusted: sessions keep using your own rules only.", file=sys.stderr)
+        return EXIT_FAILED
+    trust_project_rules(trust)
+    print("trusted: sessions of this project use these rules from now on.", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,295 @@
+"""`agent-desk run` and a resumed turn: driving a session, printing its events, asking at the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ..core import (
+    AgentDeskError,
+    Answer,
+    Channel,
+    Envelope,
+    ErrorEvent,
+    Event,
+    FileChanged,
+    PermissionMode,
+    PermissionRequired,
+    Question,
+    QuestionAsked,
+    SandboxSurvivors,
+    SubagentStarted,
+    TextChunk,
+    TokenUsage,
+    ToolEnd,
+    ToolStart,
+    visible,
+)
+from ._common import EXIT_CODES, EXIT_FAILED, EXIT_OK, command_settings, open_project_runtime
+
+if TYPE_CHECKING:
+    from ..core import AgentSession, ProjectInfo
+    from ..runtime import ProjectRuntime
+
+
+async def run_command(args: argparse.Namespace) -> int:
+    from ..runtime import open_store, project_for_dir
+    from ..sandbox import resolve_image
+
+    if args.image is not None:  # a catalog name or a valid tag, checked before anything is stored
+        args.image = resolve_image(args.image)
+    settings = command_settings(args)
+    store = await open_store(args.db)
+    try:
+        project = await project_for_dir(store, args.project, image=args.image, settings=settings)
+    except BaseException:
+        await store.close()
+        raise
+    await _note_project_image(project)
+    runtime = await open_project_runtime(args, project, store, settings)
+    try:
+        session = await runtime.open_session(args.session, title=args.prompt[:60])
+        return await drive(runtime, session, args, args.prompt)
+    finally:
+        await runtime.close()
+
+
+async def _note_project_image(project: ProjectInfo) -> None:
+    """The project's own image file changed since its build: said; `run` never builds it."""
+    from ..doctor import project_image_note
+
+    note = await asyncio.to_thread(project_image_note, project.path, project.image, project.settings)
+    if note:
+        print(f"agent-desk: note: {note}. Build it again with `agent-desk images build --project "
+              f"{project.path}`.", file=sys.stderr)
+
+
+async def drive(runtime: ProjectRuntime, session: AgentSession, args: argparse.Namespace, prompt: str | None) -> int:
+    printer = RunPrinter(runtime, session, args)
+    off = runtime.bus.on("*", printer.on_event)
+    questions = runtime.executor.questions
+    questions.no_person = args.on_ask != "prompt"  # allow and deny answer approvals; nobody answers questions
+    questions.on_ask = printer.answer_question if args.on_ask == "prompt" else None
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, session.stop)
+    if not args.json:
+        print(f"session {session.session.id}  ({runtime.project.name}, {runtime.model_client.model})",
+              file=sys.stderr)
+    try:
+        if prompt:
+            result = await session.send(prompt)
+        elif session.needs_resume:
+            result = await (session.wait() if session.running else session.retry())
+        else:
+            print("agent-desk: nothing to resume: the session's last turn ended normally.", file=sys.stderr)
+            return EXIT_OK
+    finally:
+        session.stop()  # a turn cut short (an error, Ctrl-C) stops its tools too
+        with contextlib.suppress(Exception):  # the processes the turn left: killed, and printed below
+            await runtime.end_processes(session.session.id)
+        off()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+    printer.finish()
+    if result.reason != "end_turn" and not args.json:
+        print(f"agent-desk: turn ended: {result.reason}" + (f": {result.message}" if result.message else ""),
+              file=sys.stderr)
+    code = EXIT_CODES.get(result.reason, 1)
+    try:
+        await runtime.store.flush()  # raises when events of this run could not be saved
+    except AgentDeskError as e:
+        print(f"agent-desk: {e.user_message()}", file=sys.stderr)
+        return code or EXIT_FAILED
+    if not args.json:
+        total = await session_usage(runtime.store, session.session.id)
+        print(usage_line(printer.usage, total), file=sys.stderr)
+    return code
+
+
+async def session_usage(store: Any, session_id: str) -> list[float]:
+    """[tokens in, tokens out, cost] of every model request of the session, from its stored events."""
+    total = [0, 0, 0.0]
+    for env in await store.events_since(0, [Channel.MONITOR], session_id=session_id):
+        if env.type == TokenUsage.type:
+            add_usage(total, env.event)
+    return total
+
+
+def add_usage(into: list[float], ev: TokenUsage) -> None:
+    into[0] += ev.input_tokens + ev.cache_creation_input_tokens + ev.cache_read_input_tokens
+    into[1] += ev.output_tokens
+    into[2] += ev.cost_usd
+
+
+def usage_line(turn: list[float], session: list[float]) -> str:
+    """The last line of a turn: its tokens and cost, and the session's cost so far."""
+    return (f"tokens: {int(turn[0]):,} in, {int(turn[1]):,} out; cost ${turn[2]:.4f} this turn, "
+            f"${session[2]:.4f} this session")
+
+
+_CHILD_SHOWN = frozenset({ToolStart.type, ToolEnd.type, PermissionRequired.type})
+
+
+class RunPrinter:
+    """Streams a turn to the terminal: text as it comes, one line per tool call, or JSON envelopes."""
+
+    def __init__(self, runtime: ProjectRuntime | None, session: AgentSession, args: argparse.Namespace) -> None:
+        self.runtime = runtime
+        self.session = session
+        self.args = args
+        self.sid = session.session.id
+        self.mid_line = False
+        self._answers: set[asyncio.Future[None]] = set()
+        self.usage: list[float] = [0, 0, 0.0]  # this turn's tokens in, out and cost
+        self.children: set[str] = set()  # the sub-agents' sessions: their calls and approvals are this run's
+
+    def on_event(self, env: Envelope) -> None:
+        sid = env.session_id
+        if sid and sid != self.sid and sid not in self.children:
+            return
+        if env.type == SubagentStarted.type:
+            self.children.add(str(env.payload.get("child_session_id") or ""))
+        if env.type == TokenUsage.type:  # a sub-agent's model calls are this turn's cost too
+            add_usage(self.usage, env.event)
+        if sid in self.children and not self.args.json and env.type not in _CHILD_SHOWN:
+            return  # a sub-agent's text is its parent's tool result; its calls and approvals are shown
+        if self.args.json:
+            print(json.dumps({"seq": env.seq, "channel": env.channel.value, "type": env.type,
+                              "payload": env.payload}, default=str), flush=True)
+        event = env.event
+        if not self.args.json:
+            self._show(event)
+        if isinstance(event, PermissionRequired):
+            fut = asyncio.ensure_future(self._answer(event))
+            self._answers.add(fut)
+            fut.add_done_callback(self._answers.discard)
+
+    def _line(self, s: str, *, err: bool = False) -> None:
+        if self.mid_line:
+            print(file=sys.stdout, flush=True)
+            self.mid_line = False
+        print(s, file=sys.stderr if err else sys.stdout, flush=True)
+
+    def _show(self, event: Event) -> None:
+        match event:
+            case TextChunk(text=text):
+                sys.stdout.write(text)
+                sys.stdout.flush()
+                self.mid_line = not text.endswith("\n")
+            case ToolStart(partial=False):
+                self._line(self._started(event))
+            case ToolEnd():
+                mark = "✗" if event.is_error else "✓"
+                ms = f" {event.duration_ms:.0f} ms" if event.duration_ms is not None else ""
+                outcome = f"/{event.outcome}" if event.outcome and event.outcome != "ok" else ""
+                self._line(f"  {mark} {event.name} {event.state.lower()}{outcome}{ms}")
+            case ErrorEvent(message=message):
+                self._line(f"! {message}", err=True)
+            case SandboxSurvivors():
+                for what, procs in (("killed at the session's end", event.killed), ("STILL RUNNING", event.alive)):
+                    for p in procs:
+                        by = f" (started by {p.get('started_by')})" if p.get("started_by") else ""
+                        self._line(f"! sandbox process {what}: pid {p.get('pid')}: {p.get('command')}{by}", err=True)
+            case PermissionRequired():
+                self._line(f"? {event.name} needs approval: {event.reason or ''} (risk {event.risk})")
+            case FileChanged():
+                self._line(f"! changed on the host: {', '.join(event.paths[:10])}"
+                           + (f" and {len(event.paths) - 10} more" if len(event.paths) > 10 else ""), err=True)
+            case QuestionAsked() if self.args.on_ask != "prompt":
+                self._line(f"? the agent asks ({event.kind}); nobody will answer (--on-ask {self.args.on_ask})",
+                           err=True)
+
+    def _started(self, event: ToolStart) -> str:
+        tool = self.runtime.registry.find(event.name)
+        summary = tool.summarize(event.input or {}) if tool else json.dumps(event.input)[:120]
+        return f"→ {summary}" if summary.startswith(event.name) else f"→ {event.name} {summary}"
+
+    async def _answer(self, event: PermissionRequired) -> None:
+        from ..core import Allow, Deny
+
+        mode = self.args.on_ask
+        if mode == "allow":
+            decision = Allow(by="cli:--on-ask allow")
+        elif mode == "deny":
+            decision = Deny(by="cli:--on-ask deny", note="Denied: the CLI runs with --on-ask deny.")
+        else:
+            question = approval_question(event)
+            answer = (await asyncio.to_thread(ask, question)).strip()
+            if answer.lower() in ("y", "yes"):
+                decision = Allow(by="cli:prompt")
+            else:
+                note = answer[1:].strip() if answer[:1].lower() == "n" else answer
+                decision = Deny(by="cli:prompt", note=note or "Denied at the terminal.")
+        with contextlib.suppress(AgentDeskError):  # already answered or expired
+            self.runtime.executor.decide(event.call_id, decision)
+
+    async def answer_question(self, question: Question) -> Answer:
+        """--on-ask prompt: the model's question (or plan) at the terminal; the answer goes back to it."""
+        self.finish()
+        line = (await asyncio.to_thread(ask, question_text(question))).strip()
+        if question.kind == "question":
+            choices = question.choices
+            picked = choices[int(line) - 1] if line.isdigit() and 0 < int(line) <= len(choices) else line
+            return Answer(text=picked, by="cli:prompt")
+        word, _, rest = line.partition(" ")
+        if word.lower() in ("a", "y", "yes", "approve"):
+            mode = rest.strip() or PermissionMode.ASK.value
+            if mode in question.modes:
+                return Answer(approved=True, mode=mode, by="cli:prompt")
+            return Answer(approved=False, note=f"(the person typed an unknown mode {mode!r})", by="cli:prompt")
+        note = rest.strip() if word.lower() in ("n", "no", "r", "reject") else line
+        return Answer(approved=False, note=note or "Rejected at the terminal.", by="cli:prompt")
+
+    def finish(self) -> None:
+        if self.mid_line:
+            print(flush=True)
+            self.mid_line = False
+
+
+def approval_question(event: PermissionRequired) -> str:
+    """The whole call, as it will run, with its risk and why it asks; characters a terminal would not
+    show as themselves (a carriage return, an escape sequence) are written as escapes. Nothing is cut."""
+    lines = [f"Allow {event.name}? risk {event.risk}: {visible(event.reason or 'the permission mode asks')}"]
+    rest = dict(event.input)
+    command = rest.pop("command", None)
+    if isinstance(command, str):
+        shown = visible(command).split("\n")
+        lines += [f"  {'$' if i == 0 else '>'} {line}" for i, line in enumerate(shown)]
+        lines.append(f"  (the whole command: {len(command)} characters, {len(shown)} line(s))")
+    elif command is not None:
+        rest["command"] = command
+    if rest:
+        lines += [f"  {line}" for line in visible(json.dumps(rest, indent=2, ensure_ascii=False)).split("\n")]
+    lines.append("[y]es / [n]o (then a note): ")
+    return "\n".join(lines)
+
+
+def question_text(question: Question) -> str:
+    """A question with its numbered choices, or a plan with how to approve or reject it; escaped as
+    approval_question does, so the terminal shows what the model wrote."""
+    if question.kind == "question":
+        lines = [f"The agent asks: {visible(question.text)}"]
+        lines += [f"  {i}. {visible(c)}" for i, c in enumerate(question.choices, 1)]
+        lines.append("Your answer (a number, or your own words): ")
+        return "\n".join(lines)
+    return "\n".join([
+        "The agent's plan:", *(f"  {line}" for line in visible(question.text).split("\n")),
+        f"[a]pprove MODE (one of {', '.join(question.modes)}; default ask) / [r]eject NOTE: ",
+    ])
+
+
+def ask(question: str) -> str:
+    """Ask on the terminal (or stdin when there is none); the question goes to stderr, never stdout."""
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    try:
+        with open("/dev/tty") as tty:
+            return tty.readline()
+    except OSError:
+        return sys.stdin.readline()
