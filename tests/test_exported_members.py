@@ -83,8 +83,9 @@ EXPORTED: dict[str, list[str]] = {
         # opening runtimes (one project for the CLI, one per project for the window) and their store
         "ProjectRuntime", "ProjectRuntimes", "build_runtime", "head_signer", "model_client_from_settings",
         "open_runtime", "open_store", "project_dir", "project_for_dir", "approval_expiry",
-        # the trust of a project's rules file and the grant of its hooks file
-        "HooksTrust", "RulesTrust", "append_trusted_rule", "grant_hooks", "project_hooks_trust", "project_rules_trust",
+        # consent: the rules file, the hooks file and each MCP server as the person approved them
+        "CONSENT_KINDS", "Consent", "ConsentSubject", "approve", "consents",
+        "append_trusted_rule", "grant_hooks", "project_hooks_trust", "project_rules_trust",
         "trust_project_rules", "user_hook_specs", "write_project_rules",
         # which process has a session open; the calls a gone process left open
         "OPEN_IN", "mark_closed_here", "process_alive", "seal_abandoned", "this_process",
@@ -179,6 +180,7 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
     # for the window (the grant switch, the config's file name) and for people who build on the client
     "mcp_client": ("PROJECT_CONFIG", "McpServerError", "McpTool", "ServerConfig", "granted", "parse_servers"),
     # for scripts and tests that build a runtime their own way, or check what a gone process left open
-    "runtime": ("HooksTrust", "OPEN_IN", "ProjectRuntime", "WorkspaceWatcher", "append_trusted_rule", "approval_expiry",
-                "build_runtime", "model_client_from_settings", "process_alive", "this_process"),
+    "runtime": ("CONSENT_KINDS", "ConsentSubject", "OPEN_IN", "ProjectRuntime", "WorkspaceWatcher",
+                "append_trusted_rule", "approval_expiry", "build_runtime", "model_client_from_settings",
+                "process_alive", "this_process"),
 }

@@ -1,14 +1,13 @@
 """The runtime: one project's tools, policy, hooks, executor, sandbox and model client, built by one recipe
 for the CLI (`open_runtime`, one project) and the window (`ProjectRuntimes`, a runtime per project)."""
 
-from ._desk import ProjectRuntimes, head_signer, open_runtime, open_store, project_dir, project_for_dir
-from ._liveness import OPEN_IN, mark_closed_here, process_alive, seal_abandoned, this_process
-from ._project_settings import approval_expiry
-from ._recipe import ProjectRuntime, build_runtime, model_client_from_settings
-from ._trust import (
-    HooksTrust,
-    RulesTrust,
+from ._consent import (
+    CONSENT_KINDS,
+    Consent,
+    ConsentSubject,
     append_trusted_rule,
+    approve,
+    consents,
     grant_hooks,
     project_hooks_trust,
     project_rules_trust,
@@ -16,18 +15,25 @@ from ._trust import (
     user_hook_specs,
     write_project_rules,
 )
+from ._desk import ProjectRuntimes, head_signer, open_runtime, open_store, project_dir, project_for_dir
+from ._liveness import OPEN_IN, mark_closed_here, process_alive, seal_abandoned, this_process
+from ._project_settings import approval_expiry
+from ._recipe import ProjectRuntime, build_runtime, model_client_from_settings
 from ._watcher import WorkspaceWatcher
 
 __all__ = [
+    "CONSENT_KINDS",
     "OPEN_IN",
-    "HooksTrust",
+    "Consent",
+    "ConsentSubject",
     "ProjectRuntime",
     "ProjectRuntimes",
-    "RulesTrust",
     "WorkspaceWatcher",
     "append_trusted_rule",
     "approval_expiry",
+    "approve",
     "build_runtime",
+    "consents",
     "grant_hooks",
     "head_signer",
     "mark_closed_here",

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..core import AgentDeskError, ProjectInfo
-from ..runtime import RulesTrust, project_rules_trust, trust_project_rules
+from ..runtime import Consent, project_rules_trust, trust_project_rules
 from . import dialogs
 
 log = logging.getLogger(__name__)
@@ -26,11 +26,11 @@ class ConsentBanner:
         self.window = window
         self.spawn = spawn
         self.reload = reload
-        self.untrusted: dict[str, RulesTrust] = {}  # project id -> what was read
+        self.untrusted: dict[str, Consent] = {}  # project id -> what was read
         self.ignored: set[str] = set()  # project ids whose banner was dismissed in this run
         self.dialog: dialogs.ConsentDialog | None = None
 
-    async def check(self, project: ProjectInfo) -> RulesTrust | None:
+    async def check(self, project: ProjectInfo) -> Consent | None:
         """Read the project's rules against the trust record and show (or clear) the banner."""
         try:
             trust = await asyncio.to_thread(project_rules_trust, project.path)
