@@ -21,7 +21,7 @@ def rss_mb() -> float:
 async def _probe(db: str, session_id: str, pages: int) -> None:
     from desktop_app.config import Settings
     from desktop_app.core import EventBus
-    from desktop_app.runtime import ProjectRuntimes
+    from desktop_app.runtime import Desk
     from desktop_app.store import SqlStore
     from desktop_app.ui import AppController, MainWindow
 
@@ -31,8 +31,8 @@ async def _probe(db: str, session_id: str, pages: int) -> None:
     window = MainWindow()
     window.resize(1440, 880)
     window.show()
-    factory = ProjectRuntimes(settings=settings, store=store, bus=bus)
-    controller = AppController(window, store=store, bus=bus, settings=settings, agent_factory=factory)
+    factory = Desk(settings=settings, store=store, bus=bus)
+    controller = AppController(window, factory)
     try:
         controller.current_session = session_id
         records = await store.session_records(session_id)

@@ -298,7 +298,9 @@ async def bench_session_reopen(calls: int = 10_000, runs: int = 3) -> list[float
     totals are shown and the conversation is scrolled to its end (ready to scroll): one sample per run."""
     from PySide6.QtWidgets import QApplication
 
+    from desktop_app.config import Settings
     from desktop_app.core import EventBus, SessionInfo
+    from desktop_app.runtime import Desk
     from desktop_app.store import SqlStore
     from desktop_app.ui import AppController, MainWindow
 
@@ -310,7 +312,7 @@ async def bench_session_reopen(calls: int = 10_000, runs: int = 3) -> list[float
             await store.save_session(SessionInfo("ses_other", "prj_bench", "another"))
             bus = await EventBus.open(store)
             window = MainWindow()
-            controller = AppController(window, store=store, bus=bus)
+            controller = AppController(window, Desk(settings=Settings(path=None), store=store, bus=bus))
             window.show()
             await controller.start(check_docker=False)
             cpu = []

@@ -194,15 +194,14 @@ async def _run(app, args: argparse.Namespace) -> int:
 async def _run_window(app, window, settings, settings_error: str | None, db: str, args: argparse.Namespace) -> int:
     """Store, bus, sessions and controller around the window, until it closes (or is photographed)."""
     from .core import EventBus
-    from .runtime import ProjectRuntimes
+    from .runtime import Desk
     from .ui import AppController
 
     store = await _open_store(db, signed=not args.sample_data)
     bus = await EventBus.open(store)
     key_source = await asyncio.get_running_loop().run_in_executor(None, _key_source, settings, bus)
-    factory = ProjectRuntimes(settings=settings, store=store, bus=bus)
-    controller = AppController(window, store=store, bus=bus, settings=settings, agent_factory=factory,
-                               api_key_source=key_source)
+    desk = Desk(settings=settings, store=store, bus=bus, api_key_source=key_source)
+    controller = AppController(window, desk)
     controller.db_url = None if args.sample_data else db
     if settings_error:
         window.banner.set_item("settings", f"⚠ {settings_error}")
@@ -233,7 +232,7 @@ async def _run_window(app, window, settings, settings_error: str | None, db: str
         if server is not None:
             server.close()
         await controller.close()
-        await factory.close()
+        await desk.close()
         await store.close()
 
 

@@ -80,6 +80,7 @@ EXPORTED: dict[str, list[str]] = {
         "grant", "granted", "grant_status", "header_secrets", "load_servers", "parse_servers", "read_project_servers",
     ],
     "runtime": [
+        "Desk",  # the window's one link to the engine
         # opening runtimes (one project for the CLI, one per project for the window) and their store
         "ProjectRuntime", "ProjectRuntimes", "build_runtime", "head_signer", "model_client_from_settings",
         "open_runtime", "open_store", "project_dir", "project_for_dir", "approval_expiry",
@@ -182,5 +183,7 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
     # for scripts and tests that build a runtime their own way, or check what a gone process left open
     "runtime": ("CONSENT_KINDS", "ConsentSubject", "OPEN_IN", "ProjectRuntime", "WorkspaceWatcher",
                 "append_trusted_rule", "approval_expiry", "build_runtime", "model_client_from_settings",
-                "process_alive", "this_process"),
+                "process_alive", "this_process",
+                # what the Desk holds and does, for a desk of one's own (the window reaches them through it)
+                "ProjectRuntimes", "mark_closed_here", "seal_abandoned"),
 }

@@ -15,7 +15,7 @@ from ._consent import (
     user_hook_specs,
     write_project_rules,
 )
-from ._desk import ProjectRuntimes, head_signer, open_runtime, open_store, project_dir, project_for_dir
+from ._desk import Desk, ProjectRuntimes, head_signer, open_runtime, open_store, project_dir, project_for_dir
 from ._liveness import OPEN_IN, mark_closed_here, process_alive, seal_abandoned, this_process
 from ._project_settings import approval_expiry
 from ._recipe import ProjectRuntime, build_runtime, model_client_from_settings
@@ -26,6 +26,7 @@ __all__ = [
     "OPEN_IN",
     "Consent",
     "ConsentSubject",
+    "Desk",
     "ProjectRuntime",
     "ProjectRuntimes",
     "WorkspaceWatcher",

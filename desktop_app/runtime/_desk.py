@@ -1,5 +1,5 @@
-"""Opening runtimes: the CLI's one project with its own store and bus (`open_runtime`), and the window's
-runtime per project on its one store and bus (`ProjectRuntimes`)."""
+"""Opening runtimes: the CLI's one project with its own store and bus (`open_runtime`), the window's runtime
+per project on its one store and bus (`ProjectRuntimes`), and the Desk, the window's one link to the engine."""
 
 from __future__ import annotations
 
@@ -11,7 +11,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings, default_db_url, desk_signing_key, witness_dir
-from ..core import DEFAULT_IMAGE, AgentSession, ConfigError, EventBus, ModelClient, ProjectInfo, Tool, new_id
+from ..core import (
+    DEFAULT_IMAGE,
+    AgentSession,
+    Answer,
+    ApprovalDecision,
+    ConfigError,
+    EventBus,
+    McpServerInfo,
+    ModelClient,
+    ProjectInfo,
+    Tool,
+    ToolCallRecord,
+    new_id,
+)
+from ._liveness import mark_closed_here, seal_abandoned
 from ._mcp import CompanionFactory
 from ._recipe import ProjectRuntime, SandboxFactory, build_runtime
 
@@ -178,3 +192,79 @@ class ProjectRuntimes:
         self.runtimes.clear()
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)
+
+
+# the front ends' one link to the engine -------------------------------------------------------------------
+class Desk:
+    """What the window holds: the settings, the store, the bus and every project's runtime. It opens projects
+    and sessions, answers approvals and questions, and asks the store and the runtimes what the window shows.
+    Store and Docker calls stay off the event loop (the store and the runtimes run them in threads)."""
+
+    def __init__(self, *, settings: Settings, store: SqlStore, bus: EventBus,
+                 runtimes: ProjectRuntimes | None = None, api_key_source: str | None = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.bus = bus
+        self.runtimes = runtimes if runtimes is not None else ProjectRuntimes(settings=settings, store=store, bus=bus)
+        self.api_key_source = api_key_source  # where the API key comes from ("env", "keyring", ...), or None
+
+    # projects and sessions
+    async def open_session(self, project: ProjectInfo, session_id: str | None) -> AgentSession:
+        """The session, open on its project's runtime (built on first use; its sandbox starts then)."""
+        return await self.runtimes(project, session_id)
+
+    def runtime(self, project_id: str) -> ProjectRuntime | None:
+        """The project's runtime when one is open."""
+        return self.runtimes.runtimes.get(project_id)
+
+    async def project_for_dir(self, folder: str | os.PathLike[str]) -> ProjectInfo:
+        """The stored project for `folder`, or a new one made with the settings' defaults."""
+        return await project_for_dir(self.store, folder, settings=self.settings)
+
+    async def seal_abandoned(self) -> bool:
+        """Seal the calls a gone process left open (each session told); True when there were some."""
+        if not await seal_abandoned(self.store, self.bus):
+            return False
+        await self.store.flush()  # the notices and sealed calls are read back by the views
+        return True
+
+    async def mark_closed_here(self, session_id: str) -> None:
+        await mark_closed_here(self.store, session_id)
+
+    # approvals and questions
+    async def pending_approvals(self) -> list[ToolCallRecord]:
+        """The calls still waiting for the person, from an earlier run of the app too."""
+        return await self.store.pending_approvals()
+
+    def decide(self, session: AgentSession, call_id: str, decision: ApprovalDecision) -> None:
+        """The person's answer, to the executor the session's call waits on."""
+        session.executor.decide(call_id, decision)
+
+    def answer(self, session: AgentSession, question_id: str, answer: Answer) -> None:
+        session.executor.questions.answer(question_id, answer)
+
+    async def preview_diff(self, session: AgentSession, name: str, tool_input: dict[str, Any]) -> str | None:
+        """The diff an edit tool's call would make, read in the session's sandbox; None for other tools."""
+        if session.sandbox is None:
+            return None
+        from ..tools import preview_diff
+
+        return await preview_diff(name, tool_input, session.sandbox)
+
+    # what the settings and the projects' files change
+    async def reload_rules(self, project: ProjectInfo) -> None:
+        """The project's rules were trusted or edited: its open runtime uses them from the next call."""
+        await self.runtimes.reload_rules(project)
+
+    def forget_model(self) -> None:
+        """The settings changed (key, model, endpoint): each project's next session gets a new client."""
+        self.runtimes.forget_model()
+
+    def mcp_servers(self, project_id: str) -> list[McpServerInfo] | None:
+        """The status of the project's MCP servers now, or None when no runtime of it is open."""
+        rt = self.runtime(project_id)
+        return rt.mcp_servers() if rt is not None else None
+
+    async def close(self) -> None:
+        """Close every project's runtime (the store is its opener's to close)."""
+        await self.runtimes.close()

@@ -4,20 +4,19 @@ themselves (their `attach`); this turns what the person does into engine calls, 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import os
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 
 from ..core import (
     AgentDeskError,
+    AgentSession,
+    Answer,
     ApprovalDecision,
     Channel,
-    EventBus,
     McpServerInfo,
     ProjectInfo,
     SessionInfo,
@@ -40,31 +39,25 @@ from ._tasks import BackgroundTasks
 from ._theme import apply_theme, bring_to_front
 from .inbox import PendingApproval
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from ..runtime import Desk
 
-# (project, session_id or None) -> an object with: session, running, send(text), stop(), and the
-# executor that owns its approvals (`executor.decide(call_id, Allow | Deny)`).
-AgentFactory = Callable[[ProjectInfo, str | None], Awaitable[Any]]
+log = logging.getLogger(__name__)
 
 
 class AppController(QObject):
     sessionChanged = Signal(str)
     turnFinished = Signal(str, object)  # session id, TurnResult or exception
 
-    def __init__(self, window: MainWindow, *, store: Any, bus: EventBus, settings: Any = None,
-                 agent_factory: AgentFactory | None = None, api_key_source: str | None = None) -> None:
+    def __init__(self, window: MainWindow, desk: Desk) -> None:
         super().__init__(window)
         self.window = window
-        self.store = store
-        self.bus = bus
-        self.settings = settings
-        self.agent_factory = agent_factory
-        self.api_key_source = api_key_source
-        self.bridge = EventBridge(bus, self)
+        self.desk = desk
+        self.bridge = EventBridge(desk.bus, self)
         self.mcp = McpDirectory(self)  # each project's MCP servers, as last reported
         self.mcp.attach(self.bridge)
         self.current_session: str | None = None
-        self.agents: dict[str, Any] = {}  # session id -> open AgentSession
+        self.agents: dict[str, AgentSession] = {}  # session id -> open AgentSession
         self.sessions: dict[str, SessionInfo] = {}
         self.tasks = BackgroundTasks(self._report)
         self.checks = SetupChecks(
@@ -77,8 +70,7 @@ class AppController(QObject):
         self.checks_dialog: dialogs.ChecksDialog | None = None
         self._history_window = None
         self.history_loading: asyncio.Task | None = None
-        self.rules_trust = ConsentBanner(window, self.tasks.spawn,
-                                         reload=getattr(agent_factory, "reload_rules", None))
+        self.rules_trust = ConsentBanner(window, self.tasks.spawn, reload=desk.reload_rules)
         self.running_calls = RunningCalls(self)
         self.running_calls.attach(self.bridge)
         self.quitting = False  # the person chose to quit (or nothing was in flight): the window may close
@@ -134,9 +126,9 @@ class AppController(QObject):
     # start-up --------------------------------------------------------------------------------------
     async def start(self, *, check_docker: bool = True) -> None:
         """Fill the sidebar, restore the inbox, say what is missing; Docker is probed in the background."""
-        self.window.status.set_model(getattr(self.settings, "model", "") or "–")
+        self.window.status.set_model(self.desk.settings.model or "–")
         self._show_sources()
-        self.checks.check_api_key(self.api_key_source)
+        self.checks.check_api_key(self.desk.api_key_source)
         if check_docker:
             self.window.status.set_sandbox("checking…")
             self.tasks.spawn(self.checks.check_docker())
@@ -151,13 +143,12 @@ class AppController(QObject):
                 await self.select_session(first.id)
 
     def _show_sources(self) -> None:
-        s = self.settings
-        if s is not None and hasattr(s, "base_url_source"):
-            self.window.status.set_sources(self.api_key_source, s.base_url_source(), s.resolved_base_url())
+        s = self.desk.settings
+        self.window.status.set_sources(self.desk.api_key_source, s.base_url_source(), s.resolved_base_url())
 
     async def reload_projects(self) -> None:
-        projects = await self.store.list_projects()
-        sessions = await self.store.list_sessions()
+        projects = await self.desk.store.list_projects()
+        sessions = await self.desk.store.list_sessions()
         self.sessions = {s.id: s for s in sessions}
         # a sub-agent's session is shown under its parent's call in the timeline, not in the sidebar
         self.window.projects_model.set_data(projects, [s for s in sessions if not s.meta.get("parent_session_id")])
@@ -171,25 +162,16 @@ class AppController(QObject):
     async def seal_abandoned(self) -> None:
         """Calls left running by a process that is gone are sealed now, each session told what was running:
         nobody should see "running" for a call that no process runs."""
-        from ..runtime import seal_abandoned
-
-        if await seal_abandoned(self.store, self.bus):
-            flush = getattr(self.store, "flush", None)
-            if flush is not None:
-                await flush()
+        await self.desk.seal_abandoned()
 
     async def restore_approvals(self) -> None:
         """Calls still waiting from an earlier run of the app: shown now, answered once the session reopens."""
-        fn = getattr(self.store, "pending_approvals", None)
-        if fn is not None:
-            self.window.inbox.restore(await fn())
+        self.window.inbox.restore(await self.desk.pending_approvals())
 
     # a folder handed over (agent-desk PATH) -------------------------------------------------------------
     async def open_folder(self, folder: str) -> ProjectInfo:
         """Show `folder`'s project (made on first use): its latest session, or a new one."""
-        from ..runtime import project_for_dir
-
-        project = await project_for_dir(self.store, folder, settings=self.settings)
+        project = await self.desk.project_for_dir(folder)
         self.window.projects_model.upsert_project(project)
         self.window.banner.clear_item("project")
         latest = max((s for s in self.sessions.values() if s.project_id == project.id),
@@ -223,19 +205,17 @@ class AppController(QObject):
         w = self.window
         w.timeline_model.clear()  # and with it the details, which were the previous session's
         w.conversation.clear_conversation()
-        session = self.sessions.get(session_id) or await self.store.get_session(session_id)
+        session = self.sessions.get(session_id) or await self.desk.store.get_session(session_id)
         project = w.projects_model.project(session.project_id) if session else None
         self._show_title(session)
-        flush = getattr(self.store, "flush", None)
-        if flush is not None:  # what this process published last (a notice, a sealed call) is read back
-            await flush()
+        await self.desk.store.flush()  # what this process published last (a notice, a sealed call) is read back
         records, messages, monitor, notices = await asyncio.gather(
             self._records_with_children(session_id),  # a call's trail is read when it is opened
-            self.store.messages(session_id),
+            self.desk.store.messages(session_id),
             # a session from an earlier run: its token count is in the persisted monitor events
-            self.store.events_since(0, [Channel.MONITOR], session_id=session_id, types=[TokenUsage.type])
+            self.desk.store.events_since(0, [Channel.MONITOR], session_id=session_id, types=[TokenUsage.type])
             if not w.status.has_usage(session_id) else asyncio.sleep(0, []),
-            self.store.events_since(0, list(Channel), session_id=session_id, types=list(NOTICE_EVENTS)),
+            self.desk.store.events_since(0, list(Channel), session_id=session_id, types=list(NOTICE_EVENTS)),
         )
         if self.current_session != session_id:
             return
@@ -263,8 +243,8 @@ class AppController(QObject):
 
     async def _records_with_children(self, session_id: str) -> list[ToolCallRecord]:
         """The session's calls and its sub-agents' (each child linked in the timeline under its parent call)."""
-        records = list(await self.store.session_records(session_id, trails=False))
-        children = [s for s in await self.store.list_sessions() if s.meta.get("parent_session_id")]
+        records = list(await self.desk.store.session_records(session_id, trails=False))
+        children = [s for s in await self.desk.store.list_sessions() if s.meta.get("parent_session_id")]
         todo, seen = [session_id], {session_id}
         while todo:
             parent = todo.pop()
@@ -272,13 +252,13 @@ class AppController(QObject):
                 seen.add(child.id)
                 todo.append(child.id)
                 self.window.timeline_model.link_child(child.id, str(child.meta.get("parent_call_id") or ""))
-                records += await self.store.session_records(child.id, trails=False)
+                records += await self.desk.store.session_records(child.id, trails=False)
         return records
 
     async def _root_session(self, session_id: str) -> str:
         """The top session a sub-agent's session belongs to (its agent holds the project's executor)."""
         for _ in range(16):
-            s = self.sessions.get(session_id) or await self.store.get_session(session_id)
+            s = self.sessions.get(session_id) or await self.desk.store.get_session(session_id)
             parent = s.meta.get("parent_session_id") if s is not None else None
             if not parent:
                 break
@@ -305,25 +285,23 @@ class AppController(QObject):
 
     async def new_session(self, project_id: str, title: str = "") -> SessionInfo:
         session = SessionInfo(id=new_id("ses_"), project_id=project_id, title=title,
-                              model=getattr(self.settings, "model", ""))
-        await self.store.save_session(session)
+                              model=self.desk.settings.model)
+        await self.desk.store.save_session(session)
         self.sessions[session.id] = session
         self.window.projects_model.upsert_session(session)
         self.window.sidebar.select_session(session.id)
         await self.select_session(session.id)
         return session
 
-    async def agent_for(self, session_id: str) -> Any:
+    async def agent_for(self, session_id: str) -> AgentSession:
         agent = self.agents.get(session_id)
         if agent is not None:
             return agent
-        if self.agent_factory is None:
-            raise AgentDeskError("The agent engine is not available in this build.")
-        session = self.sessions.get(session_id) or await self.store.get_session(session_id)
+        session = self.sessions.get(session_id) or await self.desk.store.get_session(session_id)
         project = self.window.projects_model.project(session.project_id) if session else None
         if project is None:
             raise AgentDeskError("Pick a project (or add one) before sending a message.")
-        agent = await self.agent_factory(project, session_id)
+        agent = await self.desk.open_session(project, session_id)
         self.agents[session_id] = agent
         current = self.sessions.get(self.current_session or "")
         if current is not None and current.project_id == project.id:  # the status bar shows the project in view
@@ -352,7 +330,7 @@ class AppController(QObject):
         w = self.window
         sid = self.current_session  # the session in view when Enter was pressed, whatever is clicked next
         # the configured key and the secret patterns, as the agent stores messages: the title too is stored
-        redacted = await asyncio.to_thread(self.bus.redactor.redact, text)
+        redacted = await asyncio.to_thread(self.desk.bus.redactor.redact, text)
         if sid is None:
             pid = w.sidebar.current_project_id() or (w.projects_model.projects()[0].id
                                                      if w.projects_model.projects() else None)
@@ -368,7 +346,7 @@ class AppController(QObject):
         if agent is not None and agent.running:
             return sid, agent
         content = [{"type": "text", "text": redacted}]
-        await self.store.append_message(StoredMessage(session_id=sid, role="user", content=content))
+        await self.desk.store.append_message(StoredMessage(session_id=sid, role="user", content=content))
         return sid, None
 
     async def _run_turn(self, sid: str, queued: str | None, agent: Any = None) -> Any:
@@ -425,10 +403,8 @@ class AppController(QObject):
 
     async def _load_record(self, call_id: str) -> ToolCallRecord | None:
         """The full record (exit code, result, trail, sandbox) for the timeline's details."""
-        flush = getattr(self.store, "flush", None)
-        if flush is not None:
-            await flush()
-        return await self.store.get_record(call_id)
+        await self.desk.store.flush()
+        return await self.desk.store.get_record(call_id)
 
     # approvals -------------------------------------------------------------------------------------
     async def decide(self, call_id: str, session_id: str, decision: ApprovalDecision) -> None:
@@ -437,21 +413,15 @@ class AppController(QObject):
         stay on screen; a failure is shown as a notice by the task reporter."""
         # a sub-agent's call waits on the executor its top session shares (never a second agent for the child)
         agent = await self.agent_for(await self._root_session(session_id))  # one that cannot open keeps its card
-        executor = getattr(agent, "executor", None)
-        if executor is None:
-            raise AgentDeskError("This session cannot take decisions (no executor).")
         try:
-            executor.decide(call_id, decision)
+            self.desk.decide(agent, call_id, decision)
         finally:
             self.window.inbox.remove(call_id)
 
-    async def answer_question(self, question_id: str, session_id: str, answer: Any) -> None:
+    async def answer_question(self, question_id: str, session_id: str, answer: Answer) -> None:
         """Hand the person's answer to a question or plan to the executor its session waits on."""
         agent = await self.agent_for(session_id)
-        questions = getattr(getattr(agent, "executor", None), "questions", None)
-        if questions is None:
-            raise AgentDeskError("This session cannot take answers (no executor).")
-        questions.answer(question_id, answer)
+        self.desk.answer(agent, question_id, answer)
 
     def _rules_target(self, item: PendingApproval) -> str:
         s = self.sessions.get(item.session_id)
@@ -460,19 +430,14 @@ class AppController(QObject):
 
     async def _preview_diff(self, item: PendingApproval) -> str | None:
         agent = self.agents.get(await self._root_session(item.session_id))
-        sandbox = getattr(agent, "sandbox", None)
-        if sandbox is None:
-            return None
-        from ..tools import preview_diff
-
-        return await preview_diff(item.name, item.input, sandbox)
+        return await self.desk.preview_diff(agent, item.name, item.input) if agent is not None else None
 
     # windows and dialogs ---------------------------------------------------------------------------
     def open_history(self) -> Any:
         from .history import HistoryWindow
 
         if self._history_window is None:
-            self._history_window = HistoryWindow(self.store)
+            self._history_window = HistoryWindow(self.desk.store)
             close = QShortcut(QKeySequence(Qt.Key.Key_Escape), self._history_window, self._history_window.close)
             close.setContext(Qt.ShortcutContext.WindowShortcut)  # Esc closes it, as a dialog
             model = self._history_window.model
@@ -498,33 +463,27 @@ class AppController(QObject):
         return await self.checks_dialog.run()
 
     async def edit_settings(self) -> dialogs.SettingsResult | None:
-        saved = await dialogs.edit_settings(self.settings, self.api_key_source, parent=self.window)
+        saved = await dialogs.edit_settings(self.desk.settings, self.desk.api_key_source, parent=self.window)
         if saved is None:
             return None
-        result, self.api_key_source = saved
-        apply_theme(self.settings.theme)
-        self.window.status.set_model(self.settings.model)
+        result, self.desk.api_key_source = saved
+        apply_theme(self.desk.settings.theme)
+        self.window.status.set_model(self.desk.settings.model)
         self._show_sources()
-        self.checks.check_api_key(self.api_key_source)
+        self.checks.check_api_key(self.desk.api_key_source)
         self.agents.clear()  # new sessions pick up the new model and key
-        forget = getattr(self.agent_factory, "forget_model", None)
-        if forget is not None:
-            forget()
+        self.desk.forget_model()
         return result
 
     async def mcp_servers(self, project_id: str) -> list[McpServerInfo] | None:
         """The project's MCP servers: its open runtime's list (`ProjectRuntime.mcp_servers()`), else the last
         McpServersChanged seen; None when neither (no session of it opened yet)."""
-        runtimes = getattr(self.agent_factory, "runtimes", None)
-        rt = runtimes.get(project_id) if isinstance(runtimes, dict) else None
-        listed = getattr(rt, "mcp_servers", None)
-        if listed is not None:
-            try:
-                servers = listed()
-                servers = list(await servers if inspect.isawaitable(servers) else servers)
-            except Exception:  # the last report still shows; the engine logs its own failure
-                log.exception("listing the MCP servers of %s failed", project_id)
-            else:
+        try:
+            servers = self.desk.mcp_servers(project_id)
+        except Exception:  # the last report still shows; the engine logs its own failure
+            log.exception("listing the MCP servers of %s failed", project_id)
+        else:
+            if servers is not None:
                 self.mcp.set_servers(project_id, servers)
                 return servers
         return self.mcp.servers(project_id)
@@ -532,11 +491,11 @@ class AppController(QObject):
     async def edit_project(self, project_id: str | None) -> ProjectInfo | None:
         project = self.window.projects_model.project(project_id) if project_id else None
         servers = await self.mcp_servers(project_id) if project_id else None
-        result = await dialogs.edit_project(project, self.settings, parent=self.window, mcp_servers=servers,
+        result = await dialogs.edit_project(project, self.desk.settings, parent=self.window, mcp_servers=servers,
                                             bridge=self.bridge)
         if result is None:
             return None
-        await self.store.save_project(result)
+        await self.desk.store.save_project(result)
         self.window.projects_model.upsert_project(result)
         self.window.banner.clear_item("project")
         self.checks.show_project_sandbox(result)  # saved: its engine, folder and image checked again
@@ -547,14 +506,13 @@ class AppController(QObject):
         if project_id is None:
             await self.new_session(result.id)
         else:
-            if self.rules_trust.reload is not None:  # rules edited in the dialog apply from the next call
-                await self.rules_trust.reload(result)
+            await self.desk.reload_rules(result)  # rules edited in the dialog apply from the next call
             await self.rules_trust.check(result)
         return result
 
     async def _image_built(self, project: ProjectInfo) -> None:
         """The project's own image was built on a click: stored as its image; idle sessions reopen with it."""
-        await self.store.save_project(project)
+        await self.desk.store.save_project(project)
         self.window.projects_model.upsert_project(project)
         for sid, s in list(self.sessions.items()):
             if s.project_id == project.id and sid in self.agents and not self.agents[sid].running:
@@ -563,11 +521,11 @@ class AppController(QObject):
     async def set_title(self, session_id: str, title: str) -> SessionInfo | None:
         """Store a session's title (read fresh: what another part of the desk wrote to it is kept); the
         sidebar and the header follow."""
-        session = await self.store.get_session(session_id) or self.sessions.get(session_id)
+        session = await self.desk.store.get_session(session_id) or self.sessions.get(session_id)
         if session is None:
             return None
         session.title = title
-        await self.store.save_session(session)
+        await self.desk.store.save_session(session)
         self.sessions[session_id] = session
         self.window.projects_model.upsert_session(session)
         if session_id == self.current_session:
@@ -586,7 +544,7 @@ class AppController(QObject):
 
     # quitting --------------------------------------------------------------------------------------
     def work_in_flight(self) -> WorkInFlight:
-        live = {sid for sid, a in self.agents.items() if getattr(a, "running", False)}
+        live = {sid for sid, a in self.agents.items() if a.running}
         approvals = sum(1 for i in self.window.inbox.model.items() if i.session_id in live)
         return WorkInFlight(calls=list(self.running_calls.running.values()), approvals=approvals,
                             turns=len(live))
@@ -616,7 +574,7 @@ class AppController(QObject):
     async def stop_all(self, timeout_s: float = 15.0) -> None:
         """Stop every running turn and wait for its end to be recorded (a call that ignores the stop is cut
         off by the sandbox's close after `timeout_s`)."""
-        running = [a for a in self.agents.values() if getattr(a, "running", False)]
+        running = [a for a in self.agents.values() if a.running]
         for agent in running:
             agent.stop()
         if running:
@@ -626,20 +584,15 @@ class AppController(QObject):
     async def close(self) -> None:
         """The window is going: UI tasks are cancelled, each turn still running is abandoned where it stands
         (its open calls are sealed at the next start), then the views stop following the bus."""
-        from ..runtime import mark_closed_here
-
         self.tasks.cancel()
         for sid, agent in list(self.agents.items()):
-            for name in ("abandon", "close"):
-                fn = getattr(agent, name, None)
-                if fn is None:
-                    continue
-                try:
-                    await fn()
-                except Exception:
-                    log.exception("closing a session failed")
             try:
-                await mark_closed_here(self.store, sid)
+                await agent.abandon()
+                agent.close()
+            except Exception:
+                log.exception("closing a session failed")
+            try:
+                await self.desk.mark_closed_here(sid)
             except Exception:  # the store may be the part that failed: the next start finds out
                 log.exception("marking session %s closed failed", sid)
         self.agents.clear()

@@ -333,14 +333,14 @@ async def fill_sample(store: Any, controller: Any) -> None:
             rec.trail.append(entry)
             await store.save_transition(rec, AuditEntry(**{f: getattr(entry, f) for f in fields}))
     await store.flush()
-    controller.api_key_source = controller.api_key_source or "sample"
+    controller.desk.api_key_source = controller.desk.api_key_source or "sample"
     await controller.start(check_docker=False)
     controller.window.status.set_sandbox("running", "agent-desk/python:latest", "none")
     controller.window.status.set_model(DEFAULT_MODEL)
-    controller.bus.publish(McpServersChanged(project_id="prj_shop",
+    controller.desk.bus.publish(McpServersChanged(project_id="prj_shop",
                                              servers=[s.to_dict() for s in sample_mcp_servers()]))
-    publish_sample_turn(controller.bus)
-    publish_sample_subagent_approval(controller.bus)
+    publish_sample_turn(controller.desk.bus)
+    publish_sample_subagent_approval(controller.desk.bus)
 
 
 async def settle(frames: int = 6) -> None:

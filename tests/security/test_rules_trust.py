@@ -15,6 +15,7 @@ import pytest
 from desktop_app.config import CONSENT_FILE, TRUSTED_RULES_FILE, Settings, trusted_rules
 from desktop_app.core import Action, ConfigError, ConsentStatus, EventBus, ProjectInfo, Rule, ToolFacts
 from desktop_app.runtime import (
+    Desk,
     ProjectRuntimes,
     append_trusted_rule,
     open_store,
@@ -275,8 +276,8 @@ def test_the_window_shows_untrusted_rules_before_the_first_message_and_trusts_on
                           sandbox_factory=lambda p: LocalSandbox(p.path))
     window = MainWindow()
     qtbot.addWidget(window)
-    controller = AppController(window, store=store, bus=bus, settings=Settings(path=None),
-                               agent_factory=rts, api_key_source="test")
+    controller = AppController(window, Desk(settings=Settings(path=None), store=store, bus=bus, runtimes=rts,
+                                            api_key_source="test"))
     run(controller.start(check_docker=False))
     qtbot.waitUntil(lambda: "never trusted" in window.banner.text())
     assert "your own rules only" in window.banner.text()

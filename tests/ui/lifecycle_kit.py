@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox, QPushButton
 
 from desktop_app.config import DEFAULT_MODEL, Settings
 from desktop_app.core import EventBus
-from desktop_app.runtime import ProjectRuntimes
+from desktop_app.runtime import Desk
 from desktop_app.ui import AppController, MainWindow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,9 +25,8 @@ def open_app(qtbot, run, store, server, *, guard: bool = True):
     bus = run(EventBus.open(store))
     window = MainWindow()
     qtbot.addWidget(window)
-    factory = ProjectRuntimes(settings=settings, store=store, bus=bus)
-    controller = AppController(window, store=store, bus=bus, settings=settings, agent_factory=factory,
-                               api_key_source="settings")
+    factory = Desk(settings=settings, store=store, bus=bus, api_key_source="settings")
+    controller = AppController(window, factory)
     if guard:
         window.quit_guard = controller.quit_guard
     window.show()

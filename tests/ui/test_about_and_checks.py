@@ -10,13 +10,15 @@ from desktop_app.config import Settings
 from desktop_app.core import EventBus
 from desktop_app.logs import log_file
 from desktop_app.ui import AppController, MainWindow
+from tests.ui.fake_desk import FakeDesk
 
 
 def _controller(qtbot, run, store, key_source=None):
     window = MainWindow()
     qtbot.addWidget(window)
     bus = run(EventBus.open(store))
-    controller = AppController(window, store=store, bus=bus, settings=Settings(path=None), api_key_source=key_source)
+    controller = AppController(window, FakeDesk(store=store, bus=bus, settings=Settings(path=None),
+                                                       api_key_source=key_source))
     return window, controller
 
 

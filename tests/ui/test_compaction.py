@@ -19,6 +19,7 @@ from desktop_app.core import (
 )
 from desktop_app.ui import AppController, MainWindow
 from tests.fakes.anthropic_server import AnthropicServer, reply, text
+from tests.ui.fake_desk import FakeDesk
 
 
 def test_compact_by_hand_shows_a_notice_and_keeps_the_originals(qtbot, run, store, tmp_path):
@@ -38,8 +39,8 @@ def test_compact_by_hand_shows_a_notice_and_keeps_the_originals(qtbot, run, stor
 
         run(store.save_project(ProjectInfo("prj_1", "shop", str(tmp_path))))
         run(store.save_session(SessionInfo("ses_1", "prj_1", "Fix prices")))
-        controller = AppController(window, store=store, bus=bus, settings=Settings(path=None),
-                                   agent_factory=factory, api_key_source="test")
+        controller = AppController(window, FakeDesk(store=store, bus=bus, settings=Settings(path=None),
+                                                           factory=factory, api_key_source="test"))
         run(controller.start(check_docker=False))
         run(controller.select_session("ses_1"))
         run(controller.send("find the price bug"))

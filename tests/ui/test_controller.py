@@ -7,6 +7,7 @@ from desktop_app.config import Settings
 from desktop_app.core import AgentDeskError, Allow, ApprovalScope, Deny, EventBus, ProjectInfo, SessionInfo
 from desktop_app.ui import AppController, MainWindow
 from desktop_app.ui.inbox import PendingApproval
+from tests.ui.fake_desk import FakeDesk
 
 
 class _Executor:
@@ -38,8 +39,8 @@ def test_a_decision_reaches_the_executor_and_a_stale_card_goes_with_a_notice(qtb
     window = MainWindow()
     qtbot.addWidget(window)
     bus = run(EventBus.open(store))
-    controller = AppController(window, store=store, bus=bus, settings=Settings(path=None),
-                               agent_factory=factory, api_key_source="test")
+    controller = AppController(window, FakeDesk(store=store, bus=bus, settings=Settings(path=None),
+                                                       factory=factory, api_key_source="test"))
     run(controller.start(check_docker=False))
 
     window.inbox.add(PendingApproval("c1", "ses_1", "bash_run", {"command": "ls"}))

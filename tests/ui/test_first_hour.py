@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QApplication, QDialogButtonBox
 
 from desktop_app.config import Settings
 from desktop_app.core import EventBus, ToolCallState
-from desktop_app.runtime import ProjectRuntimes
+from desktop_app.runtime import Desk
 from desktop_app.ui import AppController, MainWindow
 from desktop_app.ui.dialogs._project import ProjectSettingsDialog
 from desktop_app.ui.dialogs._settings import SettingsDialog
@@ -37,9 +37,8 @@ def _window(qtbot, run, store, settings, key_source):
     bus = run(EventBus.open(store))
     window = MainWindow()
     qtbot.addWidget(window)
-    factory = ProjectRuntimes(settings=settings, store=store, bus=bus)
-    controller = AppController(window, store=store, bus=bus, settings=settings, agent_factory=factory,
-                               api_key_source=key_source)
+    factory = Desk(settings=settings, store=store, bus=bus, api_key_source=key_source)
+    controller = AppController(window, factory)
     window.quit_guard = controller.quit_guard  # as app.py wires it
     window.show()
     return window, controller, factory

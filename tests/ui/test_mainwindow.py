@@ -8,6 +8,7 @@ from desktop_app.config import Settings
 from desktop_app.core import EventBus
 from desktop_app.ui import AppController, MainWindow
 from desktop_app.ui._mainwindow import PromptEdit
+from tests.ui.fake_desk import FakeDesk
 
 
 def test_enter_sends_shift_enter_adds_a_line_escape_interrupts(qtbot):
@@ -32,7 +33,7 @@ def test_first_run_without_key_or_docker_says_what_to_do(qtbot, run, store, monk
     window = MainWindow()
     qtbot.addWidget(window)
     bus = run(EventBus.open(store))
-    controller = AppController(window, store=store, bus=bus, settings=Settings(path=None), api_key_source=None)
+    controller = AppController(window, FakeDesk(store=store, bus=bus, settings=Settings(path=None)))
     run(controller.start(check_docker=False))
     assert not run(controller.checks.check_docker())
     text = window.banner.text()

@@ -9,6 +9,7 @@ from benchmarks.bench_ui import _long_session
 from desktop_app.core import EventBus
 from desktop_app.ui import AppController, MainWindow
 from desktop_app.ui._conversation import SHOWN_CARDS
+from tests.ui.fake_desk import FakeDesk
 
 
 def test_a_long_session_shows_its_tail_and_the_rest_on_request(qtbot, run, store):
@@ -17,7 +18,7 @@ def test_a_long_session_shows_its_tail_and_the_rest_on_request(qtbot, run, store
     bus = run(EventBus.open(store))
     window = MainWindow()
     qtbot.addWidget(window)
-    controller = AppController(window, store=store, bus=bus)
+    controller = AppController(window, FakeDesk(store=store, bus=bus))
     run(controller.start(check_docker=False))
     assert controller.current_session == sid
     conv = window.conversation

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 
 from desktop_app.config import DEFAULT_MODEL, Settings
 from desktop_app.core import EventBus, ProjectInfo, SessionInfo
-from desktop_app.runtime import ProjectRuntimes
+from desktop_app.runtime import Desk
 from desktop_app.store import AuditQuery
 from desktop_app.ui import AppController, MainWindow
 from tests.conftest import TEST_IMAGE, make_workspace
@@ -38,9 +38,8 @@ def open_app(qtbot, run, store, server, project):
     bus = run(EventBus.open(store))
     window = MainWindow()
     qtbot.addWidget(window)
-    factory = ProjectRuntimes(settings=settings, store=store, bus=bus)
-    controller = AppController(window, store=store, bus=bus, settings=settings, agent_factory=factory,
-                               api_key_source="settings")
+    factory = Desk(settings=settings, store=store, bus=bus, api_key_source="settings")
+    controller = AppController(window, factory)
     window.show()
     return window, controller, factory
 

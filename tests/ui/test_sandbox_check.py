@@ -16,6 +16,7 @@ from desktop_app.config import Settings
 from desktop_app.core import EventBus, ProjectInfo
 from desktop_app.ui import AppController, MainWindow
 from tests.conftest import TEST_IMAGE, make_workspace
+from tests.ui.fake_desk import FakeDesk
 
 pytestmark = pytest.mark.docker
 
@@ -25,7 +26,8 @@ def desk(qtbot, run, store):
     window = MainWindow()
     qtbot.addWidget(window)
     bus = run(EventBus.open(store))
-    controller = AppController(window, store=store, bus=bus, settings=Settings(path=None), api_key_source="env")
+    controller = AppController(window, FakeDesk(store=store, bus=bus, settings=Settings(path=None),
+                                                       api_key_source="env"))
     run(controller.start(check_docker=False))
     yield window, controller
     run(controller.close())
@@ -35,7 +37,7 @@ def open_project(run, controller, folder: Path, image: str, **settings) -> Proje
     """Store the project, open a session of it, and wait for its sandbox's check (the engine is asked first)."""
     project = ProjectInfo(id=f"prj_{folder.name}_{uuid.uuid4().hex[:8]}", name=folder.name, path=str(folder),
                           image=image, settings=settings)
-    run(controller.store.save_project(project))
+    run(controller.desk.store.save_project(project))
     run(controller.reload_projects())
     run(controller.new_session(project.id))
     run(controller.checks.check_docker())
@@ -132,7 +134,7 @@ def test_a_devcontainer_is_built_on_the_click_then_used_and_a_change_is_shown(de
     log = controller.checks.build_log
     assert log is not None and "Successfully tagged" in log.log.toPlainText() and "Built agent-desk/project-" in \
         log.heading.text()
-    stored = run(controller.store.list_projects())[0]
+    stored = run(controller.desk.store.list_projects())[0]
     assert stored.image.startswith("agent-desk/project-devc-") and docker_client.images.get(stored.image)
     assert stored.settings["project_image"]["source"] == ".devcontainer/devcontainer.json"
     assert window.projects_model.project(project.id).image == stored.image

@@ -19,6 +19,7 @@ from desktop_app.mcp_client import granted, read_project_servers
 from desktop_app.ui._bridge import EventBridge
 from desktop_app.ui.dialogs import ProjectSettingsDialog
 from desktop_app.ui.dialogs._mcp_section import NOT_STARTED
+from tests.ui.fake_desk import FakeDesk
 
 
 def servers() -> list[McpServerInfo]:
@@ -128,22 +129,24 @@ def test_an_untouched_project_keeps_its_settings_equal(qtbot, run, tmp_path):
 def test_the_controller_opens_the_tab_with_the_runtime_list_or_the_last_report(qtbot, run, store, tmp_path):
     from desktop_app.ui import AppController, MainWindow
 
-    class Runtimes:  # the agreed seam: ProjectRuntimes.runtimes[project id].mcp_servers()
-        def __init__(self) -> None:
-            self.runtimes: dict = {}
-
-    class Runtime:
+    class Runtime:  # an open runtime's list: ProjectRuntime.mcp_servers()
         def mcp_servers(self) -> list[McpServerInfo]:
             return servers()[:1]
+
+    runtimes_open: dict = {}
+
+    class Desk(FakeDesk):  # the agreed seam: Desk.runtime(project id)
+        def runtime(self, project_id):
+            return runtimes_open.get(project_id)
 
     bus = EventBus(MemoryStore())
     window = MainWindow()
     qtbot.addWidget(window)
-    factory = Runtimes()
-    controller = AppController(window, store=store, bus=bus, agent_factory=factory)
+    desk = Desk(store=store, bus=bus)
+    controller = AppController(window, desk)
     assert run(controller.mcp_servers("prj_1")) is None  # nothing known yet: not started
     bus.publish(McpServersChanged(project_id="prj_1", servers=[s.to_dict() for s in servers()]))
     assert [s.name for s in run(controller.mcp_servers("prj_1"))] == ["git", "fetch", "notes", "memory"]
-    factory.runtimes["prj_1"] = Runtime()
+    runtimes_open["prj_1"] = Runtime()
     assert [s.name for s in run(controller.mcp_servers("prj_1"))] == ["git"]
     assert controller.mcp.call_name("mcp__git__git_status", "prj_1").where == "sandbox"

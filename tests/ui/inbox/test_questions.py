@@ -24,6 +24,7 @@ from desktop_app.ui import AppController, MainWindow
 from desktop_app.ui._roles import Role
 from desktop_app.ui.inbox import QuestionsPanel
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
+from tests.ui.fake_desk import FakeDesk
 
 
 def _desk(qtbot, run, store, tmp_path, server: AnthropicServer, mode: str):
@@ -43,8 +44,8 @@ def _desk(qtbot, run, store, tmp_path, server: AnthropicServer, mode: str):
                 project=project, sandbox=None, session_id=session_id)
         return agents[session_id]
 
-    controller = AppController(window, store=store, bus=bus, settings=Settings(path=None),
-                               agent_factory=factory, api_key_source="test")
+    controller = AppController(window, FakeDesk(store=store, bus=bus, settings=Settings(path=None),
+                                                       factory=factory, api_key_source="test"))
     run(controller.start(check_docker=False))
     return window, controller, executor
 
