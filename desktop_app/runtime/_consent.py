@@ -1,6 +1,7 @@
 """Consent: the project files the sandbox (or a cloned repository) can write are used only as the person last
 approved them: the rules file, the hooks file, each MCP server entry. One `Consent` type for all of them; a kind
-is one `ConsentKind` member and one `ConsentSubject` in `CONSENT_KINDS`."""
+is one `ConsentKind` member and one `ConsentSubject` in `CONSENT_KINDS` (how its subjects are read and digested,
+checked, recorded and warned about)."""
 
 from __future__ import annotations
 
@@ -64,9 +65,14 @@ class Consent:
         """How the person names the subject: "rules", "hooks" or "mcp server NAME"."""
         return f"{self.kind.value} server {self.name}" if self.name else self.kind.value
 
+    @property
+    def file(self) -> str:
+        """The file the subject lives in, relative to the project."""
+        return CONSENT_KINDS[self.kind].file
+
     def diff(self) -> str:
         """A unified diff from the approved text to the subject (the whole subject when it is new)."""
-        file = CONSENT_KINDS[self.kind].file.rsplit("/", 1)[-1]
+        file = self.file.rsplit("/", 1)[-1]
         old, new = (self.approved_text or "").splitlines(keepends=True), (self.current or "").splitlines(keepends=True)
         return "".join(difflib.unified_diff(old, new, f"trusted {file}", f"{file} on disk"))
 
@@ -80,7 +86,7 @@ class ConsentSubject:
     """How one kind of subject is found, checked and recorded: a new kind is one of these in CONSENT_KINDS."""
 
     file: str  # where the subject lives, relative to the project
-    read: Callable[[ProjectInfo], list[Consent]]  # every subject of the kind in the project (blocking: files)
+    read: Callable[[ProjectInfo], list[Consent]]  # each subject of the kind, read and digested (blocking: files)
     check: Callable[[Consent], None]  # a subject that cannot be used is refused (ConfigError), not approved
     record: Callable[[ProjectInfo, Consent, bool], dict[str, Any]]  # approve (revoke: True): the project's settings
     warning: Callable[[Consent], str]

@@ -50,7 +50,6 @@ _WORDING = {
         "Grant this server", "Ignore it",
         "Granting binds to the entry as it is now; an entry changed afterwards is asked about again."),
 }
-_FILES = {"rules": ".agent-desk/rules.toml", "hooks": ".agent-desk/hooks.toml", "mcp": ".agent-desk/mcp.json"}
 
 
 class ConsentDialog(FutureDialog):
@@ -63,7 +62,7 @@ class ConsentDialog(FutureDialog):
         self.setWindowTitle(words.title.format(project=project_name, name=consent.name))
         self.resize(720, 480)
         lay = QVBoxLayout(self)
-        where = f"{consent.project_dir}/{_FILES[str(consent.kind)]}"
+        where = f"{consent.project_dir}/{consent.file}"
         what = words.what.get(str(consent.status), "is not approved")
         head = QLabel(words.head.format(where=html.escape(where), what=what, name=html.escape(consent.name),
                                         asks=html.escape(str(consent.current))))
