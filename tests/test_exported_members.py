@@ -12,7 +12,7 @@ import pytest
 import desktop_app
 
 ROOT = Path(desktop_app.__file__).parent
-PACKAGES = ("core", "tools", "sandbox", "store", "ui", "mcp_client")
+PACKAGES = ("core", "tools", "sandbox", "store", "ui", "mcp_client", "runtime")
 
 EXPORTED: dict[str, list[str]] = {
     "core": [
@@ -77,6 +77,17 @@ EXPORTED: dict[str, list[str]] = {
     "mcp_client": [
         "PROJECT_CONFIG", "HubPlaces", "McpHub", "McpServerError", "McpTool", "ServerConfig", "ServerEntry",
         "grant", "granted", "header_secrets", "load_servers", "parse_servers", "read_project_servers",
+    ],
+    "runtime": [
+        # opening runtimes (one project for the CLI, one per project for the window) and their store
+        "ProjectRuntime", "ProjectRuntimes", "build_runtime", "head_signer", "model_client_from_settings",
+        "open_runtime", "open_store", "project_dir", "project_for_dir", "approval_expiry",
+        # the trust of a project's rules file and the grant of its hooks file
+        "HooksTrust", "RulesTrust", "append_trusted_rule", "grant_hooks", "project_hooks_trust", "project_rules_trust",
+        "trust_project_rules", "user_hook_specs", "write_project_rules",
+        # which process has a session open; the calls a gone process left open
+        "OPEN_IN", "mark_closed_here", "process_alive", "seal_abandoned", "this_process",
+        "WorkspaceWatcher",
     ],
     "ui": [
         "AppController", "InstanceServer", "MainThreadGarbageCollector", "MainWindow", "apply_theme",
@@ -166,4 +177,7 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
     "store": ("CSV_COLUMNS", "RecordRow", "SCHEMA_VERSION", "StoreStats", "VerifyResult", "canonical_json"),
     # for the window (the grant switch, the config's file name) and for people who build on the client
     "mcp_client": ("PROJECT_CONFIG", "McpServerError", "McpTool", "ServerConfig", "granted", "parse_servers"),
+    # for scripts and tests that build a runtime their own way, or check what a gone process left open
+    "runtime": ("HooksTrust", "OPEN_IN", "ProjectRuntime", "WorkspaceWatcher", "append_trusted_rule", "approval_expiry",
+                "build_runtime", "model_client_from_settings", "process_alive", "this_process"),
 }

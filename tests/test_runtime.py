@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from desktop_app import runtime as rt_module
 from desktop_app.config import Settings
 from desktop_app.core import AnthropicModelClient, ConfigError, EventBus, Executor, ProjectInfo, StoreError
 from desktop_app.runtime import ProjectRuntime, ProjectRuntimes, open_runtime, open_store
+from desktop_app.runtime import _desk as rt_module  # where open_runtime and ProjectRuntimes find the recipe
 from desktop_app.sandbox import LocalSandbox
 from desktop_app.tools import builtin_tools
 from tests.fakes.anthropic_server import AnthropicServer, reply, text

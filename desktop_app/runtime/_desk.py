@@ -1,0 +1,180 @@
+"""Opening runtimes: the CLI's one project with its own store and bus (`open_runtime`), and the window's
+runtime per project on its one store and bus (`ProjectRuntimes`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..config import Settings, default_db_url, desk_signing_key, witness_dir
+from ..core import DEFAULT_IMAGE, AgentSession, ConfigError, EventBus, ModelClient, ProjectInfo, Tool, new_id
+from ._mcp import CompanionFactory
+from ._recipe import ProjectRuntime, SandboxFactory, build_runtime
+
+if TYPE_CHECKING:
+    from ..store import HeadSigner, SqlStore
+
+log = logging.getLogger(__name__)
+
+
+# the CLI: one project, with its own store and bus -----------------------------------------------------
+async def open_store(db_url: str | None = None) -> SqlStore:
+    """The SqlStore at `db_url` (a URL or a path), $AGENT_DESK_DB, or the default file in the user's data
+    folder (the store creates a SQLite file's folder), signing its heads with this installation's key."""
+    from ..store import SqlStore
+
+    signer = await asyncio.to_thread(head_signer)
+    return await SqlStore.open(db_url or default_db_url(), signer=signer)
+
+
+def head_signer() -> HeadSigner:
+    """This installation's audit signer: its key (keyring, else a 0600 file) and its witness folder.
+    Blocking (the keyring may ask the system): call it off the event loop."""
+    from ..store import HeadSigner
+
+    return HeadSigner(desk_signing_key().seed, witness_dir=witness_dir())
+
+
+def project_dir(folder: str | os.PathLike[str]) -> Path:
+    path = Path(folder).expanduser().resolve()
+    if not path.is_dir():
+        raise ConfigError(f"The project folder {path} does not exist.")
+    return path
+
+
+async def project_for_dir(store: Any, folder: str | os.PathLike[str], *, image: str | None = None,
+                          settings: Settings | None = None) -> ProjectInfo:
+    """The stored project for `folder` (matched by its absolute path), or a new one."""
+    path = project_dir(folder)
+    for p in await store.list_projects():
+        if Path(p.path) == path:
+            if image and image != p.image:
+                p.image = image
+                await store.save_project(p)
+            return p
+    project = ProjectInfo(id=new_id("prj_"), name=path.name, path=str(path),
+                          image=image or (settings.default_image if settings else DEFAULT_IMAGE))
+    if settings is not None:
+        project.permission_mode = settings.permission_mode
+        if settings.sandbox != "docker":
+            project.settings["sandbox"] = settings.sandbox
+    await store.save_project(project)
+    return project
+
+
+async def open_runtime(
+    settings: Settings,
+    project: ProjectInfo | str | os.PathLike[str],
+    *,
+    db_url: str | None = None,
+    store: Any = None,
+    sandbox_factory: SandboxFactory | None = None,
+    model_client: ModelClient | None = None,
+    permission_mode: str | None = None,
+    tools: list[Tool] | None = None,
+    profile: str | None = None,
+    companion_factory: CompanionFactory | None = None,
+    template: str | None = None,
+) -> ProjectRuntime:
+    """A started runtime for one project (a ProjectInfo or a folder) with its own bus, on `store` or the
+    store at `db_url`, its MCP servers started (each ready or failed); closing it closes the store too."""
+    store = store or await open_store(db_url)
+    cleanup = AsyncExitStack()
+    cleanup.push_async_callback(store.close)
+    try:
+        if not isinstance(project, ProjectInfo):
+            project = await project_for_dir(store, project, settings=settings)
+        elif await store.get_project(project.id) is None:
+            await store.save_project(project)
+        bus = await EventBus.open(store)
+        cleanup.callback(bus.close)
+        runtime = await build_runtime(settings, project, store=store, bus=bus, sandbox_factory=sandbox_factory,
+                                      model_client=model_client, permission_mode=permission_mode, tools=tools,
+                                      profile=profile, cleanup=cleanup, companion_factory=companion_factory,
+                                      template=template)
+        await runtime.ready()
+        if runtime.mcp is not None:
+            await runtime.mcp.wait_started()
+    except BaseException:
+        await cleanup.aclose()
+        raise
+    return runtime
+
+
+# the window: a runtime per project on the window's one store and bus ------------------------------------
+class ProjectRuntimes:
+    """The window's runtimes, one per project, built on first use by the same recipe as the CLI's;
+    `await runtimes(project, session_id)` is an open AgentSession (the sandbox starts in the background)."""
+
+    def __init__(self, *, settings: Settings, store: Any, bus: EventBus,
+                 sandbox_factory: SandboxFactory | None = None,
+                 companion_factory: CompanionFactory | None = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.bus = bus
+        self.sandbox_factory = sandbox_factory  # default: sandbox.create_sandbox
+        self.companion_factory = companion_factory  # default: the sandbox's own `companion`, if it has one
+        self.runtimes: dict[str, ProjectRuntime] = {}
+        self._stale_clients: set[str] = set()  # projects whose model client predates the settings
+        self._closing: set[asyncio.Future[None]] = set()
+        self._applying: set[asyncio.Future[None]] = set()
+        self._lock = asyncio.Lock()
+
+    async def get(self, project: ProjectInfo) -> ProjectRuntime:
+        """The project's runtime; two sessions of one project opening at once share one."""
+        async with self._lock:
+            rt = self.runtimes.get(project.id)
+            if rt is not None and rt.project == project:
+                return rt
+            if rt is not None:  # the project's settings changed: its old container goes
+                self._closing.add(asyncio.ensure_future(rt.close()))
+            rt = await build_runtime(self.settings, project, store=self.store, bus=self.bus,
+                                     sandbox_factory=self.sandbox_factory,
+                                     companion_factory=self.companion_factory)
+            rt.start()
+            self._stale_clients.discard(project.id)
+            self.runtimes[project.id] = rt
+            return rt
+
+    async def __call__(self, project: ProjectInfo, session_id: str | None) -> AgentSession:
+        rt = await self.get(project)
+        if project.id in self._stale_clients:
+            self._stale_clients.discard(project.id)
+            await rt.renew_model_client()
+        return await rt.open_session(session_id)  # a sandbox that cannot start is reported here
+
+    async def reload_rules(self, project: ProjectInfo) -> None:
+        """The person trusted the project's rules: its open runtime (if any) uses them from the next call."""
+        rt = self.runtimes.get(project.id)
+        if rt is not None:
+            await rt.reload_rules()
+
+    def forget_model(self) -> None:
+        """Settings changed (key, model, endpoint): each project's next session gets a new client."""
+        self._stale_clients = set(self.runtimes)
+        for rt in self.runtimes.values():  # and the default approval expiry and the hooks reach them
+            task = asyncio.ensure_future(rt.apply_settings())
+            self._applying.add(task)
+            task.add_done_callback(self._applied)
+
+    def _applied(self, task: asyncio.Future[None]) -> None:
+        self._applying.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # the dialog checked them: a file changed
+            log.error("the new settings could not be applied: %s", task.exception())
+
+    async def settings_applied(self) -> None:
+        """Wait until the last settings change reached every open runtime."""
+        if self._applying:
+            await asyncio.gather(*self._applying, return_exceptions=True)
+
+    async def close(self) -> None:
+        await self.settings_applied()
+        for rt in self.runtimes.values():
+            await rt.close()
+        self.runtimes.clear()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)

@@ -1,0 +1,49 @@
+"""A project's MCP servers: their configuration, the secrets their headers name and the sandbox beside the
+project's that a networked server runs in."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..config import Settings, keyring_available
+from ..core import ProjectInfo, Sandbox
+
+if TYPE_CHECKING:
+    from ..mcp_client import ServerEntry
+
+log = logging.getLogger(__name__)
+
+# (the project's sandbox, an MCP server's name) -> a sandbox with network beside it, not started
+CompanionFactory = Callable[[Sandbox, str], Sandbox]
+MCP_KEYRING_SERVICE = "agent-desk-mcp"
+# MCP servers ---------------------------------------------------------------------------------------------
+def mcp_config(settings: Settings, project: ProjectInfo) -> tuple[list[ServerEntry], list[str]]:
+    """The project's and the user's servers, and the secrets their headers resolve to (for the redactor).
+    Blocking (files, the keyring): call it off the event loop."""
+    from ..mcp_client import header_secrets, load_servers
+
+    entries = load_servers(project.path, settings.mcp_servers)
+    return entries, header_secrets(entries, project.settings, mcp_secret)
+
+
+def mcp_secret(kind: str, name: str) -> str | None:
+    """`${env:NAME}` from the environment, `${keyring:NAME}` from the keyring service "agent-desk-mcp"."""
+    if kind == "env":
+        return os.environ.get(name) or None
+    if not name or not keyring_available():
+        return None
+    import keyring
+
+    try:
+        return keyring.get_password(MCP_KEYRING_SERVICE, name) or None
+    except Exception:  # a locked or broken keyring: the server fails with "has no value"
+        log.warning("the keyring could not be read for the MCP secret %r", name)
+        return None
+
+
+def default_companion(sandbox: Sandbox, name: str) -> Sandbox:
+    """A DockerSandbox's companion on the engine's bridge network, named after the server."""
+    return sandbox.companion(f"mcp-{name}", network="bridge", purpose=f"MCP server {name!r}")  # type: ignore[attr-defined]

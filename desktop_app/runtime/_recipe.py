@@ -1,0 +1,445 @@
+"""The one recipe: a project's tools, policy, hooks, executor, sandbox and model client, and the ProjectRuntime
+that holds them for its sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import os
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..config import Settings, config_dir, data_dir, resolve_api_key
+from ..core import (
+    DEFAULT_TEMPLATE,
+    MCP_GROUP,
+    TASK_TOOL,
+    AgentSession,
+    AgentTemplate,
+    AnthropicModelClient,
+    ConfigError,
+    ErrorEvent,
+    EventBus,
+    Executor,
+    McpServerInfo,
+    ModelClient,
+    NarrowedPolicy,
+    OfferedToolsHook,
+    PermissionMode,
+    PermissionPolicy,
+    ProjectInfo,
+    Redactor,
+    RuleSet,
+    Sandbox,
+    SandboxSurvivors,
+    SkillCatalog,
+    SubagentLimits,
+    SubagentSetup,
+    TemplateCatalog,
+    Tool,
+    ToolRegistry,
+    builtin_hooks,
+    denied_outright,
+    load_rules,
+    load_skills,
+    load_templates,
+    offered_tools,
+    rules_from_texts,
+    user_hook_chain,
+)
+from ._liveness import mark_open_here
+from ._mcp import CompanionFactory, default_companion, mcp_config, mcp_secret
+from ._project_settings import DEFAULT_PROFILE, DISABLED_TOOLS_KEY, approval_expiry, project_profile
+from ._trust import HooksTrust, RulesTrust, append_trusted_rule, project_rules, project_rules_trust, user_hook_specs
+from ._watcher import TOOL_QUIET_S, WorkspaceWatcher
+
+if TYPE_CHECKING:
+    from ..mcp_client import McpHub, ServerEntry
+    from ..store import SqlStore
+
+log = logging.getLogger(__name__)
+
+USER_RULES_FILE = "rules.toml"
+SandboxFactory = Callable[[ProjectInfo], Sandbox]
+
+
+@dataclass(eq=False)
+class ProjectRuntime:
+    """Everything a project's sessions share: one executor (so an approval from any session reaches the
+    executor that waits for it), one sandbox and one model client. `close()` closes what it opened."""
+
+    settings: Settings
+    project: ProjectInfo
+    store: SqlStore
+    bus: EventBus
+    registry: ToolRegistry
+    policy: PermissionPolicy
+    executor: Executor
+    sandbox: Sandbox
+    model_client: ModelClient
+    profile: str = DEFAULT_PROFILE
+    rules_trust: RulesTrust | None = None  # the project's rules file against the trust record, when built
+    permission_mode: str | None = None  # the mode asked for explicitly (CLI flag), if any
+    # What this runtime (and whoever opened its store and bus) must close, in reverse order.
+    cleanup: AsyncExitStack = field(default_factory=AsyncExitStack)
+    mcp: McpHub | None = None  # the project's and the user's MCP servers
+    hooks_trust: HooksTrust | None = None  # the project's hooks file against its grant
+    # agent templates and skills (built-in, the user's, the project's); the template asked for explicitly
+    templates: TemplateCatalog = field(default_factory=TemplateCatalog)
+    skills: SkillCatalog | None = None
+    template_name: str | None = None
+    _started: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
+    # The open sessions, told of the host's changes to the project folder by `watcher` (made on first use).
+    sessions: weakref.WeakSet[AgentSession] = field(default_factory=weakref.WeakSet, init=False, repr=False)
+    watcher: WorkspaceWatcher | None = field(default=None, init=False, repr=False)
+
+    @property
+    def template(self) -> AgentTemplate:
+        """The template of this project's sessions: the CLI's --template, else the project's pick, else coding."""
+        return self.templates.get(self.template_name or self.project.settings.get("template") or None)
+
+    @property
+    def tools(self) -> list[Tool]:
+        """The built-in tools offered to the model: the profile's and the agent tools (task_run, skill), as the
+        template admits them, less those switched off or denied outright."""
+        profile = [t for t in self.registry.for_profile(self.profile) if t.group != f"group:{MCP_GROUP}"]
+        extras = [t for t in self.registry if t.group in AGENT_GROUPS and t not in profile
+                  and (t.name != TASK_TOOL or self.settings.subagent_max_depth > 0)]
+        own = [t for t in profile + extras if self.template.admits(t)]
+        return offered_tools(own, disabled=self.disabled_tools, rules=self.policy.rules)
+
+    @property
+    def disabled_tools(self) -> list[str]:
+        return list(self.project.settings.get(DISABLED_TOOLS_KEY) or [])
+
+    def mcp_tools(self) -> list[Tool]:
+        """The ready MCP servers' tools offered now, less those switched off or denied outright."""
+        if self.mcp is None:
+            return []
+        template = self.template
+        offered = [t for t in self.mcp.offered_tools() if template.admits(t)]
+        return offered_tools(offered, disabled=self.disabled_tools, rules=self.policy.rules)
+
+    def why_not_offered(self, name: str) -> str | None:
+        """Why the model is not offered the tool `name` (so a call of it is denied), or None when it is."""
+        if name in self.disabled_tools:
+            return f"the tool {name} is switched off in this project's settings"
+        if any(t.name == name for t in self.tools) or any(t.name == name for t in self.mcp_tools()):
+            return None
+        tool = self.registry.find(name)
+        rule = denied_outright(tool, self.policy.rules) if tool is not None else None
+        if rule is not None:
+            return f"the tool {name} is denied by the rule {rule.text!r} ({rule.source or 'rules'})"
+        if tool is not None and tool.group != f"group:{MCP_GROUP}":
+            return f"the tool {name} is not in this project's tool profile {self.profile!r}"
+        return f"the tool {name} is not offered in this project"
+
+    async def apply_settings(self) -> None:
+        """The user's settings changed: the approval expiry (where the project does not set its own) applies
+        to approvals asked from now on, and the user's hooks to calls judged from now on."""
+        self.executor.approvals.timeout_s = approval_expiry(self.settings, self.project)
+        specs, self.hooks_trust = await asyncio.to_thread(user_hook_specs, self.settings, self.project)
+        self.executor.user_hooks = user_hook_chain(specs, lambda: self.sandbox)
+
+    def session_options(self) -> dict[str, Any]:
+        """What a session of this project gets from its template: the narrowed policy, the prompt, children."""
+        tpl = self.template
+        prompt = [tpl.system_prompt, self._skills_prompt(tpl)]
+        limits = SubagentLimits(max_depth=self.settings.subagent_max_depth,
+                                max_children=self.settings.subagent_max_children,
+                                max_running=self.settings.subagent_max_running)
+        setup = SubagentSetup(templates=self.templates, limits=limits, client_for=self._client_for,
+                              prompt_extra=self._skills_prompt)
+        return {"policy": NarrowedPolicy(self.policy, tpl) if tpl.narrows else None,
+                "restrict_tools": tpl.tools != frozenset({"*"}), "system_extra": "\n".join(p for p in prompt if p),
+                "subagents": setup, "labels": {"template": tpl.name} if tpl.name != DEFAULT_TEMPLATE else {}}
+
+    def _skills_prompt(self, template: AgentTemplate) -> str:
+        skill = self.registry.find("skill")
+        return self.skills.prompt() if self.skills is not None and skill and template.admits(skill) else ""
+
+    def _client_for(self, model: str) -> ModelClient:
+        return with_model(self.model_client, model)
+
+    def start(self) -> asyncio.Future[None]:
+        """Start the sandbox in the background, once; `ready()` reports a failure."""
+        if self._started is None:
+            self._started = asyncio.ensure_future(self.sandbox.start())
+            if self.mcp is not None:  # in the background too: a server not ready yet is simply not offered
+                self.mcp.start()
+        return self._started
+
+    async def ready(self) -> None:
+        """Wait until the sandbox has started; a sandbox that cannot start raises here."""
+        await asyncio.shield(self.start())
+
+    async def open_session(self, session_id: str | None = None, *, title: str = "") -> AgentSession:
+        """A new session of this project, or a stored one (sealed and resumed)."""
+        await self.ready()
+        tpl = self.template
+        client = self._client_for(tpl.model) if tpl.model else self.model_client
+        session = await AgentSession.open(
+            store=self.store, bus=self.bus, executor=self.executor, tools=self.tools,
+            model_client=client, project=self.project, sandbox=self.sandbox,
+            session_id=session_id, title=title, max_steps=self.settings.max_steps,
+            more_tools=self.mcp_tools if self.mcp is not None else None, **self.session_options(),
+        )
+        self.sessions.add(session)
+        self._watch()
+        await mark_open_here(self.store, session.session)
+        return session
+
+    def _watch(self) -> None:
+        """Watch the project folder (once): changes no tool made reach every open session."""
+        if self.watcher is not None or not os.path.isdir(self.project.path):
+            return
+        executor = self.executor
+
+        def tools_writing() -> bool:
+            return executor.writing > 0 or time.monotonic() - executor.last_write_end < TOOL_QUIET_S
+
+        def report(paths: list[str], kinds: list[str]) -> None:
+            for session in list(self.sessions):
+                session.host_changed(paths, kinds)
+
+        try:
+            self.watcher = WorkspaceWatcher(self.project.path, report, tools_writing=tools_writing)
+            self.watcher.start()
+        except OSError as e:  # inotify limits, a folder gone: the session works without it
+            log.warning("cannot watch %s for changes: %s", self.project.path, e)
+            self.watcher = None
+            return
+        self.cleanup.push_async_callback(_quietly, self.watcher.stop, "the folder watcher")
+
+    def mcp_servers(self) -> list[McpServerInfo]:
+        """The status of every configured MCP server, now."""
+        return self.mcp.server_infos() if self.mcp is not None else []
+
+    async def reload_rules(self) -> RulesTrust:
+        """Read the rules again (after the person trusted them): the policy's rules and mode are replaced in
+        place, so open sessions use them from their next call; rules added for one session stay."""
+        rules, mode, trust = await asyncio.to_thread(policy_rules, self.settings, self.project,
+                                                     self.permission_mode)
+        self.policy.rules = list(rules.rules)
+        self.policy.mode = PermissionMode(mode or rules.mode or PermissionMode.ASK)
+        self.rules_trust = trust
+        return trust
+
+    async def renew_model_client(self) -> None:
+        """The settings changed (key, model, endpoint): sessions opened from now on get a new client. The old
+        one is closed with the runtime, since a running turn may still use it."""
+        self.model_client = await asyncio.to_thread(model_client_from_settings, self.settings)
+        self.cleanup.push_async_callback(_quietly, self.model_client.close, "the model client")
+
+    async def end_processes(self, session_id: str = "") -> SandboxSurvivors | None:
+        """The session's end: every process in the sandbox but its helper is killed. What was still
+        running (and anything that outlived the kill) is published as SandboxSurvivors, so it is seen
+        and persisted; None when nothing was running or the sandbox cannot sweep."""
+        sweep = getattr(self.sandbox, "sweep", None)
+        if sweep is None:
+            return None
+        try:
+            found = await sweep()
+        except Exception:
+            log.exception("sweeping the sandbox's processes failed")
+            return None
+        if not found.get("killed") and not found.get("alive"):
+            return None
+        config = getattr(self.sandbox, "config", None)
+        event = SandboxSurvivors(session_id=session_id, killed=list(found.get("killed") or []),
+                                 alive=list(found.get("alive") or []),
+                                 keep_running=bool(getattr(config, "keep_running", False)))
+        return self.bus.publish(event).event  # as published: command lines redacted
+
+    async def close(self) -> None:
+        """Close the sandbox and model client (and the store and bus when opened for this runtime). Open
+        sessions are their owner's to stop: an approval left waiting stays open in the store."""
+        await self.end_processes()
+        await self.cleanup.aclose()
+
+
+AGENT_GROUPS = frozenset({"group:agents", "group:skills"})  # offered whatever the profile, as templates admit
+
+
+def with_model(client: ModelClient, model: str) -> ModelClient:
+    """The same client (its connection shared, so never closed apart) asking for another model."""
+    if not model or model == client.model:
+        return client
+    other = copy.copy(client)
+    other.model = model
+    return other
+
+
+def agent_parts(settings: Settings, project: ProjectInfo) -> tuple[TemplateCatalog, SkillCatalog]:
+    """The templates and skills of a project (the built-in ones, the user's, the project's). Blocking."""
+    templates = load_templates(project.path, config_dir() / "templates")
+    skills = load_skills(project.path, str(config_dir() / "skills"))
+    for problem in templates.problems + skills.problems:
+        log.warning("%s", problem)
+    return templates, skills
+
+
+async def _quietly(close: Callable[[], Awaitable[Any]], what: str) -> None:
+    """Closing is best effort: one part that fails to close must not keep the others open."""
+    try:
+        await close()
+    except Exception:
+        log.exception("closing %s failed", what)
+
+
+# the recipe ------------------------------------------------------------------------------------------
+def user_rules(settings: Settings) -> RuleSet:
+    """The user's rules: config_dir()/rules.toml, then `rules` in the settings ([action, text] pairs or
+    {"action": ..., "rule": ...} objects)."""
+    rs = load_rules(None, config_dir() / USER_RULES_FILE)
+    pairs: list[tuple[str, str]] = []
+    for item in settings.rules:
+        if isinstance(item, dict) and "action" in item and "rule" in item:
+            pairs.append((str(item["action"]), str(item["rule"])))
+        elif isinstance(item, (list, tuple)) and len(item) == 2:
+            pairs.append((str(item[0]), str(item[1])))
+        else:
+            raise ConfigError(
+                f"settings: cannot read the rule {item!r}",
+                hint='write ["allow", "bash_run(npm test *)"] or {"action": "allow", "rule": "..."}',
+            )
+    return rs.extend(rules_from_texts(pairs, "user:settings")) if pairs else rs
+
+
+def model_client_from_settings(settings: Settings) -> AnthropicModelClient:
+    """Key from ANTHROPIC_API_KEY / keyring / settings, base URL from ANTHROPIC_BASE_URL / settings."""
+    key = resolve_api_key(settings)
+    return AnthropicModelClient(
+        api_key=key.value if key else None,
+        key_source=key.source if key else "",
+        model=settings.model,
+        base_url=settings.resolved_base_url(),
+        max_tokens=settings.max_tokens,
+        max_retries=settings.max_retries,
+        timeout_s=settings.request_timeout_s,
+        thinking_budget=settings.thinking_budget,
+    )
+
+
+def build_executor(
+    settings: Settings,
+    project: ProjectInfo,
+    *,
+    bus: EventBus,
+    store: Any,
+    permission_mode: str | None = None,
+    tools: list[Tool] | None = None,
+    secrets: list[str] | tuple[str, ...] = (),
+) -> tuple[Executor, ToolRegistry, PermissionPolicy, RulesTrust]:
+    """The project's tools, policy (user rules, then the project's when trusted), built-in hooks and
+    executor on a given store and bus. It reads the rules files and the keyring, so async code calls it in
+    a thread. `secrets` (an MCP server's header values) are redacted like the API key."""
+    from ..tools import builtin_tools
+
+    registry = ToolRegistry(tools if tools is not None else builtin_tools())
+    rules, mode, trust = policy_rules(settings, project, permission_mode)
+    policy = PermissionPolicy(mode, rules)
+    key = resolve_api_key(settings)
+    hooks = builtin_hooks(api_key=key.value if key else None, artifacts_dir=data_dir() / "artifacts")
+    redactor = Redactor([key.value] if key else []).with_literals(list(secrets)) if secrets else None
+    executor = Executor(registry, policy, bus=bus, store=store, hooks=hooks, redactor=redactor,
+                        approval_timeout_s=approval_expiry(settings, project))
+    bus.redactor = executor.redactor  # the bus's last net knows the configured key too
+    executor.set_rule_writer(lambda rule: append_trusted_rule(project.path, rule))
+    return executor, registry, policy, trust
+
+
+def policy_rules(settings: Settings, project: ProjectInfo,
+                 permission_mode: str | None = None) -> tuple[RuleSet, str | None, RulesTrust]:
+    """The rules and explicit mode of a project's policy, and the trust of its rules file (read once)."""
+    trust = project_rules_trust(project.path)
+    if not trust.ok:
+        log.warning("%s", trust.warning())
+    rules = user_rules(settings).extend(project_rules(trust))
+    # a project left on "ask" lets its (trusted) rules file name the mode
+    mode = permission_mode or (project.permission_mode if project.permission_mode != PermissionMode.ASK else None)
+    return rules, mode, trust
+
+
+async def build_runtime(
+    settings: Settings,
+    project: ProjectInfo,
+    *,
+    store: Any,
+    bus: EventBus,
+    sandbox_factory: SandboxFactory | None = None,
+    model_client: ModelClient | None = None,
+    permission_mode: str | None = None,
+    tools: list[Tool] | None = None,
+    profile: str | None = None,
+    cleanup: AsyncExitStack | None = None,
+    companion_factory: CompanionFactory | None = None,
+    template: str | None = None,
+) -> ProjectRuntime:
+    """The one recipe: executor, sandbox (made, not yet started), MCP servers (not yet started) and model
+    client for `project` on a given store and bus. Rules files, the MCP configuration and the keyring are
+    read on a worker thread, never on the event loop."""
+    entries, secrets = await asyncio.to_thread(mcp_config, settings, project)
+    hook_specs, hooks_trust = await asyncio.to_thread(user_hook_specs, settings, project)
+    executor, registry, policy, trust = await asyncio.to_thread(
+        build_executor, settings, project, bus=bus, store=store, permission_mode=permission_mode, tools=tools,
+        secrets=secrets,
+    )
+    if model_client is None:
+        model_client = await asyncio.to_thread(model_client_from_settings, settings)
+    templates, skills = await asyncio.to_thread(agent_parts, settings, project)
+    _register_agent_tools(registry, skills)
+    if sandbox_factory is None:
+        from ..sandbox import create_sandbox
+
+        sandbox_factory = create_sandbox
+    sandbox = sandbox_factory(project)
+    stack = cleanup if cleanup is not None else AsyncExitStack()
+    stack.push_async_callback(_quietly, sandbox.close, f"the sandbox of {project.name}")
+    stack.push_async_callback(_quietly, model_client.close, "the model client")
+    rt = ProjectRuntime(settings=settings, project=project, store=store, bus=bus, registry=registry,
+                        policy=policy, executor=executor, sandbox=sandbox, model_client=model_client,
+                        profile=project_profile(project, profile), cleanup=stack, rules_trust=trust,
+                        permission_mode=permission_mode, hooks_trust=hooks_trust, templates=templates, skills=skills,
+                        template_name=template)
+    rt.template  # noqa: B018  an unknown template is a ConfigError now, not at the first session
+    executor.hooks.pre.insert(0, OfferedToolsHook(rt.why_not_offered))  # before any other hook: not offered, not run
+    executor.user_hooks = user_hook_chain(hook_specs, lambda: rt.sandbox)
+    if not hooks_trust.ok:  # the window shows it as a notice (the CLI prints the warning itself)
+        bus.publish(ErrorEvent(source="hooks", message=hooks_trust.warning()))
+    if entries:
+        rt.mcp = mcp_hub(rt, entries, companion_factory)
+        stack.push_async_callback(_quietly, rt.mcp.close, "the MCP servers")  # before the sandbox closes
+    return rt
+
+def _register_agent_tools(registry: ToolRegistry, skills: SkillCatalog) -> None:
+    """task_run and (when there are skills) skill, unless the caller registered its own."""
+    from ..tools import TaskRun, skill_tools
+
+    for tool in [TaskRun(), *skill_tools(skills)]:
+        if tool.name not in registry:
+            registry.register(tool)
+
+
+def mcp_hub(rt: ProjectRuntime, entries: list[ServerEntry], companion: CompanionFactory | None) -> McpHub:
+    """The runtime's hub: sandboxed servers in its sandbox (once started), `sandbox+network` ones in a
+    companion sandbox, tools in its registry, status on its bus."""
+    from ..mcp_client import HubPlaces, McpHub
+
+    async def sandbox() -> Sandbox:
+        await rt.ready()
+        return rt.sandbox
+
+    box = None
+    if companion is not None or hasattr(rt.sandbox, "companion"):
+        def box(name: str) -> Sandbox:
+            return (companion or default_companion)(rt.sandbox, name)
+    places = HubPlaces(project_id=rt.project.id, project_dir=rt.project.path, sandbox=sandbox,
+                       settings=lambda: rt.project.settings, publish=rt.bus.publish, companion=box,
+                       resolve_secret=mcp_secret)
+    return McpHub(entries, places, rt.registry)
