@@ -162,3 +162,46 @@ def test_db_url_default_and_override(monkeypatch, tmp_path) -> None:
     assert default_db_url() == f"sqlite:///{tmp_path / 'agent-desk.db'}"
     monkeypatch.setenv("AGENT_DESK_DB", "postgresql://x/y")
     assert default_db_url() == "postgresql://x/y"
+
+
+def test_settings_keep_their_checks_messages_and_unknown_keys(cfg) -> None:
+    """The typed model says what the hand-written checks said, key by key, and still reads unchecked keys as
+    written (a file that loaded before loads now)."""
+    cfg.mkdir(parents=True)
+    path = cfg / "settings.json"
+    bad = {
+        "model": "'model' must be a non-empty string.",
+        "max_tokens": "'max_tokens' must be a non-negative integer, got '5'.",
+        "rules": "'rules' must be a list.",
+        "mcp_servers": "'mcp_servers' must be an object of servers by name.",
+        "approval_expiry_s": "'approval_expiry_s' must be a number of seconds (0: approvals wait), got True.",
+        "hooks": "'hooks' must be an object of PreToolUse / PostToolUse lists.",
+    }
+    values = {"model": "", "max_tokens": "5", "rules": {}, "mcp_servers": [], "approval_expiry_s": True, "hooks": []}
+    for key, message in bad.items():
+        path.write_text(json.dumps({key: values[key]}))
+        with pytest.raises(ConfigError) as info:
+            Settings.load()
+        assert str(info.value) == f"{path}: {message}"
+    path.write_text(json.dumps({"theme": 5, "request_timeout_s": "600", "later": 1}))
+    s = Settings.load()
+    assert (s.theme, s.request_timeout_s, s.extra) == (5, "600", {"later": 1})
+    assert s == Settings.load() and s != Settings()
+
+
+def test_project_settings_declare_every_key_the_parts_read() -> None:
+    from dataclasses import fields
+
+    from desktop_app.config import ProjectSettings
+    from desktop_app.mcp_client import _hub
+    from desktop_app.runtime import _project_settings as runtime_keys
+    from desktop_app.sandbox import SandboxConfig
+
+    read = {runtime_keys.DISABLED_TOOLS_KEY, runtime_keys.PROFILE_KEY, runtime_keys.EXPIRY_KEY,
+            runtime_keys.HOOKS_GRANT_KEY, _hub.GRANTS, _hub.GRANT_DIGESTS, _hub.DISABLED_SERVERS, _hub.DISABLED_TOOLS,
+            "template", "project_image", "sandbox", "workspace_ro"}
+    read |= {f.name for f in fields(SandboxConfig)} - {"kind"}  # "sandbox" names the kind
+    assert read <= set(ProjectSettings.model_fields)
+    assert all(f.description for f in ProjectSettings.model_fields.values()), "each key says what it means"
+    kept = ProjectSettings.model_validate({"tool_profile": "coding", "someone_elses": 1})
+    assert kept.model_extra == {"someone_elses": 1}

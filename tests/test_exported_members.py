@@ -83,7 +83,7 @@ EXPORTED: dict[str, list[str]] = {
         "Desk",  # the window's one link to the engine
         # opening runtimes (one project for the CLI, one per project for the window) and their store
         "ProjectRuntime", "ProjectRuntimes", "build_runtime", "head_signer", "model_client_from_settings",
-        "open_runtime", "open_store", "project_dir", "project_for_dir", "approval_expiry",
+        "open_runtime", "open_store", "project_dir", "project_for_dir", "approval_expiry", "SqlStore",
         # consent: the rules file, the hooks file and each MCP server as the person approved them
         "CONSENT_KINDS", "Consent", "ConsentSubject", "approve", "consents",
         "append_trusted_rule", "grant_hooks", "project_hooks_trust", "project_rules_trust",
@@ -91,6 +91,9 @@ EXPORTED: dict[str, list[str]] = {
         # which process has a session open; the calls a gone process left open
         "OPEN_IN", "mark_closed_here", "process_alive", "seal_abandoned", "this_process",
         "WorkspaceWatcher",
+        # what a front end asks of the parts below, through the runtime: the audit, the images, MCP grants
+        "audit_query", "verify_audit_export", "build_image", "build_project_image", "image_catalog",
+        "image_statuses", "resolve_image", "grant_mcp_server", "project_mcp_servers",
     ],
     "ui": [
         "AppController", "InstanceServer", "MainThreadGarbageCollector", "MainWindow", "apply_theme",

@@ -16,11 +16,10 @@ from ._run import ask
 async def mcp_grant_command(args: argparse.Namespace) -> int:
     """Record (or revoke) the relaxation a project's server asks for, bound to its entry as it is now."""
     from ..config import Settings
-    from ..mcp_client import grant, read_project_servers
-    from ..runtime import open_store, project_dir, project_for_dir
+    from ..runtime import grant_mcp_server, open_store, project_dir, project_for_dir, project_mcp_servers
 
     folder = project_dir(args.project)
-    entries = await asyncio.to_thread(read_project_servers, folder)
+    entries = await asyncio.to_thread(project_mcp_servers, folder)
     entry = next((e for e in entries if e.name == args.server), None)
     if entry is None or (entry.config is None and not args.revoke):
         why = entry.error if entry is not None else f"no server {args.server!r} in {folder / '.agent-desk/mcp.json'}"
@@ -29,7 +28,7 @@ async def mcp_grant_command(args: argparse.Namespace) -> int:
     store = await open_store(args.db)
     try:
         project = await project_for_dir(store, folder, settings=settings)
-        project.settings = grant(project.settings, entry, revoke=args.revoke)
+        project.settings = grant_mcp_server(project.settings, entry, revoke=args.revoke)
         await store.save_project(project)
     finally:
         await store.close()

@@ -15,14 +15,14 @@ from ._common import EXIT_OK
 
 # images -----------------------------------------------------------------------------------------------
 async def images_command(args: argparse.Namespace) -> int:
-    from ..sandbox import build_image, list_images, load_catalog
+    from ..runtime import build_image, image_catalog, image_statuses
 
     if args.action == "list":
         try:
-            statuses = await asyncio.to_thread(list_images)
+            statuses = await asyncio.to_thread(image_statuses)
         except AgentDeskError as e:
             print(f"(engine not reachable: {e})", file=sys.stderr)
-            for spec in load_catalog().values():
+            for spec in image_catalog().values():
                 print(f"{spec.name:10} {spec.tag:32} ?      {spec.description}")
             return EXIT_OK
         for st in statuses:
@@ -46,8 +46,7 @@ async def images_command(args: argparse.Namespace) -> int:
 async def _build_project_image(args: argparse.Namespace) -> int:
     """The project's own image, built only on this explicit command, then stored as the project's image
     with the digest it was built from (a later change of the file is shown, never built by `run`)."""
-    from ..runtime import open_store, project_dir, project_for_dir
-    from ..sandbox import build_project_image
+    from ..runtime import build_project_image, open_store, project_dir, project_for_dir
 
     folder = project_dir(args.project)
     store = await open_store(args.db)
