@@ -35,7 +35,6 @@ from ..core import (
     user_hooks_from_toml,
     write_beneath,
 )
-from ..mcp_client import grant, grant_status, read_project_servers
 from ._project_settings import HOOKS_GRANT_KEY
 
 log = logging.getLogger(__name__)
@@ -233,6 +232,8 @@ def _hooks_warning(consent: Consent) -> str:
 # each MCP server entry ----------------------------------------------------------------------------------
 def mcp_consents(project: ProjectInfo) -> list[Consent]:
     """The project's servers (.agent-desk/mcp.json) that ask for a relaxation, each against its grant."""
+    from ..mcp_client import grant_status, read_project_servers  # when asked: the MCP SDK is slow to import
+
     out = []
     for entry in read_project_servers(project.path):
         if entry.config is not None and entry.asks_for is not None:
@@ -242,6 +243,8 @@ def mcp_consents(project: ProjectInfo) -> list[Consent]:
 
 
 def _mcp_entry(consent: Consent, revoke: bool = False) -> Any:
+    from ..mcp_client import read_project_servers
+
     entry = next((e for e in read_project_servers(consent.project_dir) if e.name == consent.name), None)
     if entry is None or (entry.config is None and not revoke):
         why = entry.error if entry is not None else f"no server {consent.name!r} in {consent.project_dir}"
@@ -256,6 +259,8 @@ def _check_mcp(consent: Consent) -> None:
 
 
 def _mcp_record(project: ProjectInfo, consent: Consent, revoke: bool) -> dict[str, Any]:
+    from ..mcp_client import grant
+
     return grant(project.settings, _mcp_entry(consent, revoke), revoke=revoke)
 
 
