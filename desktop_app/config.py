@@ -1,6 +1,5 @@
-"""The app's configuration: user settings (a JSON file in the user's config folder), the keys a project's
-settings may hold, the API key's home (the keyring), and the record of what project files the person approved
-(consent.json).
+"""The app's configuration: user settings (a JSON file in the user's config folder), the API key's
+home (the keyring), and the record of what project files the person approved (consent.json).
 
 ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL override what is stored, as in the anthropic SDK and Claude Code;
 without them the key is looked up in the keyring (service "agent-desk"), then in the settings file. It is
@@ -12,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -21,9 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
-
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SkipValidation, ValidationError, ValidationInfo
+from typing import Any
 
 from .core import DEFAULT_IMAGE, DEFAULT_MAX_STEPS, DEFAULT_MODEL, ConfigError, ConsentKind, PermissionMode
 
@@ -63,95 +61,37 @@ def default_db_url() -> str:
     return f"sqlite:///{data_dir() / 'agent-desk.db'}"
 
 
-# The settings' checks: each raises the ConfigError a bad file has always got, naming the file (from the
-# validation context; "the settings" when built in code). Not a ValueError, so pydantic passes it through.
-def _where(info: ValidationInfo) -> str:
-    return str((info.context or {}).get("path") or "the settings")
+@dataclass(slots=True)
+class Settings:
+    """What a user sets once: the model, the endpoint, defaults for new projects, extra permission rules."""
 
-
-def _non_empty_text(value: Any, info: ValidationInfo) -> Any:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{_where(info)}: '{info.field_name}' must be a non-empty string.")
-    return value
-
-
-def _count(value: Any, info: ValidationInfo) -> Any:
-    if not isinstance(value, int) or value < 0:
-        raise ConfigError(f"{_where(info)}: '{info.field_name}' must be a non-negative integer, got {value!r}.")
-    return value
-
-
-def _rule_list(value: Any, info: ValidationInfo) -> Any:
-    if not isinstance(value, list):
-        raise ConfigError(f"{_where(info)}: 'rules' must be a list.")
-    return value
-
-
-def _servers(value: Any, info: ValidationInfo) -> Any:
-    if not isinstance(value, dict):
-        raise ConfigError(f"{_where(info)}: 'mcp_servers' must be an object of servers by name.")
-    return value
-
-
-def _seconds(value: Any, info: ValidationInfo) -> Any:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
-        raise ConfigError(f"{_where(info)}: 'approval_expiry_s' must be a number of seconds (0: approvals wait), "
-                          f"got {value!r}.")
-    return value
-
-
-def _hook_lists(value: Any, info: ValidationInfo) -> Any:
-    if not isinstance(value, dict):
-        raise ConfigError(f"{_where(info)}: 'hooks' must be an object of PreToolUse / PostToolUse lists.")
-    return value
-
-
-NonEmptyText = Annotated[str, PlainValidator(_non_empty_text)]
-Count = Annotated[int, PlainValidator(_count)]  # a non-negative int (as it always was, true counts as 1)
-# The keys below were never checked: they are read as written, so a file that loads today loads tomorrow.
-AsWritten = SkipValidation
-
-
-class Settings(BaseModel):
-    """What a user sets once: the model, the endpoint, defaults for new projects, extra permission rules.
-    Every key once, with its default and its check (in the order a file's keys are checked)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    # the model and its client
-    model: NonEmptyText = DEFAULT_MODEL
-    base_url: AsWritten[str | None] = None
+    model: str = DEFAULT_MODEL
+    base_url: str | None = None
     # Only used when no keyring backend exists (see `store_api_key`); hidden from repr.
-    api_key: AsWritten[str | None] = Field(default=None, repr=False)
-    max_tokens: Count = 16000
-    max_retries: Count = 2
-    request_timeout_s: AsWritten[float] = 600.0
-    thinking_budget: Count = 0  # 0: extended thinking off
-    # a turn's steps; sub-agents (task_run): how deep they nest, how many one session starts, how many at once
-    max_steps: Count = DEFAULT_MAX_STEPS
-    subagent_max_depth: Count = 2
-    subagent_max_children: Count = 8
-    subagent_max_running: Count = 2
-    permission_mode: AsWritten[str] = PermissionMode.ASK.value
-    rules: Annotated[list[Any], PlainValidator(_rule_list)] = Field(default_factory=list)  # below the project's
-    # defaults for new projects, and the window
-    default_image: AsWritten[str] = DEFAULT_IMAGE
-    sandbox: AsWritten[str] = "docker"  # docker | local
-    theme: AsWritten[str] = "system"
+    api_key: str | None = field(default=None, repr=False)
+    max_tokens: int = 16000
+    max_retries: int = 2
+    request_timeout_s: float = 600.0
+    thinking_budget: int = 0  # 0: extended thinking off
+    permission_mode: str = PermissionMode.ASK.value
+    rules: list[Any] = field(default_factory=list)  # user-level permission rules, below the project's
+    default_image: str = DEFAULT_IMAGE
+    sandbox: str = "docker"  # docker | local
+    max_steps: int = DEFAULT_MAX_STEPS
+    theme: str = "system"
     # User-level MCP servers, in the `mcpServers` shape (name -> {command, args, env} or {url, headers});
     # each project's .agent-desk/mcp.json adds its own, and a project's server of the same name wins.
-    mcp_servers: Annotated[dict[str, Any], PlainValidator(_servers)] = Field(default_factory=dict)
+    mcp_servers: dict[str, Any] = field(default_factory=dict)
     # reach: how long an approval waits before it is denied (seconds; 0 or None: it waits), for projects that
     # do not set their own; and the user's own hooks ({"PreToolUse": [...], "PostToolUse": [...]}).
-    approval_expiry_s: Annotated[float | None, PlainValidator(_seconds)] = None
-    hooks: Annotated[dict[str, Any], PlainValidator(_hook_lists)] = Field(default_factory=dict)
-    extra: AsWritten[dict[str, Any]] = Field(default_factory=dict)  # keys this version does not know, kept as-is
-    path: AsWritten[Path | None] = Field(default=None, repr=False)  # where it was read from; not a setting
-
-    def __eq__(self, other: object) -> bool:  # where a file was read from is not a setting
-        if not isinstance(other, Settings):
-            return NotImplemented
-        return self.to_dict() == other.to_dict()
+    approval_expiry_s: float | None = None
+    hooks: dict[str, Any] = field(default_factory=dict)
+    # sub-agents (task_run): how deep they nest, how many one session starts, how many run at once
+    subagent_max_depth: int = 2
+    subagent_max_children: int = 8
+    subagent_max_running: int = 2
+    extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as-is
+    path: Path | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def load(cls, path: Path | None = None) -> Settings:
@@ -168,16 +108,40 @@ class Settings(BaseModel):
             ) from e
         if not isinstance(raw, dict):
             raise ConfigError(f"The settings file {path} must hold a JSON object, not {type(raw).__name__}.")
-        known = set(cls.model_fields) - {"extra", "path"}
-        data = {k: v for k, v in raw.items() if k in known}
-        data |= {"extra": {k: v for k, v in raw.items() if k not in known}, "path": path}
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra", "path"}
+        kwargs = {k: v for k, v in raw.items() if k in known}
+        extra = {k: v for k, v in raw.items() if k not in known}
         try:
-            return cls.model_validate(data, context={"path": path})
-        except ValidationError as e:
+            settings = cls(**kwargs, extra=extra, path=path)
+        except TypeError as e:
             raise ConfigError(f"The settings file {path} has a bad value: {e}") from e
+        settings._check(path)
+        return settings
+
+    def _check(self, path: Path) -> None:
+        if not isinstance(self.model, str) or not self.model:
+            raise ConfigError(f"{path}: 'model' must be a non-empty string.")
+        for name in ("max_tokens", "max_retries", "thinking_budget", "max_steps", "subagent_max_depth",
+                     "subagent_max_children", "subagent_max_running"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{path}: '{name}' must be a non-negative integer, got {value!r}.")
+        if not isinstance(self.rules, list):
+            raise ConfigError(f"{path}: 'rules' must be a list.")
+        if not isinstance(self.mcp_servers, dict):
+            raise ConfigError(f"{path}: 'mcp_servers' must be an object of servers by name.")
+        self._check_reach(path)
+
+    def _check_reach(self, path: Path) -> None:
+        expiry = self.approval_expiry_s
+        if expiry is not None and (isinstance(expiry, bool) or not isinstance(expiry, int | float) or expiry < 0):
+            raise ConfigError(f"{path}: 'approval_expiry_s' must be a number of seconds (0: approvals wait), "
+                              f"got {expiry!r}.")
+        if not isinstance(self.hooks, dict):
+            raise ConfigError(f"{path}: 'hooks' must be an object of PreToolUse / PostToolUse lists.")
 
     def to_dict(self) -> dict[str, Any]:
-        d = {name: getattr(self, name) for name in type(self).model_fields if name not in ("extra", "path")}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("extra", "path")}
         if d.get("api_key") is None:
             d.pop("api_key", None)
         return {**self.extra, **d}
@@ -208,69 +172,6 @@ class Settings(BaseModel):
         if _env("ANTHROPIC_BASE_URL"):
             return "env"
         return "settings" if self.base_url else "default"
-
-
-class ProjectSettings(BaseModel):
-    """The keys a project's settings (`ProjectInfo.settings`, a JSON object in the store) may hold, each once
-    with its default and what it means. The parts that read them keep their own key constants (the runtime,
-    the MCP client, the sandbox); a test holds those to these names. Keys this version does not know stay.
-    None means "not set": the reader's own default applies (the sandbox's sizes, the user's settings)."""
-
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
-
-    # what the model is offered (the runtime)
-    tool_profile: str | None = None
-    """The tool profile ("coding", ...); None: "coding", or what `run --profile` asks for."""
-    disabled_tools: list[str] = Field(default_factory=list)
-    """Built-in tool names switched off for this project."""
-    template: str | None = None
-    """The agent template new sessions use; None: the default template."""
-    approval_expiry_s: float | None = None
-    """Seconds an approval waits before it is denied (0: it waits); None: the user's settings decide."""
-    hooks_grant_digest: str | None = None
-    """The sha256 of the project's hooks file as the person granted it (consent: kept as it is)."""
-    # the project's MCP servers (the MCP client)
-    mcp_disabled_servers: list[str] = Field(default_factory=list)
-    """Servers of .agent-desk/mcp.json (or the user's) that do not start for this project."""
-    mcp_disabled_tools: list[str] = Field(default_factory=list)
-    """MCP tools (by their desk name) not offered to the model."""
-    mcp_grants: dict[str, str] = Field(default_factory=dict)
-    """Server name -> the relaxation the person granted it (consent: kept as it is)."""
-    mcp_grant_digests: dict[str, str] = Field(default_factory=dict)
-    """Server name -> the digest of its entry when granted; a changed entry loses its grant."""
-    # the sandbox (SandboxConfig.from_settings; None: the sandbox's own default)
-    sandbox: str | None = None
-    """"docker" or "local" (local must be chosen explicitly); None: docker."""
-    image: str | None = None
-    """An image for the sandbox in place of the project's own `image` column (scripts; the window sets that)."""
-    network: bool | None = None
-    """The container's network on (bridge); None: off."""
-    memory: int | str | None = None
-    """Memory limit, bytes or "4g"."""
-    cpus: float | None = None
-    """CPU limit."""
-    pids: int | None = None
-    """Process limit."""
-    workspace_readonly: bool | None = None
-    """The project folder mounted read-only (`workspace_ro` is read as the same)."""
-    workspace_ro: bool | None = None
-    """The older name of `workspace_readonly`."""
-    tmp_size: int | str | None = None
-    """Size of the tmpfs /tmp."""
-    home_size: int | str | None = None
-    """Size of the tmpfs home."""
-    uid: int | None = None
-    """The user inside; None: the owner of the project folder (1000 when that is root)."""
-    git_writable: bool | None = None
-    """Let the agent commit: .git read-write except config, hooks/ and info/."""
-    keep_running: bool | None = None
-    """Leave the container running at close for a faster next start."""
-    idle_limit_s: float | None = None
-    """A stopped container this long is removed as an orphan."""
-    workspace: str | None = None
-    """"auto", "synced" or "bind"; None: auto."""
-    project_image: dict[str, str] | None = None
-    """The project's own image as built: {"source": its file's path in the project, "digest": sha256}."""
 
 
 def _env(name: str) -> str | None:

@@ -18,7 +18,7 @@ class ProjectInfo:
     path: str
     image: str = DEFAULT_IMAGE
     permission_mode: str = "ask"
-    settings: dict[str, Any] = field(default_factory=dict)  # its keys: desktop_app.config.ProjectSettings
+    settings: dict[str, Any] = field(default_factory=dict)  # network, memory, cpus, workspace_ro, sandbox kind
     created_at: float = field(default_factory=now)
 
 
