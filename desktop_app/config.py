@@ -1,5 +1,5 @@
 """The app's configuration: user settings (a JSON file in the user's config folder), the API key's
-home (the keyring), and the record of the project rules the person trusted (trusted_rules.json).
+home (the keyring), and the record of what project files the person approved (consent.json).
 
 ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL override what is stored, as in the anthropic SDK and Claude Code;
 without them the key is looked up in the keyring (service "agent-desk"), then in the settings file. It is
@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from .core import DEFAULT_IMAGE, DEFAULT_MAX_STEPS, DEFAULT_MODEL, ConfigError, PermissionMode
+from .core import DEFAULT_IMAGE, DEFAULT_MAX_STEPS, DEFAULT_MODEL, ConfigError, ConsentKind, PermissionMode
 
 log = logging.getLogger(__name__)
 
@@ -340,18 +340,19 @@ def clear_api_key(settings: Settings) -> None:
         settings.save()
 
 
-# the trust record of project rules --------------------------------------------------------------
-# A project's .agent-desk/rules.toml is used only as the person last trusted it: the sandbox (or a cloned
-# repository) can write that file, so the record lives in the user's config folder, out of its reach.
-TRUSTED_RULES_FILE = "trusted_rules.json"
+# the consent records ------------------------------------------------------------------------------------
+# A project's rules, hooks and MCP servers are used only as the person last approved them: the sandbox (or a
+# cloned repository) can write those files, so the record lives in the user's config folder, out of its reach.
+CONSENT_FILE = "consent.json"
+TRUSTED_RULES_FILE = "trusted_rules.json"  # the rules' record before consent.json: read until the first write
 
 
 @dataclass(slots=True, frozen=True)
-class TrustedRules:
-    """The rules text a person trusted for one project, its sha256, and when."""
+class ConsentRecord:
+    """What the person approved of one subject: its sha256, its text where the kind keeps it (the rules), when."""
 
     sha256: str
-    text: str
+    text: str | None
     at: float
 
 
@@ -359,72 +360,103 @@ def rules_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _trust_key(project_dir: str | os.PathLike[str]) -> str:
+def _project_key(project_dir: str | os.PathLike[str]) -> str:
     return os.path.realpath(os.fspath(project_dir))
 
 
-def _read_trust_file(path: Path) -> dict[str, Any]:
+def _read_record_file(path: Path) -> dict[str, Any]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"The trust record {path} could not be read: {e}",
-                          hint="delete it: every project's rules will then be asked about again") from e
+        raise ConfigError(f"The consent record {path} could not be read: {e}",
+                          hint="delete it: every project's rules, hooks and MCP servers will then be asked about "
+                               "again") from e
     return raw if isinstance(raw, dict) else {}
 
 
-def trusted_rules(project_dir: str | os.PathLike[str]) -> TrustedRules | None:
-    """What the person last trusted as this project's rules; None when nothing was."""
-    entry = _read_trust_file(config_dir() / TRUSTED_RULES_FILE).get(_trust_key(project_dir))
-    if not isinstance(entry, dict) or not isinstance(entry.get("text"), str):
-        return None
-    text = entry["text"]
-    if entry.get("sha256") != rules_digest(text):  # a record edited by hand is no record
-        return None
-    return TrustedRules(entry["sha256"], text, float(entry.get("at", 0.0)))
+def _read_consents(folder: Path) -> dict[str, Any]:
+    """{kind: {project key: {name: entry}}}; before the first write, the rules of trusted_rules.json."""
+    if (folder / CONSENT_FILE).exists():
+        return _read_record_file(folder / CONSENT_FILE)
+    legacy = _read_record_file(folder / TRUSTED_RULES_FILE)
+    return {"rules": {key: {"": entry} for key, entry in legacy.items()}} if legacy else {}
 
 
-def trust_rules(project_dir: str | os.PathLike[str], text: str | None) -> None:
-    """Record `text` as this project's trusted rules (None: no rules file is trusted, the record goes).
-    Read, changed and written under a lock, atomically, readable by the user only."""
+def consent_record(kind: str, project_dir: str | os.PathLike[str], name: str = "") -> ConsentRecord | None:
+    """What the person last approved of this subject; None when nothing was."""
+    by_project = _read_consents(config_dir()).get(str(kind))
+    entry = by_project.get(_project_key(project_dir), {}) if isinstance(by_project, dict) else {}
+    entry = entry.get(name) if isinstance(entry, dict) else None
+    if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
+        return None
+    text = entry.get("text")
+    if text is not None and (not isinstance(text, str) or entry["sha256"] != rules_digest(text)):
+        return None  # a record edited by hand is no record
+    return ConsentRecord(entry["sha256"], text, float(entry.get("at", 0.0)))
+
+
+def record_consent(kind: str, project_dir: str | os.PathLike[str], name: str,
+                   record: ConsentRecord | None) -> None:
+    """Record `record` as this subject's approval (None: the approval goes). Read, changed and written under
+    a lock, atomically, readable by the user only."""
     folder = config_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / TRUSTED_RULES_FILE
-    with _trust_lock(folder):
-        record = _read_trust_file(path)
-        key = _trust_key(project_dir)
-        if text is None:
-            record.pop(key, None)
+    with _consent_lock(folder):
+        consents = _read_consents(folder)
+        by_project = consents.setdefault(str(kind), {})
+        names = by_project.setdefault(_project_key(project_dir), {})
+        if record is None:
+            names.pop(name, None)
         else:
-            record[key] = {"sha256": rules_digest(text), "text": text, "at": time.time()}
-        fd, tmp = tempfile.mkstemp(prefix=".trusted_rules-", dir=folder)  # 0600 from the start
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(record, f, indent=2, sort_keys=True)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            names[name] = {"sha256": record.sha256, "at": record.at,
+                           **({"text": record.text} if record.text is not None else {})}
+        if not names:
+            by_project.pop(_project_key(project_dir))
+        _write_private(folder, CONSENT_FILE, consents)
+
+
+def _write_private(folder: Path, name: str, data: dict[str, Any]) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}-", dir=folder)  # 0600 from the start
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, folder / name)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 @contextlib.contextmanager
-def _trust_lock(folder: Path) -> Iterator[None]:
-    """The window and a CLI run may trust rules at once: one read-modify-write at a time."""
+def _consent_lock(folder: Path) -> Iterator[None]:
+    """The window and a CLI run may approve at once: one read-modify-write at a time."""
     try:
         import fcntl
     except ImportError:  # no flock on this platform: the atomic replace still keeps the file whole
         yield
         return
-    fd = os.open(folder / ".trusted_rules.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = os.open(folder / ".consent.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)
+
+
+def trusted_rules(project_dir: str | os.PathLike[str]) -> ConsentRecord | None:
+    """What the person last trusted as this project's rules; None when nothing was."""
+    record = consent_record(ConsentKind.RULES, project_dir)
+    return record if record is not None and record.text is not None else None
+
+
+def trust_rules(project_dir: str | os.PathLike[str], text: str | None) -> None:
+    """Record `text` as this project's trusted rules (None: no rules file is trusted, the record goes)."""
+    record = None if text is None else ConsentRecord(rules_digest(text), text, time.time())
+    record_consent(ConsentKind.RULES, project_dir, "", record)
 
 
 # the audit signing key (issue 10, audit-keys) -----------------------------------------------------------

@@ -16,6 +16,7 @@ PACKAGES = ("core", "tools", "sandbox", "store", "ui", "mcp_client", "runtime")
 
 EXPORTED: dict[str, list[str]] = {
     "core": [
+        "ConsentKind", "ConsentStatus",  # consent to agent-writable project files
         "MCP_GROUP", "McpServerInfo", "McpServersChanged", "McpServerState", "McpToolInfo", "McpWhere",
         "mcp_tool_name", "split_mcp_tool_name", "ProcessChannel",
         "CONFLICT_SUFFIX", "SyncReport", "remove_beneath", "symlink_beneath",
@@ -76,24 +77,25 @@ EXPORTED: dict[str, list[str]] = {
     ],
     "mcp_client": [
         "PROJECT_CONFIG", "HubPlaces", "McpHub", "McpServerError", "McpTool", "ServerConfig", "ServerEntry",
-        "grant", "granted", "header_secrets", "load_servers", "parse_servers", "read_project_servers",
+        "grant", "granted", "grant_status", "header_secrets", "load_servers", "parse_servers", "read_project_servers",
     ],
     "runtime": [
         "Desk",  # the window's one link to the engine
         # opening runtimes (one project for the CLI, one per project for the window) and their store
         "ProjectRuntime", "ProjectRuntimes", "build_runtime", "head_signer", "model_client_from_settings",
-        "open_runtime", "open_store", "project_dir", "project_for_dir", "approval_expiry",
-        # the trust of a project's rules file and the grant of its hooks file
-        "HooksTrust", "RulesTrust", "append_trusted_rule", "grant_hooks", "project_hooks_trust", "project_rules_trust",
+        "open_runtime", "open_store", "project_dir", "project_for_dir", "approval_expiry", "SqlStore",
+        # consent: the rules file, the hooks file and each MCP server as the person approved them
+        "CONSENT_KINDS", "Consent", "ConsentSubject", "approve", "consents",
+        "append_trusted_rule", "grant_hooks", "project_hooks_trust", "project_rules_trust",
         "trust_project_rules", "user_hook_specs", "write_project_rules",
         # which process has a session open; the calls a gone process left open
         "OPEN_IN", "mark_closed_here", "process_alive", "seal_abandoned", "this_process",
         "WorkspaceWatcher",
-        # what the window reaches without a project's runtime (the tools, the audit log, Docker, MCP config)
+        # what the front ends reach without a project's runtime (the tools, the audit log, Docker, MCP config)
         "audit_query", "builtin_tools", "grant_mcp_server", "parse_mcp_servers", "ping_docker", "project_mcp_servers",
-        "workspace_where", "write_records",
+        "verify_audit_export", "workspace_where", "write_records",
         "build_image", "build_project_image", "find_project_image", "list_images", "load_catalog",
-        "project_image_digest", "project_image_tag",
+        "project_image_digest", "project_image_tag", "resolve_image",
     ],
     "ui": [
         "AppController", "InstanceServer", "MainThreadGarbageCollector", "MainWindow", "apply_theme",
@@ -197,8 +199,9 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
     # for the window (the grant switch, the config's file name) and for people who build on the client
     "mcp_client": ("PROJECT_CONFIG", "McpServerError", "McpTool", "ServerConfig", "granted", "parse_servers"),
     # for scripts and tests that build a runtime their own way, or check what a gone process left open
-    "runtime": ("HooksTrust", "OPEN_IN", "ProjectRuntime", "WorkspaceWatcher", "append_trusted_rule", "approval_expiry",
-                "build_runtime", "model_client_from_settings", "process_alive", "this_process",
+    "runtime": ("CONSENT_KINDS", "ConsentSubject", "OPEN_IN", "ProjectRuntime", "WorkspaceWatcher",
+                "append_trusted_rule", "approval_expiry", "build_runtime", "model_client_from_settings",
+                "process_alive", "this_process",
                 # what the Desk holds and does, for a desk of one's own (the window reaches them through it)
                 "ProjectRuntimes", "mark_closed_here", "seal_abandoned"),
 }

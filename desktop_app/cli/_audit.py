@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..core import (
     AgentDeskError,
 )
 from ._common import EXIT_FAILED, EXIT_OK, when
 from ._sessions import project_id_for
+
+if TYPE_CHECKING:
+    from ..runtime import SqlStore
 
 
 # audit ------------------------------------------------------------------------------------------------
@@ -28,12 +31,12 @@ async def audit_command(args: argparse.Namespace) -> int:
         await store.close()
 
 
-async def _audit_list(args: argparse.Namespace, store: Any) -> int:
-    from ..store import AuditQuery
+async def _audit_list(args: argparse.Namespace, store: SqlStore) -> int:
+    from ..runtime import audit_query
 
     projects = await store.list_projects()
     project_id = project_id_for(projects, args.project) if args.project else None
-    q = AuditQuery(project_id=project_id, session_id=args.session, tool=args.tool, states=args.state,
+    q = audit_query(project_id=project_id, session_id=args.session, tool=args.tool, states=args.state,
                    outcome=args.outcome, text=args.text, limit=args.limit, tool_use_id=args.tool_use_id)
     for r in await store.list_records(q):
         ms = f"{r.duration_ms:.0f}ms" if r.duration_ms is not None else "-"
@@ -42,13 +45,13 @@ async def _audit_list(args: argparse.Namespace, store: Any) -> int:
     return EXIT_OK
 
 
-async def _audit_show(args: argparse.Namespace, store: Any) -> int:
-    from ..store import AuditQuery
+async def _audit_show(args: argparse.Namespace, store: SqlStore) -> int:
+    from ..runtime import audit_query
 
     record = await store.get_record(args.id)
     if record is None:
         # The model's id is only an attribute, which it may repeat: show it only when it names one call.
-        found = await store.list_records(AuditQuery(tool_use_id=args.id, limit=10))
+        found = await store.list_records(audit_query(tool_use_id=args.id, limit=10))
         if len(found) > 1:
             raise AgentDeskError(f"{len(found)} tool calls carry the tool_use id {args.id!r}: "
                                  + ", ".join(r.id for r in found) + ".",
@@ -62,17 +65,17 @@ async def _audit_show(args: argparse.Namespace, store: Any) -> int:
     return EXIT_OK
 
 
-async def _audit_export(args: argparse.Namespace, store: Any) -> int:
-    from ..store import AuditQuery
+async def _audit_export(args: argparse.Namespace, store: SqlStore) -> int:
+    from ..runtime import audit_query
 
-    n = await store.export(AuditQuery(session_id=args.session, limit=None), args.format, args.out or sys.stdout,
+    n = await store.export(audit_query(session_id=args.session, limit=None), args.format, args.out or sys.stdout,
                            signed=args.signed)
     if args.out:
         print(f"exported {n} tool calls to {args.out}{' (signed)' if args.signed else ''}", file=sys.stderr)
     return EXIT_OK
 
 
-async def _audit_verify(args: argparse.Namespace, store: Any) -> int:
+async def _audit_verify(args: argparse.Namespace, store: SqlStore) -> int:
     result = await store.verify()
     if result.ok:
         print(f"audit chain OK: {result.message or f'{result.count} entries verified'}")
@@ -83,9 +86,9 @@ async def _audit_verify(args: argparse.Namespace, store: Any) -> int:
 
 
 def _audit_verify_export(args: argparse.Namespace) -> int:
-    from ..store import verify_export
+    from ..runtime import verify_audit_export
 
-    result = verify_export(args.file, args.key)
+    result = verify_audit_export(args.file, args.key)
     if result.ok:
         print(f"export OK: {result.message}")
         return EXIT_OK

@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..core import (
     ModelError,
@@ -17,7 +17,7 @@ from ..core import (
 if TYPE_CHECKING:
     from ..config import Settings
     from ..core import ProjectInfo
-    from ..runtime import ProjectRuntime
+    from ..runtime import ProjectRuntime, SqlStore
 
 log = logging.getLogger("desktop_app.cli")
 
@@ -77,7 +77,7 @@ def command_settings(args: argparse.Namespace) -> Settings:
     return settings
 
 
-async def open_project_runtime(args: argparse.Namespace, project: ProjectInfo, store: Any,
+async def open_project_runtime(args: argparse.Namespace, project: ProjectInfo, store: SqlStore,
                                settings: Settings | None = None) -> ProjectRuntime:
     """The project's runtime on `store` (which it then owns), with this command's sandbox and image."""
     from ..runtime import open_runtime

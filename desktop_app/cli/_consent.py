@@ -1,14 +1,14 @@
-"""The verbs that record a person's consent: `rules trust`, `hooks grant`, `mcp grant`."""
+"""The verbs that record a person's consent: `consent list|approve|revoke` over every kind, and `rules trust`,
+`hooks grant`, `mcp grant` for one kind each."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
+from typing import Any
 
-from ..core import (
-    ConfigError,
-)
+from ..core import ConfigError, ConsentKind, ConsentStatus
 from ._common import EXIT_FAILED, EXIT_OK
 from ._run import ask
 
@@ -16,11 +16,10 @@ from ._run import ask
 async def mcp_grant_command(args: argparse.Namespace) -> int:
     """Record (or revoke) the relaxation a project's server asks for, bound to its entry as it is now."""
     from ..config import Settings
-    from ..mcp_client import grant, read_project_servers
-    from ..runtime import open_store, project_dir, project_for_dir
+    from ..runtime import grant_mcp_server, open_store, project_dir, project_for_dir, project_mcp_servers
 
     folder = project_dir(args.project)
-    entries = await asyncio.to_thread(read_project_servers, folder)
+    entries = await asyncio.to_thread(project_mcp_servers, folder)
     entry = next((e for e in entries if e.name == args.server), None)
     if entry is None or (entry.config is None and not args.revoke):
         why = entry.error if entry is not None else f"no server {args.server!r} in {folder / '.agent-desk/mcp.json'}"
@@ -29,7 +28,7 @@ async def mcp_grant_command(args: argparse.Namespace) -> int:
     store = await open_store(args.db)
     try:
         project = await project_for_dir(store, folder, settings=settings)
-        project.settings = grant(project.settings, entry, revoke=args.revoke)
+        project.settings = grant_mcp_server(project.settings, entry, revoke=args.revoke)
         await store.save_project(project)
     finally:
         await store.close()
@@ -61,9 +60,9 @@ async def hooks_command(args: argparse.Namespace) -> int:
             return EXIT_OK
         trust = await asyncio.to_thread(project_hooks_trust, project)
         if not args.revoke:
-            if trust.text is None:
+            if trust.current is None:
                 raise ConfigError(f"no hooks file in {folder}", hint="write .agent-desk/hooks.toml first")
-            sys.stdout.write(trust.text if trust.text.endswith("\n") else trust.text + "\n")
+            sys.stdout.write(trust.current if trust.current.endswith("\n") else trust.current + "\n")
             sys.stdout.flush()
             if not args.yes and ask("Run these hooks in this project's sandbox? [y/N] ").strip().lower() not in (
                     "y", "yes"):
@@ -86,7 +85,7 @@ def rules_command(args: argparse.Namespace) -> int:
 
     trust = project_rules_trust(project_dir(args.path))
     if trust.ok:
-        state = "no rules file" if trust.status == "none" else "the rules are trusted"
+        state = "no rules file" if trust.status is ConsentStatus.NONE else "the rules are trusted"
         print(f"{trust.project_dir}: {state}; nothing to review.", file=sys.stderr)
         return EXIT_OK
     print(f"{trust.project_dir}: the rules are {trust.status} (not trusted yet):", file=sys.stderr)
@@ -101,3 +100,50 @@ def rules_command(args: argparse.Namespace) -> int:
     trust_project_rules(trust)
     print("trusted: sessions of this project use these rules from now on.", file=sys.stderr)
     return EXIT_OK
+
+
+# consent, every kind ----------------------------------------------------------------------------------
+async def consent_command(args: argparse.Namespace) -> int:
+    """`consent list|approve|revoke`: one verb family over every kind of subject the person approves."""
+    from ..config import Settings
+    from ..runtime import approve, consents, open_store, project_dir, project_for_dir
+
+    folder = project_dir(args.project)
+    settings = await asyncio.to_thread(Settings.load)
+    store = await open_store(args.db)
+    try:
+        project = await project_for_dir(store, folder, settings=settings)
+        kind = ConsentKind(args.kind) if args.kind else None
+        found = [c for c in await asyncio.to_thread(consents, project, kind) if args.name in (None, c.name)]
+        if args.action == "list":
+            for c in found:
+                print(f"{c.kind.value}\t{c.name or '-'}\t{c.status.value}")
+            return EXIT_OK
+        if args.action == "approve":
+            found = [c for c in found if not c.ok]
+            if not found:
+                print(f"{folder}: nothing to approve.", file=sys.stderr)
+        refused = False
+        for c in found:
+            if args.action == "approve" and not _shown_and_confirmed(c, args.yes):
+                refused = True
+                continue
+            project.settings = await asyncio.to_thread(approve, project, c, revoke=args.action == "revoke")
+            print(f"{'revoked' if args.action == 'revoke' else 'approved'}: the project's {c.label}.",
+                  file=sys.stderr)
+        await store.save_project(project)
+    finally:
+        await store.close()
+    return EXIT_FAILED if refused else EXIT_OK
+
+
+def _shown_and_confirmed(c: Any, yes: bool) -> bool:
+    """Print what is to be approved (the change since the last approval), then ask unless --yes."""
+    print(f"{c.project_dir}: the project's {c.label} is {c.status.value}:", file=sys.stderr)
+    diff = c.diff()
+    sys.stdout.write(diff if diff.endswith("\n") or not diff else diff + "\n")
+    sys.stdout.flush()
+    if yes or ask(f"Approve the project's {c.label}? [y/N] ").strip().lower() in ("y", "yes"):
+        return True
+    print(f"not approved: the project's {c.label}.", file=sys.stderr)
+    return False

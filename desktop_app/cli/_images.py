@@ -15,7 +15,7 @@ from ._common import EXIT_OK
 
 # images -----------------------------------------------------------------------------------------------
 async def images_command(args: argparse.Namespace) -> int:
-    from ..sandbox import build_image, list_images, load_catalog
+    from ..runtime import build_image, list_images, load_catalog
 
     if args.action == "list":
         try:
@@ -46,8 +46,7 @@ async def images_command(args: argparse.Namespace) -> int:
 async def _build_project_image(args: argparse.Namespace) -> int:
     """The project's own image, built only on this explicit command, then stored as the project's image
     with the digest it was built from (a later change of the file is shown, never built by `run`)."""
-    from ..runtime import open_store, project_dir, project_for_dir
-    from ..sandbox import build_project_image
+    from ..runtime import build_project_image, open_store, project_dir, project_for_dir
 
     folder = project_dir(args.project)
     store = await open_store(args.db)

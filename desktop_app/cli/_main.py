@@ -12,7 +12,7 @@ from ..core import (
 )
 from ._audit import audit_command
 from ._common import EXIT_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, log, version
-from ._consent import hooks_command, mcp_grant_command, rules_command
+from ._consent import consent_command, hooks_command, mcp_grant_command, rules_command
 from ._images import images_command
 from ._mcp import mcp_list_command
 from ._parser import GLOBAL_FLAGS, GLOBAL_VALUED, SUBCOMMANDS, build_parser
@@ -108,6 +108,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
         return await (mcp_list_command(args) if args.action == "list" else mcp_grant_command(args))
     if args.command == "hooks":
         return await hooks_command(args)
+    if args.command == "consent":
+        return await consent_command(args)
     if args.command == "doctor":
         return await _doctor(args)
     if args.command == "completion":

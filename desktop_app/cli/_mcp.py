@@ -19,8 +19,7 @@ if TYPE_CHECKING:
 async def mcp_list_command(args: argparse.Namespace) -> int:
     """Start the project's servers (each ready or failed), print them, close them."""
     from ..config import Settings
-    from ..runtime import open_runtime, open_store, project_for_dir
-    from ..sandbox import resolve_image
+    from ..runtime import open_runtime, open_store, project_for_dir, resolve_image
 
     image = resolve_image(args.image) if args.image is not None else None  # checked before anything is stored
     settings = await asyncio.to_thread(Settings.load)

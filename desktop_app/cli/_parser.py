@@ -8,6 +8,7 @@ from typing import Any
 from ..core import (
     DEFAULT_MAX_STEPS,
     TOOL_PROFILES,
+    ConsentKind,
 )
 from ._common import (
     EXIT_FAILED,
@@ -21,7 +22,7 @@ from ._common import (
     version,
 )
 
-SUBCOMMANDS = ("run", "sessions", "audit", "images", "rules", "mcp", "doctor", "completion", "hooks")
+SUBCOMMANDS = ("run", "sessions", "audit", "images", "rules", "mcp", "doctor", "completion", "hooks", "consent")
 
 
 GLOBAL_FLAGS = ("-v", "--debug")
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rules(sub)
     _add_mcp(sub)
     _add_hooks(sub)
+    _add_consent(sub)
     sub.add("doctor", help="check what Agent Desk needs (Docker, images, key, endpoint, Qt, database)")
     comp = sub.add("completion", help="print a shell completion script (bash or zsh)",
                    description="Print a completion script. bash: agent-desk completion bash > "
@@ -212,3 +214,19 @@ def _add_hooks(sub: _Sub) -> None:
     _dir_arg(hg.add_argument("--project", default=".", help="the project folder (default: here)"))
     hg.add_argument("--yes", action="store_true", help="grant without asking")
     hg.add_argument("--revoke", action="store_true", help="take the grant back")
+
+
+def _add_consent(sub: _Sub) -> None:
+    con = sub.add("consent", help="what of a project's rules, hooks and MCP servers you approved: list, approve, "
+                  "revoke (`rules trust`, `hooks grant` and `mcp grant` are the same for one kind)")
+    csub = _Sub(con.add_subparsers(dest="action", required=True, metavar="ACTION"), sub.common)
+    helps = {"list": "each subject and its status (approved, new, changed, deleted)",
+             "approve": "show each unapproved subject, then approve exactly what was shown",
+             "revoke": "take an approval back"}
+    for action, text in helps.items():
+        sp = csub.add(action, help=text)
+        sp.add_argument("name", nargs="?", help="an MCP server's name (default: every subject of the kind)")
+        sp.add_argument("--kind", choices=[k.value for k in ConsentKind], help="rules, hooks or mcp (default: all)")
+        _dir_arg(sp.add_argument("--project", default=".", help="the project folder (default: here)"))
+        if action == "approve":
+            sp.add_argument("--yes", action="store_true", help="approve without asking")

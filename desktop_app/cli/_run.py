@@ -8,7 +8,7 @@ import contextlib
 import json
 import signal
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..core import (
     AgentDeskError,
@@ -34,12 +34,11 @@ from ._common import EXIT_CODES, EXIT_FAILED, EXIT_OK, command_settings, open_pr
 
 if TYPE_CHECKING:
     from ..core import AgentSession, ProjectInfo
-    from ..runtime import ProjectRuntime
+    from ..runtime import ProjectRuntime, SqlStore
 
 
 async def run_command(args: argparse.Namespace) -> int:
-    from ..runtime import open_store, project_for_dir
-    from ..sandbox import resolve_image
+    from ..runtime import open_store, project_for_dir, resolve_image
 
     if args.image is not None:  # a catalog name or a valid tag, checked before anything is stored
         args.image = resolve_image(args.image)
@@ -112,7 +111,7 @@ async def drive(runtime: ProjectRuntime, session: AgentSession, args: argparse.N
     return code
 
 
-async def session_usage(store: Any, session_id: str) -> list[float]:
+async def session_usage(store: SqlStore, session_id: str) -> list[float]:
     """[tokens in, tokens out, cost] of every model request of the session, from its stored events."""
     total = [0, 0, 0.0]
     for env in await store.events_since(0, [Channel.MONITOR], session_id=session_id):

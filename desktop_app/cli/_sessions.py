@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from ..core import ProjectInfo, SessionInfo
-    from ..runtime import ProjectRuntime
+    from ..runtime import ProjectRuntime, SqlStore
 
 
 # sessions ---------------------------------------------------------------------------------------------
@@ -47,7 +47,7 @@ async def sessions_command(args: argparse.Namespace) -> int:
         await store.close()
 
 
-async def _list_sessions(args: argparse.Namespace, store: Any) -> None:
+async def _list_sessions(args: argparse.Namespace, store: SqlStore) -> None:
     projects = {p.id: p for p in await store.list_projects()}
     project_id = project_id_for(projects.values(), args.project) if args.project else None
     for s in sorted(await store.list_sessions(project_id), key=lambda s: s.updated_at, reverse=True):
@@ -55,7 +55,7 @@ async def _list_sessions(args: argparse.Namespace, store: Any) -> None:
         print(f"{s.id}  {when(s.updated_at)}  {proj.name if proj else s.project_id}  {s.title!r}")
 
 
-async def _session_status(args: argparse.Namespace, store: Any) -> None:
+async def _session_status(args: argparse.Namespace, store: SqlStore) -> None:
     """The agent's state as this session's events last recorded it (the session may run in another process)."""
     from ..core import status_from_events
 
@@ -87,14 +87,14 @@ def status_lines(status: AgentStatus, title: str = "") -> list[str]:
     return lines
 
 
-async def _stored_session(store: Any, session_id: str) -> SessionInfo:
+async def _stored_session(store: SqlStore, session_id: str) -> SessionInfo:
     session = await store.get_session(session_id)
     if session is None:
         raise AgentDeskError(f"There is no session {session_id!r}.", hint="`agent-desk sessions list` shows them.")
     return session
 
 
-async def _session_runtime(args: argparse.Namespace, store: Any) -> tuple[SessionInfo, ProjectRuntime]:
+async def _session_runtime(args: argparse.Namespace, store: SqlStore) -> tuple[SessionInfo, ProjectRuntime]:
     """A stored session (`args.id`) and its project's runtime, which owns `store` from then on (closed here
     when the runtime cannot be opened)."""
     try:
@@ -109,7 +109,7 @@ async def _session_runtime(args: argparse.Namespace, store: Any) -> tuple[Sessio
         raise
 
 
-async def _resume(args: argparse.Namespace, store: Any) -> int:
+async def _resume(args: argparse.Namespace, store: SqlStore) -> int:
     """Reopen a stored session in its project's runtime, which owns `store` from then on."""
     session, runtime = await _session_runtime(args, store)
     try:
@@ -119,7 +119,7 @@ async def _resume(args: argparse.Namespace, store: Any) -> int:
         await runtime.close()
 
 
-async def _compact(args: argparse.Namespace, store: Any) -> int:
+async def _compact(args: argparse.Namespace, store: SqlStore) -> int:
     """Compact a stored session by hand in its project's runtime, which owns `store` from then on."""
     session, runtime = await _session_runtime(args, store)
     try:

@@ -21,6 +21,7 @@ from ._approvals import (
 )
 from ._bus import EventBus
 from ._compaction import CompactionSettings, compaction_facts, is_summary
+from ._consent import ConsentKind, ConsentStatus
 from ._errors import (
     AgentDeskError,
     ApprovalNotPending,
@@ -213,6 +214,8 @@ __all__ = [
     "Compacted",
     "CompactionSettings",
     "ConfigError",
+    "ConsentKind",
+    "ConsentStatus",
     "DangerousCommandHook",
     "Deny",
     "Done",

@@ -2,7 +2,7 @@
 the hub that keeps them running, and their tools as desk tools under the same policy and audit."""
 
 from ._config import PROJECT_CONFIG, ServerConfig, ServerEntry, load_servers, parse_servers, read_project_servers
-from ._hub import HubPlaces, McpHub, grant, granted, header_secrets
+from ._hub import HubPlaces, McpHub, grant, grant_status, granted, header_secrets
 from ._server import McpServerError
 from ._tool import McpTool
 
@@ -15,6 +15,7 @@ __all__ = [
     "ServerConfig",
     "ServerEntry",
     "grant",
+    "grant_status",
     "granted",
     "header_secrets",
     "load_servers",

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..core import (
     ConfigError,
+    ConsentStatus,
     McpServerInfo,
     McpServersChanged,
     McpServerState,
@@ -46,14 +47,22 @@ class HubPlaces:
     on_secrets: Callable[[list[str]], None] | None = None  # resolved header values, for the redactor
 
 
-def granted(settings: dict[str, Any], entry: ServerEntry) -> bool:
-    """Whether the person granted what the project server asks for, for this very entry."""
+def grant_status(settings: dict[str, Any], entry: ServerEntry) -> ConsentStatus:
+    """The project server's entry against the person's grant (in the project's settings): NONE when it asks
+    for no relaxation; APPROVED only for this very entry asking for this very relaxation."""
     asks = entry.asks_for
     if asks is None:
-        return True
+        return ConsentStatus.NONE
     grants = settings.get(GRANTS) or {}
-    digests = settings.get(GRANT_DIGESTS) or {}
-    return grants.get(entry.name) == asks and digests.get(entry.name) == entry.digest()
+    approved = (settings.get(GRANT_DIGESTS) or {}).get(entry.name) if entry.name in grants else None
+    if approved is not None and grants.get(entry.name) != asks:
+        approved = ""  # granted for another relaxation: a change, never a match
+    return ConsentStatus.of(entry.digest(), approved)
+
+
+def granted(settings: dict[str, Any], entry: ServerEntry) -> bool:
+    """Whether the person granted what the project server asks for, for this very entry."""
+    return grant_status(settings, entry) in (ConsentStatus.NONE, ConsentStatus.APPROVED)
 
 
 def grant(settings: dict[str, Any], entry: ServerEntry, *, revoke: bool = False) -> dict[str, Any]:

@@ -1,7 +1,23 @@
 """The runtime: one project's tools, policy, hooks, executor, sandbox and model client, built by one recipe
 for the CLI (`open_runtime`, one project) and the window (`Desk`, its one link to the engine: a runtime per
-project on one store and bus)."""
+project on one store and bus). The front ends reach the engine through this face only."""
 
+from typing import TYPE_CHECKING, Any
+
+from ._consent import (
+    CONSENT_KINDS,
+    Consent,
+    ConsentSubject,
+    append_trusted_rule,
+    approve,
+    consents,
+    grant_hooks,
+    project_hooks_trust,
+    project_rules_trust,
+    trust_project_rules,
+    user_hook_specs,
+    write_project_rules,
+)
 from ._desk import Desk, ProjectRuntimes, head_signer, open_runtime, open_store, project_dir, project_for_dir
 from ._front import (
     audit_query,
@@ -9,6 +25,7 @@ from ._front import (
     build_project_image,
     builtin_tools,
     find_project_image,
+    front_end_type,
     grant_mcp_server,
     list_images,
     load_catalog,
@@ -17,40 +34,43 @@ from ._front import (
     project_image_digest,
     project_image_tag,
     project_mcp_servers,
+    resolve_image,
+    verify_audit_export,
     workspace_where,
     write_records,
 )
 from ._liveness import OPEN_IN, mark_closed_here, process_alive, seal_abandoned, this_process
 from ._project_settings import approval_expiry
 from ._recipe import ProjectRuntime, build_runtime, model_client_from_settings
-from ._trust import (
-    HooksTrust,
-    RulesTrust,
-    append_trusted_rule,
-    grant_hooks,
-    project_hooks_trust,
-    project_rules_trust,
-    trust_project_rules,
-    user_hook_specs,
-    write_project_rules,
-)
 from ._watcher import WorkspaceWatcher
 
+if TYPE_CHECKING:  # the store's type, for a front end's annotations (the store is imported when used)
+    from ._front import SqlStore as SqlStore
+
+
+def __getattr__(name: str) -> Any:
+    return front_end_type(name)  # SqlStore, imported when first asked for (the store takes a second to import)
+
+
 __all__ = [
+    "CONSENT_KINDS",
     "OPEN_IN",
+    "Consent",
+    "ConsentSubject",
     "Desk",
-    "HooksTrust",
     "ProjectRuntime",
     "ProjectRuntimes",
-    "RulesTrust",
+    "SqlStore",
     "WorkspaceWatcher",
     "append_trusted_rule",
     "approval_expiry",
+    "approve",
     "audit_query",
     "build_image",
     "build_project_image",
     "build_runtime",
     "builtin_tools",
+    "consents",
     "find_project_image",
     "grant_hooks",
     "grant_mcp_server",
@@ -71,10 +91,12 @@ __all__ = [
     "project_image_tag",
     "project_mcp_servers",
     "project_rules_trust",
+    "resolve_image",
     "seal_abandoned",
     "this_process",
     "trust_project_rules",
     "user_hook_specs",
+    "verify_audit_export",
     "workspace_where",
     "write_project_rules",
     "write_records",

@@ -1,7 +1,9 @@
-"""What the window reaches of the engine without a project's runtime: the built-in tools, the audit query and
-export, the Docker engine's ping and images, the workspace's description and the MCP configuration's checks and
-grants. Each imports its package on first use (the window is shown before them) and looks its function up there
-at each call."""
+"""What the front ends (the window and the CLI) reach of the parts below the runtime without a project's
+runtime: the built-in tools, the audit query, export and offline export check, the Docker engine's ping and
+images, the workspace's description and the MCP configuration's checks and grants."""
+
+# Each function imports its part when called: the store, the sandbox and the MCP client cost seconds to
+# import, and the window is shown (or `agent-desk --help` answers) before any of them is needed.
 
 from __future__ import annotations
 
@@ -14,9 +16,20 @@ from ..core import AgentDeskError, Tool, ToolCallRecord
 if TYPE_CHECKING:
     from ..mcp_client import ServerEntry
     from ..sandbox import ImageSpec, ImageStatus, ProjectImageBuild, ProjectImageSource
-    from ..store import AuditQuery
+    from ..store import AuditQuery, VerifyResult
+    from ..store import SqlStore as SqlStore  # the type a front end's store has, re-exported by the runtime
 
 Progress = Callable[[Any], None]  # a build's log line, called on the build's thread
+
+
+def front_end_type(name: str) -> type:
+    """A type the runtime's face names for a front end's annotations (SqlStore), imported when first asked for:
+    the runtime's module `__getattr__`."""
+    if name == "SqlStore":
+        from ..store import SqlStore
+
+        return SqlStore
+    raise AttributeError(f"module 'desktop_app.runtime' has no attribute {name!r}")
 
 
 def builtin_tools() -> list[Tool]:
@@ -40,6 +53,13 @@ def write_records(records: Iterable[ToolCallRecord], fmt: str, path: str | os.Pa
     return write(records, fmt, path)
 
 
+def verify_audit_export(path: str | os.PathLike[str], trusted_keys: Iterable[str] = ()) -> VerifyResult:
+    """Check a signed audit export offline (its signatures, the signed head, the chain it holds)."""
+    from ..store import verify_export
+
+    return verify_export(path, trusted_keys)
+
+
 def ping_docker() -> tuple[bool, str]:
     """Connect to the engine and ask its version. Blocking (the docker SDK): call it on a worker thread."""
     from ..sandbox import connect
@@ -57,50 +77,60 @@ def ping_docker() -> tuple[bool, str]:
 
 
 # the sandbox images (blocking, Docker or files: call them on a worker thread) ---------------------------------
+def resolve_image(name: str) -> str:
+    """The image tag for a catalog name or a Docker reference; a malformed one is a ConfigError."""
+    from ..sandbox import resolve_image as resolve
+
+    return resolve(name)
+
+
 def list_images() -> list[ImageStatus]:
     """The catalog's images and whether each is built (asks Docker)."""
-    from .. import sandbox
+    from ..sandbox import list_images as _list_images
 
-    return sandbox.list_images()
+    return _list_images()
 
 
 def load_catalog() -> dict[str, ImageSpec]:
     """The catalog of images that can be built (a file: works without Docker)."""
-    from .. import sandbox
+    from ..sandbox import load_catalog as _load_catalog
 
-    return sandbox.load_catalog()
+    return _load_catalog()
 
 
-def build_image(name: str, on_progress: Progress | None = None) -> Any:
-    from .. import sandbox
+def build_image(name: str, on_progress: Progress | None = None, *, nocache: bool = False) -> ImageStatus:
+    """Build catalog image `name`, its lines to `on_progress`."""
+    from ..sandbox import build_image as _build_image
 
-    return sandbox.build_image(name, on_progress=on_progress)
+    return _build_image(name, on_progress=on_progress, nocache=nocache)
 
 
 def find_project_image(folder: str | os.PathLike[str]) -> ProjectImageSource | None:
     """The project's own image file (a Dockerfile or a devcontainer), or None."""
-    from .. import sandbox
+    from ..sandbox import find_project_image as _find_project_image
 
-    return sandbox.find_project_image(folder)
+    return _find_project_image(folder)
 
 
 def project_image_digest(folder: str | os.PathLike[str], source: ProjectImageSource) -> str:
-    from .. import sandbox
+    from ..sandbox import project_image_digest as _project_image_digest
 
-    return sandbox.project_image_digest(folder, source)
+    return _project_image_digest(folder, source)
 
 
 def project_image_tag(project_id: str, name: str, digest: str) -> str:
-    from .. import sandbox
+    from ..sandbox import project_image_tag as _project_image_tag
 
-    return sandbox.project_image_tag(project_id, name, digest)
+    return _project_image_tag(project_id, name, digest)
 
 
 def build_project_image(folder: str | os.PathLike[str], *, project_id: str, name: str,
-                        on_progress: Progress | None = None) -> ProjectImageBuild:
-    from .. import sandbox
+                        on_progress: Progress | None = None, nocache: bool = False) -> ProjectImageBuild:
+    """Build the project's own image (only on a person's command)."""
+    from ..sandbox import build_project_image as _build_project_image
 
-    return sandbox.build_project_image(folder, project_id=project_id, name=name, on_progress=on_progress)
+    return _build_project_image(folder, project_id=project_id, name=name, on_progress=on_progress,
+                                       nocache=nocache)
 
 
 def workspace_where(settings: Mapping[str, Any] | None = None) -> str:

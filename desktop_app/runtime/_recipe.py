@@ -54,10 +54,10 @@ from ..core import (
     rules_from_texts,
     user_hook_chain,
 )
+from ._consent import Consent, append_trusted_rule, project_rules, project_rules_trust, user_hook_specs
 from ._liveness import mark_open_here
 from ._mcp import CompanionFactory, default_companion, mcp_config, mcp_secret
 from ._project_settings import DEFAULT_PROFILE, approval_expiry, project_profile
-from ._trust import HooksTrust, RulesTrust, append_trusted_rule, project_rules, project_rules_trust, user_hook_specs
 from ._watcher import TOOL_QUIET_S, WorkspaceWatcher
 
 if TYPE_CHECKING:
@@ -85,12 +85,12 @@ class ProjectRuntime:
     sandbox: Sandbox
     model_client: ModelClient
     profile: str = DEFAULT_PROFILE
-    rules_trust: RulesTrust | None = None  # the project's rules file against the trust record, when built
+    rules_trust: Consent | None = None  # the project's rules file against the trust record, when built
     permission_mode: str | None = None  # the mode asked for explicitly (CLI flag), if any
     # What this runtime (and whoever opened its store and bus) must close, in reverse order.
     cleanup: AsyncExitStack = field(default_factory=AsyncExitStack)
     mcp: McpHub | None = None  # the project's and the user's MCP servers
-    hooks_trust: HooksTrust | None = None  # the project's hooks file against its grant
+    hooks_trust: Consent | None = None  # the project's hooks file against its grant
     # agent templates and skills (built-in, the user's, the project's); the template asked for explicitly
     templates: TemplateCatalog = field(default_factory=TemplateCatalog)
     skills: SkillCatalog | None = None
@@ -224,7 +224,7 @@ class ProjectRuntime:
         """The status of every configured MCP server, now."""
         return self.mcp.server_infos() if self.mcp is not None else []
 
-    async def reload_rules(self) -> RulesTrust:
+    async def reload_rules(self) -> Consent:
         """Read the rules again (after the person trusted them): the policy's rules and mode are replaced in
         place, so open sessions use them from their next call; rules added for one session stay."""
         rules, mode, trust = await asyncio.to_thread(policy_rules, self.settings, self.project,
@@ -339,7 +339,7 @@ def build_executor(
     permission_mode: str | None = None,
     tools: list[Tool] | None = None,
     secrets: list[str] | tuple[str, ...] = (),
-) -> tuple[Executor, ToolRegistry, PermissionPolicy, RulesTrust]:
+) -> tuple[Executor, ToolRegistry, PermissionPolicy, Consent]:
     """The project's tools, policy (user rules, then the project's when trusted), built-in hooks and
     executor on a given store and bus. It reads the rules files and the keyring, so async code calls it in
     a thread. `secrets` (an MCP server's header values) are redacted like the API key."""
@@ -359,7 +359,7 @@ def build_executor(
 
 
 def policy_rules(settings: Settings, project: ProjectInfo,
-                 permission_mode: str | None = None) -> tuple[RuleSet, str | None, RulesTrust]:
+                 permission_mode: str | None = None) -> tuple[RuleSet, str | None, Consent]:
     """The rules and explicit mode of a project's policy, and the trust of its rules file (read once)."""
     trust = project_rules_trust(project.path)
     if not trust.ok:

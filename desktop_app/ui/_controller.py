@@ -31,12 +31,12 @@ from ..core import (
 from . import dialogs
 from ._bridge import EventBridge
 from ._checks import SetupChecks
+from ._consent_banner import ConsentBanner
 from ._conversation import NOTICE_EVENTS
 from ._mainwindow import SHORTCUTS, MainWindow
 from ._mcp import McpDirectory
 from ._projects import ask_text, session_title
 from ._quit import QuitChoice, RunningCalls, WorkInFlight, ask_to_quit
-from ._rules_trust import RulesTrustBanner
 from ._tasks import BackgroundTasks
 from ._theme import apply_theme, bring_to_front
 from .inbox import PendingApproval
@@ -75,7 +75,7 @@ class AppController(QObject):
         self.checks_dialog: dialogs.ChecksDialog | None = None
         self._history_window: HistoryWindow | None = None
         self.history_loading: asyncio.Task | None = None
-        self.rules_trust = RulesTrustBanner(window, self.tasks.spawn, reload=desk.reload_rules)
+        self.rules_trust = ConsentBanner(window, self.tasks.spawn, reload=desk.reload_rules)
         self.running_calls = RunningCalls(self)
         self.running_calls.attach(self.bridge)
         self.quitting = False  # the person chose to quit (or nothing was in flight): the window may close

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from desktop_app.config import trusted_rules
-from desktop_app.core import ConfigError, Rule, RuleSet, append_project_rule, load_rules, rules_text_with
+from desktop_app.core import ConfigError, ConsentStatus, Rule, RuleSet, append_project_rule, load_rules, rules_text_with
 from desktop_app.runtime import append_trusted_rule, project_rules_trust, write_project_rules
 
 RULE = Rule.parse("bash_run(npm test *)", "allow")
@@ -70,7 +70,7 @@ def test_always_allow_keeps_comments_formatting_and_unknown_tables(project):
     assert data["team"] == tomllib.loads(ODD)["team"]  # the unknown table, its nested table and datetime
     assert data["permissions"]["allow"] == ["fs_read(**)", "bash_run(ls *)", "bash_run(npm test *)"]
     assert data["permissions"]["mode"] == "ask" and data["permissions"]["deny"] == ["bash_run(curl *)"]
-    assert project_rules_trust(project).status == "trusted" and trusted_rules(project).text == new
+    assert project_rules_trust(project).status is ConsentStatus.APPROVED and trusted_rules(project).text == new
     # the same rule again changes nothing, not even a byte
     append_trusted_rule(project, RULE)
     assert _rules(project).read_text() == new

@@ -21,7 +21,7 @@ ALLOWED = ("./opt/agent-desk/", "./usr/bin/agent-desk", "./usr/share/application
            "./usr/share/icons/hicolor/scalable/apps/agent-desk.svg", "./usr/share/doc/agent-desk/")
 # Names that would be the builder's own state or secrets: a database, a key, a settings or cache folder.
 LEAKS = re.compile(r"(^|/)(\.agent-desk|\.git|\.env|\.venv|\.pytest_cache|\.hypothesis)(/|$)|\.db$|\.key$|"
-                   r"audit-signing|settings\.json$|trusted_rules\.json$|(^|/)tests/")
+                   r"audit-signing|settings\.json$|trusted_rules\.json$|consent\.json$|(^|/)tests/")
 SECRET = re.compile(rb"sk-ant-[A-Za-z0-9_-]{8,}|-----BEGIN [A-Z ]*PRIVATE KEY-----")
 
 

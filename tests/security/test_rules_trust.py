@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from desktop_app.config import TRUSTED_RULES_FILE, Settings, trusted_rules
-from desktop_app.core import Action, ConfigError, EventBus, ProjectInfo, Rule, ToolFacts
+from desktop_app.config import CONSENT_FILE, TRUSTED_RULES_FILE, Settings, trusted_rules
+from desktop_app.core import Action, ConfigError, ConsentStatus, EventBus, ProjectInfo, Rule, ToolFacts
 from desktop_app.runtime import (
     Desk,
     ProjectRuntimes,
@@ -85,13 +85,13 @@ async def test_rules_a_repository_ships_are_not_used_until_trusted(runtimes, pro
 
     trust_project_rules(rt.rules_trust)
     trust = await runtimes.reload_rules(info(project)) or rt.rules_trust
-    assert trust.status == "trusted" and rt.policy.mode.value == "auto"
+    assert trust.status is ConsentStatus.APPROVED and rt.policy.mode.value == "auto"
     assert judge(rt, WRITE, {"path": "src/app.py", "content": "x"}) is Action.ALLOW
 
 
 async def test_a_modified_file_is_a_diff_and_only_the_trusted_deny_and_ask_rules_stay(runtimes, project):
     write_project_rules(project, MINE)  # the settings dialog: trusted as written
-    assert project_rules_trust(project).status == "trusted"
+    assert project_rules_trust(project).status is ConsentStatus.APPROVED
     rules_file(project).write_text(EVIL)  # the agent (or a daemon) rewrote it
     rt = await runtimes.get(info(project))
     trust = rt.rules_trust
@@ -110,7 +110,7 @@ def test_reverted_deleted_and_older_versions(project):
     rules_file(project).write_text(EVIL)
     assert project_rules_trust(project).status == "changed"
     rules_file(project).write_text(MINE)  # reverted byte for byte: trusted again
-    assert project_rules_trust(project).status == "trusted"
+    assert project_rules_trust(project).status is ConsentStatus.APPROVED
 
     newer = MINE + 'ask = ["fs_write(*)"]\n'
     write_project_rules(project, newer)
@@ -160,7 +160,7 @@ def test_always_allow_on_an_untrusted_file_does_not_launder_it(project):
 
     write_project_rules(project, MINE)  # trusted; "Always allow" keeps it trusted
     append_trusted_rule(project, rule)
-    assert project_rules_trust(project).status == "trusted"
+    assert project_rules_trust(project).status is ConsentStatus.APPROVED
     assert "bash_run(make *)" in trusted_rules(project).text
 
 
@@ -170,7 +170,7 @@ def test_trust_takes_the_text_shown_not_the_file_changed_meanwhile(project):
     rules_file(project).write_text(EVIL)  # swapped between the review and the click
     trust_project_rules(shown)
     after = project_rules_trust(project)
-    assert after.status == "changed" and after.trusted == MINE
+    assert after.status == "changed" and after.approved_text == MINE
 
 
 def test_invalid_rules_cannot_be_trusted_and_do_not_block_a_session(project):
@@ -184,14 +184,32 @@ def test_invalid_rules_cannot_be_trusted_and_do_not_block_a_session(project):
 
 def test_the_trust_record_is_private_keyed_by_the_real_path_and_checked(project, tmp_path, cfg):
     write_project_rules(project, MINE)
-    record = cfg / TRUSTED_RULES_FILE
+    record = cfg / CONSENT_FILE
     assert stat.S_IMODE(record.stat().st_mode) == 0o600
     via_link = tmp_path / "link-to-project"
     via_link.symlink_to(project)
-    assert project_rules_trust(via_link).status == "trusted"
+    assert project_rules_trust(via_link).status is ConsentStatus.APPROVED
     # a record whose text was edited without its digest is no record
     record.write_text(record.read_text().replace("curl", "wget"))
     assert trusted_rules(project) is None and project_rules_trust(project).status == "new"
+
+
+def test_a_trust_record_of_before_the_consent_file_still_counts_and_moves_there(project, cfg):
+    """No one loses an approval: trusted_rules.json is read until the first write, which carries it over."""
+    import json
+    import time
+
+    from desktop_app.config import rules_digest
+    cfg.mkdir(parents=True)
+    rules_file(project).write_text(MINE)
+    other = project.parent / "other"
+    (cfg / TRUSTED_RULES_FILE).write_text(json.dumps({
+        os.path.realpath(project): {"sha256": rules_digest(MINE), "text": MINE, "at": time.time()},
+        os.path.realpath(other): {"sha256": rules_digest(EVIL), "text": EVIL, "at": time.time()}}))
+    assert project_rules_trust(project).status is ConsentStatus.APPROVED and not (cfg / CONSENT_FILE).exists()
+    write_project_rules(project, MINE + "\n")
+    assert trusted_rules(other).text == EVIL and (cfg / CONSENT_FILE).exists()
+    assert project_rules_trust(project).status is ConsentStatus.APPROVED
 
 
 # the CLI -------------------------------------------------------------------------------------------------
@@ -222,7 +240,7 @@ def test_cli_rules_diff_and_trust(cli_env, project):
     assert yes.returncode == 0 and trusted_rules(project).text == EVIL
     rules_file(project).write_text(MINE)
     assert _cli(env, "rules", "trust", "--yes", str(project)).returncode == 0
-    assert project_rules_trust(project).status == "trusted"
+    assert project_rules_trust(project).status is ConsentStatus.APPROVED
     assert _cli(env, "rules", "diff", str(project)).returncode == 0
 
 
@@ -270,7 +288,7 @@ def test_the_window_shows_untrusted_rules_before_the_first_message_and_trusts_on
     qtbot.waitUntil(lambda: controller.rules_trust.dialog is not None and controller.rules_trust.dialog.isVisible())
     dialog = controller.rules_trust.dialog
     assert '+allow = ["*"]' in dialog.diff.toPlainText()
-    dialog.trust_btn.click()
+    dialog.approve_btn.click()
     qtbot.waitUntil(review.done)
     assert review.result() is True
     assert trusted_rules(project).text == EVIL

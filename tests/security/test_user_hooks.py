@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from desktop_app.config import Settings
-from desktop_app.core import ConfigError, ToolCallState
+from desktop_app.core import ConfigError, ConsentStatus, ToolCallState
 from desktop_app.runtime import (
     grant_hooks,
     open_runtime,
@@ -76,10 +76,10 @@ async def _turn(env: Path, tmp_path: Path, factory, calls: list[dict], *, grant:
 
 def _trust_of(project: Any, text_granted: str) -> Any:
     """What the person saw and granted: `text_granted` (the file may hold something else by now)."""
-    from desktop_app.core import hooks_digest
-    from desktop_app.runtime import HooksTrust
+    from desktop_app.core import ConsentKind, hooks_digest
+    from desktop_app.runtime import Consent
 
-    return HooksTrust(project.path, "new", text_granted, hooks_digest(text_granted))
+    return Consent(ConsentKind.HOOKS, project.path, "", ConsentStatus.NEW, text_granted, hooks_digest(text_granted))
 
 
 async def test_a_granted_hooks_file_runs_in_the_container(env: Path, tmp_path: Path, docker_factory) -> None:
@@ -156,7 +156,7 @@ def test_a_grant_covers_exactly_the_text_shown(env: Path) -> None:
     trust = project_hooks_trust(project)
     assert trust.status == "new" and not trust.ok
     project.settings = grant_hooks(project, trust)
-    assert project_hooks_trust(project).status == "granted"
+    assert project_hooks_trust(project).status is ConsentStatus.APPROVED
     (env / ".agent-desk/hooks.toml").write_text(DENY_ALL + "\n# one more line\n")
     assert project_hooks_trust(project).status == "changed"
     project.settings = grant_hooks(project, trust, revoke=True)

@@ -2,20 +2,20 @@
 
 from ._about import AboutDialog, ChecksDialog
 from ._base import FutureDialog, ask_file
+from ._consent import ConsentDialog
 from ._edit_input import EditInputDialog
 from ._project import ProjectSettingsDialog, edit_project, would_allow, write_rules_file
 from ._rule_preview import RulePreviewDialog
-from ._rules_trust import RulesTrustDialog
 from ._settings import SettingsDialog, SettingsResult, edit_settings
 
 __all__ = [
     "AboutDialog",
     "ChecksDialog",
+    "ConsentDialog",
     "EditInputDialog",
     "FutureDialog",
     "ProjectSettingsDialog",
     "RulePreviewDialog",
-    "RulesTrustDialog",
     "SettingsDialog",
     "SettingsResult",
     "ask_file",

@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from desktop_app.config import Settings
-from desktop_app.core import EventBus, Outcome, ProjectInfo, ToolCallState, hooks_digest
+from desktop_app.core import ConsentStatus, EventBus, Outcome, ProjectInfo, ToolCallState, hooks_digest
 from desktop_app.runtime import ProjectRuntimes, approval_expiry, project_hooks_trust
 from desktop_app.sandbox import LocalSandbox
 from desktop_app.ui.dialogs import ProjectSettingsDialog, SettingsDialog
@@ -120,7 +120,7 @@ def test_the_hooks_file_is_shown_and_granted_by_the_text_shown(qtbot, run, tmp_p
     assert saved.settings["hooks_grant_digest"] == hooks_digest(HOOKS)
     assert project_hooks_trust(saved).status == "changed"
     (tmp_path / ".agent-desk/hooks.toml").write_text(HOOKS)
-    assert project_hooks_trust(saved).status == "granted"
+    assert project_hooks_trust(saved).status is ConsentStatus.APPROVED
     again = ProjectSettingsDialog(saved)
     qtbot.addWidget(again)
     fut2 = again.ask()

@@ -1,5 +1,5 @@
-"""The window's side of rules trust: when a session of a project whose rules file is untrusted is shown, a
-banner says so and offers the review (the diff) with "Trust these rules" / "Ignore them"."""
+"""The window's side of consent: when a session of a project whose rules file is untrusted is shown, a banner
+says so and offers the review (the consent dialog, with the diff) with "Trust these rules" / "Ignore them"."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..core import AgentDeskError, ProjectInfo
-from ..runtime import RulesTrust, project_rules_trust, trust_project_rules
+from ..runtime import Consent, project_rules_trust, trust_project_rules
 from . import dialogs
 
 log = logging.getLogger(__name__)
 BANNER_KEY = "rules-trust"
 
 
-class RulesTrustBanner:
+class ConsentBanner:
     """Checks a project's rules (off the GUI thread) and shows the banner; `reload` hands trusted rules to
     the project's open runtime (a coroutine function of the project, or None)."""
 
@@ -26,11 +26,11 @@ class RulesTrustBanner:
         self.window = window
         self.spawn = spawn
         self.reload = reload
-        self.untrusted: dict[str, RulesTrust] = {}  # project id -> what was read
+        self.untrusted: dict[str, Consent] = {}  # project id -> what was read
         self.ignored: set[str] = set()  # project ids whose banner was dismissed in this run
-        self.dialog: dialogs.RulesTrustDialog | None = None
+        self.dialog: dialogs.ConsentDialog | None = None
 
-    async def check(self, project: ProjectInfo) -> RulesTrust | None:
+    async def check(self, project: ProjectInfo) -> Consent | None:
         """Read the project's rules against the trust record and show (or clear) the banner."""
         try:
             trust = await asyncio.to_thread(project_rules_trust, project.path)
@@ -64,7 +64,7 @@ class RulesTrustBanner:
         trust = self.untrusted.get(project.id) or await self.check(project)
         if trust is None or trust.ok:
             return False
-        self.dialog = dialogs.RulesTrustDialog(trust, project.name, parent=self.window)
+        self.dialog = dialogs.ConsentDialog(trust, project.name, parent=self.window)
         try:
             answer = await self.dialog.ask()
         finally:

@@ -1,0 +1,278 @@
+"""Consent: the project files the sandbox (or a cloned repository) can write are used only as the person last
+approved them: the rules file, the hooks file, each MCP server entry. One `Consent` type for all of them; a kind
+is one `ConsentKind` member and one `ConsentSubject` in `CONSENT_KINDS` (how its subjects are read and digested,
+checked, recorded and warned about)."""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import ConsentRecord, Settings, record_consent, rules_digest, trusted_rules
+from ..core import (
+    HOOKS_FILE,
+    Action,
+    ConfigError,
+    ConsentKind,
+    ConsentStatus,
+    ProjectInfo,
+    Rule,
+    RuleSet,
+    UserHookSpec,
+    append_project_rule,
+    hooks_digest,
+    parse_user_hooks,
+    project_rules_path,
+    read_beneath,
+    read_project_rules,
+    rules_text_with,
+    user_hooks_from_toml,
+    write_beneath,
+)
+from ._project_settings import HOOKS_GRANT_KEY
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Consent:
+    """One subject (kind, project folder, name) against the person's approval. `current` is the subject as read
+    (None: absent); `approved_text` is kept for the rules only (the last trusted deny/ask rules still apply)."""
+
+    kind: ConsentKind
+    project_dir: str
+    name: str  # "" for a project's single file; the server's name for MCP
+    status: ConsentStatus
+    current: str | None
+    digest: str | None  # the sha256 of the current subject
+    approved_digest: str | None = None
+    approved_text: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the subject may be used whole: there is none, or it is exactly what was approved."""
+        return self.status in (ConsentStatus.NONE, ConsentStatus.APPROVED)
+
+    @property
+    def label(self) -> str:
+        """How the person names the subject: "rules", "hooks" or "mcp server NAME"."""
+        return f"{self.kind.value} server {self.name}" if self.name else self.kind.value
+
+    @property
+    def file(self) -> str:
+        """The file the subject lives in, relative to the project."""
+        return CONSENT_KINDS[self.kind].file
+
+    def diff(self) -> str:
+        """A unified diff from the approved text to the subject (the whole subject when it is new)."""
+        file = self.file.rsplit("/", 1)[-1]
+        old, new = (self.approved_text or "").splitlines(keepends=True), (self.current or "").splitlines(keepends=True)
+        return "".join(difflib.unified_diff(old, new, f"trusted {file}", f"{file} on disk"))
+
+    def warning(self) -> str:
+        """One line saying what a session does about the unapproved subject, and how to approve it."""
+        return CONSENT_KINDS[self.kind].warning(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsentSubject:
+    """How one kind of subject is found, checked and recorded: a new kind is one of these in CONSENT_KINDS."""
+
+    file: str  # where the subject lives, relative to the project
+    read: Callable[[ProjectInfo], list[Consent]]  # each subject of the kind, read and digested (blocking: files)
+    check: Callable[[Consent], None]  # a subject that cannot be used is refused (ConfigError), not approved
+    record: Callable[[ProjectInfo, Consent, bool], dict[str, Any]]  # approve (revoke: True): the project's settings
+    warning: Callable[[Consent], str]
+
+
+def consents(project: ProjectInfo, kind: ConsentKind | None = None) -> list[Consent]:
+    """The project's subjects of every kind (or of one), each against the person's approval."""
+    return [c for k, subject in CONSENT_KINDS.items() if kind in (None, k) for c in subject.read(project)]
+
+
+def approve(project: ProjectInfo, consent: Consent, *, revoke: bool = False) -> dict[str, Any]:
+    """Approve exactly the subject shown in `consent` (or take the approval back). Returns the project's settings
+    with the approval, for the kinds recorded there (the caller saves them); the others are recorded already."""
+    subject = CONSENT_KINDS[consent.kind]
+    if not revoke:
+        subject.check(consent)
+    return subject.record(project, consent, revoke)
+
+
+# the rules file -----------------------------------------------------------------------------------------
+# Rules the desk writes itself are trusted as written; a file that changed stays to be reviewed.
+def project_rules_trust(project_dir: str | os.PathLike[str]) -> Consent:
+    """Read the project's rules file (a link is refused: ConfigError) and compare it with the consent record."""
+    path = os.fspath(project_dir)
+    current = read_project_rules(path)
+    record = trusted_rules(path)  # a rules record keeps its text, checked against its digest
+    approved = record.sha256 if record else None
+    digest = rules_digest(current) if current is not None else None
+    return Consent(ConsentKind.RULES, path, "", ConsentStatus.of(digest, approved), current, digest, approved,
+                   record.text if record else None)
+
+
+def trust_project_rules(consent: Consent) -> None:
+    """The person confirmed the rules shown in `consent`: exactly that text is trusted (a file changed since it
+    was shown stays untrusted). Rules that cannot be read are refused (ConfigError), not trusted."""
+    _check_rules(consent)
+    _record_rules(consent.project_dir, consent.current)
+
+
+def write_project_rules(project_dir: str | os.PathLike[str], text: str) -> Path:
+    """Write the project's rules as the person edited them (no link followed), trusted as written."""
+    path = write_beneath(project_dir, ".agent-desk/rules.toml", text)
+    _record_rules(project_dir, text)
+    return path
+
+
+def append_trusted_rule(project_dir: str | os.PathLike[str], rule: Rule) -> None:
+    """"Always allow": add the rule to the file and to the trusted text alike. A file that was untrusted
+    stays so (its unconfirmed part is still the difference); a trusted one stays trusted."""
+    record = trusted_rules(project_dir)
+    append_project_rule(project_dir, rule)
+    _record_rules(project_dir, rules_text_with(record.text if record else None, rule))
+
+
+def project_rules(consent: Consent) -> RuleSet:
+    """The project's rules a session uses: the file when trusted; otherwise only the deny and ask rules of
+    the last trusted text (they can only narrow what runs), and no mode."""
+    where = f"{project_rules_path(consent.project_dir)}: "
+    if consent.ok:
+        text = consent.current
+        return RuleSet.from_text(text, f"project:{project_rules_path(consent.project_dir)}", where=where) \
+            if text is not None else RuleSet()
+    if not consent.approved_text:
+        return RuleSet()
+    kept = RuleSet.from_text(consent.approved_text, f"project-trusted:{project_rules_path(consent.project_dir)}")
+    return RuleSet([r for r in kept.rules if r.action is not Action.ALLOW])
+
+
+def _check_rules(consent: Consent) -> None:
+    if consent.current is not None:
+        RuleSet.from_text(consent.current, where=f"{project_rules_path(consent.project_dir)}: ")
+
+
+def _record_rules(project_dir: str | os.PathLike[str], text: str | None) -> None:
+    """The rules keep their text: a later untrusted change still gets the trusted deny/ask rules."""
+    record = None if text is None else ConsentRecord(rules_digest(text), text, time.time())
+    record_consent(ConsentKind.RULES, project_dir, "", record)
+
+
+def _rules_record(project: ProjectInfo, consent: Consent, revoke: bool) -> dict[str, Any]:
+    _record_rules(project.path, None if revoke else consent.current)
+    return project.settings
+
+
+_RULES_WHAT = {ConsentStatus.NEW: "were never trusted", ConsentStatus.CHANGED: "changed since you trusted them",
+               ConsentStatus.DELETED: "were deleted since you trusted them"}
+
+
+def _rules_warning(consent: Consent) -> str:
+    what = _RULES_WHAT.get(consent.status, "are not trusted")
+    return (f"the project's rules ({project_rules_path(consent.project_dir)}) {what}: this session uses "
+            f"your own rules only (and the last trusted deny/ask rules). Review and trust them with: "
+            f"agent-desk rules trust {consent.project_dir}")
+
+
+# the hooks file -----------------------------------------------------------------------------------------
+def project_hooks_trust(project: ProjectInfo) -> Consent:
+    """Read the project's hooks file (no link followed: a link is a ConfigError) and compare it with the grant."""
+    raw = read_beneath(project.path, HOOKS_FILE, limit=256 * 1024)
+    granted = project.settings.get(HOOKS_GRANT_KEY) or None
+    if raw is None:  # a granted file that is gone grants nothing: there is nothing to run
+        return Consent(ConsentKind.HOOKS, project.path, "", ConsentStatus.NONE, None, None, granted)
+    digest = hooks_digest(raw)
+    return Consent(ConsentKind.HOOKS, project.path, "", ConsentStatus.of(digest, granted),
+                   raw.decode("utf-8", "replace"), digest, granted)
+
+
+def user_hook_specs(settings: Settings, project: ProjectInfo) -> tuple[list[UserHookSpec], Consent]:
+    """The person's hooks: the settings' first, then the project's file when its grant matches it. Blocking
+    (a file): call it off the loop. A hook that cannot be read is a ConfigError: the session does not start
+    without hooks the person asked for."""
+    specs = parse_user_hooks(settings.hooks or None, "settings: hooks")
+    consent = project_hooks_trust(project)
+    if consent.status is ConsentStatus.APPROVED and consent.current is not None:
+        specs += user_hooks_from_toml(consent.current, str(Path(project.path) / HOOKS_FILE))
+    elif not consent.ok:
+        log.warning("%s", consent.warning())
+    return specs, consent
+
+
+def grant_hooks(project: ProjectInfo, consent: Consent, *, revoke: bool = False) -> dict[str, Any]:
+    """The project's settings with the hooks file, exactly as shown in `consent`, granted (or the grant taken
+    back). A file whose hooks cannot be read is refused (ConfigError), not granted."""
+    return approve(project, consent, revoke=revoke)
+
+
+def _check_hooks(consent: Consent) -> None:
+    if consent.current is not None:
+        user_hooks_from_toml(consent.current, str(Path(consent.project_dir) / HOOKS_FILE))
+
+
+def _hooks_record(project: ProjectInfo, consent: Consent, revoke: bool) -> dict[str, Any]:
+    st = {k: v for k, v in project.settings.items() if k != HOOKS_GRANT_KEY}
+    return st if revoke or consent.current is None else {**st, HOOKS_GRANT_KEY: consent.digest}
+
+
+def _hooks_warning(consent: Consent) -> str:
+    what = "were never granted" if consent.status is ConsentStatus.NEW else "changed since you granted them"
+    return (f"the project's hooks ({Path(consent.project_dir) / HOOKS_FILE}) {what}: they do not run. Review and "
+            f"grant them in the project settings (Hooks), or with: agent-desk hooks grant --project "
+            f"{consent.project_dir}")
+
+
+# each MCP server entry ----------------------------------------------------------------------------------
+def mcp_consents(project: ProjectInfo) -> list[Consent]:
+    """The project's servers (.agent-desk/mcp.json) that ask for a relaxation, each against its grant."""
+    from ..mcp_client import grant_status, read_project_servers  # when asked: the MCP SDK is slow to import
+
+    out = []
+    for entry in read_project_servers(project.path):
+        if entry.config is not None and entry.asks_for is not None:
+            status = grant_status(project.settings, entry)
+            out.append(Consent(ConsentKind.MCP, project.path, entry.name, status, entry.asks_for, entry.digest()))
+    return out
+
+
+def _mcp_entry(consent: Consent, revoke: bool = False) -> Any:
+    from ..mcp_client import read_project_servers
+
+    entry = next((e for e in read_project_servers(consent.project_dir) if e.name == consent.name), None)
+    if entry is None or (entry.config is None and not revoke):
+        why = entry.error if entry is not None else f"no server {consent.name!r} in {consent.project_dir}"
+        raise ConfigError(why, hint="`agent-desk mcp list` shows the servers")
+    return entry
+
+
+def _check_mcp(consent: Consent) -> None:
+    if _mcp_entry(consent).digest() != consent.digest:
+        raise ConfigError(f"the server {consent.name!r} changed since it was shown: nothing granted",
+                          hint="review it again")
+
+
+def _mcp_record(project: ProjectInfo, consent: Consent, revoke: bool) -> dict[str, Any]:
+    from ..mcp_client import grant
+
+    return grant(project.settings, _mcp_entry(consent, revoke), revoke=revoke)
+
+
+def _mcp_warning(consent: Consent) -> str:
+    return (f"the project's MCP server {consent.name} asks for {consent.current} and is not granted: it does not "
+            f"start. Grant it with: agent-desk mcp grant {consent.name} --project {consent.project_dir}")
+
+
+CONSENT_KINDS: dict[ConsentKind, ConsentSubject] = {
+    ConsentKind.RULES: ConsentSubject(".agent-desk/rules.toml", lambda p: [project_rules_trust(p.path)],
+                                      _check_rules, _rules_record, _rules_warning),
+    ConsentKind.HOOKS: ConsentSubject(HOOKS_FILE, lambda p: [project_hooks_trust(p)],
+                                      _check_hooks, _hooks_record, _hooks_warning),
+    ConsentKind.MCP: ConsentSubject(".agent-desk/mcp.json", mcp_consents, _check_mcp, _mcp_record, _mcp_warning),
+}

@@ -1,0 +1,94 @@
+"""One consent for every project file the sandbox or a repository can write: the rules file, the hooks file and
+each MCP server entry share one type, one status enum, one registry of kinds and one approve/revoke call."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from desktop_app.config import CONSENT_FILE
+from desktop_app.core import ConfigError, ConsentKind, ConsentStatus, ProjectInfo
+from desktop_app.runtime import CONSENT_KINDS, approve, consents
+
+RULES = '[permissions]\ndeny = ["bash_run(curl *)"]\n'
+HOOKS = '[[PreToolUse]]\nmatcher = "bash_run"\ncommand = "echo no >&2; exit 2"\n'
+MCP = {"mcpServers": {"tool": {"command": "true", "run": "host"}, "quiet": {"command": "true"}}}
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch) -> ProjectInfo:
+    monkeypatch.setenv("AGENT_DESK_CONFIG_DIR", str(tmp_path / "cfg"))
+    folder = tmp_path / "project"
+    (folder / ".agent-desk").mkdir(parents=True)
+    return ProjectInfo(id="p", name="p", path=str(folder))
+
+
+def _write_all(project: ProjectInfo, suffix: str = "") -> None:
+    base = Path(project.path) / ".agent-desk"
+    (base / "rules.toml").write_text(RULES + suffix)
+    (base / "hooks.toml").write_text(HOOKS + suffix)
+    mcp = json.loads(json.dumps(MCP))
+    if suffix:
+        mcp["mcpServers"]["tool"]["args"] = ["--edited"]
+    (base / "mcp.json").write_text(json.dumps(mcp))
+
+
+def _statuses(project: ProjectInfo) -> dict[tuple[ConsentKind, str], ConsentStatus]:
+    return {(c.kind, c.name): c.status for c in consents(project)}
+
+
+def test_every_kind_has_its_entry_in_the_registry() -> None:
+    assert set(CONSENT_KINDS) == set(ConsentKind)
+
+
+def test_nothing_to_approve_in_a_project_without_the_files(project: ProjectInfo) -> None:
+    assert {c.status for c in consents(project)} == {ConsentStatus.NONE}
+    assert all(c.ok for c in consents(project))
+
+
+def test_each_kind_is_new_approved_changed_and_revoked_alike(project: ProjectInfo, tmp_path: Path) -> None:
+    _write_all(project)
+    keys = {(ConsentKind.RULES, ""), (ConsentKind.HOOKS, ""), (ConsentKind.MCP, "tool")}
+    assert _statuses(project) == dict.fromkeys(keys, ConsentStatus.NEW)  # "quiet" asks for nothing: not listed
+    for c in consents(project):
+        project.settings = approve(project, c)
+    assert _statuses(project) == dict.fromkeys(keys, ConsentStatus.APPROVED)
+    assert (tmp_path / "cfg" / CONSENT_FILE).exists()  # the rules' record, out of the sandbox's reach
+    _write_all(project, "# edited\n")
+    assert _statuses(project) == dict.fromkeys(keys, ConsentStatus.CHANGED)
+    assert not any(c.ok for c in consents(project))
+    for c in consents(project):
+        project.settings = approve(project, c, revoke=True)
+    assert _statuses(project) == dict.fromkeys(keys, ConsentStatus.NEW)
+
+
+def test_a_subject_changed_after_it_was_shown_is_not_approved(project: ProjectInfo) -> None:
+    _write_all(project)
+    shown = {c.kind: c for c in consents(project)}
+    _write_all(project, "# edited\n")
+    project.settings = approve(project, shown[ConsentKind.RULES])
+    project.settings = approve(project, shown[ConsentKind.HOOKS])
+    with pytest.raises(ConfigError, match="changed since it was shown"):
+        approve(project, shown[ConsentKind.MCP])
+    # what was approved is what was shown: the files on disk are not
+    assert set(_statuses(project).values()) == {ConsentStatus.CHANGED, ConsentStatus.NEW}
+
+
+def test_a_subject_that_cannot_be_used_is_refused_not_approved(project: ProjectInfo) -> None:
+    (Path(project.path) / ".agent-desk/hooks.toml").write_text('[[PreToolUse]]\nmatcher = "x"\n')
+    (Path(project.path) / ".agent-desk/rules.toml").write_text("[permissions\n")
+    for c in consents(project):
+        if c.kind is not ConsentKind.MCP:
+            with pytest.raises(ConfigError):
+                approve(project, c)
+    assert {c.status for c in consents(project) if c.kind is not ConsentKind.MCP} == {ConsentStatus.NEW}
+
+
+def test_the_status_is_one_enum_from_two_digests() -> None:
+    assert ConsentStatus.of(None, None) is ConsentStatus.NONE
+    assert ConsentStatus.of(None, "a") is ConsentStatus.DELETED
+    assert ConsentStatus.of("a", None) is ConsentStatus.NEW
+    assert ConsentStatus.of("a", "a") is ConsentStatus.APPROVED
+    assert ConsentStatus.of("a", "b") is ConsentStatus.CHANGED
