@@ -85,6 +85,26 @@ EXPORTED: dict[str, list[str]] = {
 }
 
 
+# The rooms inside a package: what each one offers its package's other rooms (and its __init__).
+ROOMS: dict[str, list[str]] = {
+    "sandbox.docker": ["DockerSandbox", "container_name", "folder_owner", "remove_orphans"],
+    "sandbox.exec": ["ExecTransport"],
+    "sandbox.sync": ["SyncedWorkspace", "remove_project_volumes"],
+    "sandbox.images": [
+        "ImageSpec", "ImageStatus", "build_base_image", "build_image", "image_name_for_tag", "images_dir",
+        "list_images", "load_catalog", "resolve_image",
+        "ProjectImageBuild", "ProjectImageSource", "build_project_image", "find_project_image",
+        "project_image_digest", "project_image_tag", "refuse_loosening",
+    ],
+    "store.integrity": [
+        "GENESIS", "VerifyResult", "canonical_json", "link_hash", "split_canonical",  # the chain
+        "BLOB_MIN", "message_digests", "record_digests", "sha", "to_json",  # the rows' digests
+        "HeadNotary", "HeadSigner", "db_identity",  # the head's signature, the desk's witness
+        "ChainDigests", "latest_head", "message_entries", "trailer", "verify", "verify_export",  # checks, export
+    ],
+}
+
+
 @pytest.mark.parametrize("package", PACKAGES)
 def test_exported_members_are_locked(package: str) -> None:
     module = importlib.import_module(f"desktop_app.{package}")
@@ -92,6 +112,14 @@ def test_exported_members_are_locked(package: str) -> None:
     assert len(set(module.__all__)) == len(module.__all__)
     for name in module.__all__:
         assert hasattr(module, name), f"desktop_app.{package}.__all__ names {name}, which it does not define"
+
+
+@pytest.mark.parametrize("room", sorted(ROOMS))
+def test_rooms_exported_members_are_locked(room: str) -> None:
+    module = importlib.import_module(f"desktop_app.{room}")
+    assert sorted(module.__all__) == sorted(ROOMS[room])
+    for name in module.__all__:
+        assert hasattr(module, name), f"desktop_app.{room}.__all__ names {name}, which it does not define"
 
 
 def _imports_across_packages() -> list[tuple[str, str, str]]:
