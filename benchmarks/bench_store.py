@@ -23,8 +23,8 @@ from pathlib import Path
 from benchmarks._util import repeat, report
 from desktop_app.core import AuditEntry, Outcome, ToolCallRecord, ToolCallState
 from desktop_app.store import SCHEMA_VERSION, AuditQuery, HeadSigner, SqlStore
-from desktop_app.store._chain import GENESIS, link_hash, split_canonical
-from desktop_app.store._digests import record_digests, sha
+from desktop_app.store.integrity._chain import GENESIS, link_hash, split_canonical
+from desktop_app.store.integrity._digests import record_digests, sha
 
 FIXTURE_RECORDS = 1_000_000
 FIXTURE_VERSION = 2  # bump when the generated data changes (2: digests in the entries, tool_use ids)

@@ -21,9 +21,9 @@ from sqlalchemy.engine import make_url
 from benchmarks._util import repeat, report
 from benchmarks.bench_store import CACHE, FIXTURE_RECORDS, STATES, T0, TOOLS, _row, _vocab, bench_queries
 from desktop_app.store import SCHEMA_VERSION, SqlStore
-from desktop_app.store._chain import GENESIS, link_hash, split_canonical
-from desktop_app.store._digests import record_digests, sha
 from desktop_app.store._search import index_text
+from desktop_app.store.integrity._chain import GENESIS, link_hash, split_canonical
+from desktop_app.store.integrity._digests import record_digests, sha
 from tests.postgres import PostgresServer
 
 DAY = 86_400.0

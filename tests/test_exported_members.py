@@ -114,6 +114,21 @@ EXPORTED_BY_ROOMS: dict[str, list[str]] = {
         "Redirect", "ShellAnalysis", "SimpleCommand", "analyse_command", "assess_command", "assess_risk",
         "container_path", "control_dir", "control_reason", "glob_regex",
     ],
+    "sandbox.docker": ["DockerSandbox", "container_name", "folder_owner", "remove_orphans"],
+    "sandbox.exec": ["ExecTransport"],
+    "sandbox.sync": ["SyncedWorkspace", "remove_project_volumes"],
+    "sandbox.images": [
+        "ImageSpec", "ImageStatus", "build_base_image", "build_image", "image_name_for_tag", "images_dir",
+        "list_images", "load_catalog", "resolve_image",
+        "ProjectImageBuild", "ProjectImageSource", "build_project_image", "find_project_image",
+        "project_image_digest", "project_image_tag", "refuse_loosening",
+    ],
+    "store.integrity": [
+        "GENESIS", "VerifyResult", "canonical_json", "link_hash", "split_canonical",  # the chain
+        "BLOB_MIN", "message_digests", "record_digests", "sha", "to_json",  # the rows' digests
+        "HeadNotary", "HeadSigner", "db_identity",  # the head's signature, the desk's witness
+        "ChainDigests", "latest_head", "message_entries", "trailer", "verify", "verify_export",  # checks, export
+    ],
 }
 
 

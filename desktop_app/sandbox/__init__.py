@@ -1,31 +1,34 @@
 """Where tools run: the hardened DockerSandbox (default), the opt-in LocalSandbox (unsandboxed), the
 per-project SandboxConfig, and the image catalog. docker is imported lazily. The Sandbox protocol they
-implement lives in core, beside the tools that consume it."""
+implement lives in core, beside the tools that consume it.
+
+Rooms: docker/ (the container sandbox), exec/ (its transport without python3), sync/ (its synced
+workspace), images/ (the catalog and a project's own image), helper/ (runs in the container). What
+several rooms share stays here: the engine client, the exec stream's frames, the config, the control
+mounts and the helper's operations."""
 
 from ._client import connect
 from ._config import SandboxConfig, workspace_where
-from ._docker import DockerSandbox, container_name, folder_owner, remove_orphans
 from ._factory import create_sandbox
-from ._images import (
+from ._local import LocalSandbox
+from .docker import DockerSandbox, container_name, folder_owner, remove_orphans
+from .images import (
     ImageSpec,
     ImageStatus,
+    ProjectImageBuild,
+    ProjectImageSource,
     build_base_image,
     build_image,
+    build_project_image,
+    find_project_image,
     image_name_for_tag,
     images_dir,
     list_images,
     load_catalog,
-    resolve_image,
-)
-from ._local import LocalSandbox
-from ._project_image import (
-    ProjectImageBuild,
-    ProjectImageSource,
-    build_project_image,
-    find_project_image,
     project_image_digest,
     project_image_tag,
     refuse_loosening,
+    resolve_image,
 )
 
 __all__ = [

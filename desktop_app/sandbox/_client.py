@@ -1,5 +1,5 @@
 """The Docker engine client: `connect()` and the plain reason shown for an engine's error. Its own module
-so that `_docker` and `_images` share it without importing each other."""
+here, beside the rooms that share it (docker/, images/, sync/), so that none imports another for it."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from ..core import Sandbox, SandboxError
 from ._config import SandboxConfig
-from ._docker import DockerSandbox
 from ._local import LocalSandbox
+from .docker import DockerSandbox
 
 
 def create_sandbox(

@@ -1,13 +1,11 @@
 """The audit store: sqlmodel tables, a SQLite/SQLAlchemy RecordStore with one writer thread,
 hash-chained audit entries, queries, export and verification."""
 
-from ._chain import VerifyResult, canonical_json
 from ._export import CSV_COLUMNS, write_records
 from ._query import AuditQuery, RecordRow, StoreStats
-from ._signed_export import verify_export
-from ._signing import HeadSigner
 from ._sql_store import SqlStore
 from ._tables import SCHEMA_VERSION
+from .integrity import HeadSigner, VerifyResult, canonical_json, verify_export
 
 __all__ = [
     "CSV_COLUMNS",

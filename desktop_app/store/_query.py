@@ -8,10 +8,8 @@ from typing import Any
 
 from desktop_app.core import AuditEntry, StoreError, ToolCallRecord, ToolCallState
 
-from ._search import TS_CONFIG, fts_match, index_text, like_patterns, tsquery
+from ._search import TS_CONFIG, fts_match, like_patterns, tsquery
 from ._tables import AuditEntryRow, ToolCallRow, columns, decode_row, from_json
-
-SEARCH_TEXT_MAX = 200_000
 
 # A ToolCallRecord's columns: the row key and the index's text are the store's own.
 RECORD_COLUMNS = columns(ToolCallRow, without=("pk", "search_text"))
@@ -208,30 +206,3 @@ def entry_from_row(row: Any) -> AuditEntry:
     seq, record_id, state, at, actor, note, data, _prev, h = row[:9]
     return AuditEntry(record_id=record_id, state=ToolCallState(state), at=at, actor=actor, note=note,
                       data=from_json(data) or {}, seq=seq, hash=h)
-
-
-def _strings(value: Any, out: list[str], skip_keys: frozenset[str] = frozenset()) -> None:
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, dict):
-        if value.get("type") == "image":
-            return  # base64 pixels are not words
-        for k, v in value.items():
-            if k not in skip_keys:
-                _strings(v, out, skip_keys)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            _strings(v, out, skip_keys)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        out.append(str(value))
-
-
-def search_text(record: ToolCallRecord) -> str:
-    """What the full-text index sees for a record: its name, input and result words, error."""
-    parts: list[str] = [record.name]
-    _strings(record.input, parts)
-    if record.result:
-        _strings(record.result, parts)
-    if record.error:
-        parts.append(record.error)
-    return index_text("\n".join(parts)[:SEARCH_TEXT_MAX])[:SEARCH_TEXT_MAX]

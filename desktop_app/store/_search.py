@@ -7,12 +7,17 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from desktop_app.core import ToolCallRecord
 
 # A word is a run of letters and digits (FTS5's unicode61 splits on the rest, underscore included).
 _WORD = re.compile(r"[^\W_]+")
 # PostgreSQL ignores a lexeme over 2047 bytes; cut words (4 bytes a character at most) to stay indexed.
 WORD_MAX = 500
 TS_CONFIG = "simple"  # no stemming and no stop words: words match as FTS5's unicode61 matches them
+SEARCH_TEXT_MAX = 200_000
 
 
 def words(text: str) -> list[str]:
@@ -74,3 +79,30 @@ def like_patterns(text: str) -> list[str]:
         phrase = " ".join(p.words).replace("!", "!!").replace("%", "!%").replace("_", "!_")
         out.append(f"%{phrase}%")
     return out
+
+
+def _strings(value: Any, out: list[str], skip_keys: frozenset[str] = frozenset()) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        if value.get("type") == "image":
+            return  # base64 pixels are not words
+        for k, v in value.items():
+            if k not in skip_keys:
+                _strings(v, out, skip_keys)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _strings(v, out, skip_keys)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        out.append(str(value))
+
+
+def search_text(record: ToolCallRecord) -> str:
+    """What the full-text index sees for a record: its name, input and result words, error."""
+    parts: list[str] = [record.name]
+    _strings(record.input, parts)
+    if record.result:
+        _strings(record.result, parts)
+    if record.error:
+        parts.append(record.error)
+    return index_text("\n".join(parts)[:SEARCH_TEXT_MAX])[:SEARCH_TEXT_MAX]

@@ -29,10 +29,8 @@ from desktop_app.core import (
     ToolCallState,
 )
 
-from ._chain import GENESIS, VerifyResult, canonical_json, split_canonical
 from ._connections import make_engine, to_url
 from ._db_errors import postgres_error, safe_url, sqlite_open_error
-from ._digests import BLOB_MIN, record_digests, sha
 from ._export import FORMATS, write_records
 from ._migrate import upgrade
 from ._query import (
@@ -44,10 +42,8 @@ from ._query import (
     build_sql,
     entry_from_row,
     record_from_row,
-    search_text,
 )
-from ._signed_export import ChainDigests, latest_head, message_entries, trailer
-from ._signing import HeadNotary, HeadSigner
+from ._search import search_text
 from ._tables import (
     EventRow,
     MessageRow,
@@ -58,11 +54,26 @@ from ._tables import (
     decode_row,
     encode_row,
     from_json,
-    to_json,
 )
-from ._verify import verify
-from ._witness import db_identity
 from ._writer import ErrorTranslator, Op, Waiter, Writer, blob_params
+from .integrity import (
+    BLOB_MIN,
+    GENESIS,
+    ChainDigests,
+    HeadNotary,
+    HeadSigner,
+    VerifyResult,
+    canonical_json,
+    db_identity,
+    latest_head,
+    message_entries,
+    record_digests,
+    sha,
+    split_canonical,
+    to_json,
+    trailer,
+    verify,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

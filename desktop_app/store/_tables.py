@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import JSON, Column, Index, Text
 from sqlmodel import Field, SQLModel
 
-from ._chain import json_default
+from .integrity import to_json
 
 # The Alembic head this code expects; benchmarks key their cached fixtures on it.
 SCHEMA_VERSION = "0005"
@@ -243,13 +243,6 @@ def decode_row(table: type[SQLModel], cols: tuple[str, ...], row: Any) -> dict[s
         if name in values:
             values[name] = from_json(values[name])
     return values
-
-
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=json_default)  # built once
-
-
-def to_json(value: Any) -> str:
-    return _ENCODER.encode(value)
 
 
 def from_json(value: Any) -> Any:

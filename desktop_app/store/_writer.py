@@ -21,10 +21,7 @@ from sqlmodel import SQLModel
 
 from desktop_app.core import AuditEntry, Channel, Envelope, StoreError
 
-from ._chain import GENESIS, link_hash, split_canonical
 from ._db_errors import postgres_error
-from ._digests import BLOB_MIN, message_digests, sha
-from ._signing import HeadNotary
 from ._tables import (
     AuditEntryRow,
     BlobRow,
@@ -35,8 +32,8 @@ from ._tables import (
     SessionRow,
     ToolCallRow,
     columns,
-    to_json,
 )
+from .integrity import BLOB_MIN, GENESIS, HeadNotary, link_hash, message_digests, sha, split_canonical, to_json
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from desktop_app.sandbox._helper_archive import helper_archive
-from desktop_app.sandbox._helper_channel import HelperChannel, _request_bytes
+from desktop_app.sandbox.docker._helper_archive import helper_archive
+from desktop_app.sandbox.docker._helper_channel import HelperChannel, _request_bytes
 
 NOT_UTF8 = bytes(range(256)) * 3 + b"\xff\xfe\x00\n\r\x80"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from desktop_app.core import ConfigError
-from desktop_app.sandbox._build_context import CA_FILE, build_context, build_proxy_args
+from desktop_app.sandbox.images._build_context import CA_FILE, build_context, build_proxy_args
 from tests.sandbox.mcp_wire import need_mcp_image
 
 PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from desktop_app.core import SandboxError, glob_regex
-from desktop_app.sandbox import _helper_archive
-from desktop_app.sandbox._helper_archive import helper_archive, helper_command
-from desktop_app.sandbox._helper_channel import HelperChannel
 from desktop_app.sandbox._helper_ops import ErrorCode
+from desktop_app.sandbox.docker import _helper_archive
+from desktop_app.sandbox.docker._helper_archive import helper_archive, helper_command
+from desktop_app.sandbox.docker._helper_channel import HelperChannel
 from desktop_app.sandbox.helper.errors import HelperError, OutsideWorkspace
 from desktop_app.sandbox.helper.server import PROTOCOL_VERSION
 

@@ -92,7 +92,7 @@ def test_devcontainer_jsonc_is_read_and_paths_stay_in_the_project(tmp_path: Path
     (folder / "src.py").write_text("print(1)")
     assert project_image_digest(folder, source) != first  # the context is the project root
     (folder / ".dockerignore").write_text("node_modules\n.devcontainer\n")  # the Dockerfile is sent anyway
-    from desktop_app.sandbox._project_image import OUTSIDE_DOCKERFILE, pack_context
+    from desktop_app.sandbox.images._project_image import OUTSIDE_DOCKERFILE, pack_context
 
     assert pack_context(folder, source, with_ca=False).dockerfile == OUTSIDE_DOCKERFILE
     tag = project_image_tag("prj_1", "My Project!", first)

@@ -8,7 +8,7 @@ import pytest
 from desktop_app.core import ConfigError
 from desktop_app.sandbox import SandboxConfig
 from desktop_app.sandbox._config import engine_address, syncs_workspace
-from desktop_app.sandbox._sync_plan import link_refusal, plan, pull_refusal
+from desktop_app.sandbox.sync._plan import link_refusal, plan, pull_refusal
 
 A, B, C = ["f", 0o644, 1, "a"], ["f", 0o644, 1, "b"], ["f", 0o644, 1, "c"]
 

@@ -25,9 +25,9 @@ from desktop_app.config import SIGNING_KEY_FILE, desk_signing_key, witness_dir
 from desktop_app.core import ConfigError, ProjectInfo, SessionInfo, StoredMessage, StoreError
 from desktop_app.runtime import head_signer, open_store
 from desktop_app.store import AuditQuery, HeadSigner, SqlStore, canonical_json, verify_export
-from desktop_app.store._chain import GENESIS
-from desktop_app.store._signing import SignedHead
-from desktop_app.store._witness import db_identity, witness_name
+from desktop_app.store.integrity._chain import GENESIS
+from desktop_app.store.integrity._signing import SignedHead
+from desktop_app.store.integrity._witness import db_identity, witness_name
 from tests.store.conftest import make_record, pending, run_to_completion
 
 RECORDS = 4  # three entries each: 12 in the chain
@@ -606,7 +606,7 @@ async def test_a_record_edited_in_a_re_signed_complete_export_is_refused(desk: P
     lines = [*original[:index], json.dumps(rec), *original[index + 1:-1]]
     body = "".join(line + "\n" for line in lines)
     real = json.loads(original[-1])
-    from desktop_app.store._signed_export import trailer
+    from desktop_app.store.integrity._signed_export import trailer
 
     mallory = HeadSigner(Ed25519PrivateKey.generate().private_bytes_raw())
     head = (SignedHead.from_dict(real["head"]), real["head_public_key"])
@@ -625,7 +625,7 @@ async def test_an_export_re_signed_with_another_key_is_refused_by_the_trusted_ke
     rec = json.loads(original[0])
     rec["trail"][-1]["note"] = "approved by the owner"
     mallory = HeadSigner(Ed25519PrivateKey.generate().private_bytes_raw())
-    from desktop_app.store._signed_export import trailer
+    from desktop_app.store.integrity._signed_export import trailer
 
     body = "".join(line + "\n" for line in [json.dumps(rec), *original[1:-1]])
     tr = trailer(mallory, None, 2, hashlib.sha256(body.encode()).hexdigest())

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from desktop_app.store import SqlStore
-from desktop_app.store import _verify as verify_module
-from desktop_app.store._chain import WALK_COLUMNS, walk_file, walk_result
 from desktop_app.store._tables import AuditEntryRow, columns
+from desktop_app.store.integrity import _verify as verify_module
+from desktop_app.store.integrity._chain import WALK_COLUMNS, walk_file, walk_result
 from tests.security.test_audit_tamper import _fill, _sql
 
 ATTACKS = {

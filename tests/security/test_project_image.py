@@ -160,7 +160,7 @@ def test_links_out_of_the_project_are_never_followed(tmp_path: Path) -> None:
     os.unlink(folder / ".devcontainer" / "Dockerfile")
     (folder / ".devcontainer" / "Dockerfile").write_text(DOCKERFILE)
     os.symlink(secret, folder / ".devcontainer" / "leak")  # in the context: sent as a link, never its content
-    from desktop_app.sandbox._project_image import pack_context
+    from desktop_app.sandbox.images._project_image import pack_context
 
     ctx = pack_context(folder, source, with_ca=False)
     import tarfile
@@ -177,7 +177,7 @@ def test_links_out_of_the_project_are_never_followed(tmp_path: Path) -> None:
 
 def test_a_fifo_a_huge_context_and_a_linked_devcontainer_json_are_handled(docker_client, tmp_path: Path,
                                                                           monkeypatch) -> None:
-    from desktop_app.sandbox import _project_image
+    from desktop_app.sandbox.images import _project_image
 
     folder = project(tmp_path / "p", {"build": {"dockerfile": "Dockerfile", "context": ".."}})
     os.mkfifo(folder / "pipe")  # a FIFO would block a reader: never opened, never sent

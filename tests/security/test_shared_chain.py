@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from desktop_app.store import AuditQuery, HeadSigner, SqlStore, canonical_json, verify_export
-from desktop_app.store._chain import GENESIS, entry_fields
-from desktop_app.store._signing import b64, batch_message
+from desktop_app.store.integrity._chain import GENESIS, entry_fields
+from desktop_app.store.integrity._signing import b64, batch_message
 from tests.store.conftest import make_record, run_to_completion
 
 # alice writes entries 1..6, bob 7..12, alice 13..18: one commit (one signed batch) per entry.

@@ -99,7 +99,7 @@ async def hang(url: str, seed_hex: str) -> None:
     batch were written and before the commit; print "inside" there, for the test to kill this process."""
     import time
 
-    from desktop_app.store import _signing
+    from desktop_app.store.integrity import _signing
 
     sign_in_tx = _signing.HeadNotary.sign_in_tx
 

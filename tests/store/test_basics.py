@@ -30,8 +30,8 @@ from desktop_app.core import (
     ToolEnd,
 )
 from desktop_app.store import SCHEMA_VERSION, SqlStore
-from desktop_app.store._chain import GENESIS
 from desktop_app.store._tables import STORE_TABLES
+from desktop_app.store.integrity._chain import GENESIS
 
 from .conftest import make_record, pending, run_to_completion
 

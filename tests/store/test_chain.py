@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, text
 
 from desktop_app.core import ToolCallState
 from desktop_app.store import SqlStore, canonical_json
-from desktop_app.store._chain import entry_fields, split_canonical
+from desktop_app.store.integrity._chain import entry_fields, split_canonical
 
 from .conftest import make_record, run_to_completion
 

@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from desktop_app.store import HeadSigner, SqlStore, canonical_json
-from desktop_app.store._chain import entry_fields, split_canonical
-from desktop_app.store._signing import key_id_of
+from desktop_app.store.integrity._chain import entry_fields, split_canonical
+from desktop_app.store.integrity._signing import key_id_of
 from tests.store.chain_writer import Desk, run_desks
 from tests.store.conftest import make_record, run_to_completion
 

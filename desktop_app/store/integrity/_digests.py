@@ -4,7 +4,10 @@ and of its fields, in one `digests` text that the entry's hash covers and `verif
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
+
+from ._chain import json_default
 
 # A record's columns that its row digest covers, in this order (its key `id` is the entry's record_id;
 # `pk` and the derived `search_text` are not covered). FLOAT columns are compared as floats and BOOLEAN
@@ -22,6 +25,14 @@ MESSAGE_FIELDS = ("session_id", "role", "content", "created_at")
 MESSAGE_NAMED = ("content",)
 # Inputs longer than this (as JSON text) are stored once in `blobs`, under their sha256.
 BLOB_MIN = 16 * 1024
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=json_default)  # built once
+
+
+def to_json(value: Any) -> str:
+    """A JSON column's text as stored, and so as its digest covers it."""
+    return _ENCODER.encode(value)
 
 
 def sha(text: str) -> str:

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import IO
 
-from ..core import ConfigError
+from ...core import ConfigError
 
 CA_ENV = "AGENT_DESK_BUILD_CA_BUNDLE"  # a file, or "none"; unset: the system bundle
 NETWORK_ENV = "AGENT_DESK_BUILD_NETWORK"  # the network of the build's RUN steps; unset: the engine's default

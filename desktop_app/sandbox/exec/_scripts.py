@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from ..core import WORKSPACE
-from .helper.proctree import RUN_ENV
+from ...core import WORKSPACE
+from ..helper.proctree import RUN_ENV
 
 OUTSIDE = "__AGENT_DESK_OUTSIDE__"
 ERROR = "__AGENT_DESK_ERROR__"

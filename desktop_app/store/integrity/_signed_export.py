@@ -17,9 +17,9 @@ from sqlalchemy.engine import Connection
 
 from desktop_app.core import ToolCallRecord
 
+from .._export import record_json
 from ._chain import GENESIS, VerifyResult, canonical_json, entry_fields, link_hash
-from ._digests import RECORD_NAMED, field_digest, unpack
-from ._export import record_json
+from ._digests import RECORD_NAMED, field_digest, to_json, unpack
 from ._signing import (
     SELECT_HEAD_SIGNATURES,
     HeadSigner,
@@ -31,7 +31,6 @@ from ._signing import (
     signature_ok,
     unb64,
 )
-from ._tables import to_json
 
 TRAILER_KEY = "agent_desk_signed_export"
 
@@ -230,5 +229,5 @@ def _check_record(rec: dict[str, Any], last: dict[str, Any]) -> None:
 
 
 def _stored(field: str, value: Any) -> Any:
-    # The text a JSON column holds (see store/_tables.py's to_json); NULL stays None.
+    # The text a JSON column holds (see _digests.py's to_json); NULL stays None.
     return None if value is None else to_json(value)

@@ -1,5 +1,5 @@
 """What a sync of a synced workspace must do, decided from three manifests: the host folder now, the volume
-now, and what each side held at the last sync. Pure: no file is touched here (see _sync.py)."""
+now, and what each side held at the last sync. Pure: no file is touched here (see _workspace_sync.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 import posixpath
 from dataclasses import dataclass, field
 
-from ..core import WORKSPACE, control_dir
-from .helper.sync import entry_of, walk_manifest
+from ...core import WORKSPACE, control_dir
+from ..helper.sync import entry_of, walk_manifest
 
 # One manifest entry, the same shape on both sides: [type, mode, size, digest or link target], type one of
 # f (file), d (folder), l (link), o (other: FIFO, socket, device; never synced).

@@ -10,8 +10,8 @@ import io
 import zipfile
 from importlib import resources
 
-from ..core import glob_regex
-from . import helper
+from ...core import glob_regex
+from .. import helper
 
 HELPER_DIR = "/tmp/.agent-desk"  # /tmp is the container's own tmpfs
 NO_PYTHON = "NOPYTHON"

@@ -65,7 +65,7 @@ def batches(conn: Connection, sql: str) -> Iterator[list[tuple[Any, ...]]]:
 
 def verify(conn: Connection, signer: HeadSigner | None = None, identity: str = "") -> VerifyResult:
     """The links, then the rows beside them, then (in the same read transaction) the signed heads and the
-    witness of this installation (`signer`, `identity`: store/_head_verify.py). Every finding is kept in
+    witness of this installation (`signer`, `identity`: _head_verify.py). Every finding is kept in
     `problems`; the most telling one is named first (see `_rank`). A long chain is walked by a second process
     while this one cross-checks the rows."""
     if conn.dialect.name == "postgresql":  # one snapshot for every read below, while other desks write
@@ -114,7 +114,7 @@ def _walk_here(conn: Connection, head: tuple[int, str] | None) -> Walked:
 
 
 def _start_walk(conn: Connection, head: tuple[int, str] | None) -> subprocess.Popen[str] | None:
-    """The walk of a long chain in a second process (store/_chain.py run as a script, standard library only),
+    """The walk of a long chain in a second process (_chain.py run as a script, standard library only),
     over the entries this snapshot holds; None when it is walked here."""
     if conn.dialect.name != "sqlite":
         return None

@@ -1,5 +1,5 @@
 """The slow path for images without python3: each operation is one `docker exec` of a small POSIX shell
-script (see _exec_scripts.py), answering with the same dicts as the in-container helper. The same
+script (see _scripts.py), answering with the same dicts as the in-container helper. The same
 containment as the helper: commands in their own sessions with a run cookie, killed whole (bash_kill, timeout,
 cancel, the session's end); writes that never follow a link; fs_grep that cannot backtrack."""
 
@@ -18,15 +18,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..core import WORKSPACE, SandboxError, glob_regex
-from ._exec_regex import Untranslatable, ere_from_rust
-from ._exec_scripts import ERROR, OUTSIDE, script
-from ._frames import STDERR, read_frames
-from ._helper_ops import ErrorCode, sandbox_error
-from ._local import _re2_compile
-from .helper.processes import KILL_GRACE_S, Capture, start_error
-from .helper.search import GREP_LINE_MAX, GREP_MAX_FILE, SEARCH_TIMEOUT_S
-from .helper.workspace import MAX_WRITE
+from ...core import WORKSPACE, SandboxError, glob_regex
+from .._frames import STDERR, read_frames
+from .._helper_ops import ErrorCode, sandbox_error
+from .._local import _re2_compile
+from ..helper.processes import KILL_GRACE_S, Capture, start_error
+from ..helper.search import GREP_LINE_MAX, GREP_MAX_FILE, SEARCH_TIMEOUT_S
+from ..helper.workspace import MAX_WRITE
+from ._regex import Untranslatable, ere_from_rust
+from ._scripts import ERROR, OUTSIDE, script
 
 ARG_MAX_ONE = 128 * 1024 - 1  # the kernel's MAX_ARG_STRLEN, less the NUL
 ARG_MAX_ALL = 1536 * 1024  # well under the usual ARG_MAX (a quarter of an 8 MiB stack)

@@ -21,7 +21,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..core import (
+from ...core import (
     DEFAULT_OUTPUT_LIMIT,
     DEFAULT_TIMEOUT_S,
     MAX_TIMEOUT_S,
@@ -30,19 +30,18 @@ from ..core import (
     OutputCallback,
     SandboxDescription,
     SandboxError,
+    SyncReport,
 )
-from ._client import ENGINE_HINT, connect, short_reason
-from ._config import SandboxConfig, human_size
-from ._control_mounts import MOUNTS_VERSION, control_mounts
-from ._docker_process import DockerProcessChannel
-from ._docker_sync import SyncedWorkspaceMixin
-from ._exec_transport import ExecTransport
+from .._client import ENGINE_HINT, connect, short_reason
+from .._config import SandboxConfig, engine_address, human_size
+from .._control_mounts import MOUNTS_VERSION, control_mounts
+from .._helper_ops import HelperOps, clamp_timeout, exec_result
+from ..exec import ExecTransport
+from ..helper.processes import KILL_GRACE_S
+from ..images import image_name_for_tag, refuse_loosening
+from ..sync import SyncedWorkspace, remove_project_volumes
 from ._helper_channel import OP_TIMEOUT_S, HelperChannel
-from ._helper_ops import HelperOps, clamp_timeout, exec_result
-from ._images import image_name_for_tag
-from ._project_image import refuse_loosening
-from ._sync_volumes import remove_project_volumes
-from .helper.processes import KILL_GRACE_S
+from ._process import DockerProcessChannel
 
 if TYPE_CHECKING:
     import docker
@@ -167,7 +166,7 @@ def remove_orphans(
 
 
 # ------------------------------------------------------------------------------------------ sandbox
-class DockerSandbox(SyncedWorkspaceMixin, HelperOps):
+class DockerSandbox(HelperOps):
     """The Sandbox protocol in a hardened per-project container (see SandboxConfig for the knobs)."""
 
     def __init__(
@@ -199,6 +198,26 @@ class DockerSandbox(SyncedWorkspaceMixin, HelperOps):
         self._processes: weakref.WeakSet[DockerProcessChannel] = weakref.WeakSet()
         # What the session's end found running and killed, and what is still alive after (see sweep()).
         self.last_sweep: dict[str, Any] = {"killed": [], "alive": []}
+        self.synced_workspace = SyncedWorkspace(self.config, self.folder, project_id, self._pool, self._helper_link)
+
+    def _helper_link(self, container_id: str) -> HelperChannel:
+        return HelperChannel(self._client.api, container_id, self._pool)
+
+    @property
+    def synced(self) -> bool:
+        """Whether the workspace is a volume on the engine, synced with the folder (judged at start)."""
+        return self.synced_workspace.synced
+
+    def engine(self) -> str:
+        return engine_address(self._client)
+
+    async def sync_workspace(self, direction: str = "both") -> SyncReport | None:
+        """Bring the host folder and the volume level (both ways, by digest); None when not synced.
+        `direction` says when it runs ("in": before a call, "both": after one); the work is the same."""
+        if not self.synced_workspace.synced:
+            return None
+        await self.start()
+        return await self.synced_workspace.sync()
 
     # -- lifecycle
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -212,13 +231,13 @@ class DockerSandbox(SyncedWorkspaceMixin, HelperOps):
                 return
             try:
                 await self._run(self._ensure_container)
-                channel = HelperChannel(self._client.api, self._container.id, self._pool)
+                channel = self._helper_link(self._container.id)
                 has_python = await self._run(channel.open)
             except SandboxError:
                 raise
             except Exception as exc:  # docker's and requests' errors: the engine went away or refused
                 raise SandboxError(f"Docker failed: {short_reason(exc)}", hint=ENGINE_HINT) from None
-            await self._start_sync()  # a synced workspace: filled before the first call
+            await self.synced_workspace.start()  # a synced workspace: filled before the first call
             if has_python:
                 self._channel, self._exec_transport, self.transport = channel, None, "helper"
             else:
@@ -248,7 +267,7 @@ class DockerSandbox(SyncedWorkspaceMixin, HelperOps):
             log.warning("could not remove orphan sandbox containers: %s", short_reason(exc))
         self._uid, self._gid = (self.config.uid, self.config.uid) if self.config.uid else folder_owner(self.folder)
         st = os.stat(self.folder)
-        synced = self._prepare_synced(image.id, self._uid, self._gid)
+        synced = self.synced_workspace.prepare(client, self.engine(), image.id, self._uid, self._gid)
         self._controls = [] if synced else control_mounts(self.folder, git_writable=self.config.git_writable)
         # The folder's inode too: a bind mount keeps a deleted-and-recreated folder's old inode. The control
         # mounts too: a `.git` that appeared since (`git init`) is mounted read-only at the next start.
@@ -321,7 +340,7 @@ class DockerSandbox(SyncedWorkspaceMixin, HelperOps):
                 user=f"{self._uid}:{self._gid}",
                 working_dir=WORKSPACE,
                 environment={"HOME": HOME, "LANG": "C.UTF-8", "USER": "sandbox"},
-                mounts=self._workspace_mounts(
+                mounts=self.synced_workspace.mounts(
                     [Mount(WORKSPACE, self.folder, type="bind", read_only=cfg.workspace_readonly)]
                     + [Mount(target, source, type="bind", read_only=ro) for target, source, ro in self._controls]),
                 tmpfs={
@@ -380,7 +399,7 @@ class DockerSandbox(SyncedWorkspaceMixin, HelperOps):
             return
         await self._close_processes()
         await self.sweep()
-        await self._close_sync(self.config.keep_running)
+        await self.synced_workspace.close(self.config.keep_running)
         self._closed = True
         channel, self._channel = self._channel, None
         if channel is not None:
@@ -439,7 +458,7 @@ class DockerSandbox(SyncedWorkspaceMixin, HelperOps):
             relaxations=relaxations,
             workspace=WORKSPACE,
             host_path=self.folder,
-            **self._sync_description(),
+            **self.synced_workspace.description(self.engine()),
         )
 
     # -- long-lived processes

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..core import WORKSPACE, SandboxError
-from ._client import short_reason
-from ._frames import STDERR, FrameDecoder
+from ...core import WORKSPACE, SandboxError
+from .._client import short_reason
+from .._frames import STDERR, FrameDecoder
+from .._helper_ops import error_from
 from ._helper_archive import NO_PYTHON, NOT_WRITTEN, helper_command
-from ._helper_ops import error_from
 
 log = logging.getLogger(__name__)
 _SIGNALS = {signal.SIGKILL: "SIGKILL", signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT", signal.SIGHUP: "SIGHUP"}

@@ -10,8 +10,8 @@ import hashlib
 import logging
 from typing import Any
 
-from ..core import WORKSPACE, SandboxError
-from ._client import short_reason
+from ...core import WORKSPACE, SandboxError
+from .._client import short_reason
 
 log = logging.getLogger(__name__)
 

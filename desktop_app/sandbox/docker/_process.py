@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..core import SandboxError
-from ._client import short_reason
-from ._frames import STDERR, FrameDecoder
-from .helper.proctree import RUN_ENV
+from ...core import SandboxError
+from .._client import short_reason
+from .._frames import STDERR, FrameDecoder
+from ..helper.proctree import RUN_ENV
 
 log = logging.getLogger(__name__)
 

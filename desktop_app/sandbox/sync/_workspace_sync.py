@@ -1,5 +1,5 @@
 """A synced workspace: the project folder copied to and from a volume on the engine by digest. The host
-side lists the folder, the sync container's helper lists the volume, `_sync_plan` decides, and each write
+side lists the folder, the sync container's helper lists the volume, `_plan` decides, and each write
 is done only where the other side still holds what the desk last saw. The host is written through core's
 link-refusing functions; nothing is ever brought back into .agent-desk or .git."""
 
@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..core import (
+from ...core import (
     CONFLICT_SUFFIX,
     WORKSPACE,
     AgentDeskError,
@@ -26,7 +26,7 @@ from ..core import (
     symlink_beneath,
     write_beneath,
 )
-from ._sync_plan import (
+from ._plan import (
     Entry,
     Manifest,
     deepest_first,

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core import ConfigError, SandboxError
+from ...core import ConfigError, SandboxError
+from .._client import connect
 from ._build_context import build_context, build_network, build_proxy_args
-from ._client import connect
 
 if TYPE_CHECKING:
     import docker
@@ -53,7 +53,7 @@ def images_dir() -> Path:
             f"AGENT_DESK_IMAGES_DIR={env} has no images.toml",
             hint="point it at the sandbox_images folder of an agent-desk checkout",
         )
-    pkg = Path(__file__).resolve().parent.parent
+    pkg = Path(__file__).resolve().parents[2]  # desktop_app/
     # The copy shipped inside the package (wheel, bundle, .deb) first; the checkout's own folder only in a
     # checkout: a stray site-packages/sandbox_images from another distribution is never the catalog.
     candidates = [pkg / "sandbox_images"]

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Any
 
-from ..core import ConfigError, SandboxError, read_beneath
+from ...core import ConfigError, SandboxError, read_beneath
+from .._client import connect
 from ._build_context import CA_FILE, _bundle_bytes, build_ca_bundle, build_network, build_proxy_args
-from ._client import connect
 
 if TYPE_CHECKING:
     import docker
@@ -139,7 +139,7 @@ def _devcontainer(rel: str, spec: dict[str, Any]) -> ProjectImageSource:
     if not isinstance(image, str) or not image.strip():
         raise ConfigError(f"{rel} names neither an image nor a build.dockerfile",
                           hint='add "image": "…" or "build": {"dockerfile": "Dockerfile"}')
-    from ._images import resolve_image
+    from ._catalog import resolve_image
 
     return ProjectImageSource(rel, image=resolve_image(image), notices=tuple(notices))
 

@@ -1,0 +1,6 @@
+"""The hardened Docker sandbox: DockerSandbox (one long-lived container per project), the in-container
+helper's channel and archive, the processes it attaches to, and the clean-up of orphan containers."""
+
+from ._sandbox import DockerSandbox, container_name, folder_owner, remove_orphans
+
+__all__ = ["DockerSandbox", "container_name", "folder_owner", "remove_orphans"]
