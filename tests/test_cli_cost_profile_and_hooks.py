@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,12 +16,6 @@ from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 
 ROOT = Path(__file__).resolve().parents[1]
 COST_LINE = re.compile(r"^tokens: ([\d,]+) in, ([\d,]+) out; cost \$([\d.]+) this turn, \$([\d.]+) this session$")
-
-
-@pytest.fixture
-def server() -> Iterator[AnthropicServer]:
-    with AnthropicServer() as srv:
-        yield srv
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +17,6 @@ from tests.conftest import TEST_IMAGE, make_workspace
 from tests.fakes.anthropic_server import AnthropicServer
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def server() -> Iterator[AnthropicServer]:
-    with AnthropicServer() as srv:
-        yield srv
 
 
 @pytest.fixture
