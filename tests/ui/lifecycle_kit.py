@@ -15,6 +15,7 @@ from desktop_app.config import DEFAULT_MODEL, Settings
 from desktop_app.core import EventBus
 from desktop_app.runtime import ProjectRuntimes
 from desktop_app.ui import AppController, MainWindow
+from tests.kit import isolated_environ
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,11 +52,9 @@ def app_env(tmp_path: Path, **more: str) -> dict[str, str]:
     """The environment of a real `agent-desk` process of its own: own config, data and socket folders."""
     xdg = tmp_path / "xdg"
     xdg.mkdir(mode=0o700, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DISPLAY")}
-    env.update(AGENT_DESK_CONFIG_DIR=str(tmp_path / "cfg"), AGENT_DESK_DATA_DIR=str(tmp_path / "data"),
-               AGENT_DESK_NO_KEYRING="1", XDG_RUNTIME_DIR=str(xdg), QT_QPA_PLATFORM="offscreen",
-               PYTHONPATH=str(ROOT), **more)
-    return env
+    no_display = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+    return isolated_environ(tmp_path, no_display, XDG_RUNTIME_DIR=str(xdg), QT_QPA_PLATFORM="offscreen",
+                            PYTHONPATH=str(ROOT), **more)
 
 
 def launch(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:
