@@ -6,7 +6,7 @@ from tests.kit.audit_file import fill_audit_file, raw_sql
 from tests.kit.daemons import VARIANTS, WRITER, stops_changing
 from tests.kit.desk import Desk, system_of
 from tests.kit.env import isolate, isolated_environ
-from tests.kit.images import BASE_IMAGE, require_image
+from tests.kit.images import BASE_IMAGE, no_python_image, require_image
 from tests.kit.sandboxes import SpyChannel, SpySandbox, argument_too_long, write_many
 from tests.kit.waiting import wait_until, wait_until_async
 
@@ -24,6 +24,7 @@ __all__ = [
     "fill_audit_file",
     "isolate",
     "isolated_environ",
+    "no_python_image",
     "raw_sql",
     "require_image",
     "stops_changing",

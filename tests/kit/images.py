@@ -17,3 +17,18 @@ def require_image(client: Any, name: str) -> None:
         client.images.get(name)
     except Exception:
         no_engine(f"{name} is missing (sandbox_images/engine.sh builds it)")
+
+
+def no_python_image(client: Any, base: str) -> str:
+    """`base` with python3 removed, built once per version of `base` (tagged by its id): a DockerSandbox on it
+    chooses the exec transport on its own, on the same tools and files as `base`."""
+    import io
+
+    base_id = client.images.get(base).id.split(":")[-1][:12]
+    tag = f"agent-desk/test-no-python:{base_id}"
+    try:
+        client.images.get(tag)
+    except Exception:
+        dockerfile = f"FROM {base}\nRUN rm -f /usr/bin/python3 /usr/bin/python3.*\n"
+        client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, network_mode="none")
+    return tag
