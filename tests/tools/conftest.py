@@ -85,8 +85,19 @@ async def docker_sandbox(docker_workspace) -> AsyncIterator[Any]:
         yield sb
 
 
+# Where the exec transport does not do what the helper does (a known divergence, each with its reason): those
+# tests are expected to fail on it, strictly, so that a fix is noticed.
+EXEC_TRANSPORT_DIVERGES = {
+    "test_grep_and_glob_skip_what_gitignore_ignores_unless_asked":
+        "the exec transport ignores include_ignored: fs_grep and fs_glob never read .gitignore there",
+}
+
+
 @pytest.fixture
-async def docker_exec_sandbox(docker_exec_workspace) -> AsyncIterator[Any]:
+async def docker_exec_sandbox(request, docker_exec_workspace) -> AsyncIterator[Any]:
+    reason = EXEC_TRANSPORT_DIVERGES.get(request.node.originalname)
+    if reason is not None:
+        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
     project, folder, image = docker_exec_workspace
     async for sb in _docker_sandbox(project, folder, image, "exec"):
         yield sb
