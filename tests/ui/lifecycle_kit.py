@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from PySide6.QtWidgets import QApplication, QMessageBox, QPushButton
@@ -16,6 +15,7 @@ from desktop_app.core import EventBus
 from desktop_app.runtime import ProjectRuntimes
 from desktop_app.ui import AppController, MainWindow
 from tests.kit import isolated_environ
+from tests.kit import wait_until as poll_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,13 +64,16 @@ def launch(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:
 
 def wait_until(predicate, timeout_s: float, proc: subprocess.Popen | None = None, what: str = "") -> None:
     """Poll `predicate` (a file to appear, a socket to answer) while the process lives."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
+
+    def done() -> bool:
+        if predicate():
+            return True
         if proc is not None and proc.poll() is not None:
             raise AssertionError(f"the app ended ({proc.returncode}) before {what}: {proc.stderr.read()}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+        return False
+
+    if not poll_until(done, timeout_s, every_s=0.2):
+        raise AssertionError(f"timed out waiting for {what}")
 
 
 def window_answers(env: dict[str, str]) -> bool:
