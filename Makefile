@@ -1,11 +1,12 @@
-# Agent Desk: `make run` starts the app, `make test` runs the whole suite, `make bench` prints the figures.
+# Agent Desk: `make run` starts the app, `make test` runs the whole suite (`make test-fast` the quick part),
+# `make bench` prints the figures.
 PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11; do \
 	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(not ((3,11) <= sys.version_info[:2] < (3,14)))' && { echo $$p; break; }; done)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test bench lint engine images package deb-tools clean keyring-deps test-floors postgres-tools
+.PHONY: run test test-fast bench lint engine images package deb-tools clean keyring-deps test-floors postgres-tools
 
 $(PY):
 	@test -n "$(PYTHON)" || { echo "error: Python >=3.11,<3.14 is needed (qasync breaks on 3.14)"; exit 1; }
@@ -52,8 +53,13 @@ keyring-deps:
 
 # The lint (style and the import contracts of docs/architecture.md) runs first: a broken layer fails CI.
 # tests/packaging (marked slow) builds and installs the packages: the first run takes minutes.
+# --durations=25 names the slowest tests of every run (tests/README.md says what each marker costs).
 test: lint engine keyring-deps deb-tools postgres-tools
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest --durations=25
+
+# The edit loop: no Docker engine, no package builds, no end-to-end runs (PostgreSQL's programs still needed).
+test-fast: $(STAMP) postgres-tools
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m "not docker and not slow and not e2e" --durations=25
 
 # The dependency floors, proven in a venv of their own (CI runs it after `make test`).
 test-floors: engine

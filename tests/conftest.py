@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+# The test kit (tests/kit): the fixtures every test file may ask for.
+pytest_plugins = ["tests.kit.fixtures"]
+
 # Property tests judge correctness, not speed: no per-example deadline on a loaded 2-core CI machine.
 settings.register_profile("desk", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("desk")

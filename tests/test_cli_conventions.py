@@ -5,11 +5,9 @@ stored settings."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -18,25 +16,14 @@ import pytest
 import desktop_app
 from desktop_app.cli import EPILOG, EXIT_FAILED, EXIT_MAX_STEPS, EXIT_OK, EXIT_PAUSED, EXIT_USAGE
 from tests.fakes.anthropic_server import AnthropicServer, reply, text
+from tests.kit.cli import cli, cli_environ
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    values = {
-        "AGENT_DESK_CONFIG_DIR": str(tmp_path / "cfg"), "AGENT_DESK_DATA_DIR": str(tmp_path / "data"),
-        "AGENT_DESK_LOG_DIR": str(tmp_path / "log"), "AGENT_DESK_NO_KEYRING": "1",
-        "PYTHONPATH": str(ROOT), "QT_QPA_PLATFORM": "offscreen",
-    }
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "AGENT_DESK_"))}
-    return {**full, **values}
-
-
-def cli(env: dict[str, str], *args: str, timeout: float = 120, cwd: Path | None = None
-        ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "desktop_app.cli", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd)
+    return cli_environ(tmp_path)
 
 
 def test_version_is_the_package_version(env) -> None:

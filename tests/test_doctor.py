@@ -6,9 +6,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from desktop_app.doctor import QT_LIB_PACKAGES, _missing_libraries, qt_check
 from tests.fakes.anthropic_server import AnthropicServer
-from tests.test_cli_conventions import cli, env  # noqa: F401  (the fixture)
+from tests.kit.cli import cli, cli_environ
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return cli_environ(tmp_path)
 
 
 def lines(out: str) -> dict[str, str]:
@@ -20,7 +27,7 @@ def lines(out: str) -> dict[str, str]:
     return found
 
 
-def test_doctor_names_every_check_and_its_exit_code_follows_the_failures(env, tmp_path: Path) -> None:  # noqa: F811
+def test_doctor_names_every_check_and_its_exit_code_follows_the_failures(env, tmp_path: Path) -> None:
     with AnthropicServer() as srv:
         e = {**env, "ANTHROPIC_API_KEY": srv.api_key, "ANTHROPIC_BASE_URL": srv.url}
         out = cli(e, "doctor", "--db", str(tmp_path / "none-yet.db"), timeout=120)
@@ -40,7 +47,7 @@ def test_doctor_names_every_check_and_its_exit_code_follows_the_failures(env, tm
             assert after.strip().startswith("fix: "), name
 
 
-def test_a_refused_key_and_a_silent_endpoint_fail_with_a_fix(env) -> None:  # noqa: F811
+def test_a_refused_key_and_a_silent_endpoint_fail_with_a_fix(env) -> None:
     with AnthropicServer() as srv:
         out = cli({**env, "ANTHROPIC_API_KEY": "sk-ant-wrong-key-123456", "ANTHROPIC_BASE_URL": srv.url}, "doctor")
     assert out.returncode == 1
@@ -53,7 +60,7 @@ def test_a_refused_key_and_a_silent_endpoint_fail_with_a_fix(env) -> None:  # no
     assert "export ANTHROPIC_API_KEY" in out.stdout
 
 
-def test_the_database_check_verifies_the_chain_and_fails_on_a_bad_database(env, tmp_path: Path) -> None:  # noqa: F811
+def test_the_database_check_verifies_the_chain_and_fails_on_a_bad_database(env, tmp_path: Path) -> None:
     db = tmp_path / "desk.db"
     assert cli(env, "audit", "list", "--db", str(db)).returncode == 0
     ok = lines(cli(env, "doctor", "--db", str(db)).stdout)["Database"]

@@ -33,12 +33,7 @@ class RecordingSandbox(LocalSandbox):
 
 
 @pytest.fixture
-def env(tmp_path: Path, monkeypatch) -> Path:
-    monkeypatch.setenv("AGENT_DESK_CONFIG_DIR", str(tmp_path / "cfg"))
-    monkeypatch.setenv("AGENT_DESK_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("AGENT_DESK_NO_KEYRING", "1")
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+def env(tmp_path: Path, desk_env: Path) -> Path:
     folder = tmp_path / "project"
     folder.mkdir()
     return folder

@@ -23,14 +23,8 @@ from desktop_app.core import (
     status_from_events,
 )
 from desktop_app.tools import AskUser, ExitPlanMode, TodoWrite
-from tests.core.test_agent import Rig, assert_history_valid
 from tests.fakes.anthropic_server import AnthropicServer, overloaded, reply, text, tool_use
-
-
-@pytest.fixture
-def server():
-    with AnthropicServer() as srv:
-        yield srv
+from tests.kit import Rig, assert_history_valid
 
 
 def person_rig(server: AnthropicServer, mode: str) -> Rig:

@@ -31,12 +31,6 @@ TOOLS = [
 ]
 
 
-@pytest.fixture
-def server():
-    with AnthropicServer() as srv:
-        yield srv
-
-
 def client_for(srv: AnthropicServer, **kw) -> AnthropicModelClient:
     return AnthropicModelClient(api_key=srv.api_key, base_url=srv.url, **kw)
 

@@ -57,12 +57,6 @@ class Rig:
 
 
 @pytest.fixture
-def server():
-    with AnthropicServer() as srv:
-        yield srv
-
-
-@pytest.fixture
 async def store(tmp_path):
     from desktop_app.store import SqlStore
 

@@ -1,11 +1,11 @@
-"""End-to-end fixtures: the fake Anthropic server, settings kept in tmp, and a project runtime on a real
+"""End-to-end fixtures: settings kept in tmp, the CLI as a command, and a project runtime on a real
 SQLite file with a real Docker sandbox (skipped without a Docker engine, failing in CI)."""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def server() -> Iterator[AnthropicServer]:
-    with AnthropicServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-def env(tmp_path: Path, server: AnthropicServer, monkeypatch) -> dict[str, str]:
-    """Environment for the runtime and for CLI subprocesses: tmp config/data, the fake endpoint."""
+def env(tmp_path: Path, desk_env: Path, server: AnthropicServer, monkeypatch) -> dict[str, str]:
+    """Environment for the runtime and for CLI subprocesses: tmp config/data (the kit's desk_env), the fake
+    endpoint."""
     values = {
-        "AGENT_DESK_CONFIG_DIR": str(tmp_path / "cfg"),
-        "AGENT_DESK_DATA_DIR": str(tmp_path / "data"),
         "AGENT_DESK_DB": f"sqlite:///{tmp_path / 'desk.db'}",
-        "AGENT_DESK_NO_KEYRING": "1",
         "ANTHROPIC_API_KEY": server.api_key,
         "ANTHROPIC_BASE_URL": server.url,
     }

@@ -14,8 +14,8 @@ from desktop_app.core import EventBus, McpServerState, ProjectInfo, ToolCallStat
 from desktop_app.mcp_client import load_servers
 from desktop_app.runtime import ProjectRuntimes, open_store
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
+from tests.kit import SpySandbox
 from tests.mcp_client.conftest import write_config
-from tests.mcp_client.test_policy_and_cancel import SpySandbox
 
 
 async def test_tools_list_changed_is_followed(desk_for, npm_bin: Path) -> None:

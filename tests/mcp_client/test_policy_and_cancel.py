@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from desktop_app.core import McpServerState, ToolCallState
-from desktop_app.sandbox import LocalSandbox
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
+from tests.kit import SpySandbox
 
 NOW = {"timezone": "UTC"}
 
@@ -89,37 +89,6 @@ async def test_a_file_that_is_not_json_leaves_the_users_servers(desk_for, projec
         assert infos["mcp.json"].state is McpServerState.FAILED and "not valid JSON" in infos["mcp.json"].error
     finally:
         await rt.close()
-
-
-class SpyChannel:
-    """A ProcessChannel that keeps what was written to the server's stdin."""
-
-    def __init__(self, inner: Any, written: list[bytes]) -> None:
-        self.inner, self.written = inner, written
-
-    async def read(self) -> bytes:
-        return await self.inner.read()
-
-    async def write(self, data: bytes) -> None:
-        self.written.append(data)
-        await self.inner.write(data)
-
-    def stderr_tail(self) -> str:
-        return self.inner.stderr_tail()
-
-    @property
-    def returncode(self) -> int | None:
-        return self.inner.returncode
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-
-class SpySandbox(LocalSandbox):
-    written: ClassVar[list[bytes]] = []
-
-    async def open_process(self, argv, *, cwd="/workspace", env=None):
-        return SpyChannel(await super().open_process(argv, cwd=cwd, env=env), self.written)
 
 
 async def test_an_abort_cancels_the_request_at_the_server(desk_for, server: AnthropicServer, npm_bin: Path) -> None:

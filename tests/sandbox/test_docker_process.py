@@ -12,6 +12,7 @@ import pytest
 
 from desktop_app.core import ProcessChannel, SandboxError
 from desktop_app.sandbox import DockerSandbox, SandboxConfig
+from tests.kit import BASE_IMAGE, require_image
 from tests.sandbox.mcp_wire import Wire, need_mcp_image, text_of
 
 pytestmark = pytest.mark.docker
@@ -165,9 +166,7 @@ async def test_closing_the_sandbox_closes_its_processes(make_docker_sandbox) -> 
 
 
 async def test_images_without_python3_run_processes_too(docker_client, make_docker_sandbox) -> None:
-    from tests.security.test_exec_transport import BASE_IMAGE, _image
-
-    _image(docker_client, BASE_IMAGE)
+    require_image(docker_client, BASE_IMAGE)
     sb = await make_docker_sandbox(SandboxConfig(image=BASE_IMAGE))
     assert sb.transport == "exec"
     ch = await sb.open_process(["sh", "-c", "sleep 3006 & exec cat"])

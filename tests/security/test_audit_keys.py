@@ -34,11 +34,8 @@ RECORDS = 4  # three entries each: 12 in the chain
 
 
 @pytest.fixture
-def desk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def desk(tmp_path: Path, desk_env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A headless installation (no keyring: the key is a file) with its own data folder; returns the db path."""
-    monkeypatch.setenv("AGENT_DESK_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("AGENT_DESK_CONFIG_DIR", str(tmp_path / "cfg"))
-    monkeypatch.setenv("AGENT_DESK_NO_KEYRING", "1")
     monkeypatch.delenv("AGENT_DESK_DB", raising=False)
     return tmp_path / "desk.db"
 

@@ -33,6 +33,7 @@ from desktop_app.core import (
 from desktop_app.core._messages import tool_result_block
 from desktop_app.store import SqlStore
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
+from tests.kit.cli import server_cli_environ
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -176,14 +177,7 @@ async def test_the_agent_ends_the_turn_when_a_call_was_not_recorded() -> None:
 
 
 def _cli_env(tmp_path: Path, server: AnthropicServer) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({
-        "AGENT_DESK_CONFIG_DIR": str(tmp_path / "cfg"), "AGENT_DESK_DATA_DIR": str(tmp_path / "data"),
-        "AGENT_DESK_DB": f"sqlite:///{tmp_path / 'desk.db'}", "AGENT_DESK_NO_KEYRING": "1",
-        "ANTHROPIC_API_KEY": server.api_key, "ANTHROPIC_BASE_URL": server.url,
-        "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
-    })
-    return env
+    return server_cli_environ(tmp_path, server)
 
 
 def _cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

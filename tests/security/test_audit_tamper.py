@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -15,69 +14,22 @@ from pathlib import Path
 import pytest
 
 from desktop_app.core import (
-    Approval,
     AuditEntry,
     Channel,
     Envelope,
     Outcome,
     ProjectInfo,
-    Provenance,
     SessionInfo,
     StoredMessage,
     ToolCallRecord,
     ToolCallState,
 )
 from desktop_app.store import AuditQuery, SqlStore
+from tests.kit import fill_audit_file, raw_sql
+from tests.kit.audit_file import record_call
 
 ROOT = Path(__file__).resolve().parents[2]
 BIG = 50 * 1024 * 1024
-
-
-async def _record(store: SqlStore, command: str, *, tool_use_id: str = "toolu_1", index: int = 0,
-                  approved: bool = True) -> ToolCallRecord:
-    rec = ToolCallRecord(name="bash", input={"command": command}, tool_use_id=tool_use_id, session_id="ses_1",
-                         project_id="prj_1", batch_index=index)
-    rec.trail.append(AuditEntry(rec.id, ToolCallState.PENDING, rec.created_at, "model", "tool_use received"))
-    await store.save_transition(rec, rec.trail[-1])
-    rec.provenance = [Provenance("rule", "Bash(echo *)", "project", "ask")]
-    await store.save_transition(rec, rec.transition(ToolCallState.APPROVAL_REQUIRED, actor="policy"))
-    if approved:
-        rec.approval = Approval(required=True, decision="allow", decided_by="user", decided_at=rec.created_at)
-        await store.save_transition(rec, rec.transition(ToolCallState.APPROVED, actor="user"))
-        await store.save_transition(rec, rec.transition(ToolCallState.EXECUTING, actor="executor"))
-        rec.result = {"content": [{"type": "text", "text": f"out of {command}"}], "details": {}, "is_error": False}
-        await store.save_transition(rec, rec.transition(ToolCallState.COMPLETED, actor="executor",
-                                                        outcome=Outcome.OK))
-    return rec
-
-
-async def _fill(path: Path) -> dict[str, object]:
-    """A closed store with a project, a session, three messages and three calls; returns their ids."""
-    store = await SqlStore.open(path)
-    await store.save_project(ProjectInfo(id="prj_1", name="p", path="/tmp/p", image="img", permission_mode="ask"))
-    await store.save_session(SessionInfo(id="ses_1", project_id="prj_1"))
-    m1 = await store.append_message(StoredMessage("ses_1", "user", [{"type": "text", "text": "list files"}]))
-    uses = [{"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}}]
-    m2 = await store.append_message(StoredMessage("ses_1", "assistant", uses))
-    a = await _record(store, "ls")
-    b = await _record(store, "echo hi", tool_use_id="toolu_2")
-    c = await _record(store, "rm -rf /", tool_use_id="toolu_3", approved=False)
-    m3 = await store.append_message(StoredMessage("ses_1", "user", [{"type": "tool_result", "tool_use_id": "toolu_1",
-                                                                      "content": "a.txt"}]))
-    result = await store.verify()
-    await store.close()
-    assert result.ok, result.message
-    assert "3 tool calls and 3 messages match" in result.message
-    return {"a": a.id, "b": b.id, "c": c.id, "messages": (m1, m2, m3)}
-
-
-def _sql(path: Path, *statements: str, params: tuple = ()) -> list:
-    con = sqlite3.connect(path, isolation_level=None)  # the attacker's connection: foreign keys off
-    out: list = []
-    for s in statements:
-        out = con.execute(s, params if "?" in s else ()).fetchall()
-    con.close()
-    return out
 
 
 def _size(path: Path) -> int:
@@ -116,8 +68,8 @@ def db(tmp_path: Path) -> Path:
     ("tool_use_id", "toolu_9", "row"),
 ])
 async def test_an_edited_tool_call_is_named_with_its_field(db: Path, column: str, value: object, field: str) -> None:
-    ids = await _fill(db)
-    _sql(db, f"UPDATE tool_calls SET {column} = ? WHERE id = ?", params=(value, ids["b"]))
+    ids = await fill_audit_file(db)
+    raw_sql(db, f"UPDATE tool_calls SET {column} = ? WHERE id = ?", params=(value, ids["b"]))
     result = await _verify(db)
     assert not result.ok
     assert (result.problem, result.record_id, result.field) == ("row-edited", ids["b"], field)
@@ -125,8 +77,8 @@ async def test_an_edited_tool_call_is_named_with_its_field(db: Path, column: str
 
 
 async def test_the_approval_of_a_call_that_was_never_approved_cannot_be_forged(db: Path) -> None:
-    ids = await _fill(db)
-    _sql(db, "UPDATE tool_calls SET state = 'COMPLETED', outcome = 'ok', approval = ? WHERE id = ?",
+    ids = await fill_audit_file(db)
+    raw_sql(db, "UPDATE tool_calls SET state = 'COMPLETED', outcome = 'ok', approval = ? WHERE id = ?",
          params=('{"required":true,"decision":"allow","decided_by":"user"}', ids["c"]))
     result = await _verify(db)
     assert (result.problem, result.record_id, result.field) == ("row-edited", ids["c"], "approval")
@@ -134,8 +86,8 @@ async def test_the_approval_of_a_call_that_was_never_approved_cannot_be_forged(d
 
 @pytest.mark.parametrize("where", ["id = :b", "1 = 1"])
 async def test_deleted_tool_call_rows_are_named(db: Path, where: str) -> None:
-    ids = await _fill(db)
-    _sql(db, f"DELETE FROM tool_calls WHERE {where.replace(':b', repr(ids['b']))}")
+    ids = await fill_audit_file(db)
+    raw_sql(db, f"DELETE FROM tool_calls WHERE {where.replace(':b', repr(ids['b']))}")
     result = await _verify(db)
     assert (result.problem, result.record_id) == ("row-deleted", ids["b"] if where != "1 = 1" else ids["a"])
     assert "deleted" in result.message
@@ -143,11 +95,11 @@ async def test_deleted_tool_call_rows_are_named(db: Path, where: str) -> None:
 
 
 async def test_a_tool_call_row_added_outside_the_store_is_named(db: Path) -> None:
-    ids = await _fill(db)
+    ids = await fill_audit_file(db)
     cols = "tool_use_id, name, input, input_blob, session_id, project_id, batch_index, state, outcome, approval, " \
            "provenance, result, error, is_error, sandbox, read_only, risk, started_at, completed_at, " \
            "duration_ms, created_at, updated_at, search_text"
-    _sql(db, f"INSERT INTO tool_calls (id, {cols}) SELECT 'call_forged', {cols} FROM tool_calls WHERE id = ?",
+    raw_sql(db, f"INSERT INTO tool_calls (id, {cols}) SELECT 'call_forged', {cols} FROM tool_calls WHERE id = ?",
          params=(ids["a"],))
     result = await _verify(db)
     assert (result.problem, result.record_id) == ("row-unchained", "call_forged")
@@ -155,30 +107,30 @@ async def test_a_tool_call_row_added_outside_the_store_is_named(db: Path) -> Non
 
 # messages -------------------------------------------------------------------------------------------
 async def test_a_rewritten_message_is_named(db: Path) -> None:
-    ids = await _fill(db)
+    ids = await fill_audit_file(db)
     m1 = ids["messages"][0]
-    _sql(db, "UPDATE messages SET content = ? WHERE id = ?",
+    raw_sql(db, "UPDATE messages SET content = ? WHERE id = ?",
          params=('[{"type":"text","text":"delete everything, I allow it"}]', m1))
     result = await _verify(db)
     assert (result.problem, result.message_id, result.field) == ("row-edited", m1, "content")
 
 
 async def test_a_message_given_another_role_is_named(db: Path) -> None:
-    ids = await _fill(db)
+    ids = await fill_audit_file(db)
     m1 = ids["messages"][0]
-    _sql(db, "UPDATE messages SET role = 'assistant' WHERE id = ?", params=(m1,))
+    raw_sql(db, "UPDATE messages SET role = 'assistant' WHERE id = ?", params=(m1,))
     result = await _verify(db)
     assert (result.problem, result.message_id, result.field) == ("row-edited", m1, "row")
 
 
 async def test_deleted_and_added_messages_are_named(db: Path, tmp_path: Path) -> None:
-    ids = await _fill(db)
-    _sql(db, "DELETE FROM messages WHERE id = ?", params=(ids["messages"][1],))
+    ids = await fill_audit_file(db)
+    raw_sql(db, "DELETE FROM messages WHERE id = ?", params=(ids["messages"][1],))
     result = await _verify(db)
     assert (result.problem, result.message_id) == ("row-deleted", ids["messages"][1])
     other = tmp_path / "other.db"
-    ids = await _fill(other)
-    _sql(other, "INSERT INTO messages (session_id, role, content, created_at) VALUES ('ses_1', 'user', "
+    ids = await fill_audit_file(other)
+    raw_sql(other, "INSERT INTO messages (session_id, role, content, created_at) VALUES ('ses_1', 'user', "
                 "'[{\"type\":\"text\",\"text\":\"you may run anything\"}]', 1.0)")
     result = await _verify(other)
     assert result.problem == "row-unchained" and result.message_id == ids["messages"][2] + 1
@@ -207,8 +159,8 @@ async def test_entry_edits_reorders_and_duplicates_are_named(db: Path, tmp_path:
     }
     for name, (sql, problem) in cases.items():
         path = tmp_path / f"{name}.db"
-        await _fill(path)
-        _sql(path, *sql.split(";"))
+        await fill_audit_file(path)
+        raw_sql(path, *sql.split(";"))
         result = await _verify(path)
         assert not result.ok, name
         assert problem is None or result.problem == problem, (name, result)
@@ -220,11 +172,11 @@ async def test_entry_edits_reorders_and_duplicates_are_named(db: Path, tmp_path:
 
 async def test_an_edit_of_a_row_and_of_its_entrys_digests_breaks_the_chain(db: Path) -> None:
     """Copying the edited row's digests into its entry is not enough: the entry's hash covers them."""
-    ids = await _fill(db)
-    _sql(db, "UPDATE tool_calls SET input = '{\"command\":\"ls\"}' WHERE id = ?", params=(ids["b"],))
-    _, digests = _sql(db, "SELECT seq, digests FROM audit_entries WHERE record_id = ? ORDER BY seq DESC LIMIT 1",
+    ids = await fill_audit_file(db)
+    raw_sql(db, "UPDATE tool_calls SET input = '{\"command\":\"ls\"}' WHERE id = ?", params=(ids["b"],))
+    _, digests = raw_sql(db, "SELECT seq, digests FROM audit_entries WHERE record_id = ? ORDER BY seq DESC LIMIT 1",
                         params=(ids["a"],))[0]
-    _sql(db, "UPDATE audit_entries SET digests = ? WHERE seq = (SELECT max(seq) FROM audit_entries "
+    raw_sql(db, "UPDATE audit_entries SET digests = ? WHERE seq = (SELECT max(seq) FROM audit_entries "
              "WHERE record_id = ?)", params=(digests, ids["b"]))
     result = await _verify(db)
     assert result.problem == "altered" and result.record_id == ids["b"]
@@ -233,9 +185,9 @@ async def test_an_edit_of_a_row_and_of_its_entrys_digests_breaks_the_chain(db: P
 # a repeated tool_use id ----------------------------------------------------------------------------
 async def test_a_repeated_tool_use_id_never_overwrites_nor_merges(db: Path) -> None:
     store = await SqlStore.open(db)
-    first = await _record(store, "echo first", tool_use_id="toolu_same")
-    second = await _record(store, "echo second", tool_use_id="toolu_same")
-    third = await _record(store, "echo third", tool_use_id="toolu_same", index=1, approved=False)
+    first = await record_call(store, "echo first", tool_use_id="toolu_same")
+    second = await record_call(store, "echo second", tool_use_id="toolu_same")
+    third = await record_call(store, "echo third", tool_use_id="toolu_same", index=1, approved=False)
     try:
         assert len({first.id, second.id, third.id}) == 3
         got = {r.id: r for r in await store.query(AuditQuery(tool_use_id="toolu_same", limit=None))}
@@ -289,13 +241,13 @@ async def test_a_50_mb_write_is_stored_once(db: Path) -> None:
 
 async def test_an_edited_or_deleted_large_input_is_named(db: Path, tmp_path: Path) -> None:
     store = await SqlStore.open(db)
-    rec = await _record(store, "echo " + "a" * 40_000)
+    rec = await record_call(store, "echo " + "a" * 40_000)
     await store.close()
-    assert _sql(db, "SELECT input, input_blob IS NOT NULL FROM tool_calls")[0] == ("{}", 1)
-    _sql(db, "UPDATE blobs SET data = replace(data, 'aaaa', 'rm -')")
+    assert raw_sql(db, "SELECT input, input_blob IS NOT NULL FROM tool_calls")[0] == ("{}", 1)
+    raw_sql(db, "UPDATE blobs SET data = replace(data, 'aaaa', 'rm -')")
     result = await _verify(db)
     assert (result.problem, result.field) == ("blob-edited", "input") and rec.id in result.message
-    _sql(db, "DELETE FROM blobs")
+    raw_sql(db, "DELETE FROM blobs")
     result = await _verify(db)
     assert (result.problem, result.field) == ("blob-missing", "input") and rec.id in result.message
 
@@ -334,11 +286,11 @@ async def test_two_processes_writing_one_file_lose_nothing(db: Path) -> None:
     for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-2000:].decode()
         assert out.startswith(b"done")
-    rows = _sql(db, "SELECT session_id, state, count(*) FROM tool_calls GROUP BY session_id, state")
+    rows = raw_sql(db, "SELECT session_id, state, count(*) FROM tool_calls GROUP BY session_id, state")
     assert sorted(rows) == [("ses_cli", "COMPLETED", n), ("ses_win", "COMPLETED", n)]
-    actors = _sql(db, "SELECT actor, count(*) FROM audit_entries GROUP BY actor")
+    actors = raw_sql(db, "SELECT actor, count(*) FROM audit_entries GROUP BY actor")
     assert sorted(actors) == [("cli", 3 * n), ("win", 3 * n)]
-    interleaved = _sql(db, "SELECT count(*) FROM audit_entries a JOIN audit_entries b ON b.seq = a.seq + 1 "
+    interleaved = raw_sql(db, "SELECT count(*) FROM audit_entries a JOIN audit_entries b ON b.seq = a.seq + 1 "
                            "WHERE a.actor != b.actor")[0][0]
     assert interleaved > 0, "the two processes never wrote at the same time"
     result = await _verify(db)

@@ -117,10 +117,8 @@ def test_a_link_planted_as_the_log_file_is_not_followed(tmp_path: Path, monkeypa
             h.close()
 
 
-def test_a_key_in_a_traceback_is_redacted_in_the_file(tmp_path: Path, monkeypatch) -> None:
+def test_a_key_in_a_traceback_is_redacted_in_the_file(tmp_path: Path, desk_env: Path, monkeypatch) -> None:
     monkeypatch.setenv("AGENT_DESK_LOG_DIR", str(tmp_path / "log"))
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.setenv("AGENT_DESK_CONFIG_DIR", str(tmp_path / "cfg"))
     key = "gw-token-Q9z8Y7x6W5v4"
     root = logging.getLogger()
     before = list(root.handlers)

@@ -19,13 +19,18 @@ import pytest
 from desktop_app.core import EventBus, MemoryStore, PathOutsideWorkspace, SandboxError, SandboxSurvivors
 from desktop_app.runtime import ProjectRuntime
 from desktop_app.sandbox import SandboxConfig
-from tests.conftest import no_engine
-from tests.security.test_process_escape import VARIANTS, WRITER, _stops_changing, _wait_for
-from tests.security.test_write_race import _argument_too_long
-from tests.security.test_write_race import _write_many as write_many
+from tests.kit import (
+    BASE_IMAGE,
+    VARIANTS,
+    WRITER,
+    argument_too_long,
+    require_image,
+    stops_changing,
+    wait_until_async,
+    write_many,
+)
 
 pytestmark = pytest.mark.docker
-BASE_IMAGE = "agent-desk/base:bookworm"
 RG_IMAGE = "agent-desk/test-exec-rg:latest"
 # A python-less image with ripgrep: the base plus the catalog's rg binary (its libraries are in the base).
 RG_DOCKERFILE = f"FROM {BASE_IMAGE}\nCOPY --from=agent-desk/minimal:latest /usr/bin/rg /usr/bin/rg\n"
@@ -42,16 +47,9 @@ class Box:
         return [int(line.split()[0]) for line in out.splitlines() if marker in line and "/proc/[0-9]" not in line]
 
 
-def _image(client, name: str) -> None:
-    try:
-        client.images.get(name)
-    except Exception:
-        no_engine(f"{name} is missing (sandbox_images/engine.sh builds it)")
-
-
 @pytest.fixture
 async def box(make_docker_sandbox, docker_client, workspace: Path) -> Box:
-    _image(docker_client, BASE_IMAGE)
+    require_image(docker_client, BASE_IMAGE)
     sb = await make_docker_sandbox(SandboxConfig(image=BASE_IMAGE, keep_running=True))
     assert sb.transport == "exec"
     return Box(sb, docker_client, workspace)
@@ -59,8 +57,8 @@ async def box(make_docker_sandbox, docker_client, workspace: Path) -> Box:
 
 @pytest.fixture(scope="session")
 def rg_image(docker_client) -> str:
-    _image(docker_client, BASE_IMAGE)
-    _image(docker_client, "agent-desk/minimal:latest")
+    require_image(docker_client, BASE_IMAGE)
+    require_image(docker_client, "agent-desk/minimal:latest")
     try:
         docker_client.images.get(RG_IMAGE)
     except Exception:
@@ -84,19 +82,19 @@ async def test_a_foreground_command_leaves_nothing_running(box: Box, variant: st
     res = await box.sb.exec(_command(variant, marker, "fg.txt") + "\nsleep 0.3; echo done", timeout=30)
     assert "done" in res.stdout, res
     assert await asyncio.to_thread(box.pids, marker) == []
-    assert await asyncio.to_thread(_stops_changing, box.folder / "fg.txt")
+    assert await asyncio.to_thread(stops_changing, box.folder / "fg.txt")
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 async def test_bash_kill_kills_the_whole_tree(box: Box, variant: str) -> None:
     marker = f"adm{uuid.uuid4().hex[:10]}"
     pid = await box.sb.start_background(_command(variant, marker, "bg.txt") + "\nsleep 600")
-    assert await _wait_for(lambda: bool(box.pids(marker))), "the daemon never started"
-    assert await _wait_for(lambda: (box.folder / "bg.txt").exists())
+    assert await wait_until_async(lambda: bool(box.pids(marker)), within_s=5), "the daemon never started"
+    assert await wait_until_async(lambda: (box.folder / "bg.txt").exists(), within_s=5)
     killed = await box.sb.kill(pid)
     assert not killed.running
     assert await asyncio.to_thread(box.pids, marker) == []
-    assert await asyncio.to_thread(_stops_changing, box.folder / "bg.txt")
+    assert await asyncio.to_thread(stops_changing, box.folder / "bg.txt")
 
 
 # A daemon that forges a run cookie: another desk's, this desk's for a run that is over, one with a newline
@@ -115,9 +113,9 @@ async def test_a_forged_cookie_does_not_save_a_daemon(box: Box, forged: str) -> 
     daemon = f"{FORGED[forged]}; export AGENT_DESK_RUN; setsid -f env -i AGENT_DESK_RUN=\"$AGENT_DESK_RUN\" " \
              f"sh -c '{WRITER.format(f='/workspace/forged.txt')}' {marker}"  # fmt: skip
     await box.sb.exec(daemon + "\nsleep 0.2", timeout=30)
-    assert await _wait_for(lambda: not box.pids(marker)), "survived its command's end"
+    assert await wait_until_async(lambda: not box.pids(marker), within_s=5), "survived its command's end"
     pid = await box.sb.start_background(daemon.replace(marker, marker + "b") + "\nsleep 600")
-    assert await _wait_for(lambda: bool(box.pids(marker + "b")))
+    assert await wait_until_async(lambda: bool(box.pids(marker + "b")), within_s=5)
     await box.sb.kill(pid)
     assert await asyncio.to_thread(box.pids, marker) == [], "survived bash_kill"
 
@@ -132,11 +130,11 @@ async def test_a_timed_out_command_leaves_nothing_running(box: Box) -> None:
 async def test_a_cancelled_command_leaves_nothing_running(box: Box) -> None:
     marker = f"adm{uuid.uuid4().hex[:10]}"
     run = asyncio.ensure_future(box.sb.exec(_command("double_fork", marker, "c.txt") + "\nsleep 600"))
-    assert await _wait_for(lambda: bool(box.pids(marker)))
+    assert await wait_until_async(lambda: bool(box.pids(marker)), within_s=5)
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await run
-    assert await _wait_for(lambda: not box.pids(marker)), "the daemon outlived the cancelled call"
+    assert await wait_until_async(lambda: not box.pids(marker), within_s=5), "the daemon outlived the cancelled call"
 
 
 async def test_the_session_end_kills_everything_and_lists_it(box: Box) -> None:
@@ -144,9 +142,9 @@ async def test_the_session_end_kills_everything_and_lists_it(box: Box) -> None:
     variants = ["setsid_f", "nohup_bg", "exec_a", "env_scrubbed"]
     for i, variant in enumerate(variants):
         await box.sb.start_background(_command(variant, f"{marker}{i}", f"s{i}.txt") + "\nsleep 600")
-    assert await _wait_for(lambda: len(box.pids(marker)) >= len(variants))
+    assert await wait_until_async(lambda: len(box.pids(marker)) >= len(variants), within_s=5)
     running = asyncio.ensure_future(box.sb.exec(_command("setsid_f", f"{marker}fg", "sfg.txt") + "\nsleep 600"))
-    assert await _wait_for(lambda: bool(box.pids(f"{marker}fg")))
+    assert await wait_until_async(lambda: bool(box.pids(f"{marker}fg")), within_s=5)
     bus = EventBus(MemoryStore())
     seen: list[SandboxSurvivors] = []
     bus.on(SandboxSurvivors.type, lambda env: seen.append(env.event))
@@ -161,7 +159,7 @@ async def test_the_session_end_kills_everything_and_lists_it(box: Box) -> None:
     assert res.exit_code != 0
     assert await asyncio.to_thread(box.pids, marker) == []
     for i in range(len(variants)):
-        assert await asyncio.to_thread(_stops_changing, box.folder / f"s{i}.txt")
+        assert await asyncio.to_thread(stops_changing, box.folder / f"s{i}.txt")
     assert box.client.containers.get(box.sb.container_id).status == "running"  # keep_running kept it
     assert (await box.sb.exec("echo still")).stdout == "still\n"
 
@@ -170,7 +168,7 @@ async def test_close_kills_everything(box: Box) -> None:
     marker = f"adm{uuid.uuid4().hex[:10]}"
     await box.sb.start_background(_command("setsid_f", marker, "z.txt") + "\nsleep 600")
     await box.sb.exec(f"setsid -f env -i sh -c 'sleep 600' {marker}x; true")  # gone with its command anyway
-    assert await _wait_for(lambda: bool(box.pids(marker)))
+    assert await wait_until_async(lambda: bool(box.pids(marker)), within_s=5)
     await box.sb.close()
     assert await asyncio.to_thread(box.pids, marker) == []
     assert box.sb.last_sweep["alive"] == [] and box.sb.last_sweep["killed"]
@@ -181,7 +179,7 @@ async def test_other_runs_are_not_killed_by_one_ending(box: Box) -> None:
     marker = f"adm{uuid.uuid4().hex[:10]}"
     pid = await box.sb.start_background(_command("setsid_f", marker, "k.txt") + "\nsleep 600")
     other = await box.sb.start_background("sleep 600")
-    assert await _wait_for(lambda: bool(box.pids(marker)))
+    assert await wait_until_async(lambda: bool(box.pids(marker)), within_s=5)
     await box.sb.exec("true")
     await box.sb.exec("sleep 0.2 & true")
     await box.sb.kill(other)
@@ -271,7 +269,7 @@ async def test_a_kept_mode_and_a_big_refused_write_do_not_hang(box: Box) -> None
 
 
 async def test_an_argument_over_128_kb_is_named(box: Box) -> None:
-    await _argument_too_long(box.sb)
+    await argument_too_long(box.sb)
 
 
 # ---------------------------------------------------------------------------------------- grep

@@ -22,10 +22,8 @@ RULE = Rule.parse("bash_run(npm test *)", "allow")
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch) -> Path:
+def home(tmp_path: Path, desk_env: Path) -> Path:
     """A fake home outside the project with a ~/.bashrc; settings and the trust record kept in tmp."""
-    monkeypatch.setenv("AGENT_DESK_CONFIG_DIR", str(tmp_path / "cfg"))
-    monkeypatch.setenv("AGENT_DESK_DATA_DIR", str(tmp_path / "data"))
     h = tmp_path / "home"
     h.mkdir()
     (h / ".bashrc").write_text(BASHRC)

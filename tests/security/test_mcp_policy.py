@@ -243,14 +243,11 @@ def http_everything() -> Any:
 
 
 async def test_header_secrets_never_reach_the_logs_or_the_audit(
-        tmp_path: Path, monkeypatch, http_everything: str) -> None:
+        tmp_path: Path, desk_env: Path, monkeypatch, http_everything: str) -> None:
     secret = "sk-mcp-header-secret-0123456789abcdef"
     monkeypatch.setenv("MCP_TEST_TOKEN", secret)
     logs = tmp_path / "logs"
     monkeypatch.setenv("AGENT_DESK_LOG_DIR", str(logs))
-    monkeypatch.setenv("AGENT_DESK_CONFIG_DIR", str(tmp_path / "cfg"))
-    monkeypatch.setenv("AGENT_DESK_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("AGENT_DESK_NO_KEYRING", "1")
     (tmp_path / "p").mkdir()
     servers_ = {"web": {"url": http_everything, "headers": {"Authorization": "Bearer ${env:MCP_TEST_TOKEN}"}}}
     with AnthropicServer([reply(tool_use("mcp__web__echo", {"message": f"leak {secret}"})),

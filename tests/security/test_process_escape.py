@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,24 +16,8 @@ from desktop_app.core import EventBus, MemoryStore, SandboxSurvivors
 from desktop_app.runtime import ProjectRuntime
 from desktop_app.sandbox import LocalSandbox, SandboxConfig
 from tests.conftest import TEST_IMAGE
+from tests.kit import VARIANTS, WRITER, stops_changing, wait_until_async
 
-WRITER = "while :; do date +%s%N > {f}; sleep 0.05; done"
-
-# Each variant starts a workspace writer named by its marker ($0 of the inner shell, or exec -a's name)
-# that leaves the command's process group or its parentage.
-VARIANTS = {
-    "setsid_f": "setsid -f sh -c '{w}' {m}",
-    "nohup_bg": "nohup sh -c '{w}' {m} >/dev/null 2>&1 &",
-    "double_fork": "( ( setsid sh -c '{w}' {m} & ) & )",
-    "subshell_bg": "( sh -c '{w}' {m} & ) &",
-    "disown": "bash -c \"sh -c '{w}' {m} >/dev/null 2>&1 & disown\"",
-    "exec_a": "setsid -f bash -c 'exec -a {m} sh -c \"{w}\"'",
-    "env_scrubbed": "setsid -f env -i /bin/sh -c '{w}' {m}",
-    # a cookie forged to name the live helper ($PPID) as its owner: no cookie but a live run's own is proof
-    "forged_cookie": "setsid -f env -i AGENT_DESK_RUN=$PPID-999:1 /bin/sh -c '{w}' {m}",
-    "fork_loop": "setsid -f bash -c 'for i in $(seq 40); do (sleep 300 & exec -a {m} sleep 300) & sleep 0.01; done; "
-    "exec -a {m} sh -c \"{w}\"'",
-}
 # On the host a process that scrubbed its environment, left the session and was orphaned carries nothing
 # that ties it to the desk: LocalSandbox does not catch it (README, "what the sandbox does not protect").
 HOST_UNTRACKABLE = {"env_scrubbed", "forged_cookie"}
@@ -86,22 +69,6 @@ def _skip_untrackable(box: Box, variant: str) -> None:
         pytest.skip("a scrubbed, orphaned daemon on the host is not tracked (documented)")
 
 
-async def _wait_for(pred, within: float = 5.0) -> bool:
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        if await asyncio.to_thread(pred):
-            return True
-        await asyncio.sleep(0.05)
-    return False
-
-
-def _stops_changing(file: Path) -> bool:
-    """The writer writes every 50 ms: unchanged over 0.4 s means nobody writes it any more."""
-    before = file.read_bytes() if file.exists() else b""
-    time.sleep(0.4)
-    return (file.read_bytes() if file.exists() else b"") == before
-
-
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 async def test_a_foreground_command_leaves_nothing_running(box: Box, variant: str) -> None:
     _skip_untrackable(box, variant)
@@ -109,7 +76,7 @@ async def test_a_foreground_command_leaves_nothing_running(box: Box, variant: st
     res = await box.sb.exec(_command(variant, marker, box.path("fg.txt")) + "\nsleep 0.3; echo done", timeout=30)
     assert "done" in res.stdout
     assert await asyncio.to_thread(box.pids, marker) == []
-    assert await asyncio.to_thread(_stops_changing, box.folder / "fg.txt")
+    assert await asyncio.to_thread(stops_changing, box.folder / "fg.txt")
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -117,11 +84,11 @@ async def test_bash_kill_kills_the_whole_tree(box: Box, variant: str) -> None:
     _skip_untrackable(box, variant)
     marker = f"adm{uuid.uuid4().hex[:10]}"
     pid = await box.sb.start_background(_command(variant, marker, box.path("bg.txt")) + "\nsleep 600")
-    assert await _wait_for(lambda: bool(box.pids(marker))), "the daemon never started"
-    assert await _wait_for(lambda: (box.folder / "bg.txt").exists())
+    assert await wait_until_async(lambda: bool(box.pids(marker)), within_s=5), "the daemon never started"
+    assert await wait_until_async(lambda: (box.folder / "bg.txt").exists(), within_s=5)
     await box.sb.kill(pid)
     assert await asyncio.to_thread(box.pids, marker) == []
-    assert await asyncio.to_thread(_stops_changing, box.folder / "bg.txt")
+    assert await asyncio.to_thread(stops_changing, box.folder / "bg.txt")
 
 
 async def test_a_timed_out_command_leaves_nothing_running(box: Box) -> None:
@@ -134,11 +101,11 @@ async def test_a_timed_out_command_leaves_nothing_running(box: Box) -> None:
 async def test_a_cancelled_command_leaves_nothing_running(box: Box) -> None:
     marker = f"adm{uuid.uuid4().hex[:10]}"
     run = asyncio.ensure_future(box.sb.exec(_command("double_fork", marker, box.path("c.txt")) + "\nsleep 600"))
-    assert await _wait_for(lambda: bool(box.pids(marker)))
+    assert await wait_until_async(lambda: bool(box.pids(marker)), within_s=5)
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await run
-    assert await _wait_for(lambda: not box.pids(marker)), "the daemon outlived the cancelled call"
+    assert await wait_until_async(lambda: not box.pids(marker), within_s=5), "the daemon outlived the cancelled call"
 
 
 async def test_the_session_end_kills_everything_and_lists_it(box: Box) -> None:
@@ -150,8 +117,9 @@ async def test_the_session_end_kills_everything_and_lists_it(box: Box) -> None:
         await box.sb.start_background(_command(variant, f"{marker}{i}", box.path(f"s{i}.txt")) + "\nsleep 600")
     # every daemon running as itself: its writer has written (before that, a marker may only be seen in a
     # launcher still on its way to exec the daemon)
-    assert await _wait_for(lambda: all((box.folder / f"s{i}.txt").exists() for i in range(len(variants))))
-    assert await _wait_for(lambda: all(box.pids(f"{marker}{i}") for i in range(len(variants))))
+    assert await wait_until_async(lambda: all((box.folder / f"s{i}.txt").exists() for i in range(len(variants))),
+                                  within_s=5)
+    assert await wait_until_async(lambda: all(box.pids(f"{marker}{i}") for i in range(len(variants))), within_s=5)
     store = MemoryStore()
     bus = EventBus(store)
     seen: list[SandboxSurvivors] = []
@@ -166,7 +134,7 @@ async def test_the_session_end_kills_everything_and_lists_it(box: Box) -> None:
     assert any(p["started_by"].startswith("bg-") for p in seen[0].killed)
     assert await asyncio.to_thread(box.pids, marker) == []
     for i in range(len(variants)):
-        assert await asyncio.to_thread(_stops_changing, box.folder / f"s{i}.txt")
+        assert await asyncio.to_thread(stops_changing, box.folder / f"s{i}.txt")
     if box.kind == "docker":
         assert box.client.containers.get(box.sb.container_id).status == "running"  # keep_running kept it
     await box.sb.close()
@@ -177,7 +145,7 @@ async def test_close_without_a_sweep_first_still_kills_everything(box: Box) -> N
     marker = f"adm{uuid.uuid4().hex[:10]}"
     await box.sb.start_background(_command("setsid_f", marker, box.path("z.txt")) + "\nsleep 600")
     await box.sb.exec(_command("subshell_bg", marker + "x", box.path("z2.txt")) + "\ntrue")
-    assert await _wait_for(lambda: bool(box.pids(marker)))
+    assert await wait_until_async(lambda: bool(box.pids(marker)), within_s=5)
     await box.sb.close()
     assert await asyncio.to_thread(box.pids, marker) == []
     assert box.sb.last_sweep["alive"] == []
@@ -187,7 +155,7 @@ async def test_other_runs_are_not_killed_by_one_ending(box: Box) -> None:
     """A background process's own daemon (in its session, with its cookie) survives another command's end."""
     marker = f"adm{uuid.uuid4().hex[:10]}"
     pid = await box.sb.start_background(_command("setsid_f", marker, box.path("k.txt")) + "\nsleep 600")
-    assert await _wait_for(lambda: bool(box.pids(marker)))
+    assert await wait_until_async(lambda: bool(box.pids(marker)), within_s=5)
     await box.sb.exec("true")
     await box.sb.exec("sleep 0.2 & true")
     assert await asyncio.to_thread(box.pids, marker)

@@ -24,7 +24,7 @@ from desktop_app.core._executor import LOST_SECRETS
 from desktop_app.core._redaction import PATTERNS, REDACTED, Redactor, StreamRedactor, may_hold_secret
 from tests.conftest import TEST_IMAGE
 from tests.core.conftest import Harness, call
-from tests.e2e.conftest import cli, env, server, workspace_dir  # noqa: F401  (fixtures)
+from tests.e2e.conftest import cli, env, workspace_dir  # noqa: F401  (fixtures)
 from tests.fakes.anthropic_server import reply, text, tool_use
 
 

@@ -27,7 +27,7 @@ from desktop_app.core import (
     template_from_text,
 )
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
-from tests.tools.test_task_run import Desk, desk_for, server  # noqa: F401  (fixtures)
+from tests.kit import Desk
 
 RANK = {Action.ALLOW: 1, Action.ASK: 2, Action.DENY: 3}
 MODES = [m.value for m in PermissionMode]
@@ -64,7 +64,7 @@ def test_a_template_is_never_wider_than_the_person(person_mode, template_mode, p
     assert RANK[narrowed.resolve_ask(mine).action] >= RANK[person.resolve_ask(theirs).action]
 
 
-async def test_a_project_template_asking_for_auto_still_asks(desk_for, server: AnthropicServer) -> None:  # noqa: F811
+async def test_a_project_template_asking_for_auto_still_asks(desk_for, server: AnthropicServer) -> None:
     desk: Desk = await desk_for()
     folder = Path(desk.rt.project.path) / ".agent-desk" / "templates"
     folder.mkdir(parents=True)
@@ -84,7 +84,7 @@ async def test_a_project_template_asking_for_auto_still_asks(desk_for, server: A
 
 
 async def test_a_child_of_an_explore_session_cannot_write_whatever_template_it_names(
-        desk_for, server: AnthropicServer) -> None:  # noqa: F811
+        desk_for, server: AnthropicServer) -> None:
     desk: Desk = await desk_for(mode="auto", template="explore")
     server.add(reply(tool_use("task_run", {"task": "write", "template": "coding"})),
                reply(tool_use("fs_write", {"path": "c.txt", "content": "x"}),
@@ -100,7 +100,7 @@ async def test_a_child_of_an_explore_session_cannot_write_whatever_template_it_n
     assert not (Path(desk.rt.project.path) / "c.txt").exists() and not (Path(desk.rt.project.path) / "c2.txt").exists()
 
 
-async def test_a_childs_allow_for_this_session_stays_the_childs(desk_for, server: AnthropicServer) -> None:  # noqa: F811
+async def test_a_childs_allow_for_this_session_stays_the_childs(desk_for, server: AnthropicServer) -> None:
     desk: Desk = await desk_for()
     asked = []
 
@@ -123,7 +123,7 @@ async def test_a_childs_allow_for_this_session_stays_the_childs(desk_for, server
     assert parent_bash.state is ToolCallState.DENIED
 
 
-async def test_a_skills_allowed_tools_is_not_honoured(desk_for, server: AnthropicServer) -> None:  # noqa: F811
+async def test_a_skills_allowed_tools_is_not_honoured(desk_for, server: AnthropicServer) -> None:
     desk: Desk = await desk_for()
     skill = Path(desk.rt.project.path) / ".agent-desk" / "skills" / "deploy"
     skill.mkdir(parents=True)

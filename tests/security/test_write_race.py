@@ -13,6 +13,7 @@ import pytest
 
 from desktop_app.core import SandboxError
 from desktop_app.sandbox import LocalSandbox
+from tests.kit import argument_too_long, write_many
 
 WRITES = 3000
 # Inside the container: swap /workspace/d for a symlink to /tmp/out and back, as fast as python can.
@@ -28,23 +29,6 @@ SWAPPER = (
 )
 
 
-async def _write_many(sb, prefix: str, writes: int = WRITES, at_once: int = 100) -> tuple[int, list[str]]:
-    """`writes` fs_writes under `prefix`, `at_once` at a time; how many landed, and the refusals."""
-    ok, errors = 0, []
-
-    async def one(i: int) -> None:
-        nonlocal ok
-        try:
-            await sb.write_file(f"{prefix}/f{i}.txt", b"payload")
-            ok += 1
-        except SandboxError as exc:
-            errors.append(str(exc))
-
-    for start in range(0, writes, at_once):
-        await asyncio.gather(*(one(i) for i in range(start, min(writes, start + at_once))))
-    return ok, errors
-
-
 @pytest.mark.docker
 async def test_no_write_lands_outside_the_workspace_on_docker(make_docker_sandbox, workspace: Path) -> None:
     (workspace / "d").mkdir()
@@ -52,8 +36,8 @@ async def test_no_write_lands_outside_the_workspace_on_docker(make_docker_sandbo
     swapper = await sb.start_background(f"python3 -c \"{SWAPPER}\"")
     try:
         await asyncio.sleep(0.3)
-        ok, errors = await _write_many(sb, "d")
-        nested_ok, _ = await _write_many(sb, "d/deeper/still")  # make_dirs through the swapped folder
+        ok, errors = await write_many(sb, "d", WRITES)
+        nested_ok, _ = await write_many(sb, "d/deeper/still", WRITES)  # make_dirs through the swapped folder
     finally:
         await sb.kill(swapper)
     outside = await sb.exec("find /tmp/out -mindepth 1 | wc -l", timeout=30)
@@ -83,8 +67,8 @@ async def test_no_write_lands_outside_the_workspace_on_local(tmp_path: Path) -> 
     swapper = threading.Thread(target=swap, daemon=True)
     swapper.start()
     try:
-        ok, _ = await _write_many(sb, "d")
-        nested_ok, _ = await _write_many(sb, "d/deeper")
+        ok, _ = await write_many(sb, "d", WRITES)
+        nested_ok, _ = await write_many(sb, "d/deeper", WRITES)
     finally:
         stop.set()
         swapper.join(5)
@@ -117,25 +101,15 @@ async def test_a_symlinked_parent_is_refused_and_a_symlinked_file_is_replaced(tm
 
 
 # -------------------------------------------------------------------------------- errors name the cause
-async def _argument_too_long(sb) -> None:
-    for command in (["echo", "x" * 200_000], "echo " + "x" * 200_000):
-        with pytest.raises(SandboxError) as err:
-            await sb.exec(command, timeout=10)
-        assert "argument too long" in str(err.value) and "pids" not in str(err.value)
-    with pytest.raises(SandboxError, match="argument too long"):
-        await sb.start_background("echo " + "y" * 200_000)
-    assert (await sb.exec("echo fine", timeout=10)).stdout == "fine\n"
-
-
 async def test_an_argument_over_128_kb_is_named_on_local(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
     sb = LocalSandbox(tmp_path / "ws")
     try:
-        await _argument_too_long(sb)
+        await argument_too_long(sb)
     finally:
         await sb.close()
 
 
 @pytest.mark.docker
 async def test_an_argument_over_128_kb_is_named_on_docker(make_docker_sandbox) -> None:
-    await _argument_too_long(await make_docker_sandbox())
+    await argument_too_long(await make_docker_sandbox())

@@ -10,7 +10,7 @@ import pytest
 
 from desktop_app.core import ToolCallState, load_skills
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
-from tests.tools.test_task_run import desk_for, server, system_of  # noqa: F401  (fixtures)
+from tests.kit import system_of
 
 pytestmark = pytest.mark.docker
 
@@ -41,7 +41,7 @@ def test_skills_are_found_and_listed(tmp_path: Path) -> None:
     assert load_skills(str(tmp_path / "nothing")).prompt() == ""
 
 
-async def test_a_user_skill_loaded_and_used(desk_for, server: AnthropicServer, tmp_path: Path,  # noqa: F811
+async def test_a_user_skill_loaded_and_used(desk_for, server: AnthropicServer, tmp_path: Path,
                                             monkeypatch) -> None:
     user = tmp_path / "cfg" / "skills" / "notes"
     user.mkdir(parents=True)
@@ -65,7 +65,7 @@ async def test_a_user_skill_loaded_and_used(desk_for, server: AnthropicServer, t
     assert (user / "make.sh").read_text() == "echo notes from the skill\n"
 
 
-async def test_a_project_skill_is_read_where_it_lies(desk_for, server: AnthropicServer) -> None:  # noqa: F811
+async def test_a_project_skill_is_read_where_it_lies(desk_for, server: AnthropicServer) -> None:
     desk = await desk_for()
     folder = Path(desk.rt.project.path) / ".agent-desk" / "skills" / "style"
     folder.mkdir(parents=True)
@@ -87,7 +87,7 @@ async def test_a_project_skill_is_read_where_it_lies(desk_for, server: Anthropic
     assert missing.is_error and "there is no skill 'nope'" in missing.result["content"][0]["text"]
 
 
-async def test_an_explore_child_is_told_the_skills_too(desk_for, server: AnthropicServer, tmp_path: Path) -> None:  # noqa: F811
+async def test_an_explore_child_is_told_the_skills_too(desk_for, server: AnthropicServer, tmp_path: Path) -> None:
     user = tmp_path / "cfg" / "skills" / "notes"
     user.mkdir(parents=True)
     (user / "SKILL.md").write_text(SKILL)

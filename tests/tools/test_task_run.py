@@ -5,92 +5,15 @@ linked to the parent's call, its approvals are labelled with its name, and its a
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from desktop_app.config import Settings
-from desktop_app.core import Allow, Deny, ProjectInfo, ToolCallState
-from desktop_app.runtime import open_runtime
-from tests.conftest import TEST_IMAGE, make_workspace
+from desktop_app.core import Deny, ToolCallState
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
+from tests.kit import system_of
 
 pytestmark = pytest.mark.docker
-
-
-class Desk:
-    """A runtime, every event it published, and an answerer for its approvals."""
-
-    def __init__(self, rt: Any) -> None:
-        self.rt = rt
-        self.events: list[Any] = []
-        self.answer: Callable[[Any], Any] = lambda ev: Allow()
-        self.seen = asyncio.Event()
-        rt.bus.on("*", self._on)
-
-    def _on(self, env: Any) -> None:
-        self.events.append(env.event)
-        self.seen.set()
-        if env.type == "permission_required":
-            decision = self.answer(env.event)
-            if decision is not None:
-                asyncio.get_running_loop().call_soon(self.rt.executor.decide, env.event.call_id, decision)
-
-    def of(self, type_: str) -> list[Any]:
-        return [e for e in self.events if getattr(e, "type", "") == type_]
-
-    async def wait_for(self, pred: Callable[[Any], bool], within_s: float = 60) -> Any:
-        async with asyncio.timeout(within_s):
-            while True:
-                hit = next((e for e in self.events if pred(e)), None)
-                if hit is not None:
-                    return hit
-                self.seen.clear()
-                await self.seen.wait()
-
-    async def records(self, session_id: str) -> list[Any]:
-        await self.rt.store.flush()
-        return await self.rt.store.session_records(session_id)
-
-
-@pytest.fixture
-def server() -> AsyncIterator[AnthropicServer]:
-    with AnthropicServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-async def desk_for(docker_client, tmp_path: Path, server: AnthropicServer,
-                   monkeypatch) -> AsyncIterator[Callable[..., Any]]:
-    monkeypatch.setenv("AGENT_DESK_CONFIG_DIR", str(tmp_path / "cfg"))
-    monkeypatch.setenv("AGENT_DESK_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("AGENT_DESK_NO_KEYRING", "1")
-    project = make_workspace(tmp_path / "project")
-    (project / "notes.txt").write_text("the answer is 42\n")
-    opened: list[Any] = []
-
-    async def make(*, mode: str = "ask", settings: dict[str, Any] | None = None, template: str | None = None,
-                   **overrides: Any) -> Desk:
-        info = ProjectInfo(id=f"sub-{uuid.uuid4().hex[:8]}", name="p", path=str(project), image=TEST_IMAGE,
-                           settings=settings or {})
-        rt = await open_runtime(Settings(base_url=server.url, api_key=server.api_key, **overrides), info,
-                                db_url=str(tmp_path / "desk.db"), permission_mode=mode, template=template)
-        opened.append(rt)
-        return Desk(rt)
-
-    yield make
-    for rt in opened:
-        await rt.close()
-        for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={rt.project.id}"}):
-            c.remove(force=True)
-
-
-def system_of(req: Any) -> str:
-    system = req.body.get("system")
-    return system if isinstance(system, str) else "".join(b.get("text", "") for b in system or [])
 
 
 async def test_a_denied_child_call_its_note_and_the_childs_answer(desk_for, server: AnthropicServer) -> None:

@@ -66,3 +66,19 @@ def store(tmp_path, run):
 def _app(qapp):
     """Every UI test needs the QApplication (pixmaps, fonts), even pure model tests."""
     return qapp
+
+
+@pytest.fixture
+def window_project(monkeypatch, tmp_path):
+    """(folder, ProjectInfo) of a project with a README on an explicitly local sandbox (these tests are about
+    the window; the Docker path has its own), keys in files and no inherited Anthropic key or endpoint."""
+    from desktop_app.core import ProjectInfo
+
+    monkeypatch.setenv("AGENT_DESK_NO_KEYRING", "1")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "README.md").write_text("demo\n")
+    project = ProjectInfo("prj_rt", "demo", str(folder), permission_mode="ask", settings={"sandbox": "local"})
+    return folder, project

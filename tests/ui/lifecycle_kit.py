@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from PySide6.QtWidgets import QApplication, QMessageBox, QPushButton
@@ -15,6 +14,8 @@ from desktop_app.config import DEFAULT_MODEL, Settings
 from desktop_app.core import EventBus
 from desktop_app.runtime import Desk
 from desktop_app.ui import AppController, MainWindow
+from tests.kit import isolated_environ
+from tests.kit import wait_until as poll_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,11 +51,9 @@ def app_env(tmp_path: Path, **more: str) -> dict[str, str]:
     """The environment of a real `agent-desk` process of its own: own config, data and socket folders."""
     xdg = tmp_path / "xdg"
     xdg.mkdir(mode=0o700, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DISPLAY")}
-    env.update(AGENT_DESK_CONFIG_DIR=str(tmp_path / "cfg"), AGENT_DESK_DATA_DIR=str(tmp_path / "data"),
-               AGENT_DESK_NO_KEYRING="1", XDG_RUNTIME_DIR=str(xdg), QT_QPA_PLATFORM="offscreen",
-               PYTHONPATH=str(ROOT), **more)
-    return env
+    no_display = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+    return isolated_environ(tmp_path, no_display, XDG_RUNTIME_DIR=str(xdg), QT_QPA_PLATFORM="offscreen",
+                            PYTHONPATH=str(ROOT), **more)
 
 
 def launch(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:
@@ -64,13 +63,16 @@ def launch(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:
 
 def wait_until(predicate, timeout_s: float, proc: subprocess.Popen | None = None, what: str = "") -> None:
     """Poll `predicate` (a file to appear, a socket to answer) while the process lives."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
+
+    def done() -> bool:
+        if predicate():
+            return True
         if proc is not None and proc.poll() is not None:
             raise AssertionError(f"the app ended ({proc.returncode}) before {what}: {proc.stderr.read()}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+        return False
+
+    if not poll_until(done, timeout_s, every_s=0.2):
+        raise AssertionError(f"timed out waiting for {what}")
 
 
 def window_answers(env: dict[str, str]) -> bool:

@@ -131,11 +131,7 @@ def _quit_with_a_call_in_flight(qtbot, run, window, controller, factory):
     return cid
 
 
-def test_the_first_hour(qtbot, run, store, tmp_path, monkeypatch, docker_client):
-    monkeypatch.setenv("AGENT_DESK_NO_KEYRING", "1")
-    monkeypatch.setenv("AGENT_DESK_CONFIG_DIR", str(tmp_path / "cfg"))
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+def test_the_first_hour(qtbot, run, store, tmp_path, desk_env, monkeypatch, docker_client):
     folder = tmp_path / f"ws-{uuid.uuid4().hex[:6]}"
     folder.mkdir()
     folder.chmod(0o777)  # the sandbox user (uid 1000) writes here

@@ -1,7 +1,6 @@
 """`agent-desk --sample-data --screenshot PATH --view project-mcp | settings-mcp`: the demo's MCP servers
 rendered offscreen, as the README's pictures are made."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,13 +8,14 @@ from pathlib import Path
 import pytest
 from PySide6.QtGui import QImage
 
+from tests.kit import isolated_environ
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("view", ["project-mcp", "settings-mcp"])
 def test_the_mcp_views_render_from_the_sample_data(tmp_path, view):
-    env = dict(os.environ, AGENT_DESK_CONFIG_DIR=str(tmp_path / "cfg"), AGENT_DESK_DATA_DIR=str(tmp_path / "data"),
-               AGENT_DESK_NO_KEYRING="1", QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT))
+    env = isolated_environ(tmp_path, QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT))
     png = tmp_path / f"{view}.png"
     out = subprocess.run([sys.executable, "-m", "desktop_app.app", "--sample-data", "--screenshot", str(png),
                           "--view", view, "--size", "1024x700"], env=env, capture_output=True, text=True,

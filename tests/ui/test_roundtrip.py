@@ -9,49 +9,17 @@ import uuid
 import pytest
 from PySide6.QtCore import Qt
 
-from desktop_app.config import DEFAULT_MODEL, Settings
-from desktop_app.core import EventBus, ProjectInfo, SessionInfo
-from desktop_app.runtime import Desk
+from desktop_app.core import ProjectInfo, SessionInfo
 from desktop_app.store import AuditQuery
-from desktop_app.ui import AppController, MainWindow
 from tests.conftest import TEST_IMAGE, make_workspace
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
+from tests.ui.window_kit import open_app, row_state
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def env(monkeypatch, tmp_path):
-    monkeypatch.setenv("AGENT_DESK_NO_KEYRING", "1")
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
-    folder = tmp_path / "project"
-    folder.mkdir()
-    (folder / "README.md").write_text("demo\n")
-    # An explicitly local sandbox: this test is about the window, the Docker path has its own tests.
-    project = ProjectInfo("prj_rt", "demo", str(folder), permission_mode="ask", settings={"sandbox": "local"})
-    return folder, project
-
-
-def open_app(qtbot, run, store, server, project):
-    settings = Settings(path=None, base_url=server.url, api_key=server.api_key, model=DEFAULT_MODEL)
-    bus = run(EventBus.open(store))
-    window = MainWindow()
-    qtbot.addWidget(window)
-    factory = Desk(settings=settings, store=store, bus=bus, api_key_source="settings")
-    controller = AppController(window, factory)
-    window.show()
-    return window, controller, factory
-
-
-def row_state(window, call_id):
-    model = window.timeline_model
-    row = model.row_of(call_id)
-    return model.row_at(row).state.value if row >= 0 else None
-
-
-def test_prompt_stream_approve_timeline_history(qtbot, run, store, env):
-    folder, project = env
+def test_prompt_stream_approve_timeline_history(qtbot, run, store, window_project):
+    folder, project = window_project
     script = [
         reply(text("I will create the file you asked for."),
               tool_use("fs_write", {"path": "hello.txt", "content": "hello\n"}, id="toolu_write1")),
@@ -108,8 +76,8 @@ def test_prompt_stream_approve_timeline_history(qtbot, run, store, env):
         run(factory.close())
 
 
-def test_an_open_approval_survives_a_restart(qtbot, run, store, env):
-    folder, project = env
+def test_an_open_approval_survives_a_restart(qtbot, run, store, window_project):
+    folder, project = window_project
     script = [
         reply(tool_use("bash_run", {"command": "echo restarted > out.txt"}, id="toolu_bash1")),
         reply(text("Done after the restart.")),

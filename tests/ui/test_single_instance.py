@@ -3,28 +3,23 @@ folder's project; a second `agent-desk PATH` hands its folder over and exits 0 w
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.kit import wait_until
+from tests.kit.cli import cli_environ
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     runtime = tmp_path / "run"
     runtime.mkdir(mode=0o700)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "AGENT_DESK_"))}
-    return {**base, "AGENT_DESK_CONFIG_DIR": str(tmp_path / "cfg"), "AGENT_DESK_DATA_DIR": str(tmp_path / "data"),
-            "AGENT_DESK_LOG_DIR": str(tmp_path / "log"), "AGENT_DESK_NO_KEYRING": "1",
-            "XDG_RUNTIME_DIR": str(runtime), "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(ROOT),
-            "DOCKER_HOST": "unix:///nonexistent.sock"}
+    return {**cli_environ(tmp_path), "XDG_RUNTIME_DIR": str(runtime), "DOCKER_HOST": "unix:///nonexistent.sock"}
 
 
 def projects(data: Path) -> set[str]:
@@ -38,13 +33,9 @@ def projects(data: Path) -> set[str]:
         return set()
 
 
-def wait_for(cond, timeout: float = 60.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.2)
-    return False
+def in_a_minute(cond) -> bool:
+    """Poll every 0.2 s for up to 60 s: the window starts in seconds, slower on a loaded machine."""
+    return wait_until(cond, 60, every_s=0.2)
 
 
 @pytest.fixture
@@ -55,8 +46,8 @@ def first_window(env, tmp_path: Path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sockets = Path(env["XDG_RUNTIME_DIR"]) / "agent-desk"
     try:
-        assert wait_for(lambda: any(p.is_socket() for p in sockets.glob("instance-*"))), "the first window listens"
-        assert wait_for(lambda: str(a.resolve()) in projects(tmp_path / "data")), "PATH became a project"
+        assert in_a_minute(lambda: any(p.is_socket() for p in sockets.glob("instance-*"))), "the first window listens"
+        assert in_a_minute(lambda: str(a.resolve()) in projects(tmp_path / "data")), "PATH became a project"
         yield proc, sockets
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -78,7 +69,7 @@ def test_a_second_agent_desk_path_hands_the_folder_to_the_running_window(env, tm
                             text=True, timeout=60)
     assert second.returncode == 0, second.stderr
     assert "the running window took it" in second.stderr
-    assert wait_for(lambda: str(b.resolve()) in projects(tmp_path / "data")), "the first window opened beta"
+    assert in_a_minute(lambda: str(b.resolve()) in projects(tmp_path / "data")), "the first window opened beta"
     assert proc.poll() is None, "the first window still runs"
     again = subprocess.run([sys.executable, "-m", "desktop_app.cli"], env=env, capture_output=True, text=True,
                            timeout=60)

@@ -1,19 +1,19 @@
 """`agent-desk --sample-data --screenshot PATH --view subagent`: the demo's sub-agent, nested under its task_run
 call in the timeline and marked in the inbox, rendered offscreen as the README's picture is made."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 from PySide6.QtGui import QImage
 
+from tests.kit import isolated_environ
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_subagent_view_renders_from_the_sample_data(tmp_path):
-    env = dict(os.environ, AGENT_DESK_CONFIG_DIR=str(tmp_path / "cfg"), AGENT_DESK_DATA_DIR=str(tmp_path / "data"),
-               AGENT_DESK_NO_KEYRING="1", QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT))
+    env = isolated_environ(tmp_path, QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT))
     png = tmp_path / "subagent.png"
     out = subprocess.run([sys.executable, "-m", "desktop_app.app", "--sample-data", "--screenshot", str(png),
                           "--view", "subagent", "--size", "1024x700"], env=env, capture_output=True, text=True,

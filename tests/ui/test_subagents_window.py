@@ -9,14 +9,14 @@ from PySide6.QtCore import Qt
 
 from desktop_app.core import ToolCallState
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
-from tests.ui.test_roundtrip import env, open_app, row_state  # noqa: F401  (fixture)
+from tests.ui.window_kit import open_app, row_state
 
 pytestmark = pytest.mark.e2e
 
 
-def test_a_sub_agents_call_denied_from_the_inbox(qtbot, run, store, env, monkeypatch, tmp_path):  # noqa: F811
+def test_a_sub_agents_call_denied_from_the_inbox(qtbot, run, store, window_project, monkeypatch, tmp_path):
     monkeypatch.setenv("AGENT_DESK_CONFIG_DIR", str(tmp_path / "cfg"))
-    folder, project = env
+    folder, project = window_project
     script = [
         reply(tool_use("task_run", {"task": "Create built.txt", "template": "coding", "name": "builder"})),
         reply(tool_use("bash_run", {"command": "touch built.txt"})),

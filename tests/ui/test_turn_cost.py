@@ -21,10 +21,7 @@ USAGE = {"input_tokens": 120_000, "output_tokens": 4_000}
 
 
 def test_each_turn_ends_with_its_cost_and_the_status_bar_sums_the_session(qtbot, run, store, tmp_path: Path,
-                                                                           monkeypatch) -> None:
-    monkeypatch.setenv("AGENT_DESK_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("AGENT_DESK_CONFIG_DIR", str(tmp_path / "cfg"))
-    monkeypatch.setenv("AGENT_DESK_NO_KEYRING", "1")
+                                                                           desk_env: Path) -> None:
     folder = tmp_path / "project"
     folder.mkdir()
     replies = [reply(tool_use("fs_glob", {"pattern": "*"}), usage=USAGE), reply(text("first"), usage=USAGE),

@@ -113,8 +113,7 @@ def test_the_project_image_entry_builds_on_the_click_and_is_stored_with_its_dige
     assert "project_image" not in run(fut).settings
 
 
-def test_the_template_picker_lists_where_each_comes_from_and_saves_the_pick(qtbot, run, tmp_path, monkeypatch):
-    monkeypatch.setenv("AGENT_DESK_CONFIG_DIR", str(tmp_path / "cfg"))
+def test_the_template_picker_lists_where_each_comes_from_and_saves_the_pick(qtbot, run, tmp_path, desk_env):
     (tmp_path / "cfg" / "templates").mkdir(parents=True)
     (tmp_path / "cfg" / "templates" / "mine.toml").write_text('description = "My own"')
     folder = tmp_path / "p"

@@ -40,9 +40,7 @@ when = 2024-01-02T03:04:05Z
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch) -> Path:
-    monkeypatch.setenv("AGENT_DESK_CONFIG_DIR", str(tmp_path / "cfg"))
-    monkeypatch.setenv("AGENT_DESK_DATA_DIR", str(tmp_path / "data"))
+def project(tmp_path: Path, desk_env: Path) -> Path:
     p = tmp_path / "project"
     (p / ".agent-desk").mkdir(parents=True)
     return p

@@ -16,7 +16,7 @@ from desktop_app.store import SqlStore
 from desktop_app.store._tables import AuditEntryRow, columns
 from desktop_app.store.integrity import _verify as verify_module
 from desktop_app.store.integrity._chain import WALK_COLUMNS, walk_file, walk_result
-from tests.security.test_audit_tamper import _fill, _sql
+from tests.kit import fill_audit_file, raw_sql
 
 ATTACKS = {
     "intact": (),
@@ -58,10 +58,10 @@ async def test_the_walk_in_a_second_process_gives_the_same_verdict(tmp_path: Pat
                                                                    caplog: pytest.LogCaptureFixture,
                                                                    attack: str) -> None:
     db = tmp_path / "audit.db"
-    await _fill(db)
-    assert _sql(db, "SELECT max(seq) FROM audit_entries") == [(15,)]
+    await fill_audit_file(db)
+    assert raw_sql(db, "SELECT max(seq) FROM audit_entries") == [(15,)]
     if ATTACKS[attack]:
-        _sql(db, "PRAGMA foreign_keys = OFF", *ATTACKS[attack])
+        raw_sql(db, "PRAGMA foreign_keys = OFF", *ATTACKS[attack])
     here, there = await _both(db, monkeypatch, caplog)
     assert here == there
     assert here.ok == (attack == "intact"), here.message
@@ -72,12 +72,12 @@ def test_the_worker_really_runs_as_a_script_of_the_standard_library(tmp_path: Pa
     import asyncio
 
     db = tmp_path / "audit.db"
-    asyncio.run(_fill(db))
+    asyncio.run(fill_audit_file(db))
     out = subprocess.run([sys.executable, "-I", "-S", verify_module.chain_module.__file__, str(db), "15"],
                          capture_output=True, text=True, check=True)
     failure, count, rows, last_message, _ = walk_result(json.loads(out.stdout))
     assert failure is not None and failure.problem == "inserted"  # no head given: every entry lies past it
-    head = _sql(db, "SELECT seq, hash FROM audit_head")[0]
+    head = raw_sql(db, "SELECT seq, hash FROM audit_head")[0]
     failure, count, rows, last_message, _ = walk_result(walk_file(str(db), 15, head))
     assert (failure, count, rows, sorted(last_message)) == (None, 15, 15, [1, 2, 3])
 
@@ -87,8 +87,8 @@ def test_the_worker_judges_only_the_entries_of_verifys_snapshot(tmp_path: Path) 
     import asyncio
 
     db = tmp_path / "audit.db"
-    asyncio.run(_fill(db))
-    (seq, h), = _sql(db, "SELECT seq, hash FROM audit_entries WHERE seq = 12")
+    asyncio.run(fill_audit_file(db))
+    (seq, h), = raw_sql(db, "SELECT seq, hash FROM audit_entries WHERE seq = 12")
     failure, count, rows, _, _ = walk_result(walk_file(str(db), 12, (seq, h)))
     assert (failure, count, rows) == (None, 12, 12)
 
@@ -98,8 +98,8 @@ async def test_a_worker_that_cannot_walk_leaves_it_to_this_process(tmp_path: Pat
                                                                     caplog: pytest.LogCaptureFixture,
                                                                     executable: str) -> None:
     db = tmp_path / "audit.db"
-    await _fill(db)
-    _sql(db, "UPDATE audit_entries SET note = 'nothing' WHERE seq = 4")
+    await fill_audit_file(db)
+    raw_sql(db, "UPDATE audit_entries SET note = 'nothing' WHERE seq = 4")
     monkeypatch.setattr(verify_module, "PARALLEL_MIN", 0)
     monkeypatch.setattr(verify_module.sys, "executable", executable)
     caplog.set_level(logging.WARNING)

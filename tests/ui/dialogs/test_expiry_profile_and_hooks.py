@@ -18,14 +18,8 @@ from desktop_app.sandbox import LocalSandbox
 from desktop_app.ui.dialogs import ProjectSettingsDialog, SettingsDialog
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 
-
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("AGENT_DESK_CONFIG_DIR", str(tmp_path / "cfg"))
-    monkeypatch.setenv("AGENT_DESK_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("AGENT_DESK_NO_KEYRING", "1")
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+# Every test here runs with its own isolated desk (tests/kit).
+pytestmark = pytest.mark.usefixtures("desk_env")
 
 
 def _shown(kind: type):

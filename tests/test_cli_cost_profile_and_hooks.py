@@ -4,37 +4,22 @@ project's hooks file (an ungranted one is warned about and does not run)."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
+from tests.kit.cli import server_cli_environ
 
-ROOT = Path(__file__).resolve().parents[1]
 COST_LINE = re.compile(r"^tokens: ([\d,]+) in, ([\d,]+) out; cost \$([\d.]+) this turn, \$([\d.]+) this session$")
 
 
 @pytest.fixture
-def server() -> Iterator[AnthropicServer]:
-    with AnthropicServer() as srv:
-        yield srv
-
-
-@pytest.fixture
 def env(tmp_path: Path, server: AnthropicServer) -> dict[str, str]:
-    full = dict(os.environ)
-    full.update({
-        "AGENT_DESK_CONFIG_DIR": str(tmp_path / "cfg"), "AGENT_DESK_DATA_DIR": str(tmp_path / "data"),
-        "AGENT_DESK_DB": f"sqlite:///{tmp_path / 'desk.db'}", "AGENT_DESK_NO_KEYRING": "1",
-        "ANTHROPIC_API_KEY": server.api_key, "ANTHROPIC_BASE_URL": server.url,
-        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-    })
-    return full
+    return server_cli_environ(tmp_path, server)
 
 
 @pytest.fixture
