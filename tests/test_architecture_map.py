@@ -29,5 +29,8 @@ def test_the_map_names_every_module() -> None:
 def test_every_module_the_map_names_exists() -> None:
     text = MAP.read_text(encoding="utf-8")
     named = set(re.findall(r"`((?:[a-z_]+/)*[a-z_]+\.py)`", text))
-    stale = sorted(n for n in named if not (PACKAGE / n).exists() and not n.startswith("store/migrations/"))
+    # A bare file name (`_model.py` in "ui/<part>/: `_model.py`") names a kind of module, not one module.
+    qualified = {n for n in named if "/" in n}
+    stale = sorted(n for n in qualified
+                   if not (PACKAGE / n).exists() and not (ROOT / n).exists() and not n.startswith("store/migrations/"))
     assert not stale, f"docs/architecture.md names modules that do not exist: {stale}"

@@ -1,4 +1,4 @@
-"""The executor's step for a synced workspace (a remote engine's volume, see sandbox/_sync.py): the host's
+"""The executor's step for a synced workspace (a remote engine's volume, see sandbox/sync/): the host's
 changes go in before each call, and the sandbox's come back after each call that may write. A sandbox
 without `sync_workspace` (bind mount, local) is left alone."""
 
