@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from desktop_app.sandbox.helper.processes import BackgroundProcess
+from tests.kit import wait_until
 
 
 def test_background_logs_of_an_exited_process_wait_for_its_last_output(tmp_path: Path) -> None:
@@ -37,6 +38,9 @@ def test_a_process_caught_mid_exec_is_named_by_a_later_kill_round(tmp_path: Path
     tracker = proctree.Tracker(container=False)
     proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
+        # Popen returns once the exec began: the kernel sets the new name before the new command line, so the
+        # child can itself be caught mid-exec here. Wait for the line before the first look.
+        assert wait_until(lambda: proctree.cmdline_of(proc.pid) == "sleep 30", within_s=10)
         tracker.recording = {proc.pid: {"pid": proc.pid, "command": "", "started_by": ""}}
         tracker._note(tracker.describe([proc.pid]))
         assert tracker.recording[proc.pid]["command"] == "sleep 30"
