@@ -22,6 +22,8 @@ settings.load_profile("desk")
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Keep settings, keyring fallbacks and databases of the suite away from the real user's.
 os.environ.setdefault("AGENT_DESK_TESTING", "1")
+# The consent records and settings of a test that does not make its own desk (desk_env) land here, not in ~.
+os.environ.setdefault("AGENT_DESK_CONFIG_DIR", tempfile.mkdtemp(prefix="agent-desk-test-config-"))
 # The log file of every process the suite starts (CLI and window alike) lands in a folder of its own.
 os.environ.setdefault("AGENT_DESK_LOG_DIR", tempfile.mkdtemp(prefix="agent-desk-test-logs-"))
 

@@ -77,7 +77,7 @@ EXPORTED: dict[str, list[str]] = {
     ],
     "mcp_client": [
         "PROJECT_CONFIG", "HubPlaces", "McpHub", "McpServerError", "McpTool", "ServerConfig", "ServerEntry",
-        "grant", "granted", "grant_status", "header_secrets", "load_servers", "parse_servers", "read_project_servers",
+        "header_secrets", "load_servers", "parse_servers", "read_project_servers",
     ],
     "runtime": [
         "Desk",  # the window's one link to the engine
@@ -92,7 +92,7 @@ EXPORTED: dict[str, list[str]] = {
         "OPEN_IN", "mark_closed_here", "process_alive", "seal_abandoned", "this_process",
         "WorkspaceWatcher",
         # what the front ends reach without a project's runtime (the tools, the audit log, Docker, MCP config)
-        "audit_query", "builtin_tools", "grant_mcp_server", "parse_mcp_servers", "ping_docker", "project_mcp_servers",
+        "audit_query", "builtin_tools", "parse_mcp_servers", "ping_docker", "project_mcp_servers",
         "verify_audit_export", "workspace_where", "write_records",
         "build_image", "build_project_image", "find_project_image", "list_images", "load_catalog",
         "project_image_digest", "project_image_tag", "resolve_image",

@@ -55,7 +55,8 @@ def test_each_kind_is_new_approved_changed_and_revoked_alike(project: ProjectInf
     for c in consents(project):
         project.settings = approve(project, c)
     assert _statuses(project) == dict.fromkeys(keys, ConsentStatus.APPROVED)
-    assert (tmp_path / "cfg" / CONSENT_FILE).exists()  # the rules' record, out of the sandbox's reach
+    record = json.loads((tmp_path / "cfg" / CONSENT_FILE).read_text())  # out of the sandbox's reach, one file
+    assert set(record) == {"rules", "hooks", "mcp"} and project.settings == {}  # nothing in the project settings
     _write_all(project, "# edited\n")
     assert _statuses(project) == dict.fromkeys(keys, ConsentStatus.CHANGED)
     assert not any(c.ok for c in consents(project))
@@ -92,3 +93,50 @@ def test_the_status_is_one_enum_from_two_digests() -> None:
     assert ConsentStatus.of("a", None) is ConsentStatus.NEW
     assert ConsentStatus.of("a", "a") is ConsentStatus.APPROVED
     assert ConsentStatus.of("a", "b") is ConsentStatus.CHANGED
+
+
+def test_approvals_the_project_settings_held_before_count_until_they_move(project: ProjectInfo,
+                                                                          tmp_path: Path) -> None:
+    """An installation upgraded from the settings-held grants keeps its hooks and servers granted; the next
+    approval or revocation of a kind moves it to consent.json and out of the settings."""
+    _write_all(project)
+    hooks, tool = (next(c for c in consents(project, k)) for k in (ConsentKind.HOOKS, ConsentKind.MCP))
+    project.settings = {"hooks_grant_digest": hooks.digest, "mcp_grants": {"tool": "host", "gone": "host"},
+                        "mcp_grant_digests": {"tool": tool.digest, "gone": "0" * 64}, "network": False}
+    assert _statuses(project)[(ConsentKind.HOOKS, "")] is ConsentStatus.APPROVED
+    assert _statuses(project)[(ConsentKind.MCP, "tool")] is ConsentStatus.APPROVED
+    # granted for another relaxation than the entry asks for now: a change, never a match
+    stale = {**project.settings, "mcp_grants": {"tool": "sandbox+network"}}
+    assert _statuses(ProjectInfo("p", "p", project.path, settings=stale))[(ConsentKind.MCP, "tool")] is \
+        ConsentStatus.CHANGED
+    project.settings = approve(project, hooks, revoke=True)
+    assert "hooks_grant_digest" not in project.settings
+    assert _statuses(project)[(ConsentKind.HOOKS, "")] is ConsentStatus.NEW
+    project.settings = approve(project, tool)
+    assert project.settings == {"mcp_grants": {"gone": "host"}, "mcp_grant_digests": {"gone": "0" * 64},
+                                "network": False}
+    assert _statuses(ProjectInfo("p", "p", project.path))[(ConsentKind.MCP, "tool")] is ConsentStatus.APPROVED
+
+
+async def test_an_open_runtime_is_rebuilt_when_an_approval_changes(project: ProjectInfo, tmp_path: Path) -> None:
+    """A grant given elsewhere (the CLI while the window is open) reaches the next session: the runtime that
+    was built without it is replaced."""
+    from desktop_app.config import Settings
+    from desktop_app.core import EventBus
+    from desktop_app.runtime import ProjectRuntimes, open_store
+    from desktop_app.sandbox import LocalSandbox
+
+    _write_all(project)
+    store = await open_store(tmp_path / "desk.db")
+    rts = ProjectRuntimes(settings=Settings(api_key="sk-test"), store=store, bus=await EventBus.open(store),
+                          sandbox_factory=lambda p: LocalSandbox(p.path))
+    try:
+        first = await rts.get(project)
+        assert await rts.get(project) is first  # nothing changed: the same runtime
+        approve(project, next(c for c in consents(project) if c.kind is ConsentKind.HOOKS))
+        second = await rts.get(project)
+        assert second is not first and second.hooks_trust is not None and second.hooks_trust.ok
+        assert await rts.get(project) is second
+    finally:
+        await rts.close()
+        await store.close()

@@ -16,26 +16,33 @@ from ._run import ask
 async def mcp_grant_command(args: argparse.Namespace) -> int:
     """Record (or revoke) the relaxation a project's server asks for, bound to its entry as it is now."""
     from ..config import Settings
-    from ..runtime import grant_mcp_server, open_store, project_dir, project_for_dir, project_mcp_servers
+    from ..runtime import Consent, approve, consents, open_store, project_dir, project_for_dir, project_mcp_servers
 
     folder = project_dir(args.project)
-    entries = await asyncio.to_thread(project_mcp_servers, folder)
-    entry = next((e for e in entries if e.name == args.server), None)
-    if entry is None or (entry.config is None and not args.revoke):
-        why = entry.error if entry is not None else f"no server {args.server!r} in {folder / '.agent-desk/mcp.json'}"
-        raise ConfigError(why, hint="`agent-desk mcp list` shows the servers")
     settings = await asyncio.to_thread(Settings.load)
     store = await open_store(args.db)
     try:
         project = await project_for_dir(store, folder, settings=settings)
-        project.settings = grant_mcp_server(project.settings, entry, revoke=args.revoke)
-        await store.save_project(project)
+        found = await asyncio.to_thread(consents, project, ConsentKind.MCP)
+        consent = next((c for c in found if c.name == args.server), None)
+        if consent is None and args.revoke:  # gone from the file, or asking for nothing now: still revocable
+            consent = Consent(ConsentKind.MCP, project.path, args.server, ConsentStatus.NONE, None, None)
+        if consent is None:
+            entries = await asyncio.to_thread(project_mcp_servers, folder)
+            entry = next((e for e in entries if e.name == args.server), None)
+            why = (entry.error or f"server {entry.name!r} asks for no relaxation: nothing to grant") if entry else \
+                f"no server {args.server!r} in {folder / '.agent-desk/mcp.json'}"
+            raise ConfigError(why, hint="`agent-desk mcp list` shows the servers")
+        updated = await asyncio.to_thread(approve, project, consent, revoke=args.revoke)
+        if updated != project.settings:
+            project.settings = updated
+            await store.save_project(project)
     finally:
         await store.close()
     if args.revoke:
-        print(f"revoked: {entry.name} no longer starts with {entry.where.value}.")
+        print(f"revoked: {args.server} no longer starts with what it asks for.")
     else:
-        print(f"granted: {entry.name} runs with {entry.asks_for} (until its entry in mcp.json changes).")
+        print(f"granted: {consent.name} runs with {consent.asks} (until its entry in mcp.json changes).")
     return EXIT_OK
 
 
@@ -68,8 +75,10 @@ async def hooks_command(args: argparse.Namespace) -> int:
                     "y", "yes"):
                 print("not granted: the project's hooks do not run.", file=sys.stderr)
                 return EXIT_FAILED
-        project.settings = grant_hooks(project, trust, revoke=args.revoke)
-        await store.save_project(project)
+        updated = await asyncio.to_thread(grant_hooks, project, trust, revoke=args.revoke)
+        if updated != project.settings:
+            project.settings = updated
+            await store.save_project(project)
     finally:
         await store.close()
     print("revoked: the project's hooks do not run." if args.revoke else
@@ -128,10 +137,12 @@ async def consent_command(args: argparse.Namespace) -> int:
             if args.action == "approve" and not _shown_and_confirmed(c, args.yes):
                 refused = True
                 continue
-            project.settings = await asyncio.to_thread(approve, project, c, revoke=args.action == "revoke")
+            updated = await asyncio.to_thread(approve, project, c, revoke=args.action == "revoke")
+            if updated != project.settings:  # an approval the settings held before consent.json moved out
+                project.settings = updated
+                await store.save_project(project)
             print(f"{'revoked' if args.action == 'revoke' else 'approved'}: the project's {c.label}.",
                   file=sys.stderr)
-        await store.save_project(project)
     finally:
         await store.close()
     return EXIT_FAILED if refused else EXIT_OK

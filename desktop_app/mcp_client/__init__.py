@@ -2,7 +2,7 @@
 the hub that keeps them running, and their tools as desk tools under the same policy and audit."""
 
 from ._config import PROJECT_CONFIG, ServerConfig, ServerEntry, load_servers, parse_servers, read_project_servers
-from ._hub import HubPlaces, McpHub, grant, grant_status, granted, header_secrets
+from ._hub import HubPlaces, McpHub, header_secrets
 from ._server import McpServerError
 from ._tool import McpTool
 
@@ -14,9 +14,6 @@ __all__ = [
     "McpTool",
     "ServerConfig",
     "ServerEntry",
-    "grant",
-    "grant_status",
-    "granted",
     "header_secrets",
     "load_servers",
     "parse_servers",

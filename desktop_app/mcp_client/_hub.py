@@ -13,7 +13,6 @@ from typing import Any
 
 from ..core import (
     ConfigError,
-    ConsentStatus,
     McpServerInfo,
     McpServersChanged,
     McpServerState,
@@ -29,9 +28,6 @@ from ._tool import BadToolSchema, McpTool, checked_schema
 
 log = logging.getLogger(__name__)
 
-GRANTS = "mcp_grants"
-GRANT_DIGESTS = "mcp_grant_digests"
-
 
 @dataclass(slots=True)
 class HubPlaces:
@@ -40,42 +36,12 @@ class HubPlaces:
     project_id: str
     project_dir: str
     sandbox: Callable[[], Awaitable[Sandbox]]  # the project's sandbox, started
-    settings: Callable[[], dict[str, Any]]  # the project's settings (grants, switches), read live
+    settings: Callable[[], dict[str, Any]]  # the project's settings (the switches), read live
+    consented: Callable[[ServerEntry], bool] = lambda entry: entry.asks_for is None  # the person's approval
     publish: Callable[[Any], Any] = lambda event: None
     companion: CompanionFactory | None = None  # server name -> a sandbox with network, not started
     resolve_secret: SecretResolver | None = None  # (kind, name) -> value
     on_secrets: Callable[[list[str]], None] | None = None  # resolved header values, for the redactor
-
-
-def grant_status(settings: dict[str, Any], entry: ServerEntry) -> ConsentStatus:
-    """The project server's entry against the person's grant (in the project's settings): NONE when it asks
-    for no relaxation; APPROVED only for this very entry asking for this very relaxation."""
-    asks = entry.asks_for
-    if asks is None:
-        return ConsentStatus.NONE
-    grants = settings.get(GRANTS) or {}
-    approved = (settings.get(GRANT_DIGESTS) or {}).get(entry.name) if entry.name in grants else None
-    if approved is not None and grants.get(entry.name) != asks:
-        approved = ""  # granted for another relaxation: a change, never a match
-    return ConsentStatus.of(entry.digest(), approved)
-
-
-def granted(settings: dict[str, Any], entry: ServerEntry) -> bool:
-    """Whether the person granted what the project server asks for, for this very entry."""
-    return grant_status(settings, entry) in (ConsentStatus.NONE, ConsentStatus.APPROVED)
-
-
-def grant(settings: dict[str, Any], entry: ServerEntry, *, revoke: bool = False) -> dict[str, Any]:
-    """`settings` with the relaxation `entry` asks for granted (bound to the entry as it is now), or revoked."""
-    grants = dict(settings.get(GRANTS) or {})
-    digests = dict(settings.get(GRANT_DIGESTS) or {})
-    grants.pop(entry.name, None)
-    digests.pop(entry.name, None)
-    if not revoke:
-        if entry.asks_for is None:
-            raise ConfigError(f"server {entry.name!r} asks for no relaxation: nothing to grant")
-        grants[entry.name], digests[entry.name] = entry.asks_for, entry.digest()
-    return {**settings, GRANTS: grants, GRANT_DIGESTS: digests}
 
 
 class McpHub:
@@ -99,7 +65,7 @@ class McpHub:
             info.state, info.error = McpServerState.FAILED, entry.error
         elif entry.config.disabled or entry.name in (ProjectSettings.of(settings).mcp_disabled_servers or ()):
             info.state = McpServerState.DISABLED
-        elif not granted(settings, entry):
+        elif not self.places.consented(entry):
             info.state, info.error = McpServerState.NEEDS_APPROVAL, _needs_grant(entry, self.places.project_dir)
         else:
             self.servers[entry.name] = McpServer(info, self._connect(entry), self._changed)
@@ -237,12 +203,13 @@ def build_tools(server: McpServer) -> tuple[dict[str, McpTool], list[str]]:
     return out, skipped
 
 
-def header_secrets(entries: list[ServerEntry], settings: dict[str, Any], resolve: SecretResolver) -> list[str]:
+def header_secrets(entries: list[ServerEntry], consented: Callable[[ServerEntry], bool],
+                   resolve: SecretResolver) -> list[str]:
     """The secret values the headers of the servers that will start resolve to, for the redactor: a server
     that echoes one back never gets it into a record. Unresolvable references are the server's error later."""
     out: list[str] = []
     for e in entries:
-        if e.config is None or not e.config.headers or not granted(settings, e):
+        if e.config is None or not e.config.headers or not consented(e):
             continue
         try:
             out += resolve_values(e.config.headers, resolve, server=e.name, field_name="headers")[1]

@@ -1,11 +1,14 @@
 """Consent: the project files the sandbox (or a cloned repository) can write are used only as the person last
 approved them: the rules file, the hooks file, each MCP server entry. One `Consent` type for all of them; a kind
 is one `ConsentKind` member and one `ConsentSubject` in `CONSENT_KINDS` (how its subjects are read and digested,
-checked, recorded and warned about)."""
+checked, recorded and warned about). Every approval is a record in the user's consent.json (config.py), out of
+the sandbox's reach and out of a shared audit database; approvals the project settings held before (the hooks
+grant, the MCP grants) are read until the first approval or revocation of their kind moves them."""
 
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import os
 import time
@@ -14,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import ConsentRecord, Settings, record_consent, rules_digest, trusted_rules
+from ..config import ConsentRecord, Settings, consent_record, record_consent, rules_digest, trusted_rules
 from ..core import (
     HOOKS_FILE,
     Action,
+    AgentDeskError,
     ConfigError,
     ConsentKind,
     ConsentStatus,
@@ -35,7 +39,7 @@ from ..core import (
     user_hooks_from_toml,
     write_beneath,
 )
-from ._project_settings import HOOKS_GRANT_KEY
+from ._project_settings import HOOKS_GRANT_KEY, MCP_GRANT_DIGESTS_KEY, MCP_GRANTS_KEY
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +57,7 @@ class Consent:
     digest: str | None  # the sha256 of the current subject
     approved_digest: str | None = None
     approved_text: str | None = None
+    asks: str | None = None  # an MCP server's relaxation ("host", "sandbox+network", "http")
 
     @property
     def ok(self) -> bool:
@@ -87,7 +92,7 @@ class ConsentSubject:
     file: str  # where the subject lives, relative to the project
     read: Callable[[ProjectInfo], list[Consent]]  # each subject of the kind, read and digested (blocking: files)
     check: Callable[[Consent], None]  # a subject that cannot be used is refused (ConfigError), not approved
-    record: Callable[[ProjectInfo, Consent, bool], dict[str, Any]]  # approve (revoke: True): the project's settings
+    record: Callable[[ProjectInfo, Consent, bool], None]  # approve (revoke: True), in consent.json
     warning: Callable[[Consent], str]
 
 
@@ -97,12 +102,66 @@ def consents(project: ProjectInfo, kind: ConsentKind | None = None) -> list[Cons
 
 
 def approve(project: ProjectInfo, consent: Consent, *, revoke: bool = False) -> dict[str, Any]:
-    """Approve exactly the subject shown in `consent` (or take the approval back). Returns the project's settings
-    with the approval, for the kinds recorded there (the caller saves them); the others are recorded already."""
+    """Approve exactly the subject shown in `consent` (or take the approval back), in consent.json. Returns the
+    project's settings without the approval they held before consent.json, if any: the caller saves them when
+    they differ (from then on the record alone speaks)."""
     subject = CONSENT_KINDS[consent.kind]
     if not revoke:
         subject.check(consent)
-    return subject.record(project, consent, revoke)
+    subject.record(project, consent, revoke)
+    return _without_legacy(project.settings, consent.kind, consent.name)
+
+
+def consent_stamp(project: ProjectInfo) -> tuple[tuple[str, str, str], ...]:
+    """The approvals a runtime is built on (hooks and MCP servers: they decide what starts and runs), to tell
+    when a runtime is out of date. Blocking (a file): call it off the loop. The rules are not in it: their
+    change reaches an open runtime by reload, without a new sandbox."""
+    out = []
+    hooks = _approved(ConsentKind.HOOKS, project)
+    if hooks is not None:
+        out.append((ConsentKind.HOOKS.value, "", hooks))
+    for entry in _project_servers(project.path):
+        digest = _approved(ConsentKind.MCP, project, entry.name, entry.asks_for)
+        if digest is not None:
+            out.append((ConsentKind.MCP.value, entry.name, digest))
+    return tuple(out)
+
+
+def _approved(kind: ConsentKind, project: ProjectInfo, name: str = "", asks_for: str | None = None) -> str | None:
+    """The digest the person approved of this subject: consent.json's record, else what the project settings
+    held before consent.json ("" for an MCP grant given for another relaxation: a change, never a match)."""
+    record = consent_record(kind, project.path, name)
+    if record is not None:
+        return record.sha256
+    st = project.settings
+    if kind is ConsentKind.HOOKS:
+        return st.get(HOOKS_GRANT_KEY) or None
+    grants = st.get(MCP_GRANTS_KEY) or {}
+    if kind is not ConsentKind.MCP or not isinstance(grants, dict) or name not in grants:
+        return None
+    digest = (st.get(MCP_GRANT_DIGESTS_KEY) or {}).get(name)
+    return "" if digest is None or grants.get(name) != asks_for else str(digest)
+
+
+def _without_legacy(settings: dict[str, Any], kind: ConsentKind, name: str) -> dict[str, Any]:
+    if kind is ConsentKind.HOOKS:
+        return {k: v for k, v in settings.items() if k != HOOKS_GRANT_KEY}
+    if kind is not ConsentKind.MCP or not any(k in settings for k in (MCP_GRANTS_KEY, MCP_GRANT_DIGESTS_KEY)):
+        return settings
+    out = dict(settings)
+    for key in (MCP_GRANTS_KEY, MCP_GRANT_DIGESTS_KEY):
+        rest = {k: v for k, v in (settings.get(key) or {}).items() if k != name}
+        if rest:
+            out[key] = rest
+        else:
+            out.pop(key, None)
+    return out
+
+
+def _record_digest(kind: ConsentKind, consent: Consent, revoke: bool) -> None:
+    """Record the digest shown in `consent` (hooks, an MCP server: no text kept), or take the approval back."""
+    record = None if revoke or consent.digest is None else ConsentRecord(consent.digest, None, time.time())
+    record_consent(kind, consent.project_dir, consent.name, record)
 
 
 # the rules file -----------------------------------------------------------------------------------------
@@ -141,17 +200,27 @@ def append_trusted_rule(project_dir: str | os.PathLike[str], rule: Rule) -> None
 
 
 def project_rules(consent: Consent) -> RuleSet:
-    """The project's rules a session uses: the file when trusted; otherwise only the deny and ask rules of
-    the last trusted text (they can only narrow what runs), and no mode."""
-    where = f"{project_rules_path(consent.project_dir)}: "
+    """The project's rules a session uses: the file when trusted. Otherwise only what narrows: the deny and ask
+    rules of the file as it is now (a person's deny holds before the file is reviewed) and of the last trusted
+    text; no allow rule and no mode until the person trusts the file."""
+    path = project_rules_path(consent.project_dir)
     if consent.ok:
         text = consent.current
-        return RuleSet.from_text(text, f"project:{project_rules_path(consent.project_dir)}", where=where) \
-            if text is not None else RuleSet()
-    if not consent.approved_text:
-        return RuleSet()
-    kept = RuleSet.from_text(consent.approved_text, f"project-trusted:{project_rules_path(consent.project_dir)}")
-    return RuleSet([r for r in kept.rules if r.action is not Action.ALLOW])
+        return RuleSet.from_text(text, f"project:{path}", where=f"{path}: ") if text is not None else RuleSet()
+    narrowing: list[Rule] = []
+    if consent.current is not None:
+        try:
+            narrowing += _narrowing(RuleSet.from_text(consent.current, f"project-untrusted:{path}"))
+        except AgentDeskError as e:  # what cannot be read cannot narrow; the trusted text's rules still do
+            log.warning("the project's untrusted rules file cannot be read, its deny rules do not apply: %s",
+                        e.user_message())
+    if consent.approved_text:
+        narrowing += _narrowing(RuleSet.from_text(consent.approved_text, f"project-trusted:{path}"))
+    return RuleSet(narrowing)
+
+
+def _narrowing(rules: RuleSet) -> list[Rule]:
+    return [r for r in rules.rules if r.action is not Action.ALLOW]
 
 
 def _check_rules(consent: Consent) -> None:
@@ -165,9 +234,8 @@ def _record_rules(project_dir: str | os.PathLike[str], text: str | None) -> None
     record_consent(ConsentKind.RULES, project_dir, "", record)
 
 
-def _rules_record(project: ProjectInfo, consent: Consent, revoke: bool) -> dict[str, Any]:
+def _rules_record(project: ProjectInfo, consent: Consent, revoke: bool) -> None:
     _record_rules(project.path, None if revoke else consent.current)
-    return project.settings
 
 
 _RULES_WHAT = {ConsentStatus.NEW: "were never trusted", ConsentStatus.CHANGED: "changed since you trusted them",
@@ -177,7 +245,8 @@ _RULES_WHAT = {ConsentStatus.NEW: "were never trusted", ConsentStatus.CHANGED: "
 def _rules_warning(consent: Consent) -> str:
     what = _RULES_WHAT.get(consent.status, "are not trusted")
     return (f"the project's rules ({project_rules_path(consent.project_dir)}) {what}: this session uses "
-            f"your own rules only (and the last trusted deny/ask rules). Review and trust them with: "
+            f"your own rules, and of the project's only the deny and ask rules (they only narrow). Review and "
+            f"trust them with: "
             f"agent-desk rules trust {consent.project_dir}")
 
 
@@ -185,7 +254,7 @@ def _rules_warning(consent: Consent) -> str:
 def project_hooks_trust(project: ProjectInfo) -> Consent:
     """Read the project's hooks file (no link followed: a link is a ConfigError) and compare it with the grant."""
     raw = read_beneath(project.path, HOOKS_FILE, limit=256 * 1024)
-    granted = project.settings.get(HOOKS_GRANT_KEY) or None
+    granted = _approved(ConsentKind.HOOKS, project)
     if raw is None:  # a granted file that is gone grants nothing: there is nothing to run
         return Consent(ConsentKind.HOOKS, project.path, "", ConsentStatus.NONE, None, None, granted)
     digest = hooks_digest(raw)
@@ -207,8 +276,8 @@ def user_hook_specs(settings: Settings, project: ProjectInfo) -> tuple[list[User
 
 
 def grant_hooks(project: ProjectInfo, consent: Consent, *, revoke: bool = False) -> dict[str, Any]:
-    """The project's settings with the hooks file, exactly as shown in `consent`, granted (or the grant taken
-    back). A file whose hooks cannot be read is refused (ConfigError), not granted."""
+    """Grant the hooks file exactly as shown in `consent` (or take the grant back); returns the project's settings
+    as `approve` does. A file whose hooks cannot be read is refused (ConfigError), not granted."""
     return approve(project, consent, revoke=revoke)
 
 
@@ -217,9 +286,8 @@ def _check_hooks(consent: Consent) -> None:
         user_hooks_from_toml(consent.current, str(Path(consent.project_dir) / HOOKS_FILE))
 
 
-def _hooks_record(project: ProjectInfo, consent: Consent, revoke: bool) -> dict[str, Any]:
-    st = {k: v for k, v in project.settings.items() if k != HOOKS_GRANT_KEY}
-    return st if revoke or consent.current is None else {**st, HOOKS_GRANT_KEY: consent.digest}
+def _hooks_record(project: ProjectInfo, consent: Consent, revoke: bool) -> None:
+    _record_digest(ConsentKind.HOOKS, consent, revoke or consent.current is None)
 
 
 def _hooks_warning(consent: Consent) -> str:
@@ -232,21 +300,36 @@ def _hooks_warning(consent: Consent) -> str:
 # each MCP server entry ----------------------------------------------------------------------------------
 def mcp_consents(project: ProjectInfo) -> list[Consent]:
     """The project's servers (.agent-desk/mcp.json) that ask for a relaxation, each against its grant."""
-    from ..mcp_client import grant_status, read_project_servers  # when asked: the MCP SDK is slow to import
-
     out = []
-    for entry in read_project_servers(project.path):
+    for entry in _project_servers(project.path):
         if entry.config is not None and entry.asks_for is not None:
-            status = grant_status(project.settings, entry)
-            out.append(Consent(ConsentKind.MCP, project.path, entry.name, status, entry.asks_for, entry.digest()))
+            approved = _approved(ConsentKind.MCP, project, entry.name, entry.asks_for)
+            shown = json.dumps({entry.name: entry.config.model_dump(mode="json", exclude_defaults=True)}, indent=2)
+            out.append(Consent(ConsentKind.MCP, project.path, entry.name, ConsentStatus.of(entry.digest(), approved),
+                               shown + "\n", entry.digest(), approved, asks=entry.asks_for))
     return out
 
 
-def _mcp_entry(consent: Consent, revoke: bool = False) -> Any:
-    from ..mcp_client import read_project_servers
+def mcp_consented(project: ProjectInfo) -> Callable[[Any], bool]:
+    """Whether a server entry may start as it is: it asks for nothing, or the person approved this very entry.
+    Reads the approvals now (blocking: a file); the answer is bound to each entry's digest."""
+    approved = {c.name: c.approved_digest for c in mcp_consents(project) if c.approved_digest}
 
-    entry = next((e for e in read_project_servers(consent.project_dir) if e.name == consent.name), None)
-    if entry is None or (entry.config is None and not revoke):
+    def consented(entry: Any) -> bool:
+        return entry.asks_for is None or approved.get(entry.name) == entry.digest()
+
+    return consented
+
+
+def _project_servers(project_dir: str) -> list[Any]:
+    from ..mcp_client import read_project_servers  # when asked: the MCP SDK is slow to import
+
+    return read_project_servers(project_dir)
+
+
+def _mcp_entry(consent: Consent) -> Any:
+    entry = next((e for e in _project_servers(consent.project_dir) if e.name == consent.name), None)
+    if entry is None or entry.config is None:
         why = entry.error if entry is not None else f"no server {consent.name!r} in {consent.project_dir}"
         raise ConfigError(why, hint="`agent-desk mcp list` shows the servers")
     return entry
@@ -258,14 +341,14 @@ def _check_mcp(consent: Consent) -> None:
                           hint="review it again")
 
 
-def _mcp_record(project: ProjectInfo, consent: Consent, revoke: bool) -> dict[str, Any]:
-    from ..mcp_client import grant
-
-    return grant(project.settings, _mcp_entry(consent, revoke), revoke=revoke)
+def _mcp_record(project: ProjectInfo, consent: Consent, revoke: bool) -> None:
+    if not revoke and _mcp_entry(consent).asks_for is None:  # a server gone from the file can still be revoked
+        raise ConfigError(f"server {consent.name!r} asks for no relaxation: nothing to grant")
+    _record_digest(ConsentKind.MCP, consent, revoke)
 
 
 def _mcp_warning(consent: Consent) -> str:
-    return (f"the project's MCP server {consent.name} asks for {consent.current} and is not granted: it does not "
+    return (f"the project's MCP server {consent.name} asks for {consent.asks} and is not granted: it does not "
             f"start. Grant it with: agent-desk mcp grant {consent.name} --project {consent.project_dir}")
 
 

@@ -25,6 +25,7 @@ from ..core import (
     ToolCallRecord,
     new_id,
 )
+from ._consent import consent_stamp
 from ._liveness import mark_closed_here, seal_abandoned
 from ._mcp import CompanionFactory
 from ._recipe import ProjectRuntime, SandboxFactory, build_runtime
@@ -142,9 +143,10 @@ class ProjectRuntimes:
         """The project's runtime; two sessions of one project opening at once share one."""
         async with self._lock:
             rt = self.runtimes.get(project.id)
-            if rt is not None and rt.project == project:
+            if rt is not None and rt.project == project and rt.consent_stamp == await asyncio.to_thread(
+                    consent_stamp, project):
                 return rt
-            if rt is not None:  # the project's settings changed: its old container goes
+            if rt is not None:  # the project's settings or approvals changed: its old container goes
                 self._closing.add(asyncio.ensure_future(rt.close()))
             rt = await build_runtime(self.settings, project, store=self.store, bus=self.bus,
                                      sandbox_factory=self.sandbox_factory,

@@ -152,10 +152,3 @@ def project_mcp_servers(project_dir: str | os.PathLike[str]) -> list[ServerEntry
     from ..mcp_client import read_project_servers
 
     return read_project_servers(project_dir)
-
-
-def grant_mcp_server(settings: dict[str, Any], entry: ServerEntry, *, revoke: bool = False) -> dict[str, Any]:
-    """The project's MCP grant keys with `entry`'s relaxation granted, bound to the entry as it is now."""
-    from ..mcp_client import grant
-
-    return grant(settings, entry, revoke=revoke)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config import Settings, keyring_available
@@ -20,13 +21,22 @@ log = logging.getLogger(__name__)
 CompanionFactory = Callable[[Sandbox, str], Sandbox]
 MCP_KEYRING_SERVICE = "agent-desk-mcp"
 # MCP servers ---------------------------------------------------------------------------------------------
-def mcp_config(settings: Settings, project: ProjectInfo) -> tuple[list[ServerEntry], list[str]]:
-    """The project's and the user's servers, and the secrets their headers resolve to (for the redactor).
-    Blocking (files, the keyring): call it off the event loop."""
+def mcp_config(settings: Settings, project: ProjectInfo) -> McpConfig:
+    """The project's and the user's servers, whether each may start (the person's consent), and the secrets
+    their headers resolve to (for the redactor). Blocking (files, the keyring): call it off the event loop."""
     from ..mcp_client import header_secrets, load_servers
+    from ._consent import mcp_consented
 
     entries = load_servers(project.path, settings.mcp_servers)
-    return entries, header_secrets(entries, project.settings, mcp_secret)
+    consented = mcp_consented(project)
+    return McpConfig(entries, consented, header_secrets(entries, consented, mcp_secret))
+
+
+@dataclass(frozen=True, slots=True)
+class McpConfig:
+    entries: list[ServerEntry]
+    consented: Callable[[ServerEntry], bool]  # the person approved it as it is (or it asks for nothing)
+    secrets: list[str]
 
 
 def mcp_secret(kind: str, name: str) -> str | None:

@@ -8,7 +8,9 @@ from ..core import TOOL_PROFILES, ConfigError, ProjectInfo, ProjectSettings
 
 DEFAULT_PROFILE = ProjectSettings.model_fields["tool_profile"].default  # "coding"
 # what a project offers the model, how long its approvals wait, the person's hooks -----------------------
+# Approvals the project settings held before consent.json: read until the first approval of their kind.
 HOOKS_GRANT_KEY = "hooks_grant_digest"  # the sha256 of the project's hooks file as the person granted it
+MCP_GRANTS_KEY, MCP_GRANT_DIGESTS_KEY = "mcp_grants", "mcp_grant_digests"  # name -> relaxation, name -> digest
 
 
 def project_profile(project: ProjectInfo, asked: str | None = None) -> str:

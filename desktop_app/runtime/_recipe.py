@@ -54,14 +54,21 @@ from ..core import (
     rules_from_texts,
     user_hook_chain,
 )
-from ._consent import Consent, append_trusted_rule, project_rules, project_rules_trust, user_hook_specs
+from ._consent import (
+    Consent,
+    append_trusted_rule,
+    consent_stamp,
+    project_rules,
+    project_rules_trust,
+    user_hook_specs,
+)
 from ._liveness import mark_open_here
-from ._mcp import CompanionFactory, default_companion, mcp_config, mcp_secret
+from ._mcp import CompanionFactory, McpConfig, default_companion, mcp_config, mcp_secret
 from ._project_settings import DEFAULT_PROFILE, approval_expiry, project_profile
 from ._watcher import TOOL_QUIET_S, WorkspaceWatcher
 
 if TYPE_CHECKING:
-    from ..mcp_client import McpHub, ServerEntry
+    from ..mcp_client import McpHub
     from ..store import SqlStore
 
 log = logging.getLogger(__name__)
@@ -95,6 +102,7 @@ class ProjectRuntime:
     templates: TemplateCatalog = field(default_factory=TemplateCatalog)
     skills: SkillCatalog | None = None
     template_name: str | None = None
+    consent_stamp: tuple[tuple[str, str, str], ...] = ()  # the hooks and MCP approvals it was built on
     _started: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
     # The open sessions, told of the host's changes to the project folder by `watcher` (made on first use).
     sessions: weakref.WeakSet[AgentSession] = field(default_factory=weakref.WeakSet, init=False, repr=False)
@@ -388,11 +396,12 @@ async def build_runtime(
     """The one recipe: executor, sandbox (made, not yet started), MCP servers (not yet started) and model
     client for `project` on a given store and bus. Rules files, the MCP configuration and the keyring are
     read on a worker thread, never on the event loop."""
-    entries, secrets = await asyncio.to_thread(mcp_config, settings, project)
+    mcp = await asyncio.to_thread(mcp_config, settings, project)
+    stamp = await asyncio.to_thread(consent_stamp, project)
     hook_specs, hooks_trust = await asyncio.to_thread(user_hook_specs, settings, project)
     executor, registry, policy, trust = await asyncio.to_thread(
         build_executor, settings, project, bus=bus, store=store, permission_mode=permission_mode, tools=tools,
-        secrets=secrets,
+        secrets=mcp.secrets,
     )
     if model_client is None:
         model_client = await asyncio.to_thread(model_client_from_settings, settings)
@@ -410,14 +419,14 @@ async def build_runtime(
                         policy=policy, executor=executor, sandbox=sandbox, model_client=model_client,
                         profile=project_profile(project, profile), cleanup=stack, rules_trust=trust,
                         permission_mode=permission_mode, hooks_trust=hooks_trust, templates=templates, skills=skills,
-                        template_name=template)
+                        template_name=template, consent_stamp=stamp)
     rt.template  # noqa: B018  an unknown template is a ConfigError now, not at the first session
     executor.hooks.pre.insert(0, OfferedToolsHook(rt.why_not_offered))  # before any other hook: not offered, not run
     executor.user_hooks = user_hook_chain(hook_specs, lambda: rt.sandbox)
     if not hooks_trust.ok:  # the window shows it as a notice (the CLI prints the warning itself)
         bus.publish(ErrorEvent(source="hooks", message=hooks_trust.warning()))
-    if entries:
-        rt.mcp = mcp_hub(rt, entries, companion_factory)
+    if mcp.entries:
+        rt.mcp = mcp_hub(rt, mcp, companion_factory)
         stack.push_async_callback(_quietly, rt.mcp.close, "the MCP servers")  # before the sandbox closes
     return rt
 
@@ -430,7 +439,7 @@ def _register_agent_tools(registry: ToolRegistry, skills: SkillCatalog) -> None:
             registry.register(tool)
 
 
-def mcp_hub(rt: ProjectRuntime, entries: list[ServerEntry], companion: CompanionFactory | None) -> McpHub:
+def mcp_hub(rt: ProjectRuntime, mcp: McpConfig, companion: CompanionFactory | None) -> McpHub:
     """The runtime's hub: sandboxed servers in its sandbox (once started), `sandbox+network` ones in a
     companion sandbox, tools in its registry, status on its bus."""
     from ..mcp_client import HubPlaces, McpHub
@@ -444,6 +453,6 @@ def mcp_hub(rt: ProjectRuntime, entries: list[ServerEntry], companion: Companion
         def box(name: str) -> Sandbox:
             return (companion or default_companion)(rt.sandbox, name)
     places = HubPlaces(project_id=rt.project.id, project_dir=rt.project.path, sandbox=sandbox,
-                       settings=lambda: rt.project.settings, publish=rt.bus.publish, companion=box,
-                       resolve_secret=mcp_secret)
-    return McpHub(entries, places, rt.registry)
+                       settings=lambda: rt.project.settings, consented=mcp.consented, publish=rt.bus.publish,
+                       companion=box, resolve_secret=mcp_secret)
+    return McpHub(mcp.entries, places, rt.registry)

@@ -1,5 +1,7 @@
-"""The window's side of consent: when a session of a project whose rules file is untrusted is shown, a banner
-says so and offers the review (the consent dialog, with the diff) with "Trust these rules" / "Ignore them"."""
+"""The window's side of consent: when a session of a project is shown whose rules, hooks or MCP servers wait for
+the person's approval (new, or changed since approved), a banner row per subject says so and offers the review
+(the one consent dialog, with the diff) with approve / ignore. Every kind goes the same way: `consents()` reads
+them, `approve()` records exactly what was shown."""
 
 from __future__ import annotations
 
@@ -9,81 +11,129 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..core import AgentDeskError, ProjectInfo
-from ..runtime import Consent, project_rules_trust, trust_project_rules
+from ..core import AgentDeskError, ConsentKind, ProjectInfo
+from ..runtime import Consent, approve, consents
 from . import dialogs
 
 log = logging.getLogger(__name__)
-BANNER_KEY = "rules-trust"
+BANNER_KEY = "rules-trust"  # the rules' row; the others are "consent-<kind>-<name>"
+
+# What each kind's row says, and what a session does meanwhile ({project}, {name}, {asks}, {what} filled in).
+_ROW = {
+    ConsentKind.RULES: ("The rules of <b>{project}</b> (<code>.agent-desk/rules.toml</code>) {what}. Until you "
+                        "trust them, its sessions use your own rules and only the file's deny and ask rules."),
+    ConsentKind.HOOKS: ("The hooks of <b>{project}</b> (<code>.agent-desk/hooks.toml</code>) {what}: they do not "
+                        "run until you grant them."),
+    ConsentKind.MCP: ("The MCP server <b>{name}</b> of <b>{project}</b> asks for {asks} and {what}: it does not "
+                      "start until you grant it."),
+}
+_WHAT = {
+    ConsentKind.RULES: {"new": "were never trusted", "changed": "changed since you trusted them",
+                        "deleted": "were deleted since you trusted them"},
+    ConsentKind.HOOKS: {"new": "were never granted", "changed": "changed since you granted them"},
+    ConsentKind.MCP: {"new": "was never granted", "changed": "changed since you granted it"},
+}
+_DONE = {
+    ConsentKind.RULES: "The rules of {project} are trusted and in use.",
+    ConsentKind.HOOKS: "The hooks of {project} are granted: they run from the next message.",
+    ConsentKind.MCP: "The MCP server {name} of {project} is granted: it starts with the next message.",
+}
+
+# (the project, the subject approved, the project's settings after it) -> whatever the window does then
+Applied = Callable[[ProjectInfo, Consent, dict[str, Any]], Awaitable[Any]]
+
+
+def _key(consent: Consent) -> str:
+    return BANNER_KEY if consent.kind is ConsentKind.RULES else f"consent-{consent.kind.value}-{consent.name}"
 
 
 class ConsentBanner:
-    """Checks a project's rules (off the GUI thread) and shows the banner; `reload` hands trusted rules to
-    the project's open runtime (a coroutine function of the project, or None)."""
+    """Reads a project's subjects against the person's approvals (off the GUI thread) and shows a row for each
+    one waiting; `applied` hands an approval to the window (reload the rules, reopen idle sessions)."""
 
-    def __init__(self, window: Any, spawn: Callable[[Awaitable[Any]], Any],
-                 reload: Callable[[ProjectInfo], Awaitable[Any]] | None = None) -> None:
+    def __init__(self, window: Any, spawn: Callable[[Awaitable[Any]], Any], applied: Applied | None = None) -> None:
         self.window = window
         self.spawn = spawn
-        self.reload = reload
-        self.untrusted: dict[str, Consent] = {}  # project id -> what was read
-        self.ignored: set[str] = set()  # project ids whose banner was dismissed in this run
+        self.applied = applied
+        self.waiting: dict[str, list[Consent]] = {}  # project id -> its subjects waiting, as read
+        self.ignored: set[tuple[str, str]] = set()  # (project id, row key) dismissed in this run
         self.dialog: dialogs.ConsentDialog | None = None
 
-    async def check(self, project: ProjectInfo) -> Consent | None:
-        """Read the project's rules against the trust record and show (or clear) the banner."""
+    async def check(self, project: ProjectInfo) -> list[Consent] | None:
+        """Read the project's subjects against the records and show (or clear) their rows; the subjects waiting,
+        or None when a file could not be read (the banner says why)."""
         try:
-            trust = await asyncio.to_thread(project_rules_trust, project.path)
+            found = await asyncio.to_thread(consents, project)
         except AgentDeskError as e:  # e.g. a link planted at the rules file: refused, and said so
             self.window.banner.set_item(BANNER_KEY, f"⚠ {html.escape(e.user_message())}")
             return None
-        if trust.ok:
-            self.untrusted.pop(project.id, None)
-            self.window.banner.clear_item(BANNER_KEY)
-            return trust
-        self.untrusted[project.id] = trust
-        if project.id in self.ignored:
-            self.window.banner.clear_item(BANNER_KEY)
-            return trust
-        what = {"new": "were never trusted", "changed": "changed since you trusted them",
-                "deleted": "were deleted since you trusted them"}.get(trust.status, "are not trusted")
-        self.window.banner.set_item(
-            BANNER_KEY,
-            f"⚠ The rules of <b>{html.escape(project.name)}</b> (<code>.agent-desk/rules.toml</code>) {what}. "
-            "Until you trust them, its sessions use your own rules only.",
-            [("Review…", lambda: self.spawn(self.review(project))),
-             ("Ignore them", lambda: self.ignore(project))])
-        return trust
+        waiting = [c for c in found if not c.ok]
+        for old in self.waiting.get(project.id, []):
+            if all(_key(c) != _key(old) for c in waiting):
+                self.window.banner.clear_item(_key(old))
+        if not any(c.kind is ConsentKind.RULES for c in waiting):
+            self.window.banner.clear_item(BANNER_KEY)  # a refusal said before, now gone
+        self.waiting[project.id] = waiting
+        for c in waiting:
+            self._show(project, c)
+        return waiting
 
-    def ignore(self, project: ProjectInfo) -> None:
-        self.ignored.add(project.id)
-        self.window.banner.clear_item(BANNER_KEY)
+    def _show(self, project: ProjectInfo, consent: Consent) -> None:
+        key = _key(consent)
+        if (project.id, key) in self.ignored:
+            self.window.banner.clear_item(key)
+            return
+        what = _WHAT[consent.kind].get(consent.status.value, "are not approved")
+        text = _ROW[consent.kind].format(project=html.escape(project.name), name=html.escape(consent.name),
+                                         asks=html.escape(str(consent.asks)), what=what)
+        self.window.banner.set_item(key, f"⚠ {text}", [
+            ("Review…", lambda: self.spawn(self.review(project, consent.kind, consent.name))),
+            ("Ignore", lambda: self.ignore(project, consent))])
 
-    async def review(self, project: ProjectInfo) -> bool:
-        """Show the diff; on "Trust these rules", trust exactly the text shown and reload the runtime."""
-        trust = self.untrusted.get(project.id) or await self.check(project)
-        if trust is None or trust.ok:
+    def ignore(self, project: ProjectInfo, consent: Consent | None = None) -> None:
+        """Dismiss a row for this run (the rules' row when none is named); the subject stays unapproved."""
+        key = _key(consent) if consent is not None else BANNER_KEY
+        self.ignored.add((project.id, key))
+        self.window.banner.clear_item(key)
+
+    async def review(self, project: ProjectInfo, kind: ConsentKind = ConsentKind.RULES, name: str = "") -> bool:
+        """Show the subject's diff; on approve, record exactly what was shown and hand it to the window."""
+        consent = next((c for c in self.waiting.get(project.id, []) if c.kind is kind and c.name == name), None)
+        if consent is None:
+            waiting = await self.check(project) or []
+            consent = next((c for c in waiting if c.kind is kind and c.name == name), None)
+        if consent is None:
             return False
-        self.dialog = dialogs.ConsentDialog(trust, project.name, parent=self.window)
+        self.dialog = dialogs.ConsentDialog(consent, project.name, parent=self.window)
         try:
             answer = await self.dialog.ask()
         finally:
             self.dialog.deleteLater()
             self.dialog = None
         if answer is None:
-            self.ignore(project)
+            self.ignore(project, consent)
             return False
-        await asyncio.to_thread(trust_project_rules, trust)
-        if self.reload is not None:
-            await self.reload(project)
-        self.window.conversation.add_notice(f"The rules of {project.name} are trusted and in use.")
+        try:
+            settings = await asyncio.to_thread(approve, project, consent)
+        except AgentDeskError as e:  # changed while it was shown, or cannot be used: not approved, and said so
+            self.window.banner.set_item(_key(consent), f"⚠ Not approved: {html.escape(e.user_message())}")
+            return False
+        if self.applied is not None:
+            await self.applied(project, consent, settings)
+        self.window.conversation.add_notice(_DONE[kind].format(project=project.name, name=consent.name))
         await self.check(project)  # a file changed while it was reviewed is asked about again
         return True
 
     def notice_for(self, project: ProjectInfo) -> str | None:
-        """What a session opening now should say about its project's rules, if anything."""
-        trust = self.untrusted.get(project.id)
-        if trust is None:
+        """What a session opening now should say about its project's unapproved subjects, if anything."""
+        waiting = self.waiting.get(project.id)
+        if not waiting:
             return None
-        return ("This session uses your own rules only: the project's rules are not trusted "
-                "(see the banner, or run: agent-desk rules trust).")
+        parts = {ConsentKind.RULES: "the project's rules are not trusted: this session uses your own rules and "
+                                    "only the file's deny and ask rules",
+                 ConsentKind.HOOKS: "the project's hooks are not granted and do not run",
+                 ConsentKind.MCP: "the project's MCP servers {names} are not granted and do not start"}
+        names = ", ".join(c.name for c in waiting if c.kind is ConsentKind.MCP)
+        said = [parts[k].format(names=names) for k in ConsentKind if any(c.kind is k for c in waiting)]
+        text = "; ".join(said)
+        return text[0].upper() + text[1:] + " (see the banner, or run: agent-desk consent list)."

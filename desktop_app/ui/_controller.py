@@ -17,6 +17,7 @@ from ..core import (
     Answer,
     ApprovalDecision,
     Channel,
+    ConsentKind,
     Envelope,
     McpServerInfo,
     ProjectInfo,
@@ -44,7 +45,7 @@ from .inbox import PendingApproval
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QMessageBox
 
-    from ..runtime import Desk
+    from ..runtime import Consent, Desk
     from .history import HistoryWindow
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ class AppController(QObject):
         self.checks_dialog: dialogs.ChecksDialog | None = None
         self._history_window: HistoryWindow | None = None
         self.history_loading: asyncio.Task | None = None
-        self.rules_trust = ConsentBanner(window, self.tasks.spawn, reload=desk.reload_rules)
+        self.consent = ConsentBanner(window, self.tasks.spawn, applied=self._consent_applied)
         self.running_calls = RunningCalls(self)
         self.running_calls.attach(self.bridge)
         self.quitting = False  # the person chose to quit (or nothing was in flight): the window may close
@@ -227,8 +228,8 @@ class AppController(QObject):
         self._show_session(session_id, records, messages, monitor, notices)
         self._show_sandbox_of(session_id, project)
         if project is not None:
-            # before the first message: untrusted project rules are shown, and not used until trusted
-            self.tasks.spawn(self.rules_trust.check(project))
+            # before the first message: the project's rules, hooks and servers waiting for approval are shown
+            self.tasks.spawn(self.consent.check(project))
         self.sessionChanged.emit(session_id)
 
     def _show_title(self, session: SessionInfo | None) -> None:
@@ -311,7 +312,7 @@ class AppController(QObject):
         current = self.sessions.get(self.current_session or "")
         if current is not None and current.project_id == project.id:  # the status bar shows the project in view
             self.checks.show_sandbox(agent)
-        notice = self.rules_trust.notice_for(project)
+        notice = self.consent.notice_for(project)
         if notice and session_id == self.current_session:
             self.window.conversation.add_notice(f"⚠ {notice}", "#d4890b")
         return agent
@@ -504,24 +505,38 @@ class AppController(QObject):
         self.window.projects_model.upsert_project(result)
         self.window.banner.clear_item("project")
         self.checks.show_project_sandbox(result)  # saved: its engine, folder and image checked again
-        # A project's sandbox and policy are fixed when its sessions open: reopen them with the new ones.
-        for sid, s in list(self.sessions.items()):
-            if s.project_id == result.id and sid in self.agents and not self.agents[sid].running:
-                del self.agents[sid]
+        self._reopen_idle(result.id)  # a project's sandbox and policy are fixed when its sessions open
         if project_id is None:
             await self.new_session(result.id)
         else:
             await self.desk.reload_rules(result)  # rules edited in the dialog apply from the next call
-            await self.rules_trust.check(result)
+            await self.consent.check(result)
         return result
 
     async def _image_built(self, project: ProjectInfo) -> None:
         """The project's own image was built on a click: stored as its image; idle sessions reopen with it."""
         await self.desk.store.save_project(project)
         self.window.projects_model.upsert_project(project)
+        self._reopen_idle(project.id)
+
+    def _reopen_idle(self, project_id: str) -> None:
+        """The project's idle sessions open again with their next message, on a runtime built anew (its sandbox,
+        policy, hooks and MCP servers as they are now); a running one keeps its runtime until it ends."""
         for sid, s in list(self.sessions.items()):
-            if s.project_id == project.id and sid in self.agents and not self.agents[sid].running:
+            if s.project_id == project_id and sid in self.agents and not self.agents[sid].running:
                 del self.agents[sid]
+
+    async def _consent_applied(self, project: ProjectInfo, consent: Consent, settings: dict[str, Any]) -> None:
+        """An approval from the banner: settings an approval moved out of are saved; the rules reach the open
+        runtime now, hooks and MCP servers the sessions that open next."""
+        if settings != project.settings:
+            project.settings = settings
+            await self.desk.store.save_project(project)
+            self.window.projects_model.upsert_project(project)
+        if consent.kind is ConsentKind.RULES:
+            await self.desk.reload_rules(project)
+        else:
+            self._reopen_idle(project.id)
     # titles ----------------------------------------------------------------------------------------
     async def set_title(self, session_id: str, title: str) -> SessionInfo | None:
         """Store a session's title (read fresh: what another part of the desk wrote to it is kept); the

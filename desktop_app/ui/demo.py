@@ -416,10 +416,10 @@ async def _window_view(window: Any, controller: Any, view: str, sample: bool) ->
         return window
     if view == "rules-trust":  # the review of the current project's untrusted rules, if they are
         project = controller._current_project()
-        if project is not None and await controller.rules_trust.check(project) is not None:
-            controller.tasks.spawn(controller.rules_trust.review(project))
+        if project is not None and await controller.consent.check(project):
+            controller.tasks.spawn(controller.consent.review(project))
             await settle()
-        return controller.rules_trust.dialog or window
+        return controller.consent.dialog or window
     if view == "about":
         dlg = controller.show_about()
         await settle()

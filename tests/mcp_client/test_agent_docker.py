@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 
 from desktop_app.config import Settings
-from desktop_app.core import Deny, McpServerState, ProjectInfo, ToolCallState
-from desktop_app.mcp_client import grant, load_servers
-from desktop_app.runtime import open_runtime
+from desktop_app.core import ConsentKind, Deny, McpServerState, ProjectInfo, ToolCallState
+from desktop_app.runtime import approve, consents, open_runtime
 from tests.conftest import make_workspace
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 from tests.mcp_client.conftest import Desk, write_config
@@ -144,15 +143,16 @@ async def test_abort_and_group_mcp_ask_in_auto_in_docker(docker_desk, server: An
     assert record.state is ToolCallState.FAILED and record.outcome.value == "cancelled"
 
 
-async def test_a_granted_network_server_runs_in_a_companion(docker_desk, server: AnthropicServer,
+async def test_a_granted_network_server_runs_in_a_companion(docker_desk, server: AnthropicServer, desk_env: Path,
                                                             project: Path, test_network: str) -> None:
     servers_ = {"net": {"command": "mcp-server-time", "run": "sandbox+network"}}
     desk = await docker_desk(servers_)
     assert desk.rt.mcp_servers()[0].state is McpServerState.NEEDS_APPROVAL
     await desk.rt.close()
-    write_config(project, servers_)
-    [entry] = load_servers(project, {})
-    desk = await docker_desk(servers_, settings=grant({}, entry))
+    info = ProjectInfo(id="p", name="p", path=str(project))
+    [consent] = consents(info, ConsentKind.MCP)
+    approve(info, consent)  # the person's grant, in consent.json: bound to the entry as it is
+    desk = await docker_desk(servers_)
     [info] = desk.rt.mcp_servers()
     assert info.state is McpServerState.READY, info.error
     server.add(reply(tool_use("mcp__net__get_current_time", {"timezone": "UTC"})), lambda req: reply(text("ok")))

@@ -14,7 +14,7 @@ from desktop_app.core import EventBus, McpServerState, ProjectInfo, ToolCallStat
 from desktop_app.mcp_client import load_servers
 from desktop_app.runtime import ProjectRuntimes, open_store
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
-from tests.kit import SpySandbox
+from tests.kit import SpySandbox, wait_until_async
 from tests.mcp_client.conftest import write_config
 
 
@@ -35,9 +35,7 @@ async def test_tools_list_changed_is_followed(desk_for, npm_bin: Path) -> None:
         return (listings() >= 2 and server._kept == server._asked  # the first listing, and again on the notice
                 and any(t.name == "simulate-research-query" for t in server.info.tools))
 
-    async with asyncio.timeout(60):
-        while not followed():
-            await asyncio.sleep(0.05)
+    assert await wait_until_async(followed, 60)
     assert "mcp__everything__simulate-research-query" in desk.rt.registry
     latest = desk.rt.mcp.server_infos()[0].to_dict()
     assert any(t["name"] == "simulate-research-query" for t in latest["tools"])

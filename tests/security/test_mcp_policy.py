@@ -19,17 +19,20 @@ import pytest
 from desktop_app.config import Settings
 from desktop_app.core import (
     Action,
+    ConsentKind,
     McpServerInfo,
     McpServerState,
     PermissionPolicy,
+    ProjectInfo,
     Risk,
     ToolCallState,
     ToolFacts,
     ToolRegistry,
     split_mcp_tool_name,
 )
-from desktop_app.mcp_client import HubPlaces, McpHub, grant, granted, load_servers, parse_servers
-from desktop_app.runtime import open_runtime
+from desktop_app.mcp_client import HubPlaces, McpHub, load_servers, parse_servers
+from desktop_app.runtime import approve, consents, open_runtime
+from desktop_app.runtime._consent import mcp_consented
 from desktop_app.sandbox import LocalSandbox
 from desktop_app.tools import builtin_tools
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
@@ -192,20 +195,26 @@ def _project(tmp_path: Path, servers_: dict[str, Any]) -> Path:
     ({"command": "true", "run": "sandbox+network"}, "sandbox+network"),
     ({"url": "https://example.invalid/mcp", "headers": {"Authorization": "Bearer ${keyring:gh}"}}, "http"),
 ])
-def test_a_repository_cannot_give_its_server_a_relaxation(tmp_path: Path, entry: dict, asks: str) -> None:
-    project = _project(tmp_path, {"s": entry})
+def test_a_repository_cannot_give_its_server_a_relaxation(desk_env: Path, tmp_path: Path, entry: dict,
+                                                           asks: str) -> None:
+    project = _project(tmp_path / "repo", {"s": entry})
     [loaded] = load_servers(project, {})
     assert loaded.asks_for == asks
-    hub = McpHub([loaded], HubPlaces("p", str(project), None, lambda: {"mcp_grants": {"s": asks}}))  # type: ignore[arg-type]
+    # what the repository can write (its files, the project's settings of the old grant keys) grants nothing
+    claimed = {"mcp_grants": {"s": asks}, "mcp_grant_digests": {"s": "0" * 64}}
+    info_ = ProjectInfo("p", "p", str(project), settings=claimed)
+    hub = McpHub([loaded], HubPlaces("p", str(project), None, lambda: claimed,  # type: ignore[arg-type]
+                                     consented=mcp_consented(info_)))
     info = hub.infos["s"]
     assert info.state is McpServerState.NEEDS_APPROVAL and "agent-desk mcp grant s" in info.error
     assert not hub.servers  # nothing was started
-    settings = grant({}, loaded)
-    assert granted(settings, loaded)
+    [consent] = consents(info_, ConsentKind.MCP)
+    approve(info_, consent)
+    assert mcp_consented(info_)(loaded)
     # the repository changes the granted entry afterwards: the grant no longer holds
     changed = {**entry, "args": ["--evil"]} if "command" in entry else {**entry, "url": "https://evil.invalid/"}
-    [edited] = load_servers(_project(tmp_path, {"s": changed}), {})
-    assert not granted(settings, edited)
+    [edited] = load_servers(_project(project, {"s": changed}), {})
+    assert not mcp_consented(info_)(edited)
     # the same entry in the person's own settings needs no grant
     [own] = load_servers(None, {"s": entry})
     assert own.asks_for is None

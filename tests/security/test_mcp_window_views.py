@@ -11,6 +11,8 @@ from PySide6.QtCore import Qt
 
 from desktop_app.config import Settings
 from desktop_app.core import (
+    ConsentKind,
+    ConsentStatus,
     EventBus,
     McpServerInfo,
     McpServersChanged,
@@ -23,6 +25,8 @@ from desktop_app.core import (
     SessionInfo,
     mcp_tool_name,
 )
+from desktop_app.runtime import approve, consents
+from desktop_app.runtime._consent import mcp_consented
 from desktop_app.ui._bridge import EventBridge
 from desktop_app.ui._mcp import McpDirectory
 from desktop_app.ui.dialogs import ProjectSettingsDialog, SettingsDialog
@@ -136,8 +140,14 @@ def test_a_users_host_server_is_marked_unsandboxed_and_needs_no_grant(qtbot, qlo
     assert not dlg.mcp.grant.isVisible()
 
 
-def test_a_project_server_asking_for_more_than_was_granted_is_not_granted(qtbot, run):
-    project = ProjectInfo("prj_1", "demo", "/tmp", settings={"mcp_grants": {"notes": "sandbox+network"}})
+def test_a_project_server_asking_for_more_than_was_granted_is_not_granted(qtbot, run, tmp_path, desk_env):
+    servers_file = tmp_path / ".agent-desk" / "mcp.json"
+    servers_file.parent.mkdir()
+    servers_file.write_text('{"mcpServers": {"notes": {"command": "notes-mcp", "run": "sandbox+network"}}}')
+    project = ProjectInfo("prj_1", "demo", str(tmp_path))
+    [consent] = consents(project, ConsentKind.MCP)
+    approve(project, consent)
+    servers_file.write_text('{"mcpServers": {"notes": {"command": "notes-mcp", "run": "host"}}}')  # asks more
     bus, _bridge, dlg = _tab(qtbot, project)
     fut = dlg.ask()
     _report(bus, McpServerInfo("notes", McpServerState.NEEDS_APPROVAL, McpWhere.HOST, "project",
@@ -146,10 +156,12 @@ def test_a_project_server_asking_for_more_than_was_granted_is_not_granted(qtbot,
     assert mcp.grant.isVisible() and not mcp.grant.isChecked()
     assert mcp.model.index(0, 1).data() == "needs your grant"
     text = mcp.grant_text.text()
-    assert "UNSANDBOXED" in text and "every file" in text and "now asks for “UNSANDBOXED (host)”" in text
-    dlg.folder.setText("/tmp")
+    assert "UNSANDBOXED" in text and "every file" in text and "changed since you granted it (where it runs" in text
+    dlg.folder.setText(str(tmp_path))
     dlg._check()
-    assert run(fut).settings["mcp_grants"] == {"notes": "sandbox+network"}  # kept as given, nothing more
+    run(fut)
+    [after] = consents(project, ConsentKind.MCP)
+    assert after.status is ConsentStatus.CHANGED and after.approved_digest == consent.digest  # nothing more
 
 
 def test_a_malformed_report_or_paste_is_refused_and_the_view_keeps_what_it_had(qtbot, qloop):
@@ -167,8 +179,11 @@ def test_a_malformed_report_or_paste_is_refused_and_the_view_keeps_what_it_had(q
         assert settings.isVisible() and said in settings.mcp_error.text(), settings.mcp_error.text()
 
 
-def test_a_grant_is_bound_to_the_entry_the_person_read(qtbot, run, tmp_path):
+def test_a_grant_is_bound_to_the_entry_the_person_read(qtbot, run, tmp_path, desk_env):
     # the repository changed a granted server's command since: the engine asks again, and so does the tab
+    servers_file = tmp_path / ".agent-desk" / "mcp.json"
+    servers_file.parent.mkdir()
+    servers_file.write_text('{"mcpServers": {"web": {"command": "curl-mcp", "run": "sandbox+network"}}}')
     project = ProjectInfo("prj_1", "demo", str(tmp_path), settings={"mcp_grants": {"web": "sandbox+network"},
                                                                     "mcp_grant_digests": {"web": "0" * 64}})
     bus, _bridge, dlg = _tab(qtbot, project)
@@ -177,17 +192,18 @@ def test_a_grant_is_bound_to_the_entry_the_person_read(qtbot, run, tmp_path):
     mcp = dlg.mcp
     assert not mcp.grant.isChecked() and "changed since you granted it" in mcp.grant_text.text()
     assert mcp.model.index(0, 1).data() == "needs your grant"
-    # ticking reads the file as it is now: a server the file no longer has is not granted
+    # ticking binds to the entry as the tab read it; a server the file no longer has is not granted
+    servers_file.unlink()
+    mcp.model.consents.clear()
     mcp.grant.setChecked(True)
     assert not mcp.grant.isChecked() and "Not granted" in mcp.grant_text.text()
-    (tmp_path / ".agent-desk").mkdir()
-    (tmp_path / ".agent-desk" / "mcp.json").write_text(
-        '{"mcpServers": {"web": {"command": "curl-mcp", "run": "sandbox+network"}}}')
-    mcp.grant.setChecked(True)
+    servers_file.write_text('{"mcpServers": {"web": {"command": "curl-mcp", "run": "sandbox+network"}}}')
+    mcp.grant.setChecked(True)  # read again on the tick: there it is
     assert mcp.grant.isChecked() and mcp.model.index(0, 1).data() == "granted: starts when you Save"
     dlg.folder.setText(str(tmp_path))
     dlg._check()
-    saved = run(fut).settings
-    from desktop_app.mcp_client import granted, read_project_servers
+    saved = run(fut)
+    from desktop_app.mcp_client import read_project_servers
 
-    assert granted(saved, read_project_servers(tmp_path)[0])
+    assert mcp_consented(saved)(read_project_servers(tmp_path)[0])
+    assert not any(k.startswith("mcp_grant") for k in saved.settings)  # the old grant keys moved out

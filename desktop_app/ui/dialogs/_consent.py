@@ -65,7 +65,7 @@ class ConsentDialog(FutureDialog):
         where = f"{consent.project_dir}/{consent.file}"
         what = words.what.get(str(consent.status), "is not approved")
         head = QLabel(words.head.format(where=html.escape(where), what=what, name=html.escape(consent.name),
-                                        asks=html.escape(str(consent.current))))
+                                        asks=html.escape(str(consent.asks))))
         head.setWordWrap(True)
         lay.addWidget(head)
         self.diff = QPlainTextEdit()

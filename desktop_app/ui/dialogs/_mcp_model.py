@@ -6,7 +6,8 @@ from __future__ import annotations
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, Qt
 from PySide6.QtGui import QColor, QFont
 
-from ...core import McpServerInfo, McpServerState, McpToolInfo, visible
+from ...core import ConsentStatus, McpServerInfo, McpServerState, McpToolInfo, visible
+from ...runtime import Consent
 from .._mcp import STATE_COLOUR, STATE_LABEL, WHERE_COLOUR, where_label
 
 _SERVER = 0  # internalId of a server row; a tool row's is its server's row + 1
@@ -31,14 +32,15 @@ class McpServersModel(QAbstractItemModel):
 
     COLUMNS = ("Server / tool", "Status", "Runs", "Version / hints")
 
-    def __init__(self, disabled_servers=(), disabled_tools=(), grants=None, digests=None, parent=None) -> None:
+    def __init__(self, disabled_servers=(), disabled_tools=(), consents: list[Consent] | None = None,
+                 parent=None) -> None:
         super().__init__(parent)
         self.servers: list[McpServerInfo] = []
         self.disabled_servers: set[str] = set(disabled_servers)
         self.disabled_tools: set[str] = set(disabled_tools)
-        self.grants: dict[str, str] = dict(grants or {})
-        self.digests: dict[str, str] = dict(digests or {})  # what each grant is bound to (the entry's digest)
-        self.fresh: set[str] = set()  # granted in this dialog: the engine has not seen it yet
+        # the project's servers that ask for a relaxation, each against the person's approval, as read
+        self.consents: dict[str, Consent] = {c.name: c for c in consents or ()}
+        self.decided: dict[str, bool] = {}  # grants given (True) or taken back in this dialog, applied on Save
 
     def set_servers(self, servers: list[McpServerInfo]) -> None:
         self.beginResetModel()
@@ -168,19 +170,20 @@ class McpServersModel(QAbstractItemModel):
         return True
 
     def granted(self, server: McpServerInfo) -> bool:
-        """Granted for what it asks now: a grant the engine still reports as missing was bound to an entry
-        the repository has changed since (its command, url or headers), unless it was given just now."""
-        if self.grants.get(server.name) != server.where.value:
-            return False
-        return server.state != McpServerState.NEEDS_APPROVAL or server.name in self.fresh
+        """Granted for its entry as it is: given in this dialog, or approved before and unchanged since (an
+        entry the repository changed, its command, url or headers, is not granted)."""
+        if server.name in self.decided:
+            return self.decided[server.name]
+        consent = self.consents.get(server.name)
+        return consent is not None and consent.status is ConsentStatus.APPROVED
 
-    def set_grant(self, name: str, grants: dict[str, str], digests: dict[str, str]) -> None:
-        """The person granted (or took back) `name`'s relaxation: the grants and digests to save."""
-        self.grants, self.digests = dict(grants), dict(digests)
-        if name in self.grants:
-            self.fresh.add(name)
+    def set_grant(self, name: str, on: bool) -> None:
+        """The person granted (or took back) `name`'s relaxation: applied on Save."""
+        consent = self.consents.get(name)
+        if consent is not None and on == (consent.status is ConsentStatus.APPROVED):
+            self.decided.pop(name, None)  # back to what it was: nothing to apply
         else:
-            self.fresh.discard(name)
+            self.decided[name] = on
         row = self.server_row(name)
         if row >= 0:
             self._changed_server(row)

@@ -4,6 +4,7 @@ McpServersChanged for its project."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QItemSelectionModel, Qt
@@ -19,12 +20,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core import AgentDeskError, ConfigError, McpServerInfo, McpServersChanged, McpServerState, visible
+from ...core import AgentDeskError, ConsentStatus, McpServerInfo, McpServersChanged, McpServerState, visible
+from ...runtime import Consent
 from .._bridge import EventBridge
 from .._mcp import STATE_LABEL, where_html, where_label
 from ._mcp_model import McpServersModel
 
-_KEYS = ("mcp_disabled_servers", "mcp_disabled_tools", "mcp_grants", "mcp_grant_digests")
+_KEYS = ("mcp_disabled_servers", "mcp_disabled_tools")
 _MAX_TAIL = 20_000  # characters of a stderr tail shown (its end: where the crash is)
 _EXPAND_UP_TO = 30  # servers with more tools start folded
 
@@ -52,11 +54,12 @@ class McpServersSection(QWidget):
     """Servers and tools (a tree of switches), and the selected server's details and grant."""
 
     def __init__(self, settings: dict[str, Any], servers: list[McpServerInfo] | None, project_dir: str = "",
-                 parent=None) -> None:
+                 parent=None, *, consents: list[Consent] | None = None,
+                 reread: Callable[[], list[Consent]] | None = None) -> None:
         super().__init__(parent)
         self.model = McpServersModel(settings.get("mcp_disabled_servers") or (),
-                                     settings.get("mcp_disabled_tools") or (),
-                                     settings.get("mcp_grants") or {}, settings.get("mcp_grant_digests") or {}, self)
+                                     settings.get("mcp_disabled_tools") or (), consents, self)
+        self._reread = reread  # the project's MCP consents read again, for a server the tab did not know
         self.project_dir = project_dir
         self._initial = {k: settings.get(k) for k in _KEYS}
         self._project_id = ""
@@ -176,18 +179,19 @@ class McpServersSection(QWidget):
         if not asks or s is None:
             return
         where = s.where.value
-        granted = self.model.grants.get(s.name)
+        consent = self.model.consents.get(s.name)
         self.grant.blockSignals(True)
         self.grant.setChecked(self.model.granted(s))
         self.grant.blockSignals(False)
         self.grant.setText(f"Grant: {where_label(where)}")
         text = GRANT_TEXT.get(where, "Let “{name}” run as " + where + ".").replace("{name}", visible(s.name))
-        if granted and granted != where:
-            text += f"\nYou granted “{where_label(granted)}” before; it now asks for “{where_label(where)}”."
-        elif granted and not self.model.granted(s):
-            text += ("\nIts entry in .agent-desk/mcp.json changed since you granted it (its command, url or "
-                     "headers): read it again before you grant it again.")
-        elif s.state == McpServerState.NEEDS_APPROVAL and granted != where:
+        if s.name in self.model.decided:
+            text += "\nApplied when you Save." if self.model.decided[s.name] else \
+                "\nTaken back when you Save."
+        elif consent is not None and consent.status is ConsentStatus.CHANGED:
+            text += ("\nIts entry in .agent-desk/mcp.json changed since you granted it (where it runs, its "
+                     "command, url or headers): read it again before you grant it again.")
+        elif s.state == McpServerState.NEEDS_APPROVAL:
             text += f"\nIt is {STATE_LABEL['needs_approval']}: it does not start until you grant it and Save."
         self.grant_text.setText(text)
         self.grant_text.setStyleSheet("color: #d9363e" if where == "host" else "color: #d4890b")
@@ -196,40 +200,35 @@ class McpServersSection(QWidget):
         s = self.selected_server()
         if s is None:
             return
-        try:
-            grants, digests = self._granted(s.name, on)
-        except AgentDeskError as e:  # the file changed or went: nothing is granted
+        if on and s.name not in self.model.consents and self._reread is not None:
+            try:  # a server the file did not have when the tab read it: read it as it is now
+                self.model.consents.update({c.name: c for c in self._reread()})
+            except AgentDeskError:
+                pass
+        if on and s.name not in self.model.consents:  # the file does not have it (or cannot be read)
             self.grant.blockSignals(True)
             self.grant.setChecked(False)
             self.grant.blockSignals(False)
-            self.grant_text.setText(f"⚠ Not granted: {e.user_message()}")
+            self.grant_text.setText(f"⚠ Not granted: the server {s.name!r} is not in the project's "
+                                    ".agent-desk/mcp.json as it was read; reopen the project settings.")
             return
-        self.model.set_grant(s.name, grants, digests)
-        self._show_selected()
+        self.model.set_grant(s.name, on)
+        self._show_grant(s)
 
-    def _granted(self, name: str, on: bool) -> tuple[dict[str, str], dict[str, str]]:
-        """The grants and digests with `name`'s grant given (bound to its entry in the project's file as it is
-        now, as `agent-desk mcp grant` does) or taken back."""
-        from ...runtime import grant_mcp_server, project_mcp_servers
-
-        current = {"mcp_grants": self.model.grants, "mcp_grant_digests": self.model.digests}
-        if on:
-            entry = next((e for e in project_mcp_servers(self.project_dir) if e.name == name), None)
-            if entry is None or entry.config is None:
-                raise ConfigError(f"the server {name!r} is not in the project's .agent-desk/mcp.json as it is now"
-                                  + (f": {entry.error}" if entry is not None and entry.error else ""))
-            after = grant_mcp_server(current, entry)
-        else:
-            after = {"mcp_grants": {k: v for k, v in self.model.grants.items() if k != name},
-                     "mcp_grant_digests": {k: v for k, v in self.model.digests.items() if k != name}}
-        return after["mcp_grants"], after["mcp_grant_digests"]
+    def decisions(self) -> list[tuple[Consent, bool]]:
+        """The grants given (revoke False) or taken back (True) in this dialog, each bound to the entry as it
+        was shown: applied on Save (an entry changed since is refused then, and said so)."""
+        out = []
+        for name, on in sorted(self.model.decided.items()):
+            consent = self.model.consents.get(name)
+            if consent is not None:
+                out.append((consent, not on))
+        return out
 
     # the result --------------------------------------------------------------------------------
     def values(self) -> dict[str, Any]:
         """The settings keys to save: each only when set now or set before (an untouched project keeps
         its settings equal, so its runtime is not rebuilt for nothing)."""
         now: dict[str, Any] = {"mcp_disabled_servers": sorted(self.model.disabled_servers),
-                               "mcp_disabled_tools": sorted(self.model.disabled_tools),
-                               "mcp_grants": dict(sorted(self.model.grants.items())),
-                               "mcp_grant_digests": dict(sorted(self.model.digests.items()))}
+                               "mcp_disabled_tools": sorted(self.model.disabled_tools)}
         return {k: v for k, v in now.items() if v or self._initial.get(k) is not None}

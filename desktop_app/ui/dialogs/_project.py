@@ -37,6 +37,7 @@ from ...core import (
     DEFAULT_TEMPLATE,
     AgentDeskError,
     ConfigError,
+    ConsentKind,
     McpServerInfo,
     PermissionMode,
     PermissionPolicy,
@@ -51,6 +52,8 @@ from ...core import (
     project_rules_path,
     visible,
 )
+from ...runtime import Consent, approve
+from ...runtime import consents as consents_of
 from .._tasks import BackgroundTasks
 from ._base import FutureDialog, ask_file
 from ._mcp_section import McpServersSection
@@ -116,6 +119,7 @@ class ProjectSettingsDialog(FutureDialog):
         mcp_servers: list[McpServerInfo] | None = None,
         parent=None,
         default_expiry: float | None = None,
+        consents: list[Consent] | None = None,
     ) -> None:
         super().__init__(parent)
         self.setWindowTitle("New project" if project is None else f"Project settings — {project.name}")
@@ -131,12 +135,19 @@ class ProjectSettingsDialog(FutureDialog):
         self._build_limits(st, project.permission_mode if project else default_mode)
         self._build_rules(project)
         self.template, self.template_about = template_picker(project, str(ProjectSettings.of(st).template or ""))
-        self.mcp = McpServersSection(st, mcp_servers, project.path if project else "")
+        if consents is None and project is not None:  # read here when the caller did not read them off the loop
+            consents = _read_consents(project)
+        mcp_consents = [c for c in consents or () if c.kind is ConsentKind.MCP]
+        hooks = next((c for c in consents or () if c.kind is ConsentKind.HOOKS), None)
+        reread = (lambda: consents_of(project, ConsentKind.MCP)) if project is not None else None
+        self.mcp = McpServersSection(st, mcp_servers, project.path if project else "", consents=mcp_consents,
+                                     reread=reread)
         self.tabs = tabs = QTabWidget()
         tabs.addTab(self._general_tab(), "Sandbox && permissions")
         tabs.addTab(self._rules_tab(), "Rules")
         tabs.addTab(self.mcp, "MCP servers")
-        self.reach = ToolsHooksSection(st, project.path if project else "", default_expiry=default_expiry)
+        self.reach = ToolsHooksSection(st, project.path if project else "", default_expiry=default_expiry,
+                                       hooks=hooks)
         tabs.addTab(self.reach, "Tools && hooks")
         self.error = QLabel()
         self.error.setStyleSheet("color: #d9363e")
@@ -361,9 +372,23 @@ class ProjectSettingsDialog(FutureDialog):
         if self.reach.problem():
             self.error.setText(self.reach.problem())
             return
-        self._result = self._project_from_form(folder)
+        result = self._project_from_form(folder)
+        if not self._apply_consents(result):
+            return
+        self._result = result
         self.rules_text = text
         self.accept()
+
+    def _apply_consents(self, project: ProjectInfo) -> bool:
+        """Record the grants given or taken back in the MCP and hooks tabs (consent.json, out of the sandbox's
+        reach), each bound to what was shown; one changed since is refused here, and said so."""
+        for consent, revoke in [*self.mcp.decisions(), *self.reach.decisions()]:
+            try:
+                project.settings = approve(project, consent, revoke=revoke)
+            except AgentDeskError as e:
+                self.error.setText(f"The project's {consent.label}: {e.user_message()}")
+                return False
+        return True
 
     def _project_from_form(self, folder: Path) -> ProjectInfo:
         base = self.project
@@ -526,12 +551,13 @@ async def edit_project(project: ProjectInfo | None, settings: Settings | None, p
     tab follows `bridge`'s McpServersChanged. Returns the project to store, or None when cancelled."""
     catalog = await image_catalog()
     own = await asyncio.get_running_loop().run_in_executor(None, project_image_entry, project) if project else None
+    consents = await asyncio.to_thread(_read_consents, project) if project else None
     defaults = settings if settings is not None else Settings()  # no settings: the declared defaults
     dlg = ProjectSettingsDialog(
         project, catalog=[*catalog, *([own] if own else [])], build_image=build_image,
         build_project_image=build_project_image, default_mode=defaults.permission_mode,
         default_image=defaults.default_image, mcp_servers=mcp_servers, parent=parent,
-        default_expiry=defaults.approval_expiry_s)
+        default_expiry=defaults.approval_expiry_s, consents=consents)
     if bridge is not None and project is not None:
         dlg.mcp.follow(bridge, project.id)
     try:
@@ -544,6 +570,15 @@ async def edit_project(project: ProjectInfo | None, settings: Settings | None, p
     if result is not None and _normal(rules_text) != _normal(dlg.loaded_rules):
         await asyncio.get_running_loop().run_in_executor(None, write_rules_file, result, rules_text)
     return result
+
+
+def _read_consents(project: ProjectInfo) -> list[Consent] | None:
+    """The project's hooks and MCP servers against the person's approvals; None (the dialog reads them itself,
+    and shows what is wrong) when a file cannot be read."""
+    try:
+        return [*consents_of(project, ConsentKind.HOOKS), *consents_of(project, ConsentKind.MCP)]
+    except AgentDeskError:
+        return None
 
 
 def _normal(text: str) -> str:

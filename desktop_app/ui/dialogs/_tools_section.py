@@ -26,15 +26,17 @@ from ...core import (
     HOOKS_FILE,
     TOOL_PROFILES,
     AgentDeskError,
+    ConsentKind,
+    ConsentStatus,
     ProjectSettings,
     Tool,
     hooks_digest,
     read_beneath,
     user_hooks_from_toml,
 )
+from ...runtime import Consent
 
-PROFILE_KEY, DISABLED_KEY, EXPIRY_KEY, GRANT_KEY = ("tool_profile", "disabled_tools", "approval_expiry_s",
-                                                   "hooks_grant_digest")  # as ProjectSettings declares them
+PROFILE_KEY, DISABLED_KEY, EXPIRY_KEY = "tool_profile", "disabled_tools", "approval_expiry_s"  # as declared
 _DEFAULT_PROFILE = ProjectSettings.model_fields["tool_profile"].default
 INHERIT = -1  # the expiry box's "use the default from Settings"
 MAX_EXPIRY_S = 7 * 24 * 3600
@@ -61,10 +63,11 @@ class ToolsHooksSection(QWidget):
     """Profile, switches, expiry and the hooks grant; `values()` is what goes into the project's settings."""
 
     def __init__(self, st: dict[str, Any], project_dir: str, *, default_expiry: float | None = None,
-                 parent: QWidget | None = None) -> None:
+                 hooks: Consent | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._st = st
         self._project_dir = project_dir
+        self._approved = hooks.approved_digest if hooks is not None else None  # the grant, as read on opening
         self._hooks_text: str | None = None
         lay = QVBoxLayout(self)
         lay.addWidget(self._tools_box(st), 3)
@@ -153,7 +156,7 @@ class ToolsHooksSection(QWidget):
         except AgentDeskError as e:
             raw = None
             self.hooks_state.setText(f"⚠ {e.user_message()}")
-        granted = self._st.get(GRANT_KEY)
+        granted = self._approved
         if raw is None:
             self.hooks_view.setPlainText("")
             self.hooks_grant.setEnabled(False)
@@ -190,8 +193,20 @@ class ToolsHooksSection(QWidget):
             PROFILE_KEY: profile if profile != _DEFAULT_PROFILE or PROFILE_KEY in self._st else None,
             DISABLED_KEY: disabled if disabled or DISABLED_KEY in self._st else None,
             EXPIRY_KEY: None if self.expiry.value() == INHERIT else self.expiry.value()}
-        out[GRANT_KEY] = self._digest if self._hooks_text is not None and self.hooks_grant.isChecked() else None
         return out
+
+    def decisions(self) -> list[tuple[Consent, bool]]:
+        """The hooks grant given (revoke False) or taken back (True) in this dialog, bound to the text shown:
+        applied on Save (a file changed since is refused then, and said so)."""
+        granted = self._hooks_text is not None and self._approved == self._digest
+        want = self._hooks_text is not None and self.hooks_grant.isChecked()
+        if want == granted:
+            return []
+        shown = self._hooks_text if want else None
+        consent = Consent(ConsentKind.HOOKS, self._project_dir, "", ConsentStatus.of(
+            self._digest if shown is not None else None, self._approved), shown,
+            self._digest if shown is not None else None, self._approved)
+        return [(consent, not want)]
 
 
 def merged_settings(settings: dict[str, Any], section: dict[str, Any]) -> dict[str, Any]:

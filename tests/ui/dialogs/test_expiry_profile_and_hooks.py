@@ -111,7 +111,8 @@ def test_the_hooks_file_is_shown_and_granted_by_the_text_shown(qtbot, run, tmp_p
     reach.hooks_grant.setChecked(True)  # the person granted what they saw, not what is on disk now
     dlg._check()
     saved = run(fut)
-    assert saved.settings["hooks_grant_digest"] == hooks_digest(HOOKS)
+    assert "hooks_grant_digest" not in saved.settings  # a grant is a consent record, out of the settings
+    assert project_hooks_trust(saved).approved_digest == hooks_digest(HOOKS)
     assert project_hooks_trust(saved).status == "changed"
     (tmp_path / ".agent-desk/hooks.toml").write_text(HOOKS)
     assert project_hooks_trust(saved).status is ConsentStatus.APPROVED
@@ -121,14 +122,15 @@ def test_the_hooks_file_is_shown_and_granted_by_the_text_shown(qtbot, run, tmp_p
     assert again.reach.hooks_grant.isChecked() and "Granted" in again.reach.hooks_state.text()
     again.reach.hooks_grant.setChecked(False)
     again._check()
-    assert "hooks_grant_digest" not in run(fut2).settings
+    run(fut2)
+    assert project_hooks_trust(saved).approved_digest is None
 
 
 def test_a_project_without_a_hooks_file_cannot_grant_one(qtbot, tmp_path: Path) -> None:
     dlg = ProjectSettingsDialog(ProjectInfo(id="p", name="p", path=str(tmp_path)))
     qtbot.addWidget(dlg)
     assert not dlg.reach.hooks_grant.isEnabled() and "No hooks file" in dlg.reach.hooks_state.text()
-    assert dlg.reach.values()["hooks_grant_digest"] is None
+    assert "hooks_grant_digest" not in dlg.reach.values() and dlg.reach.decisions() == []
 
 
 def test_the_users_hooks_are_checked_before_they_are_saved(qtbot, run) -> None:
@@ -158,4 +160,4 @@ def test_a_hooks_file_that_cannot_be_read_is_not_granted(qtbot, run, tmp_path: P
     assert dlg.isVisible() and "'command' must be" in dlg.error.text() and dlg.value() is None
     dlg.reach.hooks_grant.setChecked(False)  # saved without the grant: the hooks stay off
     dlg._check()
-    assert "hooks_grant_digest" not in run(fut).settings
+    assert project_hooks_trust(run(fut)).approved_digest is None

@@ -3,6 +3,8 @@ real bus and bridge, the switches and grants saved into the project's settings."
 
 from __future__ import annotations
 
+import json
+
 from PySide6.QtCore import Qt
 
 from desktop_app.core import (
@@ -15,7 +17,8 @@ from desktop_app.core import (
     MemoryStore,
     ProjectInfo,
 )
-from desktop_app.mcp_client import granted, read_project_servers
+from desktop_app.mcp_client import read_project_servers
+from desktop_app.runtime._consent import mcp_consented
 from desktop_app.ui._bridge import EventBridge
 from desktop_app.ui.dialogs import ProjectSettingsDialog
 from desktop_app.ui.dialogs._mcp_section import NOT_STARTED
@@ -80,7 +83,7 @@ def test_the_tab_follows_the_bus_and_shows_status_where_and_tools(qtbot, qloop, 
     assert m.rowCount() == 4
 
 
-def test_switches_and_a_grant_are_saved_into_the_project(qtbot, run, tmp_path):
+def test_switches_and_a_grant_are_saved_into_the_project(qtbot, run, tmp_path, desk_env):
     (tmp_path / ".agent-desk").mkdir()
     (tmp_path / ".agent-desk" / "mcp.json").write_text(
         '{"mcpServers": {"fetch": {"command": "uvx", "args": ["mcp-server-fetch"], "run": "sandbox+network"}}}')
@@ -109,10 +112,12 @@ def test_switches_and_a_grant_are_saved_into_the_project(qtbot, run, tmp_path):
     saved: ProjectInfo = run(fut)
     assert saved.settings["mcp_disabled_tools"] == ["mcp__git__git_commit", "mcp__git__git_reset"]
     assert saved.settings["mcp_disabled_servers"] == ["memory"]
-    assert saved.settings["mcp_grants"] == {"fetch": "sandbox+network"}
+    assert not any(k.startswith("mcp_grant") for k in saved.settings)  # a grant is a consent record, not a setting
     # bound to the entry as it is, as `agent-desk mcp grant` binds it: the engine starts it
     entry = read_project_servers(tmp_path)[0]
-    assert saved.settings["mcp_grant_digests"] == {"fetch": entry.digest()} and granted(saved.settings, entry)
+    assert mcp_consented(saved)(entry)
+    assert json.loads((desk_env / "cfg" / "consent.json").read_text())["mcp"][str(tmp_path.resolve())]["fetch"][
+        "sha256"] == entry.digest()
 
 
 def test_an_untouched_project_keeps_its_settings_equal(qtbot, run, tmp_path):
