@@ -50,16 +50,17 @@ def test_nothing_to_approve_in_a_project_without_the_files(project: ProjectInfo)
 
 def test_each_kind_is_new_approved_changed_and_revoked_alike(project: ProjectInfo, tmp_path: Path) -> None:
     _write_all(project)
-    keys = {(ConsentKind.RULES, ""), (ConsentKind.HOOKS, ""), (ConsentKind.MCP, "tool")}
-    assert _statuses(project) == dict.fromkeys(keys, ConsentStatus.NEW)  # "quiet" asks for nothing: not listed
+    keys = {(ConsentKind.RULES, ""), (ConsentKind.HOOKS, ""), (ConsentKind.MCP, "tool"), (ConsentKind.MCP, "quiet")}
+    assert _statuses(project) == dict.fromkeys(keys, ConsentStatus.NEW)  # "quiet" runs in the sandbox: asked too
     for c in consents(project):
         project.settings = approve(project, c)
     assert _statuses(project) == dict.fromkeys(keys, ConsentStatus.APPROVED)
     record = json.loads((tmp_path / "cfg" / CONSENT_FILE).read_text())  # out of the sandbox's reach, one file
     assert set(record) == {"rules", "hooks", "mcp"} and project.settings == {}  # nothing in the project settings
-    _write_all(project, "# edited\n")
-    assert _statuses(project) == dict.fromkeys(keys, ConsentStatus.CHANGED)
-    assert not any(c.ok for c in consents(project))
+    _write_all(project, "# edited\n")  # "quiet" is left as it was
+    assert _statuses(project) == {**dict.fromkeys(keys, ConsentStatus.CHANGED),
+                                  (ConsentKind.MCP, "quiet"): ConsentStatus.APPROVED}
+    assert [c.name for c in consents(project) if c.ok] == ["quiet"]
     for c in consents(project):
         project.settings = approve(project, c, revoke=True)
     assert _statuses(project) == dict.fromkeys(keys, ConsentStatus.NEW)
@@ -67,7 +68,7 @@ def test_each_kind_is_new_approved_changed_and_revoked_alike(project: ProjectInf
 
 def test_a_subject_changed_after_it_was_shown_is_not_approved(project: ProjectInfo) -> None:
     _write_all(project)
-    shown = {c.kind: c for c in consents(project)}
+    shown = {c.kind: c for c in consents(project) if c.name != "quiet"}
     _write_all(project, "# edited\n")
     project.settings = approve(project, shown[ConsentKind.RULES])
     project.settings = approve(project, shown[ConsentKind.HOOKS])

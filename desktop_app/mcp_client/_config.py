@@ -89,11 +89,18 @@ class ServerEntry:
 
     @property
     def asks_for(self) -> str | None:
-        """The relaxation a project server needs granted ("sandbox+network", "host", "http"), else None. The
-        user's own servers need none."""
-        if self.source != "project" or self.config is None or self.where is McpWhere.SANDBOX:
+        """What a project server needs granted, as where it runs ("sandbox", "sandbox+network", "host", "http"),
+        else None. A repository's server runs its own command beside the agent even in the sandbox, so every
+        project server waits for the person; the user's own servers need none."""
+        if self.source != "project" or self.config is None:
             return None
         return self.where.value
+
+    @property
+    def relaxation(self) -> str | None:
+        """What it asks for beyond the sandbox's limits ("sandbox+network", "host", "http"), else None."""
+        asks = self.asks_for
+        return None if asks == McpWhere.SANDBOX.value else asks
 
     def digest(self) -> str:
         """What a grant is bound to: the whole entry, so a repository that changes a granted server's

@@ -58,7 +58,7 @@ class McpHub:
     # -- building ---------------------------------------------------------------------------------------
     def _add(self, entry: ServerEntry) -> None:
         info = McpServerInfo(name=entry.name, where=entry.where, source=entry.source,
-                             relaxations=(entry.asks_for,) if entry.asks_for else ())
+                             relaxations=(entry.relaxation,) if entry.relaxation else ())
         self.infos[entry.name] = info
         settings = self.places.settings()
         if entry.config is None:
@@ -219,7 +219,8 @@ def header_secrets(entries: list[ServerEntry], consented: Callable[[ServerEntry]
 
 
 def _needs_grant(entry: ServerEntry, project_dir: str) -> str:
-    what = {"sandbox+network": "asks for a sandbox with network", "host": "asks to run on your computer, "
+    what = {"sandbox": "runs its own command in the project's sandbox, beside the agent",
+            "sandbox+network": "asks for a sandbox with network", "host": "asks to run on your computer, "
             "unsandboxed", "http": "asks to be reached over the network from your computer"}[entry.asks_for or ""]
     return (f"the project's server {entry.name!r} {what}; nothing the repository says can grant it (a grant "
             f"holds for the entry as it was granted). If you trust it, grant it with: agent-desk mcp grant "

@@ -120,7 +120,11 @@ def consent_stamp(project: ProjectInfo) -> tuple[tuple[str, str, str], ...]:
     hooks = _approved(ConsentKind.HOOKS, project)
     if hooks is not None:
         out.append((ConsentKind.HOOKS.value, "", hooks))
-    for entry in _project_servers(project.path):
+    try:
+        entries = _project_servers(project.path)
+    except AgentDeskError:  # a file that cannot be read starts none of its servers: nothing approved to tell
+        entries = []
+    for entry in entries:
         digest = _approved(ConsentKind.MCP, project, entry.name, entry.asks_for)
         if digest is not None:
             out.append((ConsentKind.MCP.value, entry.name, digest))
@@ -313,7 +317,10 @@ def mcp_consents(project: ProjectInfo) -> list[Consent]:
 def mcp_consented(project: ProjectInfo) -> Callable[[Any], bool]:
     """Whether a server entry may start as it is: it asks for nothing, or the person approved this very entry.
     Reads the approvals now (blocking: a file); the answer is bound to each entry's digest."""
-    approved = {c.name: c.approved_digest for c in mcp_consents(project) if c.approved_digest}
+    try:
+        approved = {c.name: c.approved_digest for c in mcp_consents(project) if c.approved_digest}
+    except AgentDeskError:  # the file cannot be read: none of its servers starts (the hub says why for each)
+        approved = {}
 
     def consented(entry: Any) -> bool:
         return entry.asks_for is None or approved.get(entry.name) == entry.digest()

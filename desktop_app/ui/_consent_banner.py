@@ -14,6 +14,7 @@ from typing import Any
 from ..core import AgentDeskError, ConsentKind, ProjectInfo
 from ..runtime import Consent, approve, consents
 from . import dialogs
+from ._mcp import runs_where
 
 log = logging.getLogger(__name__)
 BANNER_KEY = "rules-trust"  # the rules' row; the others are "consent-<kind>-<name>"
@@ -24,7 +25,7 @@ _ROW = {
                         "trust them, its sessions use your own rules and only the file's deny and ask rules."),
     ConsentKind.HOOKS: ("The hooks of <b>{project}</b> (<code>.agent-desk/hooks.toml</code>) {what}: they do not "
                         "run until you grant them."),
-    ConsentKind.MCP: ("The MCP server <b>{name}</b> of <b>{project}</b> asks for {asks} and {what}: it does not "
+    ConsentKind.MCP: ("The MCP server <b>{name}</b> of <b>{project}</b> runs {asks} and {what}: it does not "
                       "start until you grant it."),
 }
 _WHAT = {
@@ -85,7 +86,7 @@ class ConsentBanner:
             return
         what = _WHAT[consent.kind].get(consent.status.value, "are not approved")
         text = _ROW[consent.kind].format(project=html.escape(project.name), name=html.escape(consent.name),
-                                         asks=html.escape(str(consent.asks)), what=what)
+                                         asks=html.escape(runs_where(str(consent.asks))), what=what)
         self.window.banner.set_item(key, f"⚠ {text}", [
             ("Review…", lambda: self.spawn(self.review(project, consent.kind, consent.name))),
             ("Ignore", lambda: self.ignore(project, consent))])

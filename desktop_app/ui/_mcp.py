@@ -31,6 +31,15 @@ STATE_COLOUR = {"starting": "#3b82c4", "ready": "#2f9e44", "failed": "#d9363e", 
                 "disabled": "#8a8f98", "needs_approval": "#d4890b"}
 
 
+RUNS = {"sandbox": "in the project's sandbox", "sandbox+network": "in a sandbox with network",
+        "host": "UNSANDBOXED on your computer", "http": "over the network (HTTP)"}
+
+
+def runs_where(where: str) -> str:
+    """Where a server runs, as the end of "it runs …"."""
+    return RUNS.get(where, f"as {where}")
+
+
 def where_label(where: str) -> str:
     return WHERE_LABEL.get(where, where or "?")
 

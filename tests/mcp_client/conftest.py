@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from desktop_app.config import Settings
-from desktop_app.core import Sandbox
-from desktop_app.runtime import ProjectRuntime, open_runtime
+from desktop_app.core import ConsentKind, ProjectInfo, Sandbox
+from desktop_app.runtime import ProjectRuntime, approve, consents, open_runtime
 from tests.fakes.anthropic_server import AnthropicServer
 from tests.kit import Desk
 from tests.mcp_client import servers
@@ -36,8 +36,15 @@ def project(desk_env: Path) -> Path:
     return folder
 
 
-def write_config(folder: Path, servers_: dict[str, Any]) -> None:
+def write_config(folder: Path, servers_: dict[str, Any], *, grant_sandboxed: bool = True) -> None:
+    """The project's mcp.json; the servers that run in the sandbox granted as the person would (those asking for
+    more are left to each test, as is everything with grant_sandboxed=False)."""
     (folder / ".agent-desk" / "mcp.json").write_text(json.dumps({"mcpServers": servers_}))
+    if grant_sandboxed:
+        project = ProjectInfo("mcp", "mcp", str(folder))
+        for consent in consents(project, ConsentKind.MCP):
+            if consent.asks == "sandbox" and not consent.ok:
+                approve(project, consent)
 
 
 @pytest.fixture

@@ -57,7 +57,8 @@ def _hub_with(tools: dict[str, list[mcp_types.Tool]], source: str = "user") -> t
     async def no_sandbox() -> Any:
         raise AssertionError("nothing starts here")
 
-    hub = McpHub(entries, HubPlaces("p", "/tmp", no_sandbox, lambda: {}), registry)
+    hub = McpHub(entries, HubPlaces("p", "/tmp", no_sandbox, lambda: {},
+                                       consented=lambda entry: True), registry)
     for name, listed in tools.items():
         server = hub.servers[name]
         server.tools = listed

@@ -156,7 +156,8 @@ def test_an_mcp_tool_without_a_trusted_read_only_hint_is_denied(hints: dict | No
     async def no_sandbox() -> Any:
         raise AssertionError("nothing starts here")
 
-    hub = McpHub(entries, HubPlaces("p", "/tmp", no_sandbox, lambda: {}), registry)
+    hub = McpHub(entries, HubPlaces("p", "/tmp", no_sandbox, lambda: {},
+                                       consented=lambda entry: True), registry)
     server = hub.servers["s"]
     server.tools = listed
     from desktop_app.core import McpServerState

@@ -11,6 +11,7 @@ from typing import Any
 from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QDialogButtonBox, QLabel, QPlainTextEdit, QVBoxLayout
 
+from .._mcp import runs_where
 from ._base import FutureDialog
 
 
@@ -44,8 +45,8 @@ _WORDING = {
         "Granting takes the text shown here; a file changed after this was read is asked about again."),
     "mcp": _Wording(
         "Review the MCP server {name} of {project}",
-        "The server {name} in <code>{where}</code> asks to run with {asks}, and {what}. It does not start "
-        "until you grant it.",
+        "The server {name} in <code>{where}</code> runs {asks}, and {what}. It does not start until you "
+        "grant it.",
         {"new": "was never granted", "changed": "changed since you granted it"},
         "Grant this server", "Ignore it",
         "Granting binds to the entry as it is now; an entry changed afterwards is asked about again."),
@@ -65,7 +66,7 @@ class ConsentDialog(FutureDialog):
         where = f"{consent.project_dir}/{consent.file}"
         what = words.what.get(str(consent.status), "is not approved")
         head = QLabel(words.head.format(where=html.escape(where), what=what, name=html.escape(consent.name),
-                                        asks=html.escape(str(consent.asks))))
+                                        asks=html.escape(runs_where(str(consent.asks)))))
         head.setWordWrap(True)
         lay.addWidget(head)
         self.diff = QPlainTextEdit()

@@ -32,6 +32,8 @@ _EXPAND_UP_TO = 30  # servers with more tools start folded
 
 # What a grant lets the server do, said plainly: the person decides on this text.
 GRANT_TEXT = {
+    "sandbox": ("Let “{name}” run the command .agent-desk/mcp.json names in this project's sandbox, beside the "
+                "agent: it can read and change the project's files as the agent's commands can, with no network."),
     "sandbox+network": ("Let “{name}” reach the network. It runs in a container of its own, under the "
                         "sandbox's other limits, but with network access: it could send what it reads to anyone."),
     "host": ("Let “{name}” run UNSANDBOXED on this machine, as you: it can read, change and delete every file "
@@ -173,7 +175,7 @@ class McpServersSection(QWidget):
         self._show_grant(s)
 
     def _show_grant(self, s: McpServerInfo | None) -> None:
-        asks = s is not None and s.source == "project" and s.where.value != "sandbox"
+        asks = s is not None and s.source == "project"  # a repository's server, wherever it runs
         self.grant.setVisible(asks)
         self.grant_text.setVisible(asks)
         if not asks or s is None:

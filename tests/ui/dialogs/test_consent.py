@@ -30,7 +30,7 @@ def project(tmp_path: Path, monkeypatch) -> ProjectInfo:
 @pytest.mark.parametrize("kind,title,approve,shown", [
     (ConsentKind.RULES, "Review the rules of demo", "Trust these rules", '+deny = ["bash_run(curl *)"]'),
     (ConsentKind.HOOKS, "Review the hooks of demo", "Grant these hooks", '+matcher = "bash_run"'),
-    (ConsentKind.MCP, "Review the MCP server tool of demo", "Grant this server", "+host"),
+    (ConsentKind.MCP, "Review the MCP server tool of demo", "Grant this server", "+    \"run\": \"host\""),
 ])
 def test_each_kind_is_reviewed_in_the_one_dialog(qtbot, project: ProjectInfo, kind: ConsentKind, title: str,
                                                  approve: str, shown: str) -> None:
