@@ -398,7 +398,8 @@ def _relative_pattern(pattern: str) -> str:
 
 
 _INCLUDE_IGNORED = ("Also search what .gitignore files (and .ignore, .rgignore) exclude, e.g. build output or "
-                    "node_modules. Off by default.")
+                    "node_modules. Off by default. An image with neither Python nor ripgrep cannot read them: "
+                    "there everything is searched.")
 
 
 class FsGlobInput(ToolInput):

@@ -19,6 +19,7 @@ import pytest
 from desktop_app.core import EventBus, MemoryStore, PathOutsideWorkspace, SandboxError, SandboxSurvivors
 from desktop_app.runtime import ProjectRuntime
 from desktop_app.sandbox import SandboxConfig
+from desktop_app.tools import FsGlob, FsGrep
 from tests.kit import (
     BASE_IMAGE,
     VARIANTS,
@@ -324,6 +325,34 @@ async def test_ripgrep_runs_when_the_image_has_it(make_docker_sandbox, rg_image:
     assert [h.path for h in await sb.grep(r"h\p{L}llo", ".")] == ["u.txt"]  # Rust syntax: rg ran, not grep -E
     with pytest.raises(SandboxError, match="regular expression"):
         await sb.grep(r"(a)\1", ".")
+
+
+IGNORING = {".gitignore": "*.log\nbuild/\n", "a.txt": "needle\n", "x.log": "needle\n", "build/b.txt": "needle\n"}
+
+
+async def test_ripgrep_reads_gitignore_and_its_walk_keeps_the_deadline(make_docker_sandbox, rg_image: str,
+                                                                        workspace: Path) -> None:
+    for path, text in IGNORING.items():
+        (workspace / path).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / path).write_text(text)
+    sb = await make_docker_sandbox(SandboxConfig(image=rg_image))
+    assert [h.path for h in await sb.grep("needle", ".")] == ["a.txt"]
+    assert sorted(f.path for f in await sb.glob("**/*", ".")) == [".gitignore", "a.txt"]
+    every = sorted(f.path for f in await sb.glob("**/*", ".", include_ignored=True))
+    assert every == [".gitignore", "a.txt", "build", "build/b.txt", "x.log"]
+    await sb.exec("mkdir -p many && cd many && seq 1 20000 | xargs touch", timeout=60)
+    with pytest.raises(SandboxError, match=r"fs_glob stopped after 0\.001 s and was killed"):
+        await sb._op("glob", {"pattern": "**/*", "path": ".", "timeout": 0.001})
+
+
+async def test_without_ripgrep_gitignore_is_not_read_as_the_tools_say(box: Box) -> None:
+    for path, text in IGNORING.items():
+        await box.sb.write_file(path, text.encode())
+    assert sorted(h.path for h in await box.sb.grep("needle", ".")) == ["a.txt", "build/b.txt", "x.log"]
+    listed = sorted(f.path for f in await box.sb.glob("**/*", ".") if not f.path.startswith(".agent-desk"))
+    assert listed == [".gitignore", "a.txt", "build", "build/b.txt", "x.log"]
+    for tool in (FsGrep(), FsGlob()):
+        assert "neither Python nor ripgrep" in tool.input_schema()["properties"]["include_ignored"]["description"]
 
 
 # ---------------------------------------------------------------------------------------- output

@@ -525,6 +525,65 @@ async def test_grep_and_glob_skip_what_gitignore_ignores_unless_asked(sandbox, c
     assert res.text_content == "debug.log:1:needle"
 
 
+# More trees, each a .gitignore rule the three sandboxes must read alike: (the tree, the files kept). Every
+# file holds "needle"; every folder that is not ignored holds a kept file (a folder of ignored files only is
+# listed by the walker, not by rg).
+GITIGNORE_CASES = {
+    "nested": ({
+        ".gitignore": "*.tmp\n",
+        "a/.gitignore": "!x.tmp\nsecret/\n",  # a deeper file takes back what the one above ignores
+        "a/b/.gitignore": "*.md\n",
+        "a.tmp": "", "a/x.tmp": "", "a/y.tmp": "", "a/secret/s.txt": "", "secret/s.txt": "",
+        "a/b/r.md": "", "a/b/c.txt": "", "r.md": "",
+    }, ["a/x.tmp", "secret/s.txt", "a/b/c.txt", "r.md"]),
+    "negated": ({
+        ".gitignore": "*.log\n!keep.log\n!early.log\n*arly.log\nlogs/\n!logs/keep.log\n",
+        "x.log": "", "keep.log": "", "sub/keep.log": "", "sub/x.log": "", "early.log": "", "logs/keep.log": "",
+        "sub/a.txt": "",
+    }, ["keep.log", "sub/keep.log", "sub/a.txt"]),  # the last match wins; no file back from an ignored folder
+    "directory": ({
+        ".gitignore": "build/\n/dist/\n",
+        "build/out.js": "", "src/build/x.js": "", "lib/build": "", "dist/a.js": "", "src/dist/a.js": "",
+        "src/a.js": "",
+    }, ["lib/build", "src/dist/a.js", "src/a.js"]),  # build/ is folders only, anywhere; /dist/ at the root
+    "spaces": ({
+        ".gitignore": "my notes.txt\nspaced dir/\n* draft.md\n",
+        "my notes.txt": "", "other notes.txt": "", "spaced dir/f.txt": "", "a b/c d.txt": "",
+        "a b/my notes.txt": "", "x draft.md": "", "draft.md": "",
+    }, ["other notes.txt", "a b/c d.txt", "draft.md"]),
+}
+
+
+def _with_folders(paths) -> set[str]:
+    out = set(paths)
+    for p in paths:
+        while "/" in p:
+            p = p.rsplit("/", 1)[0]
+            out.add(p)
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(GITIGNORE_CASES))
+async def test_gitignore_rules_read_alike_on_every_sandbox(sandbox, call, case):
+    tree, kept = GITIGNORE_CASES[case]
+    for path, text in tree.items():
+        await put(sandbox, path, text or "needle\n")
+    files = [p for p in tree if not p.endswith(".gitignore")]
+    res = await call(grep, pattern="needle", max_results=100)
+    assert sorted(r.rsplit(":", 2)[0] for r in res.text_content.splitlines()) == sorted(kept)
+    res = await call(grep, pattern="needle", max_results=100, include_ignored=True)
+    assert sorted(r.rsplit(":", 2)[0] for r in res.text_content.splitlines()) == sorted(files)
+    ignores = [p for p in tree if p.endswith(".gitignore")]
+    listed = set((await call(glob_, pattern="**/*")).details["paths"])
+    assert listed == _with_folders(kept) | _with_folders(ignores)
+    every = set((await call(glob_, pattern="**/*", include_ignored=True)).details["paths"])
+    assert every == _with_folders(files) | _with_folders(ignores)
+    spaced = [p for p in kept if " " in p]
+    for path in spaced:  # a name with a space, as a glob and as the path searched
+        assert (await call(glob_, pattern=path)).details["paths"] == [path]
+        assert (await call(grep, pattern="needle", path=path)).text_content == f"{path}:1:needle"
+
+
 def test_the_tools_say_which_dialect_runs():
     assert "Rust regex" in grep.description and "ripgrep" in grep.description
     assert "Python `re`" in grep.description and "RE2" in grep.description

@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
+import shlex
+
 from ...core import WORKSPACE
 from ..helper.proctree import RUN_ENV
+from ..helper.search import RG_COMMON, WALK_MAX_ENTRIES
 
 OUTSIDE = "__AGENT_DESK_OUTSIDE__"
 ERROR = "__AGENT_DESK_ERROR__"
 STAT_FMT = "%F|%s|%.6Y|%a"
 BG_DIR = "/tmp/.agent-desk-bg"
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_ENTRY = "%y\\t%s\\t%T@\\t%m\\t"  # find -printf: type, size, mtime, mode; the name follows
 KILL_ROUNDS = 60  # SIGKILL rounds before giving up on a fork loop (as the helper's proctree)
 
 # Which process belongs to which run, read from /proc (the helper's proctree, in sh and awk):
@@ -227,29 +231,45 @@ if [ -e "$p" ] || [ -L "$p" ]; then stat -c '{STAT_FMT}' -- "$p"; else echo NONE
 LIST = f"""p=$(resolve "$1") || exit 3
 [ -d "$p" ] || {{ echo "{ERROR} $1: not a directory" >&2; exit 4; }}
 printf '%s\\n' "$p" >&2
-find "$p" -mindepth 1 -maxdepth 1 -printf '%y\\t%s\\t%T@\\t%m\\t%P\\0'
+find "$p" -mindepth 1 -maxdepth 1 -printf '{_ENTRY}%P\\0'
 """
 
 # fs_glob's walk: bounded in entries and in time (a tree too big to list in time is an error, not a hang).
+# With ripgrep, what the helper lists: the files `rg --files` lists (the ignore files read as the helper's rg
+# reads them; $3 is rg's ignore flag) and the folders above them, each stat'd by find: no symlink, no empty
+# folder. Without ripgrep, every entry but .git: .gitignore is not read (the tools say so). Full paths.
 WALK = f"""p=$(resolve "$1") || exit 3
 [ -d "$p" ] || {{ echo "{ERROR} $1: not a directory" >&2; exit 4; }}
 printf '%s\\n' "$p" >&2
-{{ timeout -s KILL "$2" find "$p" -mindepth 1 -name .git -prune -o -printf '%y\\t%s\\t%T@\\t%m\\t%P\\0'
-  echo "find $?" >&2; }} | head -z -n 200000
+if command -v rg >/dev/null 2>&1; then
+  listed=$(cat <<'SH'
+rg --files --null {shlex.join(RG_COMMON)} "$2" -- "$1" \\
+  | B="$1" awk -v RS='\\0' -v ORS='\\0' '{{ print; d = $0; n = length(ENVIRON["B"])
+      while (sub(/\\/[^\\/]*$/, "", d) && length(d) > n && !(d in seen)) {{ seen[d] = 1; print d }} }}' \\
+  | head -z -n {WALK_MAX_ENTRIES} \\
+  | xargs -0 -r sh -c 'exec find "$@" -maxdepth 0 -printf "{_ENTRY}%p\\0" 2>/dev/null' find
+SH
+)
+  {{ timeout -s KILL "$2" sh -c "$listed" rg "$p" "$3"; echo "find $?" >&2; }} | head -z -n {WALK_MAX_ENTRIES}
+else
+  {{ timeout -s KILL "$2" find "$p" -mindepth 1 -name .git -prune -o -printf '{_ENTRY}%p\\0'
+    echo "find $?" >&2; }} | head -z -n {WALK_MAX_ENTRIES}
+fi
 """
 
 # fs_grep: ripgrep when the image has it (Rust regex, linear time), else GNU grep -E (POSIX extended, run by
 # a DFA: linear, no backtracking; the pattern is translated from Rust syntax and backreferences, the one
 # ERE feature that backtracks, are refused before it gets here). Either runs under `timeout`, killed at the
-# deadline. The first line on stderr names the engine that ran.
+# deadline. The first line on stderr names the engine that ran. $6 is rg's ignore flag, as the helper's;
+# grep -r reads no ignore file.
 GREP = f"""p=$(resolve "$1") || exit 3
 [ -e "$p" ] || {{ echo "{ERROR} $1: no such file or directory" >&2; exit 4; }}
-t=$2; rx=$3; ere=$4; ic=$5
+t=$2; rx=$3; ere=$4; ic=$5; ig=$6
 if command -v rg >/dev/null 2>&1; then
   echo "engine rg" >&2
   exec timeout -s KILL "$t" rg --null --line-number --with-filename --no-heading --no-config --hidden \\
-    --no-ignore --glob '!.git' --no-messages --color never --sort path --max-filesize {{max_file}} \\
-    --max-columns 4096 --max-columns-preview $ic --regexp "$rx" -- "$p"
+    --glob '!.git' --no-messages --color never --sort path --max-filesize {{max_file}} \\
+    --max-columns 4096 --max-columns-preview $ic "$ig" --regexp "$rx" -- "$p"
 fi
 echo "engine grep" >&2
 [ -n "$ere" ] || {{ echo "{ERROR} NO_ERE" >&2; exit 4; }}

@@ -23,7 +23,7 @@ from .._frames import STDERR, read_frames
 from .._helper_ops import ErrorCode, sandbox_error
 from .._local import _re2_compile
 from ..helper.processes import KILL_GRACE_S, Capture, start_error
-from ..helper.search import GREP_LINE_MAX, GREP_MAX_FILE, SEARCH_TIMEOUT_S
+from ..helper.search import GREP_LINE_MAX, GREP_MAX_FILE, SEARCH_TIMEOUT_S, rg_ignore_flag
 from ..helper.workspace import MAX_WRITE
 from ._regex import Untranslatable, ere_from_rust
 from ._scripts import ERROR, OUTSIDE, script
@@ -294,16 +294,19 @@ class ExecTransport:
         text = out.decode().strip()
         return None if text == "NONE" else _stat_line(text, self._rel_of(a["path"]))
 
-    def _entries(self, op: str, argv: list[str]) -> tuple[str, list[dict[str, Any]], str]:
+    def _entries(self, op: str, argv: list[str], full: bool = False) -> tuple[str, list[dict[str, Any]], str]:
+        """Entries of a list (names relative to the folder) or a walk (`full`: full paths, made relative)."""
         code, out, err = self._run(op, argv)
         self._check(code, err)
         lines = err.decode("utf-8", "replace").strip().splitlines()
         base, rel_base = lines[0], _rel(lines[0])
+        cut = len(base.rstrip("/")) + 1 if full else 0
         entries = []
         for rec in out.split(b"\0"):
             if not rec:
                 continue
             kind, size, mtime, mode, name = rec.decode("utf-8", "replace").split("\t", 4)
+            name = name[cut:]
             rel = name if rel_base == "." else f"{rel_base}/{name}"
             entries.append({"path": rel, "type": _TYPES.get(kind, "other"), "size": int(size),
                             "mtime": float(mtime), "mode": int(mode, 8), "_name": name})  # fmt: skip
@@ -321,7 +324,8 @@ class ExecTransport:
             pattern = pattern[2:]
         rx = _re2_compile(glob_regex(pattern).pattern)  # RE2: no glob can hold a thread of the desk
         timeout = _search_timeout(a)
-        _, entries, tail = self._entries("walk", [a.get("path", "."), f"{timeout:g}s"])
+        argv = [a.get("path", "."), f"{timeout:g}s", _rg_ignore_flag(a)]
+        _, entries, tail = self._entries("walk", argv, full=True)
         if "find 137" in tail or "find 124" in tail:
             raise SandboxError(_timeout_message("fs_glob", timeout))
         found = [e for e in entries if rx.match(e.pop("_name"))]
@@ -401,6 +405,12 @@ def _search_timeout(a: dict[str, Any]) -> float:
     return float(t) if t and 0 < float(t) < SEARCH_TIMEOUT_S else SEARCH_TIMEOUT_S
 
 
+def _rg_ignore_flag(a: dict[str, Any]) -> str:
+    """The helper's rg flag for the ignore files. Without rg in the image nothing reads them: fs_grep and
+    fs_glob see everything there (the tools say so)."""
+    return rg_ignore_flag(bool(a.get("include_ignored")))
+
+
 def _timeout_message(what: str, timeout: float) -> str:
     return (
         f"{what} stopped after {timeout:g} s and was killed: the pattern is too costly for this tree;"
@@ -419,7 +429,8 @@ def _grep(transport: ExecTransport, a: dict[str, Any]) -> list[dict[str, Any]]:
         ere, inline_i, why = "", False, str(exc)
     ic = "-i" if a.get("ignore_case") or inline_i else ""
     timeout = _search_timeout(a)
-    code, out, err = transport._run("grep", [a.get("path", "."), f"{timeout:g}s", pattern, ere, ic])
+    argv = [a.get("path", "."), f"{timeout:g}s", pattern, ere, ic, _rg_ignore_flag(a)]
+    code, out, err = transport._run("grep", argv)
     text = err.decode("utf-8", "replace")
     engine = "rg" if text.startswith("engine rg") else "grep"
     if code in (124, 137):

@@ -31,8 +31,13 @@ RG_DIALECT = "Rust regex (ripgrep)"
 _MATCH = b'{"type":"match"'
 
 
+def rg_ignore_flag(include_ignored):
+    """Read the ignore files in a git repository or not, or none at all (the exec transport's too)."""
+    return "--no-ignore" if include_ignored else "--no-require-git"
+
+
 def rg_flags(include_ignored):
-    return [*RG_COMMON, "--no-ignore" if include_ignored else "--no-require-git"]
+    return [*RG_COMMON, rg_ignore_flag(include_ignored)]
 
 
 class SearchTimeout(HelperError):
