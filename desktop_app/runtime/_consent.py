@@ -8,9 +8,13 @@ grant, the MCP grants) are read until the first approval or revocation of their 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import logging
 import os
+import posixpath
+import re
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +24,7 @@ from typing import Any
 from ..config import ConsentRecord, Settings, consent_record, record_consent, rules_digest, trusted_rules
 from ..core import (
     HOOKS_FILE,
+    WORKSPACE,
     Action,
     AgentDeskError,
     ConfigError,
@@ -57,7 +62,8 @@ class Consent:
     digest: str | None  # the sha256 of the current subject
     approved_digest: str | None = None
     approved_text: str | None = None
-    asks: str | None = None  # an MCP server's relaxation ("host", "sandbox+network", "http")
+    asks: str | None = None  # where an MCP server asks to run ("sandbox", "sandbox+network", "host", "http")
+    detail: str | None = None  # what else the approval covers, shown after the subject: the hooks' scripts
 
     @property
     def ok(self) -> bool:
@@ -77,7 +83,8 @@ class Consent:
     def diff(self) -> str:
         """A unified diff from the approved text to the subject (the whole subject when it is new)."""
         file = self.file.rsplit("/", 1)[-1]
-        old, new = (self.approved_text or "").splitlines(keepends=True), (self.current or "").splitlines(keepends=True)
+        shown = (self.current or "") + (self.detail or "")
+        old, new = (self.approved_text or "").splitlines(keepends=True), shown.splitlines(keepends=True)
         return "".join(difflib.unified_diff(old, new, f"trusted {file}", f"{file} on disk"))
 
     def warning(self) -> str:
@@ -256,14 +263,89 @@ def _rules_warning(consent: Consent) -> str:
 
 # the hooks file -----------------------------------------------------------------------------------------
 def project_hooks_trust(project: ProjectInfo) -> Consent:
-    """Read the project's hooks file (no link followed: a link is a ConfigError) and compare it with the grant."""
+    """Read the project's hooks file (no link followed: a link is a ConfigError) and the scripts under
+    .agent-desk/ its commands name, and compare them with the grant: the grant covers the file and those
+    scripts' bytes, so a script changed afterwards is a change to grant again."""
     raw = read_beneath(project.path, HOOKS_FILE, limit=256 * 1024)
     granted = _approved(ConsentKind.HOOKS, project)
     if raw is None:  # a granted file that is gone grants nothing: there is nothing to run
         return Consent(ConsentKind.HOOKS, project.path, "", ConsentStatus.NONE, None, None, granted)
-    digest = hooks_digest(raw)
-    return Consent(ConsentKind.HOOKS, project.path, "", ConsentStatus.of(digest, granted),
-                   raw.decode("utf-8", "replace"), digest, granted)
+    text = raw.decode("utf-8", "replace")
+    scripts = _hook_scripts(project.path, text)
+    digest = hooks_digest(raw) if not scripts else hooks_digest(
+        raw + b"".join(b"\0" + rel.encode() + b"\0" + hashlib.sha256(body).hexdigest().encode()
+                       for rel, body in scripts))
+    detail = "".join(f"\n# ---- {rel} (run by a hook above) ----\n{body.decode('utf-8', 'replace')}"
+                     for rel, body in scripts) or None
+    return Consent(ConsentKind.HOOKS, project.path, "", ConsentStatus.of(digest, granted), text, digest, granted,
+                   detail=detail)
+
+
+# A project hook's command is a plain command line. What it may run from the workspace lives under .agent-desk/,
+# which the sandbox sees read-only, and the grant covers those scripts' bytes. A workspace file elsewhere (the
+# agent can rewrite it after the grant) and anything built when it runs ($, backticks, globs, escapes) are
+# refused: closed, so what the person read is what runs.
+_PLAIN_COMMAND = re.compile(r"[A-Za-z0-9_\-./=:,+@%'\"|&;<> \t~]*")
+_WORD = re.compile(r"[A-Za-z0-9_\-./~+@%]+")
+
+
+def _hook_scripts(project_dir: str, text: str) -> list[tuple[str, bytes]]:
+    """The files under .agent-desk/ the hooks' commands name, with their bytes (a link is a ConfigError)."""
+    try:
+        specs = user_hooks_from_toml(text)
+    except AgentDeskError:
+        return []  # not hooks: refused when granted (_check_hooks says why)
+    named = sorted({rel for spec in specs for rel in _named_files(project_dir, spec.command)})
+    return [(rel, read_beneath(project_dir, rel) or b"") for rel in named
+            if rel.startswith(".agent-desk/") and os.path.isfile(os.path.join(project_dir, rel))]
+
+
+# Absolute paths a project hook may name: the image's own programs and files, which the sandbox cannot write.
+# Anything else absolute (/tmp, /proc/self/cwd, /home) can reach what the agent wrote.
+_SYSTEM_PATHS = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/opt/", "/etc/")
+_DEVICES = ("/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr")
+
+
+def _named_files(project_dir: str, command: str) -> list[str]:
+    """The workspace paths (relative, normalised) a command line names as the sandbox resolves them from
+    /workspace; a path it cannot place (climbing out with "..", an absolute one outside the image's own
+    folders) is named as it is, so that it is refused."""
+    out = []
+    try:  # the words as the shell splits them (a quoted name with spaces), and every path-like run inside them
+        words = [*shlex.split(command), *_WORD.findall(command)]
+    except ValueError:  # unbalanced quotes: the shell would not run it either; name it so that it is refused
+        return [command]
+    for word in words:
+        if word.startswith("-") and "/" not in word:
+            continue  # an option
+        if word.startswith("/"):
+            path = "/" + posixpath.normpath(word).lstrip("/")
+            if path in _DEVICES or path.startswith(_SYSTEM_PATHS):
+                continue
+            if path != WORKSPACE and not path.startswith(f"{WORKSPACE}/"):
+                out.append(path)
+                continue
+            word = path.removeprefix(WORKSPACE).lstrip("/") or "."
+        rel = posixpath.normpath(word)
+        if word.startswith("~") or rel == ".." or rel.startswith("../"):
+            out.append(word)  # a home or a folder above the workspace: not the workspace's to grant
+        elif rel != "." and os.path.lexists(os.path.join(project_dir, rel)):
+            out.append(rel)
+    return out
+
+
+def _hook_refusal(project_dir: str, command: str) -> str | None:
+    """Why a project hook's command cannot be granted, or None."""
+    if not _PLAIN_COMMAND.fullmatch(command):
+        bad = sorted({c for c in command if not _PLAIN_COMMAND.fullmatch(c)})
+        return (f"the hook command {command!r} builds what it runs when it runs ({' '.join(bad)}): put it in a "
+                f"script under .agent-desk/ and name the script")
+    outside = [rel for rel in _named_files(project_dir, command) if not rel.startswith(".agent-desk/")]
+    if outside:
+        return (f"the hook command {command!r} names {outside[0]}, a path the agent can write (it can rewrite "
+                f"what is there after you grant it): move what the hook runs under .agent-desk/ (read-only to "
+                f"the sandbox, and covered by the grant)")
+    return None
 
 
 def user_hook_specs(settings: Settings, project: ProjectInfo) -> tuple[list[UserHookSpec], Consent]:
@@ -273,6 +355,11 @@ def user_hook_specs(settings: Settings, project: ProjectInfo) -> tuple[list[User
     specs = parse_user_hooks(settings.hooks or None, "settings: hooks")
     consent = project_hooks_trust(project)
     if consent.status is ConsentStatus.APPROVED and consent.current is not None:
+        try:  # a grant given before scripts were checked still holds only for what may be granted now
+            _check_hooks(consent)
+        except ConfigError as e:
+            log.warning("the project's hooks do not run: %s", e.user_message())
+            return specs, consent
         specs += user_hooks_from_toml(consent.current, str(Path(project.path) / HOOKS_FILE))
     elif not consent.ok:
         log.warning("%s", consent.warning())
@@ -287,7 +374,10 @@ def grant_hooks(project: ProjectInfo, consent: Consent, *, revoke: bool = False)
 
 def _check_hooks(consent: Consent) -> None:
     if consent.current is not None:
-        user_hooks_from_toml(consent.current, str(Path(consent.project_dir) / HOOKS_FILE))
+        for spec in user_hooks_from_toml(consent.current, str(Path(consent.project_dir) / HOOKS_FILE)):
+            why = _hook_refusal(consent.project_dir, spec.command)
+            if why is not None:
+                raise ConfigError(f"{HOOKS_FILE}: {why}", hint="nothing was granted")
 
 
 def _hooks_record(project: ProjectInfo, consent: Consent, revoke: bool) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from desktop_app.config import Settings
-from desktop_app.core import ConfigError, ConsentStatus, ToolCallState
+from desktop_app.core import ConfigError, ConsentStatus, ProjectInfo, ToolCallState
 from desktop_app.runtime import (
     grant_hooks,
     open_runtime,
@@ -70,8 +70,14 @@ async def _turn(env: Path, tmp_path: Path, factory, calls: list[dict], *, grant:
 
 
 def _trust_of(project: Any, text_granted: str) -> Any:
-    """What the person saw and granted: `text_granted` (the file may hold something else by now)."""
+    """What the person saw and granted: `text_granted` (the file may hold something else by now), with the
+    scripts under .agent-desk/ it names as they are now."""
     from desktop_app.core import ConsentKind, hooks_digest
+    from desktop_app.runtime import project_hooks_trust
+
+    now = project_hooks_trust(project)
+    if now.current == text_granted:
+        return now
     from desktop_app.runtime import Consent
 
     return Consent(ConsentKind.HOOKS, project.path, "", ConsentStatus.NEW, text_granted, hooks_digest(text_granted))
@@ -80,8 +86,10 @@ def _trust_of(project: Any, text_granted: str) -> Any:
 async def test_a_granted_hooks_file_runs_in_the_container(env: Path, tmp_path: Path, docker_factory) -> None:
     name = f"agent-desk-hook-{uuid.uuid4().hex}"
     marker = f"/tmp/{name}"
-    hooks = ('[[PreToolUse]]\nmatcher = "bash_run"\n'
-             f'command = "echo \\"uid=$(id -u) host=$(cat /etc/hostname)\\" > {marker}; cat {marker} >&2; exit 2"\n')
+    hooks = '[[PreToolUse]]\nmatcher = "bash_run"\ncommand = "sh .agent-desk/hooks/check.sh"\n'
+    (env / ".agent-desk/hooks").mkdir()
+    (env / ".agent-desk/hooks/check.sh").write_text(
+        f'echo "uid=$(id -u) host=$(cat /etc/hostname)" > {marker}; cat {marker} >&2; exit 2\n')
     (env / ".agent-desk/hooks.toml").write_text(hooks)
     _, [rec] = await _turn(env, tmp_path, docker_factory, [{"command": "touch ran"}], grant=hooks)
     assert rec.state is ToolCallState.DENIED and "uid=1000" in rec.error  # the sandbox's user, not the host's
@@ -159,3 +167,81 @@ def test_a_grant_covers_exactly_the_text_shown(env: Path) -> None:
     (env / ".agent-desk/hooks.toml").write_text("[[PreToolUse]\n")
     with pytest.raises(ConfigError, match="not valid TOML"):  # a file that cannot be read is not granted
         grant_hooks(project, project_hooks_trust(project))
+
+
+# -- what a granted hook runs is what was granted -----------------------------------------------------------
+@pytest.mark.parametrize("command", [
+    "sh scripts/check.sh", "sh ./scripts/check.sh", "sh /workspace/scripts/check.sh", "bash scripts/check.sh x",
+    "python3 scripts/check.sh", "scripts/check.sh", "cd scripts && sh check.sh", "sh check.sh",
+    "sh src/../scripts/check.sh", "sh //workspace/scripts/check.sh", "sh /workspace/./scripts/check.sh",
+    "sh /proc/self/cwd/scripts/check.sh", "sh /tmp/planted.sh", "sh ~/x.sh", "sh .agent-desk/../scripts/check.sh",
+    "cd /workspace/scripts && sh check.sh", "sh scripts//check.sh", "sh 'my script.sh'", 'sh "my script.sh"',
+    "sh 'unbalanced",
+])
+def test_a_hook_that_runs_a_workspace_file_the_agent_can_write_is_refused(env: Path, command: str) -> None:
+    from desktop_app.core import ConfigError, ConsentKind
+    from desktop_app.runtime import approve, consents
+
+    (env / "scripts").mkdir()
+    (env / "scripts/check.sh").write_text("exit 0\n")
+    if command == "sh check.sh":
+        (env / "check.sh").write_text("exit 0\n")
+    (env / "my script.sh").write_text("exit 0\n")
+    (env / ".agent-desk/hooks.toml").write_text("[[PreToolUse]]\ncommand = " + json.dumps(command) + "\n")
+    project = ProjectInfo("p", "p", str(env))
+    [consent] = consents(project, ConsentKind.HOOKS)
+    with pytest.raises(ConfigError, match="a path the agent can write"):
+        approve(project, consent)
+    assert consents(project, ConsentKind.HOOKS)[0].status.value == "new"  # nothing was granted
+
+
+@pytest.mark.parametrize("command", [
+    "sh -c \"$(cat .agent-desk/ok.sh)\"", "sh `echo scripts/check.sh`", "sh scripts/*.sh", "sh scr\\\\ipts/check.sh",
+    "sh ${HOME}/x", "sh scripts/check.s?", "sh scripts/[c]heck.sh", "sh {scripts,x}/check.sh", "eval $X",
+    "sh $(printf scr%sipts/check.sh)", "! sh .agent-desk/ok.sh", "sh .agent-desk/ok.sh # comment",
+])
+def test_a_hook_that_builds_what_it_runs_when_it_runs_is_refused(env: Path, command: str) -> None:
+    from desktop_app.core import ConfigError, ConsentKind
+    from desktop_app.runtime import approve, consents
+
+    (env / ".agent-desk/ok.sh").write_text("exit 0\n")
+    (env / ".agent-desk/hooks.toml").write_text("[[PreToolUse]]\ncommand = " + json.dumps(command) + "\n")
+    project = ProjectInfo("p", "p", str(env))
+    [consent] = consents(project, ConsentKind.HOOKS)
+    with pytest.raises(ConfigError, match="builds what it runs"):
+        approve(project, consent)
+
+
+def test_a_granted_script_under_agent_desk_is_covered_by_the_grant(env: Path) -> None:
+    from desktop_app.config import Settings
+    from desktop_app.core import ConsentKind
+    from desktop_app.runtime import approve, consents, user_hook_specs
+
+    (env / ".agent-desk/hooks").mkdir()
+    script = env / ".agent-desk/hooks/guard.sh"
+    script.write_text("exit 0\n")
+    (env / ".agent-desk/hooks.toml").write_text('[[PreToolUse]]\ncommand = "sh .agent-desk/hooks/guard.sh"\n')
+    project = ProjectInfo("p", "p", str(env))
+    [consent] = consents(project, ConsentKind.HOOKS)
+    assert "exit 0" in consent.diff()  # the person reads the script with the file
+    approve(project, consent)
+    specs, trust = user_hook_specs(Settings(path=None), project)
+    assert trust.ok and [s.command for s in specs] == ["sh .agent-desk/hooks/guard.sh"]
+    script.write_text("rm -rf /workspace/src\n")  # a pull (or anyone on the host) changes the script
+    specs, trust = user_hook_specs(Settings(path=None), project)
+    assert trust.status.value == "changed" and specs == []  # the hooks do not run until granted again
+    assert "rm -rf /workspace/src" in trust.diff()
+
+
+def test_an_old_grant_of_a_hook_that_runs_a_workspace_file_no_longer_runs(env: Path) -> None:
+    from desktop_app.config import Settings
+    from desktop_app.core import hooks_digest
+    from desktop_app.runtime import user_hook_specs
+
+    (env / "scripts").mkdir()
+    (env / "scripts/check.sh").write_text("exit 0\n")
+    text = '[[PreToolUse]]\ncommand = "sh scripts/check.sh"\n'
+    (env / ".agent-desk/hooks.toml").write_text(text)
+    project = ProjectInfo("p", "p", str(env), settings={"hooks_grant_digest": hooks_digest(text)})  # granted before
+    specs, trust = user_hook_specs(Settings(path=None), project)
+    assert trust.status.value == "approved" and specs == []

@@ -30,8 +30,6 @@ from ...core import (
     ConsentStatus,
     ProjectSettings,
     Tool,
-    hooks_digest,
-    read_beneath,
     user_hooks_from_toml,
 )
 from ...runtime import Consent
@@ -67,7 +65,8 @@ class ToolsHooksSection(QWidget):
         super().__init__(parent)
         self._st = st
         self._project_dir = project_dir
-        self._approved = hooks.approved_digest if hooks is not None else None  # the grant, as read on opening
+        self._hooks = hooks  # the hooks file and its scripts against the grant, as read on opening
+        self._approved = hooks.approved_digest if hooks is not None else None
         self._hooks_text: str | None = None
         lay = QVBoxLayout(self)
         lay.addWidget(self._tools_box(st), 3)
@@ -149,24 +148,19 @@ class ToolsHooksSection(QWidget):
         return box
 
     def load_hooks(self) -> None:
-        """Read the hooks file without following links, and say whether the grant matches it."""
-        self._hooks_text = None
-        try:
-            raw = read_beneath(self._project_dir, HOOKS_FILE, limit=256 * 1024) if self._project_dir else None
-        except AgentDeskError as e:
-            raw = None
-            self.hooks_state.setText(f"⚠ {e.user_message()}")
+        """Show the hooks file as read with its scripts (no link followed), and whether the grant matches."""
+        hooks = self._hooks
         granted = self._approved
-        if raw is None:
+        if hooks is None or hooks.current is None:
+            self._hooks_text = None
             self.hooks_view.setPlainText("")
             self.hooks_grant.setEnabled(False)
             self.hooks_grant.setChecked(False)
             if not self.hooks_state.text():
                 self.hooks_state.setText("No hooks file in this project. Your own hooks are in Settings.")
             return
-        self._hooks_text = raw.decode("utf-8", "replace")
-        self._digest = hooks_digest(raw)
-        self.hooks_view.setPlainText(self._hooks_text)
+        self._hooks_text, self._digest = hooks.current, hooks.digest
+        self.hooks_view.setPlainText(hooks.current + (hooks.detail or ""))
         self.hooks_grant.setEnabled(True)
         self.hooks_grant.setChecked(granted == self._digest)
         self.hooks_state.setText(
@@ -202,11 +196,11 @@ class ToolsHooksSection(QWidget):
         want = self._hooks_text is not None and self.hooks_grant.isChecked()
         if want == granted:
             return []
-        shown = self._hooks_text if want else None
-        consent = Consent(ConsentKind.HOOKS, self._project_dir, "", ConsentStatus.of(
-            self._digest if shown is not None else None, self._approved), shown,
-            self._digest if shown is not None else None, self._approved)
-        return [(consent, not want)]
+        if want and self._hooks is not None:
+            return [(self._hooks, False)]  # exactly what was read and shown, scripts included
+        consent = Consent(ConsentKind.HOOKS, self._project_dir, "", ConsentStatus.of(None, self._approved), None,
+                          None, self._approved)
+        return [(consent, True)]
 
 
 def merged_settings(settings: dict[str, Any], section: dict[str, Any]) -> dict[str, Any]:
