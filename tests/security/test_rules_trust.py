@@ -283,12 +283,12 @@ def test_cli_run_warns_and_uses_user_rules_only_until_trusted(cli_env, project):
 
 
 # the window ----------------------------------------------------------------------------------------------
-def test_the_window_shows_untrusted_rules_before_the_first_message_and_trusts_on_confirm(
-        qtbot, run, store, project, cfg):
+def _window(qtbot, run, store, project: Path):
+    """The window on a stored project with one session, its runtimes on LocalSandboxes: (project, window,
+    controller, runtimes), started."""
     from desktop_app.core import SessionInfo
     from desktop_app.ui import AppController, MainWindow
 
-    rules_file(project).write_text(EVIL)
     proj = info(project)
     run(store.save_project(proj))
     run(store.save_session(SessionInfo("ses_1", proj.id, "first")))
@@ -300,6 +300,13 @@ def test_the_window_shows_untrusted_rules_before_the_first_message_and_trusts_on
     controller = AppController(window, Desk(settings=Settings(path=None), store=store, bus=bus, runtimes=rts,
                                             api_key_source="test"))
     run(controller.start(check_docker=False))
+    return proj, window, controller, rts
+
+
+def test_the_window_shows_untrusted_rules_before_the_first_message_and_trusts_on_confirm(
+        qtbot, run, store, project, cfg):
+    rules_file(project).write_text(EVIL)
+    proj, window, controller, rts = _window(qtbot, run, store, project)
     qtbot.waitUntil(lambda: "never trusted" in window.banner.text())
     assert "your own rules and only the file's deny and ask rules" in window.banner.text()
     rt = run(rts.get(proj))
@@ -331,23 +338,12 @@ def test_the_window_shows_untrusted_rules_before_the_first_message_and_trusts_on
 
 def test_the_window_asks_about_hooks_and_servers_the_same_way_and_records_what_was_shown(
         qtbot, run, store, project, cfg):
-    from desktop_app.core import ConsentKind, SessionInfo
+    from desktop_app.core import ConsentKind
     from desktop_app.runtime import consents
-    from desktop_app.ui import AppController, MainWindow
 
     (project / ".agent-desk" / "hooks.toml").write_text('[[PreToolUse]]\nmatcher = "bash_run"\ncommand = "true"\n')
     (project / ".agent-desk" / "mcp.json").write_text('{"mcpServers": {"clock": {"command": "clock", "run": "host"}}}')
-    proj = info(project)
-    run(store.save_project(proj))
-    run(store.save_session(SessionInfo("ses_1", proj.id, "first")))
-    bus = run(EventBus.open(store))
-    rts = ProjectRuntimes(settings=Settings(api_key="sk-test"), store=store, bus=bus,
-                          sandbox_factory=lambda p: LocalSandbox(p.path))
-    window = MainWindow()
-    qtbot.addWidget(window)
-    controller = AppController(window, Desk(settings=Settings(path=None), store=store, bus=bus, runtimes=rts,
-                                            api_key_source="test"))
-    run(controller.start(check_docker=False))
+    proj, window, controller, rts = _window(qtbot, run, store, project)
     qtbot.waitUntil(lambda: "clock" in window.banner.text() and "hooks" in window.banner.text())
     assert "does not start until you grant it" in window.banner.text()
     assert "they do not run until you grant them" in window.banner.text()
