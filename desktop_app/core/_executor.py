@@ -20,9 +20,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from . import _reasons as reasons
 from ._approval_gate import ApprovalGate
 from ._approvals import (
-    SKIPPED_AFTER_DENIAL,
     Allow,
     ApprovalDecision,
     Batch,
@@ -233,8 +233,9 @@ class Executor:
             run.store_error = run.store_error or e
         except asyncio.CancelledError:
             if not record.terminal and not run.abandoned:
+                stopped = self.recorder.fail(record, reasons.STOPPED_CANCELLED, Outcome.INTERRUPTED, actor="system")
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(self.recorder.fail(record, "cancelled", Outcome.CANCELLED, actor="system"))
+                    await asyncio.shield(stopped)
             raise
         finally:
             self.recorder.forget(record)
@@ -277,7 +278,7 @@ class Executor:
 
     async def _skip_after_denial(self, job: CallJob) -> bool:
         if job.batch.denied_by_user:
-            await self.recorder.deny(job.record, SKIPPED_AFTER_DENIAL, Outcome.USER, actor="executor")
+            await self.gate.skip(job)
             return False
         return True
 
