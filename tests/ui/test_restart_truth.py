@@ -17,6 +17,7 @@ from desktop_app.core import EventBus, ProjectInfo, SessionInfo, ToolCallRecord,
 from desktop_app.runtime import OPEN_IN, process_alive, seal_abandoned, this_process
 from desktop_app.store import SqlStore
 from tests.fakes.anthropic_server import AnthropicServer, HttpError, reply, text, tool_use
+from tests.ui.helpers import shown_words
 from tests.ui.lifecycle_kit import app_env, launch, open_app, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -90,6 +91,8 @@ def test_a_killed_app_s_running_call_is_sealed_at_once_on_the_next_start(qtbot, 
         assert run(store.get_record(rec.id)).state is ToolCallState.SEALED
         row = window.timeline_model.get(rec.id)
         assert row.state is ToolCallState.SEALED
+        # the same word as a call the person stopped, in the timeline, the details, the history and the export
+        assert shown_words(run(store.get_record(rec.id))) == {"interrupted"}
         shown = window.conversation.toPlainText()
         assert "You\nplease wait for the build" in shown  # the message, stored before it was sent
         assert "bash_run  touch started && sleep 120  interrupted" in shown
