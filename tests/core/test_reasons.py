@@ -5,6 +5,7 @@ of every terminal state and outcome, and counts."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 
@@ -52,7 +53,7 @@ def sentence_problems(text: str, tools: tuple[str, ...] = tuple(TOOLS)) -> list[
     if not text or not text[0].isalnum():
         problems.append("does not start with a word")
     words = text.split()
-    problems += [f"doubled word {a!r}" for a, b in zip(words, words[1:], strict=False) if a.lower() == b.lower()]
+    problems += [f"doubled word {a!r}" for a, b in itertools.pairwise(words) if a.lower() == b.lower()]
     problems += [f"'{t} it'" for t in tools if re.search(rf"\b{re.escape(t)} it\b", text)]
     if re.search(r"(?<![\d,.])1 [a-z]+s\b", text) and not re.search(r"(?<![\d,.])1 (is|was|has|does)\b", text):
         problems.append("a plural after 1")
@@ -136,7 +137,7 @@ def test_every_reason_kind_reads_as_a_sentence():
 
 def test_one_word_for_a_call_stopped_by_the_person_or_by_a_crash():
     stopped = [status_word(ToolCallState.FAILED, o) for o in (Outcome.INTERRUPTED, Outcome.CANCELLED)]
-    assert stopped + [status_word(ToolCallState.SEALED, Outcome.SEALED)] == ["interrupted"] * 3
+    assert [*stopped, status_word(ToolCallState.SEALED, Outcome.SEALED)] == ["interrupted"] * 3
     assert status_word("DENIED", "skipped") == "skipped" and status_word("DENIED", "user") == "denied"
     assert status_word("FAILED", "error") == "failed" and status_word("COMPLETED", "ok") == "done"
     assert status_word("FAILED", None) == "failed"  # live, before the end's outcome arrives
