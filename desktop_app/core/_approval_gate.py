@@ -52,7 +52,7 @@ class ApprovalGate:
             async with asyncio.timeout(DRY_RUN_DEADLINE_S):
                 preview = await tool.dry_run(job.args, tool_context(job, self.bus, self.redactor, self.person))
         except ToolInputError as e:
-            await self.recorder.fail(record, self._clean(f"{tool.name} would fail, so nobody was asked: {e}"),
+            await self.recorder.fail(record, self._clean(reasons.would_fail(tool.name, str(e))),
                                      Outcome.ERROR, actor="dry run", recs=[self._clean(e.hint)] if e.hint else [])
             return False
         except Exception as e:  # the dry run could not tell (a slow or absent engine): the person decides
@@ -126,7 +126,7 @@ class ApprovalGate:
             if run.abort.is_set():
                 await self.recorder.fail(record, reasons.STOPPED_WAITING, Outcome.INTERRUPTED, actor="user")
             else:
-                await self.recorder.deny(record, "the approval expired", Outcome.EXPIRED, actor="system")
+                await self.recorder.deny(record, reasons.APPROVAL_EXPIRED, Outcome.EXPIRED, actor="system")
             return None
         if isinstance(decision, Deny) and decision.by == SKIPPER:  # another call of the batch was denied
             await self.skip(job)

@@ -61,6 +61,50 @@ def skipped_shown(denied_tool: str) -> str:
     return f"skipped after your denial of {denied_tool}" if denied_tool else "skipped after your denial"
 
 
+# -- a call refused or failed before it ran, or failing while it ran ----------------------------------
+APPROVAL_EXPIRED = "the approval expired"
+TOOL_REPORTED_ERROR = "the tool reported an error"
+LOST_SECRETS = ("this call's input held secrets, which are never stored, so it cannot run after the session "
+                "was reopened")
+
+
+def unknown_tool(name: str) -> str:
+    return f"unknown tool {name!r}"
+
+
+def not_offered(name: str, who: str, template: str = "") -> str:
+    where = f" (template {template})" if template else ""
+    return f"{name} is not available to {who}{where}: use only the tools you were given"
+
+
+def not_json(tool: str, problem: str) -> str:
+    return f"the input of {tool} is not valid JSON: {problem or 'missing'}"
+
+
+def invalid_input(tool: str, problem: str) -> str:
+    return f"invalid input for {tool}: {problem}"
+
+
+def would_fail(tool: str, problem: str) -> str:
+    return f"{tool} would fail, so nobody was asked: {problem}"
+
+
+def timed_out(tool: str, limit_s: float) -> str:
+    return f"{tool} timed out after {limit_s:g} s"
+
+
+def tool_failed(tool: str, problem: str) -> str:
+    return f"{tool} failed: {problem}"
+
+
+def tool_raised(tool: str, kind: str, problem: str) -> str:
+    return f"{tool} raised {kind}: {problem}" if problem else f"{tool} raised {kind}"
+
+
+def unrecorded(problem: str) -> str:
+    return f"the audit store could not record this call, so it was stopped: {problem}"
+
+
 # -- a call stopped by the person or by a crash: one word, "interrupted" --------------------------------
 STOPPED_RUNNING = "interrupted: you stopped it while it ran"
 STOPPED_BEFORE_RUN = "interrupted before it ran: you stopped the turn"

@@ -89,7 +89,7 @@ class ToolRunner:
         if job.run.abort.is_set():
             await self.recorder.fail(job.record, reasons.STOPPED_RUNNING, Outcome.INTERRUPTED, actor="user")
         else:
-            await self.recorder.fail(job.record, f"{job.known.name} timed out after {limit_s:g} s",
+            await self.recorder.fail(job.record, reasons.timed_out(job.known.name, limit_s),
                                      Outcome.TIMEOUT, actor="executor",
                                      recs=["Use a shorter command, or a larger timeout if the tool takes one."])
 
@@ -110,11 +110,11 @@ class ToolRunner:
         try:
             out = task.result()
         except AgentDeskError as e:
-            await self.recorder.fail(job.record, self._clean(f"{name} failed: {e}"), Outcome.ERROR,
+            await self.recorder.fail(job.record, self._clean(reasons.tool_failed(name, str(e))), Outcome.ERROR,
                                      actor="executor", recs=[self._clean(e.hint)] if e.hint else [])
             return None
         except Exception as e:
-            await self.recorder.fail(job.record, self._clean(f"{name} raised {type(e).__name__}: {e}"),
+            await self.recorder.fail(job.record, self._clean(reasons.tool_raised(name, type(e).__name__, str(e))),
                                      Outcome.ERROR, actor="executor",
                                      recs=["Check the input, or try another approach."])
             return None

@@ -117,6 +117,21 @@ def kinds() -> dict[str, str]:
         "about, other": reasons.about("bash_run", "rm deletes files"),
         "mode asks": reasons.mode_asks("fs_write", "fs_write writes a", "accept-edits"),
         "mode auto asks": reasons.mode_asks("bash_run", "rm -rf deletes files", "auto"),
+        "expired": reasons.APPROVAL_EXPIRED,
+        "tool reported an error": reasons.TOOL_REPORTED_ERROR,
+        "lost secrets": reasons.LOST_SECRETS,
+        "unknown tool": reasons.unknown_tool("fs_wirte"),
+        "not offered": reasons.not_offered("bash_run", "sub-agent reviewer", "reviewer"),
+        "not offered, no template": reasons.not_offered("bash_run", "this agent"),
+        "not json": reasons.not_json("fs_write", "Expecting value: line 1 column 1"),
+        "not json, nothing": reasons.not_json("fs_write", ""),
+        "invalid input": reasons.invalid_input("fs_write", "field `path`: Field required"),
+        "would fail": reasons.would_fail("fs_edit", "old_text not found in calc.py"),
+        "timed out": reasons.timed_out("bash_run", 120.0),
+        "tool failed": reasons.tool_failed("fs_read", "no such file"),
+        "tool raised": reasons.tool_raised("fs_read", "RuntimeError", "kaboom"),
+        "tool raised, no message": reasons.tool_raised("fs_read", "RuntimeError", ""),
+        "unrecorded": reasons.unrecorded("disk I/O error"),
     }
     for n in (0, 1, 2, 1000):
         out[f"count {n}"] = plural(n, "record") + " match"
@@ -131,6 +146,8 @@ def test_every_reason_kind_reads_as_a_sentence():
     assert {k: sentence_problems(v) for k, v in rendered.items() if sentence_problems(v)} == {}
     assert rendered["skipped (shown)"] == "skipped after your denial of fs_write"
     assert rendered["count 1"] == "1 record match" and rendered["count 1000"] == "1,000 records match"
+    assert rendered["timed out"] == "bash_run timed out after 120 s"
+    assert rendered["tool raised, no message"] == "fs_read raised RuntimeError"
     assert "-x = 1" in rendered["edit note"] and "+y = 3" in rendered["edit note"]
     assert '- mode: added as "w"' in rendered["edit note"]
 
