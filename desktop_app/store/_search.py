@@ -97,6 +97,13 @@ def _strings(value: Any, out: list[str], skip_keys: frozenset[str] = frozenset()
         out.append(str(value))
 
 
+def strings_of(value: Any) -> str:
+    """The text of a JSON value's strings and numbers, a line each (what the index reads of an input)."""
+    out: list[str] = []
+    _strings(value, out)
+    return "\n".join(out)
+
+
 def search_text(record: ToolCallRecord) -> str:
     """What the full-text index sees for a record: its name, input (and the model's, when a person edited it),
     result words, error."""
