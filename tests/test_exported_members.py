@@ -51,6 +51,7 @@ EXPORTED: dict[str, list[str]] = {
         "FileChanged", "PauseReason", "PendingQuestions", "Question", "QuestionAnswered", "QuestionAsked",
         "TodoChanged", "plan_mode_blocker", "status_from_events",
         "SessionNotice", "seal_calls",  # lifecycle (issue 14)
+        "plural", "shown_risk", "skipped_after", "status_word",  # the record as it happened (issue 24)
         # templates and sub-agents
         "AgentTemplate", "BUILTIN_TEMPLATES", "DEFAULT_TEMPLATE", "NarrowedPolicy", "SubagentFinished",
         "SubagentLimits", "SubagentSetup", "SubagentStarted", "TASK_TOOL", "TemplateCatalog",

@@ -28,6 +28,7 @@ from ..core import (
     TokenUsage,
     ToolEnd,
     ToolStart,
+    status_word,
     visible,
 )
 from ._common import EXIT_CODES, EXIT_FAILED, EXIT_OK, command_settings, open_project_runtime
@@ -186,8 +187,8 @@ class RunPrinter:
             case ToolEnd():
                 mark = "✗" if event.is_error else "✓"
                 ms = f" {event.duration_ms:.0f} ms" if event.duration_ms is not None else ""
-                outcome = f"/{event.outcome}" if event.outcome and event.outcome != "ok" else ""
-                self._line(f"  {mark} {event.name} {event.state.lower()}{outcome}{ms}")
+                # the window's word: done, failed, denied, skipped, interrupted (stopped or sealed), timed out
+                self._line(f"  {mark} {event.name} {status_word(event.state or 'COMPLETED', event.outcome)}{ms}")
             case ErrorEvent(message=message):
                 self._line(f"! {message}", err=True)
             case SandboxSurvivors():

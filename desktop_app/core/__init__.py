@@ -98,6 +98,7 @@ from ._mcp import (
 from ._messages import StoredMessage, ToolCall
 from ._project import ProjectInfo, SessionInfo
 from ._project_settings import ProjectSettings
+from ._reasons import plural, shown_risk, skipped_after, status_word
 from ._record import (
     Approval,
     AuditEntry,
@@ -335,6 +336,7 @@ __all__ = [
     "new_id",
     "offered_tools",
     "parse_user_hooks",
+    "plural",
     "post_hook",
     "pre_hook",
     "project_rules_path",
@@ -344,7 +346,10 @@ __all__ = [
     "rules_from_texts",
     "rules_text_with",
     "seal_calls",
+    "shown_risk",
+    "skipped_after",
     "split_mcp_tool_name",
+    "status_word",
     "suggest_rule",
     "summarize_input",
     "symlink_beneath",

@@ -8,7 +8,8 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
-from ._approvals import SKIPPED_AFTER_DENIAL, Allow, Deny, PendingApprovals
+from . import _reasons as reasons
+from ._approvals import SKIPPER, Allow, Deny, PendingApprovals
 from ._bus import EventBus
 from ._errors import ToolInputError
 from ._events import PermissionDecided
@@ -51,7 +52,7 @@ class ApprovalGate:
             async with asyncio.timeout(DRY_RUN_DEADLINE_S):
                 preview = await tool.dry_run(job.args, tool_context(job, self.bus, self.redactor, self.person))
         except ToolInputError as e:
-            await self.recorder.fail(record, self._clean(f"{tool.name} would fail, so nobody was asked: {e}"),
+            await self.recorder.fail(record, self._clean(reasons.would_fail(tool.name, str(e))),
                                      Outcome.ERROR, actor="dry run", recs=[self._clean(e.hint)] if e.hint else [])
             return False
         except Exception as e:  # the dry run could not tell (a slow or absent engine): the person decides
@@ -104,7 +105,7 @@ class ApprovalGate:
         call of the batch was denied (the call is skipped)."""
         record = job.record
         if job.batch.denied_by_user:
-            await self.recorder.deny(record, SKIPPED_AFTER_DENIAL, Outcome.USER, actor="executor")
+            await self.skip(job)
             return False
         reason = "; ".join(x for x in job.asks if x)
         record.risk = job.risk
@@ -123,10 +124,12 @@ class ApprovalGate:
         decision = await self.approvals.wait(record, run.abort, job.batch)
         if decision is None:
             if run.abort.is_set():
-                await self.recorder.fail(record, "cancelled while waiting for approval", Outcome.CANCELLED,
-                                         actor="user")
+                await self.recorder.fail(record, reasons.STOPPED_WAITING, Outcome.INTERRUPTED, actor="user")
             else:
-                await self.recorder.deny(record, "the approval expired", Outcome.EXPIRED, actor="system")
+                await self.recorder.deny(record, reasons.APPROVAL_EXPIRED, Outcome.EXPIRED, actor="system")
+            return None
+        if isinstance(decision, Deny) and decision.by == SKIPPER:  # another call of the batch was denied
+            await self.skip(job)
             return None
         prov = self.approvals.record_answer(record, decision)
         if isinstance(decision, Deny):
@@ -136,10 +139,10 @@ class ApprovalGate:
 
     async def _denied(self, job: CallJob, decision: Deny, prov: Provenance) -> None:
         record = job.record
-        job.batch.denied_by_user = True
-        note = self._clean(decision.note) or "denied by the user"
-        await self.recorder.deny(record, f"denied by {decision.by}: {note}", Outcome.USER, actor=decision.by,
-                                 data={"provenance": prov.to_dict()})
+        if not job.batch.denied_by_user:
+            job.batch.denied_by_user, job.batch.denied_tool, job.batch.denied_by = True, record.name, decision.by
+        note = reasons.denied_by_person(decision.by, self._clean(decision.note))
+        await self.recorder.deny(record, note, Outcome.USER, actor=decision.by, data={"provenance": prov.to_dict()})
         self.bus.publish(PermissionDecided(session_id=record.session_id, call_id=record.id, decision="deny",
                                            decided_by=decision.by, note=decision.note))
         # The rest of the batch does not run: calls still waiting are skipped too.
@@ -165,9 +168,18 @@ class ApprovalGate:
                                            decided_by=decision.by, note=decision.note,
                                            edited=record.approval.edited_input is not None))
         if job.batch.denied_by_user:
-            await self.recorder.fail(record, SKIPPED_AFTER_DENIAL, Outcome.CANCELLED, actor="executor")
+            await self.skip(job)
             return False
         return True
+
+    async def skip(self, job: CallJob) -> None:
+        """The person denied an earlier call of the batch: this one is skipped, recorded as such (DENIED,
+        outcome skipped), naming the call they denied. The risk it may have been shown with stays in the
+        audit; the views and the export show none, since the call was never judged on its own."""
+        batch = job.batch
+        note = reasons.skipped(batch.denied_tool, batch.denied_by)
+        await self.recorder.deny(job.record, note, Outcome.SKIPPED, actor=SKIPPER,
+                                 data={"after_denial_of": batch.denied_tool})
 
 
 def _restore(edited: dict[str, Any], shown: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from ._bus import EventBus
 from ._errors import ApprovalNotPending
 from ._events import PermissionRequired, QuestionAnswered, QuestionAsked
+from ._reasons import SKIPPED_AFTER_DENIAL
 from ._record import Provenance, ToolCallRecord
 from .policy import Action, PermissionMode, PermissionPolicy, Rule, suggest_rule
 
@@ -53,7 +54,7 @@ class Deny:
 ApprovalDecision = Allow | Deny
 
 
-SKIPPED_AFTER_DENIAL = "skipped after a denial"
+SKIPPER = "executor"  # who "denies" a call that waits when another of its batch is denied: it is skipped
 
 
 def visible(text: str) -> str:
@@ -84,6 +85,8 @@ class Batch:
     """What the calls of one batch share: once a person denies one of them, the others are skipped."""
 
     denied_by_user: bool = False
+    denied_tool: str = ""  # the tool of the call the person denied, and who: the skipped calls name them
+    denied_by: str = ""
     waiting: set[str] = field(default_factory=set)
 
 
@@ -191,11 +194,11 @@ class PendingApprovals:
         return waiting.future.result()
 
     def skip_waiting(self, batch: Batch) -> None:
-        """After a denial, the calls of the batch still waiting are denied too, without asking."""
+        """After a denial, the calls of the batch still waiting are skipped, without asking."""
         for other_id in list(batch.waiting):
             other = self._waiting.get(other_id)
             if other and not other.future.done():
-                other.future.set_result(Deny(note=SKIPPED_AFTER_DENIAL, by="executor"))
+                other.future.set_result(Deny(note=SKIPPED_AFTER_DENIAL, by=SKIPPER))
 
     @staticmethod
     def record_answer(record: ToolCallRecord, decision: ApprovalDecision) -> Provenance:

@@ -20,9 +20,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from . import _reasons as reasons
 from ._approval_gate import ApprovalGate
 from ._approvals import (
-    SKIPPED_AFTER_DENIAL,
     Allow,
     ApprovalDecision,
     Batch,
@@ -46,8 +46,7 @@ from ._tool_context import tool_context
 from ._tool_run import DEFAULT_TOOL_TIMEOUT_S, ToolRunner
 from .policy import Action, PermissionPolicy, PolicyDecision
 
-LOST_SECRETS = ("this call's input held secrets, which are never stored, so it cannot run after the session "
-                "was reopened")
+LOST_SECRETS = reasons.LOST_SECRETS
 
 
 @dataclass(slots=True)
@@ -65,7 +64,7 @@ def _validation_message(tool: Tool, exc: ValidationError) -> tuple[str, list[str
     recs = [f"Fix the input of {tool.name}: " + "; ".join(problems)]
     if required:
         recs.append(f"{tool.name} requires: {', '.join(required)}")
-    return "invalid input for " + tool.name + ": " + "; ".join(problems), recs
+    return reasons.invalid_input(tool.name, "; ".join(problems)), recs
 
 
 class Executor:
@@ -186,7 +185,7 @@ class Executor:
         for record in records:
             tool = self.registry.find(record.name)
             if tool is None:
-                await self.recorder.fail(record, f"unknown tool {record.name!r}", Outcome.ERROR, actor="system")
+                await self.recorder.fail(record, reasons.unknown_tool(record.name), Outcome.ERROR, actor="system")
                 continue
             job = CallJob(record, ToolCall(record.tool_use_id, record.name, record.input), run, batch, tool)
             if not await self.gate.await_answer(job):
@@ -233,8 +232,9 @@ class Executor:
             run.store_error = run.store_error or e
         except asyncio.CancelledError:
             if not record.terminal and not run.abandoned:
+                stopped = self.recorder.fail(record, reasons.STOPPED_CANCELLED, Outcome.INTERRUPTED, actor="system")
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(self.recorder.fail(record, "cancelled", Outcome.CANCELLED, actor="system"))
+                    await asyncio.shield(stopped)
             raise
         finally:
             self.recorder.forget(record)
@@ -255,20 +255,19 @@ class Executor:
             close = difflib.get_close_matches(call.name, self.registry.names, n=3)
             recs = [f"Did you mean {', '.join(close)}?"] if close else []
             recs.append(f"Available tools: {', '.join(self.registry.names)}")
-            await self.recorder.fail(record, f"unknown tool {call.name!r}", Outcome.ERROR, actor="executor",
+            await self.recorder.fail(record, reasons.unknown_tool(call.name), Outcome.ERROR, actor="executor",
                                      recs=recs)
             return False
         if job.run.offered is not None and not job.run.offered(call.name):
             # a tool the agent was not offered (its template forbids it) is refused before anything else
-            who = job.run.labels.get("subagent") or "this agent"
-            where = f" (template {job.run.labels['template']})" if job.run.labels.get("template") else ""
-            note = f"{call.name} is not available to {who}{where}: use only the tools you were given"
+            labels = job.run.labels
+            note = reasons.not_offered(call.name, labels.get("subagent") or "this agent", labels.get("template", ""))
             await self.recorder.deny(record, note, Outcome.POLICY, actor="policy")
             return False
         if call.parse_error is not None or call.input is None:
             name = job.tool.name
             await self.recorder.fail(
-                record, f"the input of {name} is not valid JSON: {call.parse_error or 'missing'}",
+                record, reasons.not_json(name, call.parse_error or ""),
                 Outcome.ERROR, actor="executor",
                 recs=[f"Send the input as a JSON object matching the schema of {name}."],
             )
@@ -277,7 +276,7 @@ class Executor:
 
     async def _skip_after_denial(self, job: CallJob) -> bool:
         if job.batch.denied_by_user:
-            await self.recorder.deny(job.record, SKIPPED_AFTER_DENIAL, Outcome.USER, actor="executor")
+            await self.gate.skip(job)
             return False
         return True
 
@@ -293,7 +292,7 @@ class Executor:
                                      recs=self.redactor.redact_value(recs))
             return False
         except ToolInputError as e:
-            await self.recorder.fail(record, self._clean(f"invalid input for {tool.name}: {e}"), Outcome.ERROR,
+            await self.recorder.fail(record, self._clean(reasons.invalid_input(tool.name, str(e))), Outcome.ERROR,
                                      actor="executor", recs=[self._clean(e.hint)] if e.hint else [])
             return False
         job.args = args

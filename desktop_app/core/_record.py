@@ -39,7 +39,10 @@ TRANSITIONS: dict[ToolCallState, frozenset[ToolCallState]] = {
     ToolCallState.APPROVAL_REQUIRED: frozenset(
         {ToolCallState.APPROVED, ToolCallState.DENIED, ToolCallState.FAILED}
     ),
-    ToolCallState.APPROVED: frozenset({ToolCallState.EXECUTING, ToolCallState.FAILED, ToolCallState.SEALED}),
+    # APPROVED -> DENIED: allowed, then skipped because the person denied another call of the batch meanwhile
+    ToolCallState.APPROVED: frozenset({
+        ToolCallState.EXECUTING, ToolCallState.FAILED, ToolCallState.DENIED, ToolCallState.SEALED,
+    }),
     ToolCallState.EXECUTING: frozenset({ToolCallState.COMPLETED, ToolCallState.FAILED, ToolCallState.SEALED}),
     ToolCallState.COMPLETED: frozenset(),
     ToolCallState.FAILED: frozenset(),
@@ -62,6 +65,7 @@ class Outcome(StrEnum):
     HOOK = "hook"
     USER = "user"
     EXPIRED = "expired"
+    SKIPPED = "skipped"  # never offered nor run: the person denied an earlier call of its batch
     # SEALED
     SEALED = "sealed"
 
@@ -69,7 +73,9 @@ class Outcome(StrEnum):
 OUTCOMES_BY_STATE: dict[ToolCallState, frozenset[Outcome]] = {
     ToolCallState.COMPLETED: frozenset({Outcome.OK}),
     ToolCallState.FAILED: frozenset({Outcome.ERROR, Outcome.TIMEOUT, Outcome.CANCELLED, Outcome.INTERRUPTED}),
-    ToolCallState.DENIED: frozenset({Outcome.POLICY, Outcome.HOOK, Outcome.USER, Outcome.EXPIRED}),
+    ToolCallState.DENIED: frozenset({
+        Outcome.POLICY, Outcome.HOOK, Outcome.USER, Outcome.EXPIRED, Outcome.SKIPPED,
+    }),
     ToolCallState.SEALED: frozenset({Outcome.SEALED}),
 }
 
@@ -249,6 +255,16 @@ class ToolCallRecord:
     @property
     def terminal(self) -> bool:
         return self.state.terminal
+
+    @property
+    def model_input(self) -> dict[str, Any] | None:
+        """The model's own input, when a person edited it before allowing the call (the trail keeps both: the
+        entry of the edit holds `original_input` and `edited_input`); None when nobody edited it."""
+        for entry in self.trail:
+            if "edited_input" in entry.data and "original_input" in entry.data:
+                original = entry.data["original_input"]
+                return original if isinstance(original, dict) else None
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         return {

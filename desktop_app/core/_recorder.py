@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from . import _reasons as reasons
 from ._bus import EventBus
 from ._errors import StoreError
 from ._events import Event, StateChanged, ToolEnd, ToolError, ToolExecuted, ToolStart
@@ -111,7 +112,7 @@ class RecordWriter:
         record.is_error = result.is_error
         if result.is_error:
             record.error = result.text_content[:2000]
-            await self.move(record, ToolCallState.FAILED, actor="executor", note="the tool reported an error",
+            await self.move(record, ToolCallState.FAILED, actor="executor", note=reasons.TOOL_REPORTED_ERROR,
                             outcome=Outcome.ERROR)
         else:
             await self.move(record, ToolCallState.COMPLETED, actor="executor", outcome=Outcome.OK)
@@ -133,7 +134,7 @@ class RecordWriter:
 
     def unrecorded(self, record: ToolCallRecord, exc: StoreError) -> ToolCallRecord:
         """The store refused a write: the call stops here, visibly (in memory and on the bus) but unrecorded."""
-        msg = f"the audit store could not record this call, so it was stopped: {exc}"
+        msg = reasons.unrecorded(str(exc))
         if not record.terminal:
             record.state, record.outcome = ToolCallState.FAILED, Outcome.ERROR
         record.error, record.is_error = msg, True

@@ -10,6 +10,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from . import _reasons as reasons
 from ._bus import EventBus
 from ._errors import AgentDeskError
 from ._events import ErrorEvent
@@ -46,7 +47,7 @@ class ToolRunner:
     async def run(self, job: CallJob) -> None:
         record, tool, run = job.record, job.known, job.run
         if run.abort.is_set():
-            await self.recorder.fail(record, "cancelled before it ran", Outcome.CANCELLED, actor="user")
+            await self.recorder.fail(record, reasons.STOPPED_BEFORE_RUN, Outcome.INTERRUPTED, actor="user")
             return
         with contextlib.suppress(Exception):  # where it runs: the session's sandbox, or the tool's own place
             where_run = tool.where(run.sandbox)
@@ -86,9 +87,9 @@ class ToolRunner:
     async def _late(self, job: CallJob, limit_s: float) -> None:
         """The tool did not end: a person stopped it, or its time ran out."""
         if job.run.abort.is_set():
-            await self.recorder.fail(job.record, "cancelled by the user", Outcome.CANCELLED, actor="user")
+            await self.recorder.fail(job.record, reasons.STOPPED_RUNNING, Outcome.INTERRUPTED, actor="user")
         else:
-            await self.recorder.fail(job.record, f"{job.known.name} timed out after {limit_s:g} s",
+            await self.recorder.fail(job.record, reasons.timed_out(job.known.name, limit_s),
                                      Outcome.TIMEOUT, actor="executor",
                                      recs=["Use a shorter command, or a larger timeout if the tool takes one."])
 
@@ -109,11 +110,11 @@ class ToolRunner:
         try:
             out = task.result()
         except AgentDeskError as e:
-            await self.recorder.fail(job.record, self._clean(f"{name} failed: {e}"), Outcome.ERROR,
+            await self.recorder.fail(job.record, self._clean(reasons.tool_failed(name, str(e))), Outcome.ERROR,
                                      actor="executor", recs=[self._clean(e.hint)] if e.hint else [])
             return None
         except Exception as e:
-            await self.recorder.fail(job.record, self._clean(f"{name} raised {type(e).__name__}: {e}"),
+            await self.recorder.fail(job.record, self._clean(reasons.tool_raised(name, type(e).__name__, str(e))),
                                      Outcome.ERROR, actor="executor",
                                      recs=["Check the input, or try another approach."])
             return None
@@ -134,9 +135,14 @@ class ToolRunner:
             await self.recorder.fail(record, verdict.error, Outcome.ERROR, actor=f"hook:{verdict.failed_hook}")
             return
         result = verdict.result
+        told = []
+        if job.original_input is not None:  # the model learns that what ran is not what it sent, and how
+            told.append(TextBlock("\n" + reasons.edit_note(job.original_input, record.input,
+                                                           record.approval.decided_by or reasons.PERSON)))
         if job.approval_note:  # "yes, but...": the model reads the person's note with the result
-            note = TextBlock(f"\n{APPROVAL_NOTE_PREFIX}{job.approval_note}")
-            result = replace(result, content=[*result.content, note])
+            told.append(TextBlock(f"\n{APPROVAL_NOTE_PREFIX}{job.approval_note}"))
+        if told:
+            result = replace(result, content=[*result.content, *told])
         await self.recorder.finish(record, result)
 
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from desktop_app.core import StoreError, ToolCallRecord
+from desktop_app.core import StoreError, ToolCallRecord, shown_risk, skipped_after, status_word
 
 FORMATS = ("jsonl", "csv")
 # A file format: the order is the export's own (people and scripts read these columns), not the table's.
@@ -22,6 +22,9 @@ CSV_COLUMNS = (
     "created_at_iso", "updated_at", "started_at", "completed_at", "duration_ms", "is_error", "error", "risk",
     "read_only", "approval_decision", "approval_decided_by", "input", "result_text", "result", "trail",
     "last_entry_seq", "last_entry_hash",
+    # as the window shows it: the word (a call stopped by the person or a crash is "interrupted", one skipped
+    # after a denial "skipped"), the sentence for a skipped call, and the model's input a person edited
+    "status", "status_note", "model_input",
 )
 
 
@@ -35,8 +38,19 @@ def _result_text(result: dict[str, Any] | None) -> str:
     return "\n".join(b.get("text", "") for b in result.get("content") or [] if b.get("type") == "text")
 
 
+def _shown(rec: ToolCallRecord) -> dict[str, Any]:
+    """What the window shows beside the stored fields: the status word and its note, the risk (none for a
+    skipped call, never judged), and the model's own input when a person edited it."""
+    risk = shown_risk(rec)
+    return {"status": status_word(rec.state, rec.outcome),
+            "status_note": skipped_after(rec) if risk is None else "",
+            "risk": None if risk is None else str(risk), "model_input": rec.model_input}
+
+
 def record_json(rec: ToolCallRecord) -> dict[str, Any]:
-    d = rec.to_dict()
+    """A record's JSONL object: its stored fields (those a signed export's digests cover, as stored), with its
+    trail, and what the window shows of it (`_shown`)."""
+    d = {**rec.to_dict(), **_shown(rec)}
     d["trail"] = [{**e.to_dict(), "seq": e.seq, "hash": e.hash} for e in rec.trail]
     return d
 
@@ -45,8 +59,11 @@ def csv_row(rec: ToolCallRecord) -> list[Any]:
     d = rec.to_dict()
     last = rec.trail[-1] if rec.trail else None
     dumps = lambda v: json.dumps(v, ensure_ascii=False, separators=(",", ":"), default=str)  # noqa: E731
+    shown = _shown(rec)
     values = {
         **d,
+        **shown,
+        "model_input": "" if shown["model_input"] is None else dumps(shown["model_input"]),
         "created_at_iso": _iso(rec.created_at),
         "is_error": int(rec.is_error),
         "read_only": int(rec.read_only),

@@ -97,10 +97,20 @@ def _strings(value: Any, out: list[str], skip_keys: frozenset[str] = frozenset()
         out.append(str(value))
 
 
+def strings_of(value: Any) -> str:
+    """The text of a JSON value's strings and numbers, a line each (what the index reads of an input)."""
+    out: list[str] = []
+    _strings(value, out)
+    return "\n".join(out)
+
+
 def search_text(record: ToolCallRecord) -> str:
-    """What the full-text index sees for a record: its name, input and result words, error."""
+    """What the full-text index sees for a record: its name, input (and the model's, when a person edited it),
+    result words, error."""
     parts: list[str] = [record.name]
     _strings(record.input, parts)
+    if (model_input := record.model_input) is not None:  # a person edited it: the model's version is found too
+        _strings(model_input, parts)
     if record.result:
         _strings(record.result, parts)
     if record.error:

@@ -13,7 +13,7 @@ from sqlmodel import Field, SQLModel
 from .integrity import to_json
 
 # The Alembic head this code expects; benchmarks key their cached fixtures on it.
-SCHEMA_VERSION = "0005"
+SCHEMA_VERSION = "0006"
 
 
 class ProjectRow(SQLModel, table=True):

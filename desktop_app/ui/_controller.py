@@ -25,6 +25,8 @@ from ..core import (
     StoredMessage,
     TokenUsage,
     ToolCallRecord,
+    ToolCallState,
+    ToolUpdate,
     TurnResult,
     new_id,
     project_rules_path,
@@ -215,22 +217,34 @@ class AppController(QObject):
         project = w.projects_model.project(session.project_id) if session else None
         self._show_title(session)
         await self.desk.store.flush()  # what this process published last (a notice, a sealed call) is read back
-        records, messages, monitor, notices = await asyncio.gather(
+        records, messages, monitor, notices, streamed = await asyncio.gather(
             self._records_with_children(session_id),  # a call's trail is read when it is opened
             self.desk.store.messages(session_id),
             # a session from an earlier run: its token count is in the persisted monitor events
             self.desk.store.events_since(0, [Channel.MONITOR], session_id=session_id, types=[TokenUsage.type])
             if not w.status.has_usage(session_id) else asyncio.sleep(0, []),
             self.desk.store.events_since(0, list(Channel), session_id=session_id, types=list(NOTICE_EVENTS)),
+            self.desk.store.events_since(0, [Channel.PROGRESS], session_id=session_id, types=[ToolUpdate.type]),
         )
         if self.current_session != session_id:
             return
         self._show_session(session_id, records, messages, monitor, notices)
+        self._restore_output(records, streamed)
         self._show_sandbox_of(session_id, project)
         if project is not None:
             # before the first message: the project's rules, hooks and servers waiting for approval are shown
             self.tasks.spawn(self.consent.check(project))
         self.sessionChanged.emit(session_id)
+
+    def _restore_output(self, records: list[ToolCallRecord], streamed: list[Envelope]) -> None:
+        """The output a call streamed (stored as it came), back in its details after a restart, for the calls
+        whose result does not hold it: those that failed, were interrupted or sealed after a crash."""
+        cut_short = {r.id for r in records if r.terminal and r.state is not ToolCallState.COMPLETED}
+        model = self.window.timeline_model
+        for env in streamed:
+            call_id = str(env.payload.get("call_id") or "")
+            if call_id in cut_short:
+                model.append_output(call_id, str(env.payload.get("text") or ""))
 
     def _show_title(self, session: SessionInfo | None) -> None:
         project = self.window.projects_model.project(session.project_id) if session else None

@@ -54,6 +54,12 @@ NOTICE_EVENTS = (ErrorEvent.type, Done.type, SessionNotice.type, TokenUsage.type
 _NOTICE_COLOURS = {"error": "#d9363e", "warning": "#d4890b", "info": "#8a8f98"}
 
 
+def _starts_a_turn(msg: Any) -> bool:
+    """A person's prompt (a user message with text, not a compaction's summary) starts a turn."""
+    return msg.role == "user" and not is_summary(msg) and any(
+        b.get("type") == "text" and b.get("text") for b in msg.content)
+
+
 def turn_cost_text(tokens_in: float, tokens_out: float, cost_usd: float) -> str:
     """The line that ends a turn in the conversation: its tokens and its cost."""
     return f"This turn: {int(tokens_in):,} tokens in · {int(tokens_out):,} out · ${cost_usd:.4f}"
@@ -385,6 +391,8 @@ class ConversationView(QTextBrowser):
             for msg in messages[first:]:
                 while later and later[0].time < msg.created_at:
                     self._replay(later.popleft())
+                if _starts_a_turn(msg):  # a turn cut short (no Done: the app died) does not add to the next
+                    self._replayed_usage = [0, 0, 0.0]
                 self._add_blocks(msg, by_use)
             while later:
                 self._replay(later.popleft())

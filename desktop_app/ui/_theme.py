@@ -7,7 +7,7 @@ from functools import cache
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QGuiApplication, QIcon, QPainter, QPalette, QPixmap
 
-from ..core import ToolCallState
+from ..core import ToolCallState, status_word
 
 # (colour, glyph) per state: colour carries the meaning, the glyph keeps it readable without colour.
 STATE_STYLE: dict[ToolCallState, tuple[str, str]] = {
@@ -33,16 +33,31 @@ STATE_LABEL: dict[ToolCallState, str] = {
 }
 
 RISK_COLOURS = {"low": "#2f9e44", "medium": "#d4890b", "high": "#d9363e"}
+SKIPPED_STYLE = ("#8a8f98", "–")  # never offered nor run: not a denial of its own
 
 
-def state_colour(state: ToolCallState | str) -> QColor:
-    return QColor(STATE_STYLE[ToolCallState(state)][0])
+def status_style(state: ToolCallState | str, outcome: str | None = None) -> tuple[str, str]:
+    """(colour, glyph) of a call as shown: by its word (core's status_word), so a call the person stopped looks
+    like one a crash stopped (interrupted), and a skipped call not like a denied one."""
+    word = status_word(state, outcome)
+    if word == "interrupted":
+        return STATE_STYLE[ToolCallState.SEALED]
+    if word == "skipped":
+        return SKIPPED_STYLE
+    return STATE_STYLE[ToolCallState(state)]
+
+
+def state_colour(state: ToolCallState | str, outcome: str | None = None) -> QColor:
+    return QColor(status_style(state, outcome)[0])
+
+
+def state_icon(state: ToolCallState | str, size: int = 16, outcome: str | None = None) -> QIcon:
+    """A filled circle with a glyph, painted once per look (needs a QGuiApplication)."""
+    return _icon(*status_style(state, outcome), size)
 
 
 @cache
-def state_icon(state: ToolCallState | str, size: int = 16) -> QIcon:
-    """A filled circle with a glyph, painted once per state (needs a QGuiApplication)."""
-    colour, glyph = STATE_STYLE[ToolCallState(state)]
+def _icon(colour: str, glyph: str, size: int) -> QIcon:
     pm = QPixmap(size * 2, size * 2)  # 2x for hi-dpi
     pm.setDevicePixelRatio(2.0)
     pm.fill(Qt.GlobalColor.transparent)

@@ -75,8 +75,13 @@ async def test_denial_note_reaches_the_model_and_the_rest_of_the_batch_is_skippe
     r1, r2, r3 = await task
     assert r1.state is ToolCallState.DENIED and r1.outcome is Outcome.USER
     assert "not that file" in error_body(r1)["error"]
-    assert r2.state is ToolCallState.DENIED and "skipped after a denial" in r2.trail[-1].note
-    assert r3.state is ToolCallState.DENIED and r3.outcome is Outcome.USER
+    # the others were never offered: skipped, a distinct outcome that names the denial they follow
+    for r in (r2, r3):
+        assert (r.state, r.outcome) == (ToolCallState.DENIED, Outcome.SKIPPED)
+        assert r.trail[-1].note == "skipped after a denial: bob denied write, an earlier call of this batch, " \
+            "so this call did not run"
+        assert r.trail[-1].data == {"after_denial_of": "write"} and r.approval.decision is None
+        assert "bob denied write" in error_body(r)["error"]
     assert "files" not in harness.run.state
 
 
@@ -212,7 +217,10 @@ async def test_after_a_reoffered_call_is_denied_the_others_are_skipped_without_a
     h.executor.decide("toolu_a", Deny(note="stop"))
     a, b = await asyncio.wait_for(resumed, 2)  # nobody answered b: it is skipped, not left waiting
     assert (a.state, b.state) == (ToolCallState.DENIED, ToolCallState.DENIED)
-    assert SKIPPED in b.trail[-1].note
+    assert (a.outcome, b.outcome) == (Outcome.USER, Outcome.SKIPPED)
+    assert a.trail[-1].note == "denied by the user: stop"
+    assert SKIPPED in b.trail[-1].note and "the user denied write" in b.trail[-1].note
+    assert b.approval.decision is None  # nobody decided it: the skip is not an answer
     assert "files" not in h.run.state
 
 

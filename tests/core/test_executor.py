@@ -117,7 +117,7 @@ async def test_abort_cancels_running_and_waiting_calls(harness):
     await harness.wait_for(lambda: "EXECUTING" in [e.payload.get("state") for e in harness.events])
     harness.run.abort.set()
     [r] = await asyncio.wait_for(task, 2)
-    assert r.state is ToolCallState.FAILED and r.outcome is Outcome.CANCELLED
+    assert r.state is ToolCallState.FAILED and r.outcome is Outcome.INTERRUPTED
 
 
 async def test_a_store_that_refuses_fails_the_call_visibly_and_keeps_what_was_written():

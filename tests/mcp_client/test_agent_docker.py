@@ -140,7 +140,7 @@ async def test_abort_and_group_mcp_ask_in_auto_in_docker(docker_desk, server: An
     await turn
     assert [a.provenance[0]["detail"] for a in desk.of("permission_required")] == ["group:mcp"]
     [record] = await desk.records(session.session.id)
-    assert record.state is ToolCallState.FAILED and record.outcome.value == "cancelled"
+    assert record.state is ToolCallState.FAILED and record.outcome.value == "interrupted"
 
 
 async def test_a_granted_network_server_runs_in_a_companion(docker_desk, server: AnthropicServer, desk_env: Path,

@@ -103,7 +103,7 @@ async def test_an_abort_cancels_the_request_at_the_server(desk_for, server: Anth
     session.stop()
     await turn
     [record] = await desk.records(session.session.id)
-    assert record.state is ToolCallState.FAILED and record.outcome.value == "cancelled"
+    assert record.state is ToolCallState.FAILED and record.outcome.value == "interrupted"
     sent = [json.loads(line) for chunk in SpySandbox.written for line in chunk.splitlines() if line.strip()]
     call = next(m for m in sent if m.get("method") == "tools/call")
     async with asyncio.timeout(10):

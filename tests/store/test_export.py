@@ -30,7 +30,8 @@ async def test_jsonl_to_a_path_has_records_with_trails(store: SqlStore, three, t
     assert [d["id"] for d in lines] == [r.id for r in reversed(three)]
     first = lines[-1]
     rec = three[0]
-    assert {k: v for k, v in first.items() if k != "trail"} == rec.to_dict()
+    shown = {"status": "done", "status_note": "", "model_input": None}  # what the window shows beside them
+    assert {k: v for k, v in first.items() if k != "trail"} == {**rec.to_dict(), **shown}
     assert [(e["state"], e["seq"], e["hash"]) for e in first["trail"]] == [
         (e.state.value, e.seq, e.hash) for e in rec.trail]
     assert set(os.listdir(tmp_path)) - {"nested"} == {"audit.jsonl"}  # no temp file left (nested: SQLite's)

@@ -3,6 +3,7 @@ no drift between the models (`_tables.py`) and what the migrations build."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -98,6 +99,36 @@ async def test_upgrade_from_each_older_revision_keeps_and_indexes_its_data(store
         got = await store.get_record("call_old")
         assert got is not None and got.input == {"path": "/workspace/src/main.py"}
         assert got.tool_use_id == ("call_old" if older == "0001" else "toolu_old")
+    finally:
+        await store.close()
+    assert drift(store_url) == []
+
+
+async def test_an_edited_call_of_an_older_desk_is_found_by_the_model_s_input(store_url: str) -> None:
+    """0006: the search text of a call a person edited gains the model's input, which its trail kept."""
+    if store_url.startswith("sqlite"):
+        from pathlib import Path
+
+        Path(store_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    _upgrade(store_url, "0005")
+    row = _ROW_0001 | {"tool_use_id": "toolu_old", "input_blob": None, "name": "bash_run",
+                       "input": '{"command":"ls narwhal"}', "search_text": "bash run ls narwhal"}
+    edit = {"original_input": {"command": "ls zebrafish"}, "edited_input": {"command": "ls narwhal"}}
+    engine = _engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(text(f"INSERT INTO tool_calls ({', '.join(row)}) VALUES ({', '.join(':' + k for k in row)})"),
+                     row)
+        for seq, data in ((1, {}), (2, edit), (3, {"provenance": {}, **edit})):
+            conn.execute(text("INSERT INTO audit_entries (seq, record_id, state, at, actor, note, data, prev_hash, "
+                              "hash) VALUES (:seq, 'call_old', 'APPROVAL_REQUIRED', 5.0, 'user', '', :data, 'g', 'h')"),
+                         {"seq": seq, "data": json.dumps(data)})
+    engine.dispose()
+    store = await SqlStore.open(store_url)  # migrates to head
+    try:
+        for words in ("zebrafish", "narwhal", "ls zebrafish"):
+            assert await store.count(AuditQuery(text=words)) == 1, words
+        got = await store.get_record("call_old")
+        assert got.input == {"command": "ls narwhal"} and got.model_input == {"command": "ls zebrafish"}
     finally:
         await store.close()
     assert drift(store_url) == []

@@ -111,9 +111,9 @@ async def test_stop_reaches_a_child_waiting_for_approval(desk_for, server: Anthr
     await desk.wait_for(lambda e: getattr(e, "type", "") == "state_changed" and e.call_id == asked.call_id
                         and e.state == "FAILED")
     (child_call,) = await desk.records(asked.session_id)
-    assert child_call.state is ToolCallState.FAILED and "cancelled" in child_call.error
+    assert child_call.state is ToolCallState.FAILED and "interrupted" in child_call.error
     (parent_call,) = await desk.records(session.session.id)
-    assert parent_call.state is ToolCallState.FAILED and parent_call.outcome.value == "cancelled"
+    assert parent_call.state is ToolCallState.FAILED and parent_call.outcome.value == "interrupted"
     assert not desk.rt.executor.pending()
     assert not (Path(desk.rt.project.path) / "w.txt").exists()
 

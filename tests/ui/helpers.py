@@ -32,3 +32,22 @@ async def fill(store, n: int) -> list[ToolCallRecord]:
         out.append(rec)
     await store.flush()
     return out
+
+
+def shown_words(rec: ToolCallRecord) -> set[str]:
+    """The word `rec` is shown with in the timeline, the details' heading, the history and the export (one
+    word when they agree)."""
+    import io
+    import json
+    import re
+
+    from desktop_app.runtime import write_records
+    from desktop_app.ui.history._model import HistoryModel, HistoryRow
+    from desktop_app.ui.timeline import TimelineModel, TimelineRow, render_call_details
+
+    row = TimelineRow.from_record(rec)
+    heading = re.search(r"<h3>.*?<span[^>]*>(.*?)</span></h3>", render_call_details(row, rec=rec))
+    out = io.StringIO()
+    write_records([rec], "jsonl", out)
+    return {TimelineModel._display(row, 0), heading.group(1) if heading else "",
+            HistoryModel()._display(HistoryRow.of(rec), 1), json.loads(out.getvalue())["status"]}

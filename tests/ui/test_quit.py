@@ -3,13 +3,15 @@ what the person chose; the app's own process quits in order, exits 0 and prints 
 
 from __future__ import annotations
 
+import logging
 import signal
 
 import pytest
 
-from desktop_app.core import ProjectInfo, ToolCallState
+from desktop_app.core import Outcome, ProjectInfo, ToolCallState
 from desktop_app.store import AuditQuery
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
+from tests.ui.helpers import shown_words
 from tests.ui.lifecycle_kit import answer, app_env, launch, open_app, quit_dialog, wait_until, window_answers
 
 pytestmark = pytest.mark.e2e
@@ -57,7 +59,13 @@ def test_quit_with_a_call_running_asks_and_wait_keeps_everything(qtbot, run, sto
             answer(quit_dialog(), "Stop running calls and quit")
         assert not window.isVisible()
         rec = run(store.get_record(cid))
-        assert rec.terminal and rec.state is not ToolCallState.EXECUTING
+        # stopped by the person: interrupted, the word a crash's sealed call gets too, wherever it is shown
+        assert (rec.state, rec.outcome) == (ToolCallState.FAILED, Outcome.INTERRUPTED)
+        assert rec.error == "interrupted: you stopped it while it ran"
+        tl = window.timeline_model
+        qtbot.waitUntil(lambda: tl.get(cid).outcome == "interrupted", timeout=5_000)
+        assert tl.data(tl.index(tl.row_of(cid), 0)) == "interrupted"
+        assert shown_words(rec) == {"interrupted"}
         run(controller.close())
         run(factory.close())
 
@@ -79,17 +87,23 @@ def test_quit_anyway_cuts_the_call_off_and_leaves_it_for_the_next_start(qtbot, r
         assert len(server.requests) == 1
 
 
-def test_quit_with_nothing_in_flight_closes_at_once(qtbot, run, store, project):
+def test_quit_with_nothing_in_flight_closes_at_once(qtbot, run, store, project, caplog):
     with AnthropicServer([reply(text("hello"))]) as server:
         run(store.save_project(project))
         window, controller, factory = open_app(qtbot, run, store, server)
         run(controller.start(check_docker=False))
         run(controller.send("hi"))
+        [agent] = controller.agents.values()  # the session's agent is open: close() has something to close
         with qtbot.waitSignal(window.closed, timeout=5_000):
             window.quit_act.trigger()
         assert quit_dialog() is None and not window.isVisible()
+        caplog.set_level(logging.WARNING)
         run(controller.close())
         run(factory.close())
+    # seen on every quit: "ERROR: closing a session failed" (a TypeError: close() was awaited, and it is not a
+    # coroutine). Now the session closes and the quit logs nothing.
+    assert agent.state.value == "STOPPED" and controller.agents == {}
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def test_approvals_waiting_count_as_work_in_flight(qtbot, run, store, project):

@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sqlite3
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -17,6 +19,7 @@ from desktop_app.core import EventBus, ProjectInfo, SessionInfo, ToolCallRecord,
 from desktop_app.runtime import OPEN_IN, process_alive, seal_abandoned, this_process
 from desktop_app.store import SqlStore
 from tests.fakes.anthropic_server import AnthropicServer, HttpError, reply, text, tool_use
+from tests.ui.helpers import shown_words
 from tests.ui.lifecycle_kit import app_env, launch, open_app, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -43,14 +46,15 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def _kill_app_with_a_call_running(tmp_path: Path, folder: Path, server: AnthropicServer) -> None:
+def _kill_app_with_a_call_running(tmp_path: Path, folder: Path, server: AnthropicServer,
+                                  ready: Callable[[], bool] | None = None) -> None:
     env = app_env(tmp_path, ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY=server.api_key)
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
     proc = launch([str(driver), str(folder), "please wait for the build"], env)
     left: list[psutil.Process] = []
     try:
-        wait_until((folder / "started").exists, 120, proc, "the command to start")
+        wait_until(ready or (folder / "started").exists, 120, proc, "the command to start")
         left = psutil.Process(proc.pid).children(recursive=True)
         os.kill(proc.pid, signal.SIGKILL)  # the app dies as in a crash: nothing is closed, nothing recorded
         proc.wait(timeout=30)
@@ -90,6 +94,8 @@ def test_a_killed_app_s_running_call_is_sealed_at_once_on_the_next_start(qtbot, 
         assert run(store.get_record(rec.id)).state is ToolCallState.SEALED
         row = window.timeline_model.get(rec.id)
         assert row.state is ToolCallState.SEALED
+        # the same word as a call the person stopped, in the timeline, the details, the history and the export
+        assert shown_words(run(store.get_record(rec.id))) == {"interrupted"}
         shown = window.conversation.toPlainText()
         assert "You\nplease wait for the build" in shown  # the message, stored before it was sent
         assert "bash_run  touch started && sleep 120  interrupted" in shown
@@ -111,6 +117,60 @@ def test_a_killed_app_s_running_call_is_sealed_at_once_on_the_next_start(qtbot, 
         assert again == shown
         assert again.count("The app stopped while") == 1
         assert window2.status.usage.text() == usage
+        run(controller2.close())
+        run(factory2.close())
+        run(store.close())
+
+
+def _stored_output(db: Path, text: str) -> bool:
+    """Whether the killed app's store holds a streamed output chunk with `text` (read from another process)."""
+    if not db.exists():
+        return False
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)) as conn:
+        try:
+            rows = conn.execute("SELECT payload FROM events WHERE type = 'tool:update'").fetchall()
+        except sqlite3.OperationalError:  # not created yet, or busy: asked again
+            return False
+    return any(text in str(r[0]) for r in rows)
+
+
+def test_a_crash_keeps_the_streamed_output_and_the_next_turn_s_totals_as_shown(qtbot, run, tmp_path, monkeypatch):
+    """Seen: after a restart a turn's token totals changed (the usage of the turn the crash cut short was
+    added to the next turn's), and the output a call streamed before the crash was gone from its details."""
+    monkeypatch.setenv("AGENT_DESK_NO_KEYRING", "1")
+    folder = tmp_path / "project"
+    folder.mkdir()
+    db = tmp_path / "data" / "agent-desk.db"
+    db.parent.mkdir()
+    project = ProjectInfo("prj_out", "output", str(folder.resolve()), permission_mode="auto",
+                          settings={"sandbox": "local"})
+    store = run(SqlStore.open(db))
+    run(store.save_project(project))
+    run(store.close())
+    command = "echo compiled-part-one; touch started; sleep 120"
+    script = [reply(text("Building."), tool_use("bash_run", {"command": command}, id="toolu_b")),
+              reply(text("Carrying on."))]
+    with AnthropicServer(script) as server:
+        _kill_app_with_a_call_running(tmp_path, folder, server,
+                                      lambda: (folder / "started").exists() and _stored_output(db, "compiled-part-one"))
+        store = run(SqlStore.open(db))
+        window, controller, factory = open_app(qtbot, run, store, server)
+        run(controller.start(check_docker=False))
+        [rec] = run(store.session_records(controller.current_session))
+        assert rec.state is ToolCallState.SEALED
+        assert "compiled-part-one" in window.timeline_model.output(rec.id)
+        assert window.timeline.select_call(rec.id)
+        assert "compiled-part-one" in window.timeline.details.toPlainText()
+        run(controller.send("go on"), timeout=60_000)
+        live = window.conversation.toPlainText()
+        assert live.count("This turn:") == 1  # the line of the turn that ended; the killed one never had one
+        run(controller.close())
+        run(factory.close())
+
+        window2, controller2, factory2 = open_app(qtbot, run, store, server)
+        run(controller2.start(check_docker=False))
+        assert window2.conversation.toPlainText() == live
+        assert "compiled-part-one" in window2.timeline_model.output(rec.id)
         run(controller2.close())
         run(factory2.close())
         run(store.close())

@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from .._reasons import mode_asks
 from .._record import Provenance, Risk
 from ._control import control_targets
 from ._matching import (
@@ -250,7 +251,7 @@ class PermissionPolicy:
             return PolicyDecision(action, Provenance("mode", mode.value, decision=action.value), reason, risk)
 
         if mode is PermissionMode.AUTO and risk is Risk.HIGH:
-            return by(Action.ASK, f"{why}, and mode auto asks before what is dangerous")
+            return by(Action.ASK, mode_asks(tool.name, why, mode.value))
         if mode is PermissionMode.AUTO:
             return by(Action.ALLOW, "mode auto runs everything that is analysable and not dangerous")
         if mode is PermissionMode.STRICT:
@@ -266,7 +267,7 @@ class PermissionPolicy:
             spelled = [s for p in paths for s in _spellings(p, resolved)]
             if paths and all(normalize_path(p) is not None for p in spelled):
                 return by(Action.ALLOW, "mode accept-edits runs file writes inside the workspace")
-        return by(Action.ASK, f"{tool.name} {why} and mode {mode.value} asks first")
+        return by(Action.ASK, mode_asks(tool.name, why, mode.value))
 
 
 def _control_denial(tool: ToolFacts, input: dict[str, Any], resolved: Mapping[str, str]) -> PolicyDecision | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from PySide6.QtCore import QModelIndex, Qt, Signal
 
-from ...core import AgentDeskError, ToolCallState, summarize_input
+from ...core import AgentDeskError, ToolCallState, status_word, summarize_input
 from .._roles import Role
 from .._rows import RowTableModel
 from .._theme import format_duration, state_colour, state_icon
@@ -99,9 +99,9 @@ class HistoryModel(RowTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(r, c)
         if role == Qt.ItemDataRole.DecorationRole and c == 1:
-            return state_icon(r.state)
+            return state_icon(r.state, outcome=r.outcome)
         if role == Qt.ItemDataRole.ForegroundRole and c == 1:
-            return state_colour(r.state)
+            return state_colour(r.state, r.outcome)
         if role == Role.CALL_ID:
             return r.id
         return None
@@ -110,7 +110,7 @@ class HistoryModel(RowTableModel):
         if c == 0:
             return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_at))
         if c == 1:
-            return r.state.value.lower() + (f" ({r.outcome})" if r.outcome and r.outcome != "ok" else "")
+            return status_word(r.state, r.outcome)
         if c == 2:
             return r.name
         if c == 3:

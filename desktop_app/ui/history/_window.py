@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core import AgentDeskError, ToolCallRecord, ToolCallState
+from ...core import AgentDeskError, ToolCallRecord, ToolCallState, plural
 from ...runtime import builtin_tools, write_records
 from .._roles import Role
 from .._rows import record_table
@@ -79,15 +79,22 @@ class HistoryWindow(QMainWindow):
         self.view = record_table(self.model, QAbstractItemView.SelectionMode.ExtendedSelection, stretch=3,
                                  widths=((0, 140), (1, 130), (2, 100), (4, 70), (5, 150)))
         self.view.selectionModel().currentRowChanged.connect(self._open_current)
+        self.view.selectionModel().selectionChanged.connect(lambda *_: self._show_export_counts())
         self.details = QTextBrowser()
         self.details.setPlaceholderText("Select a record to see its full audit trail.")
 
     def _build_footer(self) -> None:
         self.status = QLabel()
         self.verify_label = QLabel()
+        # Export writes what the list shows, every match; a selection is exported only when asked for (a row
+        # clicked to read its details is selected, and once made Export write that one record alone)
         self.export_btn = QPushButton("Export…")
-        self.export_btn.setToolTip("Export the selected records (or every match) to JSONL or CSV")
+        self.export_btn.setToolTip("Export every record the list shows (all matches) to JSONL or CSV")
         self.export_btn.clicked.connect(lambda: self._tasks.spawn(self.export_interactive()))
+        self.export_selected_btn = QPushButton("Export selected…")
+        self.export_selected_btn.setToolTip("Export only the selected records to JSONL or CSV")
+        self.export_selected_btn.setEnabled(False)
+        self.export_selected_btn.clicked.connect(lambda: self._tasks.spawn(self.export_interactive(selected=True)))
         self.verify_btn = QPushButton("Verify chain")
         self.verify_btn.setToolTip("Check that the audit log's hash chain is intact")
         self.verify_btn.clicked.connect(lambda: self._tasks.spawn(self.verify()))
@@ -107,6 +114,7 @@ class HistoryWindow(QMainWindow):
         bottom.addWidget(self.status, 1)
         bottom.addWidget(self.verify_label)
         bottom.addWidget(self.verify_btn)
+        bottom.addWidget(self.export_selected_btn)
         bottom.addWidget(self.export_btn)
         body = QWidget()
         lay = QVBoxLayout(body)
@@ -129,13 +137,22 @@ class HistoryWindow(QMainWindow):
 
     async def refresh(self) -> None:
         self.status.setText("Searching…")
+        self.details.clear()  # a new search: the record of the last one is not shown as if it matched
         await self.model.search(**self.filters())
 
     def _search_clicked(self) -> None:
         self._tasks.spawn(self.refresh())
 
     def _loaded(self, n: int, total: int) -> None:
-        self.status.setText(f"{total:,} records match · {n:,} loaded")
+        self.status.setText(f"{plural(total, 'record')} match · {n:,} loaded")
+        self._show_export_counts()
+
+    def _show_export_counts(self) -> None:
+        total = self.model.total
+        self.export_btn.setText(f"Export {plural(total, 'record')}…")
+        n = len(self.view.selectionModel().selectedRows())
+        self.export_selected_btn.setEnabled(n > 0)
+        self.export_selected_btn.setText(f"Export {n:,} selected…" if n else "Export selected…")
 
     def _open_current(self, current, _prev=None) -> None:
         record_id = current.data(Role.CALL_ID) if current.isValid() else None
@@ -155,18 +172,20 @@ class HistoryWindow(QMainWindow):
         rows = sorted(i.row() for i in self.view.selectionModel().selectedRows())
         return [r.id for r in await self.model.rows(rows)]
 
-    async def export_interactive(self) -> None:
+    async def export_interactive(self, *, selected: bool = False) -> None:
         path = await ask_file(self, "Export audit records", "audit.jsonl", "JSON Lines (*.jsonl);;CSV (*.csv)",
                               save=True)
         if path:
-            n = await self.export(path)
-            self.status.setText(f"Exported {n:,} records to {path}")
+            n = await self.export(path, selected=selected)
+            self.status.setText(f"Exported {plural(n, 'record')} to {path}")
 
-    async def export(self, path: str, ids: list[str] | None = None) -> int:
-        """Export the selected rows (or `ids`); with no selection, every record matching the filters."""
+    async def export(self, path: str, ids: list[str] | None = None, *, selected: bool = False) -> int:
+        """Export every record the list shows (all that match the search); with `selected`, the selected rows
+        only; or the records `ids`."""
         fmt = "csv" if path.lower().endswith(".csv") else "jsonl"
-        ids = ids if ids is not None else await self.selected_ids()
-        if not ids and hasattr(self.store, "export"):
+        if ids is None:
+            ids = await self.selected_ids() if selected else []
+        if not ids and not selected and hasattr(self.store, "export"):
             q = make_query(**self.model.query_kwargs(0, None))
             return int(await self.store.export(q, fmt, path))
         records = [r for r in await asyncio.gather(*(self.store.get_record(i) for i in ids)) if r]

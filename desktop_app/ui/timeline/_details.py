@@ -8,7 +8,7 @@ import json
 import time
 from typing import TYPE_CHECKING
 
-from ...core import ToolCallRecord, visible
+from ...core import ToolCallRecord, shown_risk, skipped_after, status_word, visible
 from .._html import diff_html
 from .._mcp import where_html
 from .._theme import RISK_COLOURS, format_duration, state_colour
@@ -23,8 +23,8 @@ def render_call_details(row: TimelineRow, output: str = "", rec: ToolCallRecord 
     """HTML for the details pane: input, output, result, diff, audit trail with provenance, sandbox."""
     rec = rec or row.record
     parts = [
-        f"<h3>{e(row.name)} <span style='color:{state_colour(row.state).name()}'>"
-        f"{e(row.state.value)}{' · ' + e(row.outcome) if row.outcome else ''}</span></h3>",
+        f"<h3>{e(row.name)} <span style='color:{state_colour(row.state, row.outcome).name()}'>"
+        f"{e(status_word(row.state, row.outcome))}</span></h3>",
         f"<p><small>call {e(row.call_id)}"
         + (f" · {e(format_duration(row.duration_ms))}" if row.duration_ms is not None else "")
         + (f" · exit {row.exit_code}" if row.exit_code is not None else "")
@@ -32,6 +32,10 @@ def render_call_details(row: TimelineRow, output: str = "", rec: ToolCallRecord 
         "<h4>Input</h4>",
         f"<pre>{e(json.dumps(row.input, indent=2, ensure_ascii=False))}</pre>",
     ]
+    original = rec.model_input if rec is not None else None
+    if original is not None:  # a person edited it before allowing: what ran is theirs, beside the model's
+        parts[2] = "<h4>Input, as the person edited it (what ran)</h4>"
+        parts += ["<h4>The model's input</h4>", f"<pre>{e(json.dumps(original, indent=2, ensure_ascii=False))}</pre>"]
     if output:
         parts += ["<h4>Output</h4>", f"<pre>{e(output[-20_000:])}</pre>"]
     parts[2:2] = _mcp_parts(row, rec)
@@ -54,7 +58,10 @@ def _mcp_parts(row: TimelineRow, rec: ToolCallRecord | None) -> list[str]:
 
 
 def _risk_part(rec: ToolCallRecord) -> str:
-    """The call's risk, and why it asked when it did (the same words the inbox and the CLI showed)."""
+    """The call's risk, and why it asked when it did (the same words the inbox and the CLI showed); a skipped
+    call was never judged, so it has none."""
+    if shown_risk(rec) is None:
+        return f"<p>{e(skipped_after(rec))}: it was not judged, offered or run.</p>"
     reason = str((rec.approval.meta or {}).get("reason") or "")
     why = f": it asked because <b>{e(visible(reason))}</b>" if reason else ""
     colour = RISK_COLOURS.get(rec.risk, "#8a8f98")

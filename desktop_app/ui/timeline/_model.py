@@ -25,6 +25,7 @@ from ...core import (
     ToolUpdate,
     mcp_tool_name,
     split_mcp_tool_name,
+    status_word,
     summarize_input,
 )
 from .._bridge import EventBridge
@@ -32,7 +33,7 @@ from .._mcp import McpCallName
 from .._roles import Role
 from .._rows import RowTableModel
 from .._tasks import BackgroundTasks
-from .._theme import STATE_LABEL, format_duration, state_colour, state_icon
+from .._theme import format_duration, state_colour, state_icon
 
 HOST_CHANGE = "file_changed"  # the Tool column of a row that is the host's change, not a call
 _MCP_PREFIX = mcp_tool_name("s", "t").partition("s__")[0]  # "mcp__", as core names MCP tools
@@ -137,12 +138,11 @@ class TimelineModel(RowTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(row, col)
         if role == Qt.ItemDataRole.DecorationRole and col == 0:
-            return state_icon(row.state)
+            return state_icon(row.state, outcome=row.outcome)
         if role == Qt.ItemDataRole.ForegroundRole and col == 0:
-            return state_colour(row.state)
+            return state_colour(row.state, row.outcome)
         if role == Qt.ItemDataRole.ToolTipRole:
-            tip = f"{row.name}: {row.summary}\nstate: {row.state.value}"
-            return tip + (f" ({row.outcome})" if row.outcome else "")
+            return f"{row.name}: {row.summary}\n{status_word(row.state, row.outcome)}"
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (3, 4):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Role.CALL_ID:
@@ -156,7 +156,7 @@ class TimelineModel(RowTableModel):
     @staticmethod
     def _display(row: TimelineRow, col: int) -> str | None:
         if col == 0:
-            return STATE_LABEL[row.state]
+            return status_word(row.state, row.outcome)
         if col == 1:
             return f"{'  ' * (row.depth - 1)}⤷ {row.name}" if row.depth else row.name
         if col == 2:

@@ -6,6 +6,7 @@ import csv
 import json
 
 from desktop_app.tools import builtin_tools
+from desktop_app.ui._roles import Role
 from desktop_app.ui.history import HistoryWindow
 from tests.ui.helpers import fill
 
@@ -28,12 +29,13 @@ def test_history_window_opens_a_record_exports_and_verifies(qtbot, run, store, t
     win.view.selectionModel().select(win.model.index(1, 0), win.view.selectionModel().SelectionFlag.Select
                                      | win.view.selectionModel().SelectionFlag.Rows)
     out = tmp_path / "sel.jsonl"
-    assert run(win.export(str(out))) == 2
+    assert win.export_selected_btn.isEnabled() and win.export_selected_btn.text() == "Export 2 selected…"
+    assert run(win.export(str(out), selected=True)) == 2
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [d["id"] for d in lines] == ["call_0029", "call_0028"] and len(lines[0]["trail"]) == 2
-    win.view.clearSelection()
     csv_path = tmp_path / "all.csv"
-    assert run(win.export(str(csv_path))) == 30  # nothing selected: every match
+    assert win.export_btn.text() == "Export 30 records…"
+    assert run(win.export(str(csv_path))) == 30  # Export writes what the list shows, a selection or not
     with csv_path.open() as f:
         assert len(list(csv.reader(f))) == 31
 
@@ -47,3 +49,24 @@ def test_tool_filter_lists_the_builtin_tools(qtbot):
     listed = [win.tool.itemText(i) for i in range(win.tool.count())]
     assert listed[0] == "" and sorted(listed[1:]) == sorted(t.name for t in builtin_tools())
     assert "bash_background" not in listed  # no such tool
+
+
+def test_export_writes_every_record_the_list_shows_even_with_one_row_open(qtbot, run, store, tmp_path):
+    """Seen: a search listed 2 matches and Export wrote 1 record. Clicking a row to read its details selects it,
+    and Export exported the selection. Export now writes the list; the selection has its own button."""
+    run(fill(store, 30))
+    win = HistoryWindow(store)
+    qtbot.addWidget(win)
+    win.text.setText("mod1*")  # mod1, mod10..mod19: more than one match
+    run(win.refresh())
+    listed = [win.model.data(win.model.index(i, 0), Role.CALL_ID) for i in range(win.model.rowCount())]
+    assert win.model.total == len(listed) > 1
+    assert win.status.text().startswith(f"{len(listed)} records match")
+    win.view.selectRow(0)  # the person reads the first match's details
+    qtbot.waitUntil(lambda: "Audit trail" in win.details.toPlainText())
+    out = tmp_path / "shown.jsonl"
+    assert run(win.export(str(out))) == len(listed)
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == listed
+    win.text.setText("mod4")  # a new search does not keep showing the old search's record
+    run(win.refresh())
+    assert win.details.toPlainText() == "" and win.status.text().startswith("1 record match")
