@@ -8,7 +8,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 
 from ..core import (
@@ -63,6 +63,7 @@ class AppController(QObject):
         self.mcp.attach(self.bridge)
         self.current_session: str | None = None
         self.agents: dict[str, AgentSession] = {}  # session id -> open AgentSession
+        self.session_modes: dict[str, str] = {}  # a mode the person chose for a session (or its approved plan's)
         self.sessions: dict[str, SessionInfo] = {}
         self.tasks = BackgroundTasks(self._report)
         self.checks = SetupChecks(
@@ -126,6 +127,8 @@ class AppController(QObject):
         w.quitRequested.connect(lambda: spawn(self.request_quit()))
         w.conversation.retryRequested.connect(lambda: spawn(self.retry()))
         w.shortcutsRequested.connect(self.show_shortcuts)
+        w.mode_picker.modeChosen.connect(self.set_mode)
+        self.bridge.questionAnswered.connect(self._plan_answered)
         w.sidebar.renameRequested.connect(lambda sid: spawn(self.rename_session(sid)))
 
     # start-up --------------------------------------------------------------------------------------
@@ -225,6 +228,7 @@ class AppController(QObject):
         if self.current_session != session_id:
             return
         self._show_session(session_id, records, messages, monitor, notices)
+        w.mode_picker.set_mode(self.mode_of(session_id))
         self._show_sandbox_of(session_id, project)
         if project is not None:
             # before the first message: untrusted project rules are shown, and not used until trusted
@@ -296,6 +300,7 @@ class AppController(QObject):
         self.window.projects_model.upsert_session(session)
         self.window.sidebar.select_session(session.id)
         await self.select_session(session.id)
+        self.window.prompt.setFocus()  # a new session is for typing into
         return session
 
     async def agent_for(self, session_id: str) -> AgentSession:
@@ -308,6 +313,8 @@ class AppController(QObject):
             raise AgentDeskError("Pick a project (or add one) before sending a message.")
         agent = await self.desk.open_session(project, session_id)
         self.agents[session_id] = agent
+        if session_id in self.session_modes:  # chosen before the session opened (or before it reopened)
+            self.desk.set_session_mode(agent, self.session_modes[session_id])
         current = self.sessions.get(self.current_session or "")
         if current is not None and current.project_id == project.id:  # the status bar shows the project in view
             self.checks.show_sandbox(agent)
@@ -315,6 +322,37 @@ class AppController(QObject):
         if notice and session_id == self.current_session:
             self.window.conversation.add_notice(f"⚠ {notice}", "#d4890b")
         return agent
+
+    # the session's mode ------------------------------------------------------------------------------
+    def mode_of(self, session_id: str) -> str:
+        """The mode the session's next call is judged in: its open agent's, else the one chosen for it, else
+        its project's."""
+        agent = self.agents.get(session_id)
+        if agent is not None:
+            return self.desk.session_mode(agent)
+        if session_id in self.session_modes:
+            return self.session_modes[session_id]
+        session = self.sessions.get(session_id)
+        project = self.window.projects_model.project(session.project_id) if session else None
+        return project.permission_mode if project else self.desk.settings.permission_mode
+
+    def set_mode(self, mode: str) -> None:
+        """The person switched the current session's mode: from its next call on (the project keeps its own)."""
+        sid = self.current_session
+        if sid is None:
+            self.window.mode_picker.set_mode(self.desk.settings.permission_mode)
+            return
+        self.session_modes[sid] = mode
+        agent = self.agents.get(sid)
+        if agent is not None:
+            self.desk.set_session_mode(agent, mode)
+
+    def _plan_answered(self, ev: Any) -> None:
+        """A plan approved into a mode: the session is in that mode now, and the picker says so."""
+        if ev.kind == "plan" and ev.answered and ev.mode:
+            self.session_modes[ev.session_id] = ev.mode
+            if ev.session_id == self.current_session:
+                self.window.mode_picker.set_mode(ev.mode)
 
     async def send(self, text: str) -> TurnResult | None:
         """Send `text` in the current session. It is stored before anything can fail on the way (the
@@ -449,8 +487,14 @@ class AppController(QObject):
             model.project_names = {p.id: p.name for p in self.window.projects_model.projects()}
             model.session_names = {sid: session_title(s) for sid, s in self.sessions.items()}
             self.history_loading = self.tasks.spawn(self._history_window.refresh())
-        bring_to_front(self._history_window)
-        return self._history_window
+            # a window of the main one: the window manager keeps it above, so a second Ctrl+H shows it
+            self._history_window.setParent(self.window, Qt.WindowType.Window)
+        win = self._history_window
+        if win.isMinimized():
+            win.showNormal()
+        bring_to_front(win)  # raised and active: typing goes to its search field, never to the agent's prompt
+        win.text.setFocus()
+        return win
 
     def show_about(self) -> dialogs.AboutDialog:
         dlg = dialogs.AboutDialog(parent=self.window)
@@ -468,7 +512,10 @@ class AppController(QObject):
         return await self.checks_dialog.run()
 
     async def edit_settings(self) -> dialogs.SettingsResult | None:
-        saved = await dialogs.edit_settings(self.desk.settings, self.desk.api_key_source, parent=self.window)
+        try:
+            saved = await dialogs.edit_settings(self.desk.settings, self.desk.api_key_source, parent=self.window)
+        finally:
+            self.window.prompt.setFocus()  # back to the prompt, not the first field of the sidebar
         if saved is None:
             return None
         result, self.desk.api_key_source = saved
@@ -496,6 +543,8 @@ class AppController(QObject):
     async def edit_project(self, project_id: str | None) -> ProjectInfo | None:
         project = self.window.projects_model.project(project_id) if project_id else None
         servers = await self.mcp_servers(project_id) if project_id else None
+        if project is None:  # a new project starts with its folder
+            QTimer.singleShot(0, self._focus_new_project_folder)
         result = await dialogs.edit_project(project, self.desk.settings, parent=self.window, mcp_servers=servers,
                                             bridge=self.bridge)
         if result is None:
@@ -514,6 +563,14 @@ class AppController(QObject):
             await self.desk.reload_rules(result)  # rules edited in the dialog apply from the next call
             await self.rules_trust.check(result)
         return result
+
+    def _focus_new_project_folder(self) -> None:
+        from PySide6.QtWidgets import QApplication
+
+        dlg = next((w for w in QApplication.topLevelWidgets() if isinstance(w, dialogs.ProjectSettingsDialog)
+                    and w.isVisible() and hasattr(w, "folder")), None)
+        if dlg is not None:
+            dlg.folder.setFocus()
 
     async def _image_built(self, project: ProjectInfo) -> None:
         """The project's own image was built on a click: stored as its image; idle sessions reopen with it."""
