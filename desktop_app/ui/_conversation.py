@@ -185,6 +185,15 @@ class ConversationView(QTextBrowser):
         card.duration = format_duration(rec.duration_ms) or card.duration
         self._paint_card(rec.id)
 
+    def scroll_to_card(self, call_id: str) -> bool:
+        """Scroll so the call's card is at the top of the view; False when the conversation shows no such card."""
+        card = self._cards.get(call_id)
+        if card is None:
+            return False
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.value() + self.cursorRect(card.table.firstCursorPosition()).top() - 8)
+        return True
+
     def card_text(self, call_id: str) -> str:
         """The text a card shows (for tests and the screen reader)."""
         card = self._cards[call_id]

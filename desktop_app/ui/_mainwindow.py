@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
@@ -66,6 +66,9 @@ class PromptEdit(QPlainTextEdit):
         self.setTabChangesFocus(True)
         self.setMaximumHeight(110)
         self.setMinimumHeight(52)
+
+    def sizeHint(self) -> QSize:  # three lines: the conversation above gets the height
+        return QSize(super().sizeHint().width(), 64)
 
     def keyPressEvent(self, event) -> None:
         key = event.key()

@@ -14,7 +14,7 @@ from ._theme import STATE_LABEL, STATE_STYLE
 RED, GREEN, AMBER, GREY, BLUE = "#d9363e", "#2f9e44", "#d4890b", "#8a8f98", "#3b82c4"
 HEAD_LINES = 4  # long output shows its first and last lines; the whole of it is one click away
 TAIL_LINES = 4
-MAX_LINE = 220  # characters of one output line on the card
+MAX_LINE = 160  # characters of one output line on the card
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def _text_of(result: dict[str, Any] | None) -> str:
 
 def _command_truth(details: dict[str, Any], state: ToolCallState, streamed: str) -> CardTruth:
     out = "\n".join(s.rstrip("\n") for s in (details.get("stdout"), details.get("stderr")) if s) or streamed
-    err_line = sentence(details.get("stderr") or "")
+    err_line = sentence(_first_error(details.get("stderr") or ""))
     code = details.get("exit_code")
     if details.get("timed_out"):
         return CardTruth(RED, "✗", "✗ timed out", "The command ran past its time limit and was killed.", out)
@@ -58,6 +58,14 @@ def _command_truth(details: dict[str, Any], state: ToolCallState, streamed: str)
     if code != 0:
         return CardTruth(RED, "✗", f"✗ exit {code}", err_line or sentence(_last_line(out)), out)
     return CardTruth(GREEN, "✓", "✓ exit 0", "", out)
+
+
+def _first_error(stderr: str) -> str:
+    """A command's first stderr line; of a Python traceback its last line (the error, not the header)."""
+    lines = [s for s in stderr.splitlines() if s.strip()]
+    if lines and lines[0].startswith("Traceback (most recent call last)"):
+        return next((s for s in reversed(lines) if not s.startswith(" ")), lines[-1])
+    return lines[0] if lines else ""
 
 
 def _last_line(text: str) -> str:
@@ -151,8 +159,9 @@ def card_html(call_id: str, name: str, summary: str, truth: CardTruth, duration:
     if truth.output.strip():
         shown, hidden = folded(truth.output, full)
         bg = "#1e1f22" if dark else "#f4f5f7"
-        body = e(shown).replace(" ", "&nbsp;").replace("\n", "<br>")
-        parts.append(f"<br><span style='font-family:monospace; font-size:small; background:{bg}'>{body}</span>")
+        body = e(shown).replace("\n", "<br>")
+        parts.append(f"<br><span style='font-family:monospace; font-size:small; white-space:pre-wrap; "
+                     f"background:{bg}'>{body}</span>")
         total = len(truth.output.rstrip("\n").splitlines())
         if hidden:
             parts.append(f"<br><a href='output:{e(call_id)}'>⤢ show all {total} lines</a>")

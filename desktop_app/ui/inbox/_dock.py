@@ -63,7 +63,8 @@ def _mcp_name_parts(name: str, _project_id: str) -> McpCallName | None:
 EMPTY_HEIGHT = 64  # an empty inbox: its title and one line
 LIST_ROWS_SHOWN = 2  # cards the list shows before it scrolls: the details card gets the rest
 ROOM_FOR_TWO_ROWS = 520  # a dock shorter than this shows one card in the list (its title counts them all)
-SHARE_OF_COLUMN = 0.78  # of the window's height the docked inbox takes when calls start waiting
+SHARE_OF_COLUMN = 0.70  # of the window's height the docked inbox takes when calls start waiting
+MOST_CLAIMED = 640  # px: a tall window leaves the rest of the column to the timeline and its details
 # The keys of a card's answers, shown on its buttons (in the list, the card and the buttons; typing in the note
 # field types). The F1 list names them (ui/_mainwindow.py SHORTCUTS).
 KEY_ALLOW, KEY_DENY, KEY_EDIT, KEY_ALWAYS, KEY_SESSION = "A", "D", "E", "W", "S"
@@ -294,7 +295,7 @@ class ApprovalInbox(QDockWidget):
         1024x700 without a person dragging a splitter (the timeline keeps the rest)."""
         window = self.parentWidget()
         if isinstance(window, QMainWindow) and not self.isFloating() and self.isVisible():
-            self._share_column(int(window.height() * SHARE_OF_COLUMN))
+            self._share_column(min(int(window.height() * SHARE_OF_COLUMN), MOST_CLAIMED))
             self._claimed = True
 
     def _share_column(self, height: int) -> None:
