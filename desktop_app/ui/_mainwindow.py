@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
@@ -70,12 +70,17 @@ class PromptEdit(QPlainTextEdit):
     def sizeHint(self) -> QSize:  # three lines: the conversation above gets the height
         return QSize(super().sizeHint().width(), 64)
 
-    def keyPressEvent(self, event) -> None:
-        key = event.key()
-        if key == Qt.Key.Key_Backtab:  # as in Claude Code: the next mode
+    def event(self, event) -> bool:
+        # Shift+Tab would move the focus back (QWidget handles it before keyPressEvent): here, as in Claude
+        # Code, it is the next mode
+        if event.type() == QEvent.Type.KeyPress and event.key() == Qt.Key.Key_Backtab:
             self.nextModeRequested.emit()
             event.accept()
-            return
+            return True
+        return super().event(event)
+
+    def keyPressEvent(self, event) -> None:
+        key = event.key()
         if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
             event.modifiers() & Qt.KeyboardModifier.ShiftModifier
         ):
@@ -375,6 +380,7 @@ class MainWindow(QMainWindow):
         (a person's wider conversation is left as it is)."""
         width = self.width()
         if self.centralWidget().width() >= width // 2:
+            self.inbox.fit_column()
             return
         left = min(260, max(150, int(width * 0.17), self.projects_dock.minimumSizeHint().width()))
         left = left if self.projects_dock.isVisible() else 0

@@ -40,8 +40,8 @@ def _record(name: str, data: dict, result: ToolResult | None, states: list[ToolC
 def _bash(command: str, code: int | None, stdout: str = "", stderr: str = "", **more) -> ToolResult:
     """The result bash_run gives: the exit code, the two streams in details."""
     return ToolResult.text(f"exit code: {code}\nstdout:\n{stdout}\nstderr:\n{stderr}", command=command,
-                           cwd="/workspace", exit_code=code, stdout=stdout, stderr=stderr, timed_out=False, oom_killed=False,
-                           killed_signal=None, **more)
+                           cwd="/workspace", exit_code=code, stdout=stdout, stderr=stderr, timed_out=False,
+                           oom_killed=False, killed_signal=None, **more)
 
 
 def _view(qtbot) -> ConversationView:
@@ -174,5 +174,6 @@ def test_a_python_traceback_is_told_by_its_error_not_its_header(qtbot):
     view = _view(qtbot)
     err = ('Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n'
            "ModuleNotFoundError: No module named 'nope'\n")
-    text = _shown(view, _record("bash_run", {"command": "python3 -c 'import nope'"}, _bash("python3", 1, stderr=err), RUN))
+    rec = _record("bash_run", {"command": "python3 -c 'import nope'"}, _bash("python3", 1, stderr=err), RUN)
+    text = _shown(view, rec)
     assert text.splitlines()[1] == "ModuleNotFoundError: No module named 'nope'."

@@ -278,14 +278,15 @@ class ApprovalInbox(QDockWidget):
         n = self.model.rowCount()
         self.setWindowTitle(f"Approvals ({n})" if n else "Approvals")
         idle = n == 0 and self.questions.current is None
-        if idle and self._claimed:
-            self._give_back_space()
+        was_claimed = self._claimed
+        self.empty.setVisible(idle)
+        self.split.setVisible(n > 0)
+        if idle and was_claimed:  # once the list and card are hidden, so the dock can be a line again
+            QTimer.singleShot(0, self._give_back_space)
         if n == 0:
             self._claimed = False
         elif not self._claimed:
             self._claim_space()
-        self.empty.setVisible(idle)
-        self.split.setVisible(n > 0)
         self._size_list(n)
         self.countChanged.emit(n)
         self._selection_changed()
@@ -308,17 +309,19 @@ class ApprovalInbox(QDockWidget):
         window.resizeDocks([*column, self], [*sizes, height], Qt.Orientation.Vertical)
 
     def fit_column(self) -> None:
-        """Take the column again when calls wait, or give it back when nothing does (after the window moved
-        its docks)."""
+        """Take the column when calls wait (once: a person's drag of the splitter stays), or give it back when
+        nothing does; the window calls it once it is laid out and after each resize."""
         if self.model.rowCount():
-            self._claim_space()
+            if not self._claimed:
+                self._claim_space()
         elif self.questions.current is None:
             self._give_back_space()
 
     def _give_back_space(self) -> None:
         """Nothing waits: the inbox shrinks to its one line and the timeline (with its details) gets the column."""
         window = self.parentWidget()
-        if isinstance(window, QMainWindow) and not self.isFloating() and self.isVisible():
+        idle = not self.model.rowCount() and self.questions.current is None
+        if idle and isinstance(window, QMainWindow) and not self.isFloating() and self.isVisible():
             self._share_column(EMPTY_HEIGHT)
 
     def showEvent(self, event) -> None:
