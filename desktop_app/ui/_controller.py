@@ -8,7 +8,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 
 from ..core import (
@@ -48,6 +48,29 @@ if TYPE_CHECKING:
     from .history import HistoryWindow
 
 log = logging.getLogger(__name__)
+
+
+class _FocusWhenShown(QObject):
+    """The focus in `field` of the next `kind` dialog when it shows (a new project's Folder): the dialog is built
+    after the image catalog is read, off the GUI thread, so the controller waits for its Show."""
+
+    def __init__(self, kind: type, field: str) -> None:
+        super().__init__()
+        from PySide6.QtWidgets import QApplication
+
+        self.kind, self.field, self._app = kind, field, QApplication.instance()
+        self._app.installEventFilter(self)
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Show and isinstance(obj, self.kind) and hasattr(obj, self.field):
+            getattr(obj, self.field).setFocus()
+            self.stop()
+        return False
+
+    def stop(self) -> None:
+        if self._app is not None:
+            self._app.removeEventFilter(self)
+            self._app = None
 
 
 class AppController(QObject):
@@ -543,10 +566,13 @@ class AppController(QObject):
     async def edit_project(self, project_id: str | None) -> ProjectInfo | None:
         project = self.window.projects_model.project(project_id) if project_id else None
         servers = await self.mcp_servers(project_id) if project_id else None
-        if project is None:  # a new project starts with its folder
-            QTimer.singleShot(0, self._focus_new_project_folder)
-        result = await dialogs.edit_project(project, self.desk.settings, parent=self.window, mcp_servers=servers,
-                                            bridge=self.bridge)
+        focus = _FocusWhenShown(dialogs.ProjectSettingsDialog, "folder") if project is None else None
+        try:
+            result = await dialogs.edit_project(project, self.desk.settings, parent=self.window,
+                                                mcp_servers=servers, bridge=self.bridge)
+        finally:
+            if focus is not None:
+                focus.stop()
         if result is None:
             return None
         await self.desk.store.save_project(result)
@@ -563,14 +589,6 @@ class AppController(QObject):
             await self.desk.reload_rules(result)  # rules edited in the dialog apply from the next call
             await self.rules_trust.check(result)
         return result
-
-    def _focus_new_project_folder(self) -> None:
-        from PySide6.QtWidgets import QApplication
-
-        dlg = next((w for w in QApplication.topLevelWidgets() if isinstance(w, dialogs.ProjectSettingsDialog)
-                    and w.isVisible() and hasattr(w, "folder")), None)
-        if dlg is not None:
-            dlg.folder.setFocus()
 
     async def _image_built(self, project: ProjectInfo) -> None:
         """The project's own image was built on a click: stored as its image; idle sessions reopen with it."""

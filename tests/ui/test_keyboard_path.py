@@ -97,3 +97,63 @@ def test_the_f1_list_names_the_approval_keys_and_the_buttons_show_them(qtbot, ql
         assert key in keys and f"[{key}]" in button.text()
     assert "Ctrl+I" in keys and "Shift+Tab" in keys
     assert any("Ctrl+Enter" in k for k in keys)
+
+
+def _dialog(qtbot, kind):
+    found = []
+
+    def visible() -> bool:
+        found[:] = [w for w in QApplication.topLevelWidgets() if isinstance(w, kind) and w.isVisible()]
+        return bool(found)
+
+    qtbot.waitUntil(visible, timeout=15_000)
+    return found[0]
+
+
+def test_focus_lands_in_the_field_an_action_is_about(qtbot, run, store, window_project):
+    from desktop_app.ui.dialogs import ProjectSettingsDialog, SettingsDialog
+
+    _folder, project = window_project
+    with AnthropicServer([]) as server:
+        run(store.save_project(project))
+        window, controller, factory = open_app(qtbot, run, store, server, project)
+        run(controller.start(check_docker=False))
+        run(controller.new_session(project.id))
+        assert window.focusWidget() is window.prompt  # after a new session: the prompt
+
+        settings = controller.tasks.spawn(controller.edit_settings())
+        dlg = _dialog(qtbot, SettingsDialog)
+        assert dlg.focusWidget() is dlg.key  # the API key, not the first tab's first button
+        dlg.reject()
+        qtbot.waitUntil(settings.done)
+        assert window.focusWidget() is window.prompt  # back to the prompt, not "Search sessions…"
+
+        new = controller.tasks.spawn(controller.edit_project(None))
+        dlg = _dialog(qtbot, ProjectSettingsDialog)
+        qtbot.waitUntil(lambda: dlg.focusWidget() is dlg.folder)  # a new project starts with its folder
+        dlg.reject()
+        qtbot.waitUntil(new.done)
+        run(controller.close())
+        run(factory.close())
+
+
+def test_a_second_ctrl_h_brings_the_history_forward_and_its_search_takes_the_keys(qtbot, run, store, window_project):
+    _folder, project = window_project
+    with AnthropicServer([]) as server:
+        window, controller, factory = open_app(qtbot, run, store, server, project)
+        run(controller.start(check_docker=False))
+        window.activateWindow()
+        qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+        window.prompt.setFocus()
+        _press(qtbot, Qt.Key.Key_H, CTRL)
+        history = controller.open_history()  # the one Ctrl+H opened
+        qtbot.addWidget(history)
+        assert history.isVisible() and history.isWindow() and history.parent() is window  # kept above the window
+        assert history.focusWidget() is history.text
+        window.activateWindow()  # the main window in front again, as a click on it does
+        qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+        _press(qtbot, Qt.Key.Key_H, CTRL)  # again, from the main window: the same history, its search field
+        assert controller.open_history() is history and history.focusWidget() is history.text
+        assert window.prompt.toPlainText() == ""
+        run(controller.close())
+        run(factory.close())
