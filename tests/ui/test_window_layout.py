@@ -48,6 +48,16 @@ def test_at_1024x700_the_conversation_keeps_half_and_the_status_bar_is_whole(qtb
         right = part.mapTo(bar, part.rect().topRight()).x()
         assert part.isVisible() and right <= bar.width(), part.text()
         assert part.width() >= part.sizeHint().width(), part.text()  # not cut
+    # a long check with its button: the sandbox's words give way (elided, whole in the tooltip), nothing else does
+    text = "The image ghcr.io/example-org/shop-backend-devcontainer:2026-11-01 is not built yet on this engine"
+    s.show_check("amber", text, "Build it from .devcontainer/Dockerfile", "build", lambda: None)
+    QApplication.processEvents()
+    for part in (s.model, s.key, s.sandbox_action, s.usage):
+        right = part.mapTo(bar, part.rect().topRight()).x()
+        assert part.isVisible() and right <= bar.width() and part.width() >= part.sizeHint().width(), part
+    assert s.sandbox.width() < s.sandbox.sizeHint().width() and text in s.sandbox.toolTip()
+    assert text in s.sandbox.text()
+    assert not s.sandbox.grab().isNull()  # the elided paint runs
 
 
 def test_an_empty_inbox_is_a_line_and_the_details_get_their_height_back(qtbot, qloop):
