@@ -177,3 +177,13 @@ def test_a_python_traceback_is_told_by_its_error_not_its_header(qtbot):
     rec = _record("bash_run", {"command": "python3 -c 'import nope'"}, _bash("python3", 1, stderr=err), RUN)
     text = _shown(view, rec)
     assert text.splitlines()[1] == "ModuleNotFoundError: No module named 'nope'."
+
+
+def test_a_waiting_question_plan_or_task_shows_its_words_not_json(qtbot):
+    view = _view(qtbot)
+    view.add_tool_card("c_q", "ask_user", {"question": "Which \"database\"?", "choices": ["a"]}, "EXECUTING")
+    view.add_tool_card("c_p", "exit_plan_mode", {"plan": "## Plan\n1. do it"}, "EXECUTING")
+    view.add_tool_card("c_t", "task_run", {"task": "Find the callers", "template": "explore"}, "EXECUTING")
+    assert 'Which "database"?' in view.card_text("c_q")
+    assert "## Plan 1. do it" in view.card_text("c_p") and "Find the callers" in view.card_text("c_t")
+    assert all("{" not in view.card_text(c) for c in ("c_q", "c_p", "c_t"))

@@ -103,9 +103,7 @@ class TimelineDock(QDockWidget):
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
         for box in (self.state_filter, self.tool_filter, self.server_filter):
-            # as narrow as a short name: the column gives the conversation its half at 1024 px
-            box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            box.setMinimumContentsLength(4)
+            box.setMinimumWidth(64)  # whole where there is room; narrower at 1024 px, where the conversation has half
             top.addWidget(box)
         top.addStretch(1)
         # the count is in the dock's title too: on a narrow column the label gives way, not the conversation
