@@ -438,11 +438,8 @@ async def screenshot(window: Any, controller: Any, *, path: str, view: str, size
 async def _window_view(window: Any, controller: Any, view: str, sample: bool) -> Any:
     from PySide6.QtWidgets import QApplication
 
-    if view == "main":  # mid-turn: a failed command, a question, a plan, a refusal, a sub-agent, calls waiting
-        await settle()
-        window.timeline.select_call("call_s3" if sample else "")
-        window.conversation.scroll_to_card("call_s13")
-        return window
+    if view == "main":
+        return await _main_view(window, sample)
     if view == "subagent":  # a sub-agent's calls nested under its task_run call, its approval in the inbox
         await settle()
         window.timeline.select_call("call_c2" if sample else "")
@@ -495,6 +492,15 @@ async def _window_view(window: Any, controller: Any, view: str, sample: bool) ->
                 dlg.expiry.setValue(300)
                 dlg.hooks_toml.setPlainText(SAMPLE_HOOKS_TOML)
         return dlg
+    return window
+
+
+async def _main_view(window: Any, sample: bool) -> Any:
+    """Mid-turn: a failed command, a question, a plan, a refusal and a sub-agent in view, calls waiting."""
+    await settle()
+    if sample:
+        window.timeline.select_call("call_s3")
+        window.conversation.scroll_to_card("call_s13")
     return window
 
 
