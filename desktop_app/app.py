@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    elif _qt_cannot_start():
+        return 2
     import qasync
     from PySide6.QtWidgets import QApplication
 
@@ -107,6 +109,21 @@ def main(argv: list[str] | None = None) -> int:
         collector.stop()
 
 
+def _qt_cannot_start() -> bool:
+    """Before Qt aborts the process: on X11 (the xcb plugin), the system libraries it lacks are named with the
+    command that installs them (the doctor's Qt check), and the start ends there."""
+    from .doctor import qt_start_problem
+
+    platform = os.environ.get("QT_QPA_PLATFORM", "")
+    if platform not in ("", "xcb") or (not platform and os.environ.get("WAYLAND_DISPLAY")):
+        return False  # another plugin: a failure is said by the fatal message's handler (_route_qt_messages)
+    problem = qt_start_problem()
+    if problem is None:
+        return False
+    print(problem, file=sys.stderr)
+    return True
+
+
 def _finish_tasks(loop: asyncio.AbstractEventLoop) -> None:
     """What is still scheduled when the window has closed (a handler's task, a closing client) is
     cancelled and let to unwind, so nothing is destroyed pending (which prints to stderr)."""
@@ -136,6 +153,11 @@ def _route_qt_messages() -> None:
             while recent:
                 qt_log.error("qt: %s", recent.popleft())
         qt_log.log(level, "qt: %s", message)
+        if kind == QtMsgType.QtFatalMsg:  # Qt aborts next: say what is missing and how to install it
+            from .doctor import qt_start_problem
+
+            print(qt_start_problem() or "agent-desk: the window cannot start; `agent-desk doctor` says what is "
+                  "missing and how to fix it.", file=sys.stderr, flush=True)
 
     qInstallMessageHandler(handler)
 

@@ -37,6 +37,68 @@ QT_LIB_PACKAGES = {
     "libwayland-client.so.0": "libwayland-client0", "libwayland-cursor.so.0": "libwayland-cursor0",
 }
 
+# The same libraries on Fedora (dnf) and Arch (pacman): the xcb-util family, xkbcommon and the GL and font
+# libraries by their names there; the core xcb extensions (randr, shape, xfixes…) are all in `libxcb`.
+_FEDORA_ARCH_UTIL = {
+    "libxcb-cursor.so.0": "xcb-util-cursor", "libxcb-icccm.so.4": "xcb-util-wm",
+    "libxcb-keysyms.so.1": "xcb-util-keysyms", "libxcb-image.so.0": "xcb-util-image",
+    "libxcb-render-util.so.0": "xcb-util-renderutil", "libxcb-util.so.1": "xcb-util",
+    "libxkbcommon-x11.so.0": "libxkbcommon-x11", "libxkbcommon.so.0": "libxkbcommon",
+}
+QT_LIB_PACKAGES_BY_DISTRO: dict[str, dict[str, str]] = {
+    "debian": QT_LIB_PACKAGES,
+    "fedora": {**_FEDORA_ARCH_UTIL, "libX11-xcb.so.1": "libX11-xcb", "libX11.so.6": "libX11", "libSM.so.6": "libSM",
+               "libICE.so.6": "libICE", "libEGL.so.1": "libglvnd-egl", "libGL.so.1": "libglvnd-glx",
+               "libOpenGL.so.0": "libglvnd-opengl", "libGLX.so.0": "libglvnd-glx", "libfontconfig.so.1": "fontconfig",
+               "libfreetype.so.6": "freetype", "libdbus-1.so.3": "dbus-libs", "libglib-2.0.so.0": "glib2",
+               "libwayland-client.so.0": "libwayland-client", "libwayland-cursor.so.0": "libwayland-cursor"},
+    "arch": {**_FEDORA_ARCH_UTIL, "libX11-xcb.so.1": "libx11", "libX11.so.6": "libx11", "libSM.so.6": "libsm",
+             "libICE.so.6": "libice", "libEGL.so.1": "libglvnd", "libGL.so.1": "libglvnd", "libOpenGL.so.0": "libglvnd",
+             "libGLX.so.0": "libglvnd", "libfontconfig.so.1": "fontconfig", "libfreetype.so.6": "freetype2",
+             "libdbus-1.so.3": "dbus", "libglib-2.0.so.0": "glib2", "libwayland-client.so.0": "wayland",
+             "libwayland-cursor.so.0": "wayland"},
+}
+INSTALL_COMMANDS = {"debian": "sudo apt-get install", "fedora": "sudo dnf install", "arch": "sudo pacman -S --needed"}
+
+
+def linux_family(os_release: str | None = None) -> str:
+    """"debian", "fedora" or "arch" from /etc/os-release's ID and ID_LIKE (Ubuntu is debian); "" otherwise."""
+    if os_release is None:
+        try:
+            os_release = Path("/etc/os-release").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+    ids: list[str] = []
+    for line in os_release.splitlines():
+        key, _, value = line.partition("=")
+        if key in ("ID", "ID_LIKE"):
+            ids += value.strip().strip('"').lower().split()
+    aliases = {"ubuntu": "debian", "rhel": "fedora", "centos": "fedora", "manjaro": "arch", "endeavouros": "arch"}
+    return next((f for i in ids if (f := aliases.get(i, i)) in INSTALL_COMMANDS), "")
+
+
+def package_of(lib: str, family: str) -> str:
+    """The package that ships `lib` on the family's distributions ("" when not known)."""
+    packages = QT_LIB_PACKAGES_BY_DISTRO.get(family or "debian", QT_LIB_PACKAGES)
+    if lib in packages:
+        return packages[lib]
+    if family in ("fedora", "arch") and lib.startswith("libxcb"):
+        return "libxcb"  # the core extensions (randr, shape, xfixes, …)
+    return ""
+
+
+def install_fix(missing: list[str], family: str | None = None) -> str:
+    """The one command that installs the packages of `missing` here (apt-get where the family is not known),
+    and how to find the package of a library no table names."""
+    family = linux_family() if family is None else family
+    packages = sorted({package_of(m, family) for m in missing} - {""})
+    unknown = [m for m in missing if not package_of(m, family)]
+    fix = f"{INSTALL_COMMANDS.get(family, INSTALL_COMMANDS['debian'])} {' '.join(packages)}" if packages else ""
+    if unknown:
+        finder = {"fedora": "dnf provides", "arch": "pacman -F"}.get(family, "apt-file search")
+        fix += ("; " if fix else "") + "find the package of " + ", ".join(unknown) + f" with {finder}"
+    return fix
+
 
 @dataclass(frozen=True, slots=True)
 class Check:
@@ -222,18 +284,25 @@ def qt_check() -> Check:
         return Check("Qt", WARN, f"platform plugins: {', '.join(names)}; the system libraries were not checked "
                      "(no ldd)", "install ldd (Debian: libc-bin)")
     if missing:
-        packages = sorted({QT_LIB_PACKAGES.get(m, "") for m in missing} - {""})
-        unknown = [m for m in missing if m not in QT_LIB_PACKAGES]
-        fix = f"sudo apt-get install {' '.join(packages)}" if packages else ""
-        if unknown:
-            fix += ("; " if fix else "") + "find the package of " + ", ".join(unknown) + " with apt-file search"
-        return Check("Qt", FAIL, f"the window's xcb plugin lacks system libraries: {', '.join(missing)}", fix)
+        return Check("Qt", FAIL, f"the window's xcb plugin lacks system libraries: {', '.join(missing)}",
+                     install_fix(missing))
     display = os.environ.get("WAYLAND_DISPLAY") or os.environ.get("DISPLAY")
     found = f"platform plugins: {', '.join(names)}; the xcb plugin's libraries are all present"
     if not display and not os.environ.get("QT_QPA_PLATFORM"):
         return Check("Qt", WARN, f"{found}; no display (DISPLAY, WAYLAND_DISPLAY unset)",
                      "open the window from a desktop session; `agent-desk --screenshot out.png` works without one")
     return Check("Qt", OK, found)
+
+
+def qt_start_problem() -> str | None:
+    """What keeps the window from starting, said as `agent-desk doctor` says it (the missing system libraries
+    and the one command that installs them); None when the Qt check finds nothing wrong."""
+    check = qt_check()
+    if check.status != FAIL:
+        return None
+    return (f"agent-desk: the window cannot start: {check.detail}.\n"
+            f"  fix: {check.fix}\n"
+            "  then start it again; `agent-desk doctor` checks the whole setup (Docker, key, Qt, database).")
 
 
 def _missing_libraries(plugin: Path) -> list[str] | None:

@@ -118,6 +118,7 @@ class ToolEnd(Event):
     is_error: bool = False
     duration_ms: float | None = None
     summary: str = ""
+    exit_code: int | None = None  # a command's, so a view can colour its end at once (exit 1 is no success)
 
 
 @dataclass(slots=True)

@@ -151,11 +151,17 @@ class RecordWriter:
         outcome = record.outcome.value if record.outcome else None
         self.bus.publish(ToolEnd(session_id=record.session_id, call_id=record.id, name=record.name,
                                  state=record.state.value, outcome=outcome,
-                                 is_error=record.is_error, duration_ms=record.duration_ms, summary=summary))
+                                 is_error=record.is_error, duration_ms=record.duration_ms, summary=summary,
+                                 exit_code=_exit_code(record)))
         self.bus.publish(ToolExecuted(session_id=record.session_id, call_id=record.id, name=record.name,
                                       state=record.state.value, outcome=outcome,
                                       duration_ms=record.duration_ms, sandbox=record.sandbox,
                                       approval=approval_of(record)))
+
+
+def _exit_code(record: ToolCallRecord) -> int | None:
+    code = ((record.result or {}).get("details") or {}).get("exit_code")
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
 def approval_of(record: ToolCallRecord) -> dict[str, Any]:

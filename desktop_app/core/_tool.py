@@ -221,7 +221,8 @@ class Tool(Generic[ArgsT]):
 def summarize_input(data: dict[str, Any] | None, limit: int = 120) -> str:
     """One line that says what a call will do: the command for bash, the path for files, else the input."""
     data = data or {}
-    for key in ("command", "path", "pattern", "process_id", "file_path", "query", "url"):
+    # the person tools and task_run say their question, plan and task, never their JSON
+    for key in ("command", "path", "pattern", "process_id", "file_path", "query", "url", "question", "task", "plan"):
         val = data.get(key)
         if isinstance(val, str) and val:
             text = val

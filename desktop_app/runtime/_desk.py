@@ -20,6 +20,7 @@ from ..core import (
     EventBus,
     McpServerInfo,
     ModelClient,
+    PermissionMode,
     ProjectInfo,
     Tool,
     ToolCallRecord,
@@ -244,6 +245,16 @@ class Desk:
 
     def answer(self, session: AgentSession, question_id: str, answer: Answer) -> None:
         session.executor.questions.answer(question_id, answer)
+
+    @staticmethod
+    def session_mode(session: AgentSession) -> str:
+        """The permission mode the session's next call is judged in (its own, else its project's)."""
+        return session.policy.mode_for(session.session.id).value
+
+    @staticmethod
+    def set_session_mode(session: AgentSession, mode: str) -> None:
+        """Put one session in `mode` (plan included) from its next call on; its project keeps its own mode."""
+        session.policy.set_session_mode(session.session.id, PermissionMode(mode))
 
     async def preview_diff(self, session: AgentSession, name: str, tool_input: dict[str, Any]) -> str | None:
         """The diff an edit tool's call would make, read in the session's sandbox; None for other tools."""

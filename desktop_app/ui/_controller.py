@@ -8,7 +8,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 
 from ..core import (
@@ -53,6 +53,29 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class _FocusWhenShown(QObject):
+    """The focus in `field` of the next `kind` dialog when it shows (a new project's Folder): the dialog is built
+    after the image catalog is read, off the GUI thread, so the controller waits for its Show."""
+
+    def __init__(self, kind: type, field: str) -> None:
+        super().__init__()
+        from PySide6.QtWidgets import QApplication
+
+        self.kind, self.field, self._app = kind, field, QApplication.instance()
+        self._app.installEventFilter(self)
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Show and isinstance(obj, self.kind) and hasattr(obj, self.field):
+            getattr(obj, self.field).setFocus()
+            self.stop()
+        return False
+
+    def stop(self) -> None:
+        if self._app is not None:
+            self._app.removeEventFilter(self)
+            self._app = None
+
+
 class AppController(QObject):
     sessionChanged = Signal(str)
     turnFinished = Signal(str, object)  # session id, TurnResult or exception
@@ -66,6 +89,7 @@ class AppController(QObject):
         self.mcp.attach(self.bridge)
         self.current_session: str | None = None
         self.agents: dict[str, AgentSession] = {}  # session id -> open AgentSession
+        self.session_modes: dict[str, str] = {}  # a mode the person chose for a session (or its approved plan's)
         self.sessions: dict[str, SessionInfo] = {}
         self.tasks = BackgroundTasks(self._report)
         self.checks = SetupChecks(
@@ -129,6 +153,8 @@ class AppController(QObject):
         w.quitRequested.connect(lambda: spawn(self.request_quit()))
         w.conversation.retryRequested.connect(lambda: spawn(self.retry()))
         w.shortcutsRequested.connect(self.show_shortcuts)
+        w.mode_picker.modeChosen.connect(self.set_mode)
+        self.bridge.questionAnswered.connect(self._plan_answered)
         w.sidebar.renameRequested.connect(lambda sid: spawn(self.rename_session(sid)))
 
     # start-up --------------------------------------------------------------------------------------
@@ -230,6 +256,7 @@ class AppController(QObject):
             return
         self._show_session(session_id, records, messages, monitor, notices)
         self._restore_output(records, streamed)
+        w.mode_picker.set_mode(self.mode_of(session_id))
         self._show_sandbox_of(session_id, project)
         if project is not None:
             # before the first message: the project's rules, hooks and servers waiting for approval are shown
@@ -311,6 +338,7 @@ class AppController(QObject):
         self.window.projects_model.upsert_session(session)
         self.window.sidebar.select_session(session.id)
         await self.select_session(session.id)
+        self.window.prompt.setFocus()  # a new session is for typing into
         return session
 
     async def agent_for(self, session_id: str) -> AgentSession:
@@ -323,6 +351,8 @@ class AppController(QObject):
             raise AgentDeskError("Pick a project (or add one) before sending a message.")
         agent = await self.desk.open_session(project, session_id)
         self.agents[session_id] = agent
+        if session_id in self.session_modes:  # chosen before the session opened (or before it reopened)
+            self.desk.set_session_mode(agent, self.session_modes[session_id])
         current = self.sessions.get(self.current_session or "")
         if current is not None and current.project_id == project.id:  # the status bar shows the project in view
             self.checks.show_sandbox(agent)
@@ -330,6 +360,37 @@ class AppController(QObject):
         if notice and session_id == self.current_session:
             self.window.conversation.add_notice(f"⚠ {notice}", "#d4890b")
         return agent
+
+    # the session's mode ------------------------------------------------------------------------------
+    def mode_of(self, session_id: str) -> str:
+        """The mode the session's next call is judged in: its open agent's, else the one chosen for it, else
+        its project's."""
+        agent = self.agents.get(session_id)
+        if agent is not None:
+            return self.desk.session_mode(agent)
+        if session_id in self.session_modes:
+            return self.session_modes[session_id]
+        session = self.sessions.get(session_id)
+        project = self.window.projects_model.project(session.project_id) if session else None
+        return project.permission_mode if project else self.desk.settings.permission_mode
+
+    def set_mode(self, mode: str) -> None:
+        """The person switched the current session's mode: from its next call on (the project keeps its own)."""
+        sid = self.current_session
+        if sid is None:
+            self.window.mode_picker.set_mode(self.desk.settings.permission_mode)
+            return
+        self.session_modes[sid] = mode
+        agent = self.agents.get(sid)
+        if agent is not None:
+            self.desk.set_session_mode(agent, mode)
+
+    def _plan_answered(self, ev: Any) -> None:
+        """A plan approved into a mode: the session is in that mode now, and the picker says so."""
+        if ev.kind == "plan" and ev.answered and ev.mode:
+            self.session_modes[ev.session_id] = ev.mode
+            if ev.session_id == self.current_session:
+                self.window.mode_picker.set_mode(ev.mode)
 
     async def send(self, text: str) -> TurnResult | None:
         """Send `text` in the current session. It is stored before anything can fail on the way (the
@@ -464,8 +525,14 @@ class AppController(QObject):
             model.project_names = {p.id: p.name for p in self.window.projects_model.projects()}
             model.session_names = {sid: session_title(s) for sid, s in self.sessions.items()}
             self.history_loading = self.tasks.spawn(self._history_window.refresh())
-        bring_to_front(self._history_window)
-        return self._history_window
+            # a window of the main one: the window manager keeps it above, so a second Ctrl+H shows it
+            self._history_window.setParent(self.window, Qt.WindowType.Window)
+        win = self._history_window
+        if win.isMinimized():
+            win.showNormal()
+        bring_to_front(win)  # raised and active: typing goes to its search field, never to the agent's prompt
+        win.text.setFocus()
+        return win
 
     def show_about(self) -> dialogs.AboutDialog:
         dlg = dialogs.AboutDialog(parent=self.window)
@@ -483,7 +550,10 @@ class AppController(QObject):
         return await self.checks_dialog.run()
 
     async def edit_settings(self) -> dialogs.SettingsResult | None:
-        saved = await dialogs.edit_settings(self.desk.settings, self.desk.api_key_source, parent=self.window)
+        try:
+            saved = await dialogs.edit_settings(self.desk.settings, self.desk.api_key_source, parent=self.window)
+        finally:
+            self.window.prompt.setFocus()  # back to the prompt, not the first field of the sidebar
         if saved is None:
             return None
         result, self.desk.api_key_source = saved
@@ -511,8 +581,13 @@ class AppController(QObject):
     async def edit_project(self, project_id: str | None) -> ProjectInfo | None:
         project = self.window.projects_model.project(project_id) if project_id else None
         servers = await self.mcp_servers(project_id) if project_id else None
-        result = await dialogs.edit_project(project, self.desk.settings, parent=self.window, mcp_servers=servers,
-                                            bridge=self.bridge)
+        focus = _FocusWhenShown(dialogs.ProjectSettingsDialog, "folder") if project is None else None
+        try:
+            result = await dialogs.edit_project(project, self.desk.settings, parent=self.window,
+                                                mcp_servers=servers, bridge=self.bridge)
+        finally:
+            if focus is not None:
+                focus.stop()
         if result is None:
             return None
         await self.desk.store.save_project(result)

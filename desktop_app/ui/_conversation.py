@@ -3,10 +3,10 @@ compact tool-call cards that link to their timeline row."""
 
 from __future__ import annotations
 
-import html
 import re
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from PySide6.QtCore import QTimer, QUrl, Signal
@@ -40,7 +40,8 @@ from ..core import (
     summarize_input,
 )
 from ._bridge import EventBridge
-from ._theme import STATE_LABEL, STATE_STYLE, format_duration, is_dark
+from ._theme import format_duration, is_dark
+from ._tool_card import card_html, card_truth
 
 _FENCE = re.compile(r"^```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
 FRAME_MS = 16  # streamed chunks are coalesced and painted at most once per frame
@@ -58,6 +59,26 @@ def _starts_a_turn(msg: Any) -> bool:
     """A person's prompt (a user message with text, not a compaction's summary) starts a turn."""
     return msg.role == "user" and not is_summary(msg) and any(
         b.get("type") == "text" and b.get("text") for b in msg.content)
+
+
+@dataclass
+class _Card:
+    """A tool card: where it is, what it shows, and the truth it has so far (state, record, output)."""
+
+    table: QTextTable
+    name: str
+    summary: str
+    duration: str = ""
+    state: str = "PENDING"
+    record: ToolCallRecord | None = None
+    output: list[str] = field(default_factory=list)
+    exit_code: int | None = None
+    full: bool = False  # the whole output shown, not its head and tail
+
+
+def input_summary(data: dict[str, Any] | None) -> str:
+    """The card's one line of input; a call whose input has not arrived yet says so, not `{}`."""
+    return summarize_input(data, 90) if data else "(input arriving…)"
 
 
 def turn_cost_text(tokens_in: float, tokens_out: float, cost_usd: float) -> str:
@@ -111,10 +132,12 @@ class ConversationView(QTextBrowser):
         self._stream_msg: str | None = None
         self._stream_start: int | None = None
         self._stream_text: list[str] = []
-        self._cards: dict[str, QTextTable] = {}
-        self._card_state: dict[str, tuple[str, str, str]] = {}
+        self._cards: dict[str, _Card] = {}
+        self._dirty: set[str] = set()  # cards whose streamed output grew since the last frame
         self._frame = QTimer(self, singleShot=True, interval=FRAME_MS)
         self._frame.timeout.connect(self.flush)
+        self._card_frame = QTimer(self, singleShot=True, interval=FRAME_MS)
+        self._card_frame.timeout.connect(self._repaint_dirty)
         self.chunks_painted = 0  # frames painted (for tests and benchmarks)
         self._current_session: Callable[[], str | None] = lambda: None
         self._turn_usage: dict[str, list[float]] = {}  # session -> [in, out, cost] of the turn under way
@@ -137,6 +160,53 @@ class ConversationView(QTextBrowser):
         bridge.envelope.connect(self._on_envelope)
         bridge.tokenUsage.connect(self._on_usage)
         bridge.sessionNotice.connect(self._on_notice)
+
+    def attach_records(self, output_appended: Any, record_loaded: Any) -> None:
+        """Stream each call's output under its card, and give the card its full record when it is loaded."""
+        output_appended.connect(self.append_output)
+        record_loaded.connect(self.set_record)
+
+    def append_output(self, call_id: str, text: str) -> None:
+        card = self._cards.get(call_id)
+        if card is None or sum(map(len, card.output)) > 200_000:
+            return
+        card.output.append(text)
+        self._dirty.add(call_id)
+        if not self._card_frame.isActive():
+            self._card_frame.start()
+
+    def _repaint_dirty(self) -> None:
+        dirty, self._dirty = self._dirty, set()
+        for call_id in dirty:
+            if call_id in self._cards:
+                self._paint_card(call_id)
+
+    def set_record(self, rec: ToolCallRecord) -> None:
+        """The call's full record: its exit code, its result, why it was refused."""
+        card = self._cards.get(rec.id)
+        if card is None:
+            return
+        card.record = rec
+        card.state = rec.state.value
+        card.duration = format_duration(rec.duration_ms) or card.duration
+        self._paint_card(rec.id)
+
+    def scroll_to_card(self, call_id: str) -> bool:
+        """Scroll so the call's card is at the top of the view; False when the conversation shows no such card."""
+        card = self._cards.get(call_id)
+        if card is None:
+            return False
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.value() + self.cursorRect(card.table.firstCursorPosition()).top() - 8)
+        return True
+
+    def card_text(self, call_id: str) -> str:
+        """The text a card shows (for tests and the screen reader)."""
+        card = self._cards[call_id]
+        cell = card.table.cellAt(0, 0)
+        cur = cell.firstCursorPosition()
+        cur.setPosition(cell.lastCursorPosition().position(), QTextCursor.MoveMode.KeepAnchor)
+        return cur.selectedText().replace("\u2029", "\n").replace("\u2028", "\n").replace("\xa0", " ")
 
     def _on_envelope(self, env: Any) -> None:
         # compaction has no signal of its own: the raw stream carries it
@@ -165,7 +235,6 @@ class ConversationView(QTextBrowser):
             return
         if ev.tool_use_id and self.has_card(streaming) and not self.has_card(ev.call_id):
             self._cards[ev.call_id] = self._cards.pop(streaming)
-            self._card_state[ev.call_id] = self._card_state.pop(streaming)
         self.add_tool_card(ev.call_id, ev.name, ev.input)
 
     def _on_state(self, ev: StateChanged) -> None:
@@ -174,6 +243,9 @@ class ConversationView(QTextBrowser):
 
     def _on_end(self, ev: ToolEnd) -> None:
         if ev.session_id == self._current_session():
+            card = self._cards.get(ev.call_id)
+            if card is not None:
+                card.exit_code = getattr(ev, "exit_code", None)
             self.update_tool_card(ev.call_id, ev.state or "COMPLETED", ev.duration_ms)
 
     def _on_done(self, ev: Done) -> None:
@@ -329,18 +401,19 @@ class ConversationView(QTextBrowser):
         fmt.setMargin(2)
         fmt.setWidth(QTextLength(QTextLength.Type.PercentageLength, 100))
         table = cur.insertTable(1, 1, fmt)
-        self._cards[call_id] = table
-        self._card_state[call_id] = (name, summarize_input(data, 90), format_duration(duration_ms))
-        self._paint_card(call_id, state)
+        self._cards[call_id] = _Card(table, name, input_summary(data), format_duration(duration_ms), state)
+        self._paint_card(call_id)
         self._scroll_to_end()
 
     def update_tool_card(self, call_id: str, state: str, duration_ms: float | None = None,
                          summary: str | None = None) -> None:
-        if call_id not in self._cards:
+        card = self._cards.get(call_id)
+        if card is None:
             return
-        name, old_summary, _ = self._card_state[call_id]
-        self._card_state[call_id] = (name, summary or old_summary, format_duration(duration_ms))
-        self._paint_card(call_id, state)
+        card.summary = summary or card.summary
+        card.duration = format_duration(duration_ms) or card.duration
+        card.state = state
+        self._paint_card(call_id)
 
     def has_card(self, call_id: str) -> bool:
         return call_id in self._cards
@@ -351,7 +424,7 @@ class ConversationView(QTextBrowser):
         self._stream_msg = self._stream_start = None
         self._stream_text = []
         self._cards.clear()
-        self._card_state.clear()
+        self._dirty.clear()
         self._last_error = None
         self._retry_span = None
         self.clear()
@@ -454,26 +527,25 @@ class ConversationView(QTextBrowser):
             elif kind == "tool_use":
                 queue = by_use.get(block.get("id", ""))
                 rec = queue.popleft() if queue else None
-                self.add_tool_card(rec.id if rec else block.get("id", ""), block.get("name", ""),
-                                   block.get("input") or {}, rec.state.value if rec else "COMPLETED",
-                                   rec.duration_ms if rec else None)
+                cid = rec.id if rec else block.get("id", "")
+                self.add_tool_card(cid, block.get("name", ""), block.get("input") or {},
+                                   rec.state.value if rec else "COMPLETED", rec.duration_ms if rec else None)
+                if rec is not None:
+                    self.set_record(rec)
 
     # internals -------------------------------------------------------------------------------
-    def _paint_card(self, call_id: str, state: str) -> None:
-        table = self._cards[call_id]
-        name, summary, duration = self._card_state[call_id]
-        colour, glyph = STATE_STYLE.get(ToolCallState(state), ("#8a8f98", "•"))
-        label = STATE_LABEL.get(ToolCallState(state), state.lower())
-        cell = table.cellAt(0, 0)
+    def _paint_card(self, call_id: str) -> None:
+        card = self._cards[call_id]
+        state = card.state if card.state in {s.value for s in ToolCallState} else "PENDING"
+        truth = card_truth(card.name, state, card.record, "".join(card.output), card.exit_code)
+        cell = card.table.cellAt(0, 0)
         cur = cell.firstCursorPosition()
         cur.setPosition(cell.lastCursorPosition().position(), QTextCursor.MoveMode.KeepAnchor)
-        e = html.escape
-        extra = f" · {e(duration)}" if duration else ""
-        cur.insertHtml(
-            f"<span style='color:{colour}; font-weight:bold'>{glyph}</span>&nbsp;"
-            f"<a href='call:{e(call_id)}' style='text-decoration:none'><b>{e(name)}</b></a>&nbsp; "
-            f"<code>{e(summary)}</code> &nbsp;<span style='color:{colour}'>{e(label)}{extra}</span>"
-        )
+        stick = self._at_bottom()
+        cur.insertHtml(card_html(call_id, card.name, card.summary, truth, card.duration, full=card.full,
+                                 dark=is_dark()))
+        if stick:
+            self._scroll_to_end()
 
     def _insert_markdown(self, text: str) -> None:
         dark = is_dark()
@@ -541,6 +613,11 @@ class ConversationView(QTextBrowser):
         elif url.scheme() == "retry":
             self.take_retry()
             self.retryRequested.emit()
+        elif url.scheme() == "output":
+            card = self._cards.get(url.path() or url.toString().removeprefix("output:"))
+            if card is not None:
+                card.full = not card.full
+                self._paint_card(url.path() or url.toString().removeprefix("output:"))
         elif url.scheme() == "call":
             self.callActivated.emit(url.path() or url.toString().removeprefix("call:"))
         elif url.scheme() in ("http", "https"):

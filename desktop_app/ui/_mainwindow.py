@@ -4,11 +4,13 @@ themselves, and the app controller answers what the person does."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
+    QComboBox,
     QDockWidget,
     QFrame,
     QHBoxLayout,
@@ -21,17 +23,27 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..core import PermissionMode
 from ._conversation import ConversationView
 from ._projects import ProjectsModel, ProjectsSidebar
 from ._statusbar import AgentStatusBar
 from ._theme import bring_to_front
-from .inbox import ApprovalInbox, PendingApproval
+from .dialogs import MODE_HELP
+from .inbox import KEY_ALLOW, KEY_ALWAYS, KEY_DENY, KEY_EDIT, KEY_SESSION, ApprovalInbox, PendingApproval
 from .timeline import TimelineDock, TimelineModel
 
 # What Help › Keyboard shortcuts lists; the README's table says the same.
+INBOX_KEY = "Ctrl+I"  # from anywhere: the inbox's first card (a question, a plan or a waiting call)
 SHORTCUTS: tuple[tuple[str, str], ...] = (
-    ("Enter", "send the prompt (Shift+Enter: a new line)"),
+    ("Enter or Ctrl+Enter", "send the prompt (Shift+Enter: a new line)"),
+    ("Shift+Tab", "next permission mode of this session (in the prompt box): ask, accept-edits, auto, plan…"),
     ("Esc", "stop the agent (in the prompt box); close the audit history (in its window)"),
+    (INBOX_KEY, "go to the approvals: the first waiting question, plan or call"),
+    (KEY_ALLOW, "allow the selected call (in the approvals; also Ctrl+Enter)"),
+    (KEY_DENY, "deny the selected call with the note (in the approvals; also Ctrl+Backspace)"),
+    (KEY_EDIT, "edit the selected call's input, then allow it (in the approvals)"),
+    (KEY_ALWAYS, "always allow calls like the selected one: write a rule (in the approvals)"),
+    (KEY_SESSION, "allow the selected call for this session (in the approvals)"),
     ("Ctrl+N", "new session in the selected project"),
     ("Ctrl+,", "settings"),
     ("Ctrl+H", "audit history"),
@@ -42,10 +54,11 @@ SHORTCUTS: tuple[tuple[str, str], ...] = (
 
 
 class PromptEdit(QPlainTextEdit):
-    """Enter sends, Shift+Enter adds a line, Esc interrupts."""
+    """Enter and Ctrl+Enter send, Shift+Enter adds a line, Esc interrupts, Shift+Tab switches the mode."""
 
     submitted = Signal(str)
     interruptRequested = Signal()
+    nextModeRequested = Signal()
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -54,10 +67,22 @@ class PromptEdit(QPlainTextEdit):
         self.setMaximumHeight(110)
         self.setMinimumHeight(52)
 
+    def sizeHint(self) -> QSize:  # three lines: the conversation above gets the height
+        return QSize(super().sizeHint().width(), 64)
+
+    def event(self, event) -> bool:
+        # Shift+Tab would move the focus back (QWidget handles it before keyPressEvent): here, as in Claude
+        # Code, it is the next mode
+        if event.type() == QEvent.Type.KeyPress and event.key() == Qt.Key.Key_Backtab:
+            self.nextModeRequested.emit()
+            event.accept()
+            return True
+        return super().event(event)
+
     def keyPressEvent(self, event) -> None:
         key = event.key()
         if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
-            event.modifiers() & (Qt.KeyboardModifier.ShiftModifier | Qt.KeyboardModifier.ControlModifier)
+            event.modifiers() & Qt.KeyboardModifier.ShiftModifier
         ):
             text = self.toPlainText().strip()
             if text:
@@ -70,6 +95,48 @@ class PromptEdit(QPlainTextEdit):
             event.accept()
             return
         super().keyPressEvent(event)
+
+
+class ModePicker(QWidget):
+    """The current session's permission mode, always in view, with its one-sentence meaning; switchable."""
+
+    modeChosen = Signal(str)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.box = QComboBox()
+        self.box.setAccessibleName("Permission mode of this session")
+        for m in PermissionMode:
+            self.box.addItem(m.value, m.value)
+            self.box.setItemData(self.box.count() - 1, MODE_HELP.get(m, ""), Qt.ItemDataRole.ToolTipRole)
+        self.help = QLabel()
+        self.help.setWordWrap(True)
+        self.help.setStyleSheet("color: #8a8f98")
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(QLabel("Mode"))
+        lay.addWidget(self.box)
+        lay.addWidget(self.help, 1)
+        self.box.activated.connect(lambda i: self.modeChosen.emit(self.box.itemData(i)))
+        self.box.currentIndexChanged.connect(self._show_help)
+        self._show_help()
+
+    def mode(self) -> str:
+        return self.box.currentData()
+
+    def set_mode(self, mode: str) -> None:
+        """Show `mode` (the session's): no modeChosen, it is already so."""
+        self.box.setCurrentIndex(max(0, self.box.findData(mode)))
+
+    def next_mode(self) -> None:
+        """The next mode in the list, chosen (Shift+Tab in the prompt)."""
+        self.box.setCurrentIndex((self.box.currentIndex() + 1) % self.box.count())
+        self.modeChosen.emit(self.mode())
+
+    def _show_help(self, *_: object) -> None:
+        text = MODE_HELP.get(PermissionMode(self.mode()), "") if self.mode() else ""
+        self.help.setText(text)
+        self.box.setToolTip(text)
 
 
 class Banner(QFrame):
@@ -140,6 +207,9 @@ class MainWindow(QMainWindow):
         self._build_docks()
         self._build_centre()
         self.status = AgentStatusBar(self)
+        self.set_tab_order()
+        self._fit = QTimer(self, singleShot=True, interval=0)
+        self._fit.timeout.connect(self.fit_columns)
         self.inbox.arrived.connect(self.notify_approval)
         self.inbox.countChanged.connect(self._approvals_changed)
         self._tray: QSystemTrayIcon | None = None
@@ -178,7 +248,10 @@ class MainWindow(QMainWindow):
         self.stop_btn.clicked.connect(self.stopRequested.emit)
         self.prompt.submitted.connect(self.promptSubmitted.emit)
         self.prompt.interruptRequested.connect(self.stopRequested.emit)
+        self.mode_picker = ModePicker()
+        self.prompt.nextModeRequested.connect(self.mode_picker.next_mode)
         self.conversation.callActivated.connect(self.timeline.select_call)
+        self.conversation.attach_records(self.timeline_model.outputAppended, self.timeline_model.recordLoaded)
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_btn)
         buttons.addWidget(self.stop_btn)
@@ -194,6 +267,7 @@ class MainWindow(QMainWindow):
         lay.addWidget(self.session_label)
         lay.addWidget(self.conversation, 1)
         lay.addLayout(input_row)
+        lay.addWidget(self.mode_picker)
         self.setCentralWidget(centre)
 
     def _build_menus(self) -> None:
@@ -217,6 +291,9 @@ class MainWindow(QMainWindow):
         v = self.menuBar().addMenu("&View")
         hist = v.addAction("Audit history…", self.historyRequested.emit)
         hist.setShortcut(QKeySequence("Ctrl+H"))
+        self.inbox_act = v.addAction("Go to approvals", self.focus_inbox)
+        self.inbox_act.setShortcut(QKeySequence(INBOX_KEY))
+        self.inbox_act.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)  # from the history window too
         v.addSeparator()
         for dock in (self.projects_dock, self.timeline, self.inbox):
             act: QAction = dock.toggleViewAction()
@@ -265,8 +342,26 @@ class MainWindow(QMainWindow):
 
     def _review(self) -> None:
         bring_to_front(self.inbox)
-        self.inbox.list.setFocus()
+        self.inbox.focus_first()
         self.approval_banner.clear_item("approvals")
+
+    def focus_inbox(self) -> bool:
+        """The global approvals key: this window in front, the focus on the inbox's first card."""
+        if self.isMinimized():
+            self.showNormal()
+        bring_to_front(self)
+        self.approval_banner.clear_item("approvals")
+        return self.inbox.focus_first()
+
+    def set_tab_order(self) -> None:
+        """Tab from the prompt reaches the send and stop buttons, the mode, then the approvals, then the rest."""
+        ib = self.inbox
+        chain = [self.prompt, self.send_btn, self.stop_btn, self.mode_picker.box, ib.questions.reply,
+                 ib.questions.approve_btn, ib.questions.reject_btn, ib.questions.send_btn, ib.list, ib.card,
+                 ib.note, ib.allow_btn, ib.edit_btn, ib.always_btn, ib.more_btn, ib.deny_btn,
+                 self.conversation, self.timeline.view, self.sidebar.search]
+        for a, b in itertools.pairwise(chain):
+            QWidget.setTabOrder(a, b)
 
     def _tray_icon(self) -> QSystemTrayIcon | None:
         if QGuiApplication.platformName() in ("offscreen", "minimal"):
@@ -280,8 +375,29 @@ class MainWindow(QMainWindow):
             self._tray.show()
         return self._tray
 
+    def fit_columns(self) -> None:
+        """The conversation keeps at least half the width: the side columns give way on a narrow window
+        (a person's wider conversation is left as it is)."""
+        width = self.width()
+        if self.centralWidget().width() >= width // 2:
+            self.inbox.fit_column()
+            return
+        left = min(260, max(150, int(width * 0.17), self.projects_dock.minimumSizeHint().width()))
+        left = left if self.projects_dock.isVisible() else 0
+        right = max(280, width - left - width // 2 - 16)
+        docks = [d for d, _ in ((self.projects_dock, left), (self.timeline, right)) if d.isVisible()]
+        sizes = [size for d, size in ((self.projects_dock, left), (self.timeline, right)) if d.isVisible()]
+        if docks:
+            self.resizeDocks(docks, sizes, Qt.Orientation.Horizontal)
+            self.inbox.fit_column()  # a horizontal resize shares the column again: the inbox keeps its part
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit.start()
+
     def showEvent(self, event) -> None:
         super().showEvent(event)
+        self._fit.start()
         self.shown.emit()
 
     def closeEvent(self, event) -> None:

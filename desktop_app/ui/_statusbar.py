@@ -6,6 +6,8 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QColor, QPainter, QTextDocument
 from PySide6.QtWidgets import QLabel, QMainWindow, QPushButton
 
 from ..core import ErrorEvent, SandboxSurvivors, TokenUsage
@@ -16,6 +18,35 @@ _ACTION_WORDS = {"build": "Build", "pick": "Pick…", "fix": "Fix…", "retry": 
 _KEY_WORDS = {"env": "ANTHROPIC_API_KEY", "keyring": "keyring", "settings": "settings file"}
 
 
+class _ElidedLabel(QLabel):
+    """A one-line label that gives way on a narrow window: its dot and its words elided at the right, so the
+    parts after it (the tokens) stay whole; `text()` is still the whole text."""
+
+    dot_colour = "#8a8f98"
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(90, super().minimumSizeHint().height())
+
+    def paintEvent(self, event) -> None:
+        if self.sizeHint().width() <= self.width():
+            super().paintEvent(event)
+            return
+        doc = QTextDocument()
+        doc.setHtml(self.text())
+        plain = doc.toPlainText()
+        r = self.contentsRect()
+        p = QPainter(self)
+        dot = plain[:1] if plain.startswith("●") else ""
+        if dot:
+            p.setPen(QColor(self.dot_colour))
+            p.drawText(r, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, dot)
+            r.setLeft(r.left() + self.fontMetrics().horizontalAdvance(dot))
+        p.setPen(self.palette().color(self.foregroundRole()))
+        rest = self.fontMetrics().elidedText(plain[len(dot):], Qt.TextElideMode.ElideRight, r.width())
+        p.drawText(r, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, rest)
+        p.end()
+
+
 class AgentStatusBar:
     """The model; the sandbox (status, image, network); this session's tokens and cost."""
 
@@ -24,7 +55,7 @@ class AgentStatusBar:
         self.activity = QLabel()
         self.model = QLabel("model: –")
         self.key = QLabel("key: –")
-        self.sandbox = QLabel("sandbox: –")
+        self.sandbox = _ElidedLabel("sandbox: –")
         self.usage = QLabel("0 tokens · $0.00")
         self.sandbox_action = QPushButton()  # Build, Pick…, Fix… or Check again: what the sandbox line needs
         self.sandbox_action.setMaximumHeight(22)
@@ -101,6 +132,7 @@ class AgentStatusBar:
         if unsafe:
             parts.append("<b style='color:#d9363e'>UNSANDBOXED</b>")
         self.sandbox.setText(" · ".join(parts))
+        self.sandbox.dot_colour = colour
         self.sandbox_level = {"#2f9e44": "green", "#d4890b": "amber"}.get(colour, "red")
         self.sandbox_action.hide()
 
@@ -111,7 +143,8 @@ class AgentStatusBar:
         self.sandbox_level = level
         colour = _LEVEL_COLOURS.get(level, "#8a8f98")
         self.sandbox.setText(f"<span style='color:{colour}'>●</span> {html.escape(text)}")
-        self.sandbox.setToolTip(detail)
+        self.sandbox.dot_colour = colour
+        self.sandbox.setToolTip(f"{text}\n{detail}" if detail else text)
         self._action_slot = on_action if action else None
         self.sandbox_action.setText(_ACTION_WORDS.get(action, action))
         self.sandbox_action.setToolTip(detail)

@@ -145,6 +145,43 @@ def _record(name: str, data: dict[str, Any], cid: str, sid: str, t0: float, stat
     return rec
 
 
+PYTEST_OUT = """F..                                                                      [100%]
+=================================== FAILURES ===================================
+_________________________ test_parse_price_separators __________________________
+
+    def test_parse_price_separators():
+>       assert parse_price("1,299.99") == Decimal("1299.99")
+E       AssertionError: assert Decimal('1299') == Decimal('1299.99')
+
+tests/test_prices.py:8: AssertionError
+=========================== short test summary info ============================
+FAILED tests/test_prices.py::test_parse_price_separators - AssertionError: assert Decimal('1299') == Dec...
+1 failed, 2 passed in 0.21s
+"""
+NO_PYTEST = "/usr/local/bin/python: No module named pytest\n"
+PLAN_TEXT = "## Plan: fix parse_price\n\n1. strip every separator in `src/shop/prices.py`\n2. run the tests"
+
+
+def sample_person_records(session_id: str = "ses_sample_main") -> list[ToolCallRecord]:
+    """A command that exits 1, a question answered, a plan approved into accept-edits (the conversation's cards)."""
+    t0 = time.time() - 200
+    run = [ToolCallState.EXECUTING, ToolCallState.COMPLETED]
+    person = [Provenance("mode", "ask", "project", "allow", 0.02)]
+    return [
+        _record("bash_run", {"command": "python -m pytest -q"}, "call_s13", session_id, t0, run,
+                {"content": [{"type": "text", "text": "exit code: 1\nstderr:\n" + NO_PYTEST}],
+                 "details": {"command": "python -m pytest -q", "exit_code": 1, "stdout": "", "stderr": NO_PYTEST}}),
+        _record("ask_user", {"question": "Keep the old two-decimal rounding for totals?", "choices": ["Yes", "No"]},
+                "call_q1", session_id, t0 + 3, run,
+                {"content": [{"type": "text", "text": "The person answered: Yes"}],
+                 "details": {"answered": True, "answer": "Yes", "by": "user"}}, prov=person),
+        _record("exit_plan_mode", {"plan": PLAN_TEXT}, "call_p1", session_id, t0 + 6, run,
+                {"content": [{"type": "text", "text": "The person approved the plan; the session is now in mode "
+                                                      "accept-edits. Carry it out."}],
+                 "details": {"approved": True, "mode": "accept-edits"}}, prov=person),
+    ]
+
+
 def sample_records(session_id: str = "ses_sample_main") -> list[ToolCallRecord]:
     t0 = time.time() - 240
     run = [ToolCallState.EXECUTING, ToolCallState.COMPLETED]
@@ -155,7 +192,9 @@ def sample_records(session_id: str = "ses_sample_main") -> list[ToolCallRecord]:
         _record("fs_read", {"path": "src/shop/prices.py"}, "call_s2", session_id, t0 + 4, run,
                 {"content": [{"type": "text", "text": "1\tfrom decimal import Decimal\n..."}], "details": {}}),
         _record("bash_run", {"command": "pytest -q tests/test_prices.py"}, "call_s3", session_id, t0 + 9, run,
-                {"content": [{"type": "text", "text": "F.. 1 failed, 2 passed"}], "details": {"exit_code": 1}}),
+                {"content": [{"type": "text", "text": "exit code: 1\n" + PYTEST_OUT}],
+                 "details": {"command": "pytest -q tests/test_prices.py", "exit_code": 1, "stdout": PYTEST_OUT,
+                             "stderr": ""}}),
         _record("fs_edit", {"path": "src/shop/prices.py", "old_string": 'replace(",", "", 1)',
                             "new_string": 'replace(",", "")'}, "call_s4", session_id, t0 + 20, run,
                 {"content": [{"type": "text", "text": "edited src/shop/prices.py (1 replacement)"}],
@@ -298,6 +337,18 @@ def sample_messages(session_id: str = "ses_sample_main") -> list[StoredMessage]:
                       "Prices like `1,299.99` come out as `1299` in the cart. Find and fix the bug, then "
                       "run the tests."}]),
         StoredMessage(session_id, "assistant", [
+            {"type": "text", "text": "First the tests as they are."},
+            {"type": "tool_use", "id": "call_s13", "name": "bash_run", "input": {"command": "python -m pytest -q"}},
+            {"type": "tool_use", "id": "call_q1", "name": "ask_user",
+             "input": {"question": "Keep the old two-decimal rounding for totals?", "choices": ["Yes", "No"]}},
+            {"type": "tool_use", "id": "call_p1", "name": "exit_plan_mode", "input": {"plan": PLAN_TEXT}},
+            {"type": "tool_use", "id": "call_s5", "name": "bash_run",
+             "input": {"command": "curl https://pypi.org/simple/"}},
+            {"type": "tool_use", "id": "call_s12", "name": "task_run",
+             "input": {"task": "Where else are prices parsed? List every call site of parse_price.",
+                       "template": "explore"}},
+        ]),
+        StoredMessage(session_id, "assistant", [
             {"type": "text", "text": "Let me find where prices are parsed."},
             {"type": "tool_use", "id": "call_s1", "name": "fs_grep",
              "input": {"pattern": "def parse_price", "path": "src"}},
@@ -307,8 +358,6 @@ def sample_messages(session_id: str = "ses_sample_main") -> list[StoredMessage]:
             {"type": "tool_use", "id": "call_s3", "name": "bash_run",
              "input": {"command": "pytest -q tests/test_prices.py"}},
             {"type": "tool_use", "id": "call_s4", "name": "fs_edit", "input": {"path": "src/shop/prices.py"}},
-            {"type": "tool_use", "id": "call_s5", "name": "bash_run",
-             "input": {"command": "curl https://pypi.org/simple/"}},
             {"type": "tool_use", "id": "call_s6", "name": "bash_run", "input": {"command": "pytest -q"}},
         ]),
     ]
@@ -326,7 +375,7 @@ async def fill_sample(store: Any, controller: Any) -> None:
     fields = ("record_id", "state", "at", "actor", "note", "data")
     child, nested = sample_subagent()
     await store.save_session(child)
-    for rec in sample_records() + nested:
+    for rec in sample_records() + sample_person_records() + nested:
         trail = list(rec.trail)
         rec.trail = []
         for entry in trail:
@@ -341,6 +390,11 @@ async def fill_sample(store: Any, controller: Any) -> None:
                                              servers=[s.to_dict() for s in sample_mcp_servers()]))
     publish_sample_turn(controller.desk.bus)
     publish_sample_subagent_approval(controller.desk.bus)
+    from ..core import QuestionAnswered  # the plan of call_p1, approved into accept-edits: the mode shown follows
+
+    controller.desk.bus.publish(QuestionAnswered(session_id="ses_sample_main", question_id="q_sample_p1",
+                                                 call_id="call_p1", kind="plan", answer="approve",
+                                                 mode="accept-edits"))
 
 
 async def settle(frames: int = 6) -> None:
@@ -385,9 +439,7 @@ async def _window_view(window: Any, controller: Any, view: str, sample: bool) ->
     from PySide6.QtWidgets import QApplication
 
     if view == "main":
-        await settle()
-        window.timeline.select_call("call_s4" if sample else "")
-        return window
+        return await _main_view(window, sample)
     if view == "subagent":  # a sub-agent's calls nested under its task_run call, its approval in the inbox
         await settle()
         window.timeline.select_call("call_c2" if sample else "")
@@ -440,6 +492,15 @@ async def _window_view(window: Any, controller: Any, view: str, sample: bool) ->
                 dlg.expiry.setValue(300)
                 dlg.hooks_toml.setPlainText(SAMPLE_HOOKS_TOML)
         return dlg
+    return window
+
+
+async def _main_view(window: Any, sample: bool) -> Any:
+    """Mid-turn: a failed command, a question, a plan, a refusal and a sub-agent in view, calls waiting."""
+    await settle()
+    if sample:
+        window.timeline.select_call("call_s3")
+        window.conversation.scroll_to_card("call_s13")
     return window
 
 

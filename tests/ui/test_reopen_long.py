@@ -27,7 +27,8 @@ def test_a_long_session_shows_its_tail_and_the_rest_on_request(qtbot, run, store
     assert shown == [f"call_{i:05d}" for i in range(calls - SHOWN_CARDS, calls)]  # the tail, in order
     text = conv.toPlainText()
     assert text.startswith("⤒ Show 79 earlier messages (400 tool calls)\nAssistant\nStep 40.")
-    assert text.rstrip().endswith("make target699  done · 20 ms")  # the durations, as stored
+    # the durations, as stored, and each call's output under its card
+    assert text.rstrip().endswith("make target699  done · 20 ms\nbuilt 699")
     assert window.status.usage.text() == "70,000 in · 3,500 out · $0.2100"
 
     conv.anchorClicked.emit(QUrl("earlier:"))  # the link: now everything (4 x 300 > 700)

@@ -6,12 +6,16 @@ from PySide6.QtWidgets import QComboBox
 
 from ...core import PermissionMode
 
+# One true sentence each (core/policy/_policy.py `_by_mode` and `_judge_command`); in every mode a rule that
+# denies or asks is followed first, and the control folders are never changed.
 MODE_HELP: dict[PermissionMode, str] = {
-    PermissionMode.ASK: "ask before anything that writes or runs",
-    PermissionMode.ACCEPT_EDITS: "file edits inside the workspace run; commands ask",
-    PermissionMode.READ_ONLY: "only reading tools; the rest is denied",
-    PermissionMode.AUTO: "everything runs unless a rule asks or denies",
-    PermissionMode.STRICT: "only what a rule allows; nothing asks",
+    PermissionMode.ASK: "reading tools run; every command and every change asks first",
+    PermissionMode.ACCEPT_EDITS: "reading tools and file edits inside the workspace run; commands and the rest ask",
+    PermissionMode.READ_ONLY: "only reading tools (and what a rule allows) run; the rest is denied",
+    PermissionMode.AUTO: "runs everything except what a rule asks or denies and high-risk or unreadable calls, "
+                         "which ask",
+    PermissionMode.STRICT: "only what a rule allows runs; the rest is denied and nothing asks",
+    PermissionMode.PLAN: "the agent reads and plans; nothing that changes a file runs until you approve its plan",
 }
 
 

@@ -102,6 +102,7 @@ class SettingsDialog(FutureDialog):
         lay.addWidget(bb)
         self._mcp_checked = check_mcp_json("")
         self.preview_mcp()
+        self.key.setFocus()  # the field a person opens the settings for first
 
     def _mcp_tab(self, settings: Settings) -> QWidget:
         self.mcp_json = QPlainTextEdit(servers_text(dict(settings.mcp_servers)))

@@ -60,9 +60,14 @@ def _mcp_name_parts(name: str, _project_id: str) -> McpCallName | None:
     return McpCallName(*split) if split else None
 
 
+EMPTY_HEIGHT = 64  # an empty inbox: its title and one line
 LIST_ROWS_SHOWN = 2  # cards the list shows before it scrolls: the details card gets the rest
 ROOM_FOR_TWO_ROWS = 520  # a dock shorter than this shows one card in the list (its title counts them all)
-SHARE_OF_COLUMN = 0.78  # of the window's height the docked inbox takes when calls start waiting
+SHARE_OF_COLUMN = 0.70  # of the window's height the docked inbox takes when calls start waiting
+MOST_CLAIMED = 640  # px: a tall window leaves the rest of the column to the timeline and its details
+# The keys of a card's answers, shown on its buttons (in the list, the card and the buttons; typing in the note
+# field types). The F1 list names them (ui/_mainwindow.py SHORTCUTS).
+KEY_ALLOW, KEY_DENY, KEY_EDIT, KEY_ALWAYS, KEY_SESSION = "A", "D", "E", "W", "S"
 
 
 class ApprovalInbox(QDockWidget):
@@ -115,20 +120,27 @@ class ApprovalInbox(QDockWidget):
         self.note.setPlaceholderText("Note for the model (sent with Allow or Deny: \"yes, but…\")")
 
     def _build_actions(self) -> None:
-        self.allow_btn = QPushButton("Allow")
-        self.allow_btn.setToolTip("Allow once (Ctrl+Enter)")
+        self.allow_btn = QPushButton(f"Allow  [{KEY_ALLOW}]")
+        self.allow_btn.setToolTip(f"Allow once ({KEY_ALLOW} or Ctrl+Enter)")
         self.allow_btn.setDefault(True)
         more = QMenu(self)
-        self.allow_session_act = more.addAction("Allow for this session", self.allow_for_session)
-        self.always_act = more.addAction("Always allow (write a rule)…",
+        self.allow_session_act = more.addAction(f"Allow for this session\t{KEY_SESSION}", self.allow_for_session)
+        self.always_act = more.addAction(f"Always allow (write a rule)…\t{KEY_ALWAYS}",
                                          lambda: self._tasks.spawn(self.always_allow()))
-        self.edit_act = more.addAction("Edit, then allow…", lambda: self._tasks.spawn(self.edit_then_allow()))
+        self.edit_act = more.addAction(f"Edit, then allow…\t{KEY_EDIT}",
+                                       lambda: self._tasks.spawn(self.edit_then_allow()))
+        self.edit_btn = QPushButton(f"Edit…  [{KEY_EDIT}]")
+        self.edit_btn.setToolTip(f"Edit the input, then allow ({KEY_EDIT})")
+        self.edit_btn.clicked.connect(self.edit_act.trigger)
+        self.always_btn = QPushButton(f"Always…  [{KEY_ALWAYS}]")
+        self.always_btn.setToolTip(f"Write a rule that allows calls like this one ({KEY_ALWAYS})")
+        self.always_btn.clicked.connect(self.always_act.trigger)
         self.more_btn = QToolButton()
         self.more_btn.setText("More ▾")
         self.more_btn.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.more_btn.setMenu(more)
-        self.deny_btn = QPushButton("Deny")
-        self.deny_btn.setToolTip("Deny with the note (Ctrl+Backspace)")
+        self.deny_btn = QPushButton(f"Deny  [{KEY_DENY}]")
+        self.deny_btn.setToolTip(f"Deny with the note ({KEY_DENY} or Ctrl+Backspace)")
         self.allow_btn.clicked.connect(self.allow_selected)
         self.deny_btn.clicked.connect(self.deny_selected)
         self.empty = QLabel("No calls are waiting for approval.")
@@ -136,11 +148,16 @@ class ApprovalInbox(QDockWidget):
         self.empty.setEnabled(False)
 
     def _lay_out(self) -> None:
-        actions = QHBoxLayout()
-        actions.addWidget(self.allow_btn)
-        actions.addWidget(self.more_btn)
-        actions.addStretch(1)
-        actions.addWidget(self.deny_btn)
+        actions = QVBoxLayout()  # two rows: the inbox keeps a narrow column at 1024 px
+        answers, others = QHBoxLayout(), QHBoxLayout()
+        answers.addWidget(self.allow_btn)
+        answers.addStretch(1)
+        answers.addWidget(self.deny_btn)
+        for w in (self.edit_btn, self.always_btn, self.more_btn):
+            others.addWidget(w)
+        others.addStretch(1)
+        actions.addLayout(answers)
+        actions.addLayout(others)
         card_box = QWidget()
         cl = QVBoxLayout(card_box)
         cl.setContentsMargins(0, 0, 0, 0)
@@ -156,6 +173,7 @@ class ApprovalInbox(QDockWidget):
         lay = QVBoxLayout(body)
         lay.setContentsMargins(4, 4, 4, 4)
         self.questions = QuestionsPanel()  # the model's questions and plans, above the approvals
+        self.questions.countChanged.connect(self._count_changed)
         lay.addWidget(self.questions, 1)
         lay.addWidget(self.empty)
         lay.addWidget(self.split, 1)
@@ -167,6 +185,37 @@ class ApprovalInbox(QDockWidget):
                 sc = QShortcut(QKeySequence(keys), widget)
                 sc.setContext(Qt.ShortcutContext.WidgetShortcut)
                 sc.activated.connect(slot)
+        self._answer_keys()
+
+    def _answer_keys(self) -> None:
+        """One key per answer, in the card list, the details card and on the buttons (not in the note field,
+        where a letter is typed, nor in the questions panel above)."""
+        keys = ((KEY_ALLOW, self.allow_selected), (KEY_DENY, self.deny_selected),
+                (KEY_EDIT, self.edit_act.trigger), (KEY_ALWAYS, self.always_act.trigger),
+                (KEY_SESSION, self.allow_for_session))
+        for widget in (self.list, self.card, self.allow_btn, self.edit_btn, self.always_btn, self.more_btn,
+                       self.deny_btn):
+            for key, slot in keys:
+                sc = QShortcut(QKeySequence(key), widget)
+                sc.setContext(Qt.ShortcutContext.WidgetShortcut)
+                sc.activated.connect(slot)
+
+    def focus_first(self) -> bool:
+        """Bring the inbox forward and put the focus on its first card: a question or plan's answer, else the
+        first waiting call. False when nothing waits."""
+        if not self.isVisible():
+            self.show()
+        self.raise_()
+        if self.questions.current is not None:
+            self.questions.focus_answer()
+            return True
+        if self.model.rowCount() == 0:
+            self.list.setFocus()
+            return False
+        self.list.clearSelection()
+        self.list.setCurrentIndex(self.model.index(0))
+        self.list.setFocus()
+        return True
 
     # feeding -----------------------------------------------------------------------------------
     def attach(self, bridge: EventBridge, sessions: SessionLookup) -> None:
@@ -228,12 +277,16 @@ class ApprovalInbox(QDockWidget):
     def _count_changed(self, *_: object) -> None:
         n = self.model.rowCount()
         self.setWindowTitle(f"Approvals ({n})" if n else "Approvals")
+        idle = n == 0 and self.questions.current is None
+        was_claimed = self._claimed
+        self.empty.setVisible(idle)
+        self.split.setVisible(n > 0)
+        if idle and was_claimed:  # once the list and card are hidden, so the dock can be a line again
+            QTimer.singleShot(0, self._give_back_space)
         if n == 0:
             self._claimed = False
         elif not self._claimed:
             self._claim_space()
-        self.empty.setVisible(n == 0)
-        self.split.setVisible(n > 0)
         self._size_list(n)
         self.countChanged.emit(n)
         self._selection_changed()
@@ -243,13 +296,40 @@ class ApprovalInbox(QDockWidget):
         1024x700 without a person dragging a splitter (the timeline keeps the rest)."""
         window = self.parentWidget()
         if isinstance(window, QMainWindow) and not self.isFloating() and self.isVisible():
-            window.resizeDocks([self], [int(window.height() * SHARE_OF_COLUMN)], Qt.Orientation.Vertical)
+            self._share_column(min(int(window.height() * SHARE_OF_COLUMN), MOST_CLAIMED))
             self._claimed = True
+
+    def _share_column(self, height: int) -> None:
+        """This dock `height` high; the docks above and below it in the column share the rest."""
+        window = self.parentWidget()
+        column = [d for d in window.findChildren(QDockWidget) if d is not self and not d.isFloating()
+                  and d.isVisible() and window.dockWidgetArea(d) == window.dockWidgetArea(self)]
+        rest = max(0, sum(d.height() for d in column) + self.height() - height)
+        sizes = [rest // len(column)] * len(column) if column else []
+        window.resizeDocks([*column, self], [*sizes, height], Qt.Orientation.Vertical)
+
+    def fit_column(self) -> None:
+        """Take the column when calls wait (once: a person's drag of the splitter stays), or give it back when
+        nothing does; the window calls it once it is laid out and after each resize."""
+        if self.model.rowCount():
+            if not self._claimed:
+                self._claim_space()
+        elif self.questions.current is None:
+            self._give_back_space()
+
+    def _give_back_space(self) -> None:
+        """Nothing waits: the inbox shrinks to its one line and the timeline (with its details) gets the column."""
+        window = self.parentWidget()
+        idle = not self.model.rowCount() and self.questions.current is None
+        if idle and isinstance(window, QMainWindow) and not self.isFloating() and self.isVisible():
+            self._share_column(EMPTY_HEIGHT)
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
         if self.model.rowCount() and not self._claimed:  # calls waited before the window showed
             QTimer.singleShot(0, self._claim_space)
+        elif not self.model.rowCount() and self.questions.current is None:
+            QTimer.singleShot(0, self._give_back_space)
 
     def _size_list(self, n: int) -> None:
         """The list as high as its first cards, the details card below it the rest."""
@@ -273,11 +353,12 @@ class ApprovalInbox(QDockWidget):
 
     def _selection_changed(self, *_: object) -> None:
         n = len(self.selected())
-        self.allow_btn.setText(f"Allow {n} selected" if n > 1 else "Allow")
-        self.deny_btn.setText(f"Deny {n} selected" if n > 1 else "Deny")
+        self.allow_btn.setText(f"Allow {n} selected  [{KEY_ALLOW}]" if n > 1 else f"Allow  [{KEY_ALLOW}]")
+        self.deny_btn.setText(f"Deny {n} selected  [{KEY_DENY}]" if n > 1 else f"Deny  [{KEY_DENY}]")
         for w in (self.allow_btn, self.deny_btn, self.more_btn):
             w.setEnabled(n > 0)
-        self.more_btn.setEnabled(n == 1)
+        for w in (self.more_btn, self.edit_btn, self.always_btn):
+            w.setEnabled(n == 1)
         self._show_current()
 
     def _show_current(self) -> None:

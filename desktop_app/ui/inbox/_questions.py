@@ -135,6 +135,16 @@ class QuestionsPanel(QFrame):
             w.setVisible(plan)
         self.send_btn.setVisible(not plan)
 
+    def focus_answer(self) -> None:
+        """The focus where the answer goes: a plan's Approve, a question's first choice or its answer field."""
+        q = self.current
+        if q is not None and q.kind == "plan":
+            self.approve_btn.setFocus()
+        elif self.choices.count() and self.choices.itemAt(0).widget() is not None:
+            self.choices.itemAt(0).widget().setFocus()
+        else:
+            self.reply.setFocus()
+
     def _clear_choices(self) -> None:
         while self.choices.count():
             w = self.choices.takeAt(0).widget()

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import (
     QDockWidget,
     QHBoxLayout,
     QLabel,
+    QSizePolicy,
     QSplitter,
     QTextBrowser,
     QVBoxLayout,
@@ -101,15 +102,19 @@ class TimelineDock(QDockWidget):
     def _lay_out(self) -> None:
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
-        top.addWidget(self.state_filter)
-        top.addWidget(self.tool_filter)
-        top.addWidget(self.server_filter)
+        for box in (self.state_filter, self.tool_filter, self.server_filter):
+            box.setMinimumWidth(64)  # whole where there is room; narrower at 1024 px, where the conversation has half
+            top.addWidget(box)
         top.addStretch(1)
+        # the count is in the dock's title too: on a narrow column the label gives way, not the conversation
+        self.count_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         top.addWidget(self.count_label)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.view)
         split.addWidget(self.details)
         split.setSizes([300, 200])
+        for w in (self.view, self.details):  # the column may go to waiting calls; it comes back when none wait
+            w.setMinimumHeight(36)
         body = QWidget()
         lay = QVBoxLayout(body)
         lay.setContentsMargins(4, 4, 4, 4)
@@ -149,7 +154,9 @@ class TimelineDock(QDockWidget):
         self._filtered().set_tool(None if i == 0 else text)
 
     def _update_count(self, *_: object) -> None:
-        self.count_label.setText(f"{self.model.rowCount()} calls")
+        n = self.model.rowCount()
+        self.count_label.setText(f"{n} calls")
+        self.setWindowTitle(f"Timeline · {n} call{'' if n == 1 else 's'}" if n else "Timeline")
 
     def select_call(self, call_id: str) -> bool:
         """Select (and scroll to) the row of `call_id`; clears filters that hide it."""

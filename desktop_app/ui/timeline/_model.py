@@ -109,6 +109,7 @@ class TimelineModel(RowTableModel):
     COLUMNS = ("State", "Tool", "Input", "Duration", "Exit")
     outputAppended = Signal(str, str)  # call_id, text
     rowChanged = Signal(str)  # call_id
+    recordLoaded = Signal(object)  # a call's full record, fetched after it ended (the conversation's card reads it)
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -251,6 +252,7 @@ class TimelineModel(RowTableModel):
             # unrecorded). The row keeps the end it was shown, not the stale state on disk.
             return
         self.update_record(rec)
+        self.recordLoaded.emit(rec)
 
     # feeding -----------------------------------------------------------------------------------
     def add_records(self, records: Iterable[ToolCallRecord]) -> None:

@@ -41,6 +41,8 @@ def test_the_card_reads_whole_at_both_sizes(qtbot, qloop, tmp_path, size):
     window.resize(*size)
     window.show()
     qtbot.waitExposed(window)
+    # the conversation keeps at least half the width; the inbox's column is what is left
+    qtbot.waitUntil(lambda: window.centralWidget().width() >= window.width() // 2)
     for item in _pending():
         window.inbox.add(item)
     window.inbox.list.setCurrentIndex(window.inbox.model.index(1))

@@ -110,7 +110,7 @@ def test_batch_allow_of_selected_cards(qtbot, qloop):
     sel = inbox.list.selectionModel()
     for r in (0, 2, 3):
         sel.select(inbox.model.index(r), QItemSelectionModel.SelectionFlag.Select)
-    assert inbox.allow_btn.text() == "Allow 3 selected"
+    assert inbox.allow_btn.text() == "Allow 3 selected  [A]"
     qtbot.mouseClick(inbox.allow_btn, Qt.MouseButton.LeftButton)
     assert sorted(cid for cid, _, _ in decisions) == ["c0", "c2", "c3"]
     inbox.allow_for_session()
