@@ -8,7 +8,7 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import ToolCallRecord, ToolCallState
+from ..core import ToolCallRecord, ToolCallState, skipped_after, status_word
 from ._theme import STATE_LABEL, STATE_STYLE
 
 RED, GREEN, AMBER, GREY, BLUE = "#d9363e", "#2f9e44", "#d4890b", "#8a8f98", "#3b82c4"
@@ -51,7 +51,7 @@ def _command_truth(details: dict[str, Any], state: ToolCallState, streamed: str)
     if details.get("oom_killed"):
         return CardTruth(RED, "✗", "✗ out of memory", "The sandbox's memory limit was reached.", out)
     if details.get("cancelled") or (code is None and state is not ToolCallState.COMPLETED):
-        return CardTruth(GREY, "■", "■ stopped", "The command was stopped before it ended.", out)
+        return CardTruth(GREY, "■", "■ interrupted", "The command was stopped before it ended.", out)
     if code is None:
         sig = details.get("killed_signal")
         return CardTruth(RED, "✗", "✗ killed", f"The process was killed{f' by signal {sig}' if sig else ''}.", out)
@@ -121,6 +121,12 @@ def card_truth(name: str, state: str, rec: ToolCallRecord | None = None, streame
         if person is not None:
             return person
         return CardTruth(colour, glyph, label, "", _text_of(rec.result) or streamed)
+    word = status_word(st, rec.outcome)  # the one word the timeline, the history and the export say
+    if word == "skipped":
+        return CardTruth(GREY, "–", "skipped", sentence(skipped_after(rec)), "")
+    if word == "interrupted":
+        return CardTruth(GREY, "■", "■ interrupted", sentence(rec.error or _last_note(rec)),
+                         streamed or _text_of(rec.result))
     if st is ToolCallState.DENIED:
         return CardTruth(colour, glyph, label, sentence(rec.error or _last_note(rec)), "")
     if st in (ToolCallState.FAILED, ToolCallState.SEALED):

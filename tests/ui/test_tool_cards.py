@@ -187,3 +187,19 @@ def test_a_waiting_question_plan_or_task_shows_its_words_not_json(qtbot):
     assert 'Which "database"?' in view.card_text("c_q")
     assert "## Plan 1. do it" in view.card_text("c_p") and "Find the callers" in view.card_text("c_t")
     assert all("{" not in view.card_text(c) for c in ("c_q", "c_p", "c_t"))
+
+
+def test_a_skipped_or_interrupted_call_says_the_one_word_the_record_says():
+    """A call skipped after a denial, or stopped by the person, reads on its card as the timeline, the history
+    and the export say it (core's status_word): "skipped" naming the denied call, "interrupted"."""
+    skipped = ToolCallRecord(name="fs_write", input={"path": "a"}, id="call_2", session_id="s")
+    skipped.transition(ToolCallState.DENIED, actor="executor", outcome=Outcome.SKIPPED,
+                       data={"after_denial_of": "bash_run"})
+    truth = card_truth("fs_write", "DENIED", skipped)
+    assert truth.label == "skipped" and "bash_run" in truth.reason and truth.colour != RED
+    stopped = _record("fs_read", {"path": "a"}, None, [ToolCallState.EXECUTING])
+    stopped.transition(ToolCallState.FAILED, actor="user", outcome=Outcome.INTERRUPTED)
+    assert card_truth("fs_read", "FAILED", stopped).label == "■ interrupted"
+    bash = _record("bash_run", {"command": "sleep 9"}, _bash("sleep 9", None, cancelled=True), RUN[:1])
+    bash.transition(ToolCallState.FAILED, actor="user", outcome=Outcome.INTERRUPTED)
+    assert card_truth("bash_run", "FAILED", bash).label == "■ interrupted"
