@@ -8,7 +8,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 
 from ..core import (
@@ -51,29 +51,6 @@ if TYPE_CHECKING:
     from .history import HistoryWindow
 
 log = logging.getLogger(__name__)
-
-
-class _FocusWhenShown(QObject):
-    """The focus in `field` of the next `kind` dialog when it shows (a new project's Folder): the dialog is built
-    after the image catalog is read, off the GUI thread, so the controller waits for its Show."""
-
-    def __init__(self, kind: type, field: str) -> None:
-        super().__init__()
-        from PySide6.QtWidgets import QApplication
-
-        self.kind, self.field, self._app = kind, field, QApplication.instance()
-        self._app.installEventFilter(self)
-
-    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.Show and isinstance(obj, self.kind) and hasattr(obj, self.field):
-            getattr(obj, self.field).setFocus()
-            self.stop()
-        return False
-
-    def stop(self) -> None:
-        if self._app is not None:
-            self._app.removeEventFilter(self)
-            self._app = None
 
 
 class AppController(QObject):
@@ -581,13 +558,8 @@ class AppController(QObject):
     async def edit_project(self, project_id: str | None) -> ProjectInfo | None:
         project = self.window.projects_model.project(project_id) if project_id else None
         servers = await self.mcp_servers(project_id) if project_id else None
-        focus = _FocusWhenShown(dialogs.ProjectSettingsDialog, "folder") if project is None else None
-        try:
-            result = await dialogs.edit_project(project, self.desk.settings, parent=self.window,
-                                                mcp_servers=servers, bridge=self.bridge)
-        finally:
-            if focus is not None:
-                focus.stop()
+        result = await dialogs.edit_project(project, self.desk.settings, parent=self.window,
+                                            mcp_servers=servers, bridge=self.bridge)
         if result is None:
             return None
         await self.desk.store.save_project(result)

@@ -415,6 +415,11 @@ class ProjectSettingsDialog(FutureDialog):
     def value(self) -> ProjectInfo | None:
         return self._result
 
+    def showEvent(self, event: Any) -> None:
+        super().showEvent(event)
+        if self.project is None:  # a new project is about its folder first
+            self.folder.setFocus()
+
     def _own_entry(self) -> dict[str, Any] | None:
         entry = self.catalog.get(self.image.currentText())
         return entry if entry and entry.get("project") and entry.get("image") else None
