@@ -133,7 +133,8 @@ def remove_orphans(
     now = time.time() if now is None else now
     desk = desk_identity()
     removed = []
-    for c in client.containers.list(all=True, filters={"label": LABEL_MANAGED}):
+    # a container another process removes between the listing and its inspection is skipped, not an error
+    for c in client.containers.list(all=True, ignore_removed=True, filters={"label": LABEL_MANAGED}):
         labels = c.labels or {}
         pid, path = labels.get(LABEL_PROJECT, ""), labels.get(LABEL_PATH, "")
         if only is not None and pid not in only:
@@ -277,7 +278,8 @@ class DockerSandbox(HelperOps):
             image_id=image.id, folder=self.folder, inode=(st.st_dev, st.st_ino), uid=self._uid, gid=self._gid,
             controls=[list(m) for m in self._controls], mounts_version=MOUNTS_VERSION, **role, **synced,
         )
-        found = client.containers.list(all=True, filters={"label": f"{LABEL_PROJECT}={self.project_id}"})
+        found = client.containers.list(all=True, ignore_removed=True,  # another desk may remove one meanwhile
+                                       filters={"label": f"{LABEL_PROJECT}={self.project_id}"})
         keep = None
         for c in found:
             if (c.labels or {}).get(LABEL_COMPANION, "") != suffix:

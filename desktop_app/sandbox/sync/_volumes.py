@@ -93,7 +93,8 @@ class SyncedVolumes:
         import docker.errors
 
         name = sync_container_name(self.project_id)
-        found = self.client.containers.list(all=True, filters={"label": f"{LABEL_SYNC_OF}={self.project_id}"})
+        found = self.client.containers.list(all=True, ignore_removed=True,
+                                            filters={"label": f"{LABEL_SYNC_OF}={self.project_id}"})
         keep = None
         for c in found:
             if keep is None and (c.labels or {}).get(LABEL_SYNC_HASH) == want:
@@ -127,7 +128,8 @@ class SyncedVolumes:
 def remove_project_volumes(client: Any, project_id: str) -> None:
     """The sync container and the volumes of a project whose sandbox was removed as an orphan."""
     with contextlib.suppress(Exception):
-        for c in client.containers.list(all=True, filters={"label": f"{LABEL_SYNC_OF}={project_id}"}):
+        for c in client.containers.list(all=True, ignore_removed=True,
+                                        filters={"label": f"{LABEL_SYNC_OF}={project_id}"}):
             c.remove(force=True)
     with contextlib.suppress(Exception):
         for v in client.volumes.list(filters={"label": f"{LABEL_VOLUME_OF}={project_id}"}):
