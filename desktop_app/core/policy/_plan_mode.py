@@ -7,6 +7,7 @@ from typing import Any
 
 from .._record import Provenance, Risk
 from ._control import control_targets
+from ._evaluators import unanalysable
 from ._matching import analysed
 from ._risk import assess_command
 from ._rules import (
@@ -61,7 +62,7 @@ def plan_mode_blocker(tool: ToolFacts, input: dict[str, Any]) -> str | None:
 
 def _plan_command_blocker(a: ShellAnalysis) -> str | None:
     if not a.analysable:
-        return f"the command cannot be analysed ({a.problems[0]})"
+        return unanalysable(a)
     risk, why = assess_command(a)
     if risk is not Risk.LOW:
         return f"the command {why}"

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from .._record import Provenance, Risk
 from ._control import control_targets
+from ._evaluators import unanalysable
 from ._matching import (
     allow_matches,
     analysed,
@@ -223,7 +224,7 @@ class PermissionPolicy:
         blocked = _blocking_rule(command, a, rules, fs_rules, writes, risk)
         if blocked is not None:
             return blocked
-        blockers = [f"it cannot be analysed: {a.problems[0]}"] if not a.analysable else []
+        blockers = [unanalysable(a)] if not a.analysable else []
         if len(command) > AUTO_ALLOW_LIMIT:
             blockers.append(f"it is longer than {AUTO_ALLOW_LIMIT} characters, too long to allow without a person")
         if unknown_dir:

@@ -9,6 +9,7 @@ from typing import Any
 
 from .._record import Risk
 from .._sandbox import WORKSPACE
+from ._evaluators import unanalysable
 from ._paths import container_path
 from ._shell import analyse_command
 from ._shell_model import SHELLS, ShellAnalysis, SimpleCommand
@@ -65,7 +66,7 @@ def assess_command(a: ShellAnalysis) -> tuple[Risk, str]:
     if high is not None:
         return Risk.HIGH, high
     if not a.analysable:
-        return Risk.MEDIUM, f"it cannot be analysed: {a.problems[0]}"
+        return Risk.MEDIUM, unanalysable(a)
     for c in a.commands:
         why = _medium(c)
         if why is not None:
