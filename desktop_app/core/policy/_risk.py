@@ -11,22 +11,11 @@ from .._record import Risk
 from .._sandbox import WORKSPACE
 from ._evaluators import unanalysable
 from ._paths import container_path
+from ._programs import judge_program
 from ._shell import analyse_command
 from ._shell_model import SHELLS, ShellAnalysis, SimpleCommand
 
-_READ_ONLY = frozenset({
-    "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "rg", "pwd", "echo", "printf", "true", "false",
-    ":", "date", "whoami", "id", "uname", "hostname", "which", "type", "file", "stat", "du", "df", "tree",
-    "basename", "dirname", "realpath", "readlink", "cut", "tr", "diff", "cmp", "md5sum", "sha1sum", "sha256sum",
-    "test", "[", "[[", "nl", "column", "printenv", "jq", "cd", "pushd", "popd", "whereis", "ps", "uptime",
-    "free", "nproc", "seq", "expr", "rev", "tac", "od", "hexdump", "strings", "comm", "paste", "sort", "uniq",
-    "find", "git", "command", "env", "sleep", "fold", "less", "more", "ldd", "locale", "groups", "users",
-})
-_GIT_READS = frozenset({"status", "log", "diff", "show", "rev-parse", "ls-files", "blame", "describe",
-                        "shortlog", "ls-tree", "cat-file", "grep", "branch", "tag", "remote"})
 _GIT_GLOBAL_ARG = frozenset({"-C", "--git-dir", "--work-tree", "--namespace"})
-_FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fls",
-                           "-fprintf"})
 _FIND_NARROWING = frozenset({"-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex",
                              "-iregex", "-newer", "-mtime", "-mmin", "-ctime", "-cmin", "-atime", "-amin",
                              "-size", "-empty", "-inum", "-samefile", "-user", "-uid", "-links"})
@@ -248,6 +237,8 @@ def _git_subcommand(args: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
 
 # -- medium ------------------------------------------------------------------------------------------
 def _medium(c: SimpleCommand) -> str | None:
+    """Why a command that does not destroy is medium, or None when every part only reads: its program and
+    every option of it are in the table of known programs (`_programs.py`) and only read."""
     if c.writes:
         return f"writes {c.writes[0]}"
     sensitive = next((e for e in c.env if e.split("=", 1)[0].startswith(_SENSITIVE_ENV)), None)
@@ -255,29 +246,5 @@ def _medium(c: SimpleCommand) -> str | None:
         return f"sets {sensitive.split('=', 1)[0]}, which changes what runs"
     if c.calls_function or c.runs_script or not c.argv:
         return None
-    p, args = c.program, c.argv[1:]
-    if p not in _READ_ONLY or any(k == "dyn" for k in c.kinds[:1]):
-        return f"runs {p}, which can change things"
-    why = {
-        "find": lambda: "find runs or deletes" if any(x in _FIND_ACTIONS for x in args) else None,
-        "rg": lambda: "rg runs a preprocessor (--pre)" if any(x.startswith("--pre") for x in args) else None,
-        "sort": lambda: "sort writes a file (-o)" if any(x.startswith(("-o", "--output")) for x in args) else None,
-        "uniq": lambda: "uniq writes a file" if len(_operands(args)) > 1 else None,
-        "git": lambda: _git_medium(args),
-        "env": lambda: "env runs a program" if _operands(args) else None,
-        "less": lambda: None, "more": lambda: None,
-    }.get(p)
-    return why() if why else None
-
-
-def _git_medium(args: tuple[str, ...]) -> str | None:
-    if any(x == "-c" or x.startswith(("--config-env", "--exec-path")) for x in args):
-        return "sets git configuration on the command line, which can run programs"
-    sub, rest = _git_subcommand(args)
-    if sub not in _GIT_READS:
-        return f"runs git {sub}, which can change things" if sub else "runs git"
-    if sub in ("branch", "tag", "remote") and _operands(rest) and _operands(rest) != ["-v"]:
-        return f"git {sub} with arguments changes things"
-    if any(x.startswith(("--output", "--ext-diff")) for x in rest):
-        return f"git {sub} writes a file or runs an external diff"
-    return None
+    judged = judge_program(c.argv, c.kinds, c.open_args)
+    return None if judged.effect == "read" else judged.why
