@@ -429,7 +429,17 @@ def test_unanalysable_commands_are_never_auto_allowed(command):
     ("ls && rm x", "bash_run(ls && rm x)"),
     ("/tmp/tool run", "bash_run(/tmp/tool run)"),
     ("git status --short", "bash_run(git status *)"),
-    ("npm test -- -k x", "bash_run(npm test *)"),
+    ("npm test -- -k x", "bash_run(npm test -- -k x)"),
+    ("git grep -n x", "bash_run(git grep -n x)"),
+    ("git log --oneline", "bash_run(git log --oneline)"),
+    ("sort -o out x", "bash_run(sort -o out x)"),
+    ("sort -r x", "bash_run(sort -r x)"),
+    ("rg -n x", "bash_run(rg -n x)"),
+    ("find . -name x", "bash_run(find . -name x)"),
+    ("uniq a", "bash_run(uniq a)"),
+    ("less x", "bash_run(less x)"),
+    ("cat a b", "bash_run(cat *)"),
+    ("git ls-files -m", "bash_run(git ls-files *)"),
     ("ls -la", "bash_run(ls *)"),
 ])
 def test_suggested_rules_never_widen(command, rule):

@@ -29,6 +29,7 @@ from ._matching import (
 )
 from ._paths import control_dir, control_reason
 from ._plan_mode import plan_denial, plan_mode_blocker, talks_to_person
+from ._programs import widening_adds_only_reads
 from ._risk import INTERPRETERS, assess_command, assess_risk
 from ._rules import (
     ACTION_RANK,
@@ -371,12 +372,14 @@ _PLAIN_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 
 def suggest_rule(name: str, input: dict[str, Any], action: Action = Action.ALLOW) -> Rule:
-    """The rule an "allow for this session" / "always allow" would add, for a person to preview: never
-    wider than the call's program plus its subcommand; for interpreters and shells, the exact command."""
+    """The rule an "allow for this session" / "always allow" would add, for a person to preview: the exact
+    command, unless the table of programs proves that `PROGRAM [SUBCOMMAND] *` adds only reads."""
     command = input.get("command")
     if name in COMMAND_TOOLS and isinstance(command, str):
         head = _suggested_head(analysed(command))
-        return Rule(action, name, " ".join(head) + " *" if head else command.strip())
+        head = head[:2] if head[:1] == ["git"] else head[:1]
+        wide = bool(head) and widening_adds_only_reads(head)
+        return Rule(action, name, " ".join(head) + " *" if wide else command.strip())
     paths = paths_of(input)
     if paths:
         rel = normalize_path(paths[0]) or paths[0]

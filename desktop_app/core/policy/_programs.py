@@ -88,10 +88,11 @@ GIT_SAFE_GLOBALS = frozenset({"--no-pager", "-P", "--no-optional-locks", "--lite
 GIT_READS: dict[str, Spec] = {
     **{s: _spec(writes="--output", runs="--ext-diff --textconv", closed=False)
        for s in ("log", "diff", "show", "shortlog", "whatchanged")},
-    **dict.fromkeys(("status", "rev-parse", "ls-files", "describe", "ls-tree", "cat-file", "rev-list",
-                     "merge-base", "name-rev", "count-objects", "blame", "annotate", "show-ref", "for-each-ref",
-                     "ls-remote", "var", "check-ignore", "check-attr", "diff-tree", "diff-files", "diff-index"),
-                    _spec(runs="--textconv --ext-diff --filters", writes="--output", closed=False)),
+    **dict.fromkeys(("status", "rev-parse", "ls-files", "describe", "ls-tree", "merge-base", "name-rev",
+                     "count-objects", "show-ref", "var", "check-ignore", "check-attr"), _READS),
+    **dict.fromkeys(("cat-file", "blame", "annotate", "for-each-ref", "rev-list", "diff-tree", "diff-files",
+                     "diff-index"), _spec(runs="--textconv --ext-diff --filters", writes="--output", closed=False)),
+    "ls-remote": _spec(runs="--upload-pack -u", closed=False),
     "grep": _spec(runs="-O --open-files-in-pager --textconv --ext-grep", closed=False),
 }
 # git subcommands that list without arguments and change things with them
@@ -278,3 +279,14 @@ def _judge_git(argv: tuple[str, ...], kinds: tuple[str, ...], open_args: bool) -
     j = judge_words(f"git {sub}", spec, rest, rest_kinds, open_args)
     j.canonical = [*argv[:i], *j.canonical]
     return j
+
+
+def widening_adds_only_reads(words: list[str]) -> bool:
+    """Whether a rule `WORDS *` allows only reads whatever words follow: the program (git: the subcommand)
+    is in the table and no option or operand of it writes or runs."""
+    if not words:
+        return False
+    if words[0] == "git":
+        return len(words) == 2 and words[1] in GIT_READS and GIT_READS[words[1]].pure
+    spec = PROGRAMS.get(words[0])
+    return len(words) == 1 and spec is not None and spec.pure
