@@ -359,7 +359,7 @@ def test_destructive_commands_are_high_and_ask_even_in_auto(command):
 
 
 @pytest.mark.parametrize("command", ["rm -rf build", "rm -rf ./node_modules", "rm -rf /workspace/dist", "rm x",
-                                     "find . -name '*.pyc' -delete", "git push", "git reset HEAD x", "chmod +x a",
+                                     "git push", "git reset HEAD x", "chmod +x a",
                                      "chmod -R 755 scripts", "curl -o x https://e", "curl x | jq .", "cd b && rm -rf x",
                                      "f(){ ls; }; f; f", "python3 -c 'print(1)'", "ls -la /"])
 def test_ordinary_commands_are_not_high(command):

@@ -268,6 +268,8 @@ def _judge_git(argv: tuple[str, ...], kinds: tuple[str, ...], open_args: bool) -
     if kinds[i] != "lit":
         return Judged("unknown", "git's subcommand is only known when it runs", list(argv))
     rest, rest_kinds = argv[i:], kinds[i:]
+    if sub == "stash" and rest[1:2] not in (("list",), ("show",)):
+        return Judged("write", "git stash changes the working tree or the stash", list(argv))
     if sub in GIT_LISTERS:
         if len(rest) == 1 or (sub == "remote" and rest[1:] == ("-v",)) or (sub == "branch" and all(
                 x in ("-a", "-r", "-v", "-vv", "--list", "--all", "--remotes") for x in rest[1:])):

@@ -9,6 +9,7 @@ from typing import Any
 
 from .._record import Risk
 from .._sandbox import WORKSPACE
+from ._effects import deletes_by_pattern, discards_work, exfiltration, reads_secret
 from ._evaluators import unanalysable
 from ._paths import container_path
 from ._programs import judge_program
@@ -52,10 +53,18 @@ def assess_command(a: ShellAnalysis) -> tuple[Risk, str]:
     high = _fork_bomb(a) or _download_into_interpreter(a)
     if high is None:
         high = next((why for c in a.commands if (why := _destroys(c, a)) is not None), None)
+    sent = exfiltration(a)
+    if high is None and sent is not None and sent[0]:
+        high = sent[1]
     if high is not None:
         return Risk.HIGH, high
     if not a.analysable:
         return Risk.MEDIUM, unanalysable(a)
+    if sent is not None:
+        return Risk.MEDIUM, sent[1]
+    secret = next((s for c in a.commands if (s := reads_secret(c)) is not None), None)
+    if secret is not None:
+        return Risk.MEDIUM, f"reads a secret file ({secret})"
     for c in a.commands:
         why = _medium(c)
         if why is not None:
@@ -114,9 +123,11 @@ def _destroys(c: SimpleCommand, a: ShellAnalysis) -> str | None:
                 "/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"):
             return f"writes to the device {r.target}"
     if p == "rm" and (_has_flag(args, "rR", "--recursive") or "--no-preserve-root" in args):
-        return _wide_target(_operands(args), a, "deletes", c)
+        return _wide_target(_operands(args), a, "deletes", c) or deletes_by_pattern(c)
     if p == "find" and "-delete" in args:
-        return _find_delete(args, a, c)
+        return _find_delete(args, a, c) or deletes_by_pattern(c)
+    if c.deletes:
+        return deletes_by_pattern(c)
     if p in ("chmod", "chown", "chgrp") and _has_flag(args, "R", "--recursive"):
         return _wide_target(_operands(args)[1:], a, f"changes the {'owner' if p != 'chmod' else 'permissions'} of", c)
     if p == "dd" and any(x.startswith("of=") for x in args):
@@ -218,6 +229,9 @@ def _find_delete(args: tuple[str, ...], a: ShellAnalysis, c: SimpleCommand) -> s
 
 def _git_destroys(args: tuple[str, ...]) -> str | None:
     sub, rest = _git_subcommand(args)
+    discarded = discards_work(sub, rest)
+    if discarded is not None:
+        return discarded
     if sub == "clean" and _has_flag(rest, "f", "--force"):
         return "deletes untracked files (git clean -f)"
     if sub == "reset" and "--hard" in rest:
