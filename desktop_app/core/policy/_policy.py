@@ -29,7 +29,7 @@ from ._matching import (
 )
 from ._paths import control_dir, control_reason
 from ._plan_mode import plan_denial, plan_mode_blocker, talks_to_person
-from ._programs import widening_adds_only_reads
+from ._programs import judge_program, widening_adds_only_reads
 from ._risk import INTERPRETERS, assess_command, assess_risk
 from ._rules import (
     ACTION_RANK,
@@ -244,6 +244,9 @@ class PermissionPolicy:
                 Action.ALLOW, Provenance("rule", "; ".join(sorted({r.text for r in allowed})),
                                          source=allowed[0].source, decision="allow"),
                 "every part is allowed by a rule", risk)
+        auto_asks = _auto_blockers(a, writes) if mode is PermissionMode.AUTO else []
+        if auto_asks:  # what auto asks about on purpose (README, Permissions); a rule above may allow it
+            return PolicyDecision(Action.ASK, Provenance("mode", mode.value, decision="ask"), auto_asks[0], risk)
         return self._by_mode(ToolFacts("bash_run", "group:runtime"), {}, risk, why, resolved, mode)
 
     def _by_mode(self, tool: ToolFacts, input: dict[str, Any], risk: Risk, why: str,
@@ -269,6 +272,27 @@ class PermissionPolicy:
             if paths and all(normalize_path(p) is not None for p in spelled):
                 return by(Action.ALLOW, "mode accept-edits runs file writes inside the workspace")
         return by(Action.ASK, f"{tool.name} {why} and mode {mode.value} asks first")
+
+
+def _auto_blockers(a: ShellAnalysis, writes: list[str]) -> list[str]:
+    """What `auto` asks about although it is analysable and not dangerous: a redirection outside the
+    workspace or into a hidden configuration path (`.git/`, `.agent-desk/`, `~/.bashrc`), and a command
+    substitution whose commands are not known reads (the table of programs)."""
+    out: list[str] = []
+    for w in writes:
+        rel = normalize_path(w)
+        if rel is None or w.startswith("~"):
+            out.append(f"it writes {w}, outside /workspace, and mode auto asks first")
+            break
+        if any(part.startswith(".") and part not in (".", "..") for part in rel.split("/")):
+            out.append(f"it writes {w}, a hidden configuration path, and mode auto asks first")
+            break
+    for c in a.commands:
+        if c.parent is not None and c.argv and judge_program(c.argv, c.kinds, c.open_args).effect != "read":
+            out.append(f"it substitutes the output of {c.program}, which is not a known read, and mode auto "
+                       "asks first")
+            break
+    return out
 
 
 def _control_denial(tool: ToolFacts, input: dict[str, Any], resolved: Mapping[str, str]) -> PolicyDecision | None:
