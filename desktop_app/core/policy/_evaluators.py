@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ._programs import git_subcommand
+from ._programs import PROGRAMS, git_subcommand
 from ._shell_model import ShellAnalysis, SimpleCommand
 
 WHY = "cannot tell what this runs: "
@@ -53,6 +53,8 @@ def evaluated_text(cmd: SimpleCommand) -> str | None:
     for outer, inner in zip(cmd.layers, cmd.layers[1:], strict=False):
         if outer and inner and outer[0] == "builtin" and inner[0] not in BASH_BUILTINS:
             return f"{WHY}builtin {inner[0]} (not a bash builtin the judge knows)"
+        if outer and inner and outer[0] == "command" and inner[0] not in BASH_BUILTINS and inner[0] not in PROGRAMS:
+            return f"{WHY}command {inner[0]} (neither a bash builtin nor a program the judge knows)"
     if cmd.program == "git" and cmd.kinds[0] == "lit":
         problem = git_subcommand(cmd.argv)[1]
         if problem is not None:
