@@ -32,6 +32,8 @@ WRITES_OR_RUNS = [
     # words only known when they run may become options
     "sort $x a", "sort \"$x\" a", "sort * ", "git grep $opt x", "rg $x y", "find . $x", "xargs sort",
     "find . -name *.py", "less $f",
+    # a program given by a path outside the system folders is a file of the workspace, not the known one
+    "./ls", "bin/cat x", "/tmp/sort x", "../grep x", "/workspace/tools/git status",
     # programs and subcommands the table does not hold
     "tar --to-command=sh -xf x", "tar -I sh -xf x", "tar --use-compress-program=sh -xf x", "ldd /bin/ls",
     "awk 'BEGIN{system(\"id\")}'", "sed -n 1p x", "git fetch", "git push", "npm test", "make",

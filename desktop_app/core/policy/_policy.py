@@ -288,7 +288,9 @@ def _auto_blockers(a: ShellAnalysis, writes: list[str]) -> list[str]:
             out.append(f"it writes {w}, a hidden configuration path, and mode auto asks first")
             break
     for c in a.commands:
-        if c.parent is not None and c.argv and judge_program(c.argv, c.kinds, c.open_args).effect != "read":
+        if c.parent is None or not c.argv:
+            continue
+        if judge_program(c.argv, c.kinds, c.open_args, c.program_path).effect != "read":
             out.append(f"it substitutes the output of {c.program}, which is not a known read, and mode auto "
                        "asks first")
             break

@@ -243,13 +243,19 @@ def git_subcommand(argv: tuple[str, ...]) -> tuple[int, str | None]:
     return i, None
 
 
-def judge_program(argv: tuple[str, ...], kinds: tuple[str, ...], open_args: bool = False) -> Judged:
-    """The effect of one simple command by the table; "unknown" for a program or option it does not hold."""
+SYSTEM_BIN = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/", "/usr/local/sbin/")
+
+
+def judge_program(argv: tuple[str, ...], kinds: tuple[str, ...], open_args: bool = False, path: str = "") -> Judged:
+    """The effect of one simple command by the table; "unknown" for a program or option it does not hold.
+    `path` is the program as written: `./sort` is a file of the workspace, not the sort the table knows."""
     if not argv:
         return Judged("read")
     name = argv[0]
     if kinds[0] != "lit":
         return Judged("unknown", "its program is only known when it runs", list(argv), in_table=False)
+    if "/" in path and not path.startswith(SYSTEM_BIN):
+        return Judged("unknown", f"runs {path}, a program the judge does not know", list(argv), in_table=False)
     if name == "git":
         return _judge_git(argv, kinds, open_args)
     spec = PROGRAMS.get(name)

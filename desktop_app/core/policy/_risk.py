@@ -260,5 +260,5 @@ def _medium(c: SimpleCommand) -> str | None:
         return f"sets {sensitive.split('=', 1)[0]}, which changes what runs"
     if c.calls_function or c.runs_script or not c.argv:
         return None
-    judged = judge_program(c.argv, c.kinds, c.open_args)
+    judged = judge_program(c.argv, c.kinds, c.open_args, c.program_path)
     return None if judged.effect == "read" else judged.why
