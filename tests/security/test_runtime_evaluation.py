@@ -26,7 +26,8 @@ EVALUATORS = [
     f"local 'a[{SUB}]=1'", f"export 'a[{SUB}]'", f"readonly 'a[{SUB}]'", f"typeset 'a[{SUB}]=2'",
     f"getopts ab 'a[{SUB}]'", f"wait -p 'a[{SUB}]'", f"wait -n -p 'a[{SUB}]'", f"unset 'a[{SUB}]'",
     f"mapfile 'a[{SUB}]' < /dev/null", f"readarray -t 'a[{SUB}]' < /dev/null", "declare -n r=x", "declare -r -i y=x",
-    "local -n r", "a[x]=1", "a[$i]=1 ls", "command printf -v \"$x\" 1", "builtin printf -v \"$x\" 1",
+    "local -n r", "a[x]=1", "a[$i]=1 ls", "b=([x]=1)", "declare -a b=([x]=1)",
+    "b+=([$i]=1) ls", "command printf -v \"$x\" 1", "builtin printf -v \"$x\" 1",
     # arithmetic with names
     "let x=y", "(( x ))", "echo $(( x ))", "echo $[ x ]", "echo ${a[x]}", "echo ${#a[x]}", "y=1; echo ${y:x}",
     "echo ${y:1:x}", "set -- 1 2; echo ${@:x}", "[[ $x -eq 1 ]]", "for ((i=x; i<2; i++)); do :; done",

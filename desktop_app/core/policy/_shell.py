@@ -415,8 +415,12 @@ class _Walker:
             return _text(name) + "="
         if value.type == "array":
             for c in value.children:
-                if c.is_named:
-                    self.word(c, ctx, nest + 1)
+                if not c.is_named:
+                    continue
+                key = _text(c)[1:].split("]", 1)[0] if _text(c).startswith("[") else "0"
+                if not key.isdigit():  # `a=([x]=1)`: the subscript is arithmetic on x's value
+                    self.problem(f"{WHY}an array subscript ({_snip(c)}) is arithmetic, which can run commands")
+                self.word(c, ctx, nest + 1)
             return _text(node)
         w = self.word(value, ctx, nest + 1)
         op = "+=" if "+=" in _text(node)[: len(_text(name)) + 2] else "="
