@@ -28,13 +28,14 @@ _CONFIG_ENV = frozenset({
     "OPENSSL_CONF", "WGETRC", "CURL_HOME", "PERLLIB", "RUBYLIB", "RUBYOPT", "LOCPATH", "NLSPATH", "HOSTALIASES",
     "TMPDIR", "SSH_ASKPASS", "SUDO_ASKPASS", "TERMINFO", "ZDOTDIR", "FPATH",
 })
+_ARITHMETIC_ENV = frozenset({"OPTIND", "RANDOM", "SRANDOM", "HISTCMD", "SECONDS", "LINENO", "OPTERR"})
 _CONFIG_ENV_PREFIXES = ("GIT_", "LD_", "DYLD_", "BASH_", "PYTHON", "PERL5", "PERL_", "NODE_", "NPM_CONFIG_",
                         "npm_config_", "PIP_", "LESS", "JAVA_", "_JAVA_", "XDG_", "SSH_", "DOCKER_", "MALLOC_",
                         "GLIBC_", "CARGO_", "RUSTC", "RUSTFLAGS", "GOFLAGS", "UV_")
 
 
 def config_variable(name: str) -> bool:
-    return name in _CONFIG_ENV or name.startswith(_CONFIG_ENV_PREFIXES)
+    return name in _CONFIG_ENV or name in _ARITHMETIC_ENV or name.startswith(_CONFIG_ENV_PREFIXES)
 
 
 def literal_number(text: str) -> bool:
@@ -46,6 +47,8 @@ def evaluated_text(cmd: SimpleCommand) -> str | None:
     variable that moves configuration), or None."""
     for e in cmd.env:
         name = e.split("=", 1)[0].rstrip("+")
+        if name in _ARITHMETIC_ENV:
+            return f"{WHY}bash evaluates a value given to {name} as arithmetic, which can run commands"
         if config_variable(name):
             return f"{WHY}{name}=… changes what runs or where a program reads its configuration"
     if not cmd.argv:
