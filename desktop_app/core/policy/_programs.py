@@ -165,6 +165,9 @@ def _worse(out: Judged, effect: Effect, why: str) -> Judged:
 
 
 def _could_be_option(v: str, kind: str) -> bool:
+    """A word only known when it runs that may begin with `-` or `+` (`~/x` expands to a path: never)."""
+    if v.startswith(("~/", "/")) or v == "~":
+        return False
     return kind == "dyn" or v[:1] in _GLOB_START or v.startswith(("-", "+"))
 
 
