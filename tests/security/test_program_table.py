@@ -86,7 +86,7 @@ def test_known_reads_are_low_and_may_run_while_planning(command):
     ("sort *", "sort $x a"), ("git grep *", "git grep -O'sh;' x"), ("git grep *", "git grep --open-files-in=sh x"),
     ("git *", "git grep -nOsh x"), ("rg *", "rg --pr=sh x"), ("find *", "find . -exec sh {} +"),
     ("find *", "find . -delete"), ("less *", "less +!sh x"), ("git log *", "git log --ext-diff"),
-    ("git diff *", "git diff --outp=/etc/x"), ("uniq *", "uniq a b"),
+    ("git diff *", "git diff --outp=/etc/x"), ("sort *", "xargs sort"), ("sort *", "find . -exec sort {} +"),
 ])
 def test_a_prefix_rule_does_not_prove_a_writing_or_running_option(rule, command):
     policy = PermissionPolicy("ask", RuleSet([Rule.parse(f"bash_run({rule})", "allow", "test")]))
@@ -94,7 +94,9 @@ def test_a_prefix_rule_does_not_prove_a_writing_or_running_option(rule, command)
 
 
 @pytest.mark.parametrize("rule,command", [("sort *", "sort -r a"), ("git grep *", "git grep -n x"),
-                                          ("npm test *", "npm test --watch"), ("rg *", "rg -i x")])
+                                          ("npm test *", "npm test --watch"), ("rg *", "rg -i x"),
+                                          ("git *", "git branch -D old"), ("git *", "git commit -m x"),
+                                          ("uniq *", "uniq a b")])
 def test_a_prefix_rule_still_proves_reads_and_unknown_programs(rule, command):
     policy = PermissionPolicy("ask", RuleSet([Rule.parse(f"bash_run({rule})", "allow", "test")]))
     assert policy.evaluate(BASH, {"command": command}).action is Action.ALLOW

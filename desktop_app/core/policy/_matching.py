@@ -111,8 +111,8 @@ def _wildcard_adds_only_reads(pat: _CommandPattern, cmd: SimpleCommand) -> bool:
     """A prefix rule's `*` proves a known program's words only when they add nothing the rule's own words do
     not: `sort *` allows `sort -r x`, never `sort --compress-prog=sh` (the table resolves abbreviations)."""
     judged = judge_program(cmd.argv, cmd.kinds, cmd.open_args)
-    if judged.effect == "read" or not judged.in_table:
-        return True
+    if judged.effect == "read" or not judged.in_table or not judged.by_option:
+        return True  # what the program does with its operands (`git branch -D x`) is what the rule allows
     named = judge_program(pat.words, ("lit",) * len(pat.words))
     return named.effect == judged.effect and named.effect != "unknown"
 

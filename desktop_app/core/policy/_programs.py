@@ -108,13 +108,14 @@ class Judged:
     why: str = ""
     canonical: list[str] = field(default_factory=list)
     in_table: bool = True  # False: the program (or git subcommand) is not in the table at all
+    by_option: bool = False  # an option (or a word that may become one) decided it, not an operand
 
 
 def judge_words(name: str, spec: Spec, argv: tuple[str, ...], kinds: tuple[str, ...],
                 open_args: bool = False) -> Judged:
     out = Judged("read", canonical=[argv[0]])
     if open_args and not spec.pure:
-        return Judged("unknown", f"{name} is given arguments only known when it runs", list(argv))
+        return Judged("unknown", f"{name} is given arguments only known when it runs", list(argv), by_option=True)
     operands: list[str] = []
     i, options = 1, True
     while i < len(argv):
@@ -155,12 +156,12 @@ def judge_words(name: str, spec: Spec, argv: tuple[str, ...], kinds: tuple[str, 
         i += used
     if spec.write_operand is not None and len(operands) > spec.write_operand:
         if name != "date" or not operands[spec.write_operand].startswith("+"):
-            return _worse(out, "write", f"{name} writes {operands[spec.write_operand]}")
+            return _worse(out, "write", f"{name} writes {operands[spec.write_operand]}", by_option=False)
     return out
 
 
-def _worse(out: Judged, effect: Effect, why: str) -> Judged:
-    out.effect, out.why = effect, why
+def _worse(out: Judged, effect: Effect, why: str, by_option: bool = True) -> Judged:
+    out.effect, out.why, out.by_option = effect, why, by_option
     return out
 
 
