@@ -128,6 +128,13 @@ def hook_input(spec: UserHookSpec, call: HookCall, result: ToolResult | None = N
     """The JSON a hook reads on stdin (Claude Code's names): the event, the tool, its input, and after the
     call its result. Strings longer than HOOK_VALUE_CHARS are cut, and the cut is said; when the whole is still
     over HOOK_INPUT_BYTES (many long strings), they are cut shorter until it fits."""
+    return _hook_input(spec, call, result)[0]
+
+
+
+
+def _hook_input(spec: UserHookSpec, call: HookCall, result: ToolResult | None) -> tuple[str, str]:
+    longest = _longest(call.input)
     for limit in (HOOK_VALUE_CHARS, 4_000, 500, 50):
         body: dict[str, Any] = {"hook_event_name": spec.event, "tool_name": call.name,
                                 "tool_input": _cut(call.input, limit), "session_id": call.session_id,
@@ -136,9 +143,20 @@ def hook_input(spec: UserHookSpec, call: HookCall, result: ToolResult | None = N
             body["tool_response"] = {"content": _cut(result.text_content, limit), "is_error": result.is_error}
         text = json.dumps(body, ensure_ascii=False)
         if len(text.encode()) <= HOOK_INPUT_BYTES:
-            return text
+            cut = f"a string of {longest:,} characters is cut to {limit:,}" if longest > limit else ""
+            return text, cut
     body["tool_input"] = {"input_too_large": True}  # a call of thousands of fields: its name is what is left
-    return json.dumps(body, ensure_ascii=False)
+    return json.dumps(body, ensure_ascii=False), f"the input is over {HOOK_INPUT_BYTES:,} bytes"
+
+
+def _longest(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return max((_longest(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return max((_longest(v) for v in value), default=0)
+    return 0
 
 
 def _cut(value: Any, limit: int) -> Any:
@@ -224,8 +242,12 @@ class UserPreHook:
     async def __call__(self, call: HookCall) -> PreHookResult | None:
         if not self.spec.matches(call.name):
             return None
+        stdin, cut = _hook_input(self.spec, call, None)
+        if cut:  # a deny hook judging part of the input could pass what it exists to refuse
+            return PreHookResult.deny(f"hook {self.spec.label!r} cannot see the whole input ({cut}), so the call "
+                                      "is denied (fail closed: the call did not run)")
         try:
-            res = await run_user_hook(self.spec, self._sandbox(), hook_input(self.spec, call))
+            res = await run_user_hook(self.spec, self._sandbox(), stdin)
         except TimeoutError:
             return PreHookResult.deny(f"hook {self.spec.label!r} did not answer in {self.spec.timeout_s:g} s "
                                       "(fail closed: the call did not run)")

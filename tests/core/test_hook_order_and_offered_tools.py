@@ -257,20 +257,23 @@ async def test_a_tool_cannot_flood_the_audit_with_custom_events(harness) -> None
     assert len(custom) == 1_001 and custom[-1]["name"] == "dropped"
 
 
-async def test_a_call_with_many_long_strings_still_reaches_a_hook_whole_in_shape(tmp_path) -> None:
+async def test_a_call_with_many_long_strings_is_denied_before_a_pre_hook_judges_it_cut(tmp_path) -> None:
+    """Issue 22: a pre hook given a cut input could pass what it exists to refuse, so it fails closed; the
+    input a post hook reads stays under the environment's limit, whole in shape."""
     import json
 
     from desktop_app.core import HookCall
-    from desktop_app.core._user_hooks import HOOK_INPUT_BYTES, UserPreHook
+    from desktop_app.core._user_hooks import HOOK_INPUT_BYTES, UserPreHook, hook_input
     from desktop_app.sandbox import LocalSandbox
 
     sandbox = LocalSandbox(str(tmp_path))
     spec = UserHookSpec("PreToolUse", "cat > got.json; echo seen >&2; exit 2")
     edits = [{"old_string": "a" * 30_000, "new_string": "b" * 30_000} for _ in range(6)]
-    answer = await UserPreHook(spec, lambda: sandbox)(HookCall("c1", "s1", "fs_multi_edit",
-                                                               {"path": "f", "edits": edits}, False))
-    assert answer is not None and answer.reason == "seen"  # ran, and denied by its exit code, not by E2BIG
-    got = (tmp_path / "got.json").read_text()
+    call = HookCall("c1", "s1", "fs_multi_edit", {"path": "f", "edits": edits}, False)
+    answer = await UserPreHook(spec, lambda: sandbox)(call)
+    assert answer is not None and "cannot see the whole input" in answer.reason and "fail closed" in answer.reason
+    assert not (tmp_path / "got.json").exists()  # the hook never ran on the cut input
+    got = hook_input(UserHookSpec("PostToolUse", "x"), call, ToolResult.text("ok"))
     assert len(got.encode()) <= HOOK_INPUT_BYTES
     body = json.loads(got)
     assert body["tool_input"]["path"] == "f" and len(body["tool_input"]["edits"]) == 6

@@ -186,7 +186,7 @@ def test_bad_rules_file_is_a_clear_error(tmp_path):
 
 
 def test_suggested_rules_are_narrow():
-    assert suggest_rule("bash_run", {"command": "npm test -- -k x"}).text == "bash_run(npm test *)"
+    assert suggest_rule("bash_run", {"command": "npm test -- -k x"}).text == "bash_run(npm test -- -k x)"
     assert suggest_rule("bash_run", {"command": "ls -la"}).text == "bash_run(ls *)"
     assert suggest_rule("bash_run", {"command": "echo $(id)"}).text == "bash_run(echo $(id))"
     assert suggest_rule("fs_edit", {"path": "src/a/b.py"}).text == "fs_edit(src/a/**)"

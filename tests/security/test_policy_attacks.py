@@ -359,7 +359,7 @@ def test_destructive_commands_are_high_and_ask_even_in_auto(command):
 
 
 @pytest.mark.parametrize("command", ["rm -rf build", "rm -rf ./node_modules", "rm -rf /workspace/dist", "rm x",
-                                     "find . -name '*.pyc' -delete", "git push", "git reset HEAD x", "chmod +x a",
+                                     "git push", "git reset HEAD x", "chmod +x a",
                                      "chmod -R 755 scripts", "curl -o x https://e", "curl x | jq .", "cd b && rm -rf x",
                                      "f(){ ls; }; f; f", "python3 -c 'print(1)'", "ls -la /"])
 def test_ordinary_commands_are_not_high(command):
@@ -371,7 +371,7 @@ def test_ordinary_commands_are_not_high(command):
 @pytest.mark.parametrize("command", ["ls -la", "cat a b", "head -n 3 x", "tail -f log", "wc -l x", "rg foo",
                                      "grep -r x .", "find . -name '*.py'", "git status", "git log --oneline",
                                      "git diff HEAD~1", "git show HEAD", "pwd", "echo hi", "ls | wc -l",
-                                     "cat x | grep y | head", "git -C sub status"])
+                                     "cat x | grep y | head"])
 def test_read_only_commands_are_low(command):
     risk, why = assess_risk("bash_run", "group:runtime", False, {"command": command})
     assert risk is Risk.LOW, why
@@ -379,7 +379,7 @@ def test_read_only_commands_are_low(command):
 
 @pytest.mark.parametrize("command", ["echo hi > x", "npm test", "make", "touch x", "find . -exec ls {} +",
                                      "rg --pre sh x", "git commit -m x", "git -c core.pager=less log",
-                                     "PATH=/x ls", "sort -o x y", "python3 x.py", "ls $'x'"])
+                                     "PATH=/x ls", "sort -o x y", "python3 x.py", "ls $'x'", "git -C sub status"])
 def test_writing_or_unknown_commands_are_medium(command):
     risk, why = assess_risk("bash_run", "group:runtime", False, {"command": command})
     assert risk is Risk.MEDIUM, why
@@ -429,7 +429,17 @@ def test_unanalysable_commands_are_never_auto_allowed(command):
     ("ls && rm x", "bash_run(ls && rm x)"),
     ("/tmp/tool run", "bash_run(/tmp/tool run)"),
     ("git status --short", "bash_run(git status *)"),
-    ("npm test -- -k x", "bash_run(npm test *)"),
+    ("npm test -- -k x", "bash_run(npm test -- -k x)"),
+    ("git grep -n x", "bash_run(git grep -n x)"),
+    ("git log --oneline", "bash_run(git log --oneline)"),
+    ("sort -o out x", "bash_run(sort -o out x)"),
+    ("sort -r x", "bash_run(sort -r x)"),
+    ("rg -n x", "bash_run(rg -n x)"),
+    ("find . -name x", "bash_run(find . -name x)"),
+    ("uniq a", "bash_run(uniq a)"),
+    ("less x", "bash_run(less x)"),
+    ("cat a b", "bash_run(cat *)"),
+    ("git ls-files -m", "bash_run(git ls-files *)"),
     ("ls -la", "bash_run(ls *)"),
 ])
 def test_suggested_rules_never_widen(command, rule):

@@ -139,3 +139,78 @@ async def test_the_policy_sees_every_program_bash_would_run(make_docker_sandbox)
     assert missed == []
     assert analysable > len(commands) // 2  # the test must exercise the analysis, not only refusals
     assert any("rm" in r for r in reports)  # and bash must really report what it would run
+
+
+# -- issue 22: constructs that evaluate text at run time ----------------------------------------------
+# Each template hides the marker program in text the parser reads as a literal (a quoted string, a variable's
+# value); bash evaluates it when it runs. For every class, bash must really run the marker in some command,
+# and the judge must never call such a command allowed (even under `bash_run(*)`), read-only or low.
+MARKER = "zzmark"
+_PAYLOADS = [f"$({MARKER})", f"`{MARKER}`", f"$({MARKER} 1)", f"$(: ; {MARKER})"]
+EVALUATING = {  # `%M` is where the marker's payload goes
+    "prompt expansion": ["x='%M'; : \"${x@P}\"", ": '%M'; : ${_@P}", "x=('%M'); : ${x[0]@P}",
+                         "set -- '%M'; : ${1@P}", "trap ': ${BASH_COMMAND@P}' DEBUG; : '%M'"],
+    "names with subscripts": ["x='a[%M]'; printf -v \"$x\" 1", "printf -v 'a[%M]' 1", "read 'a[%M]' <<< 1",
+                              "read -r -a 'a[%M]' <<< 1", "test -v 'a[%M]'", "[ -v 'a[%M]' ]", "[[ -v 'a[%M]' ]]",
+                              "declare 'a[%M]=1'", "f(){ local 'a[%M]=1'; }; f", ": & wait -n -p 'a[%M]'",
+                              "typeset 'a[%M]=1'", "x='a[%M]'; declare -n r=\"$x\"; : \"$r\"",
+                              "builtin printf -v 'a[%M]' 1", "command read 'a[%M]' <<< 1"],
+    "arithmetic": ["x='a[%M]'; : $((x))", "x='a[%M]'; (( x ))", "x='a[%M]'; let x", "x='a[%M]'; : $[x]",
+                   "x='a[%M]'; y=abc; : ${y:x}", "x='a[%M]'; y=abc; : ${y:0:x}", "x='a[%M]'; z=(1 2); : ${z[x]}",
+                   "x='a[%M]'; [[ $x -eq 1 ]]", "x='a[%M]'; declare -i y; y=$x",
+                   "x='a[%M]'; for ((i=x; i<0; i++)); do :; done", "x='a[%M]'; a[x]=1", "x='a[%M]'; b=([x]=1)",
+                   "x='a[%M]'; declare -a b=([x]=1)", "x='a[%M]'; b+=([x]=1)",
+                   "x='a[%M]'; OPTIND=$x", "x='a[%M]'; RANDOM=$x", "x='a[%M]'; exec {a[x]}>/dev/null"],
+    "indirect expansion": ["y='a[%M]'; : ${!y}", "y='a[%M]'; : \"${!y}\""],
+    "evaluators": ["eval ': %M'", "x=': %M'; eval \"$x\"", "trap ': %M' EXIT", "PS4='%M'; set -x; :",
+                   "source /dev/stdin <<< ': %M'", ". /dev/stdin <<< ': %M'",
+                   "shopt -s expand_aliases\nalias q=': %M'\nq", f"command {MARKER}"],
+}
+_AROUND = ["{}", "if :; then {}; fi", "( {} )", "{{ {}; }}", ": && {}", "for v in 1; do {}; done"]
+
+
+def evaluating_commands() -> list[tuple[str, str]]:
+    out = []
+    for cls, templates in EVALUATING.items():
+        for i, t in enumerate(templates):
+            for j, p in enumerate(_PAYLOADS):
+                around = _AROUND[(i + j) % len(_AROUND)]
+                body = t.replace("%M", p)
+                out.append((cls, around.format(body) if "\n" not in t else body))
+    return out
+
+
+def judged_safe(command: str) -> list[str]:
+    """What the judge says that it must not say of a command that runs a hidden program."""
+    from desktop_app.core import Action, PermissionPolicy, Risk, Rule, RuleSet, ToolFacts
+    from desktop_app.core.policy import assess_command
+
+    bash = ToolFacts("bash_run", "group:runtime", False)
+    wrong = []
+    if assess_command(analyse_command(command))[0] is Risk.LOW:
+        wrong.append("low")
+    for mode, rules in (("ask", ["*"]), ("auto", []), ("plan", ["*"]), ("read-only", []), ("strict", ["*"])):
+        policy = PermissionPolicy(mode, RuleSet([Rule.parse(f"bash_run({r})", "allow", "test") for r in rules]))
+        d = policy.resolve_ask(policy.evaluate(bash, {"command": command}))
+        if d.action is Action.ALLOW or (mode in ("plan", "read-only", "strict") and d.action is not Action.DENY):
+            wrong.append(f"{mode}: {d.action.value} ({d.reason})")
+    return wrong
+
+
+@pytest.mark.timeout(600)
+async def test_no_command_that_evaluates_text_at_run_time_is_judged_safe(make_docker_sandbox):
+    sandbox = await make_docker_sandbox()
+    cases = evaluating_commands()
+    reports = await bash_reports(sandbox, [c for _, c in cases])
+    ran: dict[str, int] = dict.fromkeys(EVALUATING, 0)
+    wrong = []
+    for (cls, command), reported in zip(cases, reports, strict=True):
+        if MARKER not in reported:
+            continue
+        ran[cls] += 1
+        said = judged_safe(command)
+        if said:
+            wrong.append((cls, command, said))
+    assert wrong == []
+    assert all(n > 0 for n in ran.values()), ran  # bash really runs the marker in every class
+    assert sum(ran.values()) > len(cases) // 2, ran

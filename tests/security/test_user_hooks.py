@@ -245,3 +245,21 @@ def test_an_old_grant_of_a_hook_that_runs_a_workspace_file_no_longer_runs(env: P
     project = ProjectInfo("p", "p", str(env), settings={"hooks_grant_digest": hooks_digest(text)})  # granted before
     specs, trust = user_hook_specs(Settings(path=None), project)
     assert trust.status.value == "approved" and specs == []
+
+
+async def test_a_deny_hook_that_cannot_see_the_whole_input_fails_closed(env: Path, tmp_path: Path,
+                                                                        docker_factory) -> None:
+    """Issue 22: hook input strings are cut at 32,000 characters, so a forbidden word placed after the cut
+    would pass a deny hook. A pre hook that cannot see the whole input denies the call without running."""
+    hook = "grep -q FORBIDDEN && { echo 'the hook saw FORBIDDEN' >&2; exit 2; }; exit 0"
+    hooks = {"PreToolUse": [{"matcher": "bash_run", "command": hook}]}
+    padding = "a" * 32_500
+    calls = [{"command": f": '{padding}'; touch ran1 # FORBIDDEN"},  # the word after the cut
+             {"command": f": '{padding}{padding}'; touch ran2 # FORBIDDEN"},  # far after it
+             {"command": "touch ran3 # FORBIDDEN"}]  # a short input: the hook itself sees the word
+    _, records = await _turn(env, tmp_path, docker_factory, calls, hooks=hooks, mode="auto")
+    assert [r.state for r in records] == [ToolCallState.DENIED] * 3
+    assert "cannot see the whole input" in records[0].error and "fail closed" in records[0].error
+    assert "cannot see the whole input" in records[1].error
+    assert "the hook saw FORBIDDEN" in records[2].error
+    assert not [n for n in os.listdir(env) if n.startswith("ran")]

@@ -14,6 +14,7 @@ import re2
 
 from ._glob import glob_regex
 from ._paths import workspace_relative
+from ._programs import judge_program
 from ._shell import analyse_command
 from ._shell_model import ShellAnalysis, SimpleCommand
 
@@ -101,7 +102,19 @@ def allow_matches(pattern: str, cmd: SimpleCommand) -> bool:
     argv = cmd.argv
     if "/" in cmd.program_path and not cmd.program_path.startswith(_SYSTEM_BIN):
         argv = (cmd.program_path, *argv[1:])
-    return _argv_matches(pat, argv, cmd.open_args)
+    if not _argv_matches(pat, argv, cmd.open_args):
+        return False
+    return not pat.prefix or _wildcard_adds_only_reads(pat, cmd)
+
+
+def _wildcard_adds_only_reads(pat: _CommandPattern, cmd: SimpleCommand) -> bool:
+    """A prefix rule's `*` proves a known program's words only when they add nothing the rule's own words do
+    not: `sort *` allows `sort -r x`, never `sort --compress-prog=sh` (the table resolves abbreviations)."""
+    judged = judge_program(cmd.argv, cmd.kinds, cmd.open_args)
+    if judged.effect == "read" or not judged.in_table or not judged.by_option:
+        return True  # what the program does with its operands (`git branch -D x`) is what the rule allows
+    named = judge_program(pat.words, ("lit",) * len(pat.words))
+    return named.effect == judged.effect and named.effect != "unknown"
 
 
 def block_matches(pattern: str, cmd: SimpleCommand) -> bool:
@@ -113,6 +126,11 @@ def block_matches(pattern: str, cmd: SimpleCommand) -> bool:
     if not set(pat.env) <= set(cmd.env):
         return False
     candidates = [cmd.argv]
+    if cmd.argv:
+        judged = judge_program(cmd.argv, cmd.kinds, cmd.open_args)
+        if judged.in_table:  # `sort --compress-prog=sh` meets `deny sort --compress-program *`
+            split = [p for w in judged.canonical for p in (w.split("=", 1) if w.startswith("--") else (w,))]
+            candidates += [tuple(judged.canonical), tuple(split)]
     for layer in cmd.layers:
         if layer:
             candidates += [layer, (layer[0].rsplit("/", 1)[-1], *layer[1:])]

@@ -7,6 +7,7 @@ from typing import Any
 
 from .._record import Provenance, Risk
 from ._control import control_targets
+from ._evaluators import unanalysable
 from ._matching import analysed
 from ._risk import assess_command
 from ._rules import (
@@ -28,16 +29,7 @@ def plan_denial(why: str) -> PolicyDecision:
                           "exit_plan_mode(plan); the person decides when changes start", Risk.MEDIUM)
 
 
-# Read-only programs with an option that writes a file or runs another program: refused while planning.
-_PLAN_WRITING_OPTIONS = {
-    "tree": ("-o",),
-    "less": ("-o", "-O", "--log-file", "--LOG-FILE", "+", "--lesskey"),
-    "more": ("-o", "-O", "--log-file", "+"),
-    "sort": ("--compress-program",),
-    "file": ("-C", "--compile"),
-    "git": ("-O", "--open-files-in-pager", "--output", "--ext-diff", "--textconv"),
-}
-_PLAN_NEVER = frozenset({"ldd", "date", "hostname", "env", "command", "printenv"})  # run, set, or leak
+_PLAN_NEVER = frozenset({"env", "command", "printenv"})  # leak the environment; what writes or runs is in the table
 
 
 def talks_to_person(tool: ToolFacts) -> bool:
@@ -61,7 +53,7 @@ def plan_mode_blocker(tool: ToolFacts, input: dict[str, Any]) -> str | None:
 
 def _plan_command_blocker(a: ShellAnalysis) -> str | None:
     if not a.analysable:
-        return f"the command cannot be analysed ({a.problems[0]})"
+        return unanalysable(a)
     risk, why = assess_command(a)
     if risk is not Risk.LOW:
         return f"the command {why}"
@@ -74,8 +66,4 @@ def _plan_command_blocker(a: ShellAnalysis) -> str | None:
             return "the command runs in the background"
         if c.program in _PLAN_NEVER:
             return f"{c.program} is not run while planning"
-        bad = _PLAN_WRITING_OPTIONS.get(c.program, ())
-        hit = next((x for x in c.argv[1:] for o in bad if x == o or x.startswith(o)), None)
-        if hit is not None:
-            return f"{c.program} {hit} writes a file or runs a program"
     return None

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from .._reasons import mode_asks
 from .._record import Provenance, Risk
 from ._control import control_targets
+from ._evaluators import unanalysable
 from ._matching import (
     allow_matches,
     analysed,
@@ -29,6 +30,7 @@ from ._matching import (
 )
 from ._paths import control_dir, control_reason
 from ._plan_mode import plan_denial, plan_mode_blocker, talks_to_person
+from ._programs import judge_program, widening_adds_only_reads
 from ._risk import INTERPRETERS, assess_command, assess_risk
 from ._rules import (
     ACTION_RANK,
@@ -224,7 +226,7 @@ class PermissionPolicy:
         blocked = _blocking_rule(command, a, rules, fs_rules, writes, risk)
         if blocked is not None:
             return blocked
-        blockers = [f"it cannot be analysed: {a.problems[0]}"] if not a.analysable else []
+        blockers = [unanalysable(a)] if not a.analysable else []
         if len(command) > AUTO_ALLOW_LIMIT:
             blockers.append(f"it is longer than {AUTO_ALLOW_LIMIT} characters, too long to allow without a person")
         if unknown_dir:
@@ -243,6 +245,9 @@ class PermissionPolicy:
                 Action.ALLOW, Provenance("rule", "; ".join(sorted({r.text for r in allowed})),
                                          source=allowed[0].source, decision="allow"),
                 "every part is allowed by a rule", risk)
+        auto_asks = _auto_blockers(a, writes) if mode is PermissionMode.AUTO else []
+        if auto_asks:  # what auto asks about on purpose (README, Permissions); a rule above may allow it
+            return PolicyDecision(Action.ASK, Provenance("mode", mode.value, decision="ask"), auto_asks[0], risk)
         return self._by_mode(ToolFacts("bash_run", "group:runtime"), {}, risk, why, resolved, mode)
 
     def _by_mode(self, tool: ToolFacts, input: dict[str, Any], risk: Risk, why: str,
@@ -268,6 +273,29 @@ class PermissionPolicy:
             if paths and all(normalize_path(p) is not None for p in spelled):
                 return by(Action.ALLOW, "mode accept-edits runs file writes inside the workspace")
         return by(Action.ASK, mode_asks(tool.name, why, mode.value))
+
+
+def _auto_blockers(a: ShellAnalysis, writes: list[str]) -> list[str]:
+    """What `auto` asks about although it is analysable and not dangerous: a redirection outside the
+    workspace or into a hidden configuration path (`.git/`, `.agent-desk/`, `~/.bashrc`), and a command
+    substitution whose commands are not known reads (the table of programs)."""
+    out: list[str] = []
+    for w in writes:
+        rel = normalize_path(w)
+        if rel is None or w.startswith("~"):
+            out.append(f"it writes {w}, outside /workspace, and mode auto asks first")
+            break
+        if any(part.startswith(".") and part not in (".", "..") for part in rel.split("/")):
+            out.append(f"it writes {w}, a hidden configuration path, and mode auto asks first")
+            break
+    for c in a.commands:
+        if c.parent is None or not c.argv:
+            continue
+        if judge_program(c.argv, c.kinds, c.open_args, c.program_path).effect != "read":
+            out.append(f"it substitutes the output of {c.program}, which is not a known read, and mode auto "
+                       "asks first")
+            break
+    return out
 
 
 def _control_denial(tool: ToolFacts, input: dict[str, Any], resolved: Mapping[str, str]) -> PolicyDecision | None:
@@ -371,12 +399,14 @@ _PLAIN_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 
 def suggest_rule(name: str, input: dict[str, Any], action: Action = Action.ALLOW) -> Rule:
-    """The rule an "allow for this session" / "always allow" would add, for a person to preview: never
-    wider than the call's program plus its subcommand; for interpreters and shells, the exact command."""
+    """The rule an "allow for this session" / "always allow" would add, for a person to preview: the exact
+    command, unless the table of programs proves that `PROGRAM [SUBCOMMAND] *` adds only reads."""
     command = input.get("command")
     if name in COMMAND_TOOLS and isinstance(command, str):
         head = _suggested_head(analysed(command))
-        return Rule(action, name, " ".join(head) + " *" if head else command.strip())
+        head = head[:2] if head[:1] == ["git"] else head[:1]
+        wide = bool(head) and widening_adds_only_reads(head)
+        return Rule(action, name, " ".join(head) + " *" if wide else command.strip())
     paths = paths_of(input)
     if paths:
         rel = normalize_path(paths[0]) or paths[0]

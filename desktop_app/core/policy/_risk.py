@@ -9,23 +9,14 @@ from typing import Any
 
 from .._record import Risk
 from .._sandbox import WORKSPACE
+from ._effects import deletes_by_pattern, discards_work, exfiltration, reads_secret
+from ._evaluators import unanalysable
 from ._paths import container_path
+from ._programs import judge_program
 from ._shell import analyse_command
 from ._shell_model import SHELLS, ShellAnalysis, SimpleCommand
 
-_READ_ONLY = frozenset({
-    "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "rg", "pwd", "echo", "printf", "true", "false",
-    ":", "date", "whoami", "id", "uname", "hostname", "which", "type", "file", "stat", "du", "df", "tree",
-    "basename", "dirname", "realpath", "readlink", "cut", "tr", "diff", "cmp", "md5sum", "sha1sum", "sha256sum",
-    "test", "[", "[[", "nl", "column", "printenv", "jq", "cd", "pushd", "popd", "whereis", "ps", "uptime",
-    "free", "nproc", "seq", "expr", "rev", "tac", "od", "hexdump", "strings", "comm", "paste", "sort", "uniq",
-    "find", "git", "command", "env", "sleep", "fold", "less", "more", "ldd", "locale", "groups", "users",
-})
-_GIT_READS = frozenset({"status", "log", "diff", "show", "rev-parse", "ls-files", "blame", "describe",
-                        "shortlog", "ls-tree", "cat-file", "grep", "branch", "tag", "remote"})
 _GIT_GLOBAL_ARG = frozenset({"-C", "--git-dir", "--work-tree", "--namespace"})
-_FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fls",
-                           "-fprintf"})
 _FIND_NARROWING = frozenset({"-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex",
                              "-iregex", "-newer", "-mtime", "-mmin", "-ctime", "-cmin", "-atime", "-amin",
                              "-size", "-empty", "-inum", "-samefile", "-user", "-uid", "-links"})
@@ -62,10 +53,18 @@ def assess_command(a: ShellAnalysis) -> tuple[Risk, str]:
     high = _fork_bomb(a) or _download_into_interpreter(a)
     if high is None:
         high = next((why for c in a.commands if (why := _destroys(c, a)) is not None), None)
+    sent = exfiltration(a)
+    if high is None and sent is not None and sent[0]:
+        high = sent[1]
     if high is not None:
         return Risk.HIGH, high
     if not a.analysable:
-        return Risk.MEDIUM, f"it cannot be analysed: {a.problems[0]}"
+        return Risk.MEDIUM, unanalysable(a)
+    if sent is not None:
+        return Risk.MEDIUM, sent[1]
+    secret = next((s for c in a.commands if (s := reads_secret(c)) is not None), None)
+    if secret is not None:
+        return Risk.MEDIUM, f"reads a secret file ({secret})"
     for c in a.commands:
         why = _medium(c)
         if why is not None:
@@ -124,9 +123,11 @@ def _destroys(c: SimpleCommand, a: ShellAnalysis) -> str | None:
                 "/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"):
             return f"writes to the device {r.target}"
     if p == "rm" and (_has_flag(args, "rR", "--recursive") or "--no-preserve-root" in args):
-        return _wide_target(_operands(args), a, "deletes", c)
+        return _wide_target(_operands(args), a, "deletes", c) or deletes_by_pattern(c)
     if p == "find" and "-delete" in args:
-        return _find_delete(args, a, c)
+        return _find_delete(args, a, c) or deletes_by_pattern(c)
+    if c.deletes:
+        return deletes_by_pattern(c)
     if p in ("chmod", "chown", "chgrp") and _has_flag(args, "R", "--recursive"):
         return _wide_target(_operands(args)[1:], a, f"changes the {'owner' if p != 'chmod' else 'permissions'} of", c)
     if p == "dd" and any(x.startswith("of=") for x in args):
@@ -228,6 +229,9 @@ def _find_delete(args: tuple[str, ...], a: ShellAnalysis, c: SimpleCommand) -> s
 
 def _git_destroys(args: tuple[str, ...]) -> str | None:
     sub, rest = _git_subcommand(args)
+    discarded = discards_work(sub, rest)
+    if discarded is not None:
+        return discarded
     if sub == "clean" and _has_flag(rest, "f", "--force"):
         return "deletes untracked files (git clean -f)"
     if sub == "reset" and "--hard" in rest:
@@ -247,6 +251,8 @@ def _git_subcommand(args: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
 
 # -- medium ------------------------------------------------------------------------------------------
 def _medium(c: SimpleCommand) -> str | None:
+    """Why a command that does not destroy is medium, or None when every part only reads: its program and
+    every option of it are in the table of known programs (`_programs.py`) and only read."""
     if c.writes:
         return f"writes {c.writes[0]}"
     sensitive = next((e for e in c.env if e.split("=", 1)[0].startswith(_SENSITIVE_ENV)), None)
@@ -254,29 +260,5 @@ def _medium(c: SimpleCommand) -> str | None:
         return f"sets {sensitive.split('=', 1)[0]}, which changes what runs"
     if c.calls_function or c.runs_script or not c.argv:
         return None
-    p, args = c.program, c.argv[1:]
-    if p not in _READ_ONLY or any(k == "dyn" for k in c.kinds[:1]):
-        return f"runs {p}, which can change things"
-    why = {
-        "find": lambda: "find runs or deletes" if any(x in _FIND_ACTIONS for x in args) else None,
-        "rg": lambda: "rg runs a preprocessor (--pre)" if any(x.startswith("--pre") for x in args) else None,
-        "sort": lambda: "sort writes a file (-o)" if any(x.startswith(("-o", "--output")) for x in args) else None,
-        "uniq": lambda: "uniq writes a file" if len(_operands(args)) > 1 else None,
-        "git": lambda: _git_medium(args),
-        "env": lambda: "env runs a program" if _operands(args) else None,
-        "less": lambda: None, "more": lambda: None,
-    }.get(p)
-    return why() if why else None
-
-
-def _git_medium(args: tuple[str, ...]) -> str | None:
-    if any(x == "-c" or x.startswith(("--config-env", "--exec-path")) for x in args):
-        return "sets git configuration on the command line, which can run programs"
-    sub, rest = _git_subcommand(args)
-    if sub not in _GIT_READS:
-        return f"runs git {sub}, which can change things" if sub else "runs git"
-    if sub in ("branch", "tag", "remote") and _operands(rest) and _operands(rest) != ["-v"]:
-        return f"git {sub} with arguments changes things"
-    if any(x.startswith(("--output", "--ext-diff")) for x in rest):
-        return f"git {sub} writes a file or runs an external diff"
-    return None
+    judged = judge_program(c.argv, c.kinds, c.open_args, c.program_path)
+    return None if judged.effect == "read" else judged.why

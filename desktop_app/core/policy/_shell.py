@@ -9,6 +9,13 @@ from dataclasses import replace
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
+from ._evaluators import (
+    EVALUATED_VARIABLES,
+    INERT_AT_OPERATORS,
+    WHY,
+    evaluated_text,
+    literal_number,
+)
 from ._shell_model import (
     OPAQUE_PROGRAMS,
     Redirect,
@@ -272,8 +279,8 @@ class _Walker:
             return Word(_text(node), "glob")
         if t in ("ansi_c_string", "translated_string"):
             self.problem(f"ANSI-C or locale quoting ({_snip(node)})")
-        elif t in ("arithmetic_expansion",):
-            self.problem(f"arithmetic ({_snip(node)}) can run commands through variable values")
+        elif t == "arithmetic_expansion":
+            self.problem(f"{WHY}arithmetic ({_snip(node)}) evaluates variable values, which can run commands")
         else:
             self.problem(f"the word {_snip(node)} ({t.replace('_', ' ')}) is not understood")
         return Word(_text(node), "dyn")
@@ -294,14 +301,31 @@ class _Walker:
         return Word(_text(node), "dyn") if dynamic else Word("".join(parts))
 
     def expansion(self, node: Node, ctx: WalkContext, nest: int) -> None:
-        for child in node.children:
-            if child.type == "subscript":
+        """`$x`, `${x...}`: what bash evaluates in it (a subscript, a substring offset, `@P`, `${!x}`,
+        `$_`) makes it un-analysable; the words of its operators (`${x:-$(id)}`) are analysed."""
+        kids = node.children
+        substring = False
+        for i, child in enumerate(kids):
+            t = child.type
+            if t == "subscript":
                 index = child.child_by_field_name("index")
                 if index is None or not (_text(index).isdigit() or _text(index) in ("@", "*")):
-                    self.problem(f"an array subscript ({_snip(child)}) can run commands through variable values")
-            elif child.type == "!" and node.type == "expansion":
-                self.problem(f"indirect expansion ({_snip(node)})")
-            elif child.is_named and child.type not in ("variable_name", "special_variable_name"):
+                    self.problem(f"{WHY}an array subscript ({_snip(child)}) is arithmetic, which can run commands")
+            elif t == "!" and node.type == "expansion" and i == 1:
+                self.problem(f"{WHY}indirect expansion ({_snip(node)})")
+            elif t in ("variable_name", "special_variable_name") and _text(child) in EVALUATED_VARIABLES and (
+                    i <= 2 and not substring):
+                self.problem(f"{WHY}{_snip(node)} holds the text of another command")
+            elif t == "@" and node.type == "expansion":
+                op = _text(kids[i + 1]) if i + 1 < len(kids) else ""
+                if op not in INERT_AT_OPERATORS:
+                    self.problem(f"{WHY}the expansion operator @{op} ({_snip(node)})")
+            elif t == ":" and node.type == "expansion":
+                substring = True
+            elif substring and child.is_named:
+                if not (t == "number" and literal_number(_text(child))):
+                    self.problem(f"{WHY}a substring offset ({_snip(node)}) is arithmetic, which can run commands")
+            elif child.is_named and t not in ("variable_name", "special_variable_name"):
                 self.word(child, ctx, nest + 1)
 
     def substitution(self, node: Node, ctx: WalkContext, nest: int) -> None:
@@ -371,6 +395,9 @@ class _Walker:
             self.stmt(n, c, nest + 1)
 
     def add(self, cmd: SimpleCommand, slot: int | None = None) -> None:
+        why = evaluated_text(cmd)
+        if why is not None:
+            self.problem(why)
         if cmd.program in self.functions:
             cmd = replace(cmd, calls_function=True)
         if slot is None:
@@ -388,8 +415,12 @@ class _Walker:
             return _text(name) + "="
         if value.type == "array":
             for c in value.children:
-                if c.is_named:
-                    self.word(c, ctx, nest + 1)
+                if not c.is_named:
+                    continue
+                key = _text(c)[1:].split("]", 1)[0] if _text(c).startswith("[") else "0"
+                if not key.isdigit():  # `a=([x]=1)`: the subscript is arithmetic on x's value
+                    self.problem(f"{WHY}an array subscript ({_snip(c)}) is arithmetic, which can run commands")
+                self.word(c, ctx, nest + 1)
             return _text(node)
         w = self.word(value, ctx, nest + 1)
         op = "+=" if "+=" in _text(node)[: len(_text(name)) + 2] else "="
@@ -433,9 +464,13 @@ class _Walker:
         stack = [c for c in node.children if c.is_named]
         while stack:
             n = stack.pop()
-            if n.type == "test_operator" and _text(n) in ("-v", "-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-R"):
+            if n.type == "test_operator" and _text(n) in ("-v", "-R"):
+                operand = n.next_named_sibling
+                if operand is None or operand.type != "word" or not _text(operand).isidentifier():
+                    self.problem(f"{WHY}{_text(n)} is given a name bash evaluates ({_snip(node)})")
+            elif n.type == "test_operator" and _text(n) in ("-eq", "-ne", "-lt", "-le", "-gt", "-ge"):
                 if _text(node).startswith("[["):
-                    self.problem(f"{_text(n)} inside [[ ]] evaluates variable values as arithmetic or names")
+                    self.problem(f"{WHY}{_text(n)} inside [[ ]] evaluates variable values as arithmetic")
             elif n.type in ("binary_expression", "unary_expression", "parenthesized_expression",
                             "negated_expression"):
                 stack += [c for c in n.children if c.is_named]
@@ -452,7 +487,7 @@ class _Walker:
 
     def compound(self, node: Node, ctx: WalkContext, nest: int) -> None:
         if node.children and node.children[0].type == "((":
-            self.problem(f"arithmetic ({_snip(node)}) can run commands through variable values")
+            self.problem(f"{WHY}arithmetic ({_snip(node)}) evaluates variable values, which can run commands")
             return
         self.seq(node, ctx, nest)
 
