@@ -53,7 +53,7 @@ EXPORTED: dict[str, list[str]] = {
         "SessionNotice", "seal_calls",  # lifecycle (issue 14)
         # templates and sub-agents
         "AgentTemplate", "BUILTIN_TEMPLATES", "DEFAULT_TEMPLATE", "NarrowedPolicy", "SubagentFinished",
-        "SubagentLimits", "SubagentSetup", "SubagentStarted", "TASK_TOOL", "TemplateCatalog",
+        "SubagentLimits", "SubagentSetup", "SubagentStarted", "TASK_TOOL", "TemplateCatalog", "asked_by",
         "load_templates", "template_from_text", "Skill", "SkillCatalog", "load_skills",
     ],
     "tools": [
