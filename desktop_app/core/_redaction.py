@@ -461,6 +461,15 @@ _PENDING_KEY = re2.compile(
 _ENCODED_LINE = re2.compile(r"^[A-Za-z0-9+/_\-]{8,}={0,2}$")
 _ENCODED_END = re2.compile(r"[A-Za-z0-9+/_\-]{8,}={0,2}$")
 _ENCODED_START = re2.compile(r"^[A-Za-z0-9+/_\-]{8,}")
+
+
+def _encoded(m: Any) -> bool:
+    """Whether a run looks encoded, not a word: a digit, `+` or `/`, or a capital after its first character.
+    A line that ends in a word ("Compiling", "packages") streams at once; one that may start a block waits."""
+    if m is None:
+        return False
+    run = m.group(0)
+    return any(c.isdigit() or c in "+/" for c in run) or any(c.isupper() for c in run[1:])
 LINE_HOLD = 16_384  # a partial line longer than this is emitted in part
 TAIL_HOLD = 2_048  # what stays behind of such a line
 _END_KEEP = 64  # of a PEM body being skipped, what is kept to find an END marker split across chunks
@@ -544,12 +553,12 @@ class StreamRedactor:
             if start - prev > self.line_hold:
                 break
             line = buf[prev:cut - 1]
-            if not _ENCODED_LINE.match(line):
+            if not _encoded(_ENCODED_LINE.match(line)):
                 # a block may begin at the end of a line of prose ("the key: c2stYW50…"), or end at the start
                 # of one: that line waits too, and one that starts so may go on a block above it
-                ends, starts = _ENCODED_END.search(line), _ENCODED_START.match(line)
-                if starts is None:
-                    return prev if ends is not None else cut
+                ends, starts = _encoded(_ENCODED_END.search(line)), _encoded(_ENCODED_START.match(line))
+                if not starts:
+                    return prev if ends else cut
             cut = prev
         return cut
 

@@ -249,3 +249,15 @@ def test_hidden_secrets_in_what_the_model_writes_reach_no_storage(env, server, d
     _export(env, tmp_path)
     found = _found(_blobs(tmp_path, [out.stdout, out.stderr]), cases)
     assert not found, "\n".join(found)
+
+
+def test_ordinary_lines_stream_at_once_and_an_encoded_block_waits_for_its_end() -> None:
+    sr = StreamRedactor(Redactor())
+    for line in ("added 200 packages in 3s\n", "Compiling\n", "running the tests\n", "done: ok\n"):
+        assert sr.feed(line) == line  # nothing held: a word is not an encoding
+    block = base64.b64encode(f"DB_PASSWORD={_r(30)}".encode()).decode()
+    first, rest = block[:20], block[20:]
+    assert sr.feed(first + "\n") == ""  # may go on over the next lines: it waits
+    assert sr.feed(rest + "\n") == ""
+    out = sr.feed("the end\n")
+    assert out == f"{REDACTED}\nthe end\n", out
