@@ -54,7 +54,7 @@ EXPORTED: dict[str, list[str]] = {
         "plural", "shown_risk", "skipped_after", "status_word",  # the record as it happened (issue 24)
         # templates and sub-agents
         "AgentTemplate", "BUILTIN_TEMPLATES", "DEFAULT_TEMPLATE", "NarrowedPolicy", "SubagentFinished",
-        "SubagentLimits", "SubagentSetup", "SubagentStarted", "TASK_TOOL", "TemplateCatalog",
+        "SubagentLimits", "SubagentSetup", "SubagentStarted", "TASK_TOOL", "TemplateCatalog", "asked_by",
         "load_templates", "template_from_text", "Skill", "SkillCatalog", "load_skills",
     ],
     "tools": [

@@ -76,7 +76,7 @@ async def _audit_export(args: argparse.Namespace, store: SqlStore) -> int:
 
 
 async def _audit_verify(args: argparse.Namespace, store: SqlStore) -> int:
-    result = await store.verify()
+    result = await store.verify(trusted_keys=getattr(args, "trust_key", None) or ())
     if result.ok:
         print(f"audit chain OK: {result.message or f'{result.count} entries verified'}")
         return EXIT_OK

@@ -162,7 +162,10 @@ def _add_audit(sub: _Sub) -> None:
     ae.add_argument("--session")
     ae.add_argument("--signed", action="store_true",
                     help="end the export with the database's signed head and this installation's signature")
-    asub.add("verify", help="check the audit hash chain, its signed heads and its witness")
+    av = asub.add("verify", help="check the audit hash chain, its signed heads and its witness")
+    av.add_argument("--trust-key", action="append", default=[], metavar="KEY_ID",
+                    help="accept entries signed by another desk's key (repeatable): on an installation with a "
+                         "witness, a key it never registered, or one claiming its user@host, fails otherwise")
     ve = asub.add("verify-export", help="check a signed export offline (no database needed)")
     ve.add_argument("file")
     ve.add_argument("--key", action="append", default=[], metavar="KEY_ID",

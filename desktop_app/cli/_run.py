@@ -28,6 +28,7 @@ from ..core import (
     TokenUsage,
     ToolEnd,
     ToolStart,
+    asked_by,
     status_word,
     visible,
 )
@@ -256,6 +257,8 @@ def approval_question(event: PermissionRequired) -> str:
     """The whole call, as it will run, with its risk and why it asks; characters a terminal would not
     show as themselves (a carriage return, an escape sequence) are written as escapes. Nothing is cut."""
     lines = [f"Allow {event.name}? risk {event.risk}: {visible(event.reason or 'the permission mode asks')}"]
+    if who := asked_by(event.meta or {}):
+        lines.append(f"  asked by {who}")
     rest = dict(event.input)
     command = rest.pop("command", None)
     if isinstance(command, str):
@@ -273,8 +276,9 @@ def approval_question(event: PermissionRequired) -> str:
 def question_text(question: Question) -> str:
     """A question with its numbered choices, or a plan with how to approve or reject it; escaped as
     approval_question does, so the terminal shows what the model wrote."""
+    who = asked_by(question.meta)
     if question.kind == "question":
-        lines = [f"The agent asks: {visible(question.text)}"]
+        lines = [f"{'The agent' if not who else who[0].upper() + who[1:]} asks: {visible(question.text)}"]
         lines += [f"  {i}. {visible(c)}" for i, c in enumerate(question.choices, 1)]
         lines.append("Your answer (a number, or your own words): ")
         return "\n".join(lines)

@@ -135,7 +135,7 @@ from ._sandbox import (
 from ._session_setup import DEFAULT_MAX_STEPS, SessionSetup, SubagentLimits, SubagentSetup
 from ._skills import Skill, SkillCatalog, load_skills
 from ._store import MemoryStore, RecordStore
-from ._subagents import TASK_TOOL
+from ._subagents import TASK_TOOL, asked_by
 from ._templates import (
     BUILTIN_TEMPLATES,
     DEFAULT_TEMPLATE,
@@ -317,6 +317,7 @@ __all__ = [
     "UserHookSpec",
     "analyse_command",
     "append_project_rule",
+    "asked_by",
     "assess_risk",
     "builtin_hooks",
     "call_risk",

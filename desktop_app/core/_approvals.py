@@ -264,6 +264,7 @@ class Question:
     choices: list[str] = field(default_factory=list)
     modes: list[str] = field(default_factory=list)
     asked_at: float = field(default_factory=time.time)
+    meta: dict[str, Any] = field(default_factory=dict)  # a sub-agent's labels, set by the desk
 
 
 Watcher = Any  # Callable[[str], None]: called with a session id when what it waits for changes
@@ -307,17 +308,21 @@ class PendingQuestions:
         entry[1].set_result(answer)
 
     async def ask(self, session_id: str, call_id: str, kind: str, text: str, *, choices: Sequence[str] = (),
-                  abort: asyncio.Event | None = None) -> Answer:
-        """Offer a question or a plan and wait for the answer (or for nobody: see `no_person`)."""
+                  abort: asyncio.Event | None = None, meta: dict[str, Any] | None = None) -> Answer:
+        """Offer a question or a plan and wait for the answer (or for nobody: see `no_person`). `meta`: the
+        labels of a sub-agent's run; a sub-agent never offers a plan (only its parent leaves plan mode)."""
+        meta = dict(meta or {})
+        if kind == "plan" and meta.get("subagent"):
+            raise ApprovalNotPending("a sub-agent cannot offer a plan: only its parent session leaves plan mode")
         self._count += 1
         modes = list(self.PLAN_MODES) if kind == "plan" else []
-        q = Question(f"q{self._count}_{call_id}", session_id, call_id, kind, text, list(choices), modes)
+        q = Question(f"q{self._count}_{call_id}", session_id, call_id, kind, text, list(choices), modes, meta=meta)
         nobody = self.no_person or self.policy.mode_for(session_id) is PermissionMode.STRICT
         fut: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         if not nobody:  # waiting before it is announced: an answer that comes at once finds it
             self._waiting[q.id] = (q, fut)
         self.bus.publish(QuestionAsked(session_id=session_id, question_id=q.id, call_id=call_id, kind=kind,
-                                       text=text, choices=q.choices, modes=modes))
+                                       text=text, choices=q.choices, modes=modes, meta=meta))
         if nobody:
             return self._answered(q, Answer(answered=False, note=NO_PERSON, by="desk"))
         self._notify(session_id)

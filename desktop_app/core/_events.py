@@ -302,6 +302,7 @@ class QuestionAsked(Event):
     text: str = ""
     choices: list[str] = field(default_factory=list)
     modes: list[str] = field(default_factory=list)  # for a plan: the modes the person may switch to
+    meta: dict[str, Any] = field(default_factory=dict)  # a sub-agent's labels (core.asked_by names it)
 
 
 @dataclass(slots=True)

@@ -16,6 +16,15 @@ from typing import Any
 
 import re2
 
+from ._redaction_views import (
+    MIN_ENCODED,
+    clean_to_text,
+    encoded_runs,
+    json_unescaped,
+    split_token_lines,
+    without_escapes,
+)
+
 REDACTED = "[REDACTED]"
 _R = REDACTED
 
@@ -207,6 +216,7 @@ _CACHED_CHARS, _CACHE_SIZE = 48, 4096
 INLINE_REDACT_CHARS = 16_384  # a value with more text than this is redacted on a worker thread, and once
 MEMO_VALUES = 8  # large values whose redaction is remembered, by identity
 MEMO_CHARS = 128 * 1024 * 1024  # and at most this much text pinned by them (the newest always stays)
+DECODE_DEPTH = 2  # a decoded text is decoded again once: base64 of hex, base64 of base64
 _SHORT = 256  # below this, Python's substring checks beat RE2's fixed cost per search (~4 us)
 _TRIGGER_RE = re2.compile(("(?i)" + "|".join(re2.escape(t) for t in TRIGGERS)).encode())
 
@@ -293,23 +303,86 @@ class Redactor:
         return len(text) <= INLINE_REDACT_CHARS or self._large.get(text) is not None
 
     def _redact(self, text: str) -> str:
+        return self._redact_at(text, 0)
+
+    def _redact_at(self, text: str, depth: int) -> str:
+        """`text` redacted; `depth`: how many decodings deep it is (a decoded run is scanned as a text)."""
         if text in self._clean:
             return text
-        short = len(text) <= _CACHED_CHARS
+        # escapes that split a token go before the patterns look (they would take only the half before
+        # it), encoded runs after (what is plain is redacted where it stands)
+        deeper = depth < DECODE_DEPTH
+        found = _applied(text, self._unsplit(text, depth) + self._in_json(text, depth, self._unsplit)) \
+            if deeper else text
+        found = self._patterns(found)
+        if deeper and len(found) >= MIN_ENCODED:
+            found = _applied(found, self._decoded(found, depth) + self._in_json(found, depth, self._decoded))
+        if found is text and len(text) <= _CACHED_CHARS:
+            if len(self._clean) >= _CACHE_SIZE:
+                self._clean.clear()
+            self._clean.add(text)
+        return found
+
+    def _patterns(self, text: str) -> str:
+        """`text` with the literals and what the patterns match replaced (the same object when none)."""
         for lit in self.literals:
             if lit in text:
                 text = text.replace(lit, _R)
         data = _utf8(text) if len(text) >= 6 and (len(text) >= _SHORT or may_hold_secret(text)) else b""
         if not data or (len(text) >= _SHORT and not _TRIGGER_RE.search(data)) or not _ANY_SECRET_B.search(data):
-            if short:
-                if len(self._clean) >= _CACHE_SIZE:
-                    self._clean.clear()
-                self._clean.add(text)
             return text
         for pat, repl in _COMPILED:
             if pat.search(data):  # a search costs less than a sub that finds nothing
                 data = pat.sub(repl, data)
         return _text(data)
+
+    def _unsplit(self, text: str, depth: int) -> list[Span]:
+        """Each secret that escape sequences or invisible characters split, with its redaction (the escapes
+        inside it go too); only the lines where one sits between two visible characters are looked at."""
+        if text.isprintable():
+            return []
+        out: list[Span] = []
+        for start, end in split_token_lines(text, _utf8(text)):
+            clean, kept = without_escapes(text[start:end])
+            if self._patterns(clean) is clean:
+                continue
+            to_line = clean_to_text(kept)
+            for s, e in _merged(self.spans(clean)):
+                shown = clean[s:e]
+                red = self._redact_at(shown, depth + 1)
+                if red != shown:
+                    a, b = to_line(s, e)
+                    out.append((start + a, start + b, red))
+        return out
+
+    def _decoded(self, text: str, depth: int) -> list[Span]:
+        """Each encoded run (base64, hex, escapes, percent) whose decoding holds a secret."""
+        if len(text) < MIN_ENCODED:
+            return []
+        return [(*self._narrowed(text, a, b, depth), _R) for a, b, decoded in encoded_runs(text, _utf8(text))
+                if any(self._redact_at(d, depth + 1) != d for d in decoded)]
+
+    def _narrowed(self, text: str, a: int, b: int, depth: int) -> tuple[int, int]:
+        """A run over several lines may have taken in the first word of a line of prose after it (`after it`):
+        without that word, when the rest still decodes to the secret. Anything else stays in: a whole last
+        line (`base64` ends its output with a newline), one that a quote or a digit ends."""
+        last = text.rfind("\n", a, b)
+        if last < 0 or b >= len(text) or text[b] not in " \t" or not text[last + 1:b].split("\t")[-1].strip().isalpha():
+            return a, b
+        head = text[a:last].rstrip()
+        if any(self._redact_at(d, depth + 1) != d for _, _, decoded in encoded_runs(head, _utf8(head))
+               for d in decoded):
+            return a, a + len(head)
+        return a, b
+
+    def _in_json(self, text: str, depth: int, find: Callable[[str, int], list[Span]]) -> list[Span]:
+        """What `find` (`_unsplit` or `_decoded`) finds in the JSON strings of `text` (a tool's input streams as
+        JSON: a line end is `\\n` there, an escape `\\u001b`), as spans of `text`, redacted whole."""
+        view = json_unescaped(text, _utf8(text))
+        if view is None:
+            return []
+        plain, to_text = view
+        return [(*to_text(a, b), _R) for a, b, _ in find(plain, depth)]
 
     def redact_value(self, value: Any) -> Any:
         """`value` with every string in it redacted (dict keys too); the same object when nothing changed."""
@@ -343,6 +416,35 @@ class Redactor:
         return found
 
 
+Span = tuple[int, int, str]  # start, end, what replaces it
+
+
+def _applied(text: str, spans: list[Span]) -> str:
+    """`text` with each span replaced (overlapping spans as one, redacted whole); the same object when none."""
+    if not spans:
+        return text
+    merged: list[Span] = []
+    for s, e, r in sorted(spans):
+        if merged and s < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(e, merged[-1][1]), _R)
+        else:
+            merged.append((s, e, r))
+    for s, e, r in reversed(merged):
+        text = text[:s] + r + text[e:]
+    return text
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping spans as one, in order."""
+    out: list[tuple[int, int]] = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(e, out[-1][1]))
+        else:
+            out.append((s, e))
+    return out
+
+
 DEFAULT_REDACTOR = Redactor()
 
 
@@ -356,6 +458,18 @@ _PENDING_KEY = re2.compile(
     r"(?i)(?:" + _NAME + r"\\?[\"']?\s*[=:]\s*\\?[\"']?|bearer\s+|basic\s+|authorization[\"']?\s*[:=]\s*[\"']?"
     r"|(?:-u|--user|--password|--token)\s+|\b(?:aws|secret)[^\n]{0,100})$"
 )
+_ENCODED_LINE = re2.compile(r"^[A-Za-z0-9+/_\-]{8,}={0,2}$")
+_ENCODED_END = re2.compile(r"[A-Za-z0-9+/_\-]{8,}={0,2}$")
+_ENCODED_START = re2.compile(r"^[A-Za-z0-9+/_\-]{8,}")
+
+
+def _encoded(m: Any) -> bool:
+    """Whether a run looks encoded, not a word: a digit, `+` or `/`, or a capital after its first character.
+    A line that ends in a word ("Compiling", "packages") streams at once; one that may start a block waits."""
+    if m is None:
+        return False
+    run = m.group(0)
+    return any(c.isdigit() or c in "+/" for c in run) or any(c.isupper() for c in run[1:])
 LINE_HOLD = 16_384  # a partial line longer than this is emitted in part
 TAIL_HOLD = 2_048  # what stays behind of such a line
 _END_KEEP = 64  # of a PEM body being skipped, what is kept to find an END marker split across chunks
@@ -430,13 +544,31 @@ class StreamRedactor:
             self._in_pem = False
         return ""
 
+    def _encoded_tail(self, buf: str, start: int) -> int:
+        """Where the block of encoded-looking lines (base64, hex) that ends `buf[:start]` begins: it waits, so
+        a secret encoded across lines (`base64` wraps at 76 columns) is decoded whole; at most LINE_HOLD."""
+        cut = start
+        while cut > 0:
+            prev = max(buf.rfind("\n", 0, cut - 1), buf.rfind("\r", 0, cut - 1)) + 1
+            if start - prev > self.line_hold:
+                break
+            line = buf[prev:cut - 1]
+            if not _encoded(_ENCODED_LINE.match(line)):
+                # a block may begin at the end of a line of prose ("the key: c2stYW50…"), or end at the start
+                # of one: that line waits too, and one that starts so may go on a block above it
+                ends, starts = _encoded(_ENCODED_END.search(line)), _encoded(_ENCODED_START.match(line))
+                if not starts:
+                    return prev if ends else cut
+            cut = prev
+        return cut
+
     def _cut(self, buf: str, final: bool) -> int:
         """How much of `buf` may go now: its complete lines, or part of an overlong line."""
         if final:
             return len(buf)
         start = max(buf.rfind("\n"), buf.rfind("\r")) + 1
         if len(buf) - start <= self.line_hold:
-            return start
+            return self._encoded_tail(buf, start)
         cut = len(buf) - self.tail_hold
         for s, e in self.redactor.spans(buf[start:]):
             if start + s < cut < start + e:

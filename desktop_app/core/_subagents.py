@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._approvals import visible
 from ._errors import AgentDeskError, ToolInputError
 from ._events import SubagentFinished, SubagentStarted
 from ._project import SessionInfo
@@ -24,6 +26,9 @@ log = logging.getLogger(__name__)
 
 TASK_TOOL = "task_run"
 STOP_GRACE_S = 10.0  # how long a stopped child may take to close its history before it is left
+# What a child is never given, whatever its template says: leaving plan mode is the parent's and the person's.
+CHILD_FORBIDDEN_TOOLS = frozenset({"exit_plan_mode"})
+TASK_EXCERPT_CHARS = 120  # how much of a child's task its cards show
 
 
 @dataclass(slots=True)
@@ -38,6 +43,29 @@ class ChildAnswer:
     steps: int
     name: str
     template: str
+
+
+def child_label(template: str, number: int) -> str:
+    """The name the person sees for a child: its template and its number in the session, set by the desk
+    (a name the model picks could read "main session")."""
+    return f"{template} {number}"
+
+
+def task_excerpt(task: str) -> str:
+    """The start of a child's task, on one line, as its cards show it."""
+    line = " ".join(task.split())
+    return line if len(line) <= TASK_EXCERPT_CHARS else line[:TASK_EXCERPT_CHARS - 1] + "…"
+
+
+def asked_by(meta: Mapping[str, Any]) -> str:
+    """Who asks, for a card of a child's call, question or plan: "the sub-agent explore 1 (template explore),
+    task: …", from the labels the desk set; "" for a session's own."""
+    label = meta.get("subagent")
+    if not label:
+        return ""
+    template = f" (template {visible(str(meta['template']))})" if meta.get("template") else ""
+    task = f", task: {visible(str(meta['task']))}" if meta.get("task") else ""
+    return f"the sub-agent {visible(str(label))}{template}{task}"
 
 
 def subagent_prompt(name: str, template: AgentTemplate, depth: int) -> str:
@@ -87,9 +115,10 @@ class Subagents:
         """Start a child for `task` and wait for its answer; a cancelled wait stops the child first."""
         tpl = self.check(template)
         self.started += 1
-        label = name.strip() or f"{tpl.name} {self.started}"
+        # The desk names the child (template and number): the model's `name` is kept, never shown as its title.
+        label = child_label(tpl.name, self.started)
         async with self._running:
-            child = await self._open(tpl, label, task, parent_call_id)
+            child = await self._open(tpl, label, task, parent_call_id, name.strip())
             sid = child.session.id
             self.children[sid] = child
             self.parent.bus.publish(SubagentStarted(
@@ -119,7 +148,7 @@ class Subagents:
             async with asyncio.timeout(STOP_GRACE_S):
                 await asyncio.shield(child.wait())
 
-    async def _open(self, tpl: AgentTemplate, label: str, task: str, parent_call_id: str) -> Any:
+    async def _open(self, tpl: AgentTemplate, label: str, task: str, parent_call_id: str, given: str) -> Any:
         parent = self.parent
         depth = self.depth + 1
         tools = self._tools(tpl, depth)
@@ -127,9 +156,11 @@ class Subagents:
         if tpl.model and tpl.model != client.model and self.setup.client_for is not None:
             client = self.setup.client_for(tpl.model)
         meta = {"parent_session_id": parent.session.id, "parent_call_id": parent_call_id,
-                "template": tpl.name, "subagent": label, "depth": depth}
-        session = SessionInfo(id=new_id("ses_"), project_id=parent.project.id, title=f"{label}: {task[:60]}",
-                              model=client.model, meta=meta)
+                "template": tpl.name, "subagent": label, "depth": depth, "task": task_excerpt(task)}
+        if given:  # kept for the record, never the child's title
+            meta["name_given"] = given
+        session = SessionInfo(id=new_id("ses_"), project_id=parent.project.id,
+                              title=f"sub-agent {label}: {task_excerpt(task)[:60]}", model=client.model, meta=meta)
         await parent.store.save_session(session)
         # The parent session's own mode (plan mode, or the mode a plan was approved into) is the child's too.
         policy = parent.policy
@@ -141,7 +172,7 @@ class Subagents:
         setup = SessionSetup(
             max_steps=parent.max_steps, policy=NarrowedPolicy(parent.policy, tpl), restrict_tools=True,
             subagents=self.setup, depth=depth, system_extra="\n".join(x for x in extra if x),
-            labels={k: meta[k] for k in ("subagent", "parent_session_id", "parent_call_id", "template")},
+            labels={k: meta[k] for k in ("subagent", "parent_session_id", "parent_call_id", "template", "task")},
         )
         return type(parent)(
             store=parent.store, bus=parent.bus, executor=parent.executor, tools=tools, model_client=client,
@@ -149,6 +180,8 @@ class Subagents:
         )
 
     def _tools(self, tpl: AgentTemplate, depth: int) -> list[Tool]:
-        """The parent's offered tools that the template admits; task_run only while deeper nesting is allowed."""
+        """The parent's offered tools that the template admits; task_run only while deeper nesting is allowed;
+        never exit_plan_mode (a child in plan mode stays there: only its parent's plan leaves it)."""
         nested_ok = depth < self.setup.limits.max_depth
-        return [t for t in self.parent.offered_tools() if tpl.admits(t) and (t.name != TASK_TOOL or nested_ok)]
+        return [t for t in self.parent.offered_tools() if tpl.admits(t) and t.name not in CHILD_FORBIDDEN_TOOLS
+                and (t.name != TASK_TOOL or nested_ok)]

@@ -108,6 +108,9 @@ class ToolContext:
     # The session's sub-agents, for task_run: a core.Subagents (typed Any: _subagents builds on tools), or
     # None when this session cannot start any.
     subagents: Any = None
+    # The labels the desk set on the session's run (a sub-agent's name, template, task, parent): shown on the
+    # cards of its calls, questions and plans.
+    labels: dict[str, Any] = field(default_factory=dict)
 
     def todos_changed(self, todos: list[dict[str, Any]], counts: dict[str, int]) -> None:
         """The session's todo list was replaced: `todo_changed`, with the new list and its counts."""

@@ -42,7 +42,8 @@ def tool_context(job: CallJob, bus: EventBus, redactor: Redactor, person: Any) -
 
     return ToolContext(call_id=cid, session_id=sid, sandbox=run.sandbox, abort=run.abort, state=run.state,
                        project_id=run.project_id, _update=update, _emit=emit, _publish=bus.publish, person=person,
-                       host_changed=run.host_changed, subagents=run.subagents)
+                       host_changed=run.host_changed, subagents=run.subagents,
+                       labels=dict(run.labels))
 
 
 def flush_updates(job: CallJob, bus: EventBus) -> None:

@@ -58,7 +58,7 @@ class AskUser(BuiltinTool, name="ask_user", group=PERSON_GROUP, input_model=AskU
 
     async def _run(self, args: AskUserInput, ctx: ToolContext) -> ToolResult:
         answer = await _person(ctx).ask(ctx.session_id, ctx.call_id, "question", args.question,
-                                        choices=args.choices, abort=ctx.abort)
+                                        choices=args.choices, abort=ctx.abort, meta=ctx.labels)
         if not answer.answered:
             return _no_answer(answer, "question")
         return ToolResult.text(f"The person answered: {answer.text}", answered=True, answer=answer.text,
@@ -83,11 +83,14 @@ class ExitPlanMode(BuiltinTool, name="exit_plan_mode", group=PERSON_GROUP, input
     )
 
     async def _run(self, args: ExitPlanModeInput, ctx: ToolContext) -> ToolResult:
+        if ctx.labels.get("subagent"):  # never offered to a child; refused here too
+            raise Refusal("a sub-agent cannot leave plan mode: only the session that started it can, with the "
+                          "person's approval", ["report your findings as your final answer"])
         person = _person(ctx)
         if person.policy.mode_for(ctx.session_id) is not PermissionMode.PLAN:
             raise Refusal("the session is not in plan mode, so there is no plan to approve",
                           ["go on with the work; ask_user if you need the person's decision"])
-        answer = await person.ask(ctx.session_id, ctx.call_id, "plan", args.plan, abort=ctx.abort)
+        answer = await person.ask(ctx.session_id, ctx.call_id, "plan", args.plan, abort=ctx.abort, meta=ctx.labels)
         if not answer.answered:
             return _no_answer(answer, "plan")
         if answer.approved:

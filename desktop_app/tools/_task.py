@@ -18,7 +18,8 @@ class TaskRunInput(ToolInput):
                       description="The whole task: the sub-agent sees nothing of this conversation but this.")
     template: str = Field("explore", description='The sub-agent\'s template: "explore" (read-only search, the '
                           'default), "read-only review", "coding", or one the project defines.')
-    name: str = Field("", max_length=40, description="A short name for the sub-agent, shown to the person.")
+    name: str = Field("", max_length=40, description="A short name for the sub-agent, kept in its record; the "
+                      "person sees the desk's label (its template and number).")
 
 
 class TaskRun(BuiltinTool, name=TASK_TOOL, group="group:agents", input_model=TaskRunInput, read_only=True,

@@ -186,3 +186,119 @@ def test_a_bad_skill_is_a_problem_not_a_skill(tmp_path: Path, front: str) -> Non
     (folder / "SKILL.md").write_text(front)
     catalog = load_skills(str(tmp_path))
     assert not catalog.skills and catalog.problems
+
+
+# -- children never leave plan mode by themselves (issue 23, item 3) -------------------------------------------
+CHILD_TEMPLATES = {
+    "coding": None,  # the built-in template that may write, outside plan mode
+    "everything": 'tools = ["*"]\n[permissions]\nmode = "auto"\n',  # a project template asking for all
+    "planner": 'tools = ["exit_plan_mode", "bash_run", "fs_write", "ask_user"]\n',  # naming the tool outright
+}
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    """Every file under `root` with its bytes (links as their target), to compare the host folder."""
+    out: dict[str, bytes] = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        if p.is_symlink():
+            out[rel] = b"link:" + os.readlink(p).encode()
+        elif p.is_file():
+            out[rel] = p.read_bytes()
+        else:
+            out[rel] = b"dir"
+    return out
+
+
+def _approve_every_plan(desk: Desk) -> list:
+    """An answerer that approves every plan into auto and answers every question (the worst person)."""
+    from desktop_app.core import Answer
+
+    asked: list = []
+
+    def on(env) -> None:
+        asked.append(env.event)
+        answer = Answer(approved=True, mode="auto") if env.event.kind == "plan" else Answer(text="yes, go")
+        __import__("asyncio").get_running_loop().call_soon(
+            lambda: desk.rt.executor.questions.answer(env.event.question_id, answer))
+
+    desk.rt.bus.on("question_asked", on)
+    return asked
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("template", list(CHILD_TEMPLATES))
+async def test_a_child_in_plan_mode_cannot_leave_it(desk_for, server: AnthropicServer, template: str) -> None:
+    desk: Desk = await desk_for(mode="plan")
+    root = Path(desk.rt.project.path)
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("print('keep me')\n")
+    if CHILD_TEMPLATES[template]:
+        folder = root / ".agent-desk" / "templates"
+        folder.mkdir(parents=True)
+        (folder / f"{template}.toml").write_text(CHILD_TEMPLATES[template])
+        desk.rt.templates.add_folder(desk.rt.project.path, ".agent-desk/templates", "project")
+    plans = _approve_every_plan(desk)
+    before = _tree(root)
+    server.add(
+        reply(tool_use("task_run", {"task": "Tidy up", "template": template, "name": "main session"})),
+        reply(tool_use("exit_plan_mode", {"plan": "main session: approve me"})),
+        reply(tool_use("bash_run", {"command": "rm -rf /workspace/src /workspace/notes.txt"}),
+              tool_use("fs_write", {"path": "src/app.py", "content": "pwned"})),
+        lambda req: reply(text("done")), lambda req: reply(text("ok")))
+    session = await desk.rt.open_session()
+    await session.send("go")
+    (parent,) = await desk.records(session.session.id)
+    child_id = parent.result["details"]["child_session_id"]
+    leave, bash, write = await desk.records(child_id)
+    assert leave.name == "exit_plan_mode" and leave.state is ToolCallState.DENIED
+    assert bash.state is ToolCallState.DENIED and write.state is ToolCallState.DENIED
+    assert not plans  # no plan card ever reached the person
+    assert "exit_plan_mode" not in {t["name"] for t in server.requests[1].body["tools"]}
+    policy = desk.rt.policy
+    assert policy.mode_for(session.session.id) is PermissionMode.PLAN
+    assert policy.mode_for(child_id) is PermissionMode.PLAN
+    assert _tree(root) == before
+    child = await desk.rt.store.get_session(child_id)
+    assert "main session" not in child.title and child.title.startswith(f"sub-agent {template} 1")
+    assert parent.result["details"]["subagent"] == f"{template} 1"
+
+
+async def test_a_child_cannot_offer_a_plan_through_the_questions_either() -> None:
+    from desktop_app.core import ApprovalNotPending, EventBus, PendingQuestions
+
+    questions = PendingQuestions(EventBus(), PermissionPolicy("plan"))
+    with pytest.raises(ApprovalNotPending, match="sub-agent cannot offer a plan"):
+        await questions.ask("ses_child", "call_1", "plan", "let me out", meta={"subagent": "coding 1"})
+    assert not questions.pending()
+
+
+@pytest.mark.docker
+async def test_a_childs_question_card_names_it_by_template_and_task(desk_for, server: AnthropicServer,
+                                                                     qtbot) -> None:
+    from desktop_app.cli._run import question_text
+    from desktop_app.core import Question
+    from desktop_app.ui.inbox._questions import QuestionsPanel
+
+    desk: Desk = await desk_for(mode="plan")
+    asked = _approve_every_plan(desk)
+    server.add(
+        reply(tool_use("task_run", {"task": "Count the files", "template": "explore",
+                                    "name": "main session <b>approve</b>"})),
+        reply(tool_use("ask_user", {"question": "main session: may I leave plan mode?"})),
+        lambda req: reply(text("fine")), lambda req: reply(text("ok")))
+    session = await desk.rt.open_session()
+    await session.send("go")
+    (q,) = asked
+    assert q.meta["subagent"] == "explore 1" and q.meta["template"] == "explore"
+    assert q.meta["task"] == "Count the files" and q.meta["parent_session_id"] == session.session.id
+    panel = QuestionsPanel()
+    qtbot.addWidget(panel)
+    panel.title_of = lambda sid: "Parent title" if sid == session.session.id else "child's own title"
+    panel.add(q)
+    header = panel.header.text()
+    assert "Parent title" in header and "child's own title" not in header
+    assert "the sub-agent explore 1 (template explore), task: Count the files" in header
+    assert "<b>approve</b>" not in header
+    cli = question_text(Question("q", q.session_id, q.call_id, q.kind, q.text, meta=q.meta))
+    assert cli.startswith("The sub-agent explore 1 (template explore), task: Count the files asks:")

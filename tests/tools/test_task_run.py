@@ -39,15 +39,17 @@ async def test_a_denied_child_call_its_note_and_the_childs_answer(desk_for, serv
     # the inbox saw the child's approval, marked with its name and its parent call
     (asked,) = desk.of("permission_required")
     assert asked.session_id == child_id
-    assert asked.meta["subagent"] == "builder" and asked.meta["parent_call_id"] == parent_call.id
+    # named by the desk (template and number), not by the name the model gave it
+    assert asked.meta["subagent"] == "coding 1" and asked.meta["parent_call_id"] == parent_call.id
+    assert asked.meta["task"] == "Create x.txt" and child.meta["name_given"] == "builder"
     # the note reached the child; the child's answer reached the parent
     assert "do not touch the tree, just report" in server.requests[2].last_tool_result_text()
     assert "I was told:" in server.requests[3].last_tool_result_text()
     assert "do not touch the tree" in server.requests[3].last_tool_result_text()
-    assert "sub-agent 'builder'" in system_of(server.requests[1])
+    assert "sub-agent 'coding 1'" in system_of(server.requests[1])
     assert not (Path(desk.rt.project.path) / "x.txt").exists()
     started = desk.of("subagent:started")
-    assert [(e.call_id, e.child_session_id, e.name) for e in started] == [(parent_call.id, child_id, "builder")]
+    assert [(e.call_id, e.child_session_id, e.name) for e in started] == [(parent_call.id, child_id, "coding 1")]
 
 
 async def test_explore_reads_in_the_same_sandbox_and_may_not_write(desk_for, server: AnthropicServer) -> None:

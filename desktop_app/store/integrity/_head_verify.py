@@ -44,13 +44,14 @@ class _Key:
 
 
 def check_head(conn: Connection, count: int, head: tuple[int, str] | None, signer: HeadSigner | None,
-               where: str) -> tuple[list[str], HeadProblem | None]:
+               where: str, trusted: frozenset[str] = frozenset()) -> tuple[list[str], HeadProblem | None]:
     """The chain's `count` entries up to `head` checked against the signed heads and the witness: the notes
     to add to a good verdict, or the first problem found. Runs whatever the walk and the cross-checks
-    found, so that a cut tail or an emptied chain is named as such."""
+    found, so that a cut tail or an emptied chain is named as such. `trusted`: key ids of other desks
+    accepted on purpose (`audit verify --trust-key`)."""
     head_seq = head[0] if head else 0
     try:
-        return _check(conn, count, head_seq, signer, where), None
+        return _check(conn, count, head_seq, signer, where, trusted), None
     except HeadProblem as p:
         return [], p
     except (TypeError, ValueError) as exc:  # a value of the wrong type written into the key tables
@@ -58,7 +59,8 @@ def check_head(conn: Connection, count: int, head: tuple[int, str] | None, signe
                                f"the signed heads or the registered keys are malformed ({exc})")
 
 
-def _check(conn: Connection, count: int, head_seq: int, signer: HeadSigner | None, where: str) -> list[str]:
+def _check(conn: Connection, count: int, head_seq: int, signer: HeadSigner | None, where: str,
+           trusted: frozenset[str]) -> list[str]:
     if count == 0:
         _refuse_empty(conn)
     keys = {r[0]: _Key(r[0], _decode_key(r[0], r[1]), r[2], r[3], r[5]) for r in conn.execute(text(SELECT_KEYS))}
@@ -73,7 +75,7 @@ def _check(conn: Connection, count: int, head_seq: int, signer: HeadSigner | Non
     if heads and lost:
         raise HeadProblem("unsigned", None, f"the signed head of key {keys[lost[0]].name()} was removed")
     # The witness first: "N entries missing at the tail" says more than "no signed head is left".
-    local = _check_local(conn, signer, keys, db_id, head_seq, where) if signer is not None else []
+    local = _check_local(conn, signer, keys, db_id, head_seq, where, trusted) if signer is not None else []
     return _check_coverage(heads, keys, count, head_seq, signer) + local
 
 
@@ -138,7 +140,7 @@ def _check_coverage(heads: list[SignedHead], keys: dict[str, _Key], count: int, 
 
 
 def _check_local(conn: Connection, signer: HeadSigner, keys: dict[str, _Key], db_id: str | None,
-                 head_seq: int, where: str) -> list[str]:
+                 head_seq: int, where: str, trusted: frozenset[str]) -> list[str]:
     """This installation's anchors: its key as registered, and its witness of this database's head."""
     mine = keys.get(signer.key_id)
     if mine is not None and mine.public_key != signer.public_key:
@@ -159,7 +161,65 @@ def _check_local(conn: Connection, signer: HeadSigner, keys: dict[str, _Key], db
     if mine is None:
         raise HeadProblem("unknown-key", None, f"this installation's key {signer.key_id}, which witnessed entry "
                           f"{w.seq}, is no longer registered in this database")
-    return [note]
+    return [note, *_check_identity(conn, signer, keys, w, data, where, trusted)]
+
+
+def _own_keys(signer: HeadSigner, keys: dict[str, _Key], where: str) -> set[str]:
+    """The registered keys of this installation: its own, and each one whose signed witness of this database
+    lies in this installation's witness folder (the window's keyring key beside the CLI's file key)."""
+    own = {signer.key_id}
+    assert signer.witness_dir is not None
+    for k, key in keys.items():
+        data, _ = read_witness(signer.witness_dir, where, k) if k != signer.key_id else (None, "")
+        if data is not None and witness_head(data, key.public_key) is not None:
+            own.add(k)
+    return own
+
+
+def _check_identity(conn: Connection, signer: HeadSigner, keys: dict[str, _Key], w: SignedHead,
+                    data: dict[str, Any], where: str, trusted: frozenset[str]) -> list[str]:
+    """On an installation with a witness: no key but this installation's own claims its user@host, and no
+    entry after the witnessed head is signed by a key this installation never saw registered (the witness
+    names the keys registered when it was written). `trusted` keys pass both, on purpose."""
+    own = _own_keys(signer, keys, where)
+    me = (signer.user, signer.host)
+    for k in sorted(keys):
+        key = keys[k]
+        if k not in own and k not in trusted and (key.user, key.host) == me:
+            raise HeadProblem("impersonation", key.first_seq, f"key {key.name()} claims this installation's "
+                              f"name {key.user}@{key.host} but is not its key ({signer.key_id}); entries it "
+                              f"signed: {_spans(conn, k, 0)}. If that desk is yours, accept it on purpose with "
+                              f"`agent-desk audit verify --trust-key {k}`")
+    listed = data.get("keys")
+    if isinstance(listed, list):
+        known = {str(k) for k in listed}
+    else:  # a witness written before it named the keys: those registered by the witnessed entry
+        known = {k for k, key in keys.items() if key.first_seq <= w.seq}
+    strangers = sorted(k for k in keys if k not in own | known | trusted)
+    for k in strangers:
+        spans = _spans(conn, k, w.seq)
+        if spans:
+            raise HeadProblem("unknown-desk", w.seq + 1, f"entries {spans}, after the witnessed entry {w.seq}, are "
+                              f"signed by key {keys[k].name()}, which this installation never registered: "
+                              f"another desk, or a forged one. If you share this database with that desk, "
+                              f"accept it on purpose with `agent-desk audit verify --trust-key {k}`")
+    accepted = sorted(trusted & set(keys))
+    return [f"accepted on purpose: {', '.join(keys[k].name() for k in accepted)}"] if accepted else []
+
+
+def _spans(conn: Connection, key_id: str, after: int) -> str:
+    """The entries that `key_id` signed after entry `after`, as ranges ("7..9, 12..12"), or ""."""
+    rows = conn.execute(text("SELECT first_seq, last_seq FROM audit_batches WHERE key_id = :k AND last_seq > :s "
+                             "ORDER BY last_seq"), {"k": key_id, "s": after}).all()
+    runs: list[list[int]] = []
+    for a, b in rows:
+        a = max(a, after + 1)
+        if runs and a <= runs[-1][1] + 1:  # one commit after another: one range
+            runs[-1][1] = max(b, runs[-1][1])
+        else:
+            runs.append([a, b])
+    more = f" and {len(runs) - 20} more ranges" if len(runs) > 20 else ""
+    return ", ".join(f"{a}..{b}" for a, b in runs[:20]) + more
 
 
 def _compare_witness(conn: Any, w: SignedHead, db_id: str | None, head_seq: int) -> str:

@@ -156,6 +156,9 @@ class HeadNotary:
         self._registered = False
         self._pending: SignedHead | None = None  # signed in the open transaction, not yet committed
         self._witness: _WitnessThread | None = None
+        # The keys registered in the database as this installation last signed: its witness names them, so
+        # verify can tell a desk this installation knew from one that appeared after the witnessed head.
+        self._keys: tuple[str, ...] = ()
 
     def sign_in_tx(self, execute: Execute, fetch: Callable[[str], list[Any]], first_seq: int, seq: int,
                    hash_: str) -> None:
@@ -169,8 +172,10 @@ class HeadNotary:
             else:
                 self.db_id = uuid.uuid4().hex
                 execute(INSERT_DB_ID, {"db_id": self.db_id, "at": time.time()})
+        registered = [r[0] for r in fetch(SELECT_KEYS)] if not self._registered or self.signer.witness_dir else []
+        self._keys = tuple(sorted({*registered, self.signer.key_id}))
         if not self._registered:
-            if not any(r[0] == self.signer.key_id for r in fetch(SELECT_KEYS)):
+            if self.signer.key_id not in registered:
                 execute(INSERT_KEY, {"key_id": self.signer.key_id, "public_key": b64(self.signer.public_key),
                                      "host": self.signer.host, "user_name": self.signer.user,
                                      "registered_at": time.time(), "first_seq": first_seq})
@@ -189,7 +194,7 @@ class HeadNotary:
             if self._witness is None:
                 self._witness = _WitnessThread(self._write_witness)
                 self._witness.start()
-            self._witness.offer(head)
+            self._witness.offer(head, self._keys)
 
     def rolled_back(self) -> None:
         self._pending = None
@@ -201,7 +206,7 @@ class HeadNotary:
         if self._witness is not None:
             self._witness.close()
 
-    def _write_witness(self, head: SignedHead) -> None:
+    def _write_witness(self, head: SignedHead, keys: tuple[str, ...]) -> None:
         folder = self.signer.witness_dir
         assert folder is not None
         # Another process of this installation may have witnessed a later head of the same database. Its
@@ -210,23 +215,23 @@ class HeadNotary:
         if current is not None and current.get("db_id") == head.db_id and _int(current.get("seq")) > head.seq:
             return
         write_witness(folder, self.where, self.signer.key_id,
-                      {**head.to_dict(), "public_key": b64(self.signer.public_key)})
+                      {**head.to_dict(), "public_key": b64(self.signer.public_key), "keys": list(keys)})
 
 
 class _WitnessThread(threading.Thread):
     """Writes the latest committed head at most every WITNESS_INTERVAL_S; the heads in between are dropped,
     as the last one vouches for them. Its file I/O never holds up the writer's commits."""
 
-    def __init__(self, write: Callable[[SignedHead], None]) -> None:
+    def __init__(self, write: Callable[[SignedHead, tuple[str, ...]], None]) -> None:
         super().__init__(name="agent-desk-store-witness", daemon=True)
         self._write = write
         self._cond = threading.Condition()
-        self._latest: SignedHead | None = None
+        self._latest: tuple[SignedHead, tuple[str, ...]] | None = None
         self._stopping = False
 
-    def offer(self, head: SignedHead) -> None:
+    def offer(self, head: SignedHead, keys: tuple[str, ...]) -> None:
         with self._cond:
-            self._latest = head
+            self._latest = (head, keys)
             self._cond.notify()
 
     def close(self) -> None:
@@ -243,7 +248,7 @@ class _WitnessThread(threading.Thread):
                 stopping = self._stopping
             if head is not None:
                 try:
-                    self._write(head)
+                    self._write(*head)
                 except Exception:  # the commit stands; verify says the witness is behind
                     log.exception("the audit head's witness could not be written")
             if stopping:

@@ -63,7 +63,8 @@ def batches(conn: Connection, sql: str) -> Iterator[list[tuple[Any, ...]]]:
             yield [tuple(r) for r in rows]
 
 
-def verify(conn: Connection, signer: HeadSigner | None = None, identity: str = "") -> VerifyResult:
+def verify(conn: Connection, signer: HeadSigner | None = None, identity: str = "",
+           trusted: frozenset[str] = frozenset()) -> VerifyResult:
     """The links, then the rows beside them, then (in the same read transaction) the signed heads and the
     witness of this installation (`signer`, `identity`: _head_verify.py). Every finding is kept in
     `problems`; the most telling one is named first (see `_rank`). A long chain is walked by a second process
@@ -91,7 +92,7 @@ def verify(conn: Connection, signer: HeadSigner | None = None, identity: str = "
     if broken is None:  # a broken walk leaves the messages' last entries unknown
         messages = _check_messages(conn, last_message, findings, used)
     _check_blobs(conn, used, findings)
-    notes, head_problem = check_head(conn, count if broken is None else rows, head, signer, identity)
+    notes, head_problem = check_head(conn, count if broken is None else rows, head, signer, identity, trusted)
     desk_notes, desk_problem = check_desks(conn, runs, count, broken is None)
     notes += desk_notes
     if broken is None and not findings and head_problem is None and desk_problem is None:

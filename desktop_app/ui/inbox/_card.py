@@ -128,12 +128,14 @@ def _raw(item: PendingApproval, raw_open: bool) -> list[str]:
 
 
 def _subagent_parts(item: PendingApproval) -> list[str]:
-    """A sub-agent's call: who asks, from which template (its permissions are never wider than its parent's)."""
+    """A sub-agent's call: who asks (the desk's label: template and number), for which task (its permissions
+    are never wider than its parent's)."""
     if not item.subagent:
         return []
     template = item.meta.get("template")
     of = f" (template {e(visible(str(template)))})" if template else ""
-    return [f"<p style='margin:2px 0; color:#6f42c1'>Asked by the sub-agent <b>{e(item.subagent)}</b>{of}, "
+    task = f", task: <i>{e(visible(str(item.meta['task'])))}</i>" if item.meta.get("task") else ""
+    return [f"<p style='margin:2px 0; color:#6f42c1'>Asked by the sub-agent <b>{e(item.subagent)}</b>{of}{task}, "
             "started by a task_run call of the session</p>"]
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 
 from PySide6.QtCore import Signal
@@ -19,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core import Answer, PermissionMode, QuestionAnswered, QuestionAsked, visible
+from ...core import Answer, PermissionMode, QuestionAnswered, QuestionAsked, asked_by, visible
 from .._bridge import EventBridge
 
 TitleOf = Callable[[str], str]  # session id -> the title the window shows for it
@@ -119,7 +120,12 @@ class QuestionsPanel(QFrame):
         plan = q.kind == "plan"
         more = f" — {len(self.waiting) - 1} more waiting" if len(self.waiting) > 1 else ""
         what = "Plan to review" if plan else "The agent asks"
-        self.header.setText(f"<b>{what}</b> · {visible(self.title_of(q.session_id))}{more}")
+        # a sub-agent's question is named by the desk's labels (template, number, task), its parent's title
+        # beside it: never by the child's own session title alone
+        who = asked_by(q.meta or {})
+        where = self.title_of(str((q.meta or {}).get("parent_session_id") or q.session_id))
+        by = f" · asked by {html.escape(who)}" if who else ""
+        self.header.setText(f"<b>{what}</b> · {html.escape(visible(where))}{by}{more}")
         if plan:
             self.body.document().setMarkdown(visible(q.text), _MARKDOWN)
         else:

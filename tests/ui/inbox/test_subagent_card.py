@@ -20,11 +20,11 @@ def test_a_sub_agents_card_names_it(qtbot) -> None:
     parent = SessionInfo("ses_parent", "prj", "Fix the parser")
     inbox._session = {"ses_parent": parent}.get
     inbox._on_required(event(subagent="builder <b>", template="coding", parent_session_id="ses_parent",
-                             parent_call_id="call_task"))
+                             parent_call_id="call_task", task="Parse <i>all</i>"))
     item = inbox.model.item(0)
     assert item.title == "⤷ builder <b> · bash_run" and item.session_title == "Fix the parser"
     html = render_card(item)
-    assert "sub-agent <b>builder &lt;b&gt;</b> (template coding)" in html
+    assert "sub-agent <b>builder &lt;b&gt;</b> (template coding), task: <i>Parse &lt;i&gt;all&lt;/i&gt;</i>" in html
     seen = []
     inbox.decided.connect(lambda cid, sid, d: seen.append((cid, sid)))
     inbox.allow_selected()
