@@ -125,7 +125,7 @@ def card_truth(name: str, state: str, rec: ToolCallRecord | None = None, streame
     if word == "skipped":
         return CardTruth(GREY, "–", "skipped", sentence(skipped_after(rec)), "")
     if word == "interrupted":
-        return CardTruth(GREY, "■", "■ interrupted", sentence(rec.error or _last_note(rec)),
+        return CardTruth(GREY, "■", "interrupted", sentence(rec.error or _last_note(rec)),
                          streamed or _text_of(rec.result))
     if st is ToolCallState.DENIED:
         return CardTruth(colour, glyph, label, sentence(rec.error or _last_note(rec)), "")

@@ -169,7 +169,7 @@ def test_a_crash_keeps_the_streamed_output_and_the_next_turn_s_totals_as_shown(q
 
         window2, controller2, factory2 = open_app(qtbot, run, store, server)
         run(controller2.start(check_docker=False))
-        assert window2.conversation.toPlainText() == live
+        qtbot.waitUntil(lambda: window2.conversation.toPlainText() == live)  # the cards repaint on the next frame
         assert "compiled-part-one" in window2.timeline_model.output(rec.id)
         run(controller2.close())
         run(factory2.close())

@@ -199,7 +199,7 @@ def test_a_skipped_or_interrupted_call_says_the_one_word_the_record_says():
     assert truth.label == "skipped" and "bash_run" in truth.reason and truth.colour != RED
     stopped = _record("fs_read", {"path": "a"}, None, [ToolCallState.EXECUTING])
     stopped.transition(ToolCallState.FAILED, actor="user", outcome=Outcome.INTERRUPTED)
-    assert card_truth("fs_read", "FAILED", stopped).label == "■ interrupted"
+    assert card_truth("fs_read", "FAILED", stopped).label == "interrupted"
     bash = _record("bash_run", {"command": "sleep 9"}, _bash("sleep 9", None, cancelled=True), RUN[:1])
     bash.transition(ToolCallState.FAILED, actor="user", outcome=Outcome.INTERRUPTED)
     assert card_truth("bash_run", "FAILED", bash).label == "■ interrupted"
