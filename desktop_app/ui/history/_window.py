@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QDateTime, Qt
@@ -173,7 +175,8 @@ class HistoryWindow(QMainWindow):
         return [r.id for r in await self.model.rows(rows)]
 
     async def export_interactive(self, *, selected: bool = False) -> None:
-        path = await ask_file(self, "Export audit records", "audit.jsonl", "JSON Lines (*.jsonl);;CSV (*.csv)",
+        start = Path.home() / f"agent-desk-audit-{time.strftime('%Y-%m-%d')}.jsonl"  # not the app's working folder
+        path = await ask_file(self, "Export audit records", str(start), "JSON Lines (*.jsonl);;CSV (*.csv)",
                               save=True)
         if path:
             n = await self.export(path, selected=selected)

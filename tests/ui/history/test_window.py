@@ -70,3 +70,20 @@ def test_export_writes_every_record_the_list_shows_even_with_one_row_open(qtbot,
     win.text.setText("mod4")  # a new search does not keep showing the old search's record
     run(win.refresh())
     assert win.details.toPlainText() == "" and win.status.text().startswith("1 record match")
+
+
+def test_export_asks_where_starting_in_the_home_folder_not_the_working_one(qtbot, qloop, store, monkeypatch, tmp_path):
+    from pathlib import Path
+
+    from PySide6.QtWidgets import QApplication, QFileDialog
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    win = HistoryWindow(store)
+    qtbot.addWidget(win)
+    task = qloop.create_task(win.export_interactive())
+    qtbot.waitUntil(lambda: any(isinstance(w, QFileDialog) and w.isVisible() for w in QApplication.topLevelWidgets()))
+    dlg = next(w for w in QApplication.topLevelWidgets() if isinstance(w, QFileDialog) and w.isVisible())
+    assert Path(dlg.directory().absolutePath()) == tmp_path
+    assert dlg.selectedFiles()[0].startswith(str(tmp_path / "agent-desk-audit-"))
+    dlg.reject()
+    qtbot.waitUntil(task.done)
