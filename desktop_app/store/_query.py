@@ -33,6 +33,7 @@ class AuditQuery:
     tool_use_id: str | None = None  # the model's id, which several records may carry
     states: Iterable[ToolCallState | str] | ToolCallState | str | None = None
     outcome: str | None = None
+    risk: str | None = None  # "low", "medium" or "high", as the call was judged
     since: float | None = None
     until: float | None = None
     text: str | None = None
@@ -153,7 +154,7 @@ def build_sql(q: AuditQuery, *, dialect: str) -> SqlParts:
         names = [f":state{i}" for i in range(len(states))]
         clauses.append(f"t.state IN ({', '.join(names)})")
         p.params.update({f"state{i}": s for i, s in enumerate(states)})
-    for column, op, value in (("outcome", "=", q.outcome), ("created_at", ">=", q.since),
+    for column, op, value in (("outcome", "=", q.outcome), ("risk", "=", q.risk), ("created_at", ">=", q.since),
                               ("created_at", "<", q.until)):
         if value is not None:
             name = {">=": "since", "<": "until"}.get(op, column)

@@ -60,6 +60,12 @@ class HistoryWindow(QMainWindow):
         self.tool.setEditable(True)
         self.tool.addItems(["", *sorted(t.name for t in builtin_tools())])
         self.tool.lineEdit().setPlaceholderText("any tool")
+        self.project = QComboBox()  # filled from the store when the window opens
+        self.project.addItem("any project", None)
+        self.risk = QComboBox()
+        self.risk.addItem("any risk", None)
+        for r in ("low", "medium", "high"):
+            self.risk.addItem(f"{r} risk", r)
         self.state = QComboBox()
         self.state.addItem("any state", None)
         for s in ToolCallState:
@@ -104,8 +110,10 @@ class HistoryWindow(QMainWindow):
     def _lay_out(self) -> None:
         filters = QHBoxLayout()
         filters.addWidget(self.text, 3)
+        filters.addWidget(self.project, 1)
         filters.addWidget(self.tool, 1)
         filters.addWidget(self.state, 1)
+        filters.addWidget(self.risk)
         for w in (self.use_since, self.since, self.use_until, self.until, self.search_btn):
             filters.addWidget(w)
         split = QSplitter(Qt.Orientation.Horizontal)
@@ -130,6 +138,8 @@ class HistoryWindow(QMainWindow):
             "text": self.text.text().strip() or None,
             "tool": self.tool.currentText().strip() or None,
             "states": [self.state.currentData()] if self.state.currentData() else None,
+            "project_id": self.project.currentData(),
+            "risk": self.risk.currentData(),
         }
         if self.use_since.isChecked():
             f["since"] = self.since.dateTime().toSecsSinceEpoch()
@@ -137,7 +147,21 @@ class HistoryWindow(QMainWindow):
             f["until"] = self.until.dateTime().toSecsSinceEpoch()
         return f
 
+    async def load_projects(self) -> None:
+        """The project filter's choices: every stored project (read off the GUI thread by the store)."""
+        if self.store is None or not hasattr(self.store, "list_projects"):
+            return
+        chosen = self.project.currentData()
+        projects = sorted(await self.store.list_projects(), key=lambda p: p.name.lower())
+        self.project.clear()
+        self.project.addItem("any project", None)
+        for p in projects:
+            self.project.addItem(p.name, p.id)
+        self.project.setCurrentIndex(max(0, self.project.findData(chosen)))
+
     async def refresh(self) -> None:
+        if self.project.count() == 1:  # the first search: the projects to filter by, too
+            await self.load_projects()
         self.status.setText("Searching…")
         self.details.clear()  # a new search: the record of the last one is not shown as if it matched
         await self.model.search(**self.filters())

@@ -87,3 +87,31 @@ def test_export_asks_where_starting_in_the_home_folder_not_the_working_one(qtbot
     assert dlg.selectedFiles()[0].startswith(str(tmp_path / "agent-desk-audit-"))
     dlg.reject()
     qtbot.waitUntil(task.done)
+
+
+def test_the_history_filters_by_project_and_risk_and_exports_what_it_lists(qtbot, run, store, tmp_path):
+    from desktop_app.core import ProjectInfo, Risk, ToolCallRecord, ToolCallState
+
+    for p in ("alpha", "beta"):
+        run(store.save_project(ProjectInfo(f"prj_{p}", p, str(tmp_path / p))))
+    want = set()
+    for i in range(24):  # every other call the beta project's, a third of them high risk
+        project, risk = ("prj_beta" if i % 2 else "prj_alpha"), (Risk.HIGH if i % 3 == 0 else Risk.LOW)
+        rec = ToolCallRecord(name="bash_run", input={"command": f"make t{i}"}, id=f"call_{i:04d}",
+                             session_id="ses_1", project_id=project, risk=risk, created_at=1_750_000_000 + i)
+        run(store.save_transition(rec, rec.transition(ToolCallState.EXECUTING, actor="executor")))
+        if project == "prj_beta" and risk is Risk.HIGH:
+            want.add(rec.id)
+    run(store.flush())
+    win = HistoryWindow(store)
+    qtbot.addWidget(win)
+    run(win.refresh())
+    assert [win.project.itemText(i) for i in range(win.project.count())] == ["any project", "alpha", "beta"]
+    win.project.setCurrentIndex(win.project.findData("prj_beta"))
+    win.risk.setCurrentIndex(win.risk.findData("high"))
+    run(win.refresh())
+    listed = {win.model.data(win.model.index(i, 0), Role.CALL_ID) for i in range(win.model.rowCount())}
+    assert listed == want and win.model.total == len(want) == 4
+    out = tmp_path / "beta-high.jsonl"
+    assert run(win.export(str(out))) == len(want)
+    assert {json.loads(line)["id"] for line in out.read_text().splitlines()} == want
