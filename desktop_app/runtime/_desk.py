@@ -224,12 +224,14 @@ class Desk:
         """The stored project for `folder`, or a new one made with the settings' defaults."""
         return await project_for_dir(self.store, folder, settings=self.settings)
 
-    async def seal_abandoned(self) -> bool:
-        """Seal the calls a gone process left open (each session told); True when there were some."""
-        if not await seal_abandoned(self.store, self.bus):
-            return False
+    async def seal_abandoned(self) -> list[str]:
+        """Seal the calls a gone process left open (each session told, its agent shown stopped); the sessions
+        that had some, the one whose calls were latest first."""
+        sealed = await seal_abandoned(self.store, self.bus)
+        if not sealed:
+            return []
         await self.store.flush()  # the notices and sealed calls are read back by the views
-        return True
+        return sorted(sealed, key=lambda sid: -max(r.created_at for r in sealed[sid]))
 
     async def mark_closed_here(self, session_id: str) -> None:
         await mark_closed_here(self.store, session_id)

@@ -6,7 +6,16 @@ import asyncio
 import socket
 from typing import Any
 
-from ..core import EventBus, SessionInfo, SessionNotice, ToolCallRecord, ToolCallState, seal_calls, summarize_input
+from ..core import (
+    AgentStateChanged,
+    EventBus,
+    SessionInfo,
+    SessionNotice,
+    ToolCallRecord,
+    ToolCallState,
+    seal_calls,
+    summarize_input,
+)
 
 # the process that has a session open, and the calls of a process that is gone ------------------------------
 OPEN_IN = "open_in"  # SessionInfo.meta: {"host", "pid", "started"} of the process that opened it last
@@ -77,6 +86,9 @@ async def seal_abandoned(store: Any, bus: EventBus) -> dict[str, list[ToolCallRe
         records.sort(key=lambda r: (r.created_at, r.batch_index))
         await seal_calls(store, bus, records)
         bus.publish(SessionNotice(session_id=sid, level="warning", text=interrupted_notice(records)))
+        why = "the process that ran this session ended while calls ran: they were interrupted"
+        bus.publish(AgentStateChanged(session_id=sid, state="STOPPED", previous="WORKING", reason="interrupted",
+                                      why=why, note=why))
         sealed[sid] = records
     return sealed
 

@@ -144,11 +144,12 @@ class AppController(QObject):
             self.window.status.set_sandbox("checking…")
             self.tasks.spawn(self.checks.check_docker())
         await self.reload_projects()
-        await self.seal_abandoned()
+        interrupted = await self.seal_abandoned()
         await self.restore_approvals()
         if self.current_session is None:
             first = next(iter(sorted((s for s in self.sessions.values() if not s.meta.get("parent_session_id")),
                                      key=lambda s: -s.updated_at)), None)
+            first = self._top_session(interrupted[0]) if interrupted else first  # what a crash cut short first
             if first is not None:
                 self.window.sidebar.select_session(first.id)
                 await self.select_session(first.id)
@@ -170,10 +171,21 @@ class AppController(QObject):
         else:
             self.window.banner.clear_item("project")
 
-    async def seal_abandoned(self) -> None:
+    async def seal_abandoned(self) -> list[str]:
         """Calls left running by a process that is gone are sealed now, each session told what was running:
-        nobody should see "running" for a call that no process runs."""
-        await self.desk.seal_abandoned()
+        nobody should see "running" for a call that no process runs. The sessions they were in, latest first."""
+        return await self.desk.seal_abandoned()
+
+    def _top_session(self, session_id: str) -> SessionInfo | None:
+        """The session the sidebar lists for `session_id`: itself, or the top session a sub-agent ran under."""
+        session, seen = self.sessions.get(session_id), set()
+        while session is not None and session.meta.get("parent_session_id") and session.id not in seen:
+            seen.add(session.id)
+            parent = self.sessions.get(str(session.meta["parent_session_id"]))
+            if parent is None:
+                break
+            session = parent
+        return session
 
     async def restore_approvals(self) -> None:
         """Calls still waiting from an earlier run of the app: shown now, answered once the session reopens."""

@@ -54,6 +54,8 @@ def agent_state_label(ev: AgentStateChanged | None) -> str:
         return ""
     if ev.state == "PAUSED":
         return _WAITS.get(ev.reason, "paused")
+    if ev.state == "STOPPED" and ev.reason == "interrupted":
+        return "interrupted"  # a crash (or kill) cut its calls short: see its notice
     return "working…" if ev.state == "WORKING" else "stopped"
 
 

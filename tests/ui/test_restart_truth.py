@@ -86,10 +86,12 @@ def test_a_killed_app_s_running_call_is_sealed_at_once_on_the_next_start(qtbot, 
         [rec] = run(store.session_records(session.id))
         assert rec.state is ToolCallState.EXECUTING  # what the dead process left
         assert process_alive(session.meta[OPEN_IN]) is False
+        newer = SessionInfo("ses_newer", project.id, "a newer session", updated_at=session.updated_at + 60)
+        run(store.save_session(newer))  # the crash's session is not the newest: it is still the one opened
 
         window, controller, factory = open_app(qtbot, run, store, server)
         run(controller.start(check_docker=False))
-        # sealed at once, before anyone sends anything
+        # sealed at once, before anyone sends anything, and the session it was in is opened and marked
         assert controller.current_session == session.id
         assert run(store.get_record(rec.id)).state is ToolCallState.SEALED
         row = window.timeline_model.get(rec.id)
@@ -104,7 +106,9 @@ def test_a_killed_app_s_running_call_is_sealed_at_once_on_the_next_start(qtbot, 
         # the title came from the first prompt; the header and the sidebar say the same
         assert session.title == "please wait for the build"
         assert window.session_label.text() == "killed › please wait for the build"
-        assert window.projects_model.session_index(session.id).data() == "please wait for the build"
+        qtbot.waitUntil(lambda: window.projects_model.session_index(session.id).data()
+                        == "interrupted · please wait for the build")
+        assert window.projects_model.session_index(newer.id).data() == "a newer session"
         assert "in ·" in window.status.usage.text() and "$0.0" in window.status.usage.text()
         usage = window.status.usage.text()
         run(controller.close())
@@ -113,6 +117,8 @@ def test_a_killed_app_s_running_call_is_sealed_at_once_on_the_next_start(qtbot, 
         # a second start: the same picture, the notice once, nothing sealed twice
         window2, controller2, factory2 = open_app(qtbot, run, store, server)
         run(controller2.start(check_docker=False))
+        assert controller2.current_session == newer.id  # nothing sealed now: the newest session, as always
+        run(controller2.select_session(session.id))
         again = window2.conversation.toPlainText()
         assert again == shown
         assert again.count("The app stopped while") == 1
