@@ -153,6 +153,9 @@ def _add_audit(sub: _Sub) -> None:
     for flag in ("--session", "--tool", "--state", "--outcome", "--text", "--project"):
         al.add_argument(flag)
     al.add_argument("--tool-use-id", help="the model's tool_use id (several calls may carry one)")
+    al.add_argument("--risk", choices=("low", "medium", "high"), help="as the call was judged")
+    al.add_argument("--decider", choices=("person", "desk"),
+                    help="person: someone answered its approval; desk: the rules, the mode or a hook decided")
     al.add_argument("--limit", type=int, default=50)
     asub.add("show", help="one call with its audit trail").add_argument(
         "id", help="the desk's call id, or a model's tool_use id that only one call carries")

@@ -34,6 +34,7 @@ class AuditQuery:
     states: Iterable[ToolCallState | str] | ToolCallState | str | None = None
     outcome: str | None = None
     risk: str | None = None  # "low", "medium" or "high", as the call was judged
+    decider: str | None = None  # "person": a person answered its approval; "desk": the rules, mode or hooks did
     since: float | None = None
     until: float | None = None
     text: str | None = None
@@ -160,12 +161,25 @@ def build_sql(q: AuditQuery, *, dialect: str) -> SqlParts:
             name = {">=": "since", "<": "until"}.get(op, column)
             clauses.append(f"t.{column} {op} :{name}")
             p.params[name] = value
+    if q.decider is not None:
+        clauses.append(_decider_clause(p, q.decider))
     if q.text:
         clauses += _text_clauses(p, q.text)
     if q.after is not None:
         clauses.append(_after_clause(p, q.after))
     p.where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
     return p
+
+
+def _decider_clause(p: SqlParts, decider: str) -> str:
+    """Whether a person answered the call's approval (its `decided_by`), on p's database."""
+    if decider not in ("person", "desk"):
+        raise StoreError(f"unknown decider {decider!r} in an audit query", hint='use "person" or "desk"')
+    if p.dialect == "postgresql":
+        by = "(t.approval::jsonb ->> 'decided_by')"
+    else:  # SQLite's JSON1, built in
+        by = "json_extract(t.approval, '$.decided_by')"
+    return f"{by} IS {'NOT ' if decider == 'person' else ''}NULL"
 
 
 def _text_clauses(p: SqlParts, text: str) -> list[str]:

@@ -66,6 +66,11 @@ class HistoryWindow(QMainWindow):
         self.risk.addItem("any risk", None)
         for r in ("low", "medium", "high"):
             self.risk.addItem(f"{r} risk", r)
+        self.decider = QComboBox()
+        for label, value in (("anyone decided", None), ("a person decided", "person"),
+                             ("the desk decided", "desk")):
+            self.decider.addItem(label, value)
+        self.decider.setToolTip("A person answered the call's approval, or the rules, the mode or a hook decided")
         self.state = QComboBox()
         self.state.addItem("any state", None)
         for s in ToolCallState:
@@ -114,6 +119,7 @@ class HistoryWindow(QMainWindow):
         filters.addWidget(self.tool, 1)
         filters.addWidget(self.state, 1)
         filters.addWidget(self.risk)
+        filters.addWidget(self.decider)
         for w in (self.use_since, self.since, self.use_until, self.until, self.search_btn):
             filters.addWidget(w)
         split = QSplitter(Qt.Orientation.Horizontal)
@@ -140,6 +146,7 @@ class HistoryWindow(QMainWindow):
             "states": [self.state.currentData()] if self.state.currentData() else None,
             "project_id": self.project.currentData(),
             "risk": self.risk.currentData(),
+            "decider": self.decider.currentData(),
         }
         if self.use_since.isChecked():
             f["since"] = self.since.dateTime().toSecsSinceEpoch()

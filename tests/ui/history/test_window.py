@@ -115,3 +115,24 @@ def test_the_history_filters_by_project_and_risk_and_exports_what_it_lists(qtbot
     out = tmp_path / "beta-high.jsonl"
     assert run(win.export(str(out))) == len(want)
     assert {json.loads(line)["id"] for line in out.read_text().splitlines()} == want
+
+
+def test_the_history_filters_by_who_decided(qtbot, run, store):
+    from desktop_app.core import Approval, ToolCallRecord, ToolCallState
+
+    by_person = set()
+    for i in range(12):  # every third call's approval answered by a person; the others the desk let run
+        rec = ToolCallRecord(name="fs_write", input={"path": f"f{i}"}, id=f"call_{i:04d}", session_id="ses_1",
+                             project_id="prj_1", created_at=1_750_000_000 + i)
+        if i % 3 == 0:
+            rec.approval = Approval(required=True, decision="allow", decided_by="ada", decided_at=1.0)
+            by_person.add(rec.id)
+        run(store.save_transition(rec, rec.transition(ToolCallState.EXECUTING, actor="executor")))
+    run(store.flush())
+    win = HistoryWindow(store)
+    qtbot.addWidget(win)
+    for decider, want in (("person", by_person), ("desk", {f"call_{i:04d}" for i in range(12)} - by_person)):
+        win.decider.setCurrentIndex(win.decider.findData(decider))
+        run(win.refresh())
+        listed = {win.model.data(win.model.index(i, 0), Role.CALL_ID) for i in range(win.model.rowCount())}
+        assert listed == want, decider
