@@ -286,18 +286,32 @@ def project_hooks_trust(project: ProjectInfo) -> Consent:
 # agent can rewrite it after the grant) and anything built when it runs ($, backticks, globs, escapes) are
 # refused: closed, so what the person read is what runs.
 _PLAIN_COMMAND = re.compile(r"[A-Za-z0-9_\-./=:,+@%'\"|&;<> \t~]*")
+_UNREADABLE = "[the desk cannot read this script: "
 _WORD = re.compile(r"[A-Za-z0-9_\-./~+@%]+")
 
 
 def _hook_scripts(project_dir: str, text: str) -> list[tuple[str, bytes]]:
-    """The files under .agent-desk/ the hooks' commands name, with their bytes (a link is a ConfigError)."""
+    """The files under .agent-desk/ the hooks' commands name, with their bytes."""
     try:
         specs = user_hooks_from_toml(text)
     except AgentDeskError:
         return []  # not hooks: refused when granted (_check_hooks says why)
-    named = sorted({rel for spec in specs for rel in _named_files(project_dir, spec.command)})
-    return [(rel, read_beneath(project_dir, rel) or b"") for rel in named
-            if rel.startswith(".agent-desk/") and os.path.isfile(os.path.join(project_dir, rel))]
+    return _scripts_named(project_dir, [spec.command for spec in specs])
+
+
+def _scripts_named(project_dir: str, commands: list[str]) -> list[tuple[str, bytes]]:
+    """The files under .agent-desk/ the commands name, with their bytes; one that cannot be read (a link, a FIFO,
+    too large) with a line saying so, which the grant then covers (and `_hook_refusal` refuses)."""
+    named = sorted({rel for command in commands for rel in _named_files(project_dir, command)})
+    out = []
+    for rel in named:
+        if not rel.startswith(".agent-desk/") or os.path.isdir(os.path.join(project_dir, rel)):
+            continue
+        try:
+            out.append((rel, read_beneath(project_dir, rel) or b""))
+        except AgentDeskError as e:
+            out.append((rel, f"{_UNREADABLE}{e.user_message()}]\n".encode()))
+    return out
 
 
 # Absolute paths a project hook may name: the image's own programs and files, which the sandbox cannot write.
@@ -340,6 +354,12 @@ def _hook_refusal(project_dir: str, command: str) -> str | None:
         bad = sorted({c for c in command if not _PLAIN_COMMAND.fullmatch(c)})
         return (f"the hook command {command!r} builds what it runs when it runs ({' '.join(bad)}): put it in a "
                 f"script under .agent-desk/ and name the script")
+    unreadable = [(rel, body) for rel, body in _scripts_named(project_dir, [command])
+                  if body.startswith(_UNREADABLE.encode())]
+    if unreadable:
+        rel, body = unreadable[0]
+        why = body.decode().removeprefix(_UNREADABLE).rstrip().removesuffix("]")
+        return f"the hook command {command!r} runs {rel}, which the desk cannot read: {why}"
     outside = [rel for rel in _named_files(project_dir, command) if not rel.startswith(".agent-desk/")]
     if outside:
         return (f"the hook command {command!r} names {outside[0]}, a path the agent can write (it can rewrite "

@@ -263,3 +263,25 @@ async def test_a_deny_hook_that_cannot_see_the_whole_input_fails_closed(env: Pat
     assert "cannot see the whole input" in records[1].error
     assert "the hook saw FORBIDDEN" in records[2].error
     assert not [n for n in os.listdir(env) if n.startswith("ran")]
+
+
+def test_a_hook_script_that_is_a_link_is_refused_and_blocks_nothing(env: Path, tmp_path: Path) -> None:
+    """A repository ships .agent-desk/hooks/x.sh as a link (to a file the agent can write): the grant is refused
+    with the reason, and a session still starts with the person's own hooks."""
+    from desktop_app.config import Settings
+    from desktop_app.core import ConsentKind
+    from desktop_app.runtime import approve, consents, user_hook_specs
+
+    (env / "scripts").mkdir()
+    (env / "scripts/x.sh").write_text("exit 0\n")
+    (env / ".agent-desk/hooks").mkdir()
+    (env / ".agent-desk/hooks/x.sh").symlink_to(env / "scripts/x.sh")
+    (env / ".agent-desk/hooks.toml").write_text('[[PreToolUse]]\ncommand = "sh .agent-desk/hooks/x.sh"\n')
+    project = ProjectInfo("p", "p", str(env))
+    [consent] = consents(project, ConsentKind.HOOKS)
+    assert "cannot read this script" in consent.diff()  # the person sees why
+    with pytest.raises(ConfigError, match="which the desk cannot read"):
+        approve(project, consent)
+    mine = Settings(path=None, hooks={"PreToolUse": [{"matcher": "*", "command": "true"}]})
+    specs, trust = user_hook_specs(mine, project)
+    assert [s.command for s in specs] == ["true"] and not trust.ok
