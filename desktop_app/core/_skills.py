@@ -127,7 +127,7 @@ class SkillCatalog:
             return
         mine = list(self.skills)
         for folder, text in found.folders:
-            why = name_refusal(folder, (), what="skill folder")
+            why = name_refusal(folder, mine, what="skill folder")
             if why is not None:
                 self.problems.append(f"project skill {project_dir}/{PROJECT_SKILLS}/{folder}: {why}")
                 continue

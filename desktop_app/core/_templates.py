@@ -124,7 +124,7 @@ def _text(data: Mapping[str, Any], key: str, where: str) -> str:
     value = data.get(key, "")
     if not isinstance(value, str):
         raise ConfigError(f"{where}{key} must be a string")
-    return value.strip() if key != "system_prompt" else value
+    return value.strip() if key not in ("system_prompt", "name") else value  # a name is judged as written
 
 
 def _tools(data: Mapping[str, Any], where: str) -> frozenset[str]:
