@@ -124,6 +124,9 @@ class SkillCatalog:
             return
         if found.digest != approved:
             self.waiting = len(found.folders)
+            self.problems.append(f"the project's {self.waiting} skill(s) in {project_dir}/{PROJECT_SKILLS} are not "
+                                 f"approved (new, or changed since you approved them): not offered; review them "
+                                 f"with: agent-desk consent approve --kind skills")
             return
         mine = list(self.skills)
         for folder, text in found.folders:

@@ -258,6 +258,9 @@ class TemplateCatalog:
                     self.templates[t.name] = t
                 else:
                     self.waiting[t.name] = t
+                    self.problems.append(f"{t.source}: the project template {t.name!r} is not approved (new, or "
+                                         f"changed since you approved it): not offered; review it with: agent-desk "
+                                         f"consent approve --kind template {t.name}")
                 continue
             self.templates[t.name] = t
 
