@@ -17,6 +17,7 @@ from desktop_app.mcp_client import load_servers
 from desktop_app.runtime import approve, consents, load_agent_templates
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 from tests.kit import Desk
+from tests.ui import conftest as ui_kit
 
 PRICEY = 'description = "Fast answers"\nmodel = "claude-opus-4-1"\ntools = ["*"]\n'
 
@@ -261,3 +262,47 @@ def test_an_mcp_server_named_like_another_is_refused(tmp_path: Path, name: str) 
     shipped = next(e for e in entries if e.source == "project")
     assert shipped.config is None and shipped.error and not shipped.asks_for  # never starts, never granted
     assert "refused" in shipped.error or "must be letters" in shipped.error
+
+
+# the window ---------------------------------------------------------------------------------------------
+qloop, run, store = ui_kit.qloop, ui_kit.run, ui_kit.store  # the window test's event loop and store
+
+
+def test_the_window_asks_about_templates_and_skills_and_a_child_runs_only_after(qtbot, run, store, desk_env: Path):
+    from desktop_app.config import Settings
+    from desktop_app.core import EventBus, ProjectInfo, SessionInfo
+    from desktop_app.runtime import Desk as WindowDesk
+    from desktop_app.runtime import ProjectRuntimes
+    from desktop_app.sandbox import LocalSandbox
+    from desktop_app.ui import AppController, MainWindow
+
+    project = desk_env / "project"
+    _template(project, "pricey")
+    _skills(project, 2)
+    proj = ProjectInfo("prj_shipped", "demo", str(project))
+    run(store.save_project(proj))
+    run(store.save_session(SessionInfo("ses_1", proj.id, "first")))
+    bus = run(EventBus.open(store))
+    rts = ProjectRuntimes(settings=Settings(api_key="sk-test"), store=store, bus=bus,
+                          sandbox_factory=lambda p: LocalSandbox(p.path))
+    window = MainWindow()
+    qtbot.addWidget(window)
+    controller = AppController(window, WindowDesk(settings=Settings(path=None), store=store, bus=bus, runtimes=rts,
+                                                  api_key_source="test"))
+    run(controller.start(check_docker=False))
+    qtbot.waitUntil(lambda: "pricey" in window.banner.text() and "skills" in window.banner.text())
+    assert "it is not offered (to you nor to sub-agents) until you approve it" in window.banner.text()
+    notice = controller.consent.notice_for(proj)
+    assert "templates pricey are not approved" in notice and "skills are not approved" in notice
+    before = run(rts.get(proj))
+    assert "pricey" in before.templates.waiting and "pricey" not in before.templates.names
+    review = controller.tasks.spawn(controller.consent.review(proj, ConsentKind.TEMPLATE, "pricey"))
+    qtbot.waitUntil(lambda: controller.consent.dialog is not None and controller.consent.dialog.isVisible())
+    assert "claude-opus-4-1 instead of" in controller.consent.dialog.diff.toPlainText()  # the price, before
+    controller.consent.dialog.approve_btn.click()
+    qtbot.waitUntil(review.done)
+    assert review.result() is True and "pricey" not in window.banner.text() and "skills" in window.banner.text()
+    rt = run(rts.get(proj))  # the approval changed the stamp: a runtime built anew offers it; the skills still wait
+    assert rt is not before and "pricey" in rt.templates.names and not rt.skills.skills and rt.skills.waiting == 2
+    run(controller.close())
+    run(rts.close())
