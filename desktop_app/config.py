@@ -25,7 +25,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from .core import DEFAULT_IMAGE, DEFAULT_MAX_STEPS, DEFAULT_MODEL, ConfigError, ConsentKind, PermissionMode
+from .core import (
+    DEFAULT_IMAGE,
+    DEFAULT_MAX_PROMPT_BYTES,
+    DEFAULT_MAX_SKILLS,
+    DEFAULT_MAX_STEPS,
+    DEFAULT_MODEL,
+    ConfigError,
+    ConsentKind,
+    PermissionMode,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +74,7 @@ def default_db_url() -> str:
 
 # the keys checked as counts: a non-negative integer each
 _COUNTS = ("max_tokens", "max_retries", "thinking_budget", "max_steps", "subagent_max_depth",
-           "subagent_max_children", "subagent_max_running")
+           "subagent_max_children", "subagent_max_running", "skills_max", "skills_max_prompt_bytes")
 
 
 def _refused(message: str) -> PydanticCustomError:
@@ -131,6 +140,11 @@ class Settings(BaseModel):
     """How many sub-agents one session starts."""
     subagent_max_running: int = 2
     """How many sub-agents run at once."""
+    skills_max: int = DEFAULT_MAX_SKILLS
+    """The most skills the system prompt names (yours first, then the project's approved ones); the rest are
+    left out, and named in a notice."""
+    skills_max_prompt_bytes: int = DEFAULT_MAX_PROMPT_BYTES
+    """The most bytes of skill lines in the system prompt; the skills past it are left out, and named."""
     extra: dict[str, Any] = Field(default_factory=dict, exclude=True)
     """Keys this version does not know, kept as they are and written back."""
     path: Path | None = Field(default=None, repr=False, exclude=True)
@@ -386,15 +400,22 @@ def _read_consents(folder: Path) -> dict[str, Any]:
 
 def consent_record(kind: str, project_dir: str | os.PathLike[str], name: str = "") -> ConsentRecord | None:
     """What the person last approved of this subject; None when nothing was."""
+    return consent_records(kind, project_dir).get(name)
+
+
+def consent_records(kind: str, project_dir: str | os.PathLike[str]) -> dict[str, ConsentRecord]:
+    """What the person last approved of each subject of a kind in a project, by name."""
     by_project = _read_consents(config_dir()).get(str(kind))
-    entry = by_project.get(_project_key(project_dir), {}) if isinstance(by_project, dict) else {}
-    entry = entry.get(name) if isinstance(entry, dict) else None
-    if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
-        return None
-    text = entry.get("text")
-    if text is not None and (not isinstance(text, str) or entry["sha256"] != rules_digest(text)):
-        return None  # a record edited by hand is no record
-    return ConsentRecord(entry["sha256"], text, float(entry.get("at", 0.0)))
+    names = by_project.get(_project_key(project_dir), {}) if isinstance(by_project, dict) else {}
+    out = {}
+    for name, entry in (names.items() if isinstance(names, dict) else ()):
+        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
+            continue
+        text = entry.get("text")
+        if text is not None and (not isinstance(text, str) or entry["sha256"] != rules_digest(text)):
+            continue  # a record edited by hand is no record
+        out[str(name)] = ConsentRecord(entry["sha256"], text, float(entry.get("at", 0.0)))
+    return out
 
 
 def record_consent(kind: str, project_dir: str | os.PathLike[str], name: str,

@@ -56,6 +56,9 @@ EXPORTED: dict[str, list[str]] = {
         "AgentTemplate", "BUILTIN_TEMPLATES", "DEFAULT_TEMPLATE", "NarrowedPolicy", "SubagentFinished",
         "SubagentLimits", "SubagentSetup", "SubagentStarted", "TASK_TOOL", "TemplateCatalog", "asked_by",
         "load_templates", "template_from_text", "Skill", "SkillCatalog", "load_skills",
+        # what a repository ships, under consent (issue 23): templates, skills, the names they may have
+        "PROJECT_SKILLS", "PROJECT_TEMPLATES", "DEFAULT_MAX_PROMPT_BYTES", "DEFAULT_MAX_SKILLS", "name_refusal",
+        "price_for", "read_project_skills", "read_template_folder",
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",
@@ -86,7 +89,7 @@ EXPORTED: dict[str, list[str]] = {
         "ProjectRuntime", "ProjectRuntimes", "build_runtime", "head_signer", "model_client_from_settings",
         "open_runtime", "open_store", "project_dir", "project_for_dir", "approval_expiry", "SqlStore",
         # consent: the rules file, the hooks file and each MCP server as the person approved them
-        "CONSENT_KINDS", "Consent", "ConsentSubject", "approve", "consents",
+        "CONSENT_KINDS", "Consent", "ConsentSubject", "approve", "consents", "load_agent_templates",
         "append_trusted_rule", "grant_hooks", "project_hooks_trust", "project_rules_trust",
         "trust_project_rules", "user_hook_specs", "write_project_rules",
         # which process has a session open; the calls a gone process left open

@@ -223,7 +223,8 @@ def _add_hooks(sub: _Sub) -> None:
 
 
 def _add_consent(sub: _Sub) -> None:
-    con = sub.add("consent", help="what of a project's rules, hooks and MCP servers you approved: list, approve, "
+    con = sub.add("consent", help="what of a project's rules, hooks, MCP servers, templates and skills you "
+                  "approved: list, approve, "
                   "revoke (`rules trust`, `hooks grant` and `mcp grant` are the same for one kind)")
     csub = _Sub(con.add_subparsers(dest="action", required=True, metavar="ACTION"), sub.common)
     helps = {"list": "each subject and its status (approved, new, changed, deleted)",
@@ -231,8 +232,10 @@ def _add_consent(sub: _Sub) -> None:
              "revoke": "take an approval back"}
     for action, text in helps.items():
         sp = csub.add(action, help=text)
-        sp.add_argument("name", nargs="?", help="an MCP server's name (default: every subject of the kind)")
-        sp.add_argument("--kind", choices=[k.value for k in ConsentKind], help="rules, hooks or mcp (default: all)")
+        sp.add_argument("name", nargs="?",
+                        help="an MCP server's or a template's name (default: every subject of the kind)")
+        sp.add_argument("--kind", choices=[k.value for k in ConsentKind],
+                        help="rules, hooks, mcp, template or skills (default: all)")
         _dir_arg(sp.add_argument("--project", default=".", help="the project folder (default: here)"))
         if action == "approve":
             sp.add_argument("--yes", action="store_true", help="approve without asking")

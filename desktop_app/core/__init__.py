@@ -96,6 +96,8 @@ from ._mcp import (
     split_mcp_tool_name,
 )
 from ._messages import StoredMessage, ToolCall
+from ._names import name_refusal
+from ._pricing import price_for
 from ._project import ProjectInfo, SessionInfo
 from ._project_settings import ProjectSettings
 from ._reasons import plural, shown_risk, skipped_after, status_word
@@ -133,16 +135,26 @@ from ._sandbox import (
     SyncReport,
 )
 from ._session_setup import DEFAULT_MAX_STEPS, SessionSetup, SubagentLimits, SubagentSetup
-from ._skills import Skill, SkillCatalog, load_skills
+from ._skills import (
+    DEFAULT_MAX_PROMPT_BYTES,
+    DEFAULT_MAX_SKILLS,
+    PROJECT_SKILLS,
+    Skill,
+    SkillCatalog,
+    load_skills,
+    read_project_skills,
+)
 from ._store import MemoryStore, RecordStore
 from ._subagents import TASK_TOOL, asked_by
 from ._templates import (
     BUILTIN_TEMPLATES,
     DEFAULT_TEMPLATE,
+    PROJECT_TEMPLATES,
     AgentTemplate,
     NarrowedPolicy,
     TemplateCatalog,
     load_templates,
+    read_template_folder,
     template_from_text,
 )
 from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, summarize_input, tool
@@ -186,6 +198,8 @@ __all__ = [
     "BUILTIN_TEMPLATES",
     "CONFLICT_SUFFIX",
     "DEFAULT_IMAGE",
+    "DEFAULT_MAX_PROMPT_BYTES",
+    "DEFAULT_MAX_SKILLS",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_MODEL",
     "DEFAULT_OUTPUT_LIMIT",
@@ -196,6 +210,8 @@ __all__ = [
     "MAX_TIMEOUT_S",
     "MCP_GROUP",
     "MISSING_KEY_HINT",
+    "PROJECT_SKILLS",
+    "PROJECT_TEMPLATES",
     "TASK_TOOL",
     "TOOL_PROFILES",
     "WORKSPACE",
@@ -334,15 +350,19 @@ __all__ = [
     "load_templates",
     "make_dirs_beneath",
     "mcp_tool_name",
+    "name_refusal",
     "new_id",
     "offered_tools",
     "parse_user_hooks",
     "plural",
     "post_hook",
     "pre_hook",
+    "price_for",
     "project_rules_path",
     "read_beneath",
     "read_project_rules",
+    "read_project_skills",
+    "read_template_folder",
     "remove_beneath",
     "rules_from_texts",
     "rules_text_with",

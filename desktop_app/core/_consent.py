@@ -12,6 +12,8 @@ class ConsentKind(StrEnum):
     RULES = "rules"  # .agent-desk/rules.toml
     HOOKS = "hooks"  # .agent-desk/hooks.toml
     MCP = "mcp"  # one server entry of .agent-desk/mcp.json that asks for a relaxation
+    TEMPLATE = "template"  # one agent template of .agent-desk/templates/ (its file's bytes)
+    SKILLS = "skills"  # the project's skills, .agent-desk/skills/*/SKILL.md, as one set
 
 
 class ConsentStatus(StrEnum):

@@ -18,6 +18,7 @@ folder:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import ConfigError
+from ._names import name_refusal
 from ._record import Provenance, highest_risk
 from ._registry import PROFILES
 from ._safe_files import list_beneath, read_beneath
@@ -122,7 +124,7 @@ def _text(data: Mapping[str, Any], key: str, where: str) -> str:
     value = data.get(key, "")
     if not isinstance(value, str):
         raise ConfigError(f"{where}{key} must be a string")
-    return value.strip() if key != "system_prompt" else value
+    return value.strip() if key not in ("system_prompt", "name") else value  # a name is judged as written
 
 
 def _tools(data: Mapping[str, Any], where: str) -> frozenset[str]:
@@ -170,16 +172,65 @@ def _rules(perms: Mapping[str, Any], source: str, where: str) -> tuple[Rule, ...
     return tuple(rules)
 
 
+@dataclass(frozen=True, slots=True)
+class TemplateFile:
+    """One template file as read: where it is (relative to the folder's root), its bytes and the template."""
+
+    rel: str
+    data: bytes
+    template: AgentTemplate
+
+    @property
+    def digest(self) -> str:
+        """What a project template's approval is bound to: the file's bytes."""
+        return template_digest(self.data)
+
+
+def template_digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_template_folder(root: str | os.PathLike[str], rel: str, kind: str) -> tuple[list[TemplateFile], list[str]]:
+    """Every NAME.toml of `root/rel`, read without following links, and the problems (each file fails alone)."""
+    try:
+        entries = list_beneath(root, rel) or []
+    except (ConfigError, OSError) as e:
+        return [], [f"{kind} templates: {e}"]
+    found, problems = [], []
+    for entry, is_dir in sorted(entries):
+        if is_dir or not entry.endswith(TEMPLATE_SUFFIX) or entry.startswith("."):
+            continue
+        path = f"{rel}/{entry}"
+        try:
+            data = read_beneath(root, path, limit=MAX_TEMPLATE_BYTES)
+            if data is None:
+                continue
+            t = template_from_text(data.decode("utf-8"), entry[: -len(TEMPLATE_SUFFIX)],
+                                   f"{kind}:{os.path.join(root, path)}")
+        except (ConfigError, UnicodeDecodeError) as e:
+            problems.append(str(e))
+            continue
+        found.append(TemplateFile(path, data, t))
+    return found, problems
+
+
 @dataclass(slots=True)
 class TemplateCatalog:
     """Built-in, user and project templates by name (the user's replaces the built-in one of the same name; a
-    project's only adds, it never replaces one), and what could not be read (each template fails alone)."""
+    project's only adds, it never replaces one), and what could not be read (each template fails alone). A
+    project template is offered only once the person approved its file as it is: until then it is `waiting`
+    (named, never picked nor run); one whose name is refused (core/_names.py) is not loaded at all."""
 
     templates: dict[str, AgentTemplate] = field(default_factory=lambda: dict(BUILTIN_TEMPLATES))
     problems: list[str] = field(default_factory=list)
+    waiting: dict[str, AgentTemplate] = field(default_factory=dict)
 
     def get(self, name: str | None) -> AgentTemplate:
         name = name or DEFAULT_TEMPLATE
+        if name in self.waiting:
+            raise ConfigError(f"the project template {name!r} is not approved (new, or changed since you approved "
+                              f"it): it is not offered", hint=f"review it in the window's banner, or run: "
+                              f"agent-desk consent approve --kind template {name}")
         try:
             return self.templates[name]
         except KeyError:
@@ -190,43 +241,51 @@ class TemplateCatalog:
     def names(self) -> list[str]:
         return sorted(self.templates)
 
-    def add_folder(self, root: str | os.PathLike[str], rel: str, kind: str) -> None:
-        """Read every NAME.toml of `root/rel` without following links; a bad one is a problem, not a failure."""
-        try:
-            entries = list_beneath(root, rel) or []
-        except (ConfigError, OSError) as e:
-            self.problems.append(f"{kind} templates: {e}")
-            return
-        for entry, is_dir in entries:
-            if is_dir or not entry.endswith(TEMPLATE_SUFFIX) or entry.startswith("."):
-                continue
-            path = f"{rel}/{entry}"
-            try:
-                data = read_beneath(root, path, limit=MAX_TEMPLATE_BYTES)
-                if data is None:
-                    continue
-                t = template_from_text(data.decode("utf-8"), entry[: -len(TEMPLATE_SUFFIX)],
-                                       f"{kind}:{os.path.join(root, path)}")
-            except (ConfigError, UnicodeDecodeError) as e:
-                self.problems.append(str(e))
-                continue
-            if kind == "project" and t.name in self.templates:
-                # workspace content may add templates, never replace the person's or a built-in one silently
-                self.problems.append(f"{t.source}: ignored: it would replace the {self.templates[t.name].source} "
-                                     f"template {t.name!r}; give it another name")
+    def add_folder(self, root: str | os.PathLike[str], rel: str, kind: str,
+                   approved: Mapping[str, str] | None = None) -> None:
+        """Read every NAME.toml of `root/rel` without following links; a bad one is a problem, not a failure.
+        A project template is added when `approved` (name -> the digest the person approved) matches its file,
+        else it waits."""
+        found, problems = read_template_folder(root, rel, kind)
+        self.problems += problems
+        for f in found:
+            t = f.template
+            if kind == "project":
+                why = self.project_refusal(t)
+                if why is not None:
+                    self.problems.append(f"{t.source}: {why}")
+                elif (approved or {}).get(t.name) == f.digest:
+                    self.templates[t.name] = t
+                else:
+                    self.waiting[t.name] = t
+                    self.problems.append(f"{t.source}: the project template {t.name!r} is not approved (new, or "
+                                         f"changed since you approved it): not offered; review it with: agent-desk "
+                                         f"consent approve --kind template {t.name}")
                 continue
             self.templates[t.name] = t
 
+    def project_refusal(self, t: AgentTemplate) -> str | None:
+        """Why a project template is not loaded, or None: a refused name, a name taken, a second of a name."""
+        if t.name in self.templates:
+            # workspace content may add templates, never replace the person's or a built-in one silently
+            return (f"ignored: it would replace the {self.templates[t.name].source} template {t.name!r}; give it "
+                    f"another name")
+        if t.name in self.waiting:
+            return f"ignored: a second project template named {t.name!r}"
+        return name_refusal(t.name, self.templates, what="template name")
+
 
 def load_templates(project_dir: str | os.PathLike[str] | None,
-                   user_dir: str | os.PathLike[str] | None = None) -> TemplateCatalog:
-    """The built-in templates, then the user's folder, then the project's `.agent-desk/templates/`."""
+                   user_dir: str | os.PathLike[str] | None = None,
+                   approved: Mapping[str, str] | None = None) -> TemplateCatalog:
+    """The built-in templates, then the user's folder, then the project's `.agent-desk/templates/` (those the
+    person approved, by name -> digest of the file; the others wait)."""
     catalog = TemplateCatalog()
     if user_dir is not None and os.path.isdir(user_dir):
         parent, name = os.path.split(os.path.abspath(user_dir))  # list_beneath takes a root and a folder
         catalog.add_folder(parent, name, "user")
     if project_dir is not None:
-        catalog.add_folder(project_dir, PROJECT_TEMPLATES, "project")
+        catalog.add_folder(project_dir, PROJECT_TEMPLATES, "project", approved)
     return catalog
 
 

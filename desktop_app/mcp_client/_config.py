@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..core import ConfigError, McpWhere, read_beneath
+from ..core import ConfigError, McpWhere, name_refusal, read_beneath
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +122,10 @@ def parse_servers(data: Any, *, source: str, where: str) -> list[ServerEntry]:
 def _entry(name: str, raw: Any, source: str, where: str) -> ServerEntry:
     entry = ServerEntry(name, source)
     if not _SERVER_NAME.fullmatch(name) or len(name) > 40:
+        why = name_refusal(name, what="server name")  # what is wrong with it, said plainly (e.g. an invisible one)
         entry.error = (f"{where}: server {name!r}: the name must be letters, digits, '-' or single '_' "
-                       f"(not at either end), at most 40 characters: its tools are named mcp__<server>__<tool>")
+                       f"(ASCII, not at either end), at most 40 characters: its tools are named "
+                       f"mcp__<server>__<tool>{' (' + why + ')' if why else ''}")
         return entry
     if not isinstance(raw, dict):
         entry.error = f"{where}: server {name!r}: expected an object with \"command\" or \"url\""
@@ -177,6 +179,9 @@ def merged_servers(project: list[ServerEntry], user: list[ServerEntry]) -> list[
     for e in project:
         if any(u.name == e.name for u in user):
             e.notes.append(f"server {e.name!r}: the project's entry replaces the one in your settings")
+        why = name_refusal(e.name, [u.name for u in user], what="server name") if not e.error else None
+        if why is not None:  # a project server that looks like one of yours is not loaded
+            e.error, e.config = f"{PROJECT_CONFIG}: {why}", None
         out.append(e)
     return out
 

@@ -40,7 +40,7 @@ from ._front import (
 )
 from ._liveness import OPEN_IN, mark_closed_here, process_alive, seal_abandoned, this_process
 from ._project_settings import approval_expiry
-from ._recipe import ProjectRuntime, build_runtime, model_client_from_settings
+from ._recipe import ProjectRuntime, build_runtime, load_agent_templates, model_client_from_settings
 from ._watcher import WorkspaceWatcher
 
 if TYPE_CHECKING:  # the store's type, for a front end's annotations (the store is imported when used)
@@ -74,6 +74,7 @@ __all__ = [
     "grant_hooks",
     "head_signer",
     "list_images",
+    "load_agent_templates",
     "load_catalog",
     "mark_closed_here",
     "model_client_from_settings",

@@ -21,12 +21,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import ConsentRecord, Settings, consent_record, record_consent, rules_digest, trusted_rules
+from ..config import (
+    ConsentRecord,
+    Settings,
+    config_dir,
+    consent_record,
+    consent_records,
+    record_consent,
+    rules_digest,
+    trusted_rules,
+)
 from ..core import (
     HOOKS_FILE,
+    PROJECT_SKILLS,
+    PROJECT_TEMPLATES,
     WORKSPACE,
     Action,
     AgentDeskError,
+    AgentTemplate,
     ConfigError,
     ConsentKind,
     ConsentStatus,
@@ -36,10 +48,14 @@ from ..core import (
     UserHookSpec,
     append_project_rule,
     hooks_digest,
+    load_templates,
     parse_user_hooks,
+    price_for,
     project_rules_path,
     read_beneath,
     read_project_rules,
+    read_project_skills,
+    read_template_folder,
     rules_text_with,
     user_hooks_from_toml,
     write_beneath,
@@ -64,6 +80,7 @@ class Consent:
     approved_text: str | None = None
     asks: str | None = None  # where an MCP server asks to run ("sandbox", "sandbox+network", "host", "http")
     detail: str | None = None  # what else the approval covers, shown after the subject: the hooks' scripts
+    rel: str | None = None  # the subject's own file, when the kind has one per subject (a template)
 
     @property
     def ok(self) -> bool:
@@ -72,13 +89,14 @@ class Consent:
 
     @property
     def label(self) -> str:
-        """How the person names the subject: "rules", "hooks" or "mcp server NAME"."""
-        return f"{self.kind.value} server {self.name}" if self.name else self.kind.value
+        """How the person names the subject: "rules", "hooks", "skills", "mcp server NAME", "template NAME"."""
+        noun = "mcp server" if self.kind is ConsentKind.MCP else self.kind.value
+        return f"{noun} {self.name}" if self.name else noun
 
     @property
     def file(self) -> str:
         """The file the subject lives in, relative to the project."""
-        return CONSENT_KINDS[self.kind].file
+        return self.rel or CONSENT_KINDS[self.kind].file
 
     def diff(self) -> str:
         """A unified diff from the approved text to the subject (the whole subject when it is new)."""
@@ -120,7 +138,8 @@ def approve(project: ProjectInfo, consent: Consent, *, revoke: bool = False) -> 
 
 
 def consent_stamp(project: ProjectInfo) -> tuple[tuple[str, str, str], ...]:
-    """The approvals a runtime is built on (hooks and MCP servers: they decide what starts and runs), to tell
+    """The approvals a runtime is built on (hooks and MCP servers: they decide what starts and runs; project
+    templates and skills: the catalogs a runtime reads once), to tell
     when a runtime is out of date. Blocking (a file): call it off the loop. The rules are not in it: their
     change reaches an open runtime by reload, without a new sandbox."""
     out = []
@@ -135,6 +154,8 @@ def consent_stamp(project: ProjectInfo) -> tuple[tuple[str, str, str], ...]:
         digest = _approved(ConsentKind.MCP, project, entry.name, entry.asks_for)
         if digest is not None:
             out.append((ConsentKind.MCP.value, entry.name, digest))
+    for kind in (ConsentKind.TEMPLATE, ConsentKind.SKILLS):  # what the catalogs of templates and skills hold
+        out += [(kind.value, name, r.sha256) for name, r in sorted(consent_records(kind, project.path).items())]
     return tuple(out)
 
 
@@ -469,10 +490,132 @@ def _mcp_warning(consent: Consent) -> str:
             f"start. Grant it with: agent-desk mcp grant {consent.name} --project {consent.project_dir}")
 
 
+# each project template ----------------------------------------------------------------------------------
+# A repository's template picks the model (its price), the tools, the mode and rules a session or a child runs
+# with: it is offered only once approved as its file is now. The person's own and the built-in ones need none.
+def template_consents(project: ProjectInfo) -> list[Consent]:
+    """Each project template whose name may be loaded, against the approval of its file; the approval shows
+    what it changes (model and price, tools, mode, rules)."""
+    found, _problems = read_template_folder(project.path, PROJECT_TEMPLATES, "project")
+    catalog = load_templates(None, config_dir() / "templates")  # the built-in and the person's own names
+    approved = {name: r.sha256 for name, r in consent_records(ConsentKind.TEMPLATE, project.path).items()}
+    model = _session_model()
+    out = []
+    for f in found:
+        t = f.template
+        if catalog.project_refusal(t) is not None:
+            continue  # a refused name or a taken one is not loaded, so there is nothing to approve
+        catalog.waiting[t.name] = t
+        out.append(Consent(ConsentKind.TEMPLATE, project.path, t.name,
+                           ConsentStatus.of(f.digest, approved.get(t.name)), f.data.decode("utf-8"), f.digest,
+                           approved.get(t.name), rel=f.rel, detail=template_changes(t, model)))
+    return out
+
+
+def approved_templates(project: ProjectInfo) -> dict[str, str]:
+    """The project templates the person approved: name -> the digest of the file approved."""
+    return {name: r.sha256 for name, r in consent_records(ConsentKind.TEMPLATE, project.path).items()}
+
+
+def _session_model() -> str:
+    try:
+        return Settings.load().model
+    except AgentDeskError:
+        return Settings().model
+
+
+def template_changes(t: AgentTemplate, session_model: str) -> str:
+    """What a template changes for the sessions and children that run on it, said for the person approving."""
+    lines = ["", "# ---- what this template changes ----"]
+    if t.model and t.model != session_model:
+        lines.append(f"# model: {t.model} instead of {session_model}; {price_difference(t.model, session_model)}")
+    else:
+        lines.append(f"# model: unchanged ({session_model})")
+    lines.append(f"# tools: {', '.join(sorted(t.tools))}" + (" (every tool the project offers)"
+                                                             if t.tools == frozenset({'*'}) else ""))
+    lines.append(f"# mode: {t.mode.value} (judged beside the project's mode; never wider)" if t.mode
+                 else "# mode: the project's")
+    lines += [f"# rule: {r.action.value} {r.text}" for r in t.rules] or ["# rules: none added"]
+    if t.system_prompt:
+        lines.append(f"# system prompt: {len(t.system_prompt)} characters (in the file above)")
+    return "\n".join(lines) + "\n"
+
+
+def price_difference(model: str, session_model: str) -> str:
+    """The price of `model` against the session's model, per million tokens (input / output)."""
+    mine, theirs = price_for(model), price_for(session_model)
+    if mine is None:
+        return "its price is unknown to the desk"
+    said = f"${mine.input:g} / ${mine.output:g} per million tokens in / out"
+    if theirs is None:
+        return f"{said} (your model's price is unknown)"
+    if theirs.input == mine.input and theirs.output == mine.output:
+        return f"{said}, the same as yours"
+    ratio = (mine.input + mine.output) / (theirs.input + theirs.output)
+    return f"{said} against ${theirs.input:g} / ${theirs.output:g}: {ratio:.2g}x your model's price"
+
+
+def _check_template(consent: Consent) -> None:
+    now = next((c for c in template_consents(_project_of(consent)) if c.name == consent.name), None)
+    if now is None or now.digest != consent.digest:
+        raise ConfigError(f"the template {consent.name!r} changed or is gone since it was shown: nothing approved",
+                          hint="review it again")
+
+
+def _project_of(consent: Consent) -> ProjectInfo:
+    return ProjectInfo(id="", name="", path=consent.project_dir)
+
+
+def _template_warning(consent: Consent) -> str:
+    what = "was never approved" if consent.status is ConsentStatus.NEW else "changed since you approved it"
+    return (f"the project's template {consent.name} ({consent.project_dir}/{consent.file}) {what}: it is not "
+            f"offered. Review and approve it with: agent-desk consent approve --kind template {consent.name} "
+            f"--project {consent.project_dir}")
+
+
+# the project's skills, as one set --------------------------------------------------------------------------
+# One approval covers the set: a repository ships its skills together, the person reviews them in one place,
+# and a repository with thousands of skills makes one question, not thousands. Any skill added or changed
+# afterwards makes the set wait again.
+def skills_consents(project: ProjectInfo) -> list[Consent]:
+    found = read_project_skills(project.path)
+    approved = _approved_digest(ConsentKind.SKILLS, project)
+    if found.digest is None:
+        return []  # no skill: nothing to approve (an approval of a set gone grants nothing)
+    detail = f"\n# ---- {len(found.folders)} skill(s); at most the limits of your settings reach the prompt ----\n"
+    return [Consent(ConsentKind.SKILLS, project.path, "", ConsentStatus.of(found.digest, approved),
+                    found.text(), found.digest, approved, detail=detail)]
+
+
+def _approved_digest(kind: ConsentKind, project: ProjectInfo) -> str | None:
+    record = consent_record(kind, project.path)
+    return record.sha256 if record else None
+
+
+def _check_skills(consent: Consent) -> None:
+    if read_project_skills(consent.project_dir).digest != consent.digest:
+        raise ConfigError("the project's skills changed since they were shown: nothing approved",
+                          hint="review them again")
+
+
+def _skills_warning(consent: Consent) -> str:
+    what = "were never approved" if consent.status is ConsentStatus.NEW else "changed since you approved them"
+    return (f"the project's skills ({consent.project_dir}/{PROJECT_SKILLS}) {what}: they are not offered. Review "
+            f"and approve them with: agent-desk consent approve --kind skills --project {consent.project_dir}")
+
+
+def _digest_record(kind: ConsentKind) -> Callable[[ProjectInfo, Consent, bool], None]:
+    return lambda project, consent, revoke: _record_digest(kind, consent, revoke)
+
+
 CONSENT_KINDS: dict[ConsentKind, ConsentSubject] = {
     ConsentKind.RULES: ConsentSubject(".agent-desk/rules.toml", lambda p: [project_rules_trust(p.path)],
                                       _check_rules, _rules_record, _rules_warning),
     ConsentKind.HOOKS: ConsentSubject(HOOKS_FILE, lambda p: [project_hooks_trust(p)],
                                       _check_hooks, _hooks_record, _hooks_warning),
     ConsentKind.MCP: ConsentSubject(".agent-desk/mcp.json", mcp_consents, _check_mcp, _mcp_record, _mcp_warning),
+    ConsentKind.TEMPLATE: ConsentSubject(PROJECT_TEMPLATES, template_consents, _check_template,
+                                         _digest_record(ConsentKind.TEMPLATE), _template_warning),
+    ConsentKind.SKILLS: ConsentSubject(PROJECT_SKILLS, skills_consents, _check_skills,
+                                       _digest_record(ConsentKind.SKILLS), _skills_warning),
 }

@@ -14,7 +14,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..config import Settings, config_dir, data_dir, resolve_api_key
+from ..config import Settings, config_dir, consent_record, data_dir, resolve_api_key
 from ..core import (
     DEFAULT_TEMPLATE,
     MCP_GROUP,
@@ -23,6 +23,7 @@ from ..core import (
     AgentTemplate,
     AnthropicModelClient,
     ConfigError,
+    ConsentKind,
     ErrorEvent,
     EventBus,
     Executor,
@@ -57,6 +58,7 @@ from ..core import (
 from ._consent import (
     Consent,
     append_trusted_rule,
+    approved_templates,
     consent_stamp,
     project_rules,
     project_rules_trust,
@@ -288,12 +290,22 @@ def with_model(client: ModelClient, model: str) -> ModelClient:
 
 
 def agent_parts(settings: Settings, project: ProjectInfo) -> tuple[TemplateCatalog, SkillCatalog]:
-    """The templates and skills of a project (the built-in ones, the user's, the project's). Blocking."""
-    templates = load_templates(project.path, config_dir() / "templates")
-    skills = load_skills(project.path, str(config_dir() / "skills"))
+    """The templates and skills of a project (the built-in ones, the user's, the project's the person approved
+    as they are now), the skills within the prompt's limits. Blocking."""
+    templates = load_agent_templates(project)
+    approved = consent_record(ConsentKind.SKILLS, project.path)
+    skills = load_skills(project.path, str(config_dir() / "skills"), approved.sha256 if approved else None,
+                         max_skills=settings.skills_max, max_bytes=settings.skills_max_prompt_bytes)
     for problem in templates.problems + skills.problems:
         log.warning("%s", problem)
     return templates, skills
+
+
+def load_agent_templates(project: ProjectInfo | None) -> TemplateCatalog:
+    """The templates a person may pick for `project`: built in, their own, and the project's they approved (the
+    others are the catalog's `waiting`). Blocking (files)."""
+    approved = approved_templates(project) if project is not None else {}
+    return load_templates(project.path if project else None, config_dir() / "templates", approved)
 
 
 async def _quietly(close: Callable[[], Awaitable[Any]], what: str) -> None:
@@ -425,6 +437,8 @@ async def build_runtime(
     executor.user_hooks = user_hook_chain(hook_specs, lambda: rt.sandbox)
     if not hooks_trust.ok:  # the window shows it as a notice (the CLI prints the warning itself)
         bus.publish(ErrorEvent(source="hooks", message=hooks_trust.warning()))
+    if skills.left_out:
+        bus.publish(ErrorEvent(source="skills", message=skills.problems[-1]))
     if mcp.entries:
         rt.mcp = mcp_hub(rt, mcp, companion_factory)
         stack.push_async_callback(_quietly, rt.mcp.close, "the MCP servers")  # before the sandbox closes

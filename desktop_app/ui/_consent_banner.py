@@ -1,7 +1,7 @@
-"""The window's side of consent: when a session of a project is shown whose rules, hooks or MCP servers wait for
-the person's approval (new, or changed since approved), a banner row per subject says so and offers the review
-(the one consent dialog, with the diff) with approve / ignore. Every kind goes the same way: `consents()` reads
-them, `approve()` records exactly what was shown."""
+"""The window's side of consent: when a session of a project is shown whose rules, hooks, MCP servers, templates
+or skills wait for the person's approval (new, or changed since approved), a banner row per subject says so and
+offers the review (the one consent dialog, with the diff) with approve / ignore. Every kind goes the same way:
+`consents()` reads them, `approve()` records exactly what was shown."""
 
 from __future__ import annotations
 
@@ -27,17 +27,25 @@ _ROW = {
                         "run until you grant them."),
     ConsentKind.MCP: ("The MCP server <b>{name}</b> of <b>{project}</b> runs {asks} and {what}: it does not "
                       "start until you grant it."),
+    ConsentKind.TEMPLATE: ("The agent template <b>{name}</b> of <b>{project}</b> {what}: it is not offered (to "
+                           "you nor to sub-agents) until you approve it."),
+    ConsentKind.SKILLS: ("The skills of <b>{project}</b> (<code>.agent-desk/skills/</code>) {what}: they are not "
+                         "offered until you approve them."),
 }
 _WHAT = {
     ConsentKind.RULES: {"new": "were never trusted", "changed": "changed since you trusted them",
                         "deleted": "were deleted since you trusted them"},
     ConsentKind.HOOKS: {"new": "were never granted", "changed": "changed since you granted them"},
     ConsentKind.MCP: {"new": "was never granted", "changed": "changed since you granted it"},
+    ConsentKind.TEMPLATE: {"new": "was never approved", "changed": "changed since you approved it"},
+    ConsentKind.SKILLS: {"new": "were never approved", "changed": "changed since you approved them"},
 }
 _DONE = {
     ConsentKind.RULES: "The rules of {project} are trusted and in use.",
     ConsentKind.HOOKS: "The hooks of {project} are granted: they run from the next message.",
     ConsentKind.MCP: "The MCP server {name} of {project} is granted: it starts with the next message.",
+    ConsentKind.TEMPLATE: "The template {name} of {project} is approved: it is offered from the next message.",
+    ConsentKind.SKILLS: "The skills of {project} are approved: they are offered from the next message.",
 }
 
 # (the project, the subject approved, the project's settings after it) -> whatever the window does then
@@ -133,8 +141,10 @@ class ConsentBanner:
         parts = {ConsentKind.RULES: "the project's rules are not trusted: this session uses your own rules and "
                                     "only the file's deny and ask rules",
                  ConsentKind.HOOKS: "the project's hooks are not granted and do not run",
-                 ConsentKind.MCP: "the project's MCP servers {names} are not granted and do not start"}
-        names = ", ".join(c.name for c in waiting if c.kind is ConsentKind.MCP)
-        said = [parts[k].format(names=names) for k in ConsentKind if any(c.kind is k for c in waiting)]
+                 ConsentKind.MCP: "the project's MCP servers {names} are not granted and do not start",
+                 ConsentKind.TEMPLATE: "the project's templates {names} are not approved and not offered",
+                 ConsentKind.SKILLS: "the project's skills are not approved and not offered"}
+        said = [parts[k].format(names=", ".join(c.name for c in waiting if c.kind is k))
+                for k in ConsentKind if any(c.kind is k for c in waiting)]
         text = "; ".join(said)
         return text[0].upper() + text[1:] + " (see the banner, or run: agent-desk consent list)."

@@ -37,6 +37,12 @@ def test_a_project_template_and_an_unknown_one(env, server, tmp_path: Path) -> N
     (project / ".agent-desk" / "templates" / "tester.toml").write_text(
         'system_prompt = "Only run the tests."\ntools = ["bash_run"]\n[permissions]\nalways_ask = ["bash_run"]\n')
     (project / ".agent-desk" / "templates" / "bad.toml").write_text('[permissions]\nallow = ["*"]\n')
+    waiting = run_cli(env, "run", "--project", str(project), "--sandbox", "local", "--template", "tester", "hi")
+    assert waiting.returncode != 0 and "'tester' is not approved" in waiting.stderr  # a repository's: asked first
+    assert "agent-desk consent approve --kind template tester" in waiting.stderr and not server.requests
+    shown = run_cli(env, "consent", "approve", "tester", "--kind", "template", "--project", str(project), "--yes")
+    assert shown.returncode == 0, shown.stderr
+    assert "# tools: bash_run" in shown.stdout and "# rule: ask bash_run" in shown.stdout  # what it changes
     server.add(reply(tool_use("bash_run", {"command": "true"})), lambda req: reply(text("ok")))
     out = run_cli(env, "run", "--project", str(project), "--sandbox", "local", "--permission-mode", "auto",
                   "--template", "tester", "--on-ask", "deny", "test")

@@ -23,6 +23,8 @@ from desktop_app.core import (
     ToolCallState,
     ToolFacts,
     load_skills,
+    read_project_skills,
+    read_template_folder,
     rules_from_texts,
     template_from_text,
 )
@@ -72,7 +74,9 @@ async def test_a_project_template_asking_for_auto_still_asks(desk_for, server: A
     (folder / "allow-all.toml").write_text('[permissions]\nallow = ["*"]\n')
     seen = []
     desk.answer = lambda ev: seen.append(ev) or __import__("desktop_app.core", fromlist=["Deny"]).Deny(note="no")
-    desk.rt.templates.add_folder(desk.rt.project.path, ".agent-desk/templates", "project")
+    found, _ = read_template_folder(desk.rt.project.path, ".agent-desk/templates", "project")
+    approved = {f.template.name: f.digest for f in found}  # the person approved them: still only narrowing
+    desk.rt.templates.add_folder(desk.rt.project.path, ".agent-desk/templates", "project", approved)
     assert "allow-all" not in desk.rt.templates.names
     server.add(reply(tool_use("task_run", {"task": "write", "template": "yolo"})),
                reply(tool_use("bash_run", {"command": "touch yolo.txt"})),
@@ -131,7 +135,7 @@ async def test_a_skills_allowed_tools_is_not_honoured(desk_for, server: Anthropi
                                     "Run ./deploy.sh\n")
     from desktop_app.tools import SkillTool
 
-    desk.rt.skills.add_project(desk.rt.project.path)
+    desk.rt.skills.add_project(desk.rt.project.path, read_project_skills(desk.rt.project.path).digest)
     desk.rt.registry.register(SkillTool(desk.rt.skills))
     asked = []
     desk.answer = lambda ev: asked.append(ev.name) or __import__("desktop_app.core", fromlist=["Deny"]).Deny()
@@ -167,7 +171,7 @@ def test_skill_links_are_not_followed(tmp_path: Path) -> None:
     user.mkdir(parents=True)
     (user / "SKILL.md").write_text("---\nname: mine\ndescription: Mine\n---\nbody")
     os.symlink(secret, user / "leak.txt")  # a file link in a user skill: never copied
-    catalog = load_skills(str(project), str(tmp_path / "user-skills"))
+    catalog = load_skills(str(project), str(tmp_path / "user-skills"), read_project_skills(str(project)).digest)
     assert list(catalog.skills) == ["mine"]
     assert catalog.skills["mine"].files == ()
     assert any("symbolic link" in p for p in catalog.problems)
@@ -184,7 +188,7 @@ def test_a_bad_skill_is_a_problem_not_a_skill(tmp_path: Path, front: str) -> Non
     folder = tmp_path / ".agent-desk" / "skills" / "x"
     folder.mkdir(parents=True)
     (folder / "SKILL.md").write_text(front)
-    catalog = load_skills(str(tmp_path))
+    catalog = load_skills(str(tmp_path), None, read_project_skills(str(tmp_path)).digest)
     assert not catalog.skills and catalog.problems
 
 

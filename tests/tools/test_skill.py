@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from desktop_app.core import ToolCallState, load_skills
+from desktop_app.core import ToolCallState, load_skills, read_project_skills
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 from tests.kit import system_of
 
@@ -31,12 +31,13 @@ def test_skills_are_found_and_listed(tmp_path: Path) -> None:
     user = tmp_path / "user" / "lint"
     user.mkdir(parents=True)
     (user / "SKILL.md").write_text("---\nname: lint\ndescription: The user's lint\n---\nx")
-    catalog = load_skills(str(project), None)
+    approved = read_project_skills(str(project)).digest  # the person approved the project's skills
+    catalog = load_skills(str(project), None, approved)
     lint = catalog.skills["lint"]
     assert (lint.source, lint.description, lint.body) == ("project", "Runs the linter and explains it", "Run ruff.")
     assert lint.files == ("rules.txt",) and lint.sandbox_dir == "/workspace/.agent-desk/skills/lint"
     assert catalog.prompt().endswith("- lint: Runs the linter and explains it")
-    both = load_skills(str(project), str(tmp_path / "user"))  # the project's never replaces yours
+    both = load_skills(str(project), str(tmp_path / "user"), approved)  # the project's never replaces yours
     assert both.skills["lint"].source == "user" and any("would replace your skill" in p for p in both.problems)
     assert load_skills(str(tmp_path / "nothing")).prompt() == ""
 
@@ -71,7 +72,7 @@ async def test_a_project_skill_is_read_where_it_lies(desk_for, server: Anthropic
     folder.mkdir(parents=True)
     (folder / "SKILL.md").write_text("---\nname: style\ndescription: House style\n---\nSee guide.md.\n")
     (folder / "guide.md").write_text("Use tabs.\n")
-    desk.rt.skills.add_project(desk.rt.project.path)
+    desk.rt.skills.add_project(desk.rt.project.path, read_project_skills(desk.rt.project.path).digest)
     from desktop_app.tools import SkillTool
 
     desk.rt.registry.register(SkillTool(desk.rt.skills))

@@ -50,6 +50,24 @@ _WORDING = {
         {"new": "was never granted", "changed": "changed since you granted it"},
         "Grant this server", "Ignore it",
         "Granting binds to the entry as it is now; an entry changed afterwards is asked about again."),
+    "template": _Wording(
+        "Review the agent template {name} of {project}",
+        "The template {name} in <code>{where}</code> {what}. It sets the model (and so the price), the tools, "
+        "the mode and rules of the sessions and sub-agents that run on it, so it is not offered until you "
+        "approve it. What it changes is at the end.",
+        {"new": "was never approved (a repository may have shipped it)", "changed": "changed since you approved it"},
+        "Approve this template", "Ignore it",
+        "Approving binds to the file as it is now; a file changed afterwards is asked about again."),
+    "skills": _Wording(
+        "Review the skills of {project}",
+        "The skills in <code>{where}</code> {what}. Their names and descriptions go into every request's "
+        "prompt and their text to the agent when it loads one, so they are not offered until you approve them "
+        "(all of them at once: one approval covers the set).",
+        {"new": "were never approved (a repository may have shipped them)",
+         "changed": "changed since you approved them"},
+        "Approve these skills", "Ignore them",
+        "Approving binds to every SKILL.md as it is now; a skill added or changed afterwards is asked about "
+        "again. Your settings limit how many reach the prompt (skills_max, skills_max_prompt_bytes)."),
 }
 
 

@@ -47,7 +47,6 @@ from ...core import (
     RuleSet,
     ToolFacts,
     call_risk,
-    load_templates,
     new_id,
     project_rules_path,
     visible,
@@ -443,9 +442,9 @@ class ProjectSettingsDialog(FutureDialog):
 def template_picker(project: ProjectInfo | None, current: str) -> tuple[QComboBox, QLabel]:
     """The project's agent template: built in, the user's, the project's (each said where it comes from),
     and a line saying what the chosen one offers and how it narrows the permissions (it never widens them)."""
-    from ...config import config_dir
+    from ...runtime import load_agent_templates
 
-    catalog = load_templates(project.path if project else None, config_dir() / "templates")
+    catalog = load_agent_templates(project)
     combo, about = QComboBox(), QLabel()
     about.setWordWrap(True)
     for name in catalog.names:
@@ -453,14 +452,25 @@ def template_picker(project: ProjectInfo | None, current: str) -> tuple[QComboBo
         where = "built in" if t.source == "built-in" else t.source.split(":", 1)[0]
         combo.addItem(f"{name} ({where})", name)
         combo.setItemData(combo.count() - 1, t.summary(), Qt.ItemDataRole.ToolTipRole)
-    if current and current not in catalog.templates:  # kept, and said to be missing, rather than lost
+    for name in sorted(catalog.waiting):  # shown, not pickable: a repository's template waits for approval
+        combo.addItem(f"{name} (project, waits for your approval)", name)
+        item = combo.model().item(combo.count() - 1)
+        if item is not None:
+            item.setEnabled(False)
+        combo.setItemData(combo.count() - 1, "Approve it first (the banner's Review…, or agent-desk consent "
+                                             "approve --kind template): until then it is not offered",
+                          Qt.ItemDataRole.ToolTipRole)
+    if current and current not in catalog.templates and current not in catalog.waiting:  # kept, said missing
         combo.addItem(f"{current} (not found)", current)
     combo.setCurrentIndex(max(0, combo.findData(current or DEFAULT_TEMPLATE)))
     problems = "".join(f"<br><span style='color:#d9363e'>⚠ {html.escape(p)}</span>" for p in catalog.problems)
 
     def show(_i: int) -> None:
         t = catalog.templates.get(combo.currentData())
-        text = html.escape(t.summary()) if t else "This template is not found: sessions will not open until it is."
+        text = html.escape(t.summary()) if t else (
+            "This project template waits for your approval: sessions will not open on it until you approve it."
+            if combo.currentData() in catalog.waiting else
+            "This template is not found: sessions will not open until it is.")
         about.setText(f"<small>{text}; a template only ever narrows this project's permissions.</small>{problems}")
 
     combo.currentIndexChanged.connect(show)

@@ -24,6 +24,10 @@ def project(tmp_path: Path, monkeypatch) -> ProjectInfo:
     (folder / ".agent-desk/rules.toml").write_text(RULES)
     (folder / ".agent-desk/hooks.toml").write_text(HOOKS)
     (folder / ".agent-desk/mcp.json").write_text(json.dumps({"mcpServers": {"tool": {"command": "t", "run": "host"}}}))
+    (folder / ".agent-desk/templates").mkdir()
+    (folder / ".agent-desk/templates/pricey.toml").write_text('model = "claude-opus-4-1"\n')
+    (folder / ".agent-desk/skills/lint").mkdir(parents=True)
+    (folder / ".agent-desk/skills/lint/SKILL.md").write_text("---\nname: lint\ndescription: Lints\n---\nRun ruff.\n")
     return ProjectInfo(id="p", name="demo", path=str(folder))
 
 
@@ -31,6 +35,9 @@ def project(tmp_path: Path, monkeypatch) -> ProjectInfo:
     (ConsentKind.RULES, "Review the rules of demo", "Trust these rules", '+deny = ["bash_run(curl *)"]'),
     (ConsentKind.HOOKS, "Review the hooks of demo", "Grant these hooks", '+matcher = "bash_run"'),
     (ConsentKind.MCP, "Review the MCP server tool of demo", "Grant this server", "+    \"run\": \"host\""),
+    (ConsentKind.TEMPLATE, "Review the agent template pricey of demo", "Approve this template",
+     "+# model: claude-opus-4-1 instead of"),
+    (ConsentKind.SKILLS, "Review the skills of demo", "Approve these skills", "+description: Lints"),
 ])
 def test_each_kind_is_reviewed_in_the_one_dialog(qtbot, project: ProjectInfo, kind: ConsentKind, title: str,
                                                  approve: str, shown: str) -> None:

@@ -7,7 +7,8 @@ import asyncio
 
 from PySide6.QtWidgets import QApplication
 
-from desktop_app.core import ProjectInfo, RuleSet
+from desktop_app.core import ConsentKind, ProjectInfo, RuleSet
+from desktop_app.runtime import approve, consents
 from desktop_app.ui.dialogs import ProjectSettingsDialog, would_allow
 
 
@@ -120,12 +121,17 @@ def test_the_template_picker_lists_where_each_comes_from_and_saves_the_pick(qtbo
     (folder / ".agent-desk" / "templates").mkdir(parents=True)
     (folder / ".agent-desk" / "templates" / "tester.toml").write_text('description = "Runs the tests"')
     (folder / ".agent-desk" / "templates" / "bad.toml").write_text('[permissions]\nallow = ["*"]')
+    (folder / ".agent-desk" / "templates" / "pricey.toml").write_text('model = "claude-opus-4-1"')
     project = ProjectInfo("prj_t", "p", str(folder), settings={"template": "gone"})
+    tester = next(c for c in consents(project, ConsentKind.TEMPLATE) if c.name == "tester")
+    approve(project, tester)  # the person approved tester; pricey was never approved
     dlg = ProjectSettingsDialog(project)
     qtbot.addWidget(dlg)
     items = [dlg.template.itemText(i) for i in range(dlg.template.count())]
     assert {"coding (built in)", "explore (built in)", "mine (user)", "tester (project)",
-            "gone (not found)"} <= set(items)
+            "gone (not found)", "pricey (project, waits for your approval)"} <= set(items)
+    waiting = dlg.template.model().item(dlg.template.findData("pricey"))
+    assert not waiting.isEnabled()  # listed, so the person knows of it, but not pickable
     assert dlg.template.currentData() == "gone" and "not found" in dlg.template_about.text()
     assert "cannot allow" in dlg.template_about.text()  # the bad one is named, not listed
     fut = dlg.ask()
