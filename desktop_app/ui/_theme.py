@@ -21,16 +21,8 @@ STATE_STYLE: dict[ToolCallState, tuple[str, str]] = {
     ToolCallState.SEALED: ("#7d6bb0", "■"),
 }
 
-STATE_LABEL: dict[ToolCallState, str] = {
-    ToolCallState.PENDING: "pending",
-    ToolCallState.APPROVAL_REQUIRED: "needs approval",
-    ToolCallState.APPROVED: "approved",
-    ToolCallState.EXECUTING: "running",
-    ToolCallState.COMPLETED: "done",
-    ToolCallState.FAILED: "failed",
-    ToolCallState.DENIED: "denied",
-    ToolCallState.SEALED: "interrupted",  # left open by a process that ended, or found open on a reopen
-}
+# the one word per state, from core (a SEALED call was left open by a process that ended: "interrupted")
+STATE_LABEL: dict[ToolCallState, str] = {s: status_word(s) for s in ToolCallState}
 
 RISK_COLOURS = {"low": "#2f9e44", "medium": "#d4890b", "high": "#d9363e"}
 SKIPPED_STYLE = ("#8a8f98", "–")  # never offered nor run: not a denial of its own

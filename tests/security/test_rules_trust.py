@@ -15,7 +15,6 @@ import pytest
 from desktop_app.config import CONSENT_FILE, TRUSTED_RULES_FILE, Settings, trusted_rules
 from desktop_app.core import Action, ConfigError, ConsentStatus, EventBus, ProjectInfo, Rule, ToolFacts
 from desktop_app.runtime import (
-    Desk,
     ProjectRuntimes,
     append_trusted_rule,
     open_store,
@@ -284,23 +283,11 @@ def test_cli_run_warns_and_uses_user_rules_only_until_trusted(cli_env, project):
 
 # the window ----------------------------------------------------------------------------------------------
 def _window(qtbot, run, store, project: Path):
-    """The window on a stored project with one session, its runtimes on LocalSandboxes: (project, window,
-    controller, runtimes), started."""
-    from desktop_app.core import SessionInfo
-    from desktop_app.ui import AppController, MainWindow
+    """The window on the project `info(project)`: (project, window, controller, runtimes), started."""
+    from tests.ui.helpers import window_on
 
     proj = info(project)
-    run(store.save_project(proj))
-    run(store.save_session(SessionInfo("ses_1", proj.id, "first")))
-    bus = run(EventBus.open(store))
-    rts = ProjectRuntimes(settings=Settings(api_key="sk-test"), store=store, bus=bus,
-                          sandbox_factory=lambda p: LocalSandbox(p.path))
-    window = MainWindow()
-    qtbot.addWidget(window)
-    controller = AppController(window, Desk(settings=Settings(path=None), store=store, bus=bus, runtimes=rts,
-                                            api_key_source="test"))
-    run(controller.start(check_docker=False))
-    return proj, window, controller, rts
+    return (proj, *window_on(qtbot, run, store, proj))
 
 
 def test_the_window_shows_untrusted_rules_before_the_first_message_and_trusts_on_confirm(

@@ -269,27 +269,14 @@ qloop, run, store = ui_kit.qloop, ui_kit.run, ui_kit.store  # the window test's 
 
 
 def test_the_window_asks_about_templates_and_skills_and_a_child_runs_only_after(qtbot, run, store, desk_env: Path):
-    from desktop_app.config import Settings
-    from desktop_app.core import EventBus, ProjectInfo, SessionInfo
-    from desktop_app.runtime import Desk as WindowDesk
-    from desktop_app.runtime import ProjectRuntimes
-    from desktop_app.sandbox import LocalSandbox
-    from desktop_app.ui import AppController, MainWindow
+    from desktop_app.core import ProjectInfo
+    from tests.ui.helpers import window_on
 
     project = desk_env / "project"
     _template(project, "pricey")
     _skills(project, 2)
     proj = ProjectInfo("prj_shipped", "demo", str(project))
-    run(store.save_project(proj))
-    run(store.save_session(SessionInfo("ses_1", proj.id, "first")))
-    bus = run(EventBus.open(store))
-    rts = ProjectRuntimes(settings=Settings(api_key="sk-test"), store=store, bus=bus,
-                          sandbox_factory=lambda p: LocalSandbox(p.path))
-    window = MainWindow()
-    qtbot.addWidget(window)
-    controller = AppController(window, WindowDesk(settings=Settings(path=None), store=store, bus=bus, runtimes=rts,
-                                                  api_key_source="test"))
-    run(controller.start(check_docker=False))
+    window, controller, rts = window_on(qtbot, run, store, proj)
     qtbot.waitUntil(lambda: "pricey" in window.banner.text() and "skills" in window.banner.text())
     assert "it is not offered (to you nor to sub-agents) until you approve it" in window.banner.text()
     notice = controller.consent.notice_for(proj)

@@ -51,3 +51,25 @@ def shown_words(rec: ToolCallRecord) -> set[str]:
     write_records([rec], "jsonl", out)
     return {TimelineModel._display(row, 0), heading.group(1) if heading else "",
             HistoryModel()._display(HistoryRow.of(rec), 1), json.loads(out.getvalue())["status"]}
+
+
+def window_on(qtbot, run, store, project):
+    """The window on a stored project (a ProjectInfo) with one session, its runtimes on LocalSandboxes, started:
+    (window, controller, runtimes). The caller closes the controller, then the runtimes."""
+    from desktop_app.config import Settings
+    from desktop_app.core import EventBus, SessionInfo
+    from desktop_app.runtime import Desk, ProjectRuntimes
+    from desktop_app.sandbox import LocalSandbox
+    from desktop_app.ui import AppController, MainWindow
+
+    run(store.save_project(project))
+    run(store.save_session(SessionInfo("ses_1", project.id, "first")))
+    bus = run(EventBus.open(store))
+    rts = ProjectRuntimes(settings=Settings(api_key="sk-test"), store=store, bus=bus,
+                          sandbox_factory=lambda p: LocalSandbox(p.path))
+    window = MainWindow()
+    qtbot.addWidget(window)
+    controller = AppController(window, Desk(settings=Settings(path=None), store=store, bus=bus, runtimes=rts,
+                                            api_key_source="test"))
+    run(controller.start(check_docker=False))
+    return window, controller, rts
