@@ -40,6 +40,7 @@ from ._mainwindow import SHORTCUTS, MainWindow
 from ._mcp import McpDirectory
 from ._projects import ask_text, session_title
 from ._quit import QuitChoice, RunningCalls, WorkInFlight, ask_to_quit
+from ._session_modes import SessionModes
 from ._tasks import BackgroundTasks
 from ._theme import apply_theme, bring_to_front
 from .inbox import PendingApproval
@@ -66,8 +67,8 @@ class AppController(QObject):
         self.mcp.attach(self.bridge)
         self.current_session: str | None = None
         self.agents: dict[str, AgentSession] = {}  # session id -> open AgentSession
-        self.session_modes: dict[str, str] = {}  # a mode the person chose for a session (or its approved plan's)
         self.sessions: dict[str, SessionInfo] = {}
+        self.modes = SessionModes(window, desk, self.agents, lambda: self.current_session, self._project_of_session)
         self.tasks = BackgroundTasks(self._report)
         self.checks = SetupChecks(
             window, current_project=self._current_project, open_history=self.open_history,
@@ -130,8 +131,8 @@ class AppController(QObject):
         w.quitRequested.connect(lambda: spawn(self.request_quit()))
         w.conversation.retryRequested.connect(lambda: spawn(self.retry()))
         w.shortcutsRequested.connect(self.show_shortcuts)
-        w.mode_picker.modeChosen.connect(self.set_mode)
-        self.bridge.questionAnswered.connect(self._plan_answered)
+        w.mode_picker.modeChosen.connect(self.modes.set_mode)
+        self.bridge.questionAnswered.connect(self.modes.plan_answered)
         w.sidebar.renameRequested.connect(lambda sid: spawn(self.rename_session(sid)))
 
     # start-up --------------------------------------------------------------------------------------
@@ -315,6 +316,10 @@ class AppController(QObject):
         w.set_running(bool(agent and agent.running))
         w.status.show_session(session_id)
 
+    def _project_of_session(self, session_id: str) -> ProjectInfo | None:
+        session = self.sessions.get(session_id)
+        return self.window.projects_model.project(session.project_id) if session else None
+
     def _current_project(self) -> ProjectInfo | None:
         session = self.sessions.get(self.current_session or "")
         return self.window.projects_model.project(session.project_id) if session else None
@@ -340,8 +345,7 @@ class AppController(QObject):
             raise AgentDeskError("Pick a project (or add one) before sending a message.")
         agent = await self.desk.open_session(project, session_id)
         self.agents[session_id] = agent
-        if session_id in self.session_modes:  # chosen before the session opened (or before it reopened)
-            self.desk.set_session_mode(agent, self.session_modes[session_id])
+        self.modes.opened(session_id, agent)
         current = self.sessions.get(self.current_session or "")
         if current is not None and current.project_id == project.id:  # the status bar shows the project in view
             self.checks.show_sandbox(agent)
@@ -350,36 +354,9 @@ class AppController(QObject):
             self.window.conversation.add_notice(f"⚠ {notice}", "#d4890b")
         return agent
 
-    # the session's mode ------------------------------------------------------------------------------
     def mode_of(self, session_id: str) -> str:
-        """The mode the session's next call is judged in: its open agent's, else the one chosen for it, else
-        its project's."""
-        agent = self.agents.get(session_id)
-        if agent is not None:
-            return self.desk.session_mode(agent)
-        if session_id in self.session_modes:
-            return self.session_modes[session_id]
-        session = self.sessions.get(session_id)
-        project = self.window.projects_model.project(session.project_id) if session else None
-        return project.permission_mode if project else self.desk.settings.permission_mode
-
-    def set_mode(self, mode: str) -> None:
-        """The person switched the current session's mode: from its next call on (the project keeps its own)."""
-        sid = self.current_session
-        if sid is None:
-            self.window.mode_picker.set_mode(self.desk.settings.permission_mode)
-            return
-        self.session_modes[sid] = mode
-        agent = self.agents.get(sid)
-        if agent is not None:
-            self.desk.set_session_mode(agent, mode)
-
-    def _plan_answered(self, ev: Any) -> None:
-        """A plan approved into a mode: the session is in that mode now, and the picker says so."""
-        if ev.kind == "plan" and ev.answered and ev.mode:
-            self.session_modes[ev.session_id] = ev.mode
-            if ev.session_id == self.current_session:
-                self.window.mode_picker.set_mode(ev.mode)
+        """The mode the session's next call is judged in (see SessionModes)."""
+        return self.modes.mode_of(session_id)
 
     async def send(self, text: str) -> TurnResult | None:
         """Send `text` in the current session. It is stored before anything can fail on the way (the

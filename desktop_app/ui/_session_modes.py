@@ -1,0 +1,60 @@
+"""The mode each session's calls are judged in, as the window shows and switches it: the open agent's, else the
+one the person chose (or a plan approved into) for the session, else its project's. A component the controller
+holds; the picker under the prompt follows the session in view."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..core import AgentSession, ProjectInfo
+
+if TYPE_CHECKING:
+    from ..runtime import Desk
+    from ._mainwindow import MainWindow
+
+
+class SessionModes:
+    """Per-session modes chosen in this run, applied to a session's agent when it opens and from its next call."""
+
+    def __init__(self, window: MainWindow, desk: Desk, agents: dict[str, AgentSession],
+                 current: Callable[[], str | None], project_of: Callable[[str], ProjectInfo | None]) -> None:
+        self.window = window
+        self.desk = desk
+        self.agents = agents  # the controller's open agents, by session id
+        self.current = current
+        self.project_of = project_of
+        self.chosen: dict[str, str] = {}  # a mode the person chose for a session (or its approved plan's)
+
+    def mode_of(self, session_id: str) -> str:
+        """The mode the session's next call is judged in."""
+        agent = self.agents.get(session_id)
+        if agent is not None:
+            return self.desk.session_mode(agent)
+        if session_id in self.chosen:
+            return self.chosen[session_id]
+        project = self.project_of(session_id)
+        return project.permission_mode if project else self.desk.settings.permission_mode
+
+    def opened(self, session_id: str, agent: AgentSession) -> None:
+        """A session's agent opened: the mode chosen before it opened (or before it reopened) applies."""
+        if session_id in self.chosen:
+            self.desk.set_session_mode(agent, self.chosen[session_id])
+
+    def set_mode(self, mode: str) -> None:
+        """The person switched the current session's mode: from its next call on (the project keeps its own)."""
+        sid = self.current()
+        if sid is None:
+            self.window.mode_picker.set_mode(self.desk.settings.permission_mode)
+            return
+        self.chosen[sid] = mode
+        agent = self.agents.get(sid)
+        if agent is not None:
+            self.desk.set_session_mode(agent, mode)
+
+    def plan_answered(self, ev: Any) -> None:
+        """A plan approved into a mode: the session is in that mode now, and the picker says so."""
+        if ev.kind == "plan" and ev.answered and ev.mode:
+            self.chosen[ev.session_id] = ev.mode
+            if ev.session_id == self.current():
+                self.window.mode_picker.set_mode(ev.mode)
