@@ -232,16 +232,22 @@ def _approve_every_plan(desk: Desk) -> list:
 
 @pytest.mark.docker
 @pytest.mark.parametrize("template", list(CHILD_TEMPLATES))
-async def test_a_child_in_plan_mode_cannot_leave_it(desk_for, server: AnthropicServer, template: str) -> None:
-    desk: Desk = await desk_for(mode="plan")
-    root = Path(desk.rt.project.path)
+async def test_a_child_in_plan_mode_cannot_leave_it(desk_for, desk_env: Path, server: AnthropicServer,
+                                                     template: str) -> None:
+    from desktop_app.core import ConsentKind, ProjectInfo
+    from desktop_app.runtime import approve, consents
+
+    root = desk_env / "project"  # made by desk_for
     (root / "src").mkdir()
     (root / "src" / "app.py").write_text("print('keep me')\n")
-    if CHILD_TEMPLATES[template]:
+    if CHILD_TEMPLATES[template]:  # the repository's template, approved by the person as it is
         folder = root / ".agent-desk" / "templates"
         folder.mkdir(parents=True)
         (folder / f"{template}.toml").write_text(CHILD_TEMPLATES[template])
-        desk.rt.templates.add_folder(desk.rt.project.path, ".agent-desk/templates", "project")
+        shipped = ProjectInfo("p", "p", str(root))
+        for consent in consents(shipped, ConsentKind.TEMPLATE):
+            approve(shipped, consent)
+    desk: Desk = await desk_for(mode="plan")
     plans = _approve_every_plan(desk)
     before = _tree(root)
     server.add(
