@@ -74,7 +74,8 @@ def default_db_url() -> str:
 
 # the keys checked as counts: a non-negative integer each
 _COUNTS = ("max_tokens", "max_retries", "thinking_budget", "max_steps", "subagent_max_depth",
-           "subagent_max_children", "subagent_max_running", "skills_max", "skills_max_prompt_bytes")
+           "subagent_max_children", "subagent_max_running", "skills_max", "skills_max_prompt_bytes",
+           "mistake_limit")
 
 
 def _refused(message: str) -> PydanticCustomError:
@@ -124,6 +125,8 @@ class Settings(BaseModel):
     """The sandbox kind of new projects: docker | local."""
     max_steps: int = DEFAULT_MAX_STEPS
     """The most model turns one request may take."""
+    mistake_limit: int = 5
+    """Failed tool calls in a row, of any tools, after which a turn pauses and says so; 0: never."""
     theme: str = "system"
     """The window's theme: system | light | dark."""
     mcp_servers: dict[str, Any] = Field(default_factory=dict)

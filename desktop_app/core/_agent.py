@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REPEAT_LIMIT = 3
+MISTAKE_LIMIT = 5  # failed calls in a row, of any tools, before the turn pauses (Roo's consecutiveMistakeCount)
 RUN_STOPPED = "the run stopped before it finished"
 
 
@@ -379,7 +380,7 @@ class AgentSession:
             for r in records:
                 key = await off_loop_when_large(r.input, _input_key, r.input)
                 calls_seen.append((r.name, key, r.state is ToolCallState.FAILED))
-            pause = _repetition(calls_seen)
+            pause = _repetition(calls_seen) or _mistakes(calls_seen, self.setup.mistake_limit)
             if pause:
                 log.info("session %s: pausing: %s", sid, pause)
                 return self._end(TurnEnd.PAUSED, steps, last_text, pause)
@@ -616,6 +617,15 @@ def _repetition(calls: list[tuple[str, str, bool]]) -> str:
             "Send a message to continue."
         )
     return ""
+
+
+def _mistakes(calls: list[tuple[str, str, bool]], limit: int) -> str:
+    """Why the turn should pause, or "": the last `limit` calls all failed, whichever tools they were (0: off)."""
+    if limit <= 0 or len(calls) < limit or not all(c[2] for c in calls[-limit:]):
+        return ""
+    names = ", ".join(dict.fromkeys(c[0] for c in calls[-limit:]))
+    return (f"{limit} tool calls failed in a row ({names}), so the turn is paused: "
+            "tell the agent how to proceed (or fix the cause) and send a message to continue.")
 
 
 MODEL_LINE_HOLD = 1_024  # the model's lines are long (a tool's input JSON is one): shown with less delay

@@ -45,6 +45,8 @@ class SessionSetup:
 
     max_steps: int = DEFAULT_MAX_STEPS
     """Model steps one turn may take before it stops."""
+    mistake_limit: int = 5
+    """Failed calls in a row, of any tools, after which the turn pauses; 0: no such pause."""
     more_tools: Callable[[], list[Tool]] | None = None
     """Tools that come and go during the session (an MCP server's, once it is ready), asked per request."""
     compaction: CompactionSettings = field(default_factory=CompactionSettings)

@@ -170,7 +170,8 @@ class Subagents:
         if self.setup.prompt_extra is not None:
             extra.append(self.setup.prompt_extra(tpl))
         setup = SessionSetup(
-            max_steps=parent.max_steps, policy=NarrowedPolicy(parent.policy, tpl), restrict_tools=True,
+            max_steps=parent.max_steps, mistake_limit=parent.setup.mistake_limit,
+            policy=NarrowedPolicy(parent.policy, tpl), restrict_tools=True,
             subagents=self.setup, depth=depth, system_extra="\n".join(x for x in extra if x),
             labels={k: meta[k] for k in ("subagent", "parent_session_id", "parent_call_id", "template", "task")},
         )

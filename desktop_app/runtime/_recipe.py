@@ -169,7 +169,8 @@ class ProjectRuntime:
         setup = SubagentSetup(templates=self.templates, limits=limits, client_for=self._client_for,
                               prompt_extra=self._skills_prompt)
         return SessionSetup(
-            max_steps=self.settings.max_steps, more_tools=self.mcp_tools if self.mcp is not None else None,
+            max_steps=self.settings.max_steps, mistake_limit=self.settings.mistake_limit,
+            more_tools=self.mcp_tools if self.mcp is not None else None,
             policy=NarrowedPolicy(self.policy, tpl) if tpl.narrows else None,
             restrict_tools=tpl.tools != frozenset({"*"}), system_extra="\n".join(p for p in prompt if p),
             subagents=setup, labels={"template": tpl.name} if tpl.name != DEFAULT_TEMPLATE else {})

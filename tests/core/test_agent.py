@@ -111,6 +111,33 @@ async def test_three_failures_of_the_same_tool_pause_the_turn(server) -> None:
     assert_history_valid(await session.history())
 
 
+async def test_failures_of_different_tools_in_a_row_pause_the_turn_at_the_mistake_limit(server) -> None:
+    """Roo's consecutiveMistakeCount: failed calls of any tools count, and a success starts the count again."""
+    failing = [tool_use("flaky", {"n": 1}), tool_use("ecko", {"text": "x"}),
+               tool_use("echo", raw_json='{"text": '), tool_use("flaky", {"n": 2})]
+    server.add(*[reply(c) for c in failing], reply(tool_use("echo", {"text": "fine"})),
+               *[reply(c) for c in failing], reply(tool_use("ecko", {"text": "y"})), reply(text("unreached")))
+    rig = Rig(server)
+    session = await rig.open()
+    result = await session.send("go")
+    assert result.reason == "paused"
+    assert result.message.startswith("5 tool calls failed in a row (flaky, ecko, echo), so the turn is paused")
+    assert len(server.requests) == 10  # four failures, a success, then five failures
+    assert_history_valid(await session.history())
+
+
+async def test_the_mistake_limit_is_a_setting_and_zero_turns_it_off(server) -> None:
+    failing = [tool_use("ecko" if i % 2 else "flaky", {"n": i}) for i in range(6)]
+    server.add(*[reply(c) for c in failing], reply(text("gave up on my own")),
+               reply(tool_use("ecko", {"n": 9})), reply(tool_use("flaky", {"n": 9})), reply(text("unreached")))
+    rig = Rig(server)
+    session = await rig.open(setup=SessionSetup(mistake_limit=0))
+    assert (await session.send("go")).reason == "end_turn"
+    strict = await rig.open(setup=SessionSetup(mistake_limit=2))
+    result = await strict.send("again")
+    assert (result.reason, result.message.split(")")[0]) == ("paused", "2 tool calls failed in a row (ecko, flaky")
+
+
 async def test_three_identical_calls_pause_the_turn(server) -> None:
     server.add(*[reply(tool_use("echo", {"text": "same"})) for _ in range(3)], reply(text("unreached")))
     rig = Rig(server)
