@@ -66,6 +66,7 @@ EXPORTED: dict[str, list[str]] = {
         "preview_diff",
         "AskUser", "ExitPlanMode",  # agent-state (issue 16)
         "SkillTool", "TaskRun", "skill_tools",
+        "NotebookEdit",
     ],
     "sandbox": [
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
@@ -208,6 +209,7 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         "FsWrite", "READ_HASHES_KEY", "TODOS_KEY", "TodoRead", "TodoWrite",
         "AskUser", "ExitPlanMode",  # agent-state (issue 16)
         "SkillTool",  # the skill tool, for a registry of one's own
+        "NotebookEdit",
     ),
     "sandbox": (
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",

@@ -14,6 +14,7 @@ from ._fs import (
     FsRead,
     FsWrite,
 )
+from ._notebook import NotebookEdit
 from ._person import AskUser, ExitPlanMode
 from ._preview import preview_diff
 from ._skill import SkillTool, skill_tools
@@ -35,6 +36,7 @@ __all__ = [
     "FsMultiEdit",
     "FsRead",
     "FsWrite",
+    "NotebookEdit",
 
     "SkillTool",
     "TaskRun",
@@ -52,6 +54,7 @@ BUILTIN_TOOLS: list[Tool] = [
     FsMultiEdit(),
     FsGlob(),
     FsGrep(),
+    NotebookEdit(),
     BashRun(),
     BashLogs(),
     BashKill(),

@@ -135,6 +135,7 @@ def test_a_command_that_only_reads_is_judged_as_in_ask_mode(command: str) -> Non
     ("fs_write", {"path": "p", "content": "x"}),
     ("fs_edit", {"path": "README", "old_string": "a", "new_string": "b"}),
     ("fs_multi_edit", {"edits": [{"path": "README", "old_string": "a", "new_string": "b"}]}),
+    ("notebook_edit", {"path": "a.ipynb", "index": 0, "edit_mode": "delete"}),
     ("bash_kill", {"process_id": "1"}),
 ])
 def test_file_and_process_tools_that_change_things_are_denied_over_an_allow_rule(name: str, input: dict) -> None:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ._items import PendingApproval
 
 e = html.escape
-FILE_TOOLS = ("fs_write", "fs_edit", "fs_multi_edit")
+FILE_TOOLS = ("fs_write", "fs_edit", "fs_multi_edit", "notebook_edit")
 TOGGLE_RAW = "agent-desk:toggle-raw"  # the disclosure's link: the dock folds and unfolds the raw input
 _H = "<p style='margin:8px 0 2px 0'><b>{}</b></p>"
 MAX_HIGHLIGHT_CHARS = 20_000  # a longer command is shown plain: pygments takes its time, the text is the same
