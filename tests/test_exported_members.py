@@ -16,6 +16,7 @@ PACKAGES = ("core", "tools", "sandbox", "store", "ui", "mcp_client", "runtime")
 
 EXPORTED: dict[str, list[str]] = {
     "core": [
+        "title_from",  # a session's title from a prompt (redacted first)
         "ConsentKind", "ConsentStatus",  # consent to agent-writable project files
         "MCP_GROUP", "McpServerInfo", "McpServersChanged", "McpServerState", "McpToolInfo", "McpWhere",
         "mcp_tool_name", "split_mcp_tool_name", "ProcessChannel",
@@ -96,6 +97,7 @@ EXPORTED: dict[str, list[str]] = {
         # which process has a session open; the calls a gone process left open
         "OPEN_IN", "mark_closed_here", "process_alive", "seal_abandoned", "this_process",
         "WorkspaceWatcher",
+        "ReportScope", "build_report", "report_html",  # the auditor's report
         # what the front ends reach without a project's runtime (the tools, the audit log, Docker, MCP config)
         "audit_query", "builtin_tools", "parse_mcp_servers", "ping_docker", "project_mcp_servers",
         "verify_audit_export", "workspace_where", "write_records",
@@ -104,7 +106,7 @@ EXPORTED: dict[str, list[str]] = {
     ],
     "ui": [
         "AppController", "InstanceServer", "MainThreadGarbageCollector", "MainWindow", "apply_theme",
-        "send_to_running",
+        "send_to_running", "write_pdf",
     ],
 }
 

@@ -23,7 +23,10 @@ async def audit_command(args: argparse.Namespace) -> int:
 
     if args.action == "verify-export":
         return _audit_verify_export(args)
-    action = {"list": _audit_list, "show": _audit_show, "export": _audit_export}.get(args.action, _audit_verify)
+    from ._report import audit_report
+
+    action = {"list": _audit_list, "show": _audit_show, "export": _audit_export,
+              "report": audit_report}.get(args.action, _audit_verify)
     store = await open_store(args.db)
     try:
         return await action(args, store)

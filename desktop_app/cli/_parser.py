@@ -165,6 +165,14 @@ def _add_audit(sub: _Sub) -> None:
     ae.add_argument("--session")
     ae.add_argument("--signed", action="store_true",
                     help="end the export with the database's signed head and this installation's signature")
+    ar = asub.add("report", help="one self-contained HTML (or PDF) report for an auditor: prompts, calls, "
+                  "decisions, refusals, cost, and the chain's verify result and signed head")
+    ar.add_argument("--session", help="one session (default: every session in the period)")
+    _dir_arg(ar.add_argument("--project", metavar="PATH", help="one project's sessions"))
+    ar.add_argument("--since", metavar="WHEN", help="ISO date or time (UTC unless it has an offset): from then on")
+    ar.add_argument("--until", metavar="WHEN", help="ISO date or time: before then")
+    ar.add_argument("--out", required=True, help="the report's file (report.html, or report.pdf with --pdf)")
+    ar.add_argument("--pdf", action="store_true", help="write a PDF (printed by Qt, A4) instead of HTML")
     av = asub.add("verify", help="check the audit hash chain, its signed heads and its witness")
     av.add_argument("--trust-key", action="append", default=[], metavar="KEY_ID",
                     help="accept entries signed by another desk's key (repeatable): on an installation with a "

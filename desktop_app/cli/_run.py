@@ -54,7 +54,7 @@ async def run_command(args: argparse.Namespace) -> int:
     await _note_project_image(project)
     runtime = await open_project_runtime(args, project, store, settings)
     try:
-        session = await runtime.open_session(args.session, title=args.prompt[:60])
+        session = await runtime.open_session(args.session, title=args.prompt)  # redacted, then cut, by the session
         return await drive(runtime, session, args, args.prompt)
     finally:
         await runtime.close()

@@ -98,7 +98,7 @@ from ._mcp import (
 from ._messages import StoredMessage, ToolCall
 from ._names import name_refusal
 from ._pricing import price_for
-from ._project import ProjectInfo, SessionInfo
+from ._project import ProjectInfo, SessionInfo, title_from
 from ._project_settings import ProjectSettings
 from ._reasons import plural, shown_risk, skipped_after, status_word
 from ._record import (
@@ -375,6 +375,7 @@ __all__ = [
     "summarize_input",
     "symlink_beneath",
     "template_from_text",
+    "title_from",
     "tool",
     "user_hook_chain",
     "user_hooks_from_toml",

@@ -45,10 +45,10 @@ from ._events import (
     TurnEnd,
 )
 from ._executor import Executor
-from ._hooks import off_loop_when_large
+from ._hooks import off_loop_when_large, redact_off_loop
 from ._llm import ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._messages import StoredMessage, sealed_result, text_blocks, tool_result_block
-from ._project import ProjectInfo, SessionInfo, new_session
+from ._project import ProjectInfo, SessionInfo, new_session, title_from
 from ._record import ToolCallRecord, ToolCallState
 from ._redaction import Redactor, StreamRedactor
 from ._run import RunContext
@@ -168,8 +168,9 @@ class AgentSession:
         """A new session, or (with `session_id`) a stored one, sealed and ready to continue."""
         if await store.get_project(project.id) is None:
             await store.save_project(project)
-        if session_id is None:
-            session = new_session(project.id, title, model=model_client.model)
+        if session_id is None:  # a title is shown and stored everywhere: never a secret a prompt carried
+            session = new_session(project.id, title_from(await redact_off_loop(executor.redactor, title)),
+                                  model=model_client.model)
             await store.save_session(session)
         else:
             found = await store.get_session(session_id)

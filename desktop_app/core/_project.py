@@ -35,5 +35,14 @@ class SessionInfo:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+def title_from(text: str, limit: int = 60) -> str:
+    """A session's title from a prompt: its first line, spaces collapsed, cut at a word near `limit`."""
+    line = " ".join(next((ln for ln in text.splitlines() if ln.strip()), "").split())
+    if len(line) <= limit:
+        return line
+    cut = line[:limit].rsplit(" ", 1)[0] if " " in line[: limit] else line[:limit]
+    return cut.rstrip(" .,;:") + "…"
+
+
 def new_session(project_id: str, title: str = "", model: str = "") -> SessionInfo:
     return SessionInfo(id=new_id("ses_"), project_id=project_id, title=title, model=model)

@@ -155,12 +155,13 @@ class Subagents:
         client = parent.model_client
         if tpl.model and tpl.model != client.model and self.setup.client_for is not None:
             client = self.setup.client_for(tpl.model)
+        excerpt = task_excerpt(parent.executor.redactor.redact(task))  # shown on cards and stored: no secrets
         meta = {"parent_session_id": parent.session.id, "parent_call_id": parent_call_id,
-                "template": tpl.name, "subagent": label, "depth": depth, "task": task_excerpt(task)}
+                "template": tpl.name, "subagent": label, "depth": depth, "task": excerpt}
         if given:  # kept for the record, never the child's title
             meta["name_given"] = given
         session = SessionInfo(id=new_id("ses_"), project_id=parent.project.id,
-                              title=f"sub-agent {label}: {task_excerpt(task)[:60]}", model=client.model, meta=meta)
+                              title=f"sub-agent {label}: {excerpt[:60]}", model=client.model, meta=meta)
         await parent.store.save_session(session)
         # The parent session's own mode (plan mode, or the mode a plan was approved into) is the child's too.
         policy = parent.policy

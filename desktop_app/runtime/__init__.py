@@ -41,6 +41,8 @@ from ._front import (
 from ._liveness import OPEN_IN, mark_closed_here, process_alive, seal_abandoned, this_process
 from ._project_settings import approval_expiry
 from ._recipe import ProjectRuntime, build_runtime, load_agent_templates, model_client_from_settings
+from ._report import ReportScope, build_report
+from ._report_html import report_html
 from ._watcher import WorkspaceWatcher
 
 if TYPE_CHECKING:  # the store's type, for a front end's annotations (the store is imported when used)
@@ -59,6 +61,7 @@ __all__ = [
     "Desk",
     "ProjectRuntime",
     "ProjectRuntimes",
+    "ReportScope",
     "SqlStore",
     "WorkspaceWatcher",
     "append_trusted_rule",
@@ -67,6 +70,7 @@ __all__ = [
     "audit_query",
     "build_image",
     "build_project_image",
+    "build_report",
     "build_runtime",
     "builtin_tools",
     "consents",
@@ -90,6 +94,7 @@ __all__ = [
     "project_image_tag",
     "project_mcp_servers",
     "project_rules_trust",
+    "report_html",
     "resolve_image",
     "seal_abandoned",
     "this_process",

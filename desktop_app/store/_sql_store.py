@@ -369,6 +369,16 @@ class SqlStore:
         other desks' key ids accepted on purpose (see _head_verify._check_identity)."""
         return await self._read(verify, self._signer, self._identity, frozenset(trusted_keys))
 
+    async def signed_head(self) -> dict[str, Any] | None:
+        """The highest head any key signed (db_id, seq, hash, count, key_id, signature, signed_at) with that
+        key's public key, or None when no head is signed yet: what a report quotes for checking later."""
+
+        def run(conn: Connection) -> dict[str, Any] | None:
+            found = latest_head(conn)
+            return {**found[0].to_dict(), "public_key": found[1]} if found else None
+
+        return await self._read(run)
+
     async def export(self, q: AuditQuery, fmt: str, out: str | os.PathLike[str] | IO[str], *,
                      signed: bool = False) -> int:
         """Write the records matching `q` (its limit applies; None for all) as "jsonl" (records with

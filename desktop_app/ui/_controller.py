@@ -30,6 +30,7 @@ from ..core import (
     TurnResult,
     new_id,
     project_rules_path,
+    title_from,
 )
 from . import dialogs
 from ._bridge import EventBridge
@@ -679,11 +680,3 @@ class AppController(QObject):
         box.open()
         return box
 
-
-def title_from(text: str, limit: int = 60) -> str:
-    """A session's title from a prompt: its first line, spaces collapsed, cut at a word near `limit`."""
-    line = " ".join(next((ln for ln in text.splitlines() if ln.strip()), "").split())
-    if len(line) <= limit:
-        return line
-    cut = line[:limit].rsplit(" ", 1)[0] if " " in line[: limit] else line[:limit]
-    return cut.rstrip(" .,;:") + "…"
