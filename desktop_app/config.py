@@ -127,6 +127,8 @@ class Settings(BaseModel):
     """The most model turns one request may take."""
     mistake_limit: int = 5
     """Failed tool calls in a row, of any tools, after which a turn pauses and says so; 0: never."""
+    plugins_disabled: list[str] = Field(default_factory=list)
+    """Plugin tools switched off: tool names, entry point names or package names (see `agent-desk doctor`)."""
     theme: str = "system"
     """The window's theme: system | light | dark."""
     mcp_servers: dict[str, Any] = Field(default_factory=dict)

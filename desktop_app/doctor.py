@@ -130,13 +130,14 @@ async def run_checks(*, db: str | None = None, settings: Settings | None = None)
         except AgentDeskError as e:
             settings = Settings()
             settings_check = [Check("Settings", FAIL, str(e), e.hint or "fix or delete the settings file")]
-    names = ("Docker engine", "API key", "Keyring", "Qt", "Database")
+    names = ("Docker engine", "API key", "Keyring", "Qt", "Database", "Plugins")
     parts = await asyncio.gather(
         asyncio.to_thread(docker_checks, settings),
         asyncio.to_thread(key_checks, settings),
         asyncio.to_thread(keyring_check),
         asyncio.to_thread(qt_check),
         database_check(db),
+        asyncio.to_thread(plugin_checks, settings),
         return_exceptions=True,
     )
     checks = list(settings_check)
@@ -268,6 +269,17 @@ def keyring_check() -> Check:
 
     backend = keyring.get_keyring()
     return Check("Keyring", OK, f"{type(backend).__module__}.{type(backend).__name__}")
+
+
+def plugin_checks(settings: Settings) -> list[Check]:
+    """Each installed plugin (the `agent_desk.tools` entry points): its tools, package and version, on, off
+    or refused and why. No plugin, no line."""
+    from .runtime import tools_with_plugins
+
+    _tools, plugins = tools_with_plugins(settings)
+    return [Check("Plugin", WARN if p.problem else OK, p.line(),
+                  f"fix or uninstall {p.package}, or add {p.entry!r} to plugins_disabled in the settings")
+            for p in plugins.found]
 
 
 def qt_check() -> Check:

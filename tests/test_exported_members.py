@@ -98,6 +98,7 @@ EXPORTED: dict[str, list[str]] = {
         "OPEN_IN", "mark_closed_here", "process_alive", "seal_abandoned", "this_process",
         "WorkspaceWatcher",
         "ReportScope", "build_report", "report_html",  # the auditor's report
+        "tools_with_plugins",  # the built-ins and the installed plugins' tools (doctor, the settings dialog)
         # what the front ends reach without a project's runtime (the tools, the audit log, Docker, MCP config)
         "audit_query", "builtin_tools", "parse_mcp_servers", "ping_docker", "project_mcp_servers",
         "verify_audit_export", "workspace_where", "write_records",

@@ -40,7 +40,13 @@ from ._front import (
 )
 from ._liveness import OPEN_IN, mark_closed_here, process_alive, seal_abandoned, this_process
 from ._project_settings import approval_expiry
-from ._recipe import ProjectRuntime, build_runtime, load_agent_templates, model_client_from_settings
+from ._recipe import (
+    ProjectRuntime,
+    build_runtime,
+    load_agent_templates,
+    model_client_from_settings,
+    tools_with_plugins,
+)
 from ._report import ReportScope, build_report
 from ._report_html import report_html
 from ._watcher import WorkspaceWatcher
@@ -98,6 +104,7 @@ __all__ = [
     "resolve_image",
     "seal_abandoned",
     "this_process",
+    "tools_with_plugins",
     "trust_project_rules",
     "user_hook_specs",
     "verify_audit_export",

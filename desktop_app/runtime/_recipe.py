@@ -66,6 +66,7 @@ from ._consent import (
 )
 from ._liveness import mark_open_here
 from ._mcp import CompanionFactory, McpConfig, default_companion, mcp_config, mcp_secret
+from ._plugins import Plugins, load_plugins
 from ._project_settings import DEFAULT_PROFILE, approval_expiry, project_profile
 from ._watcher import TOOL_QUIET_S, WorkspaceWatcher
 
@@ -410,6 +411,9 @@ async def build_runtime(
     client for `project` on a given store and bus. Rules files, the MCP configuration and the keyring are
     read on a worker thread, never on the event loop."""
     mcp = await asyncio.to_thread(mcp_config, settings, project)
+    plugins = None
+    if tools is None:  # the built-ins and the installed plugins' tools (a caller's own list is taken as is)
+        tools, plugins = await asyncio.to_thread(tools_with_plugins, settings)
     stamp = await asyncio.to_thread(consent_stamp, project)
     hook_specs, hooks_trust = await asyncio.to_thread(user_hook_specs, settings, project)
     executor, registry, policy, trust = await asyncio.to_thread(
@@ -440,10 +444,22 @@ async def build_runtime(
         bus.publish(ErrorEvent(source="hooks", message=hooks_trust.warning()))
     if skills.left_out:
         bus.publish(ErrorEvent(source="skills", message=skills.problems[-1]))
+    for problem in plugins.problems() if plugins is not None else ():
+        bus.publish(ErrorEvent(source="plugins", message=problem))
     if mcp.entries:
         rt.mcp = mcp_hub(rt, mcp, companion_factory)
         stack.push_async_callback(_quietly, rt.mcp.close, "the MCP servers")  # before the sandbox closes
     return rt
+
+def tools_with_plugins(settings: Settings) -> tuple[list[Tool], Plugins]:
+    """The built-in tools and every enabled plugin's (blocking: it imports the plugins)."""
+    from ..tools import builtin_tools
+
+    builtins = builtin_tools()
+    reserved = [t.name for t in builtins] + ["task_run", "skill"]  # added per runtime, after the plugins
+    plugins = load_plugins(settings.plugins_disabled, reserved)
+    return [*builtins, *plugins.tools], plugins
+
 
 def _register_agent_tools(registry: ToolRegistry, skills: SkillCatalog) -> None:
     """task_run and (when there are skills) skill, unless the caller registered its own."""

@@ -30,6 +30,7 @@ from .._mcp import where_label
 from ._base import FutureDialog
 from ._mcp_json import check_mcp_json, servers_text, where_it_runs
 from ._modes import mode_combo
+from ._plugins_tab import PluginsTab
 
 _KEY_SOURCES = {"keyring": "stored in the system keyring", "settings": "stored in the settings file",
                 "env": "read from ANTHROPIC_API_KEY (the environment overrides a stored key)"}
@@ -46,6 +47,7 @@ class SettingsResult:
     mcp_servers: dict[str, Any] = dataclasses.field(default_factory=dict)  # the user's own, checked
     approval_expiry_s: float | None = None  # the default for projects; None: approvals wait
     hooks: dict[str, Any] = dataclasses.field(default_factory=dict)  # the user's own hooks, checked
+    plugins_disabled: list[str] = dataclasses.field(default_factory=list)
 
 
 def hooks_text(hooks: dict[str, Any]) -> str:
@@ -59,7 +61,8 @@ class SettingsDialog(FutureDialog):
     """The API key (keyring, or an explicit warned fallback), endpoint, model, default mode, theme, and the
     user's own MCP servers (pasted JSON, checked before it is saved)."""
 
-    def __init__(self, settings: Settings, *, key_source: str | None, keyring_ok: bool, parent=None) -> None:
+    def __init__(self, settings: Settings, *, key_source: str | None, keyring_ok: bool, plugins: Any = (),
+                 parent=None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings — Agent Desk")
         self.setMinimumWidth(640)
@@ -94,6 +97,8 @@ class SettingsDialog(FutureDialog):
         self.tabs.addTab(general, "General")
         self.tabs.addTab(self._mcp_tab(settings), "MCP servers")
         self.tabs.addTab(self._hooks_tab(settings), "Approvals && hooks")
+        self.plugins = PluginsTab(plugins, settings.plugins_disabled)
+        self.tabs.addTab(self.plugins, "Plugins")
         bb = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
         bb.accepted.connect(self._check)
         bb.rejected.connect(self.reject)
@@ -232,6 +237,7 @@ class SettingsDialog(FutureDialog):
             mcp_servers=dict(self._mcp_checked.servers),
             approval_expiry_s=float(self.expiry.value()) or None,
             hooks=dict(self._hooks),
+            plugins_disabled=self.plugins.disabled(),
         )
 
 
@@ -243,7 +249,8 @@ async def edit_settings(settings: Settings, key_source: str | None,
 
     loop = asyncio.get_running_loop()
     keyring_ok = await loop.run_in_executor(None, keyring_available)
-    dlg = SettingsDialog(settings, key_source=key_source, keyring_ok=keyring_ok, parent=parent)
+    plugins = await loop.run_in_executor(None, _plugins, settings)
+    dlg = SettingsDialog(settings, key_source=key_source, keyring_ok=keyring_ok, plugins=plugins, parent=parent)
     result = await dlg.ask()
     dlg.deleteLater()
     if result is None:
@@ -253,6 +260,7 @@ async def edit_settings(settings: Settings, key_source: str | None,
                                                        result.permission_mode, result.theme)
     s.mcp_servers = result.mcp_servers
     s.approval_expiry_s, s.hooks = result.approval_expiry_s, result.hooks
+    s.plugins_disabled = result.plugins_disabled
     if result.clear_key:
         await loop.run_in_executor(None, clear_api_key, s)
         key_source = None
@@ -263,3 +271,10 @@ async def edit_settings(settings: Settings, key_source: str | None,
     # the key in use, which ANTHROPIC_API_KEY still overrides when it is set
     key = await loop.run_in_executor(None, resolve_api_key, s)
     return result, key.source if key else None
+
+
+def _plugins(settings: Settings) -> list[Any]:
+    """The installed plugins as the runtime finds them (imports them: off the GUI thread)."""
+    from ...runtime import tools_with_plugins
+
+    return tools_with_plugins(settings)[1].found

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from PySide6.QtWidgets import QLabel
+
 from desktop_app.config import Settings
 from desktop_app.ui.dialogs import SettingsDialog
 
@@ -98,3 +100,25 @@ def test_edit_settings_saves_the_users_servers_in_the_settings_file(qtbot, run, 
     run(task)
     assert settings.mcp_servers == {"time": {"command": "uvx", "args": ["mcp-server-time"]}}
     assert Settings.load(settings.path).mcp_servers == settings.mcp_servers
+
+
+def test_the_plugins_tab_lists_each_plugin_and_switches_one_off(qtbot, run, tmp_path, monkeypatch):
+    from desktop_app.runtime import tools_with_plugins
+    from tests.plugins.test_plugin_tools import PLUGIN, install
+
+    install(tmp_path, "desk-lines", "1.2.0", {"lines": "desk_lines:tools"}, PLUGIN)
+    install(tmp_path, "desk-broken", "0.1", {"broken": "desk_broken:tools"}, "raise ImportError('no numpy')")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    settings = Settings(path=None, plugins_disabled=["gone-package"])
+    found = tools_with_plugins(settings)[1].found
+    dlg = SettingsDialog(settings, key_source=None, keyring_ok=True, plugins=found)
+    qtbot.addWidget(dlg)
+    fut = dlg.ask()
+    dlg.tabs.setCurrentWidget(dlg.plugins)
+    lines, broken = dlg.plugins.boxes["lines"], dlg.plugins.boxes["broken"]
+    assert lines.text() == "count_lines — desk-lines 1.2.0" and lines.isChecked() and lines.isEnabled()
+    assert not broken.isEnabled() and not broken.isChecked()
+    assert any("Not loaded: loading it raised ImportError: no numpy" in w.text() for w in dlg.plugins.findChildren(QLabel))
+    lines.setChecked(False)
+    dlg.accept()
+    assert run(fut).plugins_disabled == ["gone-package", "lines"]
