@@ -145,7 +145,8 @@ def load_plugins(disabled: Iterable[str] = (), builtin_names: Iterable[str] = ()
             tools = _tools_of(ep.load())
         except Exception as exc:  # a plugin's own bug: one notice, and the others load
             log.warning("plugin %s (%s %s) did not load", ep.name, package, version, exc_info=True)
-            out.found.append(PluginInfo(ep.name, package, version, problem=f"loading it raised {type(exc).__name__}: {exc}"))
+            said = f"loading it raised {type(exc).__name__}: {exc}"
+            out.found.append(PluginInfo(ep.name, package, version, problem=said))
             continue
         if all(t.name in off for t in tools):  # switched off by its tools' names
             out.found.append(PluginInfo(ep.name, package, version, tuple(t.name for t in tools), enabled=False))
