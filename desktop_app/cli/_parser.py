@@ -154,8 +154,10 @@ def _add_audit(sub: _Sub) -> None:
         al.add_argument(flag)
     al.add_argument("--tool-use-id", help="the model's tool_use id (several calls may carry one)")
     al.add_argument("--risk", choices=("low", "medium", "high"), help="as the call was judged")
-    al.add_argument("--decider", choices=("person", "desk"),
-                    help="person: someone answered its approval; desk: the rules, the mode or a hook decided")
+    al.add_argument("--decider", choices=("person", "desk", "rule", "mode", "hook", "expiry"),
+                    help="person: someone answered its approval; desk: the rules, the mode or a hook decided "
+                         "(rule, mode, hook: which); expiry: nobody answered in time")
+    al.add_argument("--mcp-server", metavar="NAME", help="the calls of one MCP server's tools")
     al.add_argument("--limit", type=int, default=50)
     asub.add("show", help="one call with its audit trail").add_argument(
         "id", help="the desk's call id, or a model's tool_use id that only one call carries")

@@ -34,7 +34,8 @@ class AuditQuery:
     states: Iterable[ToolCallState | str] | ToolCallState | str | None = None
     outcome: str | None = None
     risk: str | None = None  # "low", "medium" or "high", as the call was judged
-    decider: str | None = None  # "person": a person answered its approval; "desk": the rules, mode or hooks did
+    decider: str | None = None  # "person" answered its approval; "desk" (any of:) "rule", "mode", "hook", "expiry"
+    mcp_server: str | None = None  # the calls of one MCP server's tools (mcp__SERVER__tool)
     since: float | None = None
     until: float | None = None
     text: str | None = None
@@ -163,6 +164,10 @@ def build_sql(q: AuditQuery, *, dialect: str) -> SqlParts:
             p.params[name] = value
     if q.decider is not None:
         clauses.append(_decider_clause(p, q.decider))
+    if q.mcp_server is not None:  # the desk's MCP names are mcp__SERVER__TOOL; '_' is LIKE's wildcard
+        clauses.append("t.name LIKE :mcp_prefix ESCAPE '!'")
+        p.params["mcp_prefix"] = "mcp!_!_" + q.mcp_server.replace("!", "!!").replace("_", "!_").replace(
+            "%", "!%") + "!_!_%"
     if q.text:
         clauses += _text_clauses(p, q.text)
     if q.after is not None:
@@ -171,15 +176,28 @@ def build_sql(q: AuditQuery, *, dialect: str) -> SqlParts:
     return p
 
 
+DECIDERS = ("person", "desk", "rule", "mode", "hook", "expiry")
+_LAST_KIND = {"rule": ("rule", "session-rule"), "mode": ("mode",), "hook": ("hook",)}
+
+
 def _decider_clause(p: SqlParts, decider: str) -> str:
-    """Whether a person answered the call's approval (its `decided_by`), on p's database."""
-    if decider not in ("person", "desk"):
-        raise StoreError(f"unknown decider {decider!r} in an audit query", hint='use "person" or "desk"')
+    """Who decided, on p's database: a person answered the call's approval (its `decided_by`); else the desk
+    did, and its last provenance says how (a rule, the mode, a hook); or the approval expired."""
+    if decider not in DECIDERS:
+        raise StoreError(f"unknown decider {decider!r} in an audit query", hint=f"use one of {', '.join(DECIDERS)}")
+    if decider == "expiry":
+        return "t.outcome = 'expired'"
     if p.dialect == "postgresql":
-        by = "(t.approval::jsonb ->> 'decided_by')"
+        by, last = "(t.approval::jsonb ->> 'decided_by')", "(t.provenance::jsonb -> -1 ->> 'kind')"
     else:  # SQLite's JSON1, built in
-        by = "json_extract(t.approval, '$.decided_by')"
-    return f"{by} IS {'NOT ' if decider == 'person' else ''}NULL"
+        by, last = "json_extract(t.approval, '$.decided_by')", "json_extract(t.provenance, '$[#-1].kind')"
+    if decider == "person":
+        return f"{by} IS NOT NULL"
+    if decider == "desk":
+        return f"{by} IS NULL"
+    kinds = _LAST_KIND[decider]
+    p.params.update({f"kind{i}": k for i, k in enumerate(kinds)})
+    return f"{by} IS NULL AND {last} IN ({', '.join(f':kind{i}' for i in range(len(kinds)))})"
 
 
 def _text_clauses(p: SqlParts, text: str) -> list[str]:

@@ -160,3 +160,41 @@ async def test_queries_use_an_index_and_need_no_sort(sqlite_store: SqlStore, q: 
     assert index in plan, plan
     assert "TEMP B-TREE" not in plan, plan
     assert "SCAN t" not in plan or "USING" in plan, plan
+
+
+async def test_who_decided_and_which_mcp_server_on_both_databases(store: SqlStore) -> None:
+    """The auditor's filters: a person, the desk (a rule, the mode, a hook), or an approval that expired; the
+    calls of one MCP server (its name may hold '_' and '%', LIKE's wildcards)."""
+    from desktop_app.core import Approval, Provenance
+
+    made: dict[str, list[str]] = {}
+    specs = [("rule", [Provenance("mode", "ask", decision="ask"), Provenance("rule", "bash_run(ls)")], None),
+             ("session-rule", [Provenance("session-rule", "bash_run")], None),
+             ("mode", [Provenance("hook", "redact", decision="allow"), Provenance("mode", "auto")], None),
+             ("hook", [Provenance("hook", "no-curl", decision="deny")], None),
+             ("person", [Provenance("mode", "ask", decision="ask"), Provenance("user", "ada")], "ada")]
+    for i, (kind, provenance, by) in enumerate(specs):
+        rec = make_record("bash_run", created_at=10.0 + i)
+        rec.provenance = provenance
+        if by:
+            rec.approval = Approval(required=True, decision="allow", decided_by=by, decided_at=1.0)
+        await run_to_completion(store, rec)
+        made.setdefault(kind, []).append(rec.id)
+    expired = make_record("bash_run", created_at=20.0)
+    await store.save_transition(expired, pending(expired))
+    await store.save_transition(expired, expired.transition(ToolCallState.APPROVAL_REQUIRED, actor="policy"))
+    await store.save_transition(expired, expired.transition(ToolCallState.DENIED, actor="system",
+                                                            outcome=Outcome.EXPIRED))
+    for name in ("mcp__git_hub__list", "mcp__git%hub__list", "mcp__gitxhub__list", "mcp__git_hub_x__y"):
+        await run_to_completion(store, make_record(name, created_at=30.0))
+    assert await _ids(store, AuditQuery(decider="rule")) == made["session-rule"] + made["rule"]
+    assert await _ids(store, AuditQuery(decider="mode")) == made["mode"]
+    assert await _ids(store, AuditQuery(decider="hook")) == made["hook"]
+    assert await _ids(store, AuditQuery(decider="person")) == made["person"]
+    assert await _ids(store, AuditQuery(decider="expiry")) == [expired.id]
+    assert await store.count(AuditQuery(decider="desk")) == 4 + 1 + 4  # the expired one too: nobody answered
+    by_server = await store.query(AuditQuery(mcp_server="git_hub"))
+    assert [r.name for r in by_server] == ["mcp__git_hub__list"]
+    assert [r.name for r in await store.query(AuditQuery(mcp_server="git%hub"))] == ["mcp__git%hub__list"]
+    with pytest.raises(StoreError, match="unknown decider 'robot'"):
+        await store.query(AuditQuery(decider="robot"))

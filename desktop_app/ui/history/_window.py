@@ -68,7 +68,9 @@ class HistoryWindow(QMainWindow):
             self.risk.addItem(f"{r} risk", r)
         self.decider = QComboBox()
         for label, value in (("anyone decided", None), ("a person decided", "person"),
-                             ("the desk decided", "desk")):
+                             ("the desk decided", "desk"), ("a rule decided", "rule"),
+                             ("the mode decided", "mode"), ("a hook decided", "hook"),
+                             ("the approval expired", "expiry")):
             self.decider.addItem(label, value)
         self.decider.setToolTip("A person answered the call's approval, or the rules, the mode or a hook decided")
         self.state = QComboBox()
