@@ -108,6 +108,9 @@ def _run_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--on-ask", choices=("allow", "deny", "prompt"), default="deny",
                     help="what to answer when a call needs approval (default: deny); the model's questions and "
                          "plans are asked at the terminal with prompt, and told no answer will come otherwise")
+    sp.add_argument("--break", dest="break_on", action="append", metavar="TOOL",
+                    help="stop before each call of TOOL (a tool name, a group such as group:fs, or @write: the next "
+                         "call that may write) and ask at the terminal whatever --on-ask says (repeatable)")
     sp.add_argument("--json", action="store_true", help="one JSON envelope per line instead of text")
     sp.add_argument("--sandbox", choices=("docker", "local"), help="where tools run (default: docker)")
     sp.add_argument("--max-steps", type=int, help=f"steps per turn (default {DEFAULT_MAX_STEPS})")

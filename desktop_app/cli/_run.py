@@ -55,6 +55,7 @@ async def run_command(args: argparse.Namespace) -> int:
     runtime = await open_project_runtime(args, project, store, settings)
     try:
         session = await runtime.open_session(args.session, title=args.prompt)  # redacted, then cut, by the session
+        session.set_breakpoints(args.break_on or [])
         return await drive(runtime, session, args, args.prompt)
     finally:
         await runtime.close()
@@ -214,7 +215,7 @@ class RunPrinter:
     async def _answer(self, event: PermissionRequired) -> None:
         from ..core import Allow, Deny
 
-        mode = self.args.on_ask
+        mode = "prompt" if event.meta.get("breakpoint") else self.args.on_ask  # a breakpoint waits for the person
         if mode == "allow":
             decision = Allow(by="cli:--on-ask allow")
         elif mode == "deny":

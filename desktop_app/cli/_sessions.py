@@ -114,6 +114,7 @@ async def _resume(args: argparse.Namespace, store: SqlStore) -> int:
     session, runtime = await _session_runtime(args, store)
     try:
         opened = await runtime.open_session(session.id)
+        opened.set_breakpoints(args.break_on or [])
         return await drive(runtime, opened, args, args.prompt)
     finally:
         await runtime.close()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._agent_state import AgentStatus, approval_summary, error_summary
 from ._anthropic import PREVIEW_PARSE_CHARS, input_preview, json_head
+from ._breakpoints import Breakpoint, parse_breakpoint
 from ._bus import EventBus
 from ._compaction import (
     compaction_facts,
@@ -502,6 +503,12 @@ class AgentSession:
                                            why=why, note=why, reason=reason, steps=self.steps,
                                            total_steps=self.total_steps))
 
+    def set_breakpoints(self, specs: list[str]) -> list[Breakpoint]:
+        """Stop this session before each of `specs` (tool names, groups, "@write"), replacing the ones set;
+        a ConfigError names a spec that is not one."""
+        self._run.breakpoints[:] = [parse_breakpoint(s) for s in specs]
+        return list(self._run.breakpoints)
+
     def _waiting_changed(self, session_id: str) -> None:
         """A call, question or plan of this session started or stopped waiting for the person."""
         if not self.running:
@@ -512,9 +519,13 @@ class AgentSession:
             plan = q.kind == "plan"
             self._set_state(AgentState.PAUSED, "a plan waits for review" if plan else "a question waits for the person",
                             PauseReason.PLAN if plan else PauseReason.QUESTION)
-        elif self.executor.approvals.pending_for(session_id):
-            n = len(self.executor.approvals.pending_for(session_id))
-            self._set_state(AgentState.PAUSED, f"{n} tool call(s) wait for approval", PauseReason.APPROVAL)
+        elif waiting := self.executor.approvals.pending_for(session_id):
+            at = next((r for r in waiting if r.approval.meta.get("breakpoint")), None)
+            if at is not None:
+                self._set_state(AgentState.PAUSED, f"at a breakpoint before {at.name}", PauseReason.BREAKPOINT)
+            else:
+                self._set_state(AgentState.PAUSED, f"{len(waiting)} tool call(s) wait for approval",
+                                PauseReason.APPROVAL)
         elif self.state is AgentState.PAUSED:
             self._set_state(AgentState.WORKING, "the person answered")
 

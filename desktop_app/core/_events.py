@@ -270,6 +270,7 @@ class PauseReason(StrEnum):
     APPROVAL = "approval"
     QUESTION = "question"
     PLAN = "plan"
+    BREAKPOINT = "breakpoint"  # a call waits at a breakpoint the person set
 
 
 @dataclass(slots=True)

@@ -243,7 +243,7 @@ class Executor:
     # -- the pipeline: each step records why it stops a call, or returns True to go on ---------------
     async def _pipeline(self, job: CallJob) -> None:
         steps = (self._check_known_and_parsed, self._skip_after_denial, self._validate, self.judge.check,
-                 self._run_pre_hooks, self.gate.dry_run, self.gate.ask, self.judge.plan_gate)
+                 self._run_pre_hooks, self._breakpoint, self.gate.dry_run, self.gate.ask, self.judge.plan_gate)
         for step in steps:
             if not await step(job):
                 return
@@ -272,6 +272,16 @@ class Executor:
                 recs=[f"Send the input as a JSON object matching the schema of {name}."],
             )
             return False
+        return True
+
+    async def _breakpoint(self, job: CallJob) -> bool:
+        """A breakpoint the call meets makes it ask, with the breakpoint as its reason (a one-shot is spent)."""
+        hit = next((b for b in job.run.breakpoints if b.matches(job.known)), None)
+        if hit is not None:
+            job.asks.append(hit.reason(job.known))
+            job.meta["breakpoint"] = hit.on
+            if hit.once:
+                job.run.breakpoints.remove(hit)
         return True
 
     async def _skip_after_denial(self, job: CallJob) -> bool:

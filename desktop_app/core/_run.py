@@ -17,6 +17,7 @@ from ._tool import Tool
 from .policy import Policy
 
 if TYPE_CHECKING:
+    from ._breakpoints import Breakpoint
     from ._errors import StoreError
     from ._sandbox import Sandbox
     from ._subagents import Subagents
@@ -50,6 +51,8 @@ class RunContext:
     """The session's sub-agents, for task_run; None: this session cannot start any."""
     host_changed: set[str] = field(default_factory=set)
     """The workspace paths (/workspace/...) changed on the host since a tool last read or wrote them."""
+    breakpoints: list[Breakpoint] = field(default_factory=list)
+    """Where the person stops the session before a call runs (see core/_breakpoints.py)."""
 
 
 @dataclass(slots=True)

@@ -176,10 +176,12 @@ class Subagents:
             subagents=self.setup, depth=depth, system_extra="\n".join(x for x in extra if x),
             labels={k: meta[k] for k in ("subagent", "parent_session_id", "parent_call_id", "template", "task")},
         )
-        return type(parent)(
+        child = type(parent)(
             store=parent.store, bus=parent.bus, executor=parent.executor, tools=tools, model_client=client,
             project=parent.project, sandbox=parent.sandbox, session=session, setup=setup,
         )
+        child._run.breakpoints = parent._run.breakpoints  # the person's breakpoints stop the children too
+        return child
 
     def _tools(self, tpl: AgentTemplate, depth: int) -> list[Tool]:
         """The parent's offered tools that the template admits; task_run only while deeper nesting is allowed;

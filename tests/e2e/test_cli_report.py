@@ -95,3 +95,4 @@ def test_bad_input_is_refused_clearly_and_a_tampered_chain_is_reported(env, serv
     out = run(env, "audit", "report", "--out", str(report))
     assert out.returncode == 1 and "the chain does NOT verify" in out.stderr
     assert "does NOT verify" in report.read_text()
+
