@@ -240,6 +240,7 @@ class AgentSession:
         """Files of the workspace (relative paths) changed on the host by no tool call: the read-before-edit
         guard asks for a fresh read of each, and `file_changed` tells the timeline."""
         self._run.host_changed.update(f"{WORKSPACE}/{p}" for p in paths)
+        self.executor.runner.cache.changed()  # no cached result outlives a change on the host
         self.bus.publish(FileChanged(session_id=self.session.id, project_id=self.project.id, paths=list(paths),
                                      kinds=list(kinds)))
 

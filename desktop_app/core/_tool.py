@@ -158,6 +158,7 @@ class Tool(Generic[ArgsT]):
     risk: ClassVar[Risk] = Risk.LOW  # a default the policy and hooks can raise
     version: ClassVar[str] = ""  # the tool's own version, recorded with each call's metadata
     tags: ClassVar[tuple[str, ...]] = ()  # free labels ("vcs", "network"); shown, never used to decide
+    cache_ttl_s: ClassVar[float | None] = None  # a read-only tool's identical call may reuse a result this long
 
     def pre_hooks(self) -> list[Any]:
         """This tool's own pre hooks (`PreHook`s), run after the user's pre hooks, before approval. A tool

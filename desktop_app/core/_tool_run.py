@@ -18,6 +18,7 @@ from ._hooks import HookChain
 from ._record import Outcome, ToolCallState
 from ._recorder import RecordWriter
 from ._redaction import Redactor
+from ._result_cache import ResultCache
 from ._run import CallJob
 from ._tool import TextBlock, ToolResult
 from ._tool_context import flush_updates, tool_context
@@ -40,6 +41,7 @@ class ToolRunner:
         # person's changes from the tools' by them (monotonic seconds).
         self.writing = 0
         self.last_write_end = 0.0
+        self.cache = ResultCache()  # results of cacheable read-only tools, stale once anything may write
 
     def _clean(self, text: str) -> str:
         return self.redactor.redact(text) if text else text
@@ -54,6 +56,16 @@ class ToolRunner:
             if where_run is not None:
                 record.sandbox = where_run.to_dict()
         where = {"sandbox": record.sandbox} if record.sandbox else None
+        ttl = tool.cache_ttl_s if tool.read_only else None
+        hit = self.cache.get(tool.name, job.raw, ttl) if ttl else None
+        if hit is not None:  # the same call's result, the workspace unchanged since: recorded as such
+            await self.recorder.move(record, ToolCallState.EXECUTING, actor="executor",
+                                     note=f"from cache: the result of {hit.call_id}",
+                                     data={**(where or {}), "from_cache": hit.call_id})
+            await self.finish(job, hit.result)
+            return
+        if not tool.read_only:
+            self.cache.changed()
         await self.recorder.move(record, ToolCallState.EXECUTING, actor="executor", data=where)
         ctx = tool_context(job, self.bus, self.redactor, self.person)
         timeout = tool.timeout_for(job.args) or self.default_timeout_s
@@ -74,10 +86,13 @@ class ToolRunner:
             if not tool.read_only:
                 self.writing -= 1
                 self.last_write_end = time.monotonic()
+                self.cache.changed()
         if not in_time:
             await self._late(job, timeout)
             return
         result = await self._tool_result(job, task)
+        if result is not None and ttl and not result.is_error:
+            self.cache.put(tool.name, job.raw, result, record.id)
         if result is not None:
             notes = "\n".join(t for t in {before.text: 0, after.text: 0} if t)
             if notes:  # the model learns of a conflict in the same result that caused it

@@ -56,6 +56,9 @@ def checked_schema(tool: mcp_types.Tool) -> tuple[dict[str, Any], Any]:
     return schema, cls(schema)
 
 
+MCP_CACHE_TTL_S = 60.0
+
+
 class McpTool(Tool[Any]):
     """One tool of one server. Instance attributes stand in for the class attributes of built-in tools."""
 
@@ -70,6 +73,10 @@ class McpTool(Tool[Any]):
         self.read_only = read_only  # type: ignore[misc]
         self.group = GROUP  # type: ignore[misc]
         self.risk = Risk.HIGH if destructive else (Risk.LOW if read_only else Risk.MEDIUM)  # type: ignore[misc]
+        # read-only and idempotent by its own word: the same call within a minute, nothing written since,
+        # reuses the result (a stale answer at worst; what may run is judged as before)
+        idempotent = bool(hints and hints.idempotent_hint)
+        self.cache_ttl_s = MCP_CACHE_TTL_S if read_only and idempotent else None  # type: ignore[misc]
         self.destructive = destructive
         self._schema = schema
         self._validator = validator
