@@ -1,4 +1,5 @@
-"""`make bench`: run every benchmarks/bench_*.py and print its figures as `bench NAME VALUE UNIT`."""
+"""`make bench`: run every benchmarks/bench_*.py and print its figures as `bench NAME VALUE UNIT`;
+`python -m benchmarks compare BEFORE.txt AFTER.txt` sets two such outputs side by side."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["compare"]:
+        from benchmarks._compare import main as compare
+
+        return compare(argv[1:])
     wanted = set(argv)
     here = Path(__file__).parent
     failed = []
