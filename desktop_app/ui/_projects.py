@@ -45,7 +45,8 @@ def session_title(s: SessionInfo) -> str:
 
 
 _STATE_COLOURS = {"READY": "#2f9e44", "WORKING": "#3b82c4", "PAUSED": "#e8a33d", "STOPPED": "#868e96"}
-_WAITS = {"approval": "waits for approval", "question": "asks you", "plan": "plan to review"}
+_WAITS = {"approval": "waits for approval", "question": "asks you", "plan": "plan to review",
+          "breakpoint": "at a breakpoint"}
 
 
 def agent_state_label(ev: AgentStateChanged | None) -> str:
