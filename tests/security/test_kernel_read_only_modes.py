@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from desktop_app.core import ConsentKind, ProjectInfo, SandboxError, ToolCallState
+from desktop_app.core import Answer, ConsentKind, ProjectInfo, SandboxError, ToolCallState
 from desktop_app.runtime import approve, consents
 from desktop_app.runtime._mode_sandbox import SWITCH_RECORD
 from tests.conftest import SANDBOX_UID
@@ -201,3 +201,32 @@ async def test_leaving_and_entering_a_read_only_mode_switches_the_container(
     print(f"switch into a read-only mode, twin made: {cold_ms:.0f} ms; between running containers: "
           f"{warm_ms:.0f} ms; the first call after it, recorded switch included: {call_ms:.0f} ms")
     assert warm_ms is not None and cold_ms is not None
+
+
+async def test_an_approved_plan_moves_the_session_to_the_writable_container(
+        desk_for, server: AnthropicServer, desk_env: Path) -> None:
+    folder = desk_env / "project"
+    ship(folder, mcp=False)
+    desk = await desk_for(mode="plan")
+
+    def approve_plan(env: Any) -> None:
+        if env.type == "question_asked" and env.event.kind == "plan":
+            desk.rt.executor.questions.answer(env.event.question_id, Answer(approved=True, mode="accept-edits"))
+
+    desk.rt.bus.on("*", approve_plan)
+    server.add(reply(tool_use("fs_read", {"path": "notes.txt"}),
+                     tool_use("exit_plan_mode", {"plan": "write after.txt"})),
+               reply(tool_use("fs_write", {"path": "after.txt", "content": "planned\n"})),
+               lambda req: reply(text("ok")))
+    session = await desk.rt.open_session()
+    await session.send("go")
+    by_name = {r.name: r for r in await desk.records(session.session.id)}
+    read, plan, write, switch = (by_name[n] for n in ("fs_read", "exit_plan_mode", "fs_write", SWITCH_RECORD))
+    assert plan.name == "exit_plan_mode" and (folder / "after.txt").read_text() == "planned\n"
+    twin, own = desk.rt.sandboxes.twin.describe(), desk.rt.sandbox.describe()
+    assert read.sandbox["container_id"] == twin.container_id and read.sandbox["limits"]["workspace"] == "read-only"
+    # the writable container started within this call: the switch record, written during it, names it
+    assert write.sandbox["limits"]["workspace"] == "read-write"
+    assert plan.state is ToolCallState.COMPLETED and switch.input == {"mode": "accept-edits", "workspace": "read-write"}
+    assert (switch.trail[-1].data["left"], switch.trail[-1].data["container"]) == (twin.container_id,
+                                                                                   own.container_id)
