@@ -88,6 +88,7 @@ class ModeSandboxes:
         already = bool(getattr(getattr(writable, "config", None), "workspace_readonly", False))
         self._make_twin = make if callable(make) and not already else None
         self._views: weakref.WeakValueDictionary[str, SessionSandbox] = weakref.WeakValueDictionary()
+        self._switching: set[asyncio.Task[None]] = set()
 
     @property
     def twin(self) -> Sandbox | None:
@@ -101,6 +102,19 @@ class ModeSandboxes:
         if self._twin is None:
             self._twin = self._make_twin()
         return self._twin
+
+    def mode_changed(self, session_id: str) -> None:
+        """A session's own mode changed (a plan approved, the window's or the CLI's switch): its sandbox
+        switches now, in the background, rather than at its next call (a call waits for the switch)."""
+        view = self._views.get(session_id)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop: the next call switches
+        if view is not None and view.current() is not view.last:
+            task = loop.create_task(view.follow_mode())
+            self._switching.add(task)
+            task.add_done_callback(self._switching.discard)
 
     def view(self, policy: Any, session_id: str = "") -> SessionSandbox:
         """A session's view, judged by `policy` (the session's own: a template's narrowed one included)."""
@@ -128,6 +142,8 @@ class ModeSandboxes:
 
     async def close(self) -> None:
         """The twin closes (the project's own container is closed by its owner)."""
+        for task in list(self._switching):
+            task.cancel()
         if self._twin is not None:
             await self._twin.close()
 
@@ -155,6 +171,18 @@ class SessionSandbox:
     def read_only_mode(self) -> PermissionMode | None:
         return read_only_mode(self._policy, self.session_id or None)
 
+    @property
+    def last(self) -> Sandbox | None:
+        """The container the session's processes ran in last."""
+        return self._last
+
+    async def follow_mode(self) -> None:
+        """Switch to the container of the session's mode now (a failure is logged: the next call tries again)."""
+        try:
+            await self._box()
+        except Exception:
+            log.exception("switching the sandbox of session %s failed", self.session_id)
+
     def current(self) -> Sandbox:
         """The container of the session's mode now (no switch is recorded by asking)."""
         return self._pair.for_mode(self.read_only_mode() is not None)
@@ -168,8 +196,10 @@ class SessionSandbox:
         return box
 
     async def _switch(self, box: Sandbox) -> None:
-        old, self._last = self._last, box
+        """Under the lock: calls wait until the switch is done (the old container's last word is said)."""
+        old = self._last
         if old is None:
+            self._last = box
             return
         t0 = time.perf_counter()
         mode = self.read_only_mode()
@@ -184,6 +214,7 @@ class SessionSandbox:
         await box.start()
         self.last_switch_ms = (time.perf_counter() - t0) * 1000.0
         await self._record(old, box, mode, ended)
+        self._last = box
 
     async def _record(self, old: Sandbox, box: Sandbox, mode: PermissionMode | None, ended: list[str]) -> None:
         shown = mode.value if mode is not None else PermissionMode(self._policy.mode_for(self.session_id)).value

@@ -444,6 +444,7 @@ async def build_runtime(
         sandbox_factory = create_sandbox
     sandbox = sandbox_factory(project)
     sandboxes = ModeSandboxes(sandbox, store=store, bus=bus, project_id=project.id)
+    policy.mode_listeners.append(sandboxes.mode_changed)  # a session's mode changed: its sandbox switches now
     stack = cleanup if cleanup is not None else AsyncExitStack()
     stack.push_async_callback(_quietly, sandbox.close, f"the sandbox of {project.name}")
     stack.push_async_callback(_quietly, sandboxes.close, f"the read-only sandbox of {project.name}")

@@ -214,8 +214,8 @@ async def test_an_approved_plan_moves_the_session_to_the_writable_container(
             desk.rt.executor.questions.answer(env.event.question_id, Answer(approved=True, mode="accept-edits"))
 
     desk.rt.bus.on("*", approve_plan)
-    server.add(reply(tool_use("fs_read", {"path": "notes.txt"}),
-                     tool_use("exit_plan_mode", {"plan": "write after.txt"})),
+    server.add(reply(tool_use("fs_read", {"path": "notes.txt"})),
+               reply(tool_use("exit_plan_mode", {"plan": "write after.txt"})),
                reply(tool_use("fs_write", {"path": "after.txt", "content": "planned\n"})),
                lambda req: reply(text("ok")))
     session = await desk.rt.open_session()

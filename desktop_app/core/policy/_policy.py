@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from .._reasons import mode_asks
@@ -98,6 +98,8 @@ class PermissionPolicy:
         self.rules: list[Rule] = list(rules.rules)
         self._session_rules: dict[str, list[Rule]] = {}
         self._session_modes: dict[str, PermissionMode] = {}
+        # Told the session's id when its own mode changes (the runtime switches its sandbox at once).
+        self.mode_listeners: list[Callable[[str], None]] = []
 
     def mode_for(self, session_id: str | None) -> PermissionMode:
         """The session's own mode (a plan approved into another mode, a session put in plan mode), else
@@ -110,6 +112,8 @@ class PermissionPolicy:
             self._session_modes.pop(session_id, None)
         else:
             self._session_modes[session_id] = PermissionMode(mode)
+        for listener in list(self.mode_listeners):
+            listener(session_id)
 
     def plan_refusal(self, tool: ToolFacts, input: dict[str, Any], session_id: str | None) -> PolicyDecision | None:
         """In plan mode, the denial of a call that could change something; None when it may go on."""
