@@ -2,8 +2,9 @@
 session (its commands and file tools, the person's hooks on its calls, its sub-agents) runs in the project's
 read-only twin, a second container whose workspace is a read-only mount; in the other modes, in the project's
 own container. `ModeSandboxes` holds the two; each session gets a `SessionSandbox`, a view that picks the
-container by the session's mode at every call. The first call after the mode changed switches, and the switch
-is a record in the audit chain (`sandbox_switch`: the mode, the container left and the one entered). A process
+container by the session's mode at every call. A mode change switches at once (the policy tells the pair; a
+call waits for a switch under way), and the switch is a record in the audit chain (`sandbox_switch`: the mode,
+the container left and the one entered). A process
 started while read-only stays in the read-only container for its whole life, so it never writes after the
 switch; the session's own background processes in the writable container end when it enters a read-only mode.
 The project's MCP servers run in the container of the project's mode when they start."""
@@ -115,6 +116,11 @@ class ModeSandboxes:
             task = loop.create_task(view.follow_mode())
             self._switching.add(task)
             task.add_done_callback(self._switching.discard)
+
+    def modes_changed(self) -> None:
+        """The project's mode changed: every session without a mode of its own switches now."""
+        for session_id in list(self._views):
+            self.mode_changed(session_id)
 
     def view(self, policy: Any, session_id: str = "") -> SessionSandbox:
         """A session's view, judged by `policy` (the session's own: a template's narrowed one included)."""

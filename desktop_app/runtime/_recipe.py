@@ -261,6 +261,8 @@ class ProjectRuntime:
         self.policy.rules = list(rules.rules)
         self.policy.mode = PermissionMode(mode or rules.mode or PermissionMode.ASK)
         self.rules_trust = trust
+        if self.sandboxes is not None:  # sessions that follow the project's mode switch their sandbox now
+            self.sandboxes.modes_changed()
         return trust
 
     async def renew_model_client(self) -> None:
