@@ -198,6 +198,9 @@ async def test_leaving_and_entering_a_read_only_mode_switches_the_container(
     assert [r.trail[-1].data["container"] for r in switches] == [ids[0], ids[1], ids[0]]
     assert [r.trail[-1].data["left"] for r in switches] == [ids[1], ids[0], ids[1]]
     assert switches[-1].trail[-1].data["ended_processes"]  # the auto writer, by its id
+    await desk.rt.store.flush()
+    verified = await desk.rt.store.verify()
+    assert verified.ok, verified  # the switches are links of the chain like any call
     print(f"switch into a read-only mode, twin made: {cold_ms:.0f} ms; between running containers: "
           f"{warm_ms:.0f} ms; the first call after it, recorded switch included: {call_ms:.0f} ms")
     assert warm_ms is not None and cold_ms is not None
