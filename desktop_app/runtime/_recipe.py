@@ -275,7 +275,7 @@ class ProjectRuntime:
         """The session's end: every process in the sandbox but its helper is killed. What was still
         running (and anything that outlived the kill) is published as SandboxSurvivors, so it is seen
         and persisted; None when nothing was running or the sandbox cannot sweep."""
-        sweep = getattr(self.sandboxes or self.sandbox, "sweep", None)
+        sweep = getattr(getattr(self, "sandboxes", None) or self.sandbox, "sweep", None)  # both containers
         if sweep is None:
             return None
         try:
