@@ -7,7 +7,8 @@ call waits for a switch under way), and the switch is a record in the audit chai
 the container left and the one entered). A process
 started while read-only stays in the read-only container for its whole life, so it never writes after the
 switch; the session's own background processes in the writable container end when it enters a read-only mode.
-The project's MCP servers run in the container of the project's mode when they start."""
+The project's MCP servers run in the twin while the project's mode or any open session's is read-only, and
+move when that changes (`on_switch`, awaited within the switch)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..core import (
@@ -90,6 +91,8 @@ class ModeSandboxes:
         self._make_twin = make if callable(make) and not already else None
         self._views: weakref.WeakValueDictionary[str, SessionSandbox] = weakref.WeakValueDictionary()
         self._switching: set[asyncio.Task[None]] = set()
+        # Awaited within every switch, before the session's next call: the runtime moves its MCP servers.
+        self.on_switch: Callable[[], Awaitable[None]] | None = None
 
     @property
     def twin(self) -> Sandbox | None:
@@ -103,6 +106,10 @@ class ModeSandboxes:
         if self._twin is None:
             self._twin = self._make_twin()
         return self._twin
+
+    def any_read_only(self) -> bool:
+        """Whether an open session (or sub-agent) is in a mode that holds the workspace read-only."""
+        return any(view.read_only_mode() is not None for view in list(self._views.values()))
 
     def mode_changed(self, session_id: str) -> None:
         """A session's own mode changed (a plan approved, the window's or the CLI's switch): its sandbox
@@ -218,6 +225,8 @@ class SessionSandbox:
                     ended.append(pid)
                     del self._procs[pid]
         await box.start()
+        if self._pair.on_switch is not None:
+            await self._pair.on_switch()
         self.last_switch_ms = (time.perf_counter() - t0) * 1000.0
         await self._record(old, box, mode, ended)
         self._last = box

@@ -108,6 +108,7 @@ class ProjectRuntime:
     consent_stamp: tuple[tuple[str, str, str], ...] = ()  # the hooks and MCP approvals it was built on
     # The project's container and its read-only twin: a session's mode picks its container (_mode_sandbox.py).
     sandboxes: ModeSandboxes | None = None
+    mcp_place: Sandbox | None = field(default=None, init=False, repr=False)  # where its MCP servers run now
     _started: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
     # The open sessions, told of the host's changes to the project folder by `watcher` (made on first use).
     sessions: weakref.WeakSet[AgentSession] = field(default_factory=weakref.WeakSet, init=False, repr=False)
@@ -184,10 +185,19 @@ class ProjectRuntime:
         return self.sandboxes.view_of(session_id, self.policy)
 
     def project_sandbox(self) -> Sandbox:
-        """The container of the project's own mode (where its MCP servers start)."""
+        """Where the project's MCP servers run: the read-only twin while the project's mode, or any open
+        session's, holds the workspace read-only (the safer choice: a server is shared by every session)."""
         if self.sandboxes is None:
             return self.sandbox
-        return self.sandboxes.for_mode(read_only_mode(self.policy, None) is not None)
+        read_only = read_only_mode(self.policy, None) is not None or self.sandboxes.any_read_only()
+        return self.sandboxes.for_mode(read_only)
+
+    async def move_mcp(self) -> None:
+        """A session switched container: the MCP servers follow when their place changed (see project_sandbox)."""
+        if self.mcp is None or self.mcp_place is None or self.project_sandbox() is self.mcp_place:
+            return
+        self.mcp_place = self.project_sandbox()
+        await self.mcp.move_sandboxed()
 
     def _skills_prompt(self, template: AgentTemplate) -> str:
         skill = self.registry.find("skill")
@@ -466,6 +476,7 @@ async def build_runtime(
     if mcp.entries:
         rt.mcp = mcp_hub(rt, mcp, companion_factory)
         stack.push_async_callback(_quietly, rt.mcp.close, "the MCP servers")  # before the sandbox closes
+        sandboxes.on_switch = rt.move_mcp
     return rt
 
 def _register_agent_tools(registry: ToolRegistry, skills: SkillCatalog) -> None:
@@ -484,7 +495,9 @@ def mcp_hub(rt: ProjectRuntime, mcp: McpConfig, companion: CompanionFactory | No
 
     async def sandbox() -> Sandbox:
         await rt.ready()
-        return rt.project_sandbox()  # a project in plan, read-only or strict mode: its read-only twin
+        rt.mcp_place = rt.project_sandbox()  # a project or a session in plan, read-only or strict: the twin
+        await rt.mcp_place.start()
+        return rt.mcp_place
 
     box = None
     if companion is not None or hasattr(rt.sandbox, "companion"):

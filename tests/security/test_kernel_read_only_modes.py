@@ -233,3 +233,67 @@ async def test_an_approved_plan_moves_the_session_to_the_writable_container(
     assert plan.state is ToolCallState.COMPLETED and switch.input == {"mode": "accept-edits", "workspace": "read-write"}
     assert (switch.trail[-1].data["left"], switch.trail[-1].data["container"]) == (twin.container_id,
                                                                                    own.container_id)
+
+
+# A real (tiny, stdlib) MCP server that writes /workspace/mcp.txt every 50 ms while it runs, and counts its
+# tries in its container's /tmp.
+MCP_SERVER = r'''
+import re, sys, threading, time
+def write():
+    while True:
+        try:
+            with open("/workspace/mcp.txt", "a") as f:
+                f.write("%d\n" % time.time_ns())
+        except OSError:
+            pass
+        with open("/tmp/mcp-ticks", "a") as f:
+            f.write("t\n")
+        time.sleep(0.05)
+threading.Thread(target=write, daemon=True).start()
+for line in sys.stdin:  # the image's python has no json module: the few answers a client needs, by hand
+    method, rid = re.search(r'"method": *"([^"]+)"', line), re.search(r'"id": *(\d+|"[^"]*")', line)
+    if method is None or rid is None:
+        continue
+    if method.group(1) == "initialize":
+        version = re.search(r'"protocolVersion": *"([^"]+)"', line).group(1)
+        result = ('{"protocolVersion": "%s", "capabilities": {"tools": {}}, '
+                  '"serverInfo": {"name": "ticker", "version": "1"}}' % version)
+    else:
+        result = '{"tools": []}' if method.group(1) == "tools/list" else "{}"
+    sys.stdout.write('{"jsonrpc": "2.0", "id": %s, "result": %s}\n' % (rid.group(1), result))
+    sys.stdout.flush()
+'''
+
+
+async def test_the_projects_mcp_servers_leave_the_writable_container_while_a_session_plans(
+        desk_for, server: AnthropicServer, desk_env: Path) -> None:
+    folder = desk_env / "project"
+    ship(folder, mcp=False)
+    (folder / ".agent-desk" / "ticker.py").write_text(MCP_SERVER)
+    (folder / ".agent-desk" / "mcp.json").write_text(json.dumps(
+        {"mcpServers": {"ticker": {"command": "python3", "args": [".agent-desk/ticker.py"]}}}))
+    project = ProjectInfo("p", "p", str(folder))
+    for consent in consents(project, ConsentKind.MCP):
+        approve(project, consent)
+    desk = await desk_for(mode="auto")
+    session = await desk.rt.open_session()
+    await desk.rt.mcp.wait_started()
+    assert await wait_until_async(lambda: (folder / "mcp.txt").exists(), 30)  # it writes, in mode auto
+
+    desk.rt.policy.set_session_mode(session.session.id, "plan")
+    await session.sandbox.exec("true")  # the session's next call: the switch, the servers' move, are done
+    assert await asyncio.to_thread(stops_changing, folder / "mcp.txt")  # its writer ended with it
+    twin = desk.rt.sandboxes.twin
+
+    async def ticks() -> int:
+        return int((await twin.exec("cat /tmp/mcp-ticks 2>/dev/null | wc -l")).stdout.strip() or 0)
+
+    async with asyncio.timeout(30):
+        while await ticks() < 10:  # it started again in the read-only twin, and tries in vain
+            await twin.exec("true")
+    assert await asyncio.to_thread(stops_changing, folder / "mcp.txt")
+
+    desk.rt.policy.set_session_mode(session.session.id, "auto")  # the plan approved: it may write again
+    await session.sandbox.exec("true")
+    size = (folder / "mcp.txt").stat().st_size
+    assert await wait_until_async(lambda: (folder / "mcp.txt").stat().st_size > size, 30)
