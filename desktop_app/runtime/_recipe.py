@@ -273,6 +273,7 @@ class ProjectRuntime:
         self.rules_trust = trust
         if self.sandboxes is not None:  # sessions that follow the project's mode switch their sandbox now
             self.sandboxes.modes_changed()
+            await self.move_mcp()
         return trust
 
     async def renew_model_client(self) -> None:
