@@ -109,6 +109,7 @@ class ProjectRuntime:
     # The project's container and its read-only twin: a session's mode picks its container (_mode_sandbox.py).
     sandboxes: ModeSandboxes | None = None
     mcp_place: Sandbox | None = field(default=None, init=False, repr=False)  # where its MCP servers run now
+    _mcp_moving: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
     _started: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
     # The open sessions, told of the host's changes to the project folder by `watcher` (made on first use).
     sessions: weakref.WeakSet[AgentSession] = field(default_factory=weakref.WeakSet, init=False, repr=False)
@@ -194,10 +195,11 @@ class ProjectRuntime:
 
     async def move_mcp(self) -> None:
         """A session switched container: the MCP servers follow when their place changed (see project_sandbox)."""
-        if self.mcp is None or self.mcp_place is None or self.project_sandbox() is self.mcp_place:
-            return
-        self.mcp_place = self.project_sandbox()
-        await self.mcp.move_sandboxed()
+        async with self._mcp_moving:  # a second session's switch waits until the servers have left
+            if self.mcp is None or self.mcp_place is None or self.project_sandbox() is self.mcp_place:
+                return
+            self.mcp_place = self.project_sandbox()
+            await self.mcp.move_sandboxed()
 
     def _skills_prompt(self, template: AgentTemplate) -> str:
         skill = self.registry.find("skill")
