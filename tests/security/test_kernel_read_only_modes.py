@@ -134,6 +134,8 @@ async def test_no_door_of_a_read_only_mode_writes(desk_for, server: AnthropicSer
         assert "Read-only file system" in _said(rec)  # the hooks ran there too: the kernel refused them
     for rec in (bash, write, child[1]):  # denied by the policy, or run under a rule and refused by the kernel
         assert rec.state is ToolCallState.DENIED or "switch this session" in _said(rec), rec.name
+        how = "exit_plan_mode" if mode == "plan" else "switch this session"
+        assert how in _said(rec), (rec.name, _said(rec))  # every refusal says how to allow it
     if mode == "plan":  # no rule makes a write run while planning
         assert {bash.state, write.state, child[1].state} == {ToolCallState.DENIED}
     if mode == "strict":  # the rules allowed them: only the kernel stood in the way, and says how to allow it

@@ -81,6 +81,8 @@ class Policy(Protocol):
 
 
 # the policy ---------------------------------------------------------------------------------------
+_SWITCH = "switch this session to mode ask, accept-edits or auto"
+_TO_ALLOW = f"to allow it: {_SWITCH}"
 _FS_RULE_TARGETS = ("fs_write", "group:fs")
 
 
@@ -164,7 +166,7 @@ class PermissionPolicy:
             return PolicyDecision(
                 Action.DENY,
                 Provenance("mode", mode.value, decision="deny"),
-                f"{decision.reason}; mode {mode.value} does not ask, so it is denied",
+                f"{decision.reason}; mode {mode.value} does not ask, so it is denied ({_TO_ALLOW})",
                 decision.risk,
             )
         return decision
@@ -264,11 +266,11 @@ class PermissionPolicy:
         if mode is PermissionMode.AUTO:
             return by(Action.ALLOW, "mode auto runs everything that is analysable and not dangerous")
         if mode is PermissionMode.STRICT:
-            return by(Action.DENY, "mode strict denies what no rule allows")
+            return by(Action.DENY, f"mode strict denies what no rule allows (to allow it: an allow rule, or {_SWITCH})")
         if tool.read_only:
             return by(Action.ALLOW, "read-only tools run")
         if mode is PermissionMode.READ_ONLY:
-            return by(Action.DENY, "mode read-only denies tools that change things")
+            return by(Action.DENY, f"mode read-only denies tools that change things ({_TO_ALLOW})")
         if tool.group in HARMLESS_GROUPS:
             return by(Action.ALLOW, f"{tool.group} touches no files")
         if mode is PermissionMode.ACCEPT_EDITS and tool.group == "group:fs":
