@@ -178,7 +178,8 @@ class Subagents:
         )
         child = type(parent)(
             store=parent.store, bus=parent.bus, executor=parent.executor, tools=tools, model_client=client,
-            project=parent.project, sandbox=parent.sandbox, session=session, setup=setup,
+            project=parent.project, sandbox=_child_sandbox(parent.sandbox, session.id, setup.policy),
+            session=session, setup=setup,
         )
         child._run.breakpoints = parent._run.breakpoints  # the person's breakpoints stop the children too
         return child
@@ -189,3 +190,10 @@ class Subagents:
         nested_ok = depth < self.setup.limits.max_depth
         return [t for t in self.parent.offered_tools() if tpl.admits(t) and t.name not in CHILD_FORBIDDEN_TOOLS
                 and (t.name != TASK_TOOL or nested_ok)]
+
+
+def _child_sandbox(sandbox: Any, session_id: str, policy: Any) -> Any:
+    """The child's own view of the parent's sandbox when it offers one (the runtime's: the child's mode, its
+    template's included, picks its container), else the parent's sandbox."""
+    for_session = getattr(sandbox, "for_session", None)
+    return for_session(session_id, policy) if callable(for_session) else sandbox

@@ -227,7 +227,7 @@ def _short(text: str) -> str:
     return text if len(text) <= HOOK_NOTE_CHARS else text[:HOOK_NOTE_CHARS] + "…"
 
 
-SandboxGetter = Callable[[], "Sandbox | None"]
+SandboxGetter = Callable[[str], "Sandbox | None"]  # the session's sandbox (a mode's container), by its id
 
 
 class UserPreHook:
@@ -247,7 +247,7 @@ class UserPreHook:
             return PreHookResult.deny(f"hook {self.spec.label!r} cannot see the whole input ({cut}), so the call "
                                       "is denied (fail closed: the call did not run)")
         try:
-            res = await run_user_hook(self.spec, self._sandbox(), stdin)
+            res = await run_user_hook(self.spec, self._sandbox(call.session_id), stdin)
         except TimeoutError:
             return PreHookResult.deny(f"hook {self.spec.label!r} did not answer in {self.spec.timeout_s:g} s "
                                       "(fail closed: the call did not run)")
@@ -272,7 +272,7 @@ class UserPostHook:
         if not self.spec.matches(call.name):
             return None
         try:
-            res = await run_user_hook(self.spec, self._sandbox(), hook_input(self.spec, call, result))
+            res = await run_user_hook(self.spec, self._sandbox(call.session_id), hook_input(self.spec, call, result))
             answer = read_answer(self.spec, res)
         except (TimeoutError, SandboxError) as e:
             answer = HookAnswer("go", f"hook {self.spec.label!r} failed: {e or 'no answer in time'}", failed=True)

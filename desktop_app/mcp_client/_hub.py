@@ -52,6 +52,7 @@ class McpHub:
         self.servers: dict[str, McpServer] = {}
         self._tools: dict[str, McpTool] = {}
         self._started: asyncio.Future[None] | None = None
+        self._moves: set[asyncio.Future[None]] = set()  # servers starting again in another container
         for entry in entries:
             self._add(entry)
 
@@ -133,6 +134,19 @@ class McpHub:
         await asyncio.gather(*(s.close() for s in self.servers.values()), return_exceptions=True)
         for name in list(self._tools):
             self._unregister(name)
+
+    async def move_sandboxed(self) -> None:
+        """The sandbox's place changed (the project's container or its read-only twin): the servers that run in
+        a container end now, and start again in the background where `places.sandbox` (or the companion
+        factory) says now. Returns once the old ones have ended."""
+        moving = [s for s in self.servers.values() if s.where in (McpWhere.SANDBOX, McpWhere.SANDBOX_NETWORK)]
+        await asyncio.gather(*(s.close() for s in moving), return_exceptions=True)
+        if self._started is None:
+            return  # not started yet: they start where the places say when the hub starts
+        for server in moving:
+            task = asyncio.ensure_future(server.start())
+            self._moves.add(task)
+            task.add_done_callback(self._moves.discard)
 
     # -- what the runtime asks --------------------------------------------------------------------------
     def server_infos(self) -> list[McpServerInfo]:

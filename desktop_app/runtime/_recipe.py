@@ -66,6 +66,7 @@ from ._consent import (
 )
 from ._liveness import mark_open_here
 from ._mcp import CompanionFactory, McpConfig, default_companion, mcp_config, mcp_secret
+from ._mode_sandbox import ModeSandboxes, read_only_mode
 from ._plugins import Plugins, load_plugins
 from ._project_settings import DEFAULT_PROFILE, approval_expiry, project_profile
 from ._watcher import TOOL_QUIET_S, WorkspaceWatcher
@@ -106,6 +107,10 @@ class ProjectRuntime:
     skills: SkillCatalog | None = None
     template_name: str | None = None
     consent_stamp: tuple[tuple[str, str, str], ...] = ()  # the hooks and MCP approvals it was built on
+    # The project's container and its read-only twin: a session's mode picks its container (_mode_sandbox.py).
+    sandboxes: ModeSandboxes | None = None
+    mcp_place: Sandbox | None = field(default=None, init=False, repr=False)  # where its MCP servers run now
+    _mcp_moving: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
     _started: asyncio.Future[None] | None = field(default=None, init=False, repr=False)
     # The open sessions, told of the host's changes to the project folder by `watcher` (made on first use).
     sessions: weakref.WeakSet[AgentSession] = field(default_factory=weakref.WeakSet, init=False, repr=False)
@@ -157,7 +162,7 @@ class ProjectRuntime:
         to approvals asked from now on, and the user's hooks to calls judged from now on."""
         self.executor.approvals.timeout_s = approval_expiry(self.settings, self.project)
         specs, self.hooks_trust = await asyncio.to_thread(user_hook_specs, self.settings, self.project)
-        self.executor.user_hooks = user_hook_chain(specs, lambda: self.sandbox)
+        self.executor.user_hooks = user_hook_chain(specs, self.sandbox_for)
 
     def session_setup(self) -> SessionSetup:
         """What a session of this project gets: its bounds and tools, and from its template the narrowed
@@ -176,6 +181,28 @@ class ProjectRuntime:
             restrict_tools=tpl.tools != frozenset({"*"}), system_extra="\n".join(p for p in prompt if p),
             subagents=setup, labels={"template": tpl.name} if tpl.name != DEFAULT_TEMPLATE else {})
 
+    def sandbox_for(self, session_id: str) -> Sandbox:
+        """Where the session's processes run now: its view (the container of its mode), else the project's."""
+        if self.sandboxes is None:
+            return self.sandbox
+        return self.sandboxes.view_of(session_id, self.policy)
+
+    def project_sandbox(self) -> Sandbox:
+        """Where the project's MCP servers run: the read-only twin while the project's mode, or any open
+        session's, holds the workspace read-only (the safer choice: a server is shared by every session)."""
+        if self.sandboxes is None:
+            return self.sandbox
+        read_only = read_only_mode(self.policy, None) is not None or self.sandboxes.any_read_only()
+        return self.sandboxes.for_mode(read_only)
+
+    async def move_mcp(self) -> None:
+        """A session switched container: the MCP servers follow when their place changed (see project_sandbox)."""
+        async with self._mcp_moving:  # a second session's switch waits until the servers have left
+            if self.mcp is None or self.mcp_place is None or self.project_sandbox() is self.mcp_place:
+                return
+            self.mcp_place = self.project_sandbox()
+            await self.mcp.move_sandboxed()
+
     def _skills_prompt(self, template: AgentTemplate) -> str:
         skill = self.registry.find("skill")
         return self.skills.prompt() if self.skills is not None and skill and template.admits(skill) else ""
@@ -186,7 +213,7 @@ class ProjectRuntime:
     def start(self) -> asyncio.Future[None]:
         """Start the sandbox in the background, once; `ready()` reports a failure."""
         if self._started is None:
-            self._started = asyncio.ensure_future(self.sandbox.start())
+            self._started = asyncio.ensure_future(self.project_sandbox().start())
             if self.mcp is not None:  # in the background too: a server not ready yet is simply not offered
                 self.mcp.start()
         return self._started
@@ -200,11 +227,15 @@ class ProjectRuntime:
         await self.ready()
         tpl = self.template
         client = self._client_for(tpl.model) if tpl.model else self.model_client
+        setup = self.session_setup()
+        view = self.sandboxes.view(setup.policy or self.policy, session_id or "") if self.sandboxes else None
         session = await AgentSession.open(
             store=self.store, bus=self.bus, executor=self.executor, tools=self.tools,
-            model_client=client, project=self.project, sandbox=self.sandbox,
-            session_id=session_id, title=title, setup=self.session_setup(),
+            model_client=client, project=self.project, sandbox=view or self.sandbox,
+            session_id=session_id, title=title, setup=setup,
         )
+        if view is not None:
+            view.bind(session.session.id)
         self.sessions.add(session)
         self._watch()
         await mark_open_here(self.store, session.session)
@@ -244,6 +275,9 @@ class ProjectRuntime:
         self.policy.rules = list(rules.rules)
         self.policy.mode = PermissionMode(mode or rules.mode or PermissionMode.ASK)
         self.rules_trust = trust
+        if self.sandboxes is not None:  # sessions that follow the project's mode switch their sandbox now
+            self.sandboxes.modes_changed()
+            await self.move_mcp()
         return trust
 
     async def renew_model_client(self) -> None:
@@ -256,7 +290,7 @@ class ProjectRuntime:
         """The session's end: every process in the sandbox but its helper is killed. What was still
         running (and anything that outlived the kill) is published as SandboxSurvivors, so it is seen
         and persisted; None when nothing was running or the sandbox cannot sweep."""
-        sweep = getattr(self.sandbox, "sweep", None)
+        sweep = getattr(getattr(self, "sandboxes", None) or self.sandbox, "sweep", None)  # both containers
         if sweep is None:
             return None
         try:
@@ -429,17 +463,20 @@ async def build_runtime(
 
         sandbox_factory = create_sandbox
     sandbox = sandbox_factory(project)
+    sandboxes = ModeSandboxes(sandbox, store=store, bus=bus, project_id=project.id)
+    policy.mode_listeners.append(sandboxes.mode_changed)  # a session's mode changed: its sandbox switches now
     stack = cleanup if cleanup is not None else AsyncExitStack()
     stack.push_async_callback(_quietly, sandbox.close, f"the sandbox of {project.name}")
+    stack.push_async_callback(_quietly, sandboxes.close, f"the read-only sandbox of {project.name}")
     stack.push_async_callback(_quietly, model_client.close, "the model client")
     rt = ProjectRuntime(settings=settings, project=project, store=store, bus=bus, registry=registry,
                         policy=policy, executor=executor, sandbox=sandbox, model_client=model_client,
                         profile=project_profile(project, profile), cleanup=stack, rules_trust=trust,
                         permission_mode=permission_mode, hooks_trust=hooks_trust, templates=templates, skills=skills,
-                        template_name=template, consent_stamp=stamp)
+                        template_name=template, consent_stamp=stamp, sandboxes=sandboxes)
     rt.template  # noqa: B018  an unknown template is a ConfigError now, not at the first session
     executor.hooks.pre.insert(0, OfferedToolsHook(rt.why_not_offered))  # before any other hook: not offered, not run
-    executor.user_hooks = user_hook_chain(hook_specs, lambda: rt.sandbox)
+    executor.user_hooks = user_hook_chain(hook_specs, rt.sandbox_for)
     if not hooks_trust.ok:  # the window shows it as a notice (the CLI prints the warning itself)
         bus.publish(ErrorEvent(source="hooks", message=hooks_trust.warning()))
     if skills.left_out:
@@ -449,6 +486,7 @@ async def build_runtime(
     if mcp.entries:
         rt.mcp = mcp_hub(rt, mcp, companion_factory)
         stack.push_async_callback(_quietly, rt.mcp.close, "the MCP servers")  # before the sandbox closes
+        sandboxes.on_switch = rt.move_mcp
     return rt
 
 def tools_with_plugins(settings: Settings) -> tuple[list[Tool], Plugins]:
@@ -477,12 +515,14 @@ def mcp_hub(rt: ProjectRuntime, mcp: McpConfig, companion: CompanionFactory | No
 
     async def sandbox() -> Sandbox:
         await rt.ready()
-        return rt.sandbox
+        rt.mcp_place = rt.project_sandbox()  # a project or a session in plan, read-only or strict: the twin
+        await rt.mcp_place.start()
+        return rt.mcp_place
 
     box = None
     if companion is not None or hasattr(rt.sandbox, "companion"):
         def box(name: str) -> Sandbox:
-            return (companion or default_companion)(rt.sandbox, name)
+            return (companion or default_companion)(rt.project_sandbox(), name)
     places = HubPlaces(project_id=rt.project.id, project_dir=rt.project.path, sandbox=sandbox,
                        settings=lambda: rt.project.settings, consented=mcp.consented, publish=rt.bus.publish,
                        companion=box, resolve_secret=mcp_secret)

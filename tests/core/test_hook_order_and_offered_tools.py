@@ -270,7 +270,7 @@ async def test_a_call_with_many_long_strings_is_denied_before_a_pre_hook_judges_
     spec = UserHookSpec("PreToolUse", "cat > got.json; echo seen >&2; exit 2")
     edits = [{"old_string": "a" * 30_000, "new_string": "b" * 30_000} for _ in range(6)]
     call = HookCall("c1", "s1", "fs_multi_edit", {"path": "f", "edits": edits}, False)
-    answer = await UserPreHook(spec, lambda: sandbox)(call)
+    answer = await UserPreHook(spec, lambda _sid: sandbox)(call)
     assert answer is not None and "cannot see the whole input" in answer.reason and "fail closed" in answer.reason
     assert not (tmp_path / "got.json").exists()  # the hook never ran on the cut input
     got = hook_input(UserHookSpec("PostToolUse", "x"), call, ToolResult.text("ok"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from .._reasons import mode_asks
@@ -81,6 +81,8 @@ class Policy(Protocol):
 
 
 # the policy ---------------------------------------------------------------------------------------
+_SWITCH = "switch this session to mode ask, accept-edits or auto"
+_TO_ALLOW = f"to allow it: {_SWITCH}"
 _FS_RULE_TARGETS = ("fs_write", "group:fs")
 
 
@@ -98,6 +100,8 @@ class PermissionPolicy:
         self.rules: list[Rule] = list(rules.rules)
         self._session_rules: dict[str, list[Rule]] = {}
         self._session_modes: dict[str, PermissionMode] = {}
+        # Told the session's id when its own mode changes (the runtime switches its sandbox at once).
+        self.mode_listeners: list[Callable[[str], None]] = []
 
     def mode_for(self, session_id: str | None) -> PermissionMode:
         """The session's own mode (a plan approved into another mode, a session put in plan mode), else
@@ -110,6 +114,8 @@ class PermissionPolicy:
             self._session_modes.pop(session_id, None)
         else:
             self._session_modes[session_id] = PermissionMode(mode)
+        for listener in list(self.mode_listeners):
+            listener(session_id)
 
     def plan_refusal(self, tool: ToolFacts, input: dict[str, Any], session_id: str | None) -> PolicyDecision | None:
         """In plan mode, the denial of a call that could change something; None when it may go on."""
@@ -160,7 +166,7 @@ class PermissionPolicy:
             return PolicyDecision(
                 Action.DENY,
                 Provenance("mode", mode.value, decision="deny"),
-                f"{decision.reason}; mode {mode.value} does not ask, so it is denied",
+                f"{decision.reason}; mode {mode.value} does not ask, so it is denied ({_TO_ALLOW})",
                 decision.risk,
             )
         return decision
@@ -260,11 +266,11 @@ class PermissionPolicy:
         if mode is PermissionMode.AUTO:
             return by(Action.ALLOW, "mode auto runs everything that is analysable and not dangerous")
         if mode is PermissionMode.STRICT:
-            return by(Action.DENY, "mode strict denies what no rule allows")
+            return by(Action.DENY, f"mode strict denies what no rule allows (to allow it: an allow rule, or {_SWITCH})")
         if tool.read_only:
             return by(Action.ALLOW, "read-only tools run")
         if mode is PermissionMode.READ_ONLY:
-            return by(Action.DENY, "mode read-only denies tools that change things")
+            return by(Action.DENY, f"mode read-only denies tools that change things ({_TO_ALLOW})")
         if tool.group in HARMLESS_GROUPS:
             return by(Action.ALLOW, f"{tool.group} touches no files")
         if mode is PermissionMode.ACCEPT_EDITS and tool.group == "group:fs":

@@ -55,6 +55,7 @@ LABEL_PATH = "org.agent-desk.host-path"
 LABEL_COMPANION = "org.agent-desk.companion"  # a companion's suffix; the project's own container has none
 LABEL_DESK = "org.agent-desk.desk"  # user@host of the desk that made it: one engine may serve a whole team
 HOME = "/home/sandbox"
+TWIN_SUFFIX = "mode:read-only"  # the read-only twin's suffix: a ':' no MCP server's name (a companion's) holds
 FALLBACK_UID = 1000
 
 
@@ -196,6 +197,7 @@ class DockerSandbox(HelperOps):
         self._closed = False
         self.transport = ""  # "helper" or "exec", once started
         self.companion_of: Companion | None = None  # set by companion(): a second container with a network
+        self.twin = ""  # set by read_only_twin(): the project's second container, its workspace read-only
         self._processes: weakref.WeakSet[DockerProcessChannel] = weakref.WeakSet()
         # What the session's end found running and killed, and what is still alive after (see sweep()).
         self.last_sweep: dict[str, Any] = {"killed": [], "alive": []}
@@ -272,7 +274,7 @@ class DockerSandbox(HelperOps):
         self._controls = [] if synced else control_mounts(self.folder, git_writable=self.config.git_writable)
         # The folder's inode too: a bind mount keeps a deleted-and-recreated folder's old inode. The control
         # mounts too: a `.git` that appeared since (`git init`) is mounted read-only at the next start.
-        suffix = self.companion_of.suffix if self.companion_of else ""
+        suffix = self._suffix()
         role = {"companion": [suffix, self._network_mode()]} if suffix else {}
         want = self.config.container_hash(
             image_id=image.id, folder=self.folder, inode=(st.st_dev, st.st_ino), uid=self._uid, gid=self._gid,
@@ -329,14 +331,14 @@ class DockerSandbox(HelperOps):
                 command=["sleep", "infinity"],
                 entrypoint=[],  # a project's own image: its ENTRYPOINT and HEALTHCHECK never run
                 healthcheck={"test": ["NONE"]},
-                name=container_name(self.project_id, self.companion_of.suffix if self.companion_of else ""),
+                name=container_name(self.project_id, self._suffix()),
                 hostname="sandbox",
                 labels={
                     LABEL_MANAGED: "1",
                     LABEL_PROJECT: self.project_id,
                     LABEL_HASH: config_hash,
                     LABEL_PATH: self.folder,
-                    **({LABEL_COMPANION: self.companion_of.suffix} if self.companion_of else {}),
+                    **({LABEL_COMPANION: self._suffix()} if self._suffix() else {}),
                     LABEL_DESK: desk_identity(),
                 },
                 user=f"{self._uid}:{self._gid}",
@@ -380,6 +382,19 @@ class DockerSandbox(HelperOps):
             return {"killed": [], "alive": [{"pid": 0, "command": "?", "started_by": f"sweep failed: {exc}"}]}
         self.last_sweep = {"killed": list(res.get("killed") or []), "alive": list(res.get("alive") or [])}
         return self.last_sweep
+
+    def _suffix(self) -> str:
+        """What tells this container from the project's own: a companion's suffix, the twin's, or ""."""
+        return self.companion_of.suffix if self.companion_of else self.twin
+
+    def read_only_twin(self) -> DockerSandbox:
+        """The project's second container for the modes that change nothing (plan, read-only, strict): the same
+        image, mounts, user, limits and network, the workspace mounted read-only by the kernel. Its own name
+        and label (TWIN_SUFFIX, never an MCP server's name), so the two containers leave each other alone."""
+        other = DockerSandbox(self.project_id, self.folder, replace(self.config, workspace_readonly=True),
+                              client=self._client)
+        other.twin = TWIN_SUFFIX
+        return other
 
     def _network_mode(self) -> str:
         if self.companion_of is not None:

@@ -10,6 +10,7 @@ import logging
 import stat
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Protocol
 
 from ...core import SandboxError, SyncReport
@@ -66,7 +67,8 @@ class SyncedWorkspace:
         self._volumes = SyncedVolumes(client, self.project_id, controls, uid, gid)
         self._volumes.ensure(image)
         extra = {"synced": sorted(self._volumes.names().items()), "uid": uid, "gid": gid, "image_id": image}
-        self._sync_want = (image, self.config.container_hash(**extra))
+        # the read-only twin shares the project's sync container: its own workspace setting is not the sync's
+        self._sync_want = (image, replace(self.config, workspace_readonly=False).container_hash(**extra))
         self._sync_box = self._volumes.sync_container(*self._sync_want)
         return {"synced": extra["synced"]}
 
