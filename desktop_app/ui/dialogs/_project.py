@@ -151,6 +151,7 @@ class ProjectSettingsDialog(FutureDialog):
         self.error = QLabel()
         self.error.setStyleSheet("color: #d9363e")
         bb = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
+        self.save_btn = bb.button(QDialogButtonBox.StandardButton.Save)
         bb.accepted.connect(self._check)
         bb.rejected.connect(self.reject)
         lay = QVBoxLayout(self)
@@ -372,22 +373,31 @@ class ProjectSettingsDialog(FutureDialog):
             self.error.setText(self.reach.problem())
             return
         result = self._project_from_form(folder)
-        if not self._apply_consents(result):
+        decisions = [*self.mcp.decisions(), *self.reach.decisions()]
+        if not decisions:
+            self._saved(result, text, None)
             return
+        self.saving = self._tasks.spawn(self._save_with_consents(result, text, decisions))
+
+    async def _save_with_consents(self, result: ProjectInfo, text: str, decisions: list[tuple[Consent, bool]]) -> None:
+        """The grants are written on a worker thread (a file under the user's config, locked): the window keeps
+        answering meanwhile, and Save waits for them."""
+        self.save_btn.setEnabled(False)
+        self.error.setText("Saving the grants…")
+        try:
+            problem = await asyncio.to_thread(_apply_consents, result, decisions)
+        finally:
+            self.save_btn.setEnabled(True)
+        self._saved(result, text, problem)
+
+    def _saved(self, result: ProjectInfo, text: str, problem: str | None) -> None:
+        if problem:
+            self.error.setText(problem)
+            return
+        self.error.clear()
         self._result = result
         self.rules_text = text
         self.accept()
-
-    def _apply_consents(self, project: ProjectInfo) -> bool:
-        """Record the grants given or taken back in the MCP and hooks tabs (consent.json, out of the sandbox's
-        reach), each bound to what was shown; one changed since is refused here, and said so."""
-        for consent, revoke in [*self.mcp.decisions(), *self.reach.decisions()]:
-            try:
-                project.settings = approve(project, consent, revoke=revoke)
-            except AgentDeskError as e:
-                self.error.setText(f"The project's {consent.label}: {e.user_message()}")
-                return False
-        return True
 
     def _project_from_form(self, folder: Path) -> ProjectInfo:
         base = self.project
@@ -585,6 +595,18 @@ async def edit_project(project: ProjectInfo | None, settings: Settings | None, p
     if result is not None and _normal(rules_text) != _normal(dlg.loaded_rules):
         await asyncio.get_running_loop().run_in_executor(None, write_rules_file, result, rules_text)
     return result
+
+
+def _apply_consents(project: ProjectInfo, decisions: list[tuple[Consent, bool]]) -> str | None:
+    """Record the grants given or taken back in the MCP and hooks tabs (consent.json, out of the sandbox's
+    reach), each bound to what was shown; one changed since is refused, and the sentence saying so returned.
+    Blocking: the dialog runs it on a worker thread."""
+    for consent, revoke in decisions:
+        try:
+            project.settings = approve(project, consent, revoke=revoke)
+        except AgentDeskError as e:
+            return f"The project's {consent.label}: {e.user_message()}"
+    return None
 
 
 def _read_consents(project: ProjectInfo) -> list[Consent] | None:
