@@ -41,6 +41,7 @@ from ._front import (
 from ._liveness import OPEN_IN, mark_closed_here, process_alive, seal_abandoned, this_process
 from ._project_settings import approval_expiry
 from ._recipe import ProjectRuntime, build_runtime, load_agent_templates, model_client_from_settings
+from ._session_mode import MODE_KEY, stored_session_mode
 from ._watcher import WorkspaceWatcher
 
 if TYPE_CHECKING:  # the store's type, for a front end's annotations (the store is imported when used)
@@ -53,6 +54,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CONSENT_KINDS",
+    "MODE_KEY",
     "OPEN_IN",
     "Consent",
     "ConsentSubject",
@@ -92,6 +94,7 @@ __all__ = [
     "project_rules_trust",
     "resolve_image",
     "seal_abandoned",
+    "stored_session_mode",
     "this_process",
     "trust_project_rules",
     "user_hook_specs",

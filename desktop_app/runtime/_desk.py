@@ -30,6 +30,7 @@ from ._consent import consent_stamp
 from ._liveness import mark_closed_here, seal_abandoned
 from ._mcp import CompanionFactory
 from ._recipe import ProjectRuntime, SandboxFactory, build_runtime
+from ._session_mode import apply_stored_mode, remember_session_mode
 
 if TYPE_CHECKING:
     from ..store import HeadSigner, SqlStore
@@ -213,8 +214,11 @@ class Desk:
 
     # projects and sessions
     async def open_session(self, project: ProjectInfo, session_id: str | None) -> AgentSession:
-        """The session, open on its project's runtime (built on first use; its sandbox starts then)."""
-        return await self.runtimes(project, session_id)
+        """The session, open on its project's runtime (built on first use; its sandbox starts then), in the mode
+        kept with it (the person's choice survives a restart)."""
+        agent = await self.runtimes(project, session_id)
+        apply_stored_mode(agent)
+        return agent
 
     def runtime(self, project_id: str) -> ProjectRuntime | None:
         """The project's runtime when one is open."""
@@ -257,6 +261,10 @@ class Desk:
     def set_session_mode(session: AgentSession, mode: str) -> None:
         """Put one session in `mode` (plan included) from its next call on; its project keeps its own mode."""
         session.policy.set_session_mode(session.session.id, PermissionMode(mode))
+
+    async def remember_session_mode(self, session_id: str, mode: str, why: str = "you chose it") -> bool:
+        """Keep the session's mode with it (a restart reopens it so) and say the change in its notices."""
+        return await remember_session_mode(self.store, self.bus, session_id, mode, why)
 
     async def preview_diff(self, session: AgentSession, name: str, tool_input: dict[str, Any]) -> str | None:
         """The diff an edit tool's call would make, read in the session's sandbox; None for other tools."""

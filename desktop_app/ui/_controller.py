@@ -68,7 +68,8 @@ class AppController(QObject):
         self.current_session: str | None = None
         self.agents: dict[str, AgentSession] = {}  # session id -> open AgentSession
         self.sessions: dict[str, SessionInfo] = {}
-        self.modes = SessionModes(window, desk, self.agents, lambda: self.current_session, self._project_of_session)
+        self.modes = SessionModes(window, desk, self.agents, lambda: self.current_session, self._project_of_session,
+                                  lambda sid: self.sessions.get(sid))
         self.tasks = BackgroundTasks(self._report)
         self.checks = SetupChecks(
             window, current_project=self._current_project, open_history=self.open_history,

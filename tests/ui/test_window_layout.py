@@ -16,6 +16,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
 from desktop_app.core import PermissionMode
+from desktop_app.runtime import MODE_KEY
 from desktop_app.ui import MainWindow
 from desktop_app.ui.dialogs import MODE_HELP
 from desktop_app.ui.inbox import PendingApproval
@@ -116,6 +117,18 @@ def test_the_mode_is_switched_per_session_and_follows_an_approved_plan(qtbot, ru
         conv = window.conversation
         qtbot.waitUntil(lambda: "Plan approved → accept-edits" in conv.toPlainText(), timeout=15_000)
         assert "denied" in conv.toPlainText()
+        qtbot.waitUntil(lambda: run(store.get_session(session.id)).meta.get(MODE_KEY) == "accept-edits")
+        run(controller.close())
+        run(factory.close())
+        # a restart: the session reopens in the mode it was in, and its notices say how it got there
+        window, controller, factory = open_app(qtbot, run, store, server, project)
+        run(controller.start(check_docker=False))
+        run(controller.select_session(session.id))
+        assert window.mode_picker.mode() == "accept-edits"
+        agent = run(controller.agent_for(session.id))
+        assert controller.desk.session_mode(agent) == "accept-edits" and project.permission_mode == "ask"
+        text_now = window.conversation.toPlainText()
+        assert "Mode: plan (you chose it)" in text_now and "Mode: accept-edits (the plan was approved)" in text_now
         run(controller.close())
         run(factory.close())
 
