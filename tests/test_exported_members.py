@@ -93,7 +93,8 @@ EXPORTED: dict[str, list[str]] = {
         "append_trusted_rule", "grant_hooks", "project_hooks_trust", "project_rules_trust",
         "trust_project_rules", "user_hook_specs", "write_project_rules",
         # which process has a session open; the calls a gone process left open
-        "OPEN_IN", "MODE_KEY", "stored_session_mode", "mark_closed_here", "process_alive", "seal_abandoned", "this_process",
+        "OPEN_IN", "mark_closed_here", "process_alive", "seal_abandoned", "this_process",
+        "MODE_KEY", "stored_session_mode",  # the mode kept with a session
         "WorkspaceWatcher",
         # what the front ends reach without a project's runtime (the tools, the audit log, Docker, MCP config)
         "audit_query", "builtin_tools", "parse_mcp_servers", "ping_docker", "project_mcp_servers",
