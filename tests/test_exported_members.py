@@ -71,8 +71,10 @@ EXPORTED: dict[str, list[str]] = {
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
         "build_image", "connect", "container_name", "create_sandbox", "image_name_for_tag", "images_dir",
         "list_images", "load_catalog", "remove_orphans", "resolve_image", "workspace_where",
+        "BuildCancel",  # a build's Cancel
         # a project's own image (sandbox-check)
         "ProjectImageBuild", "ProjectImageSource", "build_project_image", "find_project_image", "folder_owner",
+        "project_image_files",
         "project_image_digest", "project_image_tag", "refuse_loosening",
     ],
     "store": [
@@ -100,7 +102,7 @@ EXPORTED: dict[str, list[str]] = {
         "audit_query", "builtin_tools", "parse_mcp_servers", "ping_docker", "project_mcp_servers",
         "verify_audit_export", "workspace_where", "write_records",
         "build_image", "build_project_image", "find_project_image", "list_images", "load_catalog",
-        "project_image_digest", "project_image_tag", "resolve_image",
+        "project_image_digest", "project_image_tag", "resolve_image", "build_cancel", "project_image_files",
     ],
     "ui": [
         "AppController", "InstanceServer", "MainThreadGarbageCollector", "MainWindow", "apply_theme",
@@ -126,7 +128,8 @@ EXPORTED_BY_ROOMS: dict[str, list[str]] = {
         "ImageSpec", "ImageStatus", "build_base_image", "build_image", "image_name_for_tag", "images_dir",
         "list_images", "load_catalog", "resolve_image",
         "ProjectImageBuild", "ProjectImageSource", "build_project_image", "find_project_image",
-        "project_image_digest", "project_image_tag", "refuse_loosening",
+        "project_image_digest", "project_image_tag", "refuse_loosening", "BuildCancel", "BuildCancelled",
+        "project_image_files",
     ],
     "store.integrity": [
         "GENESIS", "VerifyResult", "canonical_json", "link_hash", "split_canonical",  # the chain

@@ -21,6 +21,7 @@ from ._consent import (
 from ._desk import Desk, ProjectRuntimes, head_signer, open_runtime, open_store, project_dir, project_for_dir
 from ._front import (
     audit_query,
+    build_cancel,
     build_image,
     build_project_image,
     builtin_tools,
@@ -31,6 +32,7 @@ from ._front import (
     parse_mcp_servers,
     ping_docker,
     project_image_digest,
+    project_image_files,
     project_image_tag,
     project_mcp_servers,
     resolve_image,
@@ -67,6 +69,7 @@ __all__ = [
     "approval_expiry",
     "approve",
     "audit_query",
+    "build_cancel",
     "build_image",
     "build_project_image",
     "build_runtime",
@@ -89,6 +92,7 @@ __all__ = [
     "project_for_dir",
     "project_hooks_trust",
     "project_image_digest",
+    "project_image_files",
     "project_image_tag",
     "project_mcp_servers",
     "project_rules_trust",

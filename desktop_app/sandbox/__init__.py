@@ -13,6 +13,7 @@ from ._factory import create_sandbox
 from ._local import LocalSandbox
 from .docker import DockerSandbox, container_name, folder_owner, remove_orphans
 from .images import (
+    BuildCancel,
     ImageSpec,
     ImageStatus,
     ProjectImageBuild,
@@ -26,12 +27,14 @@ from .images import (
     list_images,
     load_catalog,
     project_image_digest,
+    project_image_files,
     project_image_tag,
     refuse_loosening,
     resolve_image,
 )
 
 __all__ = [
+    "BuildCancel",
     "DockerSandbox",
     "ImageSpec",
     "ImageStatus",
@@ -52,6 +55,7 @@ __all__ = [
     "list_images",
     "load_catalog",
     "project_image_digest",
+    "project_image_files",
     "project_image_tag",
     "refuse_loosening",
     "remove_orphans",

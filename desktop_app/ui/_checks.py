@@ -16,7 +16,8 @@ from PySide6.QtWidgets import QMessageBox
 from ..core import AgentDeskError, ProjectInfo, SandboxError
 from ..doctor import AMBER, RED, SandboxStatus, check_project_sandbox
 from ..runtime import ping_docker
-from ._build_log import BuildLogDialog
+from ._build_log import BuildLogDialog, show_build_log
+from ._builds import image_builds
 from ._mainwindow import MainWindow
 from ._tasks import BackgroundTasks
 
@@ -160,33 +161,28 @@ class SetupChecks(QObject):
         return box
 
     async def build(self, project: ProjectInfo, status: SandboxStatus) -> ProjectInfo:
-        """Build what the check asked for (a catalog image, or the project's own) with its log live; the
-        project's own image becomes its sandbox image. Only a click gets here."""
+        """Build what the check asked for (a catalog image, or the project's own) with its log live, its
+        elapsed time and Cancel; the project's own image becomes its sandbox image. Only a click gets here."""
         from ..runtime import build_image, build_project_image
 
         own = status.build == "project"
-        dlg = self.build_log = BuildLogDialog(
-            f"Building the project's image for {project.name}" if own else f"Building {status.build}",
-            parent=self.window)
-        dlg.show()
-        loop = asyncio.get_running_loop()
-
-        def say(line: str) -> None:  # on the build's thread
-            loop.call_soon_threadsafe(dlg.add_line, str(line))
-
-        try:
-            if own:
-                built = await loop.run_in_executor(None, lambda: build_project_image(
-                    project.path, project_id=project.id, name=project.name, on_progress=say))
-                project = use_project_image(project, built)
-                if self._save_project is not None:
-                    await self._save_project(project)
-            else:
-                await loop.run_in_executor(None, lambda: build_image(status.build, on_progress=say))
-        except AgentDeskError as e:
-            dlg.finish(False, e.user_message())
-            raise
-        dlg.finish(True, f"Built {project.image}" if own else f"Built {status.build}")
+        if own:
+            build = image_builds().start(
+                f"project:{project.id}", f"Building the project's image for {project.name}",
+                lambda say, cancel: build_project_image(project.path, project_id=project.id, name=project.name,
+                                                        on_progress=say, cancel=cancel),
+                lambda built: f"Built {built.tag}")
+        else:
+            build = image_builds().start(
+                f"image:{status.build}", f"Building {status.build}",
+                lambda say, cancel: build_image(status.build, on_progress=say, cancel=cancel),
+                lambda _built: f"Built {status.build}")
+        self.build_log = show_build_log(build, self.window)
+        built = await asyncio.shield(build.future)
+        if own:
+            project = use_project_image(project, built)
+            if self._save_project is not None:
+                await self._save_project(project)
         await self.check_project(project)
         return project
 
