@@ -72,6 +72,7 @@ EXPORTED: dict[str, list[str]] = {
         "build_image", "connect", "container_name", "create_sandbox", "image_name_for_tag", "images_dir",
         "list_images", "load_catalog", "remove_orphans", "resolve_image", "workspace_where",
         "BuildCancel",  # a build's Cancel
+        "remove_crashed",  # the containers a crashed desk left
         # a project's own image (sandbox-check)
         "ProjectImageBuild", "ProjectImageSource", "build_project_image", "find_project_image", "folder_owner",
         "project_image_files",
@@ -97,6 +98,7 @@ EXPORTED: dict[str, list[str]] = {
         # which process has a session open; the calls a gone process left open
         "OPEN_IN", "mark_closed_here", "process_alive", "seal_abandoned", "this_process",
         "MODE_KEY", "stored_session_mode",  # the mode kept with a session
+        "lease_dir", "remove_crashed_containers",  # the containers a crashed desk left
         "WorkspaceWatcher",
         # what the front ends reach without a project's runtime (the tools, the audit log, Docker, MCP config)
         "audit_query", "builtin_tools", "parse_mcp_servers", "ping_docker", "project_mcp_servers",
@@ -121,7 +123,7 @@ EXPORTED_BY_ROOMS: dict[str, list[str]] = {
         "Redirect", "ShellAnalysis", "SimpleCommand", "analyse_command", "assess_command", "assess_risk",
         "container_path", "control_dir", "control_reason", "glob_regex",
     ],
-    "sandbox.docker": ["DockerSandbox", "container_name", "folder_owner", "remove_orphans"],
+    "sandbox.docker": ["DockerSandbox", "container_name", "folder_owner", "remove_crashed", "remove_orphans"],
     "sandbox.exec": ["ExecTransport"],
     "sandbox.sync": ["SyncedWorkspace", "remove_project_volumes"],
     "sandbox.images": [
@@ -226,5 +228,7 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
                 "append_trusted_rule", "approval_expiry", "build_runtime", "model_client_from_settings",
                 "process_alive", "this_process",
                 # what the Desk holds and does, for a desk of one's own (the window reaches them through it)
-                "ProjectRuntimes", "mark_closed_here", "seal_abandoned"),
+                "ProjectRuntimes", "mark_closed_here", "seal_abandoned",
+                # what a crashed desk left (the Desk sweeps at start; a test or script can sweep itself)
+                "lease_dir", "remove_crashed_containers"),
 }

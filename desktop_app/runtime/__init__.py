@@ -41,6 +41,7 @@ from ._front import (
     write_records,
 )
 from ._liveness import OPEN_IN, mark_closed_here, process_alive, seal_abandoned, this_process
+from ._orphans import lease_dir, remove_crashed_containers
 from ._project_settings import approval_expiry
 from ._recipe import ProjectRuntime, build_runtime, load_agent_templates, model_client_from_settings
 from ._session_mode import MODE_KEY, stored_session_mode
@@ -78,6 +79,7 @@ __all__ = [
     "find_project_image",
     "grant_hooks",
     "head_signer",
+    "lease_dir",
     "list_images",
     "load_agent_templates",
     "load_catalog",
@@ -96,6 +98,7 @@ __all__ = [
     "project_image_tag",
     "project_mcp_servers",
     "project_rules_trust",
+    "remove_crashed_containers",
     "resolve_image",
     "seal_abandoned",
     "stored_session_mode",

@@ -29,6 +29,7 @@ from ..core import (
 from ._consent import consent_stamp
 from ._liveness import mark_closed_here, seal_abandoned
 from ._mcp import CompanionFactory
+from ._orphans import sweep_crashed_containers
 from ._recipe import ProjectRuntime, SandboxFactory, build_runtime
 from ._session_mode import apply_stored_mode, remember_session_mode
 
@@ -236,6 +237,11 @@ class Desk:
             return []
         await self.store.flush()  # the notices and sealed calls are read back by the views
         return sorted(sealed, key=lambda sid: -max(r.created_at for r in sealed[sid]))
+
+    async def sweep_orphans(self) -> list[str]:
+        """At start: remove the sandbox containers a crashed desk left running (no live desk process holds
+        them); never one another desk process uses. Off the loop; never raises."""
+        return await sweep_crashed_containers()
 
     async def mark_closed_here(self, session_id: str) -> None:
         await mark_closed_here(self.store, session_id)

@@ -11,7 +11,7 @@ from ._client import connect
 from ._config import SandboxConfig, workspace_where
 from ._factory import create_sandbox
 from ._local import LocalSandbox
-from .docker import DockerSandbox, container_name, folder_owner, remove_orphans
+from .docker import DockerSandbox, container_name, folder_owner, remove_crashed, remove_orphans
 from .images import (
     BuildCancel,
     ImageSpec,
@@ -58,6 +58,7 @@ __all__ = [
     "project_image_files",
     "project_image_tag",
     "refuse_loosening",
+    "remove_crashed",
     "remove_orphans",
     "resolve_image",
     "workspace_where",

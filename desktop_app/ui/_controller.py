@@ -145,6 +145,7 @@ class AppController(QObject):
         if check_docker:
             self.window.status.set_sandbox("checking…")
             self.tasks.spawn(self.checks.check_docker())
+            self.tasks.spawn(self.desk.sweep_orphans())  # the containers a crash left (none another desk uses)
         await self.reload_projects()
         interrupted = await self.seal_abandoned()
         await self.restore_approvals()
