@@ -206,3 +206,7 @@ def test_the_state_column_says_exit_n_in_red_and_a_plans_answer(qapp):
     model.end("c6", "COMPLETED", "ok", 5.0)
     model.update_record(rec("c6", "bash_run", {"command": "false"}, {"exit_code": 1}))
     assert model.index(5, 0).data() == "exit 1"
+    from desktop_app.ui.timeline._details import render_call_details
+
+    heading = render_call_details(model.row_at(0)).split("</h3>")[0]
+    assert "exit 1" in heading and "#d9363e" in heading and "done" not in heading  # the details say it too
