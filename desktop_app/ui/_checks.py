@@ -166,6 +166,8 @@ class SetupChecks(QObject):
         from ..runtime import build_image, build_project_image
 
         own = status.build == "project"
+        if own and not await self._arguments_agreed(project):
+            return project
         if own:
             build = image_builds().start(
                 f"project:{project.id}", f"Building the project's image for {project.name}",
@@ -185,6 +187,33 @@ class SetupChecks(QObject):
                 await self._save_project(project)
         await self.check_project(project)
         return project
+
+    async def _arguments_agreed(self, project: ProjectInfo) -> bool:
+        """The build arguments the project's devcontainer passes (a proxy, a token) are shown before the build
+        starts, never passed silently: Build goes on only when the person says so."""
+        from ..runtime import find_project_image
+
+        try:
+            source = await asyncio.to_thread(find_project_image, project.path)
+        except AgentDeskError:
+            return True  # the build says what is wrong with the file
+        if source is None or not source.build_args:
+            return True
+        args = "\n".join(f"  {k}={v}" for k, v in sorted(source.build_args.items()))
+        box = QMessageBox(QMessageBox.Icon.Question, "Build the project's image",
+                          f"{source.path} passes these build arguments to the build:", parent=self.window)
+        box.setInformativeText(f"{args}\n\nThey are visible to every step of its Dockerfile.")
+        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        box.setObjectName("BuildArgumentsBox")
+        build = box.addButton("Build", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        answered: asyncio.Future = asyncio.get_running_loop().create_future()
+        box.finished.connect(lambda _code: answered.done() or answered.set_result(box.clickedButton() is build))
+        box.open()
+        try:
+            return await answered
+        finally:
+            box.deleteLater()
 
     def show_sandbox(self, agent: Any) -> None:
         """The running sandbox as it describes itself: engine, image, network, and UNSANDBOXED if local."""
