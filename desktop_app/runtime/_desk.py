@@ -134,7 +134,7 @@ class ProjectRuntimes:
         self.settings = settings
         self.store = store
         self.bus = bus
-        self.sandbox_factory = sandbox_factory  # default: sandbox.create_sandbox
+        self.sandbox_factory = sandbox_factory  # default: a leased create_sandbox (_orphans)
         self.companion_factory = companion_factory  # default: the sandbox's own `companion`, if it has one
         self.runtimes: dict[str, ProjectRuntime] = {}
         self._stale_clients: set[str] = set()  # projects whose model client predates the settings
