@@ -78,6 +78,11 @@ class ImageBuilds(QObject):
     def running(self) -> list[RunningBuild]:
         return [b for b in self.builds.values() if b.running]
 
+    def cancel_all(self) -> None:
+        """The window quits: every running build is stopped for real (its thread ends with the stream)."""
+        for build in self.running():
+            build.request_cancel()
+
     def find(self, key: str) -> RunningBuild | None:
         build = self.builds.get(key)
         return build if build is not None and build.running else None

@@ -33,6 +33,7 @@ from ..core import (
 )
 from . import dialogs
 from ._bridge import EventBridge
+from ._builds import image_builds
 from ._checks import SetupChecks
 from ._consent_banner import ConsentBanner
 from ._conversation import NOTICE_EVENTS
@@ -657,6 +658,7 @@ class AppController(QObject):
         """The window is going: UI tasks are cancelled, each turn still running is abandoned where it stands
         (its open calls are sealed at the next start), then the views stop following the bus."""
         self.tasks.cancel()
+        image_builds().cancel_all()  # a build never holds the quit: the engine stops it, nothing is tagged
         for sid, agent in list(self.agents.items()):
             try:
                 await agent.abandon()

@@ -20,11 +20,10 @@ pytestmark = pytest.mark.usefixtures("desk_env")
 
 
 def _step_container(docker_client, marker: str):
-    """The container the build runs its `RUN sleep` step in (the classic builder's, or None)."""
-    for c in docker_client.containers.list(all=True, ignore_removed=True):
-        if marker in " ".join(c.attrs.get("Config", {}).get("Cmd") or []):
-            return c
-    return None
+    """The container the build runs its `RUN sleep` step in (a running one first; None when there is none)."""
+    found = [c for c in docker_client.containers.list(all=True, ignore_removed=True)
+             if marker in " ".join(c.attrs.get("Config", {}).get("Cmd") or [])]
+    return next((c for c in found if c.status == "running"), found[0] if found else None)
 
 
 def test_a_build_is_shown_everywhere_and_cancel_stops_it_for_real(qtbot, run, tmp_path, docker_client):
@@ -79,6 +78,16 @@ def test_a_build_is_shown_everywhere_and_cancel_stops_it_for_real(qtbot, run, tm
     qtbot.waitUntil(lambda: not bar.isVisible())
     assert not again.cancel_build_btn.isVisible() and again.build_btn.text() == "Build"
     assert not docker_client.images.list(name="agent-desk/project-slow-*")
+    # built again, then the window quits mid-build: the build is stopped for real, the quit is not held
+    again.build_btn.click()
+    qtbot.waitUntil(lambda: (c := _step_container(docker_client, marker)) is not None and c.status == "running",
+                    timeout=120_000)
+    [second] = image_builds().running()
+    image_builds().cancel_all()  # what the controller's close does
+    qtbot.waitUntil(lambda: not second.running, timeout=60_000)
+    assert second.message.startswith("Cancelled after")
+    qtbot.waitUntil(lambda: (c := _step_container(docker_client, marker)) is None or c.status != "running",
+                    timeout=60_000)
     # a Dockerfile beside the devcontainer: both listed, which one is used and why
     (folder / ".agent-desk").mkdir()
     (folder / ".agent-desk" / "Dockerfile").write_text("FROM agent-desk/base:bookworm\n")
