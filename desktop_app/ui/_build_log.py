@@ -53,7 +53,7 @@ class BuildLogDialog(QDialog):
         self._show_elapsed()
 
     def _show_elapsed(self) -> None:
-        self.elapsed.setText(f"⏱ {elapsed_text(self.build.elapsed())}")
+        self.elapsed.setText(f"elapsed {elapsed_text(self.build.elapsed())}")
 
     def add_line(self, line: str) -> None:
         self.log.appendPlainText(line.rstrip("\n"))

@@ -48,7 +48,7 @@ def test_a_build_is_shown_everywhere_and_cancel_stops_it_for_real(qtbot, run, tm
     dlg.build_btn.click()
     qtbot.waitUntil(lambda: _step_container(docker_client, marker) is not None, timeout=120_000)
     assert "build argument from .devcontainer/devcontainer.json: HTTP_PROXY=" in dlg.build_log.toPlainText()
-    assert dlg.cancel_build_btn.isVisible() and dlg.build_elapsed.text().startswith("⏱ 0:")
+    assert dlg.cancel_build_btn.isVisible() and dlg.build_elapsed.text().startswith("elapsed 0:")
     bar = window.status.builds
     assert bar.isVisible() and "Building the project's image for slow" in bar.text()
     # the dialog is closed: the build goes on, the status bar still says so
@@ -68,7 +68,11 @@ def test_a_build_is_shown_everywhere_and_cancel_stops_it_for_real(qtbot, run, tm
     bar.click()  # the status bar opens the build's log, every line so far in it
     log = build.dialog
     qtbot.waitUntil(lambda: log is not None and log.isVisible())
-    assert marker in log.log.toPlainText() and log.cancel_btn.isEnabled() and log.elapsed.text().startswith("⏱")
+    assert marker in log.log.toPlainText() and log.cancel_btn.isEnabled() and log.elapsed.text().startswith("elapsed 0:")
+    for name, widget in (("project-dialog", again), ("build-log", log), ("window", window)):
+        path = tmp_path / f"building-{name}.png"
+        assert widget.grab().save(str(path))
+        print(f"screenshot artifact: {path}")
     again.cancel_build_btn.click()
     qtbot.waitUntil(lambda: not build.running, timeout=60_000)
     assert build.ok is False and build.message.startswith("Cancelled after")

@@ -199,6 +199,7 @@ class ProjectSettingsDialog(FutureDialog):
         self.cancel_build_btn.clicked.connect(self.cancel_build)
         self.cancel_build_btn.hide()
         self.build_elapsed = QLabel()
+        self.build_elapsed.setMinimumWidth(self.build_elapsed.fontMetrics().horizontalAdvance("elapsed 00:00:00"))
         self._build_tick = QTimer(self, interval=1000)
         self._build_tick.timeout.connect(self._show_elapsed)
         self.image_files = QLabel()  # every image file of the project, and which one is used and why
@@ -389,8 +390,8 @@ class ProjectSettingsDialog(FutureDialog):
 
     def _show_elapsed(self) -> None:
         build = self.running_build()
-        self.build_elapsed.setText(f"⏱ {elapsed_text(time.monotonic() - self._build_started)}" if build is None
-                                   else f"⏱ {elapsed_text(build.elapsed())}")
+        self.build_elapsed.setText(f"elapsed {elapsed_text(time.monotonic() - self._build_started)}" if build is None
+                                   else f"elapsed {elapsed_text(build.elapsed())}")
 
     def cancel_build(self) -> None:
         build = self.running_build()
