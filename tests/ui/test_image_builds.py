@@ -82,6 +82,7 @@ def test_a_build_is_shown_everywhere_and_cancel_stops_it_for_real(qtbot, run, tm
                     timeout=60_000)  # the engine stopped the step: no sleep left running
     qtbot.waitUntil(lambda: not bar.isVisible())
     assert not again.cancel_build_btn.isVisible() and again.build_btn.text() == "Build"
+    assert "cancelled" in again.image_status.text()
     assert not docker_client.images.list(name="agent-desk/project-slow-*")
     # built again, then the window quits mid-build: the build is stopped for real, the quit is not held
     again.build_btn.click()

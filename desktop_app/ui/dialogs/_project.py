@@ -375,7 +375,7 @@ class ProjectSettingsDialog(FutureDialog):
             return
         entry = self.catalog.get(self.image.currentText())
         if entry is not None and self._build_key(entry) == build.key and not self._building:
-            entry["status"] = "built" if build.ok else "failed"
+            entry["status"] = "built" if build.ok else "cancelled" if build.cancel.cancelled else "failed"
             self._image_changed(self.image.currentText())
 
     def _show_running(self, running: bool) -> None:
