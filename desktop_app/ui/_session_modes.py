@@ -4,6 +4,7 @@ holds; the picker under the prompt follows the session in view."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,8 @@ class SessionModes:
         self.window = window
         self.session_of = session_of  # the window's copy of a session (its meta keeps the mode)
         self.tasks = BackgroundTasks()
+        self._writing = asyncio.Lock()  # the mode's writes to the store, in order
+        self._latest: dict[str, tuple[str, str]] = {}  # session -> (mode, why) last chosen, what a write stores
         self.desk = desk
         self.agents = agents  # the controller's open agents, by session id
         self.current = current
@@ -63,10 +66,15 @@ class SessionModes:
 
     def _keep(self, session_id: str, mode: str, why: str) -> None:
         """The mode kept with the session (off the loop, in the store) and in the window's copy of it."""
-        self.tasks.spawn(self._remember(session_id, mode, why))
+        self._latest[session_id] = (mode, why)
+        self.tasks.spawn(self._remember(session_id))
 
-    async def _remember(self, session_id: str, mode: str, why: str) -> None:
-        await self.desk.remember_session_mode(session_id, mode, why)
+    async def _remember(self, session_id: str) -> None:
+        """One write at a time, each of the latest choice: Shift+Tab pressed fast through the modes stores (and
+        says) where the person stopped, never an earlier mode that happened to be written last."""
+        async with self._writing:
+            mode, why = self._latest[session_id]
+            await self.desk.remember_session_mode(session_id, mode, why)
         session = self.session_of(session_id)
         if session is not None:  # a later save of the window's copy (a rename) keeps the mode too
             session.meta = {**(session.meta or {}), MODE_KEY: mode}

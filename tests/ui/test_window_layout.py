@@ -127,8 +127,8 @@ def test_the_mode_is_switched_per_session_and_follows_an_approved_plan(qtbot, ru
         assert window.mode_picker.mode() == "accept-edits"
         agent = run(controller.agent_for(session.id))
         assert controller.desk.session_mode(agent) == "accept-edits" and project.permission_mode == "ask"
-        text_now = window.conversation.toPlainText()
-        assert "Mode: plan (you chose it)" in text_now and "Mode: accept-edits (the plan was approved)" in text_now
+        said = ("Mode: plan (you chose it)", "Mode: accept-edits (the plan was approved)")  # the session's notices
+        qtbot.waitUntil(lambda: all(s in window.conversation.toPlainText() for s in said), timeout=15_000)
         run(controller.close())
         run(factory.close())
 
