@@ -73,8 +73,11 @@ EXPORTED: dict[str, list[str]] = {
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
         "build_image", "connect", "container_name", "create_sandbox", "image_name_for_tag", "images_dir",
         "list_images", "load_catalog", "remove_orphans", "resolve_image", "workspace_where",
+        "BuildCancel",  # a build's Cancel
+        "remove_crashed",  # the containers a crashed desk left
         # a project's own image (sandbox-check)
         "ProjectImageBuild", "ProjectImageSource", "build_project_image", "find_project_image", "folder_owner",
+        "project_image_files",
         "project_image_digest", "project_image_tag", "refuse_loosening",
     ],
     "store": [
@@ -96,6 +99,8 @@ EXPORTED: dict[str, list[str]] = {
         "trust_project_rules", "user_hook_specs", "write_project_rules",
         # which process has a session open; the calls a gone process left open
         "OPEN_IN", "mark_closed_here", "process_alive", "seal_abandoned", "this_process",
+        "MODE_KEY", "stored_session_mode",  # the mode kept with a session
+        "lease_dir", "remove_crashed_containers",  # the containers a crashed desk left
         "WorkspaceWatcher",
         "ReportScope", "build_report", "report_html",  # the auditor's report
         "tools_with_plugins",  # the built-ins and the installed plugins' tools (doctor, the settings dialog)
@@ -103,7 +108,7 @@ EXPORTED: dict[str, list[str]] = {
         "audit_query", "builtin_tools", "parse_mcp_servers", "ping_docker", "project_mcp_servers",
         "verify_audit_export", "workspace_where", "write_records",
         "build_image", "build_project_image", "find_project_image", "list_images", "load_catalog",
-        "project_image_digest", "project_image_tag", "resolve_image",
+        "project_image_digest", "project_image_tag", "resolve_image", "build_cancel", "project_image_files",
     ],
     "ui": [
         "AppController", "InstanceServer", "MainThreadGarbageCollector", "MainWindow", "apply_theme",
@@ -122,14 +127,15 @@ EXPORTED_BY_ROOMS: dict[str, list[str]] = {
         "Redirect", "ShellAnalysis", "SimpleCommand", "analyse_command", "assess_command", "assess_risk",
         "container_path", "control_dir", "control_reason", "glob_regex",
     ],
-    "sandbox.docker": ["DockerSandbox", "container_name", "folder_owner", "remove_orphans"],
+    "sandbox.docker": ["DockerSandbox", "container_name", "folder_owner", "remove_crashed", "remove_orphans"],
     "sandbox.exec": ["ExecTransport"],
     "sandbox.sync": ["SyncedWorkspace", "remove_project_volumes"],
     "sandbox.images": [
         "ImageSpec", "ImageStatus", "build_base_image", "build_image", "image_name_for_tag", "images_dir",
         "list_images", "load_catalog", "resolve_image",
         "ProjectImageBuild", "ProjectImageSource", "build_project_image", "find_project_image",
-        "project_image_digest", "project_image_tag", "refuse_loosening",
+        "project_image_digest", "project_image_tag", "refuse_loosening", "BuildCancel", "BuildCancelled",
+        "project_image_files",
     ],
     "store.integrity": [
         "GENESIS", "VerifyResult", "canonical_json", "link_hash", "split_canonical",  # the chain
@@ -227,5 +233,7 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
                 "append_trusted_rule", "approval_expiry", "build_runtime", "model_client_from_settings",
                 "process_alive", "this_process",
                 # what the Desk holds and does, for a desk of one's own (the window reaches them through it)
-                "ProjectRuntimes", "mark_closed_here", "seal_abandoned"),
+                "ProjectRuntimes", "mark_closed_here", "seal_abandoned",
+                # what a crashed desk left (the Desk sweeps at start; a test or script can sweep itself)
+                "lease_dir", "remove_crashed_containers"),
 }

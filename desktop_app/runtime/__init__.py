@@ -21,6 +21,7 @@ from ._consent import (
 from ._desk import Desk, ProjectRuntimes, head_signer, open_runtime, open_store, project_dir, project_for_dir
 from ._front import (
     audit_query,
+    build_cancel,
     build_image,
     build_project_image,
     builtin_tools,
@@ -31,6 +32,7 @@ from ._front import (
     parse_mcp_servers,
     ping_docker,
     project_image_digest,
+    project_image_files,
     project_image_tag,
     project_mcp_servers,
     resolve_image,
@@ -39,6 +41,7 @@ from ._front import (
     write_records,
 )
 from ._liveness import OPEN_IN, mark_closed_here, process_alive, seal_abandoned, this_process
+from ._orphans import lease_dir, remove_crashed_containers
 from ._project_settings import approval_expiry
 from ._recipe import (
     ProjectRuntime,
@@ -49,6 +52,7 @@ from ._recipe import (
 )
 from ._report import ReportScope, build_report
 from ._report_html import report_html
+from ._session_mode import MODE_KEY, stored_session_mode
 from ._watcher import WorkspaceWatcher
 
 if TYPE_CHECKING:  # the store's type, for a front end's annotations (the store is imported when used)
@@ -61,6 +65,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CONSENT_KINDS",
+    "MODE_KEY",
     "OPEN_IN",
     "Consent",
     "ConsentSubject",
@@ -74,6 +79,7 @@ __all__ = [
     "approval_expiry",
     "approve",
     "audit_query",
+    "build_cancel",
     "build_image",
     "build_project_image",
     "build_report",
@@ -83,6 +89,7 @@ __all__ = [
     "find_project_image",
     "grant_hooks",
     "head_signer",
+    "lease_dir",
     "list_images",
     "load_agent_templates",
     "load_catalog",
@@ -97,12 +104,15 @@ __all__ = [
     "project_for_dir",
     "project_hooks_trust",
     "project_image_digest",
+    "project_image_files",
     "project_image_tag",
     "project_mcp_servers",
     "project_rules_trust",
+    "remove_crashed_containers",
     "report_html",
     "resolve_image",
     "seal_abandoned",
+    "stored_session_mode",
     "this_process",
     "tools_with_plugins",
     "trust_project_rules",

@@ -29,7 +29,9 @@ from ..core import (
 from ._consent import consent_stamp
 from ._liveness import mark_closed_here, seal_abandoned
 from ._mcp import CompanionFactory
+from ._orphans import sweep_crashed_containers
 from ._recipe import ProjectRuntime, SandboxFactory, build_runtime
+from ._session_mode import apply_stored_mode, remember_session_mode
 
 if TYPE_CHECKING:
     from ..store import HeadSigner, SqlStore
@@ -132,7 +134,7 @@ class ProjectRuntimes:
         self.settings = settings
         self.store = store
         self.bus = bus
-        self.sandbox_factory = sandbox_factory  # default: sandbox.create_sandbox
+        self.sandbox_factory = sandbox_factory  # default: a leased create_sandbox (_orphans)
         self.companion_factory = companion_factory  # default: the sandbox's own `companion`, if it has one
         self.runtimes: dict[str, ProjectRuntime] = {}
         self._stale_clients: set[str] = set()  # projects whose model client predates the settings
@@ -213,8 +215,11 @@ class Desk:
 
     # projects and sessions
     async def open_session(self, project: ProjectInfo, session_id: str | None) -> AgentSession:
-        """The session, open on its project's runtime (built on first use; its sandbox starts then)."""
-        return await self.runtimes(project, session_id)
+        """The session, open on its project's runtime (built on first use; its sandbox starts then), in the mode
+        kept with it (the person's choice survives a restart)."""
+        agent = await self.runtimes(project, session_id)
+        apply_stored_mode(agent)
+        return agent
 
     def runtime(self, project_id: str) -> ProjectRuntime | None:
         """The project's runtime when one is open."""
@@ -232,6 +237,11 @@ class Desk:
             return []
         await self.store.flush()  # the notices and sealed calls are read back by the views
         return sorted(sealed, key=lambda sid: -max(r.created_at for r in sealed[sid]))
+
+    async def sweep_orphans(self) -> list[str]:
+        """At start: remove the sandbox containers a crashed desk left running (no live desk process holds
+        them); never one another desk process uses. Off the loop; never raises."""
+        return await sweep_crashed_containers()
 
     async def mark_closed_here(self, session_id: str) -> None:
         await mark_closed_here(self.store, session_id)
@@ -257,6 +267,10 @@ class Desk:
     def set_session_mode(session: AgentSession, mode: str) -> None:
         """Put one session in `mode` (plan included) from its next call on; its project keeps its own mode."""
         session.policy.set_session_mode(session.session.id, PermissionMode(mode))
+
+    async def remember_session_mode(self, session_id: str, mode: str, why: str = "you chose it") -> bool:
+        """Keep the session's mode with it (a restart reopens it so) and say the change in its notices."""
+        return await remember_session_mode(self.store, self.bus, session_id, mode, why)
 
     async def preview_diff(self, session: AgentSession, name: str, tool_input: dict[str, Any]) -> str | None:
         """The diff an edit tool's call would make, read in the session's sandbox; None for other tools."""

@@ -98,11 +98,12 @@ def load_catalog() -> dict[str, ImageSpec]:
     return _load_catalog()
 
 
-def build_image(name: str, on_progress: Progress | None = None, *, nocache: bool = False) -> ImageStatus:
-    """Build catalog image `name`, its lines to `on_progress`."""
+def build_image(name: str, on_progress: Progress | None = None, *, nocache: bool = False,
+                cancel: Any = None) -> ImageStatus:
+    """Build catalog image `name`, its lines to `on_progress`; a BuildCancel's cancel() stops it."""
     from ..sandbox import build_image as _build_image
 
-    return _build_image(name, on_progress=on_progress, nocache=nocache)
+    return _build_image(name, on_progress=on_progress, nocache=nocache, cancel=cancel)
 
 
 def find_project_image(folder: str | os.PathLike[str]) -> ProjectImageSource | None:
@@ -110,6 +111,13 @@ def find_project_image(folder: str | os.PathLike[str]) -> ProjectImageSource | N
     from ..sandbox import find_project_image as _find_project_image
 
     return _find_project_image(folder)
+
+
+def project_image_files(folder: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """Every image file of the project, each with whether it is used and why."""
+    from ..sandbox import project_image_files as _files
+
+    return _files(folder)
 
 
 def project_image_digest(folder: str | os.PathLike[str], source: ProjectImageSource) -> str:
@@ -125,12 +133,13 @@ def project_image_tag(project_id: str, name: str, digest: str) -> str:
 
 
 def build_project_image(folder: str | os.PathLike[str], *, project_id: str, name: str,
-                        on_progress: Progress | None = None, nocache: bool = False) -> ProjectImageBuild:
-    """Build the project's own image (only on a person's command)."""
+                        on_progress: Progress | None = None, nocache: bool = False,
+                        cancel: Any = None) -> ProjectImageBuild:
+    """Build the project's own image (only on a person's command); a BuildCancel's cancel() stops it."""
     from ..sandbox import build_project_image as _build_project_image
 
     return _build_project_image(folder, project_id=project_id, name=name, on_progress=on_progress,
-                                       nocache=nocache)
+                                       nocache=nocache, cancel=cancel)
 
 
 def workspace_where(settings: Mapping[str, Any] | None = None) -> str:
@@ -152,3 +161,10 @@ def project_mcp_servers(project_dir: str | os.PathLike[str]) -> list[ServerEntry
     from ..mcp_client import read_project_servers
 
     return read_project_servers(project_dir)
+
+
+def build_cancel() -> Any:
+    """A Cancel for one image build (BuildCancel): its cancel() from any thread stops the build for real."""
+    from ..sandbox import BuildCancel
+
+    return BuildCancel()

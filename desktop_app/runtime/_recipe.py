@@ -459,9 +459,9 @@ async def build_runtime(
     templates, skills = await asyncio.to_thread(agent_parts, settings, project)
     _register_agent_tools(registry, skills)
     if sandbox_factory is None:
-        from ..sandbox import create_sandbox
+        from ._orphans import leased_sandbox
 
-        sandbox_factory = create_sandbox
+        sandbox_factory = leased_sandbox  # its container leased: a crash's orphans are swept at the next start
     sandbox = sandbox_factory(project)
     sandboxes = ModeSandboxes(sandbox, store=store, bus=bus, project_id=project.id)
     policy.mode_listeners.append(sandboxes.mode_changed)  # a session's mode changed: its sandbox switches now

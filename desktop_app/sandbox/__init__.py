@@ -11,8 +11,9 @@ from ._client import connect
 from ._config import SandboxConfig, workspace_where
 from ._factory import create_sandbox
 from ._local import LocalSandbox
-from .docker import DockerSandbox, container_name, folder_owner, remove_orphans
+from .docker import DockerSandbox, container_name, folder_owner, remove_crashed, remove_orphans
 from .images import (
+    BuildCancel,
     ImageSpec,
     ImageStatus,
     ProjectImageBuild,
@@ -26,12 +27,14 @@ from .images import (
     list_images,
     load_catalog,
     project_image_digest,
+    project_image_files,
     project_image_tag,
     refuse_loosening,
     resolve_image,
 )
 
 __all__ = [
+    "BuildCancel",
     "DockerSandbox",
     "ImageSpec",
     "ImageStatus",
@@ -52,8 +55,10 @@ __all__ = [
     "list_images",
     "load_catalog",
     "project_image_digest",
+    "project_image_files",
     "project_image_tag",
     "refuse_loosening",
+    "remove_crashed",
     "remove_orphans",
     "resolve_image",
     "workspace_where",

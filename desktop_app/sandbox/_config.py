@@ -57,6 +57,7 @@ class SandboxConfig:
     keep_running: bool = False  # leave the container running at close() for a faster next start
     idle_limit_s: float = DEFAULT_IDLE_LIMIT_S  # stopped this long: removed as an orphan
     workspace: str = "auto"  # auto | synced | bind: see syncs_workspace()
+    lease_dir: str = ""  # where the desk's processes hold their containers' leases ("": no lease, never swept)
 
     def __post_init__(self) -> None:
         if self.kind not in ("docker", "local"):
@@ -80,6 +81,7 @@ class SandboxConfig:
         to others)."""
         s = dict(settings or {})
         known = {f.name for f in fields(cls)}
+        known.discard("lease_dir")  # the desk's, never a project's setting
         kw: dict[str, Any] = {k: v for k, v in s.items() if k in known}
         if "sandbox" in s:
             kw["kind"] = s["sandbox"]
@@ -112,7 +114,7 @@ class SandboxConfig:
     def container_hash(self, **extra: Any) -> str:
         """What a container was made from; a different hash means the container is recreated."""
         d = asdict(self)
-        for k in ("keep_running", "idle_limit_s", "kind", "workspace"):
+        for k in ("keep_running", "idle_limit_s", "kind", "workspace", "lease_dir"):
             d.pop(k)  # the workspace's mode is judged with the engine: the caller passes `synced`
         d.update(extra)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -16,7 +16,8 @@ from PySide6.QtWidgets import QMessageBox
 from ..core import AgentDeskError, ProjectInfo, SandboxError
 from ..doctor import AMBER, RED, SandboxStatus, check_project_sandbox
 from ..runtime import ping_docker
-from ._build_log import BuildLogDialog
+from ._build_log import BuildLogDialog, show_build_log
+from ._builds import image_builds
 from ._mainwindow import MainWindow
 from ._tasks import BackgroundTasks
 
@@ -160,35 +161,59 @@ class SetupChecks(QObject):
         return box
 
     async def build(self, project: ProjectInfo, status: SandboxStatus) -> ProjectInfo:
-        """Build what the check asked for (a catalog image, or the project's own) with its log live; the
-        project's own image becomes its sandbox image. Only a click gets here."""
+        """Build what the check asked for (a catalog image, or the project's own) with its log live, its
+        elapsed time and Cancel; the project's own image becomes its sandbox image. Only a click gets here."""
         from ..runtime import build_image, build_project_image
 
         own = status.build == "project"
-        dlg = self.build_log = BuildLogDialog(
-            f"Building the project's image for {project.name}" if own else f"Building {status.build}",
-            parent=self.window)
-        dlg.show()
-        loop = asyncio.get_running_loop()
-
-        def say(line: str) -> None:  # on the build's thread
-            loop.call_soon_threadsafe(dlg.add_line, str(line))
-
-        try:
-            if own:
-                built = await loop.run_in_executor(None, lambda: build_project_image(
-                    project.path, project_id=project.id, name=project.name, on_progress=say))
-                project = use_project_image(project, built)
-                if self._save_project is not None:
-                    await self._save_project(project)
-            else:
-                await loop.run_in_executor(None, lambda: build_image(status.build, on_progress=say))
-        except AgentDeskError as e:
-            dlg.finish(False, e.user_message())
-            raise
-        dlg.finish(True, f"Built {project.image}" if own else f"Built {status.build}")
+        if own and not await self._arguments_agreed(project):
+            return project
+        if own:
+            build = image_builds().start(
+                f"project:{project.id}", f"Building the project's image for {project.name}",
+                lambda say, cancel: build_project_image(project.path, project_id=project.id, name=project.name,
+                                                        on_progress=say, cancel=cancel),
+                lambda built: f"Built {built.tag}")
+        else:
+            build = image_builds().start(
+                f"image:{status.build}", f"Building {status.build}",
+                lambda say, cancel: build_image(status.build, on_progress=say, cancel=cancel),
+                lambda _built: f"Built {status.build}")
+        self.build_log = show_build_log(build, self.window)
+        built = await asyncio.shield(build.future)
+        if own:
+            project = use_project_image(project, built)
+            if self._save_project is not None:
+                await self._save_project(project)
         await self.check_project(project)
         return project
+
+    async def _arguments_agreed(self, project: ProjectInfo) -> bool:
+        """The build arguments the project's devcontainer passes (a proxy, a token) are shown before the build
+        starts, never passed silently: Build goes on only when the person says so."""
+        from ..runtime import find_project_image
+
+        try:
+            source = await asyncio.to_thread(find_project_image, project.path)
+        except AgentDeskError:
+            return True  # the build says what is wrong with the file
+        if source is None or not source.build_args:
+            return True
+        args = "\n".join(f"  {k}={v}" for k, v in sorted(source.build_args.items()))
+        box = QMessageBox(QMessageBox.Icon.Question, "Build the project's image",
+                          f"{source.path} passes these build arguments to the build:", parent=self.window)
+        box.setInformativeText(f"{args}\n\nThey are visible to every step of its Dockerfile.")
+        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        box.setObjectName("BuildArgumentsBox")
+        build = box.addButton("Build", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        answered: asyncio.Future = asyncio.get_running_loop().create_future()
+        box.finished.connect(lambda _code: answered.done() or answered.set_result(box.clickedButton() is build))
+        box.open()
+        try:
+            return await answered
+        finally:
+            box.deleteLater()
 
     def show_sandbox(self, agent: Any) -> None:
         """The running sandbox as it describes itself: engine, image, network, and UNSANDBOXED if local."""

@@ -34,6 +34,7 @@ from ..core import (
 )
 from . import dialogs
 from ._bridge import EventBridge
+from ._builds import image_builds
 from ._checks import SetupChecks
 from ._consent_banner import ConsentBanner
 from ._conversation import NOTICE_EVENTS
@@ -69,7 +70,8 @@ class AppController(QObject):
         self.current_session: str | None = None
         self.agents: dict[str, AgentSession] = {}  # session id -> open AgentSession
         self.sessions: dict[str, SessionInfo] = {}
-        self.modes = SessionModes(window, desk, self.agents, lambda: self.current_session, self._project_of_session)
+        self.modes = SessionModes(window, desk, self.agents, lambda: self.current_session, self._project_of_session,
+                                  lambda sid: self.sessions.get(sid))
         self.tasks = BackgroundTasks(self._report)
         self.checks = SetupChecks(
             window, current_project=self._current_project, open_history=self.open_history,
@@ -145,6 +147,7 @@ class AppController(QObject):
         if check_docker:
             self.window.status.set_sandbox("checking…")
             self.tasks.spawn(self.checks.check_docker())
+            self.tasks.spawn(self.desk.sweep_orphans())  # the containers a crash left (none another desk uses)
         await self.reload_projects()
         interrupted = await self.seal_abandoned()
         await self.restore_approvals()
@@ -656,6 +659,7 @@ class AppController(QObject):
         """The window is going: UI tasks are cancelled, each turn still running is abandoned where it stands
         (its open calls are sealed at the next start), then the views stop following the bus."""
         self.tasks.cancel()
+        image_builds().cancel_all()  # a build never holds the quit: the engine stops it, nothing is tagged
         for sid, agent in list(self.agents.items()):
             try:
                 await agent.abandon()

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..core import PermissionMode
+from ._builds import image_builds
 from ._conversation import ConversationView
 from ._projects import ProjectsModel, ProjectsSidebar
 from ._statusbar import AgentStatusBar
@@ -207,6 +208,7 @@ class MainWindow(QMainWindow):
         self._build_docks()
         self._build_centre()
         self.status = AgentStatusBar(self)
+        self.status.follow_builds(image_builds(), self)
         self.set_tab_order()
         self._fit = QTimer(self, singleShot=True, interval=0)
         self._fit.timeout.connect(self.fit_columns)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QRect, QSize, QSortFilterProxyModel, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QIcon, QKeySequence, QPainter, QPalette, QPixmap, QShortcut
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QIcon, QKeySequence, QPainter, QPalette, QPixmap, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -36,8 +36,19 @@ class _ProjectNode:
 
 
 def project_subtitle(p: ProjectInfo) -> str:
+    """The project's second line: its image first (its name, elided on the right when narrow), the mode, the
+    network; the folder is the tooltip's."""
     net = "net on" if ProjectSettings.of(p.settings).network else "no net"
-    return f"{p.path} · {p.image} · {p.permission_mode} · {net}"
+    return f"{p.image} · {p.permission_mode} · {net}"
+
+
+def project_tooltip(p: ProjectInfo) -> str:
+    return f"{p.path}\n{project_subtitle(p)}"
+
+
+def elided_subtitle(fm: QFontMetrics, text: str, width: int) -> str:
+    """The second line as drawn: cut on the right, so the image's name stays readable (never only its tail)."""
+    return fm.elidedText(text, Qt.TextElideMode.ElideRight, width)
 
 
 def session_title(s: SessionInfo) -> str:
@@ -128,8 +139,10 @@ class ProjectsModel(QAbstractItemModel):
             p = self._projects[index.row()].info
             if role == Qt.ItemDataRole.DisplayRole:
                 return p.name
-            if role in (Role.SUBTITLE, Qt.ItemDataRole.ToolTipRole):
+            if role == Role.SUBTITLE:
                 return project_subtitle(p)
+            if role == Qt.ItemDataRole.ToolTipRole:
+                return project_tooltip(p)
             if role == Role.KIND:
                 return "project"
             if role == Role.ID:
@@ -282,8 +295,7 @@ class _TwoLineDelegate(QStyledItemDelegate):
         painter.setFont(small)
         fg.setAlpha(160)
         painter.setPen(fg)
-        sub = painter.fontMetrics().elidedText(index.data(Role.SUBTITLE) or "", Qt.TextElideMode.ElideMiddle,
-                                               r.width())
+        sub = elided_subtitle(painter.fontMetrics(), index.data(Role.SUBTITLE) or "", r.width())
         painter.drawText(QRect(r.left(), r.top() + h + 1, r.width(), h), Qt.AlignmentFlag.AlignVCenter, sub)
         painter.restore()
 

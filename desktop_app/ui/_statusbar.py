@@ -1,17 +1,19 @@
 """The window's status bar: what the agent is doing, the model, where the API key and endpoint come from,
-the sandbox, and the session's tokens."""
+the sandbox, the image builds running, and the session's tokens."""
 
 from __future__ import annotations
 
 import html
 from collections.abc import Callable
 
-from PySide6.QtCore import QSize, Qt
+from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QColor, QPainter, QTextDocument
 from PySide6.QtWidgets import QLabel, QMainWindow, QPushButton
 
 from ..core import ErrorEvent, SandboxSurvivors, TokenUsage
 from ._bridge import EventBridge
+from ._build_log import show_build_log
+from ._builds import ImageBuilds, elapsed_text
 
 _LEVEL_COLOURS = {"green": "#2f9e44", "amber": "#d4890b", "red": "#d9363e"}
 _ACTION_WORDS = {"build": "Build", "pick": "Pick…", "fix": "Fix…", "retry": "Check again"}
@@ -70,10 +72,39 @@ class AgentStatusBar:
         bar.addPermanentWidget(self.key)
         bar.addPermanentWidget(self.sandbox)
         bar.addPermanentWidget(self.sandbox_action)
+        self.builds = QPushButton()  # "⚙ Building … · 0:42" while any image build runs: opens its log
+        self.builds.setFlat(True)
+        self.builds.setMaximumHeight(22)
+        self.builds.hide()
+        bar.addPermanentWidget(self.builds)
         bar.addPermanentWidget(self.usage)
         self._usage: dict[str, list[float]] = {}  # session -> [input, output, cost]
         self._session = ""
         self._current_session: Callable[[], str | None] = lambda: None
+
+    def follow_builds(self, builds: ImageBuilds, window: QMainWindow) -> None:
+        """Show the running image builds (started from any dialog, closed since or not) with their elapsed time;
+        a click opens the first one's log, with its Cancel."""
+        self._builds = builds
+        self._build_tick = QTimer(self.builds, interval=1000)  # its timeout is the follower's refresh too
+        self._build_tick.timeout.connect(self.show_builds)
+        builds.changed.connect(self._build_tick.timeout)  # a QObject of this window: gone with it, never called dead
+        self.builds.clicked.connect(lambda: (b := builds.running()) and show_build_log(b[0], window))
+        self.show_builds()
+
+    def show_builds(self) -> None:
+        running = self._builds.running()
+        if not running:
+            self._build_tick.stop()
+            self.builds.hide()
+            return
+        first = running[0]
+        more = f" (+{len(running) - 1} more)" if len(running) > 1 else ""
+        self.builds.setText(f"⚙ {first.title}{more} · {elapsed_text(first.elapsed())}")
+        self.builds.setToolTip("An image build is running: click to see its log, or to cancel it")
+        self.builds.show()
+        if not self._build_tick.isActive():
+            self._build_tick.start()
 
     def attach(self, bridge: EventBridge, current_session: Callable[[], str | None]) -> None:
         """Count every session's tokens (shown for the current one) and show the current one's retries."""

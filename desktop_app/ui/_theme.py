@@ -48,6 +48,11 @@ def state_icon(state: ToolCallState | str, size: int = 16, outcome: str | None =
     return _icon(*status_style(state, outcome), size)
 
 
+def glyph_icon(colour: str, glyph: str, size: int = 16) -> QIcon:
+    """The state icon's look for any (colour, glyph): a command's red "✗" as well as a state's."""
+    return _icon(colour, glyph, size)
+
+
 @cache
 def _icon(colour: str, glyph: str, size: int) -> QIcon:
     pm = QPixmap(size * 2, size * 2)  # 2x for hi-dpi

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import ToolCallRecord, ToolCallState, skipped_after, status_word
-from ._theme import STATE_LABEL, STATE_STYLE
+from ._theme import STATE_LABEL, STATE_STYLE, status_style
 
 RED, GREEN, AMBER, GREY, BLUE = "#d9363e", "#2f9e44", "#d4890b", "#8a8f98", "#3b82c4"
 HEAD_LINES = 4  # long output shows its first and last lines; the whole of it is one click away
@@ -174,3 +174,21 @@ def card_html(call_id: str, name: str, summary: str, truth: CardTruth, duration:
         elif full and total > HEAD_LINES + TAIL_LINES + 1:
             parts.append(f"<br><a href='output:{e(call_id)}'>⤡ fold</a>")
     return "".join(parts)
+
+
+_PERSON_TOOLS = ("ask_user", "exit_plan_mode", "task_run")
+
+
+def shown_status(name: str, state: ToolCallState, outcome: str | None, rec: ToolCallRecord | None = None,
+                 exit_code: int | None = None) -> tuple[str, str, str]:
+    """(word, colour, glyph) of a call in a list (the timeline's State column): the state's one word, except
+    where the card says more — a command that exited non-zero is "exit N" in red (never "done"), a plan reads
+    "approved" or "rejected", a question "answered" or "no answer"."""
+    if state is ToolCallState.COMPLETED and (exit_code not in (None, 0) or (rec is not None and (
+            "exit_code" in ((rec.result or {}).get("details") or {}) or name in _PERSON_TOOLS))):
+        truth = card_truth(name, state.value, rec, exit_code=exit_code)
+        word = truth.label.removeprefix(truth.glyph).strip()
+        if word != "exit 0":  # a command that succeeded is simply "done", like any call that did
+            return word, truth.colour, truth.glyph
+    colour, glyph = status_style(state, outcome)
+    return status_word(state, outcome), colour, glyph

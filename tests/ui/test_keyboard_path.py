@@ -55,7 +55,12 @@ def test_type_send_approve_and_read_the_result_by_keys_only(qtbot, run, store, w
             _press(qtbot, Qt.Key.Key_A)  # allow, the key shown on the button
         assert window.inbox.model.rowCount() == 0
         conv = window.conversation
-        qtbot.waitUntil(lambda: "✗ exit 1" in conv.card_text(cid), timeout=15_000)
+        # the end event says "✗ exit 1" at once; the reason comes with the call's record, fetched after it
+        def told() -> bool:
+            lines = conv.card_text(cid).splitlines()
+            return "✗ exit 1" in lines[0] and len(lines) > 1 and "No module named" in lines[1]
+
+        qtbot.waitUntil(told, timeout=15_000)
         card = conv.card_text(cid)
         assert "No module named 'agent_desk_no_such_module'" in card.splitlines()[1]  # the reason, one line
         assert "done" not in card and "✓" not in card

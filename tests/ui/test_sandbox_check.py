@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QMessageBox
 from desktop_app.config import Settings
 from desktop_app.core import EventBus, ProjectInfo
 from desktop_app.ui import AppController, MainWindow
+from desktop_app.ui._builds import image_builds
 from tests.conftest import TEST_IMAGE, make_workspace
 from tests.ui.fake_desk import FakeDesk
 
@@ -117,7 +118,7 @@ def test_a_devcontainer_is_built_on_the_click_then_used_and_a_change_is_shown(de
     folder = make_workspace(tmp_path / "devc")
     (folder / ".devcontainer").mkdir()
     (folder / ".devcontainer" / "devcontainer.json").write_text(
-        '// JSONC\n{"build": {"dockerfile": "Dockerfile",},}\n')
+        '// JSONC\n{"build": {"dockerfile": "Dockerfile", "args": {"HTTP_PROXY": "http://proxy.example:3128"},},}\n')
     dockerfile = folder / ".devcontainer" / "Dockerfile"
     dockerfile.write_text("FROM agent-desk/base:bookworm\nRUN echo ui > /etc/desk-ui-marker\n")
     for p in (folder / ".devcontainer", dockerfile, folder / ".devcontainer" / "devcontainer.json"):
@@ -130,6 +131,12 @@ def test_a_devcontainer_is_built_on_the_click_then_used_and_a_change_is_shown(de
     assert window.status.sandbox_action.text() == "Build"
     with qtbot.waitSignal(controller.checks.projectChecked, timeout=120_000) as got:
         window.status.sandbox_action.click()
+        # the build argument the devcontainer passes is shown before the build starts, and agreed to
+        qtbot.waitUntil(lambda: _shown_box("BuildArgumentsBox") is not None)
+        box = _shown_box("BuildArgumentsBox")
+        assert "HTTP_PROXY=http://proxy.example:3128" in box.informativeText()
+        assert not image_builds().running()  # nothing started yet
+        next(b for b in box.buttons() if b.text() == "Build").click()
     assert got.args[1].level == "green", got.args[1]
     log = controller.checks.build_log
     assert log is not None and "Successfully tagged" in log.log.toPlainText() and "Built agent-desk/project-" in \
@@ -160,3 +167,10 @@ def test_a_sandbox_error_in_the_window_offers_its_fix(desk, qtbot, run, tmp_path
         controller._report(SandboxError("the sandbox image agent-desk/no-such-image:2 is not on this machine"))
     assert "Image missing" in window.banner.text() and window.status.sandbox_action.text() == "Pick…"
     assert json.dumps(window.banner.text())  # one readable line of text, no traceback
+
+
+def _shown_box(name: str):
+    from PySide6.QtWidgets import QApplication
+
+    return next((w for w in QApplication.topLevelWidgets() if isinstance(w, QMessageBox) and w.objectName() == name
+                 and w.isVisible()), None)

@@ -16,6 +16,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
 from desktop_app.core import PermissionMode
+from desktop_app.runtime import MODE_KEY
 from desktop_app.ui import MainWindow
 from desktop_app.ui.dialogs import MODE_HELP
 from desktop_app.ui.inbox import PendingApproval
@@ -116,6 +117,18 @@ def test_the_mode_is_switched_per_session_and_follows_an_approved_plan(qtbot, ru
         conv = window.conversation
         qtbot.waitUntil(lambda: "Plan approved → accept-edits" in conv.toPlainText(), timeout=15_000)
         assert "denied" in conv.toPlainText()
+        qtbot.waitUntil(lambda: run(store.get_session(session.id)).meta.get(MODE_KEY) == "accept-edits")
+        run(controller.close())
+        run(factory.close())
+        # a restart: the session reopens in the mode it was in, and its notices say how it got there
+        window, controller, factory = open_app(qtbot, run, store, server, project)
+        run(controller.start(check_docker=False))
+        run(controller.select_session(session.id))
+        assert window.mode_picker.mode() == "accept-edits"
+        agent = run(controller.agent_for(session.id))
+        assert controller.desk.session_mode(agent) == "accept-edits" and project.permission_mode == "ask"
+        said = ("Mode: plan (you chose it)", "Mode: accept-edits (the plan was approved)")  # the session's notices
+        qtbot.waitUntil(lambda: all(s in window.conversation.toPlainText() for s in said), timeout=15_000)
         run(controller.close())
         run(factory.close())
 
@@ -131,3 +144,34 @@ def test_the_window_mid_turn_is_rendered_as_a_png(tmp_path, size):
     image = QImage(str(png))
     assert f"{image.width()}x{image.height()}" == size
     print(f"screenshot artifact: {png}")
+
+
+def test_mid_turn_the_window_shows_each_kind_of_call_as_what_it_is(qtbot, run, store, tmp_path, desk_env):
+    """The sample turn in this process, at both sizes, saved as PNGs: a failed command is "exit 1" in red
+    (card, timeline and details), the refusal, the answered question, the approved plan and the sub-agent read
+    as what they are, and the waiting calls are in the inbox."""
+    from desktop_app.ui.demo import _main_view, fill_sample
+
+    with AnthropicServer([]) as server:
+        window, controller, desk = open_app(qtbot, run, store, server, None)
+        run(fill_sample(store, controller))
+        run(_main_view(window, True))
+        conv = window.conversation
+        qtbot.waitUntil(lambda: "Sub-agent explore 1" in conv.toPlainText(), timeout=15_000)
+        text = conv.toPlainText()
+        for said in ("✗ exit 1", "No module named pytest.", "denied", "Denied by rule bash_run(curl *).",
+                     "you answered “Yes”", "Plan approved → accept-edits", "Sub-agent explore 1"):
+            assert said in text, said
+        model = window.timeline_model
+        failed = model.row_of("call_s3")
+        assert model.index(failed, 0).data() == "exit 1"
+        assert "exit 1" in window.timeline.details.toPlainText().splitlines()[0]
+        assert window.inbox.model.rowCount() >= 2 and window.mode_picker.mode() == "accept-edits"
+        for w, h in ((1024, 700), (1920, 1080)):
+            window.resize(w, h)
+            qtbot.waitUntil(lambda w=w: window.centralWidget().width() >= w // 2)
+            path = tmp_path / f"mid-turn-{w}x{h}.png"
+            assert window.grab().save(str(path)) and QImage(str(path)).width() == w
+            print(f"screenshot artifact: {path}")
+        run(controller.close())
+        run(desk.close())

@@ -41,12 +41,14 @@ from ..helper.processes import KILL_GRACE_S
 from ..images import image_name_for_tag, refuse_loosening
 from ..sync import SyncedWorkspace, remove_project_volumes
 from ._helper_channel import OP_TIMEOUT_S, HelperChannel
+from ._leases import LABEL_KEEP, LABEL_LEASES, ContainerLease
 from ._process import DockerProcessChannel
 
 if TYPE_CHECKING:
     import docker
 
 log = logging.getLogger(__name__)
+
 
 LABEL_MANAGED = "org.agent-desk.sandbox"
 LABEL_PROJECT = "org.agent-desk.project"
@@ -195,6 +197,7 @@ class DockerSandbox(HelperOps):
         self._controls: list[tuple[str, str, bool]] = []
         self._start_lock = asyncio.Lock()
         self._closed = False
+        self._lease: ContainerLease | None = None  # this process's hold on the container (config.lease_dir)
         self.transport = ""  # "helper" or "exec", once started
         self.companion_of: Companion | None = None  # set by companion(): a second container with a network
         self.twin = ""  # set by read_only_twin(): the project's second container, its workspace read-only
@@ -268,6 +271,7 @@ class DockerSandbox(HelperOps):
             remove_orphans(client, idle_limit_s=self.config.idle_limit_s)
         except Exception as exc:  # clean-up must never stop a sandbox from starting
             log.warning("could not remove orphan sandbox containers: %s", short_reason(exc))
+        self._take_lease()  # before the container is looked at: a sweep removing it now is waited for
         self._uid, self._gid = (self.config.uid, self.config.uid) if self.config.uid else folder_owner(self.folder)
         st = os.stat(self.folder)
         synced = self.synced_workspace.prepare(client, self.engine(), image.id, self._uid, self._gid)
@@ -301,6 +305,15 @@ class DockerSandbox(HelperOps):
                 raise SandboxError(f"the sandbox container did not start: {short_reason(exc)}") from None
             keep.reload()
         self._container = keep
+
+    def _take_lease(self) -> None:
+        """Say this process uses the container (a shared lock on its lease, let go at close or by the kernel at
+        a crash): a later start's sweep removes it only when no desk process holds it."""
+        if self.config.lease_dir and self._lease is None:
+            name = container_name(self.project_id, self.companion_of.suffix if self.companion_of else "")
+            lease = ContainerLease(self.config.lease_dir, name)
+            lease.acquire()
+            self._lease = lease
 
     def _image(self, client: docker.DockerClient) -> Any:
         import docker.errors
@@ -340,6 +353,8 @@ class DockerSandbox(HelperOps):
                     LABEL_PATH: self.folder,
                     **({LABEL_COMPANION: self._suffix()} if self._suffix() else {}),
                     LABEL_DESK: desk_identity(),
+                    **({LABEL_LEASES: cfg.lease_dir} if cfg.lease_dir else {}),
+                    **({LABEL_KEEP: "1"} if cfg.keep_running else {}),
                 },
                 user=f"{self._uid}:{self._gid}",
                 working_dir=WORKSPACE,
@@ -427,6 +442,8 @@ class DockerSandbox(HelperOps):
         elif self._container is not None and not self.config.keep_running:
             with contextlib.suppress(Exception):
                 await self._run(lambda: self._container.stop(timeout=2))
+        if self._lease is not None:
+            self._lease.release()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def _close_processes(self) -> None:

@@ -1,6 +1,7 @@
 """Sandbox images: the catalog of sandbox_images/ and its builds, and a project's own image (its Dockerfile
 or devcontainer.json) with the build context sent to the engine."""
 
+from ._cancel import BuildCancel, BuildCancelled
 from ._catalog import (
     ImageSpec,
     ImageStatus,
@@ -18,11 +19,14 @@ from ._project_image import (
     build_project_image,
     find_project_image,
     project_image_digest,
+    project_image_files,
     project_image_tag,
     refuse_loosening,
 )
 
 __all__ = [
+    "BuildCancel",
+    "BuildCancelled",
     "ImageSpec",
     "ImageStatus",
     "ProjectImageBuild",
@@ -36,6 +40,7 @@ __all__ = [
     "list_images",
     "load_catalog",
     "project_image_digest",
+    "project_image_files",
     "project_image_tag",
     "refuse_loosening",
     "resolve_image",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ...core import ConfigError, SandboxError
 from .._client import connect
 from ._build_context import build_context, build_network, build_proxy_args
+from ._cancel import BuildCancel, cancellable
 
 if TYPE_CHECKING:
     import docker
@@ -200,9 +201,11 @@ def build_image(
     client: docker.DockerClient | None = None,
     base: str | None = None,
     nocache: bool = False,
+    cancel: BuildCancel | None = None,
 ) -> ImageStatus:
     """Build catalog image `name` with BASE=`base` (default agent-desk/base:bookworm, built first
-    when missing), streaming the build's lines to `on_progress`. Blocking: run it in a thread."""
+    when missing), streaming the build's lines to `on_progress`; `cancel` stops the docker build for real
+    (the base's debootstrap is not stopped mid-way: the cancel is seen after it). Blocking: run it in a thread."""
     import docker.errors
 
     catalog = load_catalog()
@@ -222,8 +225,9 @@ def build_image(
         if on_progress:
             on_progress(f"building the base image {base} (debootstrap, once per machine)")
         build_base_image(on_progress)
-    _run_build(client, spec, base, on_progress or (lambda _line: None), nocache=nocache)
-    img = client.images.get(spec.tag)
+    with cancellable(client, cancel):
+        _run_build(client, spec, base, on_progress or (lambda _line: None), nocache=nocache)
+        img = client.images.get(spec.tag)
     return ImageStatus(spec, True, img.id, int(img.attrs.get("Size", 0)), img.attrs.get("Created", ""))
 
 

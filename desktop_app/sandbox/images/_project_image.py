@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 from ...core import ConfigError, SandboxError, read_beneath
 from .._client import connect
 from ._build_context import CA_FILE, _bundle_bytes, build_ca_bundle, build_network, build_proxy_args
+from ._cancel import BuildCancel, cancellable
 
 if TYPE_CHECKING:
     import docker
@@ -99,6 +100,30 @@ def find_project_image(folder: str | os.PathLike[str]) -> ProjectImageSource | N
         if data is not None:
             return _devcontainer(rel, _parse_jsonc(rel, data))
     return None
+
+
+def project_image_files(folder: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """Every image file the project has, in the order they are looked for, each with whether it is used and
+    why: a person with both a Dockerfile and a devcontainer sees which one wins (never one silently)."""
+    found: list[str] = []
+    for rel in (PROJECT_DOCKERFILE, *DEVCONTAINER_FILES):
+        try:
+            present = read_beneath(folder, rel, limit=MAX_SPEC_BYTES) is not None
+        except ConfigError:
+            present = True  # there, but unreadable (a link, too large): still listed, find_project_image says why
+        if present:
+            found.append(rel)
+    out = []
+    for i, rel in enumerate(found):
+        if i:
+            out.append((rel, f"not used: {found[0]} comes first"))
+        elif len(found) == 1:
+            out.append((rel, "used"))
+        elif rel == PROJECT_DOCKERFILE:
+            out.append((rel, "used: the desk's own Dockerfile comes before a devcontainer"))
+        else:
+            out.append((rel, "used: .devcontainer/devcontainer.json comes before .devcontainer.json"))
+    return out
 
 
 def _parse_jsonc(rel: str, data: bytes) -> dict[str, Any]:
@@ -300,9 +325,10 @@ def project_image_tag(project_id: str, name: str, digest: str) -> str:
 # building --------------------------------------------------------------------------------------------
 def build_project_image(folder: str | os.PathLike[str], *, project_id: str, name: str,
                         on_progress: Progress | None = None, client: docker.DockerClient | None = None,
-                        nocache: bool = False) -> ProjectImageBuild:
+                        nocache: bool = False, cancel: BuildCancel | None = None) -> ProjectImageBuild:
     """Build (or, for a devcontainer's `image`, pull when missing and tag) the project's image, its lines to
-    `on_progress`. Only a person's click or command calls this. Blocking: run it in a thread."""
+    `on_progress`; `cancel` stops it for real (BuildCancelled). Only a person's click or command calls this.
+    Blocking: run it in a thread."""
     source = find_project_image(folder)
     if source is None:
         raise ConfigError("this project has no image of its own",
@@ -310,16 +336,21 @@ def build_project_image(folder: str | os.PathLike[str], *, project_id: str, name
     say = on_progress or (lambda _line: None)
     for notice in source.notices:
         say(f"note: {notice}")
+    for arg, value in sorted(source.build_args.items()):
+        say(f"build argument from {source.path}: {arg}={value}")
     client = client if client is not None else connect()
-    if not source.builds:
-        return _use_reference(client, source, project_id, name, say)
-    ctx = pack_context(folder, source)
-    tag = project_image_tag(project_id, name, ctx.digest)
-    try:
-        _stream_build(client, ctx, source, tag, say, nocache=nocache)
-    finally:
-        ctx.tar.close()
-    return ProjectImageBuild(tag, ctx.digest, client.images.get(tag).id, source)
+    with cancellable(client, cancel):
+        if not source.builds:
+            return _use_reference(client, source, project_id, name, say)
+        ctx = pack_context(folder, source)
+        tag = project_image_tag(project_id, name, ctx.digest)
+        try:
+            _stream_build(client, ctx, source, tag, say, nocache=nocache)
+        finally:
+            ctx.tar.close()
+        if cancel is not None:
+            cancel.check()
+        return ProjectImageBuild(tag, ctx.digest, client.images.get(tag).id, source)
 
 
 def _stream_build(client: docker.DockerClient, ctx: _Context, source: ProjectImageSource, tag: str, say: Progress,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import json
 import logging
@@ -12,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -53,6 +54,8 @@ from ...core import (
 )
 from ...runtime import Consent, approve
 from ...runtime import consents as consents_of
+from .._build_log import show_build_log
+from .._builds import RunningBuild, elapsed_text, image_builds
 from .._tasks import BackgroundTasks
 from ._base import FutureDialog, ask_file
 from ._mcp_section import McpServersSection
@@ -151,6 +154,7 @@ class ProjectSettingsDialog(FutureDialog):
         self.error = QLabel()
         self.error.setStyleSheet("color: #d9363e")
         bb = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
+        self.save_btn = bb.button(QDialogButtonBox.StandardButton.Save)
         bb.accepted.connect(self._check)
         bb.rejected.connect(self.reject)
         lay = QVBoxLayout(self)
@@ -183,10 +187,24 @@ class ProjectSettingsDialog(FutureDialog):
         self.image_status = QLabel()
         self.image_status.setWordWrap(True)  # a project image's notices can be long
         self.build_btn = QPushButton("Build")
-        self.build_btn.clicked.connect(lambda: self._tasks.spawn(self.build_selected()))
+        self.build_btn.clicked.connect(self._build_clicked)
+        self._building = False  # this dialog's own build runs
+        self._followed: RunningBuild | None = None  # a build started elsewhere, shown here
+        self._build_started = 0.0
         self.build_progress = QProgressBar()
         self.build_progress.setRange(0, 0)
+        self.build_progress.setFormat("")
         self.build_progress.hide()
+        self.cancel_build_btn = QPushButton("Cancel build")  # stops it for real: the engine ends the step it runs
+        self.cancel_build_btn.clicked.connect(self.cancel_build)
+        self.cancel_build_btn.hide()
+        self.build_elapsed = QLabel()
+        self.build_elapsed.setMinimumWidth(self.build_elapsed.fontMetrics().horizontalAdvance("elapsed 00:00:00"))
+        self._build_tick = QTimer(self, interval=1000)
+        self._build_tick.timeout.connect(self._show_elapsed)
+        self.image_files = QLabel()  # every image file of the project, and which one is used and why
+        self.image_files.setWordWrap(True)
+        self.image_files.hide()
         self.build_log = QPlainTextEdit()  # the build's lines, live; its outcome at the end
         self.build_log.setReadOnly(True)
         self.build_log.setMaximumBlockCount(2000)
@@ -265,7 +283,14 @@ class ProjectSettingsDialog(FutureDialog):
         img.addWidget(self.image, 1)
         img.addWidget(self.build_btn)
         form.addRow("Sandbox image", img)
-        for w in (self.image_status, self.build_progress, self.build_log, self.network):
+        running = QHBoxLayout()
+        running.addWidget(self.build_progress, 1)
+        running.addWidget(self.build_elapsed)
+        running.addWidget(self.cancel_build_btn)
+        form.addRow("", self.image_status)
+        form.addRow("", self.image_files)
+        form.addRow("", running)
+        for w in (self.build_log, self.network):
             form.addRow("", w)
         form.addRow("Memory limit", self.memory)
         form.addRow("CPU limit", self.cpus)
@@ -300,11 +325,26 @@ class ProjectSettingsDialog(FutureDialog):
         if self.image.findText(tag) < 0:
             self.image.addItem(tag)
 
+    def _build_key(self, entry: dict[str, Any]) -> str:
+        """What the window's builds call the entry's build (the same key the status bar's Build uses)."""
+        if entry.get("project"):
+            return f"project:{self.project.id if self.project else ''}"
+        return f"image:{entry.get('name', entry['tag'])}"
+
+    def running_build(self) -> RunningBuild | None:
+        entry = self.catalog.get(self.image.currentText())
+        return image_builds().find(self._build_key(entry)) if entry else None
+
     def _image_changed(self, tag: str) -> None:
         entry = self.catalog.get(tag)
+        self.image_files.setVisible(bool(entry and entry.get("files")))
         if entry is None:
             self.image_status.setText("a local image tag (not in the catalog)")
             self.build_btn.setEnabled(False)
+            return
+        self.image_files.setText(entry.get("files", ""))
+        if self.running_build() is not None and not self._building:  # started before this dialog opened
+            self._follow_running()
             return
         status = entry.get("status", "unknown")
         colour = {"built": "#2f9e44", "missing": "#d4890b", "changed": "#d4890b"}.get(status, "#8a8f98")
@@ -314,16 +354,70 @@ class ProjectSettingsDialog(FutureDialog):
         self.build_btn.setEnabled(builder is not None and status not in ("building", "unreadable"))
         self.build_btn.setText("Rebuild" if status == "built" else "Build")
 
+    def _follow_running(self) -> None:
+        """A build of this entry runs (started from the status bar, or before this dialog was closed): shown
+        with its elapsed time and Cancel; its log opens with Show build…"""
+        build = self.running_build()
+        if build is None:
+            return
+        self.image_status.setText(f"<span style='color:#3b82c4'>● building</span> — {html.escape(build.title)}")
+        self.build_btn.setText("Show build…")
+        self.build_btn.setEnabled(True)
+        self._show_running(True)
+        if self._followed is not build:
+            self._followed = build
+            build.finished.connect(self._running_ended)  # a bound slot: gone with the dialog
+
+    def _running_ended(self, *_: Any) -> None:
+        build, self._followed = self._followed, None
+        self._show_running(False)
+        if build is None:
+            return
+        entry = self.catalog.get(self.image.currentText())
+        if entry is not None and self._build_key(entry) == build.key and not self._building:
+            entry["status"] = "built" if build.ok else "cancelled" if build.cancel.cancelled else "failed"
+            self._image_changed(self.image.currentText())
+
+    def _show_running(self, running: bool) -> None:
+        for w in (self.build_progress, self.cancel_build_btn, self.build_elapsed):
+            w.setVisible(running)
+        self.cancel_build_btn.setEnabled(running)
+        if running:
+            self._build_tick.start()
+            self._show_elapsed()
+        else:
+            self._build_tick.stop()
+
+    def _show_elapsed(self) -> None:
+        build = self.running_build()
+        self.build_elapsed.setText(f"elapsed {elapsed_text(time.monotonic() - self._build_started)}" if build is None
+                                   else f"elapsed {elapsed_text(build.elapsed())}")
+
+    def cancel_build(self) -> None:
+        build = self.running_build()
+        if build is not None:
+            build.request_cancel()
+            self.cancel_build_btn.setEnabled(False)
+
+    def _build_clicked(self) -> None:
+        build = self.running_build()
+        if build is not None and not self._building:
+            show_build_log(build, self)
+            return
+        self._tasks.spawn(self.build_selected())
+
     async def build_selected(self) -> bool:
         tag = self.image.currentText()
         entry = self.catalog.get(tag)
         own = bool(entry and entry.get("project"))
         if entry is None or (self._build_project_image if own else self._build_image) is None:
             return False
+        self._building = True
+        self._build_started = time.monotonic()
         self.build_btn.setEnabled(False)
-        self.build_progress.show()
         entry["status"] = "building"
         self._image_changed(tag)
+        self._show_running(True)
         self.build_log.clear()
         self.build_log.show()
         try:
@@ -334,12 +428,14 @@ class ProjectSettingsDialog(FutureDialog):
             else:
                 await self._build_image(entry.get("name", tag), self.build_log.appendPlainText)
         except AgentDeskError as e:
-            entry["status"] = "failed"
-            self.build_log.appendPlainText(f"failed: {e.user_message()}")
+            cancelled = str(e).endswith("was cancelled")
+            entry["status"] = "cancelled" if cancelled else "failed"
+            self.build_log.appendPlainText(e.user_message() if cancelled else f"failed: {e.user_message()}")
             self._image_changed(tag)
             return False
         finally:
-            self.build_progress.hide()
+            self._building = False
+            self._show_running(False)
         entry["status"] = "built"
         self._image_changed(tag)
         return True
@@ -372,22 +468,31 @@ class ProjectSettingsDialog(FutureDialog):
             self.error.setText(self.reach.problem())
             return
         result = self._project_from_form(folder)
-        if not self._apply_consents(result):
+        decisions = [*self.mcp.decisions(), *self.reach.decisions()]
+        if not decisions:
+            self._saved(result, text, None)
             return
+        self.saving = self._tasks.spawn(self._save_with_consents(result, text, decisions))
+
+    async def _save_with_consents(self, result: ProjectInfo, text: str, decisions: list[tuple[Consent, bool]]) -> None:
+        """The grants are written on a worker thread (a file under the user's config, locked): the window keeps
+        answering meanwhile, and Save waits for them."""
+        self.save_btn.setEnabled(False)
+        self.error.setText("Saving the grants…")
+        try:
+            problem = await asyncio.to_thread(_apply_consents, result, decisions)
+        finally:
+            self.save_btn.setEnabled(True)
+        self._saved(result, text, problem)
+
+    def _saved(self, result: ProjectInfo, text: str, problem: str | None) -> None:
+        if problem:
+            self.error.setText(problem)
+            return
+        self.error.clear()
         self._result = result
         self.rules_text = text
         self.accept()
-
-    def _apply_consents(self, project: ProjectInfo) -> bool:
-        """Record the grants given or taken back in the MCP and hooks tabs (consent.json, out of the sandbox's
-        reach), each bound to what was shown; one changed since is refused here, and said so."""
-        for consent, revoke in [*self.mcp.decisions(), *self.reach.decisions()]:
-            try:
-                project.settings = approve(project, consent, revoke=revoke)
-            except AgentDeskError as e:
-                self.error.setText(f"The project's {consent.label}: {e.user_message()}")
-                return False
-        return True
 
     def _project_from_form(self, folder: Path) -> ProjectInfo:
         base = self.project
@@ -413,6 +518,11 @@ class ProjectSettingsDialog(FutureDialog):
 
     def value(self) -> ProjectInfo | None:
         return self._result
+
+    def stop_following_builds(self) -> None:
+        """The dialog closes: a build it started goes on (the status bar shows it), the dialog stops showing it."""
+        self._build_tick.stop()
+        self._tasks.cancel()
 
     def showEvent(self, event: Any) -> None:
         super().showEvent(event)
@@ -526,37 +636,64 @@ def project_image_entry(project: ProjectInfo) -> dict[str, Any] | None:
     built = ProjectSettings.of(project.settings).project_image or {}
     status = "not built" if not built else "built" if built.get("digest") == digest else "changed"
     notes = f" ({len(source.notices)} setting(s) not applied: {'; '.join(source.notices)})" if source.notices else ""
+    if source.build_args:  # shown before the build starts: what the project's file passes to it
+        args = ", ".join(f"{k}={v}" for k, v in sorted(source.build_args.items()))
+        notes += f". Build arguments from {source.name}, passed to the build: {args}"
     in_use = built and project.image.startswith(project_image_tag(project.id, project.name, "").rstrip(":"))
     return {"name": "project", "project": True, "tag": PROJECT_IMAGE_PREFIX + source.path, "status": status,
             "description": ("changed since the build: Build again" if status == "changed" else
                             "built only when you click Build") + notes,
             "image": project.image if in_use else project_image_tag(project.id, project.name, digest),
-            "digest": built.get("digest", "") if in_use else digest, "source": source.path, "in_use": bool(in_use)}
+            "digest": built.get("digest", "") if in_use else digest, "source": source.path, "in_use": bool(in_use),
+            "files": _files_line(project)}
+
+
+def _files_line(project: ProjectInfo) -> str:
+    """The project's image files, each with whether it is used and why (blocking: files)."""
+    from ...runtime import project_image_files
+
+    files = project_image_files(project.path)
+    if len(files) < 2:
+        return ""
+    return "<small>Image files: " + "; ".join(
+        f"<code>{html.escape(rel)}</code> — {'<b>' if why.startswith('used') else ''}{html.escape(why, quote=False)}"
+        f"{'</b>' if why.startswith('used') else ''}" for rel, why in files) + "</small>"
 
 
 async def build_project_image(project: ProjectInfo, on_progress: Callable[[str], None]) -> Any:
-    """Build the project's own image on a worker thread (the person clicked Build); lines hop to the GUI."""
+    """Build the project's own image on a worker thread (the person clicked Build), as one of the window's
+    builds (the status bar shows it; Cancel stops it); its lines come to `on_progress` too."""
     from ... import runtime
 
-    loop = asyncio.get_running_loop()
-
-    def progress(line: Any) -> None:  # called on the build thread
-        loop.call_soon_threadsafe(on_progress, str(line))
-
-    return await loop.run_in_executor(None, lambda: runtime.build_project_image(
-        project.path, project_id=project.id, name=project.name, on_progress=progress))
+    build = image_builds().start(
+        f"project:{project.id}", f"Building the project's image for {project.name}",
+        lambda say, cancel: runtime.build_project_image(project.path, project_id=project.id, name=project.name,
+                                                        on_progress=say, cancel=cancel),
+        lambda built: f"Built {built.tag}")
+    return await _follow(build, on_progress)
 
 
 async def build_image(name: str, on_progress: Callable[[str], None]) -> Any:
-    """Build a catalog image on a worker thread; progress lines hop back to the GUI thread."""
+    """Build a catalog image on a worker thread, as one of the window's builds; its lines to `on_progress`."""
     from ... import runtime
 
-    loop = asyncio.get_running_loop()
+    build = image_builds().start(
+        f"image:{name}", f"Building {name}",
+        lambda say, cancel: runtime.build_image(name, on_progress=say, cancel=cancel), lambda _r: f"Built {name}")
+    return await _follow(build, on_progress)
 
-    def progress(line: Any) -> None:  # called on the build thread
-        loop.call_soon_threadsafe(on_progress, str(line))
 
-    return await loop.run_in_executor(None, lambda: runtime.build_image(name, on_progress=progress))
+async def _follow(build: RunningBuild, on_progress: Callable[[str], None]) -> Any:
+    """The build's lines so far and as they come to `on_progress`, until it ends (a closed dialog stops
+    following; the build goes on)."""
+    for line in build.lines:
+        on_progress(line)
+    build.lineAdded.connect(on_progress)
+    try:
+        return await asyncio.shield(build.future)
+    finally:
+        with contextlib.suppress(RuntimeError, TypeError):
+            build.lineAdded.disconnect(on_progress)
 
 
 async def edit_project(project: ProjectInfo | None, settings: Settings | None, parent=None, *,
@@ -579,12 +716,25 @@ async def edit_project(project: ProjectInfo | None, settings: Settings | None, p
         result = await dlg.ask()
     finally:
         dlg.mcp.stop_following()
+        dlg.stop_following_builds()
     rules_text = getattr(dlg, "rules_text", "")
     dlg.deleteLater()
     # Unedited rules are not written back: saving other settings must not trust a file nobody reviewed.
     if result is not None and _normal(rules_text) != _normal(dlg.loaded_rules):
         await asyncio.get_running_loop().run_in_executor(None, write_rules_file, result, rules_text)
     return result
+
+
+def _apply_consents(project: ProjectInfo, decisions: list[tuple[Consent, bool]]) -> str | None:
+    """Record the grants given or taken back in the MCP and hooks tabs (consent.json, out of the sandbox's
+    reach), each bound to what was shown; one changed since is refused, and the sentence saying so returned.
+    Blocking: the dialog runs it on a worker thread."""
+    for consent, revoke in decisions:
+        try:
+            project.settings = approve(project, consent, revoke=revoke)
+        except AgentDeskError as e:
+            return f"The project's {consent.label}: {e.user_message()}"
+    return None
 
 
 def _read_consents(project: ProjectInfo) -> list[Consent] | None:

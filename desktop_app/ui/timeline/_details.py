@@ -8,10 +8,11 @@ import json
 import time
 from typing import TYPE_CHECKING
 
-from ...core import ToolCallRecord, shown_risk, skipped_after, status_word, visible
+from ...core import ToolCallRecord, shown_risk, skipped_after, visible
 from .._html import diff_html
 from .._mcp import where_html
-from .._theme import RISK_COLOURS, format_duration, state_colour
+from .._theme import RISK_COLOURS, format_duration
+from .._tool_card import shown_status
 
 if TYPE_CHECKING:
     from ._model import TimelineRow
@@ -22,9 +23,9 @@ e = html.escape
 def render_call_details(row: TimelineRow, output: str = "", rec: ToolCallRecord | None = None) -> str:
     """HTML for the details pane: input, output, result, diff, audit trail with provenance, sandbox."""
     rec = rec or row.record
+    word, colour, _glyph = shown_status(row.name, row.state, row.outcome, rec, row.exit_code)  # as the timeline
     parts = [
-        f"<h3>{e(row.name)} <span style='color:{state_colour(row.state, row.outcome).name()}'>"
-        f"{e(status_word(row.state, row.outcome))}</span></h3>",
+        f"<h3>{e(row.name)} <span style='color:{colour}'>{e(word)}</span></h3>",
         f"<p><small>call {e(row.call_id)}"
         + (f" · {e(format_duration(row.duration_ms))}" if row.duration_ms is not None else "")
         + (f" · exit {row.exit_code}" if row.exit_code is not None else "")

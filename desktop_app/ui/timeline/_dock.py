@@ -113,6 +113,8 @@ class TimelineDock(QDockWidget):
         split.addWidget(self.view)
         split.addWidget(self.details)
         split.setSizes([300, 200])
+        split.setStretchFactor(0, 3)  # a short column keeps rows of the table before the details' lines
+        split.setStretchFactor(1, 1)
         for w in (self.view, self.details):  # the column may go to waiting calls; it comes back when none wait
             w.setMinimumHeight(36)
         body = QWidget()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
+from PySide6.QtGui import QColor
 
 from ...core import (
     FileChanged,
@@ -25,7 +26,6 @@ from ...core import (
     ToolUpdate,
     mcp_tool_name,
     split_mcp_tool_name,
-    status_word,
     summarize_input,
 )
 from .._bridge import EventBridge
@@ -33,7 +33,8 @@ from .._mcp import McpCallName
 from .._roles import Role
 from .._rows import RowTableModel
 from .._tasks import BackgroundTasks
-from .._theme import format_duration, state_colour, state_icon
+from .._theme import format_duration, glyph_icon
+from .._tool_card import shown_status
 
 HOST_CHANGE = "file_changed"  # the Tool column of a row that is the host's change, not a call
 _MCP_PREFIX = mcp_tool_name("s", "t").partition("s__")[0]  # "mcp__", as core names MCP tools
@@ -139,11 +140,12 @@ class TimelineModel(RowTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(row, col)
         if role == Qt.ItemDataRole.DecorationRole and col == 0:
-            return state_icon(row.state, outcome=row.outcome)
+            _word, colour, glyph = self.status_of(row)
+            return glyph_icon(colour, glyph)
         if role == Qt.ItemDataRole.ForegroundRole and col == 0:
-            return state_colour(row.state, row.outcome)
+            return QColor(self.status_of(row)[1])
         if role == Qt.ItemDataRole.ToolTipRole:
-            return f"{row.name}: {row.summary}\n{status_word(row.state, row.outcome)}"
+            return f"{row.name}: {row.summary}\n{self.status_of(row)[0]}"
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (3, 4):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Role.CALL_ID:
@@ -155,9 +157,15 @@ class TimelineModel(RowTableModel):
         return None
 
     @staticmethod
-    def _display(row: TimelineRow, col: int) -> str | None:
+    def status_of(row: TimelineRow) -> tuple[str, str, str]:
+        """(word, colour, glyph) of the State column: "exit 1" in red for a command that failed, a plan
+        "approved" or "rejected" (as its card in the conversation says)."""
+        return shown_status(row.name, row.state, row.outcome, row.record, row.exit_code)
+
+    @classmethod
+    def _display(cls, row: TimelineRow, col: int) -> str | None:
         if col == 0:
-            return status_word(row.state, row.outcome)
+            return cls.status_of(row)[0]
         if col == 1:
             return f"{'  ' * (row.depth - 1)}⤷ {row.name}" if row.depth else row.name
         if col == 2:

@@ -161,3 +161,38 @@ def test_a_hooks_file_that_cannot_be_read_is_not_granted(qtbot, run, tmp_path: P
     dlg.reach.hooks_grant.setChecked(False)  # saved without the grant: the hooks stay off
     dlg._check()
     assert project_hooks_trust(run(fut)).approved_digest is None
+
+
+def test_saving_a_grant_never_blocks_the_window(qtbot, run, tmp_path: Path, desk_env: Path) -> None:
+    """A CLI run holds the consent file's lock while the person clicks Save: the grant waits on a worker
+    thread, the window keeps answering (a timer fires, the dialog says it is saving), and the save completes
+    once the lock is let go."""
+    import fcntl
+    import os
+
+    from PySide6.QtCore import QTimer
+
+    (tmp_path / ".agent-desk").mkdir()
+    (tmp_path / ".agent-desk/hooks.toml").write_text(HOOKS)
+    project = ProjectInfo(id="p", name="p", path=str(tmp_path))
+    dlg = ProjectSettingsDialog(project)
+    qtbot.addWidget(dlg)
+    fut = dlg.ask()
+    dlg.reach.hooks_grant.setChecked(True)
+    (desk_env / "cfg").mkdir(exist_ok=True)
+    fd = os.open(desk_env / "cfg" / ".consent.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another process is approving something
+    ticks: list[int] = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks.append(1))
+    timer.start(10)
+    try:
+        dlg.save_btn.click()
+        qtbot.waitUntil(lambda: len(ticks) >= 5)  # the loop runs while the grant waits for the lock
+        assert not fut.done() and "Saving" in dlg.error.text() and not dlg.save_btn.isEnabled()
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        timer.stop()
+    saved = run(fut)
+    assert saved is not None and project_hooks_trust(saved).approved_digest == hooks_digest(HOOKS)

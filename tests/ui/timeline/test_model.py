@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
+
 from desktop_app.core import (
     EventBus,
     MemoryStore,
@@ -172,3 +174,39 @@ def test_the_dock_puts_its_filter_in_on_first_use_and_keeps_the_selected_call(qt
     assert dock.view.columnWidth(0) == 132  # the widths survive the new model
     assert dock.select_call("call_4") and dock.state_filter.currentIndex() == 0  # a hidden call clears it
     assert dock.proxy.rowCount() == 10 and dock.current_call() == "call_4"
+
+
+def test_the_state_column_says_exit_n_in_red_and_a_plans_answer(qapp):
+    """A command that exited 1 is "exit 1" in red, never a green "done"; an approved plan and a rejected one
+    read differently; a command that exited 0 and a plain call are "done"."""
+    from desktop_app.core import Outcome, ToolCallRecord
+
+    def rec(cid, name, inp, details):
+        return ToolCallRecord(name=name, input=inp, id=cid, state=ToolCallState.COMPLETED, outcome=Outcome.OK,
+                              result={"content": [{"type": "text", "text": "x"}], "details": details})
+
+    model = TimelineModel()
+    model.add_records([
+        rec("c1", "bash_run", {"command": "pytest"}, {"exit_code": 1, "stderr": "No module named pytest\n"}),
+        rec("c2", "bash_run", {"command": "ls"}, {"exit_code": 0, "stdout": "a\n"}),
+        rec("c3", "exit_plan_mode", {"plan": "# Fix it"}, {"approved": True, "mode": "accept-edits"}),
+        rec("c4", "exit_plan_mode", {"plan": "# Fix it"}, {"approved": False, "note": "not yet"}),
+        rec("c5", "fs_read", {"path": "a"}, {}),
+    ])
+    words = [model.index(r, 0).data() for r in range(5)]
+    assert words == ["exit 1", "done", "approved", "rejected", "done"]
+    colours = [model.index(r, 0).data(Qt.ItemDataRole.ForegroundRole).name() for r in range(5)]
+    assert colours[0] == "#d9363e" and colours[1] == colours[4] == "#2f9e44"  # red; green for the good ones
+    assert colours[2] != colours[3]
+    assert "exit 1" in model.index(0, 1).data(Qt.ItemDataRole.ToolTipRole)
+    assert model.index(0, 0).data(Qt.ItemDataRole.DecorationRole) is not None
+    # live: the end event says COMPLETED before the record is fetched; the record's exit code turns it red
+    model.upsert_started("c6", "bash_run", {"command": "false"})
+    model.flush()
+    model.end("c6", "COMPLETED", "ok", 5.0)
+    model.update_record(rec("c6", "bash_run", {"command": "false"}, {"exit_code": 1}))
+    assert model.index(5, 0).data() == "exit 1"
+    from desktop_app.ui.timeline._details import render_call_details
+
+    heading = render_call_details(model.row_at(0)).split("</h3>")[0]
+    assert "exit 1" in heading and "#d9363e" in heading and "done" not in heading  # the details say it too
