@@ -20,6 +20,9 @@ EXPORTED: dict[str, list[str]] = {
         "MCP_GROUP", "McpServerInfo", "McpServersChanged", "McpServerState", "McpToolInfo", "McpWhere",
         "mcp_tool_name", "split_mcp_tool_name", "ProcessChannel",
         "CONFLICT_SUFFIX", "SyncReport", "remove_beneath", "symlink_beneath",
+        # checkpoints and rewind (issue 26)
+        "Checkpoint", "CheckpointError", "ShadowStore", "REWIND_TOOL", "RewindDone", "RewindError", "RewindPlan",
+        "apply_rewind", "plan_rewind", "record_rewind",
         "Action", "AgentDeskError", "AgentSession", "Allow", "AnthropicModelClient", "Approval",
         "ApprovalDecision", "ApprovalNotPending", "ApprovalScope", "AuditEntry", "BackgroundLogs",
         "Channel",
@@ -85,6 +88,7 @@ EXPORTED: dict[str, list[str]] = {
     ],
     "runtime": [
         "Desk",  # the window's one link to the engine
+        "Rewind", "checkpoint_store", "plan_rewind", "run_rewind",  # a session's files put back (issue 26)
         # opening runtimes (one project for the CLI, one per project for the window) and their store
         "ProjectRuntime", "ProjectRuntimes", "build_runtime", "head_signer", "model_client_from_settings",
         "open_runtime", "open_store", "project_dir", "project_for_dir", "approval_expiry", "SqlStore",

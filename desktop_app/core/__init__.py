@@ -20,6 +20,7 @@ from ._approvals import (
     visible,
 )
 from ._bus import EventBus
+from ._checkpoints import Checkpoint, CheckpointError, ShadowStore
 from ._compaction import CompactionSettings, compaction_facts, is_summary
 from ._consent import ConsentKind, ConsentStatus
 from ._errors import (
@@ -114,6 +115,7 @@ from ._record import (
 from ._recorder import seal_calls
 from ._redaction import Redactor
 from ._registry import TOOL_PROFILES, ToolRegistry, denied_outright, offered_tools
+from ._rewind import REWIND_TOOL, RewindDone, RewindError, RewindPlan, apply_rewind, plan_rewind, record_rewind
 from ._run import RunContext
 from ._safe_files import make_dirs_beneath, read_beneath, remove_beneath, symlink_beneath, write_beneath
 from ._sandbox import (
@@ -212,6 +214,7 @@ __all__ = [
     "MISSING_KEY_HINT",
     "PROJECT_SKILLS",
     "PROJECT_TEMPLATES",
+    "REWIND_TOOL",
     "TASK_TOOL",
     "TOOL_PROFILES",
     "WORKSPACE",
@@ -228,6 +231,8 @@ __all__ = [
     "AuditEntry",
     "BackgroundLogs",
     "Channel",
+    "Checkpoint",
+    "CheckpointError",
     "Compacted",
     "CompactionSettings",
     "ConfigError",
@@ -282,6 +287,9 @@ __all__ = [
     "RecordStore",
     "Redactor",
     "Redirect",
+    "RewindDone",
+    "RewindError",
+    "RewindPlan",
     "Risk",
     "Rule",
     "RuleSet",
@@ -294,6 +302,7 @@ __all__ = [
     "SessionInfo",
     "SessionNotice",
     "SessionSetup",
+    "ShadowStore",
     "ShellAnalysis",
     "SimpleCommand",
     "Skill",
@@ -333,6 +342,7 @@ __all__ = [
     "UserHookSpec",
     "analyse_command",
     "append_project_rule",
+    "apply_rewind",
     "asked_by",
     "assess_risk",
     "builtin_hooks",
@@ -354,6 +364,7 @@ __all__ = [
     "new_id",
     "offered_tools",
     "parse_user_hooks",
+    "plan_rewind",
     "plural",
     "post_hook",
     "pre_hook",
@@ -363,6 +374,7 @@ __all__ = [
     "read_project_rules",
     "read_project_skills",
     "read_template_folder",
+    "record_rewind",
     "remove_beneath",
     "rules_from_texts",
     "rules_text_with",

@@ -31,6 +31,8 @@ from ._approvals import (
     RuleWriter,
 )
 from ._bus import EventBus
+from ._checkpoint_step import asked, checkpoint_before
+from ._checkpoints import ShadowStore
 from ._errors import StoreError, ToolInputError
 from ._hooks import HookChain, HookStep, PreAction, redact_off_loop, redaction_first
 from ._judge import DEFAULT_JUDGE_DEADLINE_S, MAX_RESOLVED_PATHS, Judge
@@ -101,6 +103,15 @@ class Executor:
                                  person=self.questions, judge_edit=self._judge_edit)
         self.runner = ToolRunner(bus, self.recorder, self.redactor, self.hooks, person=self.questions,
                                  default_timeout_s=default_timeout_s)
+
+    @property
+    def checkpoints(self) -> ShadowStore | None:
+        """The workspace's checkpoint store: recorded before each call that may write (None: no checkpoints)."""
+        return self.runner.checkpoints
+
+    @checkpoints.setter
+    def checkpoints(self, store: ShadowStore | None) -> None:
+        self.runner.checkpoints = store
 
     @property
     def user_hooks(self) -> HookChain:
@@ -243,7 +254,7 @@ class Executor:
     # -- the pipeline: each step records why it stops a call, or returns True to go on ---------------
     async def _pipeline(self, job: CallJob) -> None:
         steps = (self._check_known_and_parsed, self._skip_after_denial, self._validate, self.judge.check,
-                 self._run_pre_hooks, self.gate.dry_run, self.gate.ask, self.judge.plan_gate)
+                 self._run_pre_hooks, self._checkpoint, self.gate.dry_run, self.gate.ask, self.judge.plan_gate)
         for step in steps:
             if not await step(job):
                 return
@@ -307,6 +318,19 @@ class Executor:
             job.record.provenance.append(step.provenance)
             if not await self._apply_hook_step(job, step):
                 return False
+        return True
+
+    async def _checkpoint(self, job: CallJob) -> bool:
+        """The workspace recorded before a call that may write; one that cannot be recorded asks (a deny
+        where nobody is asked), and never runs unrecorded."""
+        decision = await checkpoint_before(self.checkpoints, job)
+        if decision is None:
+            return True
+        if not job.policy_asked and self.judge.resolve_ask(job, decision).action is Action.DENY:
+            await self.recorder.deny(job.record, f"denied: {decision.reason}", Outcome.POLICY, actor="policy",
+                                     data={"provenance": decision.provenance.to_dict()})
+            return False
+        asked(job, decision)
         return True
 
     async def _apply_hook_step(self, job: CallJob, step: HookStep) -> bool:

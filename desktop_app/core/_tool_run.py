@@ -12,6 +12,8 @@ from typing import Any
 
 from . import _reasons as reasons
 from ._bus import EventBus
+from ._checkpoint_step import after_run, again_before_run
+from ._checkpoints import ShadowStore
 from ._errors import AgentDeskError
 from ._events import ErrorEvent
 from ._hooks import HookChain
@@ -40,6 +42,7 @@ class ToolRunner:
         # person's changes from the tools' by them (monotonic seconds).
         self.writing = 0
         self.last_write_end = 0.0
+        self.checkpoints: ShadowStore | None = None  # the workspace recorded around each call that may write
 
     def _clean(self, text: str) -> str:
         return self.redactor.redact(text) if text else text
@@ -53,8 +56,11 @@ class ToolRunner:
             where_run = tool.where(run.sandbox)
             if where_run is not None:
                 record.sandbox = where_run.to_dict()
-        where = {"sandbox": record.sandbox} if record.sandbox else None
-        await self.recorder.move(record, ToolCallState.EXECUTING, actor="executor", data=where)
+        where: dict[str, Any] = {"sandbox": record.sandbox} if record.sandbox else {}
+        stale = await again_before_run(self.checkpoints, job)
+        if job.checkpoint is not None:  # the id is in the record and the chain: a rewind starts from it
+            where["checkpoint"] = {**job.checkpoint.to_dict(), **({"note": stale} if stale else {})}
+        await self.recorder.move(record, ToolCallState.EXECUTING, actor="executor", data=where or None)
         ctx = tool_context(job, self.bus, self.redactor, self.person)
         timeout = tool.timeout_for(job.args) or self.default_timeout_s
         ctx.deadline = time.monotonic() + timeout
@@ -74,6 +80,7 @@ class ToolRunner:
             if not tool.read_only:
                 self.writing -= 1
                 self.last_write_end = time.monotonic()
+        job.meta["after"] = await after_run(self.checkpoints, job)
         if not in_time:
             await self._late(job, timeout)
             return
@@ -86,12 +93,15 @@ class ToolRunner:
 
     async def _late(self, job: CallJob, limit_s: float) -> None:
         """The tool did not end: a person stopped it, or its time ran out."""
+        after = job.meta.get("after")
         if job.run.abort.is_set():
-            await self.recorder.fail(job.record, reasons.STOPPED_RUNNING, Outcome.INTERRUPTED, actor="user")
+            await self.recorder.fail(job.record, reasons.STOPPED_RUNNING, Outcome.INTERRUPTED, actor="user",
+                                     data=after)
         else:
             await self.recorder.fail(job.record, reasons.timed_out(job.known.name, limit_s),
                                      Outcome.TIMEOUT, actor="executor",
-                                     recs=["Use a shorter command, or a larger timeout if the tool takes one."])
+                                     recs=["Use a shorter command, or a larger timeout if the tool takes one."],
+                                     data=after)
 
     async def _sync(self, job: CallJob, direction: str) -> SyncOutcome:
         """A synced workspace brought up to date (see core/_workspace_sync.py); what went wrong is noted in
@@ -111,12 +121,13 @@ class ToolRunner:
             out = task.result()
         except AgentDeskError as e:
             await self.recorder.fail(job.record, self._clean(reasons.tool_failed(name, str(e))), Outcome.ERROR,
-                                     actor="executor", recs=[self._clean(e.hint)] if e.hint else [])
+                                     actor="executor", recs=[self._clean(e.hint)] if e.hint else [],
+                                     data=job.meta.get("after"))
             return None
         except Exception as e:
             await self.recorder.fail(job.record, self._clean(reasons.tool_raised(name, type(e).__name__, str(e))),
                                      Outcome.ERROR, actor="executor",
-                                     recs=["Check the input, or try another approach."])
+                                     recs=["Check the input, or try another approach."], data=job.meta.get("after"))
             return None
         return out if isinstance(out, ToolResult) else ToolResult.text(str(out))
 
@@ -131,8 +142,10 @@ class ToolRunner:
             verdict.changes[:0] = changes
         for hook, note in verdict.changes:
             await self.recorder.note(record, f"hook:{hook}", self._clean(note))
+        after = job.meta.get("after")
         if verdict.error:
-            await self.recorder.fail(record, verdict.error, Outcome.ERROR, actor=f"hook:{verdict.failed_hook}")
+            await self.recorder.fail(record, verdict.error, Outcome.ERROR, actor=f"hook:{verdict.failed_hook}",
+                                     data=after)
             return
         result = verdict.result
         told = []
@@ -143,7 +156,7 @@ class ToolRunner:
             told.append(TextBlock(f"\n{APPROVAL_NOTE_PREFIX}{job.approval_note}"))
         if told:
             result = replace(result, content=[*result.content, *told])
-        await self.recorder.finish(record, result)
+        await self.recorder.finish(record, result, data=after)
 
 
 async def _finished_in_time(task: asyncio.Future[Any], abort: asyncio.Event, limit_s: float) -> bool:

@@ -41,6 +41,9 @@ from ._front import (
 from ._liveness import OPEN_IN, mark_closed_here, process_alive, seal_abandoned, this_process
 from ._project_settings import approval_expiry
 from ._recipe import ProjectRuntime, build_runtime, load_agent_templates, model_client_from_settings
+from ._rewind import Rewind, checkpoint_store
+from ._rewind import plan as plan_rewind
+from ._rewind import run as run_rewind
 from ._watcher import WorkspaceWatcher
 
 if TYPE_CHECKING:  # the store's type, for a front end's annotations (the store is imported when used)
@@ -59,6 +62,7 @@ __all__ = [
     "Desk",
     "ProjectRuntime",
     "ProjectRuntimes",
+    "Rewind",
     "SqlStore",
     "WorkspaceWatcher",
     "append_trusted_rule",
@@ -69,6 +73,7 @@ __all__ = [
     "build_project_image",
     "build_runtime",
     "builtin_tools",
+    "checkpoint_store",
     "consents",
     "find_project_image",
     "grant_hooks",
@@ -82,6 +87,7 @@ __all__ = [
     "open_store",
     "parse_mcp_servers",
     "ping_docker",
+    "plan_rewind",
     "process_alive",
     "project_dir",
     "project_for_dir",
@@ -91,6 +97,7 @@ __all__ = [
     "project_mcp_servers",
     "project_rules_trust",
     "resolve_image",
+    "run_rewind",
     "seal_abandoned",
     "this_process",
     "trust_project_rules",

@@ -67,6 +67,7 @@ from ._consent import (
 from ._liveness import mark_open_here
 from ._mcp import CompanionFactory, McpConfig, default_companion, mcp_config, mcp_secret
 from ._project_settings import DEFAULT_PROFILE, approval_expiry, project_profile
+from ._rewind import checkpoint_store
 from ._watcher import TOOL_QUIET_S, WorkspaceWatcher
 
 if TYPE_CHECKING:
@@ -374,6 +375,7 @@ def build_executor(
     executor = Executor(registry, policy, bus=bus, store=store, hooks=hooks, redactor=redactor,
                         approval_timeout_s=approval_expiry(settings, project))
     bus.redactor = executor.redactor  # the bus's last net knows the configured key too
+    executor.checkpoints = checkpoint_store(settings, project)  # before each call that may write
     executor.set_rule_writer(lambda rule: append_trusted_rule(project.path, rule))
     return executor, registry, policy, trust
 
