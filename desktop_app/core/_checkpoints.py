@@ -145,13 +145,11 @@ class ShadowStore:
             not_kept, add = self._sizes(changed | others)
             if any(p.endswith("/") for p in others):
                 not_kept.update({p.rstrip("/"): "a repository of its own" for p in others if p.endswith("/")})
-            if add or changed:
-                body = b"".join(p.encode() + b"\0" for p in sorted(add | (changed - set(not_kept))))
-                self._run("update-index", "--add", "--remove", "-z", "--stdin", stdin=body)
-                gone = sorted(p for p in not_kept if p in changed)
-                if gone:  # kept before, over the limit now: out of the index, named instead
-                    self._run("update-index", "--force-remove", "-z", "--stdin",
-                              stdin=b"".join(p.encode() + b"\0" for p in gone))
+            gone = sorted(changed - add)  # deleted, beyond a link now, or not kept any more: out of the index
+            if gone:
+                self._run("update-index", "--force-remove", "-z", "--stdin", stdin=_nul(gone))
+            if add:
+                self._run("update-index", "--add", "--replace", "-z", "--stdin", stdin=_nul(sorted(add)))
             if self._ignored is None or any(p.rsplit("/", 1)[-1] == ".gitignore" for p in changed | others):
                 self._ignored = self._ignored_dirs()
             tree = self._run("write-tree").stdout.decode().strip()
@@ -169,20 +167,19 @@ class ShadowStore:
         return {p for p in changed if not _is_control(p)}, {p for p in others if not _is_control(p)}
 
     def _sizes(self, paths: set[str]) -> tuple[dict[str, str], set[str]]:
-        """Of new or changed `paths`: those over the size limit (not kept), and the files to add."""
+        """Of new or changed `paths`: those not kept (over the size limit, not a file), and the files and links
+        to add. A path that is gone, or lies beyond a link now, is in neither: it leaves the index."""
         too_big: dict[str, str] = {}
         add: set[str] = set()
+        real_dirs: dict[str, bool] = {"": True}
         for p in paths:
             if p.endswith("/"):
                 continue
-            try:
-                st = os.lstat(self.workspace / p)
-            except FileNotFoundError:
+            st = self._lstat(p, real_dirs)
+            if st is None:
                 continue
-            except OSError as e:
-                raise CheckpointError(f"cannot read {p}: {e.strerror or e}") from e
             if stat.S_ISREG(st.st_mode) and st.st_size > self.max_file_bytes:
-                too_big[p] = f"over the {self.max_file_bytes // (1024 * 1024)} MB limit"
+                too_big[p] = f"over the {_size(self.max_file_bytes)} limit"
             elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
                 if stat.S_ISREG(st.st_mode) and not os.access(self.workspace / p, os.R_OK):
                     raise CheckpointError(f"cannot read {p}: permission denied")
@@ -190,6 +187,25 @@ class ShadowStore:
             else:
                 too_big[p] = "not a file nor a link"
         return too_big, add
+
+    def _lstat(self, rel: str, real_dirs: dict[str, bool]) -> os.stat_result | None:
+        """`rel`'s own lstat when every folder on its way is a real folder (no link); else None."""
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            folder = "/".join(parts[:i])
+            if folder not in real_dirs:
+                try:
+                    real_dirs[folder] = stat.S_ISDIR(os.lstat(self.workspace / folder).st_mode)
+                except OSError:
+                    real_dirs[folder] = False
+            if not real_dirs[folder]:
+                return None
+        try:
+            return os.lstat(self.workspace / rel)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise CheckpointError(f"cannot read {rel}: {e.strerror or e}") from e
 
     def _big_known(self, new: dict[str, str]) -> dict[str, str]:
         """The files over the limit: those found now, and those found before that are still there."""
@@ -245,7 +261,7 @@ class ShadowStore:
             body = data[nl + 1:nl + 1 + size]
             pos = nl + 1 + size + 1
             if hashlib.sha1(b"blob %d\0" % len(body) + body).hexdigest() != want:  # git's own id (not for security)
-                raise CheckpointError(f"the checkpoint's file {want[:12]} is corrupt: its bytes do not match")
+                raise CheckpointError(f"the checkpoint's file {want[:12]} is missing or corrupt: its bytes do not match its id")
             out[want] = body
         return out
 
@@ -272,6 +288,14 @@ def _finish(proc: subprocess.Popen[bytes], what: str) -> bytes:
         lines = err.decode("utf-8", "replace").strip().splitlines()
         raise CheckpointError(f"git {what} failed: {lines[-1] if lines else f'exit {proc.returncode}'}")
     return out
+
+
+def _nul(paths: list[str]) -> bytes:
+    return b"".join(os.fsencode(p) + b"\0" for p in paths)
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MB" if n >= 1024 * 1024 else f"{n:,} bytes"
 
 
 def _check_id(cid: str) -> None:
