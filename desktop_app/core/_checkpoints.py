@@ -261,7 +261,8 @@ class ShadowStore:
             body = data[nl + 1:nl + 1 + size]
             pos = nl + 1 + size + 1
             if hashlib.sha1(b"blob %d\0" % len(body) + body).hexdigest() != want:  # git's own id (not for security)
-                raise CheckpointError(f"the checkpoint's file {want[:12]} is missing or corrupt: its bytes do not match its id")
+                raise CheckpointError(f"the checkpoint's file {want[:12]} is missing or corrupt: "
+                                      "its bytes do not match its id")
             out[want] = body
         return out
 

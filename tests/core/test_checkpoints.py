@@ -57,7 +57,7 @@ def test_ids_follow_the_content_and_the_store_grows_by_what_changed(tmp_path: Pa
     second = store.take()
     assert second.id != first.id
     assert _store_bytes(store) - size < 40_000  # a blob, a few trees, the index: not the project again
-    (ws / "d3" / "f7.txt").write_text(f"file 3/7\n" * 20)
+    (ws / "d3" / "f7.txt").write_text("file 3/7\n" * 20)
     assert store.take().id == first.id  # the same content is the same checkpoint
     # a new store over the same folder (the next start of the desk) finds the same ids
     assert ShadowStore(tmp_path / "cps", ws).take().id == first.id
