@@ -160,7 +160,7 @@ class ShadowStore:
 
     def _changes(self) -> tuple[set[str], set[str]]:
         """(paths changed or deleted against the last checkpoint, paths new to it): two git walks at once."""
-        tracked = _start(self, "ls-files", "-z", "-m", "-d")
+        tracked = _start(self, "diff-files", "--name-only", "--no-renames", "-z")
         new = _start(self, "ls-files", "-z", "-o", "--exclude-standard")
         outs = [_finish(p, "ls-files") for p in (tracked, new)]
         changed, others = ({p for p in o.decode("utf-8", "surrogateescape").split("\0") if p} for o in outs)
