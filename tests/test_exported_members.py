@@ -198,6 +198,7 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         "PostAction", "PostHookResult", "PreAction", "PreHookResult", "RecordStore", "Redirect", "Rule",
         "RunContext", "SecretRedactionHook", "ShellAnalysis", "SimpleCommand", "ToolCall", "ToolInputError",
         "ToolNotFound", "TurnResult", "analyse_command", "assess_risk", "post_hook", "pre_hook", "tool",
+        "REWIND_TOOL",  # the name of a rewind's record in the chain, for tools that read the audit
         # host-side file access beneath a project without following links (the control folder's creation)
         "make_dirs_beneath", "read_beneath",
         # when a session compacts (the runtime passes the defaults today)
@@ -226,5 +227,7 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
                 "append_trusted_rule", "approval_expiry", "build_runtime", "model_client_from_settings",
                 "process_alive", "this_process",
                 # what the Desk holds and does, for a desk of one's own (the window reaches them through it)
-                "ProjectRuntimes", "mark_closed_here", "seal_abandoned"),
+                "ProjectRuntimes", "mark_closed_here", "seal_abandoned",
+                # a project's checkpoint store, for scripts that look into a workspace's checkpoints
+                "checkpoint_store"),
 }
