@@ -80,7 +80,7 @@ def default_db_url() -> str:
 # the keys checked as counts: a non-negative integer each
 _COUNTS = ("max_tokens", "max_retries", "thinking_budget", "max_steps", "subagent_max_depth",
            "subagent_max_children", "subagent_max_running", "skills_max", "skills_max_prompt_bytes",
-           "checkpoint_max_file_mb")
+           "checkpoint_max_file_mb", "instructions_max_bytes")
 
 
 def _refused(message: str) -> PydanticCustomError:
@@ -151,6 +151,9 @@ class Settings(BaseModel):
     left out, and named in a notice."""
     skills_max_prompt_bytes: int = DEFAULT_MAX_PROMPT_BYTES
     """The most bytes of skill lines in the system prompt; the skills past it are left out, and named."""
+    instructions_max_bytes: int = 32 * 1024
+    """The most bytes of instructions (your AGENTS.md in the settings folder, then the project's approved
+    AGENTS.md and CLAUDE.md) put in a session's system prompt; the rest is left out, and named."""
     checkpoint_max_file_mb: int = 50
     """Files larger than this (MB) are not kept in the checkpoints taken before each call that may write; they
     are named as "not kept", and a rewind leaves them as they are."""

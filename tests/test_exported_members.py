@@ -23,6 +23,8 @@ EXPORTED: dict[str, list[str]] = {
         # checkpoints and rewind (issue 26)
         "Checkpoint", "CheckpointError", "ShadowStore", "REWIND_TOOL", "RewindDone", "RewindError", "RewindPlan",
         "apply_rewind", "plan_rewind", "record_rewind",
+        # project instructions: AGENTS.md and CLAUDE.md, read, digested for consent, capped into the prompt
+        "Instructions", "build_instructions", "instructions_digest", "instructions_text", "read_project_instructions",
         "Action", "AgentDeskError", "AgentSession", "Allow", "AnthropicModelClient", "Approval",
         "ApprovalDecision", "ApprovalNotPending", "ApprovalScope", "AuditEntry", "BackgroundLogs",
         "Channel",

@@ -84,6 +84,13 @@ from ._hooks import (
     post_hook,
     pre_hook,
 )
+from ._instructions import (
+    Instructions,
+    build_instructions,
+    instructions_digest,
+    instructions_text,
+    read_project_instructions,
+)
 from ._judge import call_risk
 from ._llm import DEFAULT_MODEL, ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._mcp import (
@@ -253,6 +260,7 @@ __all__ = [
     "HookChain",
     "IllegalTransition",
     "ImageBlock",
+    "Instructions",
     "McpServerInfo",
     "McpServerState",
     "McpServersChanged",
@@ -345,6 +353,7 @@ __all__ = [
     "apply_rewind",
     "asked_by",
     "assess_risk",
+    "build_instructions",
     "builtin_hooks",
     "call_risk",
     "compaction_facts",
@@ -354,6 +363,8 @@ __all__ = [
     "denied_outright",
     "glob_regex",
     "hooks_digest",
+    "instructions_digest",
+    "instructions_text",
     "is_summary",
     "load_rules",
     "load_skills",
@@ -371,6 +382,7 @@ __all__ = [
     "price_for",
     "project_rules_path",
     "read_beneath",
+    "read_project_instructions",
     "read_project_rules",
     "read_project_skills",
     "read_template_folder",

@@ -64,6 +64,7 @@ from ._consent import (
     project_rules_trust,
     user_hook_specs,
 )
+from ._instructions import record_instructions, session_instructions
 from ._liveness import mark_open_here
 from ._mcp import CompanionFactory, McpConfig, default_companion, mcp_config, mcp_secret
 from ._project_settings import DEFAULT_PROFILE, approval_expiry, project_profile
@@ -199,13 +200,17 @@ class ProjectRuntime:
         await self.ready()
         tpl = self.template
         client = self._client_for(tpl.model) if tpl.model else self.model_client
+        setup = self.session_setup()
+        instructions, problem = await session_instructions(self.settings, self.project)
+        setup.system_extra = "\n".join(p for p in (instructions.prompt(), setup.system_extra) if p)
         session = await AgentSession.open(
             store=self.store, bus=self.bus, executor=self.executor, tools=self.tools,
             model_client=client, project=self.project, sandbox=self.sandbox,
-            session_id=session_id, title=title, setup=self.session_setup(),
+            session_id=session_id, title=title, setup=setup,
         )
         self.sessions.add(session)
         self._watch()
+        await record_instructions(self.store, self.bus, session.session, instructions, problem)
         await mark_open_here(self.store, session.session)
         return session
 
