@@ -97,6 +97,7 @@ class ShadowStore:
         self._lock = threading.Lock()
         self._ignored: dict[str, str] | None = None  # the ignored folders, found again when a .gitignore changes
         self._last: Checkpoint | None = None
+        self._stamp: tuple[int, int, int] | None = None  # the index as this store last left it
         if _inside(self.git_dir, self.workspace):
             raise CheckpointError(f"the checkpoint store {self.git_dir} would be inside the workspace")
 
@@ -138,25 +139,38 @@ class ShadowStore:
         if not self.workspace.is_dir():
             raise CheckpointError(f"the workspace {self.workspace} is not a folder on this computer")
         with self._lock:
-            self._ensure()
-            changed, others = self._changes()
-            if self._last is not None and not changed and not others:
-                return self._last
-            not_kept, add = self._sizes(changed | others)
-            if any(p.endswith("/") for p in others):
-                not_kept.update({p.rstrip("/"): "a repository of its own" for p in others if p.endswith("/")})
-            gone = sorted(changed - add)  # deleted, beyond a link now, or not kept any more: out of the index
-            if gone:
-                self._run("update-index", "--force-remove", "-z", "--stdin", stdin=_nul(gone))
-            if add:
-                self._run("update-index", "--add", "--replace", "-z", "--stdin", stdin=_nul(sorted(add)))
-            if self._ignored is None or any(p.rsplit("/", 1)[-1] == ".gitignore" for p in changed | others):
-                self._ignored = self._ignored_dirs()
-            tree = self._run("write-tree").stdout.decode().strip()
-            self._keep(tree)
-            cp = Checkpoint(tree, {**self._ignored, **self._big_known(not_kept)})
-            self._last = cp
-            return cp
+            try:
+                return self._take()
+            except OSError as e:  # the store's folder cannot be made or written (permissions, disk full)
+                raise CheckpointError(f"the checkpoint store {self.git_dir} cannot be written: {e.strerror or e}"
+                                      ) from e
+
+    def _take(self) -> Checkpoint:
+        self._ensure()
+        changed, others = self._changes()
+        if self._last is not None and not changed and not others and self._index_stamp() == self._stamp:
+            return self._last  # nothing changed, and no other process moved the index since
+        not_kept, add = self._sizes(changed | others)
+        if any(p.endswith("/") for p in others):
+            not_kept.update({p.rstrip("/"): "a repository of its own" for p in others if p.endswith("/")})
+        gone = sorted(changed - add)  # deleted, beyond a link now, or not kept any more: out of the index
+        if gone:
+            self._run("update-index", "--force-remove", "-z", "--stdin", stdin=_nul(gone))
+        if add:
+            self._run("update-index", "--add", "--replace", "-z", "--stdin", stdin=_nul(sorted(add)))
+        if self._ignored is None or any(p.rsplit("/", 1)[-1] == ".gitignore" for p in changed | others):
+            self._ignored = self._ignored_dirs()
+        tree = self._run("write-tree").stdout.decode().strip()
+        self._keep(tree)
+        self._last, self._stamp = Checkpoint(tree, {**self._ignored, **self._big_known(not_kept)}), self._index_stamp()
+        return self._last
+
+    def _index_stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.git_dir / "index")
+        except OSError:
+            return None
+        return st.st_ino, st.st_size, st.st_mtime_ns
 
     def _changes(self) -> tuple[set[str], set[str]]:
         """(paths changed or deleted against the last checkpoint, paths new to it): two git walks at once."""

@@ -59,8 +59,12 @@ def test_ids_follow_the_content_and_the_store_grows_by_what_changed(tmp_path: Pa
     assert _store_bytes(store) - size < 40_000  # a blob, a few trees, the index: not the project again
     (ws / "d3" / "f7.txt").write_text("file 3/7\n" * 20)
     assert store.take().id == first.id  # the same content is the same checkpoint
-    # a new store over the same folder (the next start of the desk) finds the same ids
-    assert ShadowStore(tmp_path / "cps", ws).take().id == first.id
+    # a new store over the same folder (the next start of the desk, the CLI beside the window) finds the same
+    # ids, and a change another process recorded is not missed by this one
+    other = ShadowStore(tmp_path / "cps", ws)
+    assert other.take().id == first.id
+    (ws / "d0" / "f0.txt").write_text("seen by the other process first\n")
+    assert other.take().id != first.id and store.take().id == other.take().id
 
 
 async def _run_write(rig: Rig, decision) -> object:
