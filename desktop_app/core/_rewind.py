@@ -173,7 +173,6 @@ def apply_rewind(store: ShadowStore, plan: RewindPlan, *, include_mine: bool = F
             done.restored.append(p)
         except ConfigError as e:
             done.failed[p] = str(e)
-    os.sync()
     return done
 
 
@@ -182,7 +181,7 @@ def _write_entry(root: os.PathLike[str], rel: str, entry: Entry, body: bytes) ->
         symlink_beneath(root, rel, os.fsdecode(body))
         return
     mode = 0o755 if entry.mode == "100755" else 0o644
-    write_beneath(root, rel, body, mode=mode, durable=False)
+    write_beneath(root, rel, body, mode=mode)  # durable: each file and its folder synced
     set_mode_beneath(root, rel, mode)
 
 
