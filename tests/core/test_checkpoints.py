@@ -45,9 +45,9 @@ def test_what_is_kept_and_what_is_named(tmp_path: Path) -> None:
 
 def test_ids_follow_the_content_and_the_store_grows_by_what_changed(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    for d in range(20):
+    for d in range(10):
         (ws / f"d{d}").mkdir(parents=True)
-        for f in range(50):
+        for f in range(30):
             (ws / f"d{d}" / f"f{f}.txt").write_text(f"file {d}/{f}\n" * 20)
     store = ShadowStore(tmp_path / "cps", ws)
     first = store.take()
