@@ -205,9 +205,17 @@ class Executor:
                 await self.recorder.fail(record, LOST_SECRETS, Outcome.ERROR, actor="executor",
                                          recs=["Send the call again."])
                 continue
-            if await self.judge.plan_gate(job):
+            if await self.judge.plan_gate(job) and await self._checkpoint_resumed(job):
                 await self.runner.run(job)
         return list(records)
+
+    async def _checkpoint_resumed(self, job: CallJob) -> bool:
+        """A call allowed after a restart is checkpointed too; one that cannot be fails, and nothing runs."""
+        failed = await checkpoint_before(self.checkpoints, job)
+        if failed is not None:
+            await self.recorder.fail(job.record, f"{failed.reason}; nothing ran", Outcome.ERROR, actor="executor",
+                                     recs=["Send the call again: the person is asked about it then."])
+        return failed is None
 
     def set_rule_writer(self, writer: RuleWriter) -> None:
         """`writer(rule)` persists an "always allow" rule to the project (the front end previews it)."""

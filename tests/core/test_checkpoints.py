@@ -8,9 +8,11 @@ import asyncio
 import subprocess
 from pathlib import Path
 
-from desktop_app.core import Allow, Deny, ShadowStore, ToolCallState
+from desktop_app.core import Allow, Deny, MemoryStore, ShadowStore, ToolCallRecord, ToolCallState
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 from tests.kit.agent_rig import Rig
+
+from .conftest import Harness
 
 
 def _store_bytes(store: ShadowStore) -> int:
@@ -112,3 +114,27 @@ async def test_an_allowed_call_without_checkpoint_says_so_and_one_with_carries_i
     executing = next(e for e in call.trail if e.state is ToolCallState.EXECUTING)
     assert len(executing.data["checkpoint"]["id"]) == 40
     assert call.trail[-1].data["checkpoint_after"]["id"] == executing.data["checkpoint"]["id"]  # wrote nothing
+
+
+async def test_a_call_allowed_after_a_restart_is_checkpointed_or_does_not_run(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    store = MemoryStore()
+    for rid, path in (("toolu_ok", "d"), ("toolu_no", "e")):  # waiting for approval when the process died
+        waiting = ToolCallRecord(name="write", input={"path": path, "content": "4"}, session_id="s1", id=rid)
+        waiting.transition(ToolCallState.APPROVAL_REQUIRED, actor="policy")
+        store.records[rid] = waiting
+    h = Harness(store)
+    report = await h.executor.seal_open("s1")
+    for rid, git in (("toolu_ok", None), ("toolu_no", str(tmp_path / "no-git"))):
+        h.executor.checkpoints = ShadowStore(tmp_path / "cps", tmp_path / "ws", git=git)
+        resumed = asyncio.ensure_future(h.executor.resume_approvals([r for r in report.reoffered if r.id == rid],
+                                                                    h.run))
+        await h.wait_for(lambda rid=rid: any(p.id == rid for p in h.executor.pending()))
+        h.executor.decide(rid, Allow())
+        [done] = await resumed
+        if git is None:
+            assert done.state is ToolCallState.COMPLETED
+            assert any("checkpoint" in e.data for e in done.trail if e.state is ToolCallState.EXECUTING)
+        else:
+            assert done.state is ToolCallState.FAILED and "no checkpoint of the workspace" in done.error
+            assert "nothing ran" in done.error and "e" not in h.run.state.get("files", {})
