@@ -59,6 +59,11 @@ def config_dir() -> Path:
     return user_dir("config")
 
 
+def checkpoints_dir() -> Path:
+    """Where the workspaces' checkpoints live (a git object store per project): outside every workspace."""
+    return data_dir() / "checkpoints"
+
+
 def data_dir() -> Path:
     """Where the database lives by default: $AGENT_DESK_DATA_DIR, or platformdirs' user data dir."""
     return user_dir("data")
@@ -75,7 +80,7 @@ def default_db_url() -> str:
 # the keys checked as counts: a non-negative integer each
 _COUNTS = ("max_tokens", "max_retries", "thinking_budget", "max_steps", "subagent_max_depth",
            "subagent_max_children", "subagent_max_running", "skills_max", "skills_max_prompt_bytes",
-           "mistake_limit")
+           "mistake_limit", "checkpoint_max_file_mb", "instructions_max_bytes")
 
 
 def _refused(message: str) -> PydanticCustomError:
@@ -150,6 +155,12 @@ class Settings(BaseModel):
     left out, and named in a notice."""
     skills_max_prompt_bytes: int = DEFAULT_MAX_PROMPT_BYTES
     """The most bytes of skill lines in the system prompt; the skills past it are left out, and named."""
+    instructions_max_bytes: int = 32 * 1024
+    """The most bytes of instructions (your AGENTS.md in the settings folder, then the project's approved
+    AGENTS.md and CLAUDE.md) put in a session's system prompt; the rest is left out, and named."""
+    checkpoint_max_file_mb: int = 50
+    """Files larger than this (MB) are not kept in the checkpoints taken before each call that may write; they
+    are named as "not kept", and a rewind leaves them as they are."""
     extra: dict[str, Any] = Field(default_factory=dict, exclude=True)
     """Keys this version does not know, kept as they are and written back."""
     path: Path | None = Field(default=None, repr=False, exclude=True)

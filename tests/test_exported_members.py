@@ -21,6 +21,11 @@ EXPORTED: dict[str, list[str]] = {
         "MCP_GROUP", "McpServerInfo", "McpServersChanged", "McpServerState", "McpToolInfo", "McpWhere",
         "mcp_tool_name", "split_mcp_tool_name", "ProcessChannel",
         "CONFLICT_SUFFIX", "SyncReport", "remove_beneath", "symlink_beneath",
+        # checkpoints and rewind (issue 26)
+        "Checkpoint", "CheckpointError", "ShadowStore", "REWIND_TOOL", "RewindDone", "RewindError", "RewindPlan",
+        "apply_rewind", "plan_rewind", "record_rewind",
+        # project instructions: AGENTS.md and CLAUDE.md, read, digested for consent, capped into the prompt
+        "Instructions", "build_instructions", "instructions_digest", "instructions_text", "read_project_instructions",
         "Action", "AgentDeskError", "AgentSession", "Allow", "AnthropicModelClient", "Approval",
         "ApprovalDecision", "ApprovalNotPending", "ApprovalScope", "AuditEntry", "BackgroundLogs",
         "Channel",
@@ -90,6 +95,7 @@ EXPORTED: dict[str, list[str]] = {
     ],
     "runtime": [
         "Desk",  # the window's one link to the engine
+        "Rewind", "checkpoint_store", "plan_rewind", "run_rewind",  # a session's files put back (issue 26)
         # opening runtimes (one project for the CLI, one per project for the window) and their store
         "ProjectRuntime", "ProjectRuntimes", "build_runtime", "head_signer", "model_client_from_settings",
         "open_runtime", "open_store", "project_dir", "project_for_dir", "approval_expiry", "SqlStore",
@@ -204,6 +210,7 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         "PostAction", "PostHookResult", "PreAction", "PreHookResult", "RecordStore", "Redirect", "Rule",
         "RunContext", "SecretRedactionHook", "ShellAnalysis", "SimpleCommand", "ToolCall", "ToolInputError",
         "ToolNotFound", "TurnResult", "analyse_command", "assess_risk", "post_hook", "pre_hook", "tool",
+        "REWIND_TOOL",  # the name of a rewind's record in the chain, for tools that read the audit
         # host-side file access beneath a project without following links (the control folder's creation)
         "make_dirs_beneath", "read_beneath",
         # when a session compacts (the runtime passes the defaults today)
@@ -235,5 +242,7 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
                 # what the Desk holds and does, for a desk of one's own (the window reaches them through it)
                 "ProjectRuntimes", "mark_closed_here", "seal_abandoned",
                 # what a crashed desk left (the Desk sweeps at start; a test or script can sweep itself)
-                "lease_dir", "remove_crashed_containers"),
+                "lease_dir", "remove_crashed_containers",
+                # a project's checkpoint store, for scripts that look into a workspace's checkpoints
+                "checkpoint_store"),
 }

@@ -147,6 +147,13 @@ def _add_sessions(sub: _Sub) -> None:
     sc.add_argument("--model", help="model id (default: from the settings)")
     sc.add_argument("--sandbox", choices=("docker", "local"), help="where tools run (default: docker)")
     sc.set_defaults(permission_mode=None)
+    rw = ssub.add("rewind", help="put a session's files back as they were before one of its calls (asks first)")
+    rw.add_argument("id")
+    rw.add_argument("--before", required=True, metavar="CALL_ID", help="the call to rewind to before")
+    rw.add_argument("--yes", action="store_true", help="rewind without asking (your own changes are kept)")
+    rw.add_argument("--files-only", action="store_true", help="only the files (the conversation stays as it is)")
+    rw.add_argument("--overwrite-mine", action="store_true",
+                    help="also put back the files you changed since (kept otherwise)")
 
 
 def _add_audit(sub: _Sub) -> None:

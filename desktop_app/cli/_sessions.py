@@ -34,6 +34,10 @@ async def sessions_command(args: argparse.Namespace) -> int:
     if args.action == "compact":
         return await _compact(args, store)
     try:
+        if args.action == "rewind":
+            from ._rewind import rewind_command
+
+            return await rewind_command(args, store)
         if args.action == "list":
             await _list_sessions(args, store)
         elif args.action == "status":

@@ -20,6 +20,7 @@ from ._approvals import (
     visible,
 )
 from ._bus import EventBus
+from ._checkpoints import Checkpoint, CheckpointError, ShadowStore
 from ._compaction import CompactionSettings, compaction_facts, is_summary
 from ._consent import ConsentKind, ConsentStatus
 from ._errors import (
@@ -83,6 +84,13 @@ from ._hooks import (
     post_hook,
     pre_hook,
 )
+from ._instructions import (
+    Instructions,
+    build_instructions,
+    instructions_digest,
+    instructions_text,
+    read_project_instructions,
+)
 from ._judge import call_risk
 from ._llm import DEFAULT_MODEL, ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._mcp import (
@@ -114,6 +122,7 @@ from ._record import (
 from ._recorder import seal_calls
 from ._redaction import Redactor
 from ._registry import TOOL_PROFILES, ToolRegistry, denied_outright, offered_tools
+from ._rewind import REWIND_TOOL, RewindDone, RewindError, RewindPlan, apply_rewind, plan_rewind, record_rewind
 from ._run import RunContext
 from ._safe_files import make_dirs_beneath, read_beneath, remove_beneath, symlink_beneath, write_beneath
 from ._sandbox import (
@@ -212,6 +221,7 @@ __all__ = [
     "MISSING_KEY_HINT",
     "PROJECT_SKILLS",
     "PROJECT_TEMPLATES",
+    "REWIND_TOOL",
     "TASK_TOOL",
     "TOOL_PROFILES",
     "WORKSPACE",
@@ -228,6 +238,8 @@ __all__ = [
     "AuditEntry",
     "BackgroundLogs",
     "Channel",
+    "Checkpoint",
+    "CheckpointError",
     "Compacted",
     "CompactionSettings",
     "ConfigError",
@@ -248,6 +260,7 @@ __all__ = [
     "HookChain",
     "IllegalTransition",
     "ImageBlock",
+    "Instructions",
     "McpServerInfo",
     "McpServerState",
     "McpServersChanged",
@@ -282,6 +295,9 @@ __all__ = [
     "RecordStore",
     "Redactor",
     "Redirect",
+    "RewindDone",
+    "RewindError",
+    "RewindPlan",
     "Risk",
     "Rule",
     "RuleSet",
@@ -294,6 +310,7 @@ __all__ = [
     "SessionInfo",
     "SessionNotice",
     "SessionSetup",
+    "ShadowStore",
     "ShellAnalysis",
     "SimpleCommand",
     "Skill",
@@ -333,8 +350,10 @@ __all__ = [
     "UserHookSpec",
     "analyse_command",
     "append_project_rule",
+    "apply_rewind",
     "asked_by",
     "assess_risk",
+    "build_instructions",
     "builtin_hooks",
     "call_risk",
     "compaction_facts",
@@ -344,6 +363,8 @@ __all__ = [
     "denied_outright",
     "glob_regex",
     "hooks_digest",
+    "instructions_digest",
+    "instructions_text",
     "is_summary",
     "load_rules",
     "load_skills",
@@ -354,15 +375,18 @@ __all__ = [
     "new_id",
     "offered_tools",
     "parse_user_hooks",
+    "plan_rewind",
     "plural",
     "post_hook",
     "pre_hook",
     "price_for",
     "project_rules_path",
     "read_beneath",
+    "read_project_instructions",
     "read_project_rules",
     "read_project_skills",
     "read_template_folder",
+    "record_rewind",
     "remove_beneath",
     "rules_from_texts",
     "rules_text_with",

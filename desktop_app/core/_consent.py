@@ -14,6 +14,7 @@ class ConsentKind(StrEnum):
     MCP = "mcp"  # one server entry of .agent-desk/mcp.json that asks for a relaxation
     TEMPLATE = "template"  # one agent template of .agent-desk/templates/ (its file's bytes)
     SKILLS = "skills"  # the project's skills, .agent-desk/skills/*/SKILL.md, as one set
+    INSTRUCTIONS = "instructions"  # AGENTS.md and CLAUDE.md at the project root, as one set
 
 
 class ConsentStatus(StrEnum):

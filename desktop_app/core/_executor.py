@@ -31,6 +31,8 @@ from ._approvals import (
     RuleWriter,
 )
 from ._bus import EventBus
+from ._checkpoint_step import asked, checkpoint_before
+from ._checkpoints import ShadowStore
 from ._errors import StoreError, ToolInputError
 from ._hooks import HookChain, HookStep, PreAction, redact_off_loop, redaction_first
 from ._judge import DEFAULT_JUDGE_DEADLINE_S, MAX_RESOLVED_PATHS, Judge
@@ -101,6 +103,15 @@ class Executor:
                                  person=self.questions, judge_edit=self._judge_edit)
         self.runner = ToolRunner(bus, self.recorder, self.redactor, self.hooks, person=self.questions,
                                  default_timeout_s=default_timeout_s)
+
+    @property
+    def checkpoints(self) -> ShadowStore | None:
+        """The workspace's checkpoint store: recorded before each call that may write (None: no checkpoints)."""
+        return self.runner.checkpoints
+
+    @checkpoints.setter
+    def checkpoints(self, store: ShadowStore | None) -> None:
+        self.runner.checkpoints = store
 
     @property
     def user_hooks(self) -> HookChain:
@@ -194,9 +205,17 @@ class Executor:
                 await self.recorder.fail(record, LOST_SECRETS, Outcome.ERROR, actor="executor",
                                          recs=["Send the call again."])
                 continue
-            if await self.judge.plan_gate(job):
+            if await self.judge.plan_gate(job) and await self._checkpoint_resumed(job):
                 await self.runner.run(job)
         return list(records)
+
+    async def _checkpoint_resumed(self, job: CallJob) -> bool:
+        """A call allowed after a restart is checkpointed too; one that cannot be fails, and nothing runs."""
+        failed = await checkpoint_before(self.checkpoints, job)
+        if failed is not None:
+            await self.recorder.fail(job.record, f"{failed.reason}; nothing ran", Outcome.ERROR, actor="executor",
+                                     recs=["Send the call again: the person is asked about it then."])
+        return failed is None
 
     def set_rule_writer(self, writer: RuleWriter) -> None:
         """`writer(rule)` persists an "always allow" rule to the project (the front end previews it)."""
@@ -243,7 +262,8 @@ class Executor:
     # -- the pipeline: each step records why it stops a call, or returns True to go on ---------------
     async def _pipeline(self, job: CallJob) -> None:
         steps = (self._check_known_and_parsed, self._skip_after_denial, self._validate, self.judge.check,
-                 self._run_pre_hooks, self._breakpoint, self.gate.dry_run, self.gate.ask, self.judge.plan_gate)
+                 self._run_pre_hooks, self._checkpoint, self._breakpoint, self.gate.dry_run, self.gate.ask,
+                 self.judge.plan_gate)
         for step in steps:
             if not await step(job):
                 return
@@ -317,6 +337,19 @@ class Executor:
             job.record.provenance.append(step.provenance)
             if not await self._apply_hook_step(job, step):
                 return False
+        return True
+
+    async def _checkpoint(self, job: CallJob) -> bool:
+        """The workspace recorded before a call that may write; one that cannot be recorded asks (a deny
+        where nobody is asked), and never runs unrecorded."""
+        decision = await checkpoint_before(self.checkpoints, job)
+        if decision is None:
+            return True
+        if not job.policy_asked and self.judge.resolve_ask(job, decision).action is Action.DENY:
+            await self.recorder.deny(job.record, f"denied: {decision.reason}", Outcome.POLICY, actor="policy",
+                                     data={"provenance": decision.provenance.to_dict()})
+            return False
+        asked(job, decision)
         return True
 
     async def _apply_hook_step(self, job: CallJob, step: HookStep) -> bool:

@@ -89,11 +89,11 @@ class RecordWriter:
                                       state=to.value, previous=previous.value, actor=actor, note=note))
 
     async def fail(self, record: ToolCallRecord, error: str, outcome: Outcome, *, actor: str,
-                   recs: list[str] | None = None) -> None:
+                   recs: list[str] | None = None, data: dict[str, Any] | None = None) -> None:
         record.error, record.is_error = error, True
         if record.result is None or not record.result.get("is_error"):
             record.result = ToolResult.error(error, recs).to_dict()
-        await self.move(record, ToolCallState.FAILED, actor=actor, note=error, outcome=outcome)
+        await self.move(record, ToolCallState.FAILED, actor=actor, note=error, outcome=outcome, data=data)
         self.bus.publish(ToolError(session_id=record.session_id, call_id=record.id, name=record.name, error=error))
         self.publish_end(record)
 
@@ -106,16 +106,16 @@ class RecordWriter:
         await self.move(record, ToolCallState.DENIED, actor=actor, note=note, outcome=outcome, data=data)
         self.publish_end(record)
 
-    async def finish(self, record: ToolCallRecord, result: ToolResult) -> None:
+    async def finish(self, record: ToolCallRecord, result: ToolResult, data: dict[str, Any] | None = None) -> None:
         """The tool's (post-hooked) result is final: COMPLETED, or FAILED when it reports an error."""
         record.result = result.to_dict()
         record.is_error = result.is_error
         if result.is_error:
             record.error = result.text_content[:2000]
             await self.move(record, ToolCallState.FAILED, actor="executor", note=reasons.TOOL_REPORTED_ERROR,
-                            outcome=Outcome.ERROR)
+                            outcome=Outcome.ERROR, data=data)
         else:
-            await self.move(record, ToolCallState.COMPLETED, actor="executor", outcome=Outcome.OK)
+            await self.move(record, ToolCallState.COMPLETED, actor="executor", outcome=Outcome.OK, data=data)
         self.publish_end(record)
 
     async def seal(self, record: ToolCallRecord, *, reason: str = SESSION_ENDED, note: str = "session reopened",

@@ -75,6 +75,8 @@ class CallJob:
     streams: dict[str, StreamRedactor] = field(default_factory=dict)  # streamed output, per stream
     approval_note: str = ""  # "yes, but...": a person's note with their allow, sent with the result
     emitted: int = 0  # custom events published by the running tool (ctx.emit)
+    checkpoint: Any = None  # the workspace before it runs (a core.Checkpoint), when it may write
+    checkpoint_after: Any = None  # and once it ended
 
     @property
     def raw(self) -> dict[str, Any]:

@@ -272,3 +272,29 @@ def list_beneath(root: str | os.PathLike[str], rel: str | os.PathLike[str]) -> l
             os.close(d)
     finally:
         os.close(rootfd)
+
+
+def set_mode_beneath(root: str | os.PathLike[str], rel: str | os.PathLike[str], mode: int) -> None:
+    """Set the permission bits of the regular file `root/rel` exactly (no umask), its folders walked and the
+    file opened without following links (ConfigError when one is a link or the file is not regular)."""
+    base = Path(root)
+    parts = _components(rel)
+    rootfd = _open_root(base, "change the mode of")
+    try:
+        d = _walk(base, rootfd, parts[:-1], create=False, what="change the mode of")
+        if d is None:
+            raise ConfigError(f"cannot change the mode of {base.joinpath(*parts)}: it does not exist")
+        try:
+            fd = os.open(parts[-1], _READ_FLAGS, dir_fd=d)
+        except OSError as e:
+            raise _refusal(base, parts, e, "change the mode of") from e
+        finally:
+            os.close(d)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ConfigError(f"refusing to change the mode of {base.joinpath(*parts)}: not a regular file")
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(rootfd)

@@ -12,6 +12,8 @@ from typing import Any
 
 from . import _reasons as reasons
 from ._bus import EventBus
+from ._checkpoint_step import after_run, again_before_run
+from ._checkpoints import ShadowStore
 from ._errors import AgentDeskError
 from ._events import ErrorEvent
 from ._hooks import HookChain
@@ -42,6 +44,7 @@ class ToolRunner:
         self.writing = 0
         self.last_write_end = 0.0
         self.cache = ResultCache()  # results of cacheable read-only tools, stale once anything may write
+        self.checkpoints: ShadowStore | None = None  # the workspace recorded around each call that may write
 
     def _clean(self, text: str) -> str:
         return self.redactor.redact(text) if text else text
@@ -55,18 +58,16 @@ class ToolRunner:
             where_run = tool.where(run.sandbox)
             if where_run is not None:
                 record.sandbox = where_run.to_dict()
-        where = {"sandbox": record.sandbox} if record.sandbox else None
+        where: dict[str, Any] = {"sandbox": record.sandbox} if record.sandbox else {}
         ttl = tool.cache_ttl_s if tool.read_only else None
-        hit = self.cache.get(tool.name, job.raw, ttl) if ttl else None
-        if hit is not None:  # the same call's result, the workspace unchanged since: recorded as such
-            await self.recorder.move(record, ToolCallState.EXECUTING, actor="executor",
-                                     note=f"from cache: the result of {hit.call_id}",
-                                     data={**(where or {}), "from_cache": hit.call_id})
-            await self.finish(job, hit.result)
+        if await self._from_cache(job, where, ttl):
             return
         if not tool.read_only:
             self.cache.changed()
-        await self.recorder.move(record, ToolCallState.EXECUTING, actor="executor", data=where)
+        stale = await again_before_run(self.checkpoints, job)
+        if job.checkpoint is not None:  # the id is in the record and the chain: a rewind starts from it
+            where["checkpoint"] = {**job.checkpoint.to_dict(), **({"note": stale} if stale else {})}
+        await self.recorder.move(record, ToolCallState.EXECUTING, actor="executor", data=where or None)
         ctx = tool_context(job, self.bus, self.redactor, self.person)
         timeout = tool.timeout_for(job.args) or self.default_timeout_s
         ctx.deadline = time.monotonic() + timeout
@@ -87,6 +88,7 @@ class ToolRunner:
                 self.writing -= 1
                 self.last_write_end = time.monotonic()
                 self.cache.changed()
+        job.meta["after"] = await after_run(self.checkpoints, job)
         if not in_time:
             await self._late(job, timeout)
             return
@@ -99,14 +101,28 @@ class ToolRunner:
                 result = replace(result, content=[*result.content, TextBlock(f"\nworkspace sync:\n{notes}")])
             await self.finish(job, result)
 
+    async def _from_cache(self, job: CallJob, where: dict[str, Any], ttl: float | None) -> bool:
+        """Answer the call with the same call's cached result (the workspace unchanged since), recorded as such."""
+        hit = self.cache.get(job.known.name, job.raw, ttl) if ttl else None
+        if hit is None:
+            return False
+        await self.recorder.move(job.record, ToolCallState.EXECUTING, actor="executor",
+                                 note=f"from cache: the result of {hit.call_id}",
+                                 data={**where, "from_cache": hit.call_id})
+        await self.finish(job, hit.result)
+        return True
+
     async def _late(self, job: CallJob, limit_s: float) -> None:
         """The tool did not end: a person stopped it, or its time ran out."""
+        after = job.meta.get("after")
         if job.run.abort.is_set():
-            await self.recorder.fail(job.record, reasons.STOPPED_RUNNING, Outcome.INTERRUPTED, actor="user")
+            await self.recorder.fail(job.record, reasons.STOPPED_RUNNING, Outcome.INTERRUPTED, actor="user",
+                                     data=after)
         else:
             await self.recorder.fail(job.record, reasons.timed_out(job.known.name, limit_s),
                                      Outcome.TIMEOUT, actor="executor",
-                                     recs=["Use a shorter command, or a larger timeout if the tool takes one."])
+                                     recs=["Use a shorter command, or a larger timeout if the tool takes one."],
+                                     data=after)
 
     async def _sync(self, job: CallJob, direction: str) -> SyncOutcome:
         """A synced workspace brought up to date (see core/_workspace_sync.py); what went wrong is noted in
@@ -126,12 +142,13 @@ class ToolRunner:
             out = task.result()
         except AgentDeskError as e:
             await self.recorder.fail(job.record, self._clean(reasons.tool_failed(name, str(e))), Outcome.ERROR,
-                                     actor="executor", recs=[self._clean(e.hint)] if e.hint else [])
+                                     actor="executor", recs=[self._clean(e.hint)] if e.hint else [],
+                                     data=job.meta.get("after"))
             return None
         except Exception as e:
             await self.recorder.fail(job.record, self._clean(reasons.tool_raised(name, type(e).__name__, str(e))),
                                      Outcome.ERROR, actor="executor",
-                                     recs=["Check the input, or try another approach."])
+                                     recs=["Check the input, or try another approach."], data=job.meta.get("after"))
             return None
         return out if isinstance(out, ToolResult) else ToolResult.text(str(out))
 
@@ -146,8 +163,10 @@ class ToolRunner:
             verdict.changes[:0] = changes
         for hook, note in verdict.changes:
             await self.recorder.note(record, f"hook:{hook}", self._clean(note))
+        after = job.meta.get("after")
         if verdict.error:
-            await self.recorder.fail(record, verdict.error, Outcome.ERROR, actor=f"hook:{verdict.failed_hook}")
+            await self.recorder.fail(record, verdict.error, Outcome.ERROR, actor=f"hook:{verdict.failed_hook}",
+                                     data=after)
             return
         result = verdict.result
         told = []
@@ -158,7 +177,7 @@ class ToolRunner:
             told.append(TextBlock(f"\n{APPROVAL_NOTE_PREFIX}{job.approval_note}"))
         if told:
             result = replace(result, content=[*result.content, *told])
-        await self.recorder.finish(record, result)
+        await self.recorder.finish(record, result, data=after)
 
 
 async def _finished_in_time(task: asyncio.Future[Any], abort: asyncio.Event, limit_s: float) -> bool:

@@ -52,6 +52,9 @@ from ._recipe import (
 )
 from ._report import ReportScope, build_report
 from ._report_html import report_html
+from ._rewind import Rewind, checkpoint_store
+from ._rewind import plan as plan_rewind
+from ._rewind import run as run_rewind
 from ._session_mode import MODE_KEY, stored_session_mode
 from ._watcher import WorkspaceWatcher
 
@@ -73,6 +76,7 @@ __all__ = [
     "ProjectRuntime",
     "ProjectRuntimes",
     "ReportScope",
+    "Rewind",
     "SqlStore",
     "WorkspaceWatcher",
     "append_trusted_rule",
@@ -85,6 +89,7 @@ __all__ = [
     "build_report",
     "build_runtime",
     "builtin_tools",
+    "checkpoint_store",
     "consents",
     "find_project_image",
     "grant_hooks",
@@ -99,6 +104,7 @@ __all__ = [
     "open_store",
     "parse_mcp_servers",
     "ping_docker",
+    "plan_rewind",
     "process_alive",
     "project_dir",
     "project_for_dir",
@@ -111,6 +117,7 @@ __all__ = [
     "remove_crashed_containers",
     "report_html",
     "resolve_image",
+    "run_rewind",
     "seal_abandoned",
     "stored_session_mode",
     "this_process",

@@ -42,17 +42,22 @@ from ..core import (
     ConfigError,
     ConsentKind,
     ConsentStatus,
+    Instructions,
     ProjectInfo,
     Rule,
     RuleSet,
     UserHookSpec,
     append_project_rule,
+    build_instructions,
     hooks_digest,
+    instructions_digest,
+    instructions_text,
     load_templates,
     parse_user_hooks,
     price_for,
     project_rules_path,
     read_beneath,
+    read_project_instructions,
     read_project_rules,
     read_project_skills,
     read_template_folder,
@@ -604,6 +609,41 @@ def _skills_warning(consent: Consent) -> str:
             f"and approve them with: agent-desk consent approve --kind skills --project {consent.project_dir}")
 
 
+# the project's instructions, AGENTS.md and CLAUDE.md, as one set ---------------------------------------------
+# They shape every session's agent, and a cloned repository ships them: put in the prompt only as approved.
+def instructions_consents(project: ProjectInfo) -> list[Consent]:
+    found = read_project_instructions(project.path)
+    digest = instructions_digest(found)
+    if digest is None:
+        return []
+    approved = _approved_digest(ConsentKind.INSTRUCTIONS, project)
+    return [Consent(ConsentKind.INSTRUCTIONS, project.path, "", ConsentStatus.of(digest, approved),
+                    instructions_text(found), digest, approved)]
+
+
+def _check_instructions(consent: Consent) -> None:
+    if instructions_digest(read_project_instructions(consent.project_dir)) != consent.digest:
+        raise ConfigError("the project's instructions changed since they were shown: nothing approved",
+                          hint="review them again")
+
+
+def _instructions_warning(consent: Consent) -> str:
+    what = "were never approved" if consent.status is ConsentStatus.NEW else "changed since you approved them"
+    return (f"the project's instructions ({consent.project_dir}/AGENTS.md, CLAUDE.md) {what}: they are not put in "
+            f"the agent's prompt. Review and approve them with: agent-desk consent approve --kind instructions "
+            f"--project {consent.project_dir}")
+
+
+def project_instructions(settings: Settings, project: ProjectInfo) -> Instructions:
+    """A session's instructions (blocking): your own AGENTS.md (settings folder), then the project's AGENTS.md
+    and CLAUDE.md when approved as they are now, capped by `instructions_max_bytes`."""
+    found = read_project_instructions(project.path)
+    approved = _approved_digest(ConsentKind.INSTRUCTIONS, project)
+    ok = approved is not None and approved == instructions_digest(found)
+    return build_instructions(project.path, found, approved=ok, user_file=config_dir() / "AGENTS.md",
+                              max_bytes=settings.instructions_max_bytes)
+
+
 def _digest_record(kind: ConsentKind) -> Callable[[ProjectInfo, Consent, bool], None]:
     return lambda project, consent, revoke: _record_digest(kind, consent, revoke)
 
@@ -618,4 +658,6 @@ CONSENT_KINDS: dict[ConsentKind, ConsentSubject] = {
                                          _digest_record(ConsentKind.TEMPLATE), _template_warning),
     ConsentKind.SKILLS: ConsentSubject(PROJECT_SKILLS, skills_consents, _check_skills,
                                        _digest_record(ConsentKind.SKILLS), _skills_warning),
+    ConsentKind.INSTRUCTIONS: ConsentSubject("AGENTS.md", instructions_consents, _check_instructions,
+                                             _digest_record(ConsentKind.INSTRUCTIONS), _instructions_warning),
 }

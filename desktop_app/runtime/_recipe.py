@@ -64,11 +64,13 @@ from ._consent import (
     project_rules_trust,
     user_hook_specs,
 )
+from ._instructions import record_instructions, session_instructions
 from ._liveness import mark_open_here
 from ._mcp import CompanionFactory, McpConfig, default_companion, mcp_config, mcp_secret
 from ._mode_sandbox import ModeSandboxes, read_only_mode
 from ._plugins import Plugins, load_plugins
 from ._project_settings import DEFAULT_PROFILE, approval_expiry, project_profile
+from ._rewind import checkpoint_store
 from ._watcher import TOOL_QUIET_S, WorkspaceWatcher
 
 if TYPE_CHECKING:
@@ -229,6 +231,8 @@ class ProjectRuntime:
         client = self._client_for(tpl.model) if tpl.model else self.model_client
         setup = self.session_setup()
         view = self.sandboxes.view(setup.policy or self.policy, session_id or "") if self.sandboxes else None
+        instructions, problem = await session_instructions(self.settings, self.project)
+        setup.system_extra = "\n".join(p for p in (instructions.prompt(), setup.system_extra) if p)
         session = await AgentSession.open(
             store=self.store, bus=self.bus, executor=self.executor, tools=self.tools,
             model_client=client, project=self.project, sandbox=view or self.sandbox,
@@ -238,6 +242,7 @@ class ProjectRuntime:
             view.bind(session.session.id)
         self.sessions.add(session)
         self._watch()
+        await record_instructions(self.store, self.bus, session.session, instructions, problem)
         await mark_open_here(self.store, session.session)
         return session
 
@@ -410,6 +415,7 @@ def build_executor(
     executor = Executor(registry, policy, bus=bus, store=store, hooks=hooks, redactor=redactor,
                         approval_timeout_s=approval_expiry(settings, project))
     bus.redactor = executor.redactor  # the bus's last net knows the configured key too
+    executor.checkpoints = checkpoint_store(settings, project)  # before each call that may write
     executor.set_rule_writer(lambda rule: append_trusted_rule(project.path, rule))
     return executor, registry, policy, trust
 

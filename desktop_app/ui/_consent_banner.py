@@ -31,6 +31,8 @@ _ROW = {
                            "you nor to sub-agents) until you approve it."),
     ConsentKind.SKILLS: ("The skills of <b>{project}</b> (<code>.agent-desk/skills/</code>) {what}: they are not "
                          "offered until you approve them."),
+    ConsentKind.INSTRUCTIONS: ("The instructions of <b>{project}</b> (<code>AGENTS.md</code>, <code>CLAUDE.md</code>) "
+                               "{what}: they are not put in the agent's prompt until you approve them."),
 }
 _WHAT = {
     ConsentKind.RULES: {"new": "were never trusted", "changed": "changed since you trusted them",
@@ -39,6 +41,7 @@ _WHAT = {
     ConsentKind.MCP: {"new": "was never granted", "changed": "changed since you granted it"},
     ConsentKind.TEMPLATE: {"new": "was never approved", "changed": "changed since you approved it"},
     ConsentKind.SKILLS: {"new": "were never approved", "changed": "changed since you approved them"},
+    ConsentKind.INSTRUCTIONS: {"new": "were never approved", "changed": "changed since you approved them"},
 }
 _DONE = {
     ConsentKind.RULES: "The rules of {project} are trusted and in use.",
@@ -46,6 +49,7 @@ _DONE = {
     ConsentKind.MCP: "The MCP server {name} of {project} is granted: it starts with the next message.",
     ConsentKind.TEMPLATE: "The template {name} of {project} is approved: it is offered from the next message.",
     ConsentKind.SKILLS: "The skills of {project} are approved: they are offered from the next message.",
+    ConsentKind.INSTRUCTIONS: "The instructions of {project} are approved: new sessions read them.",
 }
 
 # (the project, the subject approved, the project's settings after it) -> whatever the window does then

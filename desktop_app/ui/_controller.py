@@ -42,6 +42,7 @@ from ._mainwindow import SHORTCUTS, MainWindow
 from ._mcp import McpDirectory
 from ._projects import ask_text, session_title
 from ._quit import QuitChoice, RunningCalls, WorkInFlight, ask_to_quit
+from ._rewind_files import RewindFiles
 from ._session_modes import SessionModes
 from ._tasks import BackgroundTasks
 from ._theme import apply_theme, bring_to_front
@@ -85,6 +86,7 @@ class AppController(QObject):
         self.history_loading: asyncio.Task | None = None
         self.consent = ConsentBanner(window, self.tasks.spawn, applied=self._consent_applied)
         self.running_calls = RunningCalls(self)
+        self.rewind = RewindFiles(window, desk, self.tasks.spawn)  # a timeline row's "Rewind files to before…"
         self.running_calls.attach(self.bridge)
         self.quitting = False  # the person chose to quit (or nothing was in flight): the window may close
         self.quit_question: asyncio.Future[QuitChoice] | None = None

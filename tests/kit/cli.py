@@ -24,11 +24,12 @@ def cli_environ(root: Path) -> dict[str, str]:
     return {**full, **values}
 
 
-def cli(env: dict[str, str], *args: str, timeout: float = 120, cwd: Path | None = None
-        ) -> subprocess.CompletedProcess[str]:
-    """`agent-desk ARGS` in a process of its own, its output captured as text."""
+def cli(env: dict[str, str], *args: str, timeout: float = 120, cwd: Path | None = None,
+        input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`agent-desk ARGS` in a process of its own, its output captured as text; `input` answers its questions
+    (the process has no terminal then, so it reads them from stdin)."""
     return subprocess.run([sys.executable, "-m", "desktop_app.cli", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd)
+                          text=True, timeout=timeout, cwd=cwd, input=input, start_new_session=input is not None)
 
 
 def server_cli_environ(root: Path, server: Any) -> dict[str, str]:

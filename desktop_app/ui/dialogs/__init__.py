@@ -6,6 +6,7 @@ from ._consent import ConsentDialog
 from ._edit_input import EditInputDialog
 from ._modes import MODE_HELP
 from ._project import ProjectSettingsDialog, edit_project, would_allow, write_rules_file
+from ._rewind import RewindDialog
 from ._rule_preview import RulePreviewDialog
 from ._settings import SettingsDialog, SettingsResult, edit_settings
 
@@ -17,6 +18,7 @@ __all__ = [
     "EditInputDialog",
     "FutureDialog",
     "ProjectSettingsDialog",
+    "RewindDialog",
     "RulePreviewDialog",
     "SettingsDialog",
     "SettingsResult",

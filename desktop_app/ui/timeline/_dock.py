@@ -9,6 +9,7 @@ from PySide6.QtWidgets import (
     QDockWidget,
     QHBoxLayout,
     QLabel,
+    QMenu,
     QSizePolicy,
     QSplitter,
     QTextBrowser,
@@ -31,6 +32,7 @@ class TimelineDock(QDockWidget):
     """The timeline table with its filters and a details pane for the selected call."""
 
     detailsRequested = Signal(str)  # call_id: its full record is fetched (TimelineModel.refresh)
+    rewindRequested = Signal(str)  # call_id: "Rewind files to before this call" (the row's context menu)
 
     def __init__(self, model: TimelineModel, parent=None) -> None:
         super().__init__("Timeline", parent)
@@ -77,6 +79,23 @@ class TimelineDock(QDockWidget):
         self.view = record_table(self.model, QAbstractItemView.SelectionMode.SingleSelection, stretch=2,
                                  widths=WIDTHS)
         self.view.selectionModel().currentRowChanged.connect(self._current_changed)
+        self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.view.customContextMenuRequested.connect(self._context_menu)
+
+    def row_menu(self, index: QModelIndex) -> QMenu | None:
+        """The menu of a row: rewind the files to before its call (asked in a dialog first)."""
+        call_id = index.data(Role.CALL_ID) if index.isValid() else None
+        if not call_id:
+            return None
+        menu = QMenu(self)
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        menu.addAction("Rewind files to before this call…", lambda: self.rewindRequested.emit(call_id))
+        return menu
+
+    def _context_menu(self, pos) -> None:
+        menu = self.row_menu(self.view.indexAt(pos))
+        if menu is not None:
+            menu.popup(self.view.viewport().mapToGlobal(pos))
 
     def _filtered(self) -> TimelineFilter:
         """The filter proxy, put between the model and the view on first use (the selection kept)."""

@@ -1,0 +1,340 @@
+"""Checkpoints of a workspace: its files recorded before each call that may write, in a shadow git object
+store outside the workspace (the desk's state folder), so any call's changes can be undone (`_rewind.py`).
+
+Git runs on the host with a hardened environment: no system or global config, no hooks, GIT_DIR and
+GIT_WORK_TREE explicit (the project's own `.git` and its config never run), attributes and filters off (the
+bytes kept are the bytes on disk). The project's `.gitignore` is honoured; `.git` and `.agent-desk` are left
+out; files over the size limit, ignored folders and nested repositories are named as "not kept".
+A checkpoint's id is its git tree: content-addressed, so a corrupt or missing one is detected."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._errors import AgentDeskError
+
+DEFAULT_MAX_FILE_BYTES = 50 * 1024 * 1024
+CONTROL_DIRS = (".git", ".agent-desk")
+MAX_NOT_KEPT_NAMED = 50  # a checkpoint's record names this many, then counts the rest
+GIT_TIMEOUT_S = 60.0
+_EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+_CONFIG = {
+    "core.bare": "false", "core.autocrlf": "false", "core.safecrlf": "false", "core.symlinks": "true",
+    "core.filemode": "true", "core.ignorecase": "false", "core.precomposeunicode": "false",
+    "core.hooksPath": "/dev/null", "core.excludesFile": "", "core.attributesFile": "",
+    "core.fsmonitor": "false", "core.untrackedCache": "false", "core.quotePath": "false",
+    "core.splitIndex": "false", "core.bigFileThreshold": "1m", "index.version": "4",
+    "gc.auto": "0", "gc.pruneExpire": "never", "maintenance.auto": "false", "protocol.allow": "never",
+}
+# Stronger than any .gitattributes in the project: the bytes kept are the bytes on disk, nothing runs.
+_ATTRIBUTES = "* -text -eol -ident -filter -diff -merge -working-tree-encoding\n"
+_EXCLUDE = "/.agent-desk/\n/.agent-desk\n"
+
+
+class CheckpointError(AgentDeskError):
+    """A checkpoint could not be taken or read: the reason in words."""
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    """The workspace's files at one moment: `id` (a git tree) and what was not kept, and why."""
+
+    id: str
+    not_kept: dict[str, str] = field(default_factory=dict)  # path -> why (over the limit, ignored, a repository)
+
+    def to_dict(self) -> dict[str, Any]:
+        names = sorted(self.not_kept)
+        out: dict[str, Any] = {"id": self.id}
+        if names:
+            out["not_kept"] = {n: self.not_kept[n] for n in names[:MAX_NOT_KEPT_NAMED]}
+            if len(names) > MAX_NOT_KEPT_NAMED:
+                out["not_kept_more"] = len(names) - MAX_NOT_KEPT_NAMED
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A file of a checkpoint: its git mode ("100644", "100755", "120000") and blob."""
+
+    mode: str
+    blob: str
+
+
+def _is_control(path: str) -> bool:
+    first = path.split("/", 1)[0]
+    return first.lower() in CONTROL_DIRS
+
+
+def git_env(git_dir: Path, work_tree: Path | None) -> dict[str, str]:
+    """The environment git runs in: nothing of the person's or the project's git setup, no prompts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_DIR=str(git_dir), GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull,
+               GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", GIT_NO_REPLACE_OBJECTS="1",
+               GIT_ATTR_NOSYSTEM="1", LC_ALL="C", HOME=str(git_dir))
+    if work_tree is not None:
+        env["GIT_WORK_TREE"] = str(work_tree)
+    return env
+
+
+class ShadowStore:
+    """One workspace's checkpoints: a git object store under `root`, never inside the workspace."""
+
+    def __init__(self, root: str | os.PathLike[str], workspace: str | os.PathLike[str], *,
+                 max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, git: str | None = None) -> None:
+        self.workspace = Path(os.path.realpath(workspace))
+        key = hashlib.sha256(str(self.workspace).encode()).hexdigest()[:20]
+        self.git_dir = Path(root) / f"{key}.git"
+        self.max_file_bytes = max_file_bytes
+        self.git = git or shutil.which("git") or ""
+        self._lock = threading.Lock()
+        self._ignored: dict[str, str] | None = None  # the ignored folders, found again when a .gitignore changes
+        self._last: Checkpoint | None = None
+        self._stamp: tuple[int, int, int] | None = None  # the index as this store last left it
+        if _inside(self.git_dir, self.workspace):
+            raise CheckpointError(f"the checkpoint store {self.git_dir} would be inside the workspace")
+
+    # -- git ----------------------------------------------------------------------------------------
+    def _run(self, *args: str, stdin: bytes | None = None, work_tree: bool = True, check: bool = True,
+             ) -> subprocess.CompletedProcess[bytes]:
+        if not self.git:
+            raise CheckpointError("git is not installed on this computer, and checkpoints need it",
+                                  hint="install git (the desk runs it on its own store, never on the project's)")
+        try:
+            done = subprocess.run([self.git, *args], input=stdin, capture_output=True, timeout=GIT_TIMEOUT_S,
+                                  env=git_env(self.git_dir, self.workspace if work_tree else None),
+                                  cwd=self.workspace if work_tree else self.git_dir.parent, check=False)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise CheckpointError(f"git could not run: {e}") from e
+        if check and done.returncode != 0:
+            err = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise CheckpointError(f"git {args[0]} failed: {err[-1] if err else f'exit {done.returncode}'}")
+        return done
+
+    def _ensure(self) -> None:
+        if (self.git_dir / "HEAD").is_file():
+            return
+        self.git_dir.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._run("init", "-q", "--bare", str(self.git_dir), work_tree=False)
+        for k, v in _CONFIG.items():
+            self._run("config", k, v, work_tree=False)
+        info = self.git_dir / "info"
+        info.mkdir(exist_ok=True)
+        (info / "attributes").write_text(_ATTRIBUTES)
+        (info / "exclude").write_text(_EXCLUDE)
+        hooks = self.git_dir / "hooks"
+        if hooks.is_dir():
+            shutil.rmtree(hooks, ignore_errors=True)
+
+    # -- taking -------------------------------------------------------------------------------------
+    def take(self) -> Checkpoint:
+        """The workspace as it is now (CheckpointError when it cannot be recorded)."""
+        if not self.workspace.is_dir():
+            raise CheckpointError(f"the workspace {self.workspace} is not a folder on this computer")
+        with self._lock:
+            try:
+                return self._take()
+            except OSError as e:  # the store's folder cannot be made or written (permissions, disk full)
+                raise CheckpointError(f"the checkpoint store {self.git_dir} cannot be written: {e.strerror or e}"
+                                      ) from e
+
+    def _take(self) -> Checkpoint:
+        self._ensure()
+        changed, others = self._changes()
+        if self._last is not None and not changed and not others and self._index_stamp() == self._stamp:
+            return self._last  # nothing changed, and no other process moved the index since
+        not_kept, add = self._sizes(changed | others)
+        if any(p.endswith("/") for p in others):
+            not_kept.update({p.rstrip("/"): "a repository of its own" for p in others if p.endswith("/")})
+        gone = sorted(changed - add)  # deleted, beyond a link now, or not kept any more: out of the index
+        if gone:
+            self._run("update-index", "--force-remove", "-z", "--stdin", stdin=_nul(gone))
+        if add:
+            self._run("update-index", "--add", "--replace", "-z", "--stdin", stdin=_nul(sorted(add)))
+        if self._ignored is None or any(p.rsplit("/", 1)[-1] == ".gitignore" for p in changed | others):
+            self._ignored = self._ignored_dirs()
+        tree = self._run("write-tree").stdout.decode().strip()
+        self._keep(tree)
+        self._last, self._stamp = Checkpoint(tree, {**self._ignored, **self._big_known(not_kept)}), self._index_stamp()
+        return self._last
+
+    def _index_stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.git_dir / "index")
+        except OSError:
+            return None
+        return st.st_ino, st.st_size, st.st_mtime_ns
+
+    def _changes(self) -> tuple[set[str], set[str]]:
+        """(paths changed or deleted against the last checkpoint, paths new to it): two git walks at once."""
+        tracked = _start(self, "diff-files", "--name-only", "--no-renames", "-z")
+        new = _start(self, "ls-files", "-z", "-o", "--exclude-standard")
+        outs = [_finish(p, "ls-files") for p in (tracked, new)]
+        changed, others = ({p for p in o.decode("utf-8", "surrogateescape").split("\0") if p} for o in outs)
+        return {p for p in changed if not _is_control(p)}, {p for p in others if not _is_control(p)}
+
+    def _sizes(self, paths: set[str]) -> tuple[dict[str, str], set[str]]:
+        """Of new or changed `paths`: those not kept (over the size limit, not a file), and the files and links
+        to add. A path that is gone, or lies beyond a link now, is in neither: it leaves the index."""
+        too_big: dict[str, str] = {}
+        add: set[str] = set()
+        real_dirs: dict[str, bool] = {"": True}
+        for p in paths:
+            if p.endswith("/"):
+                continue
+            st = self._lstat(p, real_dirs)
+            if st is None:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_size > self.max_file_bytes:
+                too_big[p] = f"over the {_size(self.max_file_bytes)} limit"
+            elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+                if stat.S_ISREG(st.st_mode) and not os.access(self.workspace / p, os.R_OK):
+                    raise CheckpointError(f"cannot read {p}: permission denied")
+                add.add(p)
+            else:
+                too_big[p] = "not a file nor a link"
+        return too_big, add
+
+    def _lstat(self, rel: str, real_dirs: dict[str, bool]) -> os.stat_result | None:
+        """`rel`'s own lstat when every folder on its way is a real folder (no link); else None."""
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            folder = "/".join(parts[:i])
+            if folder not in real_dirs:
+                try:
+                    real_dirs[folder] = stat.S_ISDIR(os.lstat(self.workspace / folder).st_mode)
+                except OSError:
+                    real_dirs[folder] = False
+            if not real_dirs[folder]:
+                return None
+        try:
+            return os.lstat(self.workspace / rel)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise CheckpointError(f"cannot read {rel}: {e.strerror or e}") from e
+
+    def _big_known(self, new: dict[str, str]) -> dict[str, str]:
+        """The files over the limit: those found now, and those found before that are still there."""
+        old = {p: why for p, why in (self._last.not_kept if self._last else {}).items()
+               if why.startswith("over the") and (self.workspace / p).exists()}
+        return {**old, **new}
+
+    def _ignored_dirs(self) -> dict[str, str]:
+        out = self._run("ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory").stdout
+        names = [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p and not _is_control(p)]
+        return {p.rstrip("/"): "ignored (.gitignore)" for p in names}
+
+    def _keep(self, tree: str) -> None:
+        """A ref per checkpoint: its objects stay reachable, whatever git may prune."""
+        ref = self.git_dir / "refs" / "checkpoints" / tree
+        if not ref.exists():
+            ref.parent.mkdir(parents=True, exist_ok=True)
+            ref.write_text(tree + "\n")  # a ref may name a tree: no commit needed
+
+    # -- reading ------------------------------------------------------------------------------------
+    def files(self, cid: str) -> dict[str, Entry]:
+        """Every file of checkpoint `cid` (CheckpointError: missing or corrupt)."""
+        _check_id(cid)
+        if cid == _EMPTY_TREE:
+            return {}
+        self._ensure()
+        done = self._run("ls-tree", "-r", "-z", "--full-tree", cid, work_tree=False, check=False)
+        if done.returncode != 0:
+            raise CheckpointError(f"the checkpoint {cid[:12]} is missing or corrupt: git cannot read it")
+        out: dict[str, Entry] = {}
+        for line in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
+            if not line:
+                continue
+            meta, path = line.split("\t", 1)
+            mode, _kind, blob = meta.split(" ")
+            if not _is_control(path):
+                out[path] = Entry(mode, blob)
+        return out
+
+    def blobs(self, ids: set[str]) -> dict[str, bytes]:
+        """The bytes of `ids`, each checked against its id (CheckpointError: missing or corrupt)."""
+        if not ids:
+            return {}
+        order = sorted(ids)
+        done = self._run("cat-file", "--batch", stdin="".join(f"{i}\n" for i in order).encode(), work_tree=False)
+        out, pos, data = {}, 0, done.stdout
+        for want in order:
+            nl = data.index(b"\n", pos)
+            head = data[pos:nl].decode().split(" ")
+            if len(head) != 3 or head[1] != "blob":
+                raise CheckpointError(f"the checkpoint's file {want[:12]} is missing or corrupt")
+            size = int(head[2])
+            body = data[nl + 1:nl + 1 + size]
+            pos = nl + 1 + size + 1
+            if hashlib.sha1(b"blob %d\0" % len(body) + body).hexdigest() != want:  # git's own id (not for security)
+                raise CheckpointError(f"the checkpoint's file {want[:12]} is missing or corrupt: "
+                                      "its bytes do not match its id")
+            out[want] = body
+        return out
+
+
+def _start(store: ShadowStore, *args: str) -> subprocess.Popen[bytes]:
+    if not store.git:
+        raise CheckpointError("git is not installed on this computer, and checkpoints need it",
+                              hint="install git (the desk runs it on its own store, never on the project's)")
+    try:
+        return subprocess.Popen([store.git, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=git_env(store.git_dir, store.workspace), cwd=store.workspace)
+    except OSError as e:
+        raise CheckpointError(f"git could not run: {e}") from e
+
+
+def _finish(proc: subprocess.Popen[bytes], what: str) -> bytes:
+    try:
+        out, err = proc.communicate(timeout=GIT_TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:
+        proc.kill()
+        proc.communicate()
+        raise CheckpointError(f"git {what} took longer than {GIT_TIMEOUT_S:.0f} s") from e
+    if proc.returncode != 0:
+        lines = err.decode("utf-8", "replace").strip().splitlines()
+        raise CheckpointError(f"git {what} failed: {lines[-1] if lines else f'exit {proc.returncode}'}")
+    return out
+
+
+def _nul(paths: list[str]) -> bytes:
+    return b"".join(os.fsencode(p) + b"\0" for p in paths)
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MB" if n >= 1024 * 1024 else f"{n:,} bytes"
+
+
+def _check_id(cid: str) -> None:
+    if not (isinstance(cid, str) and len(cid) == 40 and all(c in "0123456789abcdef" for c in cid)):
+        raise CheckpointError(f"{cid!r} is not a checkpoint id")
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        Path(os.path.realpath(path)).relative_to(folder)
+    except ValueError:
+        return False
+    return True
+
+
+def changed_between(store: ShadowStore, a: str, b: str) -> set[str]:
+    """The paths whose file differs between checkpoints `a` and `b` (CheckpointError: one is missing)."""
+    _check_id(a)
+    _check_id(b)
+    if a == b:
+        return set()
+    store._ensure()
+    done = store._run("diff-tree", "-r", "-z", "--no-renames", "--name-only", a, b, work_tree=False, check=False)
+    if done.returncode != 0:
+        bad = a if store._run("cat-file", "-e", a, work_tree=False, check=False).returncode else b
+        raise CheckpointError(f"the checkpoint {bad[:12]} is missing or corrupt: git cannot read it")
+    return {p for p in done.stdout.decode("utf-8", "surrogateescape").split("\0") if p and not _is_control(p)}
