@@ -72,6 +72,15 @@ def default_db_url() -> str:
     return f"sqlite:///{data_dir() / 'agent-desk.db'}"
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file a database URL or path names when it is SQLite (absolute), else None (a server's URL)."""
+    if "://" not in url:
+        return Path(url).expanduser().resolve()
+    if url.startswith("sqlite") and ":///" in url:
+        return Path(url.split(":///", 1)[1].split("?", 1)[0]).expanduser().resolve()
+    return None
+
+
 # the keys checked as counts: a non-negative integer each
 _COUNTS = ("max_tokens", "max_retries", "thinking_budget", "max_steps", "subagent_max_depth",
            "subagent_max_children", "subagent_max_running", "skills_max", "skills_max_prompt_bytes")
