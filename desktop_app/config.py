@@ -302,12 +302,16 @@ class ApiKey:
     """A resolved key and where it came from; repr never shows the value."""
 
     value: str = field(repr=False)
-    source: str  # keyring | settings | env
+    source: str  # keyring | settings | env (ANTHROPIC_API_KEY) | env-token (ANTHROPIC_AUTH_TOKEN, sent as a bearer)
 
 
 def resolve_api_key(settings: Settings) -> ApiKey | None:
-    """ANTHROPIC_API_KEY (it overrides what is stored, as in the SDK), then the keyring, then the settings
-    file; None when none is set."""
+    """ANTHROPIC_AUTH_TOKEN (a bearer token, the SDK's auth_token; it wins over a key, as in Claude Code), then
+    ANTHROPIC_API_KEY (it overrides what is stored, as in the SDK), then the keyring, then the settings file;
+    None when none is set."""
+    token = _env("ANTHROPIC_AUTH_TOKEN")
+    if token:
+        return ApiKey(token, "env-token")
     env = _env("ANTHROPIC_API_KEY")
     if env:
         return ApiKey(env, "env")

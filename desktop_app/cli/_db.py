@@ -32,8 +32,11 @@ def missing_file(args: argparse.Namespace) -> tuple[Path, str] | None:
     from ..config import sqlite_file
 
     url, source = db_source(args)
-    path = sqlite_file(url)
-    return (path, source) if path is not None and not path.exists() else None
+    try:
+        path = sqlite_file(url)
+        return (path, source) if path is not None and not path.exists() else None
+    except OSError:  # a name too long, a folder not readable: the store says what is wrong with it
+        return None
 
 
 async def open_existing_store(args: argparse.Namespace) -> SqlStore:

@@ -32,7 +32,8 @@ from ._mcp_json import check_mcp_json, servers_text, where_it_runs
 from ._modes import mode_combo
 
 _KEY_SOURCES = {"keyring": "stored in the system keyring", "settings": "stored in the settings file",
-                "env": "read from ANTHROPIC_API_KEY (the environment overrides a stored key)"}
+                "env": "read from ANTHROPIC_API_KEY (the environment overrides a stored key)",
+                "env-token": "read from ANTHROPIC_AUTH_TOKEN, sent as a bearer token (it overrides a stored key)"}
 
 
 @dataclasses.dataclass(slots=True)
