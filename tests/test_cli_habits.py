@@ -76,6 +76,17 @@ def test_anthropic_auth_token_is_a_bearer_token_that_wins_over_a_key(desk_env: P
     assert "tok-bearer" not in repr(key)
 
 
+def test_doctor_sends_the_auth_token_as_a_bearer(desk_env: Path, server, monkeypatch) -> None:
+    from desktop_app.doctor import key_checks
+
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", server.api_key)
+    key, endpoint = key_checks(Settings())
+    assert "ANTHROPIC_AUTH_TOKEN" in key.detail and endpoint.status == "ok", endpoint
+    path, headers = server.gets[-1]
+    assert headers.get("authorization") == f"Bearer {server.api_key}" and "x-api-key" not in headers
+
+
 def test_fish_completion_completes_subcommands_actions_options_and_folders(capsys) -> None:
     assert cli.main(["completion", "fish"]) == 0
     script = capsys.readouterr().out
