@@ -83,7 +83,7 @@ def test_doctor_sends_the_auth_token_as_a_bearer(desk_env: Path, server, monkeyp
     monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", server.api_key)
     key, endpoint = key_checks(Settings())
     assert "ANTHROPIC_AUTH_TOKEN" in key.detail and endpoint.status == "ok", endpoint
-    path, headers = server.gets[-1]
+    _path, headers = server.gets[-1]
     assert headers.get("authorization") == f"Bearer {server.api_key}" and "x-api-key" not in headers
 
 
