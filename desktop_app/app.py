@@ -219,6 +219,8 @@ async def _run_window(app, window, settings, settings_error: str | None, db: str
     from .runtime import Desk
     from .ui import AppController
 
+    if not args.sample_data:
+        _say_if_new(db)
     store = await _open_store(db, signed=not args.sample_data)
     bus = await EventBus.open(store)
     key_source = await asyncio.get_running_loop().run_in_executor(None, _key_source, settings, bus)
@@ -296,6 +298,15 @@ def _load_settings():
         return Settings.load(), None
     except AgentDeskError as exc:
         return Settings(), exc.user_message()
+
+
+def _say_if_new(db: str) -> None:
+    """The window creates its database on first use, and says so (a mistyped --db shows here)."""
+    from .config import sqlite_file
+
+    path = sqlite_file(db)
+    if path is not None and not path.exists():
+        print(f"agent-desk: creating the audit database {path}", file=sys.stderr)
 
 
 def _default_db() -> str:

@@ -77,6 +77,15 @@ def default_db_url() -> str:
     return f"sqlite:///{data_dir() / 'agent-desk.db'}"
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file a database URL or path names when it is SQLite (absolute), else None (a server's URL)."""
+    if "://" not in url:
+        return Path(url).expanduser().resolve()
+    if url.startswith("sqlite") and ":///" in url:
+        return Path(url.split(":///", 1)[1].split("?", 1)[0]).expanduser().resolve()
+    return None
+
+
 # the keys checked as counts: a non-negative integer each
 _COUNTS = ("max_tokens", "max_retries", "thinking_budget", "max_steps", "subagent_max_depth",
            "subagent_max_children", "subagent_max_running", "skills_max", "skills_max_prompt_bytes",
@@ -309,12 +318,16 @@ class ApiKey:
     """A resolved key and where it came from; repr never shows the value."""
 
     value: str = field(repr=False)
-    source: str  # keyring | settings | env
+    source: str  # keyring | settings | env (ANTHROPIC_API_KEY) | env-token (ANTHROPIC_AUTH_TOKEN, sent as a bearer)
 
 
 def resolve_api_key(settings: Settings) -> ApiKey | None:
-    """ANTHROPIC_API_KEY (it overrides what is stored, as in the SDK), then the keyring, then the settings
-    file; None when none is set."""
+    """ANTHROPIC_AUTH_TOKEN (a bearer token, the SDK's auth_token; it wins over a key, as in Claude Code), then
+    ANTHROPIC_API_KEY (it overrides what is stored, as in the SDK), then the keyring, then the settings file;
+    None when none is set."""
+    token = _env("ANTHROPIC_AUTH_TOKEN")
+    if token:
+        return ApiKey(token, "env-token")
     env = _env("ANTHROPIC_API_KEY")
     if env:
         return ApiKey(env, "env")

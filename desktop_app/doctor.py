@@ -205,6 +205,7 @@ def _images_check(statuses: list[Any], settings: Settings) -> Check:
 
 # the API key and the endpoint ---------------------------------------------------------------------------
 _KEY_SOURCES = {"env": "from ANTHROPIC_API_KEY (the environment; it overrides a stored key)",
+                "env-token": "a bearer token from ANTHROPIC_AUTH_TOKEN (it overrides any key)",
                 "keyring": "from the system keyring", "settings": "from the settings file (no keyring)"}
 
 
@@ -215,15 +216,16 @@ def key_checks(settings: Settings) -> list[Check]:
         return [Check("API key", FAIL, "not set",
                       "set it in the window (File › Settings…), or export ANTHROPIC_API_KEY=sk-ant-…"),
                 _endpoint_check(settings, None)]
-    return [Check("API key", OK, _KEY_SOURCES.get(key.source, key.source)), _endpoint_check(settings, key.value)]
+    return [Check("API key", OK, _KEY_SOURCES.get(key.source, key.source)),
+            _endpoint_check(settings, key.value, bearer=key.source == "env-token")]
 
 
-def _endpoint_check(settings: Settings, key: str | None) -> Check:
+def _endpoint_check(settings: Settings, key: str | None, *, bearer: bool = False) -> Check:
     url = settings.resolved_base_url() or DEFAULT_ENDPOINT
     where = {"env": " (from ANTHROPIC_BASE_URL)", "settings": " (from the settings)"}.get(
         settings.base_url_source(), "")
     status = _get_status(url.rstrip("/") + "/v1/models",
-                         {"anthropic-version": "2023-06-01", **({"x-api-key": key} if key else {})})
+                         {"anthropic-version": "2023-06-01", **_auth_header(key, bearer)})
     if isinstance(status, str):
         return Check("Endpoint", FAIL, f"{url}{where} does not answer ({status})",
                      "check the network (a proxy: HTTPS_PROXY), or the base URL in Settings / ANTHROPIC_BASE_URL")
@@ -239,6 +241,12 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+
+def _auth_header(key: str | None, bearer: bool) -> dict[str, str]:
+    if not key:
+        return {}
+    return {"authorization": f"Bearer {key}"} if bearer else {"x-api-key": key}
 
 
 def _get_status(url: str, headers: dict[str, str]) -> int | str:

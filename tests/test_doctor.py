@@ -3,6 +3,7 @@ the endpoint asked (and a refused key said), a failed check with its fix and a n
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -60,9 +61,16 @@ def test_a_refused_key_and_a_silent_endpoint_fail_with_a_fix(env) -> None:
     assert "export ANTHROPIC_API_KEY" in out.stdout
 
 
+async def _make_db(path: Path) -> None:
+    from desktop_app.store import SqlStore
+
+    await (await SqlStore.open(path)).close()
+
+
 def test_the_database_check_verifies_the_chain_and_fails_on_a_bad_database(env, tmp_path: Path) -> None:
     db = tmp_path / "desk.db"
-    assert cli(env, "audit", "list", "--db", str(db)).returncode == 0
+    assert cli(env, "audit", "list", "--db", str(db)).returncode == 2  # a reader never makes the database
+    asyncio.run(_make_db(db))
     ok = lines(cli(env, "doctor", "--db", str(db)).stdout)["Database"]
     assert ok.startswith("[ok]") and "the audit chain verifies" in ok
     junk = tmp_path / "junk.db"

@@ -145,6 +145,7 @@ EXPORTED_BY_ROOMS: dict[str, list[str]] = {
     ],
     "store.integrity": [
         "GENESIS", "VerifyResult", "canonical_json", "link_hash", "split_canonical",  # the chain
+        "CANON_JCS", "CANON_LEGACY", "jcs", "jcs_data",  # its canonical forms: RFC 8785, and the one before
         "BLOB_MIN", "message_digests", "record_digests", "sha", "to_json",  # the rows' digests
         "HeadNotary", "HeadSigner", "db_identity",  # the head's signature, the desk's witness
         "ChainDigests", "latest_head", "message_entries", "trailer", "verify", "verify_export",  # checks, export

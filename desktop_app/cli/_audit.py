@@ -11,6 +11,7 @@ from ..core import (
     AgentDeskError,
 )
 from ._common import EXIT_FAILED, EXIT_OK, when
+from ._db import db_source, open_existing_store
 from ._sessions import project_id_for
 
 if TYPE_CHECKING:
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
 
 # audit ------------------------------------------------------------------------------------------------
 async def audit_command(args: argparse.Namespace) -> int:
-    from ..runtime import open_store
 
     if args.action == "verify-export":
         return _audit_verify_export(args)
@@ -27,7 +27,7 @@ async def audit_command(args: argparse.Namespace) -> int:
 
     action = {"list": _audit_list, "show": _audit_show, "export": _audit_export,
               "report": audit_report}.get(args.action, _audit_verify)
-    store = await open_store(args.db)
+    store = await open_existing_store(args)
     try:
         return await action(args, store)
     finally:
@@ -80,7 +80,15 @@ async def _audit_export(args: argparse.Namespace, store: SqlStore) -> int:
 
 
 async def _audit_verify(args: argparse.Namespace, store: SqlStore) -> int:
+    from ..config import sqlite_file
+
     result = await store.verify(trusted_keys=getattr(args, "trust_key", None) or ())
+    if result.ok and result.count == 0:
+        url, source = db_source(args)
+        where = sqlite_file(url) or f"given by {source}"
+        print(f"nothing to verify: the audit database ({where}) has no entries (no tool call or "
+              "message was ever recorded in it); check --db or $AGENT_DESK_DB", file=sys.stderr)
+        return EXIT_FAILED
     if result.ok:
         print(f"audit chain OK: {result.message or f'{result.count} entries verified'}")
         return EXIT_OK

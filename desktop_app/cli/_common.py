@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from typing import TYPE_CHECKING
 
 from ..core import (
+    ConfigError,
     ModelError,
     PermissionMode,
     TurnEnd,
@@ -30,7 +32,7 @@ EXIT_FAILED = 1  # done, and the answer is "no": a turn that failed, a broken ch
 EXIT_USAGE = 2  # could not run as asked: bad arguments, a bad --db URL or image name, no API key, no engine
 
 
-EXIT_PAUSED = 3  # the turn waits for an approval
+EXIT_PAUSED = 3  # the turn was paused by the loop guard (the same call repeated): nothing waits, resume to go on
 
 
 EXIT_MAX_STEPS = 4  # the turn used all its steps
@@ -68,8 +70,7 @@ def command_settings(args: argparse.Namespace) -> Settings:
         raise ModelError("No Anthropic API key is set.", hint=MISSING_KEY_HINT)
     remember_secret(key.value)  # redacted as it is from every log line, whatever its shape
     log.info("API key from %s; endpoint from %s", key.source, settings.base_url_source())
-    if getattr(args, "model", None):
-        settings.model = args.model
+    settings.model = getattr(args, "model", None) or _env_model() or settings.model  # flag > env > settings
     if getattr(args, "max_steps", None):
         settings.max_steps = args.max_steps
     if getattr(args, "sandbox", None):
@@ -95,6 +96,37 @@ async def open_project_runtime(args: argparse.Namespace, project: ProjectInfo, s
         if trust is not None and not trust.ok:
             print(f"agent-desk: warning: {trust.warning()}", file=sys.stderr)
     return runtime
+
+
+def _env_model() -> str | None:
+    """ANTHROPIC_MODEL, as Claude Code reads it (blank counts as unset)."""
+    return os.environ.get("ANTHROPIC_MODEL", "").strip() or None
+
+
+def read_prompt(prompt: str | None, *, required: bool) -> str | None:
+    """The prompt as given; `-` reads it from stdin, as does no prompt when stdin is piped (not a terminal)
+    and one is `required`. An empty prompt is refused."""
+    if prompt == "-" or (prompt is None and required and not _stdin_is_terminal()):
+        try:
+            prompt = sys.stdin.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"Cannot read the prompt from stdin: {e}.") from None
+        if not prompt.strip():
+            raise ConfigError("The prompt read from stdin is empty.",
+                              hint="pipe the prompt in (echo 'fix the test' | agent-desk run -), or pass it as "
+                                   "an argument")
+        return prompt
+    if required and not (prompt or "").strip():
+        raise ConfigError("No prompt: say what to ask.",
+                          hint="agent-desk run 'PROMPT', or pipe it in: echo 'PROMPT' | agent-desk run -")
+    return prompt
+
+
+def _stdin_is_terminal() -> bool:
+    try:
+        return sys.stdin is None or sys.stdin.isatty()
+    except (ValueError, AttributeError):  # closed
+        return True
 
 
 def when(t: float) -> str:

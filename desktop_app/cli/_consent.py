@@ -10,17 +10,18 @@ from typing import Any
 
 from ..core import ConfigError, ConsentKind, ConsentStatus
 from ._common import EXIT_FAILED, EXIT_OK
+from ._db import open_or_create_store
 from ._run import ask
 
 
 async def mcp_grant_command(args: argparse.Namespace) -> int:
     """Record (or revoke) the relaxation a project's server asks for, bound to its entry as it is now."""
     from ..config import Settings
-    from ..runtime import Consent, approve, consents, open_store, project_dir, project_for_dir, project_mcp_servers
+    from ..runtime import Consent, approve, consents, project_dir, project_for_dir, project_mcp_servers
 
     folder = project_dir(args.project)
     settings = await asyncio.to_thread(Settings.load)
-    store = await open_store(args.db)
+    store = await open_or_create_store(args)
     try:
         project = await project_for_dir(store, folder, settings=settings)
         found = await asyncio.to_thread(consents, project, ConsentKind.MCP)
@@ -51,11 +52,11 @@ async def hooks_command(args: argparse.Namespace) -> int:
     """`hooks list`: the hooks that run for the project; `hooks grant`: show the project's hooks file, then
     grant exactly that text (after y, or with --yes), or take the grant back (--revoke)."""
     from ..config import Settings
-    from ..runtime import grant_hooks, open_store, project_dir, project_for_dir, project_hooks_trust, user_hook_specs
+    from ..runtime import grant_hooks, project_dir, project_for_dir, project_hooks_trust, user_hook_specs
 
     folder = project_dir(args.project)
     settings = await asyncio.to_thread(Settings.load)
-    store = await open_store(args.db)
+    store = await open_or_create_store(args)
     try:
         project = await project_for_dir(store, folder, settings=settings)
         if args.action == "list":
@@ -115,11 +116,11 @@ def rules_command(args: argparse.Namespace) -> int:
 async def consent_command(args: argparse.Namespace) -> int:
     """`consent list|approve|revoke`: one verb family over every kind of subject the person approves."""
     from ..config import Settings
-    from ..runtime import approve, consents, open_store, project_dir, project_for_dir
+    from ..runtime import approve, consents, project_dir, project_for_dir
 
     folder = project_dir(args.project)
     settings = await asyncio.to_thread(Settings.load)
-    store = await open_store(args.db)
+    store = await open_or_create_store(args)
     try:
         project = await project_for_dir(store, folder, settings=settings)
         kind = ConsentKind(args.kind) if args.kind else None

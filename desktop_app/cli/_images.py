@@ -11,6 +11,7 @@ from ..core import (
     ConfigError,
 )
 from ._common import EXIT_OK
+from ._db import open_or_create_store
 
 
 # images -----------------------------------------------------------------------------------------------
@@ -46,10 +47,10 @@ async def images_command(args: argparse.Namespace) -> int:
 async def _build_project_image(args: argparse.Namespace) -> int:
     """The project's own image, built only on this explicit command, then stored as the project's image
     with the digest it was built from (a later change of the file is shown, never built by `run`)."""
-    from ..runtime import build_project_image, open_store, project_dir, project_for_dir
+    from ..runtime import build_project_image, project_dir, project_for_dir
 
     folder = project_dir(args.project)
-    store = await open_store(args.db)
+    store = await open_or_create_store(args)
     try:
         project = await project_for_dir(store, folder)
         built = await asyncio.to_thread(

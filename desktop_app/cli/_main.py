@@ -118,6 +118,11 @@ async def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _completion(args: argparse.Namespace) -> int:
+    if args.shell == "fish":
+        from ._fish import fish_script
+
+        print(fish_script(build_parser()), end="")
+        return EXIT_OK
     import shtab
 
     print(shtab.complete(build_parser(), shell=args.shell), end="")

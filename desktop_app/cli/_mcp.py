@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._common import EXIT_OK
+from ._db import open_or_create_store
 
 if TYPE_CHECKING:
     from ..core import McpServerInfo
@@ -19,13 +20,13 @@ if TYPE_CHECKING:
 async def mcp_list_command(args: argparse.Namespace) -> int:
     """Start the project's servers (each ready or failed), print them, close them."""
     from ..config import Settings
-    from ..runtime import open_runtime, open_store, project_for_dir, resolve_image
+    from ..runtime import open_runtime, project_for_dir, resolve_image
 
     image = resolve_image(args.image) if args.image is not None else None  # checked before anything is stored
     settings = await asyncio.to_thread(Settings.load)
     if args.sandbox:
         settings.sandbox = args.sandbox
-    store = await open_store(args.db)
+    store = await open_or_create_store(args)
     try:
         project = await project_for_dir(store, args.project, image=image, settings=settings)
     except BaseException:

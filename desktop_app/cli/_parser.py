@@ -41,12 +41,15 @@ exit codes:
        export rejected, a `doctor` check failed, `rules diff` found untrusted rules
   {EXIT_USAGE}    could not run as asked: bad arguments, a bad --db URL or image name, no API key,
        the Docker engine unreachable (the message says which, and the fix)
-  {EXIT_PAUSED}    the turn waits for an approval (answer it, then `sessions resume`)
+  {EXIT_PAUSED}    the turn was paused: the loop guard stopped the same call repeated (nothing waits;
+       look at the calls, then `sessions resume ID "…"` to go on)
   {EXIT_MAX_STEPS}    the turn used all its steps (--max-steps)
   {EXIT_INTERNAL}   a bug in agent-desk: the traceback is in the log file (--debug prints it)
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
 
 environment: ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL override the stored key and endpoint;
+ANTHROPIC_AUTH_TOKEN is sent as a bearer token (Authorization header) instead of a key, and wins over
+ANTHROPIC_API_KEY; ANTHROPIC_MODEL is the model (--model > ANTHROPIC_MODEL > the settings);
 AGENT_DESK_DB is the default --db."""
 
 
@@ -89,11 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_hooks(sub)
     _add_consent(sub)
     sub.add("doctor", help="check what Agent Desk needs (Docker, images, key, endpoint, Qt, database)")
-    comp = sub.add("completion", help="print a shell completion script (bash or zsh)",
+    comp = sub.add("completion", help="print a shell completion script (bash, zsh or fish)",
                    description="Print a completion script. bash: agent-desk completion bash > "
                    "~/.local/share/bash-completion/completions/agent-desk; zsh: agent-desk completion zsh > "
-                   "~/.zfunc/_agent-desk (with ~/.zfunc in $fpath).")
-    comp.add_argument("shell", choices=("bash", "zsh"))
+                   "~/.zfunc/_agent-desk (with ~/.zfunc in $fpath); fish: agent-desk completion fish > "
+                   "~/.config/fish/completions/agent-desk.fish.")
+    comp.add_argument("shell", choices=("bash", "zsh", "fish"))
     return p
 
 
@@ -103,7 +107,7 @@ def _dir_arg(action: argparse.Action) -> argparse.Action:
 
 
 def _run_options(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--model", help="model id (default: from the settings)")
+    sp.add_argument("--model", help="model id (default: $ANTHROPIC_MODEL, else the settings)")
     sp.add_argument("--permission-mode", choices=MODES, help="how tool calls are allowed")
     sp.add_argument("--on-ask", choices=("allow", "deny", "prompt"), default="deny",
                     help="what to answer when a call needs approval (default: deny); the model's questions and "
@@ -122,11 +126,12 @@ def _run_options(sp: argparse.ArgumentParser) -> None:
 
 def _add_run(sub: _Sub) -> None:
     run = sub.add("run", help="run one turn in a project and print it")
-    _dir_arg(run.add_argument("--project", required=True, help="the project folder"))
+    _dir_arg(run.add_argument("--project", default=".", help="the project folder (default: here)"))
     run.add_argument("--image", help="sandbox image: a catalog name (python, node, minimal) or a tag")
     run.add_argument("--session", help="continue this session instead of starting one")
     _run_options(run)
-    run.add_argument("prompt", help="what to ask")
+    run.add_argument("prompt", nargs="?", help="what to ask; `-` (or no prompt, with stdin piped) reads it from "
+                     "stdin")
 
 
 def _add_sessions(sub: _Sub) -> None:
@@ -140,11 +145,12 @@ def _add_sessions(sub: _Sub) -> None:
     st.add_argument("--json", action="store_true", help="the status as one JSON object")
     sr = ssub.add("resume", help="reopen a session (seals unfinished calls) and continue it")
     sr.add_argument("id")
-    sr.add_argument("prompt", nargs="?", help="a new message; without one, the interrupted turn continues")
+    sr.add_argument("prompt", nargs="?", help="a new message (`-` reads it from stdin); without one, the "
+                    "interrupted turn continues")
     _run_options(sr)
     sc = ssub.add("compact", help="summarise a session's older turns with the model (the audit keeps them)")
     sc.add_argument("id")
-    sc.add_argument("--model", help="model id (default: from the settings)")
+    sc.add_argument("--model", help="model id (default: $ANTHROPIC_MODEL, else the settings)")
     sc.add_argument("--sandbox", choices=("docker", "local"), help="where tools run (default: docker)")
     sc.set_defaults(permission_mode=None)
     rw = ssub.add("rewind", help="put a session's files back as they were before one of its calls (asks first)")

@@ -8,6 +8,7 @@ import contextlib
 import json
 import signal
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from ..core import (
@@ -32,7 +33,8 @@ from ..core import (
     status_word,
     visible,
 )
-from ._common import EXIT_CODES, EXIT_FAILED, EXIT_OK, command_settings, open_project_runtime
+from ._common import EXIT_CODES, EXIT_FAILED, EXIT_OK, command_settings, open_project_runtime, read_prompt
+from ._db import open_or_create_store
 
 if TYPE_CHECKING:
     from ..core import AgentSession, ProjectInfo
@@ -40,12 +42,13 @@ if TYPE_CHECKING:
 
 
 async def run_command(args: argparse.Namespace) -> int:
-    from ..runtime import open_store, project_for_dir, resolve_image
+    from ..runtime import project_for_dir, resolve_image
 
+    args.prompt = read_prompt(args.prompt, required=True)
     if args.image is not None:  # a catalog name or a valid tag, checked before anything is stored
         args.image = resolve_image(args.image)
     settings = command_settings(args)
-    store = await open_store(args.db)
+    store = await open_or_create_store(args)
     try:
         project = await project_for_dir(store, args.project, image=args.image, settings=settings)
     except BaseException:
@@ -80,7 +83,10 @@ async def drive(runtime: ProjectRuntime, session: AgentSession, args: argparse.N
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, session.stop)
-    if not args.json:
+    started = time.monotonic()
+    if args.json:
+        printer.emit("session_started", session_facts(runtime, session))
+    else:
         print(f"session {session.session.id}  ({runtime.project.name}, {runtime.model_client.model})",
               file=sys.stderr)
     try:
@@ -108,10 +114,21 @@ async def drive(runtime: ProjectRuntime, session: AgentSession, args: argparse.N
     except AgentDeskError as e:
         print(f"agent-desk: {e.user_message()}", file=sys.stderr)
         return code or EXIT_FAILED
-    if not args.json:
-        total = await session_usage(runtime.store, session.session.id)
+    total = await session_usage(runtime.store, session.session.id)
+    if args.json:
+        printer.emit("totals", printer.totals(result.reason, code, time.monotonic() - started, total))
+    else:
         print(usage_line(printer.usage, total), file=sys.stderr)
     return code
+
+
+def session_facts(runtime: ProjectRuntime, session: AgentSession) -> dict[str, object]:
+    """What `--json` opens with: the session, the model, the project, the permission mode and the image."""
+    sid = session.session.id
+    return {"session_id": sid, "model": runtime.model_client.model, "project": runtime.project.path,
+            "project_name": runtime.project.name, "mode": str(runtime.policy.mode_for(sid).value),
+            "image": runtime.project.image, "sandbox": runtime.project.settings.get("sandbox", "docker"),
+            "template": runtime.template.name}
 
 
 async def session_usage(store: SqlStore, session_id: str) -> list[float]:
@@ -150,6 +167,18 @@ class RunPrinter:
         self._answers: set[asyncio.Future[None]] = set()
         self.usage: list[float] = [0, 0, 0.0]  # this turn's tokens in, out and cost
         self.children: set[str] = set()  # the sub-agents' sessions: their calls and approvals are this run's
+        self.calls: dict[str, int] = {}  # this turn's calls (a sub-agent's too) by the word of their end
+
+    def emit(self, kind: str, payload: dict[str, object]) -> None:
+        """One line of `--json` that the CLI adds to the session's events (no seq: it is not stored)."""
+        print(json.dumps({"seq": None, "channel": "cli", "type": kind, "payload": payload}, default=str), flush=True)
+
+    def totals(self, reason: str, code: int, seconds: float, session: list[float]) -> dict[str, object]:
+        """What `--json` ends with: this turn's tokens, cost, calls by how they ended, and duration."""
+        return {"session_id": self.sid, "reason": str(reason), "exit_code": code, "input_tokens": int(self.usage[0]),
+                "output_tokens": int(self.usage[1]), "cost_usd": round(self.usage[2], 6),
+                "session_cost_usd": round(session[2], 6), "calls": dict(sorted(self.calls.items())),
+                "duration_s": round(seconds, 3)}
 
     def on_event(self, env: Envelope) -> None:
         sid = env.session_id
@@ -159,6 +188,9 @@ class RunPrinter:
             self.children.add(str(env.payload.get("child_session_id") or ""))
         if env.type == TokenUsage.type:  # a sub-agent's model calls are this turn's cost too
             add_usage(self.usage, env.event)
+        elif env.type == ToolEnd.type:
+            word = status_word(env.payload.get("state") or "COMPLETED", env.payload.get("outcome"))
+            self.calls[word] = self.calls.get(word, 0) + 1
         if sid in self.children and not self.args.json and env.type not in _CHILD_SHOWN:
             return  # a sub-agent's text is its parent's tool result; its calls and approvals are shown
         if self.args.json:

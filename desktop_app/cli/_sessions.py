@@ -14,7 +14,8 @@ from ..core import (
     AgentStatus,
     visible,
 )
-from ._common import EXIT_OK, open_project_runtime, when
+from ._common import EXIT_OK, open_project_runtime, read_prompt, when
+from ._db import open_existing_store
 from ._run import drive
 
 if TYPE_CHECKING:
@@ -26,9 +27,8 @@ if TYPE_CHECKING:
 
 # sessions ---------------------------------------------------------------------------------------------
 async def sessions_command(args: argparse.Namespace) -> int:
-    from ..runtime import open_store
 
-    store = await open_store(args.db)
+    store = await open_existing_store(args)
     if args.action == "resume":
         return await _resume(args, store)
     if args.action == "compact":
@@ -115,6 +115,11 @@ async def _session_runtime(args: argparse.Namespace, store: SqlStore) -> tuple[S
 
 async def _resume(args: argparse.Namespace, store: SqlStore) -> int:
     """Reopen a stored session in its project's runtime, which owns `store` from then on."""
+    try:
+        args.prompt = read_prompt(args.prompt, required=False)
+    except BaseException:
+        await store.close()
+        raise
     session, runtime = await _session_runtime(args, store)
     try:
         opened = await runtime.open_session(session.id)

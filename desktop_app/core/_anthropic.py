@@ -159,8 +159,11 @@ class AnthropicModelClient:
         if self._client is None:
             import anthropic
 
+            # ANTHROPIC_AUTH_TOKEN goes as `Authorization: Bearer`, as the SDK's auth_token; else the x-api-key.
+            key = {"auth_token": self._api_key, "api_key": None} if self.key_source == "env-token" else {
+                "api_key": self._api_key}
             self._client = anthropic.AsyncAnthropic(
-                api_key=self._api_key,
+                **key,
                 base_url=self.base_url,
                 max_retries=self.max_retries,
                 timeout=self.timeout_s,
@@ -295,6 +298,7 @@ _SOURCES = {
     "keyring": " stored in the keyring",
     "settings": " stored in the settings file",
     "env": " in ANTHROPIC_API_KEY",
+    "env-token": " in ANTHROPIC_AUTH_TOKEN (sent as a bearer token)",
 }
 
 

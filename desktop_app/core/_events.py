@@ -119,6 +119,7 @@ class ToolEnd(Event):
     duration_ms: float | None = None
     summary: str = ""
     exit_code: int | None = None  # a command's, so a view can colour its end at once (exit 1 is no success)
+    reason: str = ""  # why a failed, denied or sealed call did not succeed (its record's error); "" otherwise
 
 
 @dataclass(slots=True)

@@ -129,7 +129,7 @@ class RecordWriter:
         self.bus.publish(
             ToolEnd(session_id=record.session_id, call_id=record.id, name=record.name,
                     state=record.state.value, outcome=Outcome.SEALED.value, is_error=True,
-                    summary=summary)
+                    summary=summary, reason=record.error or "")
         )
 
     def unrecorded(self, record: ToolCallRecord, exc: StoreError) -> ToolCallRecord:
@@ -143,7 +143,7 @@ class RecordWriter:
         # Not ToolExecuted: that one is stored, and the store is what just failed.
         self.bus.publish(ToolEnd(session_id=record.session_id, call_id=record.id, name=record.name,
                                  state=record.state.value, outcome=Outcome.ERROR.value, is_error=True,
-                                 summary="not recorded"))
+                                 summary="not recorded", reason=msg))
         return record
 
     def publish_end(self, record: ToolCallRecord) -> None:
@@ -152,7 +152,8 @@ class RecordWriter:
         self.bus.publish(ToolEnd(session_id=record.session_id, call_id=record.id, name=record.name,
                                  state=record.state.value, outcome=outcome,
                                  is_error=record.is_error, duration_ms=record.duration_ms, summary=summary,
-                                 exit_code=_exit_code(record)))
+                                 exit_code=_exit_code(record),
+                                 reason=(record.error or "") if record.is_error else ""))
         self.bus.publish(ToolExecuted(session_id=record.session_id, call_id=record.id, name=record.name,
                                       state=record.state.value, outcome=outcome,
                                       duration_ms=record.duration_ms, sandbox=record.sandbox,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -58,13 +57,14 @@ from ._tables import (
 from ._writer import ErrorTranslator, Op, Waiter, Writer, blob_params
 from .integrity import (
     BLOB_MIN,
+    CANON_JCS,
     GENESIS,
     ChainDigests,
     HeadNotary,
     HeadSigner,
     VerifyResult,
-    canonical_json,
     db_identity,
+    jcs_data,
     latest_head,
     message_entries,
     record_digests,
@@ -255,17 +255,18 @@ class SqlStore:
         state = ToolCallState(entry.state).value
         try:
             params, blob, input_digest = record_params(record)
-            data_json = canonical_json(json.loads(to_json(entry.data)))
+            data_json = jcs_data(entry.data)
         except (TypeError, ValueError) as exc:
             raise StoreError(f"tool call {record.id} cannot be saved: its data is not JSON ({exc})") from exc
         at = float(entry.at)
         digests = record_digests(params, input_digest)
         desk = self._writer.desk  # the key id of this desk, hashed into the entry ("" without a key)
         eparams = {"record_id": entry.record_id, "state": state, "at": at, "actor": entry.actor,
-                   "note": entry.note, "data": data_json, "message_id": None, "digests": digests, "desk": desk}
+                   "note": entry.note, "data": data_json, "message_id": None, "digests": digests, "desk": desk,
+                   "canon": CANON_JCS}
         op = Op("tx", (params, eparams, blob),
                 canon=split_canonical(entry.record_id, state, at, entry.actor, entry.note, data_json, digests,
-                                      desk=desk),
+                                      desk=desk, canon=CANON_JCS),
                 describe=f"the {state} transition of tool call {record.id} ({record.name})")
         await self._submit(op, entry)
 

@@ -7,13 +7,13 @@ import functools
 import json
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, Text
+from sqlalchemy import JSON, Column, Index, SmallInteger, Text
 from sqlmodel import Field, SQLModel
 
 from .integrity import to_json
 
 # The Alembic head this code expects; benchmarks key their cached fixtures on it.
-SCHEMA_VERSION = "0006"
+SCHEMA_VERSION = "0007"
 
 
 class ProjectRow(SQLModel, table=True):
@@ -119,6 +119,8 @@ class AuditEntryRow(SQLModel, table=True):
     digests: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
     # The key id of the desk that wrote it, hashed with the entry; "" before desks were named.
     desk: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
+    # The canonical form its hash covers: 1, Python's sorted JSON (entries before RFC 8785); 2, RFC 8785.
+    canon: int = Field(default=1, sa_column=Column(SmallInteger, nullable=False, server_default="1"))
 
 
 class BlobRow(SQLModel, table=True):

@@ -33,7 +33,17 @@ from ._tables import (
     ToolCallRow,
     columns,
 )
-from .integrity import BLOB_MIN, GENESIS, HeadNotary, link_hash, message_digests, sha, split_canonical, to_json
+from .integrity import (
+    BLOB_MIN,
+    CANON_JCS,
+    GENESIS,
+    HeadNotary,
+    link_hash,
+    message_digests,
+    sha,
+    split_canonical,
+    to_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -433,12 +443,14 @@ class Writer(threading.Thread):
             mid = conn.execute(INSERT_MESSAGE, params).scalar_one()
         digests = message_digests(params)
         at = float(params["created_at"])
-        prefix, suffix = split_canonical(None, "MESSAGE", at, params["role"], "", "{}", digests, mid, self.desk)
+        prefix, suffix = split_canonical(None, "MESSAGE", at, params["role"], "", "{}", digests, mid, self.desk,
+                                         CANON_JCS)
         seq += 1
         h = link_hash(prev, f"{prefix}{seq}{suffix}")
         self._many(conn, INSERT_ENTRY, [{"seq": seq, "record_id": None, "state": "MESSAGE", "at": at,
                                          "actor": params["role"], "note": "", "data": "{}", "prev_hash": prev,
-                                         "hash": h, "message_id": mid, "digests": digests, "desk": self.desk}])
+                                         "hash": h, "message_id": mid, "digests": digests, "desk": self.desk,
+                                         "canon": CANON_JCS}])
         return mid, seq, h
 
     def _write_events(self, conn: Connection, envs: list[Envelope]) -> None:

@@ -17,7 +17,8 @@ from ._builds import ImageBuilds, elapsed_text
 
 _LEVEL_COLOURS = {"green": "#2f9e44", "amber": "#d4890b", "red": "#d9363e"}
 _ACTION_WORDS = {"build": "Build", "pick": "Pick…", "fix": "Fix…", "retry": "Check again"}
-_KEY_WORDS = {"env": "ANTHROPIC_API_KEY", "keyring": "keyring", "settings": "settings file"}
+_KEY_WORDS = {"env": "ANTHROPIC_API_KEY", "env-token": "ANTHROPIC_AUTH_TOKEN", "keyring": "keyring",
+              "settings": "settings file"}
 
 
 class _ElidedLabel(QLabel):

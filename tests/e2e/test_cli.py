@@ -51,6 +51,8 @@ def test_json_output_is_one_envelope_per_line(env, server, tmp_path: Path) -> No
     assert out.returncode == 0, out.stderr
     envs = [json.loads(line) for line in out.stdout.splitlines()]
     assert all(set(e) == {"seq", "channel", "type", "payload"} for e in envs)
+    assert [envs[0]["type"], envs[-1]["type"]] == ["session_started", "totals"]  # the CLI's own, unnumbered
+    envs = envs[1:-1]
     seqs = [e["seq"] for e in envs]
     assert seqs == sorted(seqs)
     assert envs[-1]["type"] == "done" and envs[-1]["payload"]["reason"] == "end_turn"

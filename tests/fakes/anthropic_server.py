@@ -435,7 +435,8 @@ def _make_handler(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
             server.gets.append((self.path, headers))
             if not self.path.split("?")[0].endswith("/v1/models"):
                 self._error(HttpError(404, "not_found_error", f"Not found: {self.path}"))
-            elif server._check_key and server.api_key != headers.get("x-api-key"):
+            elif server._check_key and server.api_key not in (
+                    headers.get("x-api-key"), headers.get("authorization", "").removeprefix("Bearer ")):
                 self._error(unauthorized())
             else:
                 self._json(200, {"data": [{"id": "claude-sonnet-4-6", "type": "model"}], "has_more": False})

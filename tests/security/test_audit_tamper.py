@@ -150,7 +150,7 @@ async def test_entry_edits_reorders_and_duplicates_are_named(db: Path, tmp_path:
                     "UPDATE audit_entries SET seq = 5 WHERE seq = -4;"
                     "UPDATE audit_entries SET seq = 4 WHERE seq = -5", None),
         "duplicate": ("INSERT INTO audit_entries SELECT (SELECT max(seq) + 1 FROM audit_entries), record_id, state, "
-                      "at, actor, note, data, prev_hash, hash, message_id, digests, desk FROM audit_entries "
+                      "at, actor, note, data, prev_hash, hash, message_id, digests, desk, canon FROM audit_entries "
                       "WHERE seq = 7;"
                       "UPDATE audit_head SET seq = seq + 1", None),
         "delete-one": ("DELETE FROM audit_entries WHERE seq = 3", "removed"),

@@ -28,7 +28,7 @@ ATTACKS = {
     "tail-cut-head-moved": ("DELETE FROM audit_entries WHERE seq > 12",
                             "UPDATE audit_head SET seq = 12, hash = (SELECT hash FROM audit_entries WHERE seq = 12)"),
     "inserted-past-head": ("INSERT INTO audit_entries SELECT seq + 100, record_id, state, at, actor, note, data, "
-                           "hash, hash, message_id, digests, desk FROM audit_entries WHERE seq = 15",),
+                           "hash, hash, message_id, digests, desk, canon FROM audit_entries WHERE seq = 15",),
     "emptied": ("DELETE FROM audit_entries",),
     "emptied-with-head": ("DELETE FROM audit_entries", "DELETE FROM audit_head"),
     "row-edited": ("UPDATE tool_calls SET input = '{\"command\":\"ls\"}' WHERE tool_use_id = 'toolu_2'",),

@@ -3,6 +3,7 @@ no drift between the models (`_tables.py`) and what the migrations build."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -132,3 +133,37 @@ async def test_an_edited_call_of_an_older_desk_is_found_by_the_model_s_input(sto
     finally:
         await store.close()
     assert drift(store_url) == []
+
+
+async def test_entries_from_before_rfc8785_keep_their_form_and_verify(store_url: str) -> None:
+    """Revision 0007 marks every entry written before it as form 1 (Python's JSON): its hash, over `5.0` and
+    `1.0` as Python writes them, still checks; read as RFC 8785 (`5`, `1`) it would not."""
+    from desktop_app.store.integrity._chain import CANON_LEGACY, GENESIS, WALK_COLUMNS, ChainWalk, canonical_json
+
+    if store_url.startswith("sqlite"):
+        from pathlib import Path
+
+        Path(store_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    _upgrade(store_url, "0006")
+    fields = {"record_id": None, "state": "MESSAGE", "at": 5.0, "actor": "user", "note": "", "data": {"n": 1.0},
+              "seq": 1, "desk": "ed25519:" + "ab" * 16}
+    h = hashlib.sha256((GENESIS + canonical_json(fields)).encode()).hexdigest()
+    engine = _engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO audit_entries (seq, record_id, state, at, actor, note, data, prev_hash, hash, "
+                          "desk) VALUES (1, NULL, 'MESSAGE', 5.0, 'user', '', :data, :prev, :h, :desk)"),
+                     {"data": canonical_json({"n": 1.0}), "prev": GENESIS, "h": h, "desk": fields["desk"]})
+    engine.dispose()
+    _upgrade(store_url, "head")
+    engine = _engine(store_url)
+    with engine.connect() as conn:
+        columns = ", ".join("CAST(data AS TEXT)" if c == "data" else c for c in WALK_COLUMNS)  # the text as stored
+        rows = [tuple(r) for r in conn.execute(text(f"SELECT {columns} FROM audit_entries"))]
+    engine.dispose()
+    assert rows[0][-1] == CANON_LEGACY
+    walk = ChainWalk((1, h))
+    walk.feed(rows)
+    assert walk.finish() is None and walk.count == 1
+    flipped = ChainWalk((1, h))
+    flipped.feed([(*rows[0][:-1], 2)])
+    assert flipped.finish().problem == "altered"

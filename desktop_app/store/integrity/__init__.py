@@ -1,7 +1,8 @@
 """The audit log's integrity: the hash chain, the digests an entry holds of the rows beside it, the desk's
 signing key and its witness file, the verification of all of these, and the signed export's offline check."""
 
-from ._chain import GENESIS, VerifyResult, canonical_json, link_hash, split_canonical
+from ._canonical import jcs, jcs_data
+from ._chain import CANON_JCS, CANON_LEGACY, GENESIS, VerifyResult, canonical_json, link_hash, split_canonical
 from ._digests import BLOB_MIN, message_digests, record_digests, sha, to_json
 from ._signed_export import ChainDigests, latest_head, message_entries, trailer, verify_export
 from ._signing import HeadNotary, HeadSigner
@@ -10,6 +11,8 @@ from ._witness import db_identity
 
 __all__ = [
     "BLOB_MIN",
+    "CANON_JCS",
+    "CANON_LEGACY",
     "GENESIS",
     "ChainDigests",
     "HeadNotary",
@@ -17,6 +20,8 @@ __all__ = [
     "VerifyResult",
     "canonical_json",
     "db_identity",
+    "jcs",
+    "jcs_data",
     "latest_head",
     "link_hash",
     "message_digests",

@@ -1,5 +1,10 @@
 """The audit hash chain: canonical JSON of an entry, its link hash, and the walk that checks them. Imports only
-the standard library, so that `verify` can run the walk as this file in a process of its own (`walk_file`)."""
+the standard library, so that `verify` can run the walk as this file in a process of its own (`walk_file`).
+
+Two canonical forms (an entry's `canon` column says which; docs/audit-format.md specifies both): 1, Python's
+sorted compact JSON (the entries written before RFC 8785), and 2, RFC 8785 (JCS), which any language can
+re-compute. They differ only in how a number is written (`es_number`) and how object keys sort (UTF-16 code
+units); an entry's own keys are ASCII, and its `data` is stored as the text its form made."""
 
 from __future__ import annotations
 
@@ -14,10 +19,12 @@ from typing import Any
 from urllib.parse import quote
 
 GENESIS = "0" * 64
+CANON_LEGACY = 1  # Python's json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+CANON_JCS = 2  # RFC 8785: what new entries are written in
 _WINDOW = 256
 # The columns the walk reads, in its order (a test holds this to AuditEntryRow's columns).
 WALK_COLUMNS = ("seq", "record_id", "state", "at", "actor", "note", "data", "prev_hash", "hash", "message_id",
-                "digests", "desk")
+                "digests", "desk", "canon")
 WALK_BATCH = 20_000
 
 
@@ -53,6 +60,39 @@ def entry_fields(
     return fields
 
 
+def es_number(f: float) -> str:
+    """A float as RFC 8785 writes it (ECMAScript's Number::toString): the shortest digits that read back as
+    the same double (Python's repr finds them), placed as ECMAScript places them. NaN and infinities have none."""
+    if f != f or f in (float("inf"), float("-inf")):
+        raise ValueError(f"{f} has no RFC 8785 form")
+    if f == 0:
+        return "0"
+    if f < 0:
+        return "-" + es_number(-f)
+    mantissa, _, exp = repr(f).partition("e")
+    whole, _, frac = mantissa.partition(".")
+    digits = (whole + frac).lstrip("0")
+    n = int(exp or 0) + len(whole) - (len(whole + frac) - len(digits))  # value = 0.DIGITS x 10^n
+    digits = digits.rstrip("0")
+    k = len(digits)
+    if k <= n <= 21:
+        return digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return f"{digits[:n]}.{digits[n:]}"
+    if -6 < n <= 0:
+        return f"0.{'0' * -n}{digits}"
+    e = n - 1
+    return f"{digits[0]}{'.' + digits[1:] if k > 1 else ''}e{'+' if e >= 0 else '-'}{abs(e)}"
+
+
+def number(at: float, canon: int) -> str:
+    """`at` as the entry's canonical form writes it; a time of day between 1e-4 and 1e16 with a fraction is
+    the same text in both (the walk's fast path)."""
+    if canon != CANON_JCS or (1e-4 <= at < 1e16 and at % 1):
+        return repr(float(at))
+    return es_number(float(at))
+
+
 def link_hash(prev_hash: str, canonical: str) -> str:
     return hashlib.sha256((prev_hash + canonical).encode("utf-8")).hexdigest()
 
@@ -61,20 +101,21 @@ _enc = json.encoder.encode_basestring  # what json.dumps(str, ensure_ascii=False
 
 
 def split_canonical(record_id: str | None, state: str, at: float, actor: str, note: str, data_json: str,
-                    digests: str = "", message_id: int | None = None, desk: str = "") -> tuple[str, str]:
+                    digests: str = "", message_id: int | None = None, desk: str = "",
+                    canon: int = CANON_LEGACY) -> tuple[str, str]:
     """canonical_json(entry_fields(...)) in two halves around the seq, which only the writer knows.
 
     Keys sort as actor, at, data, desk, digests, message_id, note, record_id, seq, state, so the halves are
     rendered on the caller's thread and the writer joins `prefix + str(seq) + suffix`. `data_json` is
-    the data's canonical JSON, as stored. A test checks this equals canonical_json, and verify's fast
-    walk (`_walk`) renders the same text from the stored columns.
+    the data's canonical JSON in form `canon`, as stored. A test checks this equals canonical_json (form 1)
+    and rfc8785 (form 2), and verify's fast walk (`_walk`) renders the same text from the stored columns.
     """
     extra = (f'"digests":{_enc(digests)},"message_id":{"null" if message_id is None else int(message_id)},'
              if digests else "")
     if desk:
         extra = f'"desk":{_enc(desk)},{extra}'
     rid = "null" if record_id is None else _enc(record_id)
-    prefix = (f'{{"actor":{_enc(actor)},"at":{float(at)!r},"data":{data_json},{extra}"note":{_enc(note)},'
+    prefix = (f'{{"actor":{_enc(actor)},"at":{number(at, canon)},"data":{data_json},{extra}"note":{_enc(note)},'
               f'"record_id":{rid},"seq":')
     return prefix, f',"state":{_enc(state)}}}'
 
@@ -119,7 +160,7 @@ def _who(row: tuple[Any, ...]) -> str:
 
 class ChainWalk:
     """Walks stored entries in seq order, fed in batches of raw row tuples (WALK_COLUMNS order: seq,
-    record_id, state, at, actor, note, data, prev_hash, hash, message_id, digests, desk). The hot loop only
+    record_id, state, at, actor, note, data, prev_hash, hash, message_id, digests, desk, canon). The hot loop only
     renders each entry's canonical text and hashes it; the first bad entry is then diagnosed as altered,
     removed or inserted. It keeps the digests of each message's last entry for the cross-checks (a
     record's last entry is found by verify's join, in the same snapshot: no dict of a million records)."""
@@ -150,15 +191,16 @@ class ChainWalk:
         fdesk, frag = None, ""  # the desk's rendered field, remade only when the desk changes
         enc, sha256 = _enc, hashlib.sha256
         for i, row in enumerate(batch):
-            seq, rid, state, at, actor, note, data, ph, h, mid, dg, dk = row
+            seq, rid, state, at, actor, note, data, ph, h, mid, dg, dk, cv = row
             try:
+                ats = at.__repr__() if cv == 1 or (1e-4 <= at < 1e16 and at % 1) else number(at, cv)
                 extra = f'"digests":{enc(dg)},"message_id":{"null" if mid is None else mid},' if dg else ""
                 if dk != fdesk:
                     fdesk, frag = dk, f'"desk":{enc(dk)},' if dk else ""
-                canon = (f'{ph}{{"actor":{enc(actor)},"at":{at!r},"data":{data},{frag}{extra}"note":{enc(note)},'
+                canon = (f'{ph}{{"actor":{enc(actor)},"at":{ats},"data":{data},{frag}{extra}"note":{enc(note)},'
                          f'"record_id":{"null" if rid is None else enc(rid)},"seq":{seq},"state":{enc(state)}}}')
                 good = sha256(canon.encode()).hexdigest() == h
-            except (TypeError, ValueError, UnicodeError):  # a column of the wrong type: not ours
+            except (TypeError, ValueError, UnicodeError, AttributeError):  # a column of the wrong type: not ours
                 good = False
             if not good or seq != prev_seq + 1 or ph != prev_hash or seq > head_seq:
                 self.prev_hash, self.prev_seq, self.count = prev_hash, prev_seq, self.count + i

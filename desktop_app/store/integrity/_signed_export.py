@@ -18,7 +18,8 @@ from sqlalchemy.engine import Connection
 from desktop_app.core import ToolCallRecord
 
 from .._export import record_json
-from ._chain import GENESIS, VerifyResult, canonical_json, entry_fields, link_hash
+from ._canonical import jcs
+from ._chain import CANON_JCS, GENESIS, VerifyResult, canonical_json, entry_fields, link_hash
 from ._digests import RECORD_NAMED, field_digest, to_json, unpack
 from ._signing import (
     SELECT_HEAD_SIGNATURES,
@@ -55,6 +56,7 @@ def trailer(signer: HeadSigner, head: tuple[SignedHead, str] | None, records: in
     at = time.time()
     return {
         TRAILER_KEY: 1,
+        "canonical": "rfc8785",
         "head": h.to_dict() if h else None,
         "head_public_key": head[1] if head else None,
         "records": records,
@@ -68,7 +70,8 @@ def trailer(signer: HeadSigner, head: tuple[SignedHead, str] | None, records: in
 
 
 _CHUNK = 500
-_MESSAGE_ENTRIES = ("SELECT seq, state, at, actor, note, data, hash, digests, message_id, desk FROM audit_entries "
+_MESSAGE_ENTRIES = ("SELECT seq, state, at, actor, note, data, hash, digests, message_id, desk, canon "
+                    "FROM audit_entries "
                     "WHERE record_id IS NULL AND seq <= :top ORDER BY seq")
 
 
@@ -78,32 +81,33 @@ class ChainDigests:
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
-        self._by_seq: dict[int, tuple[str, int | None, str]] = {}
+        self._by_seq: dict[int, tuple[str, int | None, str, int]] = {}
 
     def records(self, records: Iterable[ToolCallRecord]) -> Iterator[ToolCallRecord]:
         it = iter(records)
         while chunk := list(itertools.islice(it, _CHUNK)):
             params = {f"r{k}": rec.id for k, rec in enumerate(chunk)}
-            sql = (f"SELECT seq, digests, message_id, desk FROM audit_entries WHERE record_id IN "
+            sql = (f"SELECT seq, digests, message_id, desk, canon FROM audit_entries WHERE record_id IN "
                    f"({', '.join(':' + k for k in params)})")
-            self._by_seq = {r[0]: (r[1] or "", r[2], r[3] or "") for r in self._conn.execute(text(sql), params)}
+            self._by_seq = {r[0]: (r[1] or "", r[2], r[3] or "", r[4]) for r in self._conn.execute(text(sql), params)}
             yield from chunk
 
     def line(self, rec: ToolCallRecord) -> dict[str, Any]:
         d = record_json(rec)
         for e in d["trail"]:
-            dg, mid, desk = self._by_seq.get(e["seq"], ("", None, ""))
+            dg, mid, desk, canon = self._by_seq.get(e["seq"], ("", None, "", 1))
             if dg:
                 e["digests"], e["message_id"] = dg, mid
             if desk:
                 e["desk"] = desk
+            e["canon"] = canon
         return d
 
 
 def message_entries(conn: Connection, top: int) -> list[dict[str, Any]]:
     """Every message entry of the chain up to entry `top` (the signed head), as a signed export carries them."""
     return [{"record_id": None, "state": r[1], "at": r[2], "actor": r[3], "note": r[4], "data": json.loads(r[5]),
-             "seq": r[0], "hash": r[6], "digests": r[7] or "", "message_id": r[8], "desk": r[9] or ""}
+             "seq": r[0], "hash": r[6], "digests": r[7] or "", "message_id": r[8], "desk": r[9] or "", "canon": r[10]}
             for r in conn.execute(text(_MESSAGE_ENTRIES), {"top": top})]
 
 
@@ -146,8 +150,8 @@ def _check_export(raw: bytes, trusted: frozenset[str]) -> tuple[int, list[str]]:
                    "or removed")
     head = SignedHead.from_dict(tr["head"]) if tr.get("head") else None
     exporter = _public(tr.get("exporter_public_key"), tr.get("exporter_key_id"), "exporter")
-    if not signature_ok(exporter, str(tr.get("signature", "")),
-                        export_message(head, tr["records"], tr["records_sha256"], tr.get("exported_at"))):
+    if not signature_ok(exporter, str(tr.get("signature", "")), export_message(
+            head, tr["records"], tr["records_sha256"], tr.get("exported_at"), tr.get("canonical"))):
         raise _Bad("bad-signature", f"the export's signature by {tr.get('exporter_key_id')} does not match")
     for who, key_id in (("exporter", tr["exporter_key_id"]), ("head", head.key_id if head else None)):
         if trusted and key_id is not None and key_id not in trusted:
@@ -194,10 +198,9 @@ def _check_entries(lines: list[bytes], head: SignedHead, messages: Any) -> list[
     prev = GENESIS
     for seq in range(1, head.seq + 1):
         e = entries[seq]
-        canon = canonical_json(entry_fields(e["record_id"], e["state"], e["at"], e["actor"], e["note"],
-                                            e["data"], seq, e.get("digests") or "", e.get("message_id"),
-                                            e.get("desk") or ""))
-        prev = link_hash(prev, canon)
+        fields = entry_fields(e["record_id"], e["state"], e["at"], e["actor"], e["note"], e["data"], seq,
+                              e.get("digests") or "", e.get("message_id"), e.get("desk") or "")
+        prev = link_hash(prev, jcs(fields) if e.get("canon", 1) == CANON_JCS else canonical_json(fields))
         if prev != e.get("hash"):
             who = f"record {e['record_id']}" if e["record_id"] is not None else f"message {e.get('message_id')}"
             raise _Bad("altered", f"entry {seq} ({who}) does not match its hash", seq)

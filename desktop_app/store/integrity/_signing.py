@@ -19,6 +19,7 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from ._canonical import jcs
 from ._chain import canonical_json
 from ._witness import read_witness, write_witness
 
@@ -76,7 +77,7 @@ class SignedHead:
     def message(self) -> bytes:
         body = {"db_id": self.db_id, "seq": self.seq, "hash": self.hash, "count": self.count,
                 "key_id": self.key_id}
-        return _DOMAIN + canonical_json(body).encode("utf-8")
+        return _DOMAIN + jcs(body).encode("utf-8")  # ASCII text and integers: the same bytes in form 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,13 +105,16 @@ def batch_message(db_id: str, first_seq: int, last_seq: int, hash_: str, key_id:
     """What a desk signs for each commit: "I wrote entries first_seq..last_seq, and the chain ends at hash_".
     The head alone would only say "I saw the chain up to here"; the first seq makes the batch its own."""
     body = {"db_id": db_id, "first_seq": first_seq, "last_seq": last_seq, "hash": hash_, "key_id": key_id}
-    return _BATCH_DOMAIN + canonical_json(body).encode("utf-8")
+    return _BATCH_DOMAIN + jcs(body).encode("utf-8")
 
 
-def export_message(head: SignedHead | None, records: int, records_sha256: str, exported_at: float) -> bytes:
+def export_message(head: SignedHead | None, records: int, records_sha256: str, exported_at: float,
+                   canonical: str | None = "rfc8785") -> bytes:
+    """What an exporter signs. `canonical` is the trailer's: "rfc8785" (every export since RFC 8785), or None
+    for an older export, whose floats were written as Python writes them."""
     body = {"head": head.to_dict() if head else None, "records": records, "records_sha256": records_sha256,
             "exported_at": exported_at}
-    return _EXPORT_DOMAIN + canonical_json(body).encode("utf-8")
+    return _EXPORT_DOMAIN + (jcs(body) if canonical == "rfc8785" else canonical_json(body)).encode("utf-8")
 
 
 class HeadSigner:

@@ -33,7 +33,8 @@ from ._modes import mode_combo
 from ._plugins_tab import PluginsTab
 
 _KEY_SOURCES = {"keyring": "stored in the system keyring", "settings": "stored in the settings file",
-                "env": "read from ANTHROPIC_API_KEY (the environment overrides a stored key)"}
+                "env": "read from ANTHROPIC_API_KEY (the environment overrides a stored key)",
+                "env-token": "read from ANTHROPIC_AUTH_TOKEN, sent as a bearer token (it overrides a stored key)"}
 
 
 @dataclasses.dataclass(slots=True)
