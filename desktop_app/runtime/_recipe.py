@@ -418,7 +418,7 @@ async def build_runtime(
     if model_client is None:
         model_client = await asyncio.to_thread(model_client_from_settings, settings)
     templates, skills = await asyncio.to_thread(agent_parts, settings, project)
-    _register_agent_tools(registry, skills)
+    _register_agent_tools(registry, skills, project)
     if sandbox_factory is None:
         from ..sandbox import create_sandbox
 
@@ -444,11 +444,16 @@ async def build_runtime(
         stack.push_async_callback(_quietly, rt.mcp.close, "the MCP servers")  # before the sandbox closes
     return rt
 
-def _register_agent_tools(registry: ToolRegistry, skills: SkillCatalog) -> None:
-    """task_run and (when there are skills) skill, unless the caller registered its own."""
-    from ..tools import TaskRun, skill_tools
+def _register_agent_tools(registry: ToolRegistry, skills: SkillCatalog, project: ProjectInfo) -> None:
+    """task_run, (when there are skills) skill, and (when the project's git_commit setting is on, or the
+    retired git_writable that it replaces) git_commit, unless the caller registered its own."""
+    from ..sandbox import ProjectGit
+    from ..tools import GitCommit, TaskRun, skill_tools
 
-    for tool in [TaskRun(), *skill_tools(skills)]:
+    settings = project.settings or {}
+    on = settings.get("git_commit") or settings.get("git_writable")
+    commits = [GitCommit(project.path, ProjectGit(project.path))] if on else []
+    for tool in [TaskRun(), *skill_tools(skills), *commits]:
         if tool.name not in registry:
             registry.register(tool)
 

@@ -14,6 +14,7 @@ from ._fs import (
     FsRead,
     FsWrite,
 )
+from ._git_commit import GIT_COMMIT_TOOL, GitCommit
 from ._person import AskUser, ExitPlanMode
 from ._preview import preview_diff
 from ._skill import SkillTool, skill_tools
@@ -22,6 +23,7 @@ from ._todo import TodoRead, TodoWrite
 
 __all__ = [
     "BUILTIN_TOOLS",
+    "GIT_COMMIT_TOOL",
     "READ_HASHES_KEY",
     "TODOS_KEY",
     "AskUser",
@@ -35,7 +37,7 @@ __all__ = [
     "FsMultiEdit",
     "FsRead",
     "FsWrite",
-
+    "GitCommit",
     "SkillTool",
     "TaskRun",
     "TodoRead",
