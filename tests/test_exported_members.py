@@ -17,7 +17,7 @@ PACKAGES = ("core", "tools", "sandbox", "store", "ui", "mcp_client", "runtime")
 EXPORTED: dict[str, list[str]] = {
     "core": [
         "ConsentKind", "ConsentStatus",  # consent to agent-writable project files
-        "MCP_GROUP", "McpServerInfo", "McpServersChanged", "McpServerState", "McpToolInfo", "McpWhere",
+        "MCP_GROUP", "McpServerInfo", "McpServerLife", "McpServersChanged", "McpServerState", "McpToolInfo", "McpWhere",
         "mcp_tool_name", "split_mcp_tool_name", "ProcessChannel",
         "CONFLICT_SUFFIX", "SyncReport", "remove_beneath", "symlink_beneath",
         "Action", "AgentDeskError", "AgentSession", "Allow", "AnthropicModelClient", "Approval",
@@ -66,11 +66,13 @@ EXPORTED: dict[str, list[str]] = {
         "preview_diff",
         "AskUser", "ExitPlanMode",  # agent-state (issue 16)
         "SkillTool", "TaskRun", "skill_tools",
+        "GitCommit",  # the agent's commit, made by the desk on the host
     ],
     "sandbox": [
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
         "build_image", "connect", "container_name", "create_sandbox", "image_name_for_tag", "images_dir",
         "list_images", "load_catalog", "remove_orphans", "resolve_image", "workspace_where",
+        "ProjectGit",  # the host's git, shut in (the git_commit tool's)
         # a project's own image (sandbox-check)
         "ProjectImageBuild", "ProjectImageSource", "build_project_image", "find_project_image", "folder_owner",
         "project_image_digest", "project_image_tag", "refuse_loosening",
@@ -130,6 +132,7 @@ EXPORTED_BY_ROOMS: dict[str, list[str]] = {
     "store.integrity": [
         "GENESIS", "VerifyResult", "canonical_json", "link_hash", "split_canonical",  # the chain
         "BLOB_MIN", "message_digests", "record_digests", "sha", "to_json",  # the rows' digests
+        "ROWS_ACTOR", "ROWS_STATE", "BoundRows",  # events, sessions and projects bound by ROWS entries
         "HeadNotary", "HeadSigner", "db_identity",  # the head's signature, the desk's witness
         "ChainDigests", "latest_head", "message_entries", "trailer", "verify", "verify_export",  # checks, export
     ],

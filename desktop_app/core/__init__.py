@@ -88,6 +88,7 @@ from ._llm import DEFAULT_MODEL, ModelClient, ModelReply, ModelRequest, ModelUsa
 from ._mcp import (
     MCP_GROUP,
     McpServerInfo,
+    McpServerLife,
     McpServersChanged,
     McpServerState,
     McpToolInfo,
@@ -249,6 +250,7 @@ __all__ = [
     "IllegalTransition",
     "ImageBlock",
     "McpServerInfo",
+    "McpServerLife",
     "McpServerState",
     "McpServersChanged",
     "McpToolInfo",

@@ -11,7 +11,7 @@ project's .git as the control mounts guard it."""
 from ._client import connect
 from ._config import SandboxConfig, workspace_where
 from ._factory import create_sandbox
-from ._host_git import HostGit, ProjectGit
+from ._host_git import ProjectGit
 from ._local import LocalSandbox
 from .docker import DockerSandbox, container_name, folder_owner, remove_orphans
 from .images import (
@@ -35,7 +35,6 @@ from .images import (
 
 __all__ = [
     "DockerSandbox",
-    "HostGit",
     "ImageSpec",
     "ImageStatus",
     "LocalSandbox",

@@ -14,7 +14,7 @@ from ._fs import (
     FsRead,
     FsWrite,
 )
-from ._git_commit import GIT_COMMIT_TOOL, GitCommit
+from ._git_commit import GitCommit
 from ._person import AskUser, ExitPlanMode
 from ._preview import preview_diff
 from ._skill import SkillTool, skill_tools
@@ -23,7 +23,6 @@ from ._todo import TodoRead, TodoWrite
 
 __all__ = [
     "BUILTIN_TOOLS",
-    "GIT_COMMIT_TOOL",
     "READ_HASHES_KEY",
     "TODOS_KEY",
     "AskUser",

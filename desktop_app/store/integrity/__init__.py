@@ -1,6 +1,7 @@
 """The audit log's integrity: the hash chain, the digests an entry holds of the rows beside it, the desk's
 signing key and its witness file, the verification of all of these, and the signed export's offline check."""
 
+from ._bound_rows import ROWS_ACTOR, ROWS_STATE, BoundRows
 from ._chain import GENESIS, VerifyResult, canonical_json, link_hash, split_canonical
 from ._digests import BLOB_MIN, message_digests, record_digests, sha, to_json
 from ._signed_export import ChainDigests, latest_head, message_entries, trailer, verify_export
@@ -11,6 +12,9 @@ from ._witness import db_identity
 __all__ = [
     "BLOB_MIN",
     "GENESIS",
+    "ROWS_ACTOR",
+    "ROWS_STATE",
+    "BoundRows",
     "ChainDigests",
     "HeadNotary",
     "HeadSigner",
