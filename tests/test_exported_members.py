@@ -18,7 +18,7 @@ EXPORTED: dict[str, list[str]] = {
     "core": [
         "title_from",  # a session's title from a prompt (redacted first)
         "ConsentKind", "ConsentStatus",  # consent to agent-writable project files
-        "MCP_GROUP", "McpServerInfo", "McpServersChanged", "McpServerState", "McpToolInfo", "McpWhere",
+        "MCP_GROUP", "McpServerInfo", "McpServerLife", "McpServersChanged", "McpServerState", "McpToolInfo", "McpWhere",
         "mcp_tool_name", "split_mcp_tool_name", "ProcessChannel",
         "CONFLICT_SUFFIX", "SyncReport", "remove_beneath", "symlink_beneath",
         # checkpoints and rewind (issue 26)
@@ -73,6 +73,7 @@ EXPORTED: dict[str, list[str]] = {
         "AskUser", "ExitPlanMode",  # agent-state (issue 16)
         "SkillTool", "TaskRun", "skill_tools",
         "NotebookEdit",
+        "GitCommit",  # the agent's commit, made by the desk on the host
     ],
     "sandbox": [
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
@@ -80,6 +81,7 @@ EXPORTED: dict[str, list[str]] = {
         "list_images", "load_catalog", "remove_orphans", "resolve_image", "workspace_where",
         "BuildCancel",  # a build's Cancel
         "remove_crashed",  # the containers a crashed desk left
+        "ProjectGit",  # the host's git, shut in (the git_commit tool's)
         # a project's own image (sandbox-check)
         "ProjectImageBuild", "ProjectImageSource", "build_project_image", "find_project_image", "folder_owner",
         "project_image_files",
@@ -147,6 +149,7 @@ EXPORTED_BY_ROOMS: dict[str, list[str]] = {
         "GENESIS", "VerifyResult", "canonical_json", "link_hash", "split_canonical",  # the chain
         "CANON_JCS", "CANON_LEGACY", "jcs", "jcs_data",  # its canonical forms: RFC 8785, and the one before
         "BLOB_MIN", "message_digests", "record_digests", "sha", "to_json",  # the rows' digests
+        "ROWS_ACTOR", "ROWS_STATE", "BoundRows",  # events, sessions and projects bound by ROWS entries
         "HeadNotary", "HeadSigner", "db_identity",  # the head's signature, the desk's witness
         "ChainDigests", "latest_head", "message_entries", "trailer", "verify", "verify_export",  # checks, export
     ],

@@ -94,6 +94,8 @@ async def _audit_verify(args: argparse.Namespace, store: SqlStore) -> int:
         return EXIT_OK
     print(f"audit chain BROKEN ({result.problem}): {result.message}; {result.count} entries checked",
           file=sys.stderr)
+    for more in result.problems[1:]:  # every other finding, one a line: each rewritten row is named
+        print(f"  also: {more}", file=sys.stderr)
     return EXIT_FAILED
 
 

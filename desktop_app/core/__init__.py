@@ -96,6 +96,7 @@ from ._llm import DEFAULT_MODEL, ModelClient, ModelReply, ModelRequest, ModelUsa
 from ._mcp import (
     MCP_GROUP,
     McpServerInfo,
+    McpServerLife,
     McpServersChanged,
     McpServerState,
     McpToolInfo,
@@ -262,6 +263,7 @@ __all__ = [
     "ImageBlock",
     "Instructions",
     "McpServerInfo",
+    "McpServerLife",
     "McpServerState",
     "McpServersChanged",
     "McpToolInfo",

@@ -124,3 +124,24 @@ class McpServersChanged(Event):
     type: ClassVar[str] = "mcp:servers"
     project_id: str = ""
     servers: list[dict[str, Any]] = field(default_factory=list)  # McpServerInfo.to_dict() each
+
+
+@dataclass(slots=True)
+class McpServerLife(Event):
+    """An MCP server started or stopped: recorded (the `events` row is bound into the audit chain) with where it
+    ran (the sandbox's container and image digest, a companion's, or the host) and the consent digest it ran
+    under (the entry's digest a project server's grant is bound to; "" for the person's own servers)."""
+
+    channel: ClassVar[Channel] = Channel.CONTROL
+    type: ClassVar[str] = "mcp:life"
+    project_id: str = ""
+    server: str = ""
+    what: str = ""  # started | stopped
+    source: str = ""  # project | user
+    where: str = ""  # sandbox | sandbox+network | host | http
+    container_id: str = ""
+    image: str = ""
+    image_digest: str = ""
+    unsandboxed: bool = False
+    consent_digest: str = ""
+    reason: str = ""  # why it stopped: closed, ended (exit 1), ...

@@ -54,8 +54,11 @@ class ProjectSettings(BaseModel):
     """The size of the sandbox user's home (a tmpfs)."""
     uid: int | None = None
     """The user commands run as; None: the owner of the project folder (1000 when that is root)."""
+    git_commit: bool = False
+    """Offer the agent the git_commit tool: the desk commits on the host, with git's configuration, hooks and
+    helpers shut out, each commit judged like a write. .git stays read-only in the sandbox either way."""
     git_writable: bool = False
-    """Let the agent commit: .git read-write except config, hooks/ and info/."""
+    """The old "let the agent commit" (.git read-write in the sandbox), retired: it is read as git_commit."""
     keep_running: bool = False
     """Leave the container running when the project closes, for a faster next start."""
     idle_limit_s: float = 7 * 24 * 3600.0

@@ -14,6 +14,7 @@ from typing import Any
 from ..core import (
     ConfigError,
     McpServerInfo,
+    McpServerLife,
     McpServersChanged,
     McpServerState,
     McpWhere,
@@ -69,7 +70,8 @@ class McpHub:
         elif not self.places.consented(entry):
             info.state, info.error = McpServerState.NEEDS_APPROVAL, _needs_grant(entry, self.places.project_dir)
         else:
-            self.servers[entry.name] = McpServer(info, self._connect(entry), self._changed)
+            self.servers[entry.name] = McpServer(info, self._connect(entry), self._changed,
+                                                 on_life=lambda server, what, why: self._life(entry, server, what, why))
         if entry.notes and not info.error:
             info.error = "; ".join(entry.notes)
 
@@ -165,6 +167,17 @@ class McpHub:
                                                                            not in off_servers)
 
     # -- keeping the tools in step ----------------------------------------------------------------------
+    def _life(self, entry: ServerEntry, server: McpServer, what: str, reason: str) -> None:
+        """A server started or stopped: an event (stored, and bound into the audit chain) with where it ran and
+        the consent digest it ran under."""
+        where = server.describe()
+        self.places.publish(McpServerLife(
+            project_id=self.places.project_id, server=entry.name, what=what, source=entry.source,
+            where=entry.where.value, container_id=where.container_id if where else "",
+            image=where.image if where else "", image_digest=where.image_digest if where else "",
+            unsandboxed=bool(where.unsandboxed) if where else entry.where is McpWhere.HOST,
+            consent_digest=entry.digest() if entry.asks_for is not None else "", reason=reason))
+
     def _changed(self, server: McpServer | None) -> None:
         if server is not None:
             self._retool(server)

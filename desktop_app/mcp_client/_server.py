@@ -31,8 +31,10 @@ class McpServerError(AgentDeskError):
 class McpServer:
     """A connection to one server, kept by a task of its own (the SDK's context managers live there)."""
 
-    def __init__(self, info: McpServerInfo, connect: Connect, on_change: Callable[[McpServer], None]) -> None:
+    def __init__(self, info: McpServerInfo, connect: Connect, on_change: Callable[[McpServer], None],
+                 on_life: Callable[[McpServer, str, str], None] | None = None) -> None:
         self.info = info
+        self._on_life = on_life  # (server, "started" | "stopped", reason): recorded by the hub
         self._connect = connect
         self._on_change = on_change
         self.session: ClientSession | None = None  # once ready
@@ -85,13 +87,24 @@ class McpServer:
                 self.info.version = f"{info.name} {info.version}".strip() if info else ""
                 self.session = session
                 self._set(McpServerState.READY, error="")
+                self._life_event("started", "")
                 self._ready.set()
                 await self._watch()
+                self._life_event("stopped", "closed" if self._stop.is_set() else self._death())
         except Exception as e:  # any failure to start is the server's state, not the window's exception
+            if self.session is not None:
+                self._life_event("stopped", _reason(e))
             self._failed(e)
         finally:
             self.session = self._open = None
             self._ready.set()
+
+    def _life_event(self, what: str, reason: str) -> None:
+        if self._on_life is not None:
+            try:
+                self._on_life(self, what, reason)
+            except Exception:  # recording must not end the server's life
+                log.exception("recording %s %s failed", self.name, what)
 
     async def _watch(self) -> None:
         """Until closed, or the server's output ends (it died while idle: restarting on the next call)."""

@@ -463,7 +463,7 @@ async def build_runtime(
     if model_client is None:
         model_client = await asyncio.to_thread(model_client_from_settings, settings)
     templates, skills = await asyncio.to_thread(agent_parts, settings, project)
-    _register_agent_tools(registry, skills)
+    _register_agent_tools(registry, skills, project)
     if sandbox_factory is None:
         from ._orphans import leased_sandbox
 
@@ -500,16 +500,21 @@ def tools_with_plugins(settings: Settings) -> tuple[list[Tool], Plugins]:
     from ..tools import builtin_tools
 
     builtins = builtin_tools()
-    reserved = [t.name for t in builtins] + ["task_run", "skill"]  # added per runtime, after the plugins
+    reserved = [t.name for t in builtins] + ["task_run", "skill", "git_commit"]  # added per runtime, after
     plugins = load_plugins(settings.plugins_disabled, reserved)
     return [*builtins, *plugins.tools], plugins
 
 
-def _register_agent_tools(registry: ToolRegistry, skills: SkillCatalog) -> None:
-    """task_run and (when there are skills) skill, unless the caller registered its own."""
-    from ..tools import TaskRun, skill_tools
+def _register_agent_tools(registry: ToolRegistry, skills: SkillCatalog, project: ProjectInfo) -> None:
+    """task_run, (when there are skills) skill, and (when the project's git_commit setting is on, or the
+    retired git_writable that it replaces) git_commit, unless the caller registered its own."""
+    from ..sandbox import ProjectGit
+    from ..tools import GitCommit, TaskRun, skill_tools
 
-    for tool in [TaskRun(), *skill_tools(skills)]:
+    settings = project.settings or {}
+    on = settings.get("git_commit") or settings.get("git_writable")
+    commits = [GitCommit(project.path, ProjectGit(project.path))] if on else []
+    for tool in [TaskRun(), *skill_tools(skills), *commits]:
         if tool.name not in registry:
             registry.register(tool)
 

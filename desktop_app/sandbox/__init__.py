@@ -5,11 +5,13 @@ implement lives in core, beside the tools that consume it.
 Rooms: docker/ (the container sandbox), exec/ (its transport without python3), sync/ (its synced
 workspace), images/ (the catalog and a project's own image), helper/ (runs in the container). What
 several rooms share stays here: the engine client, the exec stream's frames, the config, the control
-mounts and the helper's operations."""
+mounts and the helper's operations. The host's git, shut in, is here too (_host_git.py): it reads the
+project's .git as the control mounts guard it."""
 
 from ._client import connect
 from ._config import SandboxConfig, workspace_where
 from ._factory import create_sandbox
+from ._host_git import ProjectGit
 from ._local import LocalSandbox
 from .docker import DockerSandbox, container_name, folder_owner, remove_crashed, remove_orphans
 from .images import (
@@ -39,6 +41,7 @@ __all__ = [
     "ImageSpec",
     "ImageStatus",
     "LocalSandbox",
+    "ProjectGit",
     "ProjectImageBuild",
     "ProjectImageSource",
     "SandboxConfig",

@@ -53,7 +53,6 @@ class SandboxConfig:
     tmp_size: int = 512 * 1024**2  # tmpfs /tmp
     home_size: int = 512 * 1024**2  # tmpfs home
     uid: int | None = None  # default: the owner of the project folder (1000 when that is root)
-    git_writable: bool = False  # "let the agent commit": .git read-write except config, hooks/ and info/
     keep_running: bool = False  # leave the container running at close() for a faster next start
     idle_limit_s: float = DEFAULT_IDLE_LIMIT_S  # stopped this long: removed as an orphan
     workspace: str = "auto"  # auto | synced | bind: see syncs_workspace()
@@ -69,16 +68,12 @@ class SandboxConfig:
         if self.workspace not in WORKSPACE_MODES:
             raise ConfigError(f"unknown workspace setting {self.workspace!r}",
                               hint='use "auto" (default: synced on a tcp:// or ssh:// engine), "synced" or "bind"')
-        if self.workspace == "synced" and self.git_writable:
-            raise ConfigError("git_writable cannot be used with a synced workspace",
-                              hint="a synced workspace never brings .git back to the host, so the agent's commits "
-                              "would stay on the engine: turn git_writable off")
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | None = None, *, image: str | None = None) -> SandboxConfig:
         """From a project's settings dict: sandbox (kind), image, network, memory ("4g"), cpus, pids,
-        workspace_ro / workspace_readonly, git_writable, keep_running. Unknown keys are ignored (they belong
-        to others)."""
+        workspace_ro / workspace_readonly, keep_running. Unknown keys are ignored (they belong to others:
+        git_writable, the old "let the agent commit", now offers the git_commit tool and leaves .git read-only)."""
         s = dict(settings or {})
         known = {f.name for f in fields(cls)}
         known.discard("lease_dir")  # the desk's, never a project's setting
@@ -107,8 +102,6 @@ class SandboxConfig:
             out.append(f"cpus: {self.cpus:g} (default {DEFAULT_CPUS:g})")
         if self.pids > DEFAULT_PIDS:
             out.append(f"pids: {self.pids} (default {DEFAULT_PIDS})")
-        if self.git_writable:
-            out.append("git: the agent may commit (.git read-write except config, hooks/ and info/)")
         return out
 
     def container_hash(self, **extra: Any) -> str:

@@ -9,9 +9,7 @@ import stat
 from ..core import WORKSPACE, SandboxError
 
 # Bump when the layout of the control mounts changes: every existing container is then recreated.
-MOUNTS_VERSION = 1
-# With "let the agent commit", these stay read-only: what git reads from them runs programs on the host.
-GIT_READ_ONLY = ("config", "hooks", "info")
+MOUNTS_VERSION = 2  # 2: .git is always read-only (no git_writable)
 _LINK_HINT = ("replace the link with a real folder (or remove it) in a terminal, after checking where it "
               "points; the desk mounts this folder read-only and a link would carry that mount elsewhere")
 
@@ -41,10 +39,12 @@ def check_control_dirs(folder: str) -> tuple[os.stat_result | None, os.stat_resu
     return desk_st, git_st
 
 
-def control_mounts(folder: str, *, git_writable: bool = False) -> list[tuple[str, str, bool]]:
+def control_mounts(folder: str) -> list[tuple[str, str, bool]]:
     """(container path, host path, read-only) of each control mount. `.agent-desk` is created on the host
     when missing, so that its read-only mount exists before the agent can make one. `.git` is mounted only
-    when it exists: an empty `.git` would break the person's git."""
+    when it exists (an empty `.git` would break the person's git), and always read-only: what git reads from
+    it (config, hooks, commondir, a gitdir file) runs programs on the host. The agent commits through the
+    desk's git_commit tool, on the host (tools/_host_git.py)."""
     desk_st, git_st = check_control_dirs(folder)
     desk, git = os.path.join(folder, ".agent-desk"), os.path.join(folder, ".git")
     if desk_st is None:
@@ -56,17 +56,4 @@ def control_mounts(folder: str, *, git_writable: bool = False) -> list[tuple[str
     mounts = [(f"{WORKSPACE}/.agent-desk", desk, True)]
     if git_st is None:
         return mounts
-    if not (git_writable and stat.S_ISDIR(git_st.st_mode)):
-        return [*mounts, (f"{WORKSPACE}/.git", git, True)]
-    mounts.append((f"{WORKSPACE}/.git", git, False))
-    names = [*GIT_READ_ONLY, *(["modules"] if os.path.isdir(os.path.join(git, "modules")) else [])]
-    for name in names:
-        path = os.path.join(git, name)
-        st = _lstat(path)
-        _refuse_link(path, st)
-        if st is None and name == "config":
-            open(path, "x").close()  # git reads an empty config as no settings
-        elif st is None:
-            os.mkdir(path, 0o755)  # what `git init` makes: empty folders mean nothing to git
-        mounts.append((f"{WORKSPACE}/.git/{name}", path, True))
-    return mounts
+    return [*mounts, (f"{WORKSPACE}/.git", git, True)]

@@ -7,13 +7,13 @@ import functools
 import json
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, SmallInteger, Text
+from sqlalchemy import JSON, Column, Index, SmallInteger, Text, text
 from sqlmodel import Field, SQLModel
 
 from .integrity import to_json
 
 # The Alembic head this code expects; benchmarks key their cached fixtures on it.
-SCHEMA_VERSION = "0007"
+SCHEMA_VERSION = "0008"
 
 
 class ProjectRow(SQLModel, table=True):
@@ -104,7 +104,12 @@ class AuditEntryRow(SQLModel, table=True):
     """
 
     __tablename__ = "audit_entries"
-    __table_args__ = (Index("ix_audit_entries_record_seq", "record_id", "seq"),)
+    __table_args__ = (
+        Index("ix_audit_entries_record_seq", "record_id", "seq"),
+        # the ROWS entries (_bound_rows.py), found by verify without reading the whole chain
+        Index("ix_audit_entries_rows", "state", "seq", sqlite_where=text("record_id IS NULL AND message_id IS NULL"),
+              postgresql_where=text("record_id IS NULL AND message_id IS NULL")),
+    )
 
     seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
     record_id: str | None = Field(default=None, foreign_key="tool_calls.id", nullable=True)
@@ -209,9 +214,19 @@ class EntryBatchRow(SQLModel, table=True):
     signed_at: float
 
 
+class UnboundRow(SQLModel, table=True):
+    """Rows stored before the chain bound events, sessions and projects (migration 0007): verify names them
+    as not bound. kind "events-through" (key: the newest event seq then), "session" or "project" (key: id)."""
+
+    __tablename__ = "unbound_rows"
+
+    kind: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+
+
 TABLES: tuple[type[SQLModel], ...] = (
     ProjectRow, SessionRow, MessageRow, ToolCallRow, AuditEntryRow, ChainHeadRow, EventRow, BlobRow,
-    AuditDbRow, DeskKeyRow, HeadSignatureRow, EntryBatchRow,
+    AuditDbRow, DeskKeyRow, HeadSignatureRow, EntryBatchRow, UnboundRow,
 )
 STORE_TABLES = tuple(str(t.__tablename__) for t in TABLES)
 

@@ -10,6 +10,7 @@ import queue
 import re
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,9 @@ from .integrity import (
     BLOB_MIN,
     CANON_JCS,
     GENESIS,
+    ROWS_ACTOR,
+    ROWS_STATE,
+    BoundRows,
     HeadNotary,
     link_hash,
     message_digests,
@@ -381,6 +385,7 @@ class Writer(threading.Thread):
         """The statements of one batch, inside the caller's transaction, after the chain's `head` as
         read in it; returns the new head."""
         seq, prev = (int(head[0]), str(head[1])) if head is not None else (0, GENESIS)
+        bound = BoundRows()
         i = 0
         while i < len(ops):
             kind = ops[i].kind
@@ -390,14 +395,16 @@ class Writer(threading.Thread):
             if kind == "tx":
                 seq, prev = self._write_transitions(conn, ops, i, j, results, seq, prev)
             elif kind == "event":
-                self._write_events(conn, [ops[k].params for k in range(i, j)])
+                self._write_events(conn, [ops[k].params for k in range(i, j)], bound)
             else:
                 j = i + 1
                 op = ops[i]
                 if kind == "project":
                     conn.execute(UPSERT_PROJECT, op.params)
+                    bound.project(op.params)
                 elif kind == "session":
                     conn.execute(UPSERT_SESSION, op.params)
+                    bound.session(op.params)
                 elif kind == "message":
                     results[i], seq, prev = self._write_message(conn, op, seq, prev)
                 elif kind == "exec":
@@ -405,7 +412,24 @@ class Writer(threading.Thread):
                 else:
                     raise AssertionError(f"unknown op {kind}")
             i = j
-        return seq, prev
+        return self._bind_rows(conn, bound, seq, prev)
+
+    def _bind_rows(self, conn: Connection, bound: BoundRows, seq: int, prev: str) -> tuple[int, str]:
+        """The ROWS entry of this transaction's events, sessions and projects (integrity/_bound_rows.py)."""
+        data_json = bound.entry_data()
+        if data_json is None:
+            return seq, prev
+        at = time.time()
+        # its data (hex digests by key, no number) reads the same in both canonical forms: the new one, RFC 8785
+        prefix, suffix = split_canonical(None, ROWS_STATE, at, ROWS_ACTOR, "", data_json, desk=self.desk,
+                                         canon=CANON_JCS)
+        seq += 1
+        h = link_hash(prev, f"{prefix}{seq}{suffix}")
+        self._many(conn, INSERT_ENTRY, [{"seq": seq, "record_id": None, "state": ROWS_STATE, "at": at,
+                                         "actor": ROWS_ACTOR, "note": "", "data": data_json, "prev_hash": prev,
+                                         "hash": h, "message_id": None, "digests": "", "desk": self.desk,
+                                         "canon": CANON_JCS}])
+        return seq, h
 
     def _write_transitions(self, conn: Connection, ops: list[Op], i: int, j: int, results: list[Any],
                            seq: int, prev: str) -> tuple[int, str]:
@@ -453,7 +477,7 @@ class Writer(threading.Thread):
                                          "canon": CANON_JCS}])
         return mid, seq, h
 
-    def _write_events(self, conn: Connection, envs: list[Envelope]) -> None:
+    def _write_events(self, conn: Connection, envs: list[Envelope], bound: BoundRows) -> None:
         """Events get their stored `seq` here, inside the write transaction, after the newest one any
         process stored: two processes on one file each count their envelopes from their own start, and
         would otherwise collide on the key and lose events. With one writer the numbers are the bus's."""
@@ -467,6 +491,7 @@ class Writer(threading.Thread):
             base = conn.execute(text(MAX_EVENT_SEQ)).scalar()
         for k, row in enumerate(rows, start=int(base or 0) + 1):
             row["seq"] = k
+            bound.event(row)
         if blobs:
             self._many(conn, INSERT_BLOB, blobs)
         self._many(conn, INSERT_EVENT, rows)

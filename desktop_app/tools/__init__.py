@@ -14,6 +14,7 @@ from ._fs import (
     FsRead,
     FsWrite,
 )
+from ._git_commit import GitCommit
 from ._notebook import NotebookEdit
 from ._person import AskUser, ExitPlanMode
 from ._preview import preview_diff
@@ -36,8 +37,8 @@ __all__ = [
     "FsMultiEdit",
     "FsRead",
     "FsWrite",
+    "GitCommit",
     "NotebookEdit",
-
     "SkillTool",
     "TaskRun",
     "TodoRead",

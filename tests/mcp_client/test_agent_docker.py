@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from desktop_app.config import Settings
-from desktop_app.core import ConsentKind, Deny, McpServerState, ProjectInfo, ToolCallState
+from desktop_app.core import Channel, ConsentKind, Deny, McpServerState, ProjectInfo, ToolCallState
 from desktop_app.runtime import approve, consents, open_runtime
 from tests.conftest import make_workspace
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
@@ -74,6 +74,15 @@ async def test_approval_denial_and_the_record_in_docker(docker_desk, server: Ant
     assert first.result["details"]["mcp_where"] == "sandbox"
     assert second.state is ToolCallState.DENIED
     assert "keep the graph as it is" in server.requests[2].last_tool_result_text()
+    # each server's start is recorded with the container and image it ran in, and the grant it ran under
+    await desk.rt.store.flush()
+    stored = await desk.rt.store.events_since(0, [Channel.CONTROL])
+    lives = [e.payload for e in stored if e.type == "mcp:life"]
+    started = {p["server"]: p for p in lives if p["what"] == "started"}
+    assert set(started) == {"everything", "memory"}
+    assert started["everything"]["container_id"] == first.sandbox["container_id"]
+    assert started["everything"]["image_digest"] and not started["everything"]["unsandboxed"]
+    assert started["everything"]["consent_digest"] and started["everything"]["where"] == "sandbox"
 
 
 async def test_read_only_calls_run_in_parallel_in_docker(docker_desk, server: AnthropicServer) -> None:

@@ -30,7 +30,7 @@ from desktop_app.store.integrity._signing import SignedHead
 from desktop_app.store.integrity._witness import db_identity, witness_name
 from tests.store.conftest import make_record, pending, run_to_completion
 
-RECORDS = 4  # three entries each: 12 in the chain
+RECORDS = 4  # three entries each: 12 in the chain, and the ROWS entries of the project and the session: 14
 
 
 @pytest.fixture
@@ -117,17 +117,17 @@ async def test_intact_chain_is_signed_registered_and_witnessed(desk: Path) -> No
     result = await _verify(desk)
     signer = head_signer()
     assert result.ok, result.message
-    assert result.count == 3 * RECORDS
-    assert signer.key_id in result.message and "witness at entry 12 matches" in result.message
+    assert result.count == 3 * RECORDS + 2
+    assert signer.key_id in result.message and "witness at entry 14 matches" in result.message
     (key_id, pub, host, user, first_seq), = _sql(
         desk, "SELECT key_id, public_key, host, user_name, first_seq FROM desk_keys")
     assert (key_id, base64.b64decode(pub), first_seq) == (signer.key_id, signer.public_key, 1)
     assert host and user
     (seq, count, sig_key), = _sql(desk, "SELECT seq, count, key_id FROM audit_head_signatures")
-    assert (seq, count, sig_key) == (12, 12, signer.key_id)
+    assert (seq, count, sig_key) == (14, 14, signer.key_id)
     w = _witness(desk)
     data = json.loads(w.read_text())
-    assert (data["db"], data["seq"], data["count"], data["key_id"]) == (db_identity(desk, ""), 12, 12, signer.key_id)
+    assert (data["db"], data["seq"], data["count"], data["key_id"]) == (db_identity(desk, ""), 14, 14, signer.key_id)
     assert data["db_id"] == _sql(desk, "SELECT db_id FROM audit_db")[0][0] and data["signature"]
     assert w.stat().st_mode & 0o777 == 0o600
     assert [p.name for p in w.parent.iterdir()] == [w.name]  # no temp file left behind
@@ -137,7 +137,7 @@ async def test_chain_goes_on_across_reopen_and_the_key_is_registered_once(desk: 
     await _fill(desk, 2)
     await _fill(desk, 2, session="ses_2")
     result = await _verify(desk)
-    assert result.ok and result.count == 12, result.message
+    assert result.ok and result.count == 16, result.message
     assert _sql(desk, "SELECT count(*), min(first_seq) FROM desk_keys") == [(1, 1)]
 
 
@@ -189,17 +189,20 @@ async def test_a_witness_rolled_back_by_a_cut_with_its_signature_kept_fails(desk
     old = _sql(desk, "SELECT key_id, db_id, seq, hash, count, signature, signed_at FROM audit_head_signatures")[0]
     old_witness = _witness(desk).read_bytes()
     await _fill(desk, 2, session="ses_2")
-    _cut_tail(desk, 6)
+    _cut_tail(desk, 8)  # the second fill: its project and session ROWS entries and its calls' entries
     _sql(desk, "UPDATE audit_head_signatures SET seq = ?, hash = ?, count = ?, signature = ?",
          params=(old[2], old[3], old[4], old[5]))
-    assert (await _verify(desk)).problem == "truncated"  # the witness saw entry 12
+    assert (await _verify(desk)).problem == "truncated"  # the witness saw entry 16
     _witness(desk).write_bytes(old_witness)  # both rolled back: the rows of the cut calls still tell
     result = await _verify(desk)
-    assert (result.ok, result.problem, result.count) == (False, "row-unchained", 6)
-    assert len(result.problems) == 2 and "has no entry in the audit chain" in result.message
-    _sql(desk, "DELETE FROM tool_calls WHERE session_id = 'ses_2'")  # and the rows: only a copy kept elsewhere
-    result = await _verify(desk)                                      # (or the session's row) would tell
-    assert result.ok and result.count == 6, result.message
+    assert (result.ok, result.problem, result.count) == (False, "row-unchained", 8)
+    assert "has no entry in the audit chain" in result.message
+    _sql(desk, "DELETE FROM tool_calls WHERE session_id = 'ses_2'")  # and the rows: the session's row still tells
+    result = await _verify(desk)
+    assert not result.ok and any("session ses_2 has no entry in the audit chain" in p for p in result.problems)
+    _sql(desk, "DELETE FROM sessions WHERE id = 'ses_2'")  # and the project's row, saved again with ses_2
+    result = await _verify(desk)
+    assert not result.ok and any("project prj_1 was rewritten" in p for p in result.problems), result.problems
 
 
 # deletion of everything ----------------------------------------------------------------------------------
@@ -210,7 +213,8 @@ async def test_an_emptied_chain_with_sessions_is_a_failure(desk: Path) -> None:
     assert (result.ok, result.problem) == (False, "empty")
     assert "empty, yet the database holds 1 session(s), 4 tool call(s)" in result.message
     # The signed batches still name the entries that were there, and each call's row is unchained.
-    assert len(result.problems) == 6 and "entries 1..12 are missing at the tail" in result.problems[1]
+    # (and the session's and the project's rows: 8 problems)
+    assert len(result.problems) == 8 and "entries 1..14 are missing at the tail" in result.problems[1]
     assert all("has no entry in the audit chain" in p for p in result.problems[2:])
 
 
@@ -231,7 +235,7 @@ async def test_entries_deleted_with_the_head_row_kept_are_an_emptied_chain(desk:
     _sql(desk, "DELETE FROM audit_entries")
     result = await _verify(desk)
     assert (result.ok, result.problem) == (False, "empty")
-    assert any("entries 1..12 are missing" in p for p in result.problems)
+    assert any("entries 1..14 are missing" in p for p in result.problems)
 
 
 async def test_an_emptied_chain_without_a_signer_is_still_a_failure(desk: Path) -> None:
@@ -251,7 +255,7 @@ async def test_a_wiped_database_is_named_by_its_witness(desk: Path) -> None:
                                                "projects")))
     result = await _verify(desk)
     assert (result.ok, result.problem) == (False, "truncated")
-    assert "12 entries missing at the tail" in result.message
+    assert "14 entries missing at the tail" in result.message
 
 
 async def test_a_database_file_replaced_by_a_fresh_one_is_named_by_its_witness(desk: Path) -> None:
@@ -275,7 +279,7 @@ async def test_the_attackers_recomputation_is_the_stores_own_format(desk: Path) 
     _recompute(desk)
     assert _sql(desk, "SELECT seq, hash FROM audit_entries ORDER BY seq") == before
     result = await _verify(desk)
-    assert result.ok and result.count == 13, result.message
+    assert result.ok and result.count == 15, result.message
 
 
 @pytest.mark.parametrize("edit", [
@@ -410,7 +414,7 @@ async def test_entries_appended_without_the_key_are_named(desk: Path) -> None:
     await store.close()
     result = await _verify(desk)
     assert (result.ok, result.problem) == (False, "unsigned")
-    assert "entries 13..15 are covered by no signed head" in result.message
+    assert "entries 15..17 are covered by no signed head" in result.message
 
 
 # the witness file ----------------------------------------------------------------------------------------
@@ -423,7 +427,7 @@ async def test_the_witness_never_writes_through_a_planted_link(desk: Path, tmp_p
     w.symlink_to(target)
     await _fill(desk, 1, session="ses_2")
     assert target.read_text() == "precious\n"
-    assert not w.is_symlink() and json.loads(w.read_text())["seq"] == 6
+    assert not w.is_symlink() and json.loads(w.read_text())["seq"] == 10
 
 
 async def test_a_linked_witness_folder_is_refused_and_the_commits_stand(desk: Path, tmp_path: Path,
@@ -438,7 +442,7 @@ async def test_a_linked_witness_folder_is_refused_and_the_commits_stand(desk: Pa
     result = await _verify(desk)
     assert (result.ok, result.problem) == (False, "witness")
     assert "unreadable" in result.message
-    assert _sql(desk, "SELECT count(*) FROM audit_entries") == [(6,)]
+    assert _sql(desk, "SELECT count(*) FROM audit_entries") == [(8,)]
 
 
 async def test_witness_writes_are_coalesced(desk: Path) -> None:
@@ -449,7 +453,7 @@ async def test_witness_writes_are_coalesced(desk: Path) -> None:
     batches = store._writer.batches
     await store.close()
     data = json.loads(_witness(desk).read_text())
-    assert data["seq"] == 600  # the last head is witnessed at close
+    assert data["seq"] == 602  # the last head is witnessed at close (600, and the project's and session's rows)
     assert batches > 1
 
 
@@ -474,7 +478,7 @@ async def test_a_signed_export_is_verified_offline(desk: Path, tmp_path: Path) -
     part = tmp_path / "part.jsonl"
     assert await _export(desk, part, session="ses_2") == 2
     result = verify_export(part)
-    assert result.ok and "partial export (6 of 15 entries)" in result.message
+    assert result.ok and "partial export (6 of 19 entries)" in result.message
 
 
 def _lines(path: Path) -> list[str]:
@@ -560,25 +564,27 @@ async def test_a_signed_export_carries_the_message_entries_and_every_link_is_rec
     assert result.ok and result.count == 4, result.message
     assert "complete export: every link re-computed" in result.message
     tr = json.loads(original[-1])
-    assert [e["message_id"] for e in tr["message_entries"]] == [1, 2]
+    assert [e["message_id"] for e in tr["message_entries"] if e["state"] == "MESSAGE"] == [1, 2]
+    assert {e["state"] for e in tr["message_entries"]} == {"MESSAGE", "ROWS"}  # the bound rows' entries too
+    first = next(i for i, e in enumerate(tr["message_entries"]) if e["state"] == "MESSAGE")
     assert all(e["digests"] for line in original[:-1] for e in json.loads(line)["trail"])
 
     for edit in ("at", "digests", "drop"):  # the message entries are not signed: the re-computed chain binds them
         tr = json.loads(original[-1])
         if edit == "drop":
-            del tr["message_entries"][0]
+            del tr["message_entries"][first]
         else:
-            tr["message_entries"][0][edit] = 1.0 if edit == "at" else tr["message_entries"][1]["digests"]
+            tr["message_entries"][first][edit] = 1.0 if edit == "at" else tr["message_entries"][first + 1]["digests"]
         _rewrite(out, [*original[:-1], json.dumps(tr)])
         assert verify_export(out).problem == "altered", edit
     tr = json.loads(original[-1])
-    tr["message_entries"][0]["record_id"] = json.loads(original[0])["id"]  # a message entry passed off as a call's
+    tr["message_entries"][first]["record_id"] = json.loads(original[0])["id"]  # a message's entry as a call's
     _rewrite(out, [*original[:-1], json.dumps(tr)])
     assert verify_export(out).problem == "altered"
     tr["message_entries"] = None  # without them the export only claims to be partial
     _rewrite(out, [*original[:-1], json.dumps(tr)])
     result = verify_export(out)
-    assert result.ok and "partial export (10 of 12 entries)" in result.message
+    assert result.ok and "partial export (10 of 14 entries)" in result.message
 
 
 @pytest.mark.parametrize("field, value", [
@@ -636,7 +642,7 @@ async def test_an_export_re_signed_with_another_key_is_refused_by_the_trusted_ke
 def test_the_cli_verifies_exports_and_reports_a_cut(desk: Path, tmp_path: Path, capsys) -> None:
     asyncio.run(_fill(desk, 2))
     assert cli.main(["audit", "--db", str(desk), "verify"]) == 0
-    assert "audit chain OK: 6 entries verified" in capsys.readouterr().out
+    assert "audit chain OK: 8 entries verified" in capsys.readouterr().out
     out = tmp_path / "e.jsonl"
     assert cli.main(["audit", "--db", str(desk), "export", "--signed", "--out", str(out)]) == 0
     assert cli.main(["audit", "verify-export", str(out), "--key", head_signer().key_id]) == 0
@@ -758,6 +764,6 @@ async def test_two_keys_of_one_installation_share_a_database_without_false_alarm
         store = await SqlStore.open(desk, signer=signer)
         result = await store.verify()
         await store.close()
-        assert result.ok and result.count == 12, result.message
+        assert result.ok and result.count == 20, result.message  # 12, and each store's project and session rows
         assert all(s.key_id in result.message for s in signers)
     assert len(list(witness_dir().iterdir())) == 2

@@ -165,7 +165,7 @@ async def test_entry_edits_reorders_and_duplicates_are_named(db: Path, tmp_path:
         assert not result.ok, name
         assert problem is None or result.problem == problem, (name, result)
         if name == "empty":
-            assert "entries 1..15 are missing from the end of the chain" in result.problems[1], result
+            assert "entries 1..17 are missing from the end of the chain" in result.problems[1], result
         else:
             assert result.seq is not None, name
 

@@ -20,15 +20,15 @@ from tests.kit import fill_audit_file, raw_sql
 
 ATTACKS = {
     "intact": (),
-    "entry-note": ("UPDATE audit_entries SET note = 'nothing' WHERE seq = 4",),
-    "entry-at": ("UPDATE audit_entries SET at = at + 1 WHERE seq = 9",),
-    "message-entry": ("UPDATE audit_entries SET actor = 'user' WHERE seq = 2",),
-    "entry-deleted": ("DELETE FROM audit_entries WHERE seq = 6",),
-    "tail-cut": ("DELETE FROM audit_entries WHERE seq > 12",),
-    "tail-cut-head-moved": ("DELETE FROM audit_entries WHERE seq > 12",
-                            "UPDATE audit_head SET seq = 12, hash = (SELECT hash FROM audit_entries WHERE seq = 12)"),
+    "entry-note": ("UPDATE audit_entries SET note = 'nothing' WHERE seq = 8",),
+    "entry-at": ("UPDATE audit_entries SET at = at + 1 WHERE seq = 11",),
+    "message-entry": ("UPDATE audit_entries SET actor = 'user' WHERE seq = 4",),
+    "entry-deleted": ("DELETE FROM audit_entries WHERE seq = 8",),
+    "tail-cut": ("DELETE FROM audit_entries WHERE seq > 14",),
+    "tail-cut-head-moved": ("DELETE FROM audit_entries WHERE seq > 14",
+                            "UPDATE audit_head SET seq = 14, hash = (SELECT hash FROM audit_entries WHERE seq = 14)"),
     "inserted-past-head": ("INSERT INTO audit_entries SELECT seq + 100, record_id, state, at, actor, note, data, "
-                           "hash, hash, message_id, digests, desk, canon FROM audit_entries WHERE seq = 15",),
+                           "hash, hash, message_id, digests, desk, canon FROM audit_entries WHERE seq = 17",),
     "emptied": ("DELETE FROM audit_entries",),
     "emptied-with-head": ("DELETE FROM audit_entries", "DELETE FROM audit_head"),
     "row-edited": ("UPDATE tool_calls SET input = '{\"command\":\"ls\"}' WHERE tool_use_id = 'toolu_2'",),
@@ -59,7 +59,7 @@ async def test_the_walk_in_a_second_process_gives_the_same_verdict(tmp_path: Pat
                                                                    attack: str) -> None:
     db = tmp_path / "audit.db"
     await fill_audit_file(db)
-    assert raw_sql(db, "SELECT max(seq) FROM audit_entries") == [(15,)]
+    assert raw_sql(db, "SELECT max(seq) FROM audit_entries") == [(17,)]  # 15, and 2 ROWS entries
     if ATTACKS[attack]:
         raw_sql(db, "PRAGMA foreign_keys = OFF", *ATTACKS[attack])
     here, there = await _both(db, monkeypatch, caplog)
@@ -73,13 +73,13 @@ def test_the_worker_really_runs_as_a_script_of_the_standard_library(tmp_path: Pa
 
     db = tmp_path / "audit.db"
     asyncio.run(fill_audit_file(db))
-    out = subprocess.run([sys.executable, "-I", "-S", verify_module.chain_module.__file__, str(db), "15"],
+    out = subprocess.run([sys.executable, "-I", "-S", verify_module.chain_module.__file__, str(db), "17"],
                          capture_output=True, text=True, check=True)
     failure, count, rows, last_message, _ = walk_result(json.loads(out.stdout))
     assert failure is not None and failure.problem == "inserted"  # no head given: every entry lies past it
     head = raw_sql(db, "SELECT seq, hash FROM audit_head")[0]
-    failure, count, rows, last_message, _ = walk_result(walk_file(str(db), 15, head))
-    assert (failure, count, rows, sorted(last_message)) == (None, 15, 15, [1, 2, 3])
+    failure, count, rows, last_message, _ = walk_result(walk_file(str(db), 17, head))
+    assert (failure, count, rows, sorted(last_message)) == (None, 17, 17, [1, 2, 3])
 
 
 def test_the_worker_judges_only_the_entries_of_verifys_snapshot(tmp_path: Path) -> None:
@@ -88,9 +88,9 @@ def test_the_worker_judges_only_the_entries_of_verifys_snapshot(tmp_path: Path) 
 
     db = tmp_path / "audit.db"
     asyncio.run(fill_audit_file(db))
-    (seq, h), = raw_sql(db, "SELECT seq, hash FROM audit_entries WHERE seq = 12")
-    failure, count, rows, _, _ = walk_result(walk_file(str(db), 12, (seq, h)))
-    assert (failure, count, rows) == (None, 12, 12)
+    (seq, h), = raw_sql(db, "SELECT seq, hash FROM audit_entries WHERE seq = 14")
+    failure, count, rows, _, _ = walk_result(walk_file(str(db), 14, (seq, h)))
+    assert (failure, count, rows) == (None, 14, 14)
 
 
 @pytest.mark.parametrize("executable", ["/nonexistent/python", "/bin/false"], ids=["cannot-start", "fails"])
@@ -99,7 +99,7 @@ async def test_a_worker_that_cannot_walk_leaves_it_to_this_process(tmp_path: Pat
                                                                     executable: str) -> None:
     db = tmp_path / "audit.db"
     await fill_audit_file(db)
-    raw_sql(db, "UPDATE audit_entries SET note = 'nothing' WHERE seq = 4")
+    raw_sql(db, "UPDATE audit_entries SET note = 'nothing' WHERE seq = 6")
     monkeypatch.setattr(verify_module, "PARALLEL_MIN", 0)
     monkeypatch.setattr(verify_module.sys, "executable", executable)
     caplog.set_level(logging.WARNING)
@@ -108,7 +108,7 @@ async def test_a_worker_that_cannot_walk_leaves_it_to_this_process(tmp_path: Pat
         result = await store.verify()
     finally:
         await store.close()
-    assert (result.ok, result.problem, result.seq) == (False, "altered", 4)
+    assert (result.ok, result.problem, result.seq) == (False, "altered", 6)
     assert "walks the chain in this process" in caplog.text or "walking it here" in caplog.text
 
 

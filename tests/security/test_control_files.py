@@ -247,40 +247,23 @@ async def _run_attacks(sb: Any, ws: Path) -> list[str]:
     return changed
 
 
-@pytest.mark.parametrize("git_writable", [False, True], ids=["git-read-only", "git-writable"])
-async def test_the_kernel_keeps_the_control_files_whatever_runs(make_docker_sandbox, tmp_path, git_writable):
+async def test_the_kernel_keeps_the_control_files_whatever_runs(make_docker_sandbox, tmp_path):
     from desktop_app.sandbox import SandboxConfig
 
     ws = _project(tmp_path)
     os.symlink("../.agent-desk/rules.toml", ws / "src" / "cfg")
     os.lchown(ws / "src" / "cfg", SANDBOX_UID, SANDBOX_UID) if os.geteuid() == 0 else None
-    sb = await make_docker_sandbox(SandboxConfig(image=TEST_IMAGE, git_writable=git_writable), folder=ws)
+    # the retired "let the agent commit" changes nothing in the sandbox: .git stays read-only
+    sb = await make_docker_sandbox(SandboxConfig.from_settings({"git_writable": True}, image=TEST_IMAGE), folder=ws)
     changed = await _run_attacks(sb, ws)
-    if git_writable:  # git's own files may change (that is the relaxation); config, hooks and info never
-        changed = [c for c in changed if not c.endswith(".git contents")]
     assert changed == []
     assert (ws / ".agent-desk" / "rules.toml").read_bytes() == RULES
     assert (ws / ".git" / "config").read_bytes().endswith(CONFIG_EXTRA)
     assert not (ws / "moved").exists() and not (ws / "g").exists()
-
-
-async def test_let_the_agent_commit(make_docker_sandbox, tmp_path):
-    """git_writable: a commit works, the relaxation is shown, and the container is made anew for it."""
-    from desktop_app.sandbox import SandboxConfig
-
-    ws = _project(tmp_path)
-    ro = await make_docker_sandbox(SandboxConfig(image=TEST_IMAGE), folder=ws)
-    commit = "git add src && git -c user.email=a@b -c user.name=a commit -qm agent && git log --oneline | wc -l"
-    denied = await ro.exec(commit)
+    assert not any("git" in r for r in sb.describe().relaxations)
+    commit = "git add src && git -c user.email=a@b -c user.name=a commit -qm agent"
+    denied = await sb.exec(commit)
     assert denied.exit_code != 0 and "Read-only file system" in denied.stderr
-    await ro.close()
-    rw = await make_docker_sandbox(SandboxConfig(image=TEST_IMAGE, git_writable=True), folder=ws)
-    assert rw.container_id != ro.container_id
-    assert any("git" in r and "commit" in r for r in rw.describe().relaxations)
-    done = await rw.exec(commit)
-    assert done.exit_code == 0 and done.stdout.strip() == "1", done.stderr
-    hooked = await rw.exec("echo x > .git/hooks/pre-commit; echo y >> .git/config; echo z > .git/info/exclude")
-    assert hooked.stderr.count("Read-only file system") == 3
 
 
 @pytest.mark.parametrize("which", [".agent-desk", ".git"])

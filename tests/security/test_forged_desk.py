@@ -63,12 +63,12 @@ def test_entries_by_a_key_this_installation_never_registered_fail(url: str, caps
     asyncio.run(_write(url, None, 2, "ses_1"))
     assert _verify(url, capsys)[0] == 0
     forger = _forger(**name)
-    asyncio.run(_write(url, forger, 2, "ses_forged"))  # 6 entries, after the witnessed head at entry 6
+    asyncio.run(_write(url, forger, 2, "ses_forged"))  # 8 entries (with its 2 ROWS), after the witnessed entry 8
     code, said = _verify(url, capsys)
     assert code == 1, said
     problem = "impersonation" if name is ME else "unknown-desk"
     assert f"BROKEN ({problem})" in said and forger.key_id in said
-    assert "entries 7..12" in said or "signed: 7..12" in said  # the entries it signed, named
+    assert "entries 9..16" in said or "signed: 9..16" in said  # the entries it signed, named
     assert f"--trust-key {forger.key_id}" in said  # and how to accept it, on purpose
     code, said = _verify(url, capsys, forger.key_id)
     assert code == 0 and "accepted on purpose" in said and forger.key_id in said, said
@@ -77,10 +77,10 @@ def test_entries_by_a_key_this_installation_never_registered_fail(url: str, caps
 def test_a_key_claiming_my_name_fails_even_registered_before_the_witness(url: str, capsys) -> None:
     """Registered early, or with a first entry it claims: still not this installation's key."""
     forger = _forger(**ME)
-    asyncio.run(_write(url, forger, 1, "ses_forged"))  # the forger writes first: entries 1..3
-    asyncio.run(_write(url, None, 1, "ses_1"))  # then this installation, which witnesses entry 6
+    asyncio.run(_write(url, forger, 1, "ses_forged"))  # the forger writes first: entries 1..5 (2 ROWS entries)
+    asyncio.run(_write(url, None, 1, "ses_1"))  # then this installation, which witnesses entry 10
     code, said = _verify(url, capsys)
-    assert code == 1 and "BROKEN (impersonation)" in said and "1..3" in said, said
+    assert code == 1 and "BROKEN (impersonation)" in said and "1..5" in said, said
 
 
 def test_my_second_key_and_a_desk_the_witness_knew_stay_good(url: str, capsys) -> None:
@@ -109,7 +109,7 @@ def test_a_witness_from_before_it_named_keys_still_refuses_a_new_desk(url: str, 
     forger = _forger(user="mallory", host="evil")
     asyncio.run(_write(url, forger, 1, "ses_forged"))
     code, said = _verify(url, capsys)
-    assert code == 1 and "BROKEN (unknown-desk)" in said and "4..6" in said, said
+    assert code == 1 and "BROKEN (unknown-desk)" in said and "6..10" in said, said
 
 
 def test_the_flag_is_documented(capsys) -> None:

@@ -275,7 +275,7 @@ class DockerSandbox(HelperOps):
         self._uid, self._gid = (self.config.uid, self.config.uid) if self.config.uid else folder_owner(self.folder)
         st = os.stat(self.folder)
         synced = self.synced_workspace.prepare(client, self.engine(), image.id, self._uid, self._gid)
-        self._controls = [] if synced else control_mounts(self.folder, git_writable=self.config.git_writable)
+        self._controls = [] if synced else control_mounts(self.folder)
         # The folder's inode too: a bind mount keeps a deleted-and-recreated folder's old inode. The control
         # mounts too: a `.git` that appeared since (`git init`) is mounted read-only at the next start.
         suffix = self._suffix()

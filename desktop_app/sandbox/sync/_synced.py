@@ -58,9 +58,6 @@ class SyncedWorkspace:
         self.synced = syncs_workspace(self.config, engine)
         if not self.synced:
             return {}
-        if self.config.git_writable:
-            raise SandboxError("git_writable cannot be used with a synced workspace (a remote engine)",
-                               hint="the agent's commits would stay on the engine: turn git_writable off")
         control_mounts(self.folder)  # refuses linked control folders; makes .agent-desk before the agent can
         _, git = check_control_dirs(self.folder)
         controls = [".agent-desk"] + ([".git"] if git is not None and stat.S_ISDIR(git.st_mode) else [])

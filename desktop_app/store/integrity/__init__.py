@@ -1,6 +1,7 @@
 """The audit log's integrity: the hash chain, the digests an entry holds of the rows beside it, the desk's
 signing key and its witness file, the verification of all of these, and the signed export's offline check."""
 
+from ._bound_rows import ROWS_ACTOR, ROWS_STATE, BoundRows
 from ._canonical import jcs, jcs_data
 from ._chain import CANON_JCS, CANON_LEGACY, GENESIS, VerifyResult, canonical_json, link_hash, split_canonical
 from ._digests import BLOB_MIN, message_digests, record_digests, sha, to_json
@@ -14,6 +15,9 @@ __all__ = [
     "CANON_JCS",
     "CANON_LEGACY",
     "GENESIS",
+    "ROWS_ACTOR",
+    "ROWS_STATE",
+    "BoundRows",
     "ChainDigests",
     "HeadNotary",
     "HeadSigner",

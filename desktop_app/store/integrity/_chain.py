@@ -155,6 +155,8 @@ def _fail(count: int, problem: str, seq: int, record_id: str | None, message: st
 
 
 def _who(row: tuple[Any, ...]) -> str:
+    if row[1] is None and row[9] is None:
+        return "bound rows"
     return f"record {row[1]}" if row[1] is not None else f"message {row[9]}"
 
 
@@ -209,7 +211,7 @@ class ChainWalk:
                     return False
                 self._held = row
                 return True
-            if rid is None:
+            if rid is None and mid is not None:  # a message's entry (a ROWS entry names neither)
                 last_message[mid] = dg
             if dk != desk:
                 runs.append((seq, dk))

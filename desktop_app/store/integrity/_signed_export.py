@@ -184,7 +184,8 @@ def _check_entries(lines: list[bytes], head: SignedHead, messages: Any) -> list[
             last[i] = e
     for e in messages or []:
         _take(entries, e, None)
-        if e.get("state") != "MESSAGE" or not e.get("digests"):
+        rows = e.get("state") == "ROWS" and e.get("message_id") is None  # the chain's bound rows (_bound_rows.py)
+        if not rows and (e.get("state") != "MESSAGE" or not e.get("digests")):
             raise _Bad("altered", f"entry {e['seq']} among the message entries is not a message's entry", e["seq"])
     note = f"database head: entry {head.seq} ({head.count} entries), signed by {head.key_id}"
     if max(entries, default=0) > head.seq:
@@ -202,7 +203,8 @@ def _check_entries(lines: list[bytes], head: SignedHead, messages: Any) -> list[
                               e.get("digests") or "", e.get("message_id"), e.get("desk") or "")
         prev = link_hash(prev, jcs(fields) if e.get("canon", 1) == CANON_JCS else canonical_json(fields))
         if prev != e.get("hash"):
-            who = f"record {e['record_id']}" if e["record_id"] is not None else f"message {e.get('message_id')}"
+            who = f"record {e['record_id']}" if e["record_id"] is not None else f"message {e.get('message_id')}" \
+                if e.get("message_id") is not None else "bound rows"
             raise _Bad("altered", f"entry {seq} ({who}) does not match its hash", seq)
     if prev != head.hash:
         raise _Bad("altered", "the re-computed chain does not end at the signed head's hash", head.seq)

@@ -16,6 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from . import _chain as chain_module
+from ._bound_rows import check_bound_rows
 from ._chain import WALK_BATCH, WALK_COLUMNS, ChainWalk, Runs, VerifyResult, walk_result
 from ._desk_verify import check_desks
 from ._digests import MESSAGE_FIELDS, RECORD_FIELDS, RECORD_NAMED, field_digest, row_of, sha, unpack
@@ -92,13 +93,16 @@ def verify(conn: Connection, signer: HeadSigner | None = None, identity: str = "
     if broken is None:  # a broken walk leaves the messages' last entries unknown
         messages = _check_messages(conn, last_message, findings, used)
     _check_blobs(conn, used, findings)
+    bound, unbound = check_bound_rows(conn, lambda sql: batches(conn, sql),
+                                      lambda problem, what: findings.append(Finding(problem, what)))
     notes, head_problem = check_head(conn, count if broken is None else rows, head, signer, identity, trusted)
     desk_notes, desk_problem = check_desks(conn, runs, count, broken is None)
     notes += desk_notes
     if broken is None and not findings and head_problem is None and desk_problem is None:
         note = f"; {legacy} older tool calls carry no digests and were not cross-checked" if legacy else ""
-        text_ = f"{count} entries verified; {records} tool calls and {messages} messages match the chain{note}"
-        return VerifyResult(True, count, message="; ".join([text_, *notes]))
+        text_ = (f"{count} entries verified; {records} tool calls and {messages} messages match the chain{note}; "
+                 f"so do {bound} events, sessions and projects")
+        return VerifyResult(True, count, message="; ".join([text_, *([unbound] if unbound else []), *notes]))
     return _rank(count, broken, [p for p in (head_problem, desk_problem) if p is not None], findings)
 
 
