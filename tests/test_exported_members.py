@@ -71,6 +71,7 @@ EXPORTED: dict[str, list[str]] = {
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
         "build_image", "connect", "container_name", "create_sandbox", "image_name_for_tag", "images_dir",
         "list_images", "load_catalog", "remove_orphans", "resolve_image", "workspace_where",
+        "BaseFacts", "BasePlan", "base_plan", "plan_base",  # how the base image gets made (issue 25)
         # a project's own image (sandbox-check)
         "ProjectImageBuild", "ProjectImageSource", "build_project_image", "find_project_image", "folder_owner",
         "project_image_digest", "project_image_tag", "refuse_loosening",
@@ -124,6 +125,7 @@ EXPORTED_BY_ROOMS: dict[str, list[str]] = {
     "sandbox.images": [
         "ImageSpec", "ImageStatus", "build_base_image", "build_image", "image_name_for_tag", "images_dir",
         "list_images", "load_catalog", "resolve_image",
+        "BaseFacts", "BasePlan", "base_plan", "plan_base",  # how the base image gets made (issue 25)
         "ProjectImageBuild", "ProjectImageSource", "build_project_image", "find_project_image",
         "project_image_digest", "project_image_tag", "refuse_loosening",
     ],

@@ -13,10 +13,13 @@ from ._factory import create_sandbox
 from ._local import LocalSandbox
 from .docker import DockerSandbox, container_name, folder_owner, remove_orphans
 from .images import (
+    BaseFacts,
+    BasePlan,
     ImageSpec,
     ImageStatus,
     ProjectImageBuild,
     ProjectImageSource,
+    base_plan,
     build_base_image,
     build_image,
     build_project_image,
@@ -25,6 +28,7 @@ from .images import (
     images_dir,
     list_images,
     load_catalog,
+    plan_base,
     project_image_digest,
     project_image_tag,
     refuse_loosening,
@@ -32,6 +36,8 @@ from .images import (
 )
 
 __all__ = [
+    "BaseFacts",
+    "BasePlan",
     "DockerSandbox",
     "ImageSpec",
     "ImageStatus",
@@ -39,6 +45,7 @@ __all__ = [
     "ProjectImageBuild",
     "ProjectImageSource",
     "SandboxConfig",
+    "base_plan",
     "build_base_image",
     "build_image",
     "build_project_image",
@@ -51,6 +58,7 @@ __all__ = [
     "images_dir",
     "list_images",
     "load_catalog",
+    "plan_base",
     "project_image_digest",
     "project_image_tag",
     "refuse_loosening",

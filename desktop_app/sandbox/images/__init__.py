@@ -1,9 +1,11 @@
 """Sandbox images: the catalog of sandbox_images/ and its builds, and a project's own image (its Dockerfile
 or devcontainer.json) with the build context sent to the engine."""
 
+from ._base_plan import BaseFacts, BasePlan, plan_base
 from ._catalog import (
     ImageSpec,
     ImageStatus,
+    base_plan,
     build_base_image,
     build_image,
     image_name_for_tag,
@@ -23,10 +25,13 @@ from ._project_image import (
 )
 
 __all__ = [
+    "BaseFacts",
+    "BasePlan",
     "ImageSpec",
     "ImageStatus",
     "ProjectImageBuild",
     "ProjectImageSource",
+    "base_plan",
     "build_base_image",
     "build_image",
     "build_project_image",
@@ -35,6 +40,7 @@ __all__ = [
     "images_dir",
     "list_images",
     "load_catalog",
+    "plan_base",
     "project_image_digest",
     "project_image_tag",
     "refuse_loosening",
