@@ -71,6 +71,22 @@ def build_env() -> dict[str, str]:
     return env
 
 
+def _uv() -> str | None:
+    """uv from the `package` extra (or on PATH), else None (pip then)."""
+    try:
+        import uv  # type: ignore[import-not-found]
+
+        return uv.find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv")
+
+
+def install_into(py: Path) -> list[str]:
+    """The command that installs into the build venv at `py` (uv's, else the venv's pip)."""
+    uv = _uv()
+    return [uv, "pip", "install", "-q", "--python", str(py)] if uv else [str(py), "-m", "pip", "install", "-q"]
+
+
 def package_venv(seconds: dict[str, float]) -> Path:
     """build/package/venv-HASH: made once per lock and interpreter, from the lock's hashed pins only."""
     base = base_python()
@@ -82,11 +98,15 @@ def package_venv(seconds: dict[str, float]) -> Path:
     for old in WORK.glob("venv-*"):
         shutil.rmtree(old, ignore_errors=True)
     t0 = time.monotonic()
-    subprocess.run([base, "-m", "venv", "--clear", str(where)], check=True)
     reqs = WORK / "requirements-package.txt"
     lock.write_subset(reqs)
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--require-hashes", "--only-binary", ":all:",
-                    "-r", str(reqs)], check=True, env=build_env())
+    uv = _uv()
+    if uv:  # several times faster than pip; the same hashes are checked
+        subprocess.run([uv, "venv", "-q", "--python", base, str(where)], check=True, env=build_env())
+    else:
+        subprocess.run([base, "-m", "venv", "--clear", str(where)], check=True)
+    subprocess.run([*install_into(py), "--require-hashes", "--only-binary", ":all:", "-r", str(reqs)], check=True,
+                   env=build_env())
     (where / ".complete").write_text(base + "\n")
     seconds["venv"] = round(time.monotonic() - t0, 1)
     return py
@@ -134,6 +154,12 @@ def _timed(seconds: dict[str, float], name: str, argv: list[str], cwd: Path = RO
     seconds[name] = round(time.monotonic() - t0, 1)
 
 
+def where_installed(py: Path) -> Path:
+    """The build venv's site-packages."""
+    return Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+
+
 def build_wheel(py: Path, outdir: Path, source: Path = ROOT, *, wheel_only: bool = False) -> None:
     """The sdist, then the wheel built from it (a file the sdist lacks fails here, not for a user), with the
     venv's pinned setuptools (no isolation: nothing unpinned is fetched); `wheel_only` from an unpacked sdist."""
@@ -150,8 +176,11 @@ def build() -> dict[str, object]:
     build_wheel(py, DIST)
     seconds["wheel+sdist"] = round(time.monotonic() - t0, 1)
     # The bundle is made from the wheel installed in the clean venv (its metadata, not a checkout's).
-    _timed(seconds, "install", [str(py), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
+    _timed(seconds, "install", [*install_into(py), "--no-deps", "--reinstall" if _uv() else "--force-reinstall",
                                 str(outputs()["wheel"])])
+    # The installer's record of where the wheel came from names this checkout: it must not ship.
+    for record in where_installed(py).glob("agent_desk-*.dist-info/direct_url.json"):
+        record.unlink()
     _timed(seconds, "bundle", [str(py), "-m", "PyInstaller", "--noconfirm", "--clean", "--log-level", "WARN",
                                "--distpath", str(DIST), "--workpath", str(WORK / "pyinstaller"),
                                str(ROOT / "packaging" / "agent-desk.spec")], cwd=WORK)

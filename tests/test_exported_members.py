@@ -215,6 +215,7 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
         "container_name", "image_name_for_tag", "images_dir", "remove_orphans",
         "ProjectImageBuild", "ProjectImageSource", "project_image_tag",  # a project's own image, for scripts
+        "BaseFacts", "BasePlan", "plan_base",  # how the base image gets made, decided from facts (tests, scripts)
     ),
     "store": ("CSV_COLUMNS", "RecordRow", "SCHEMA_VERSION", "StoreStats", "VerifyResult", "canonical_json"),
     # for the window (the grant switch, the config's file name) and for people who build on the client
