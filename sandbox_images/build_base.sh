@@ -79,8 +79,10 @@ make_tarball() {
         command -v mmdebstrap >/dev/null || { log "mmdebstrap is not installed (apt-get install mmdebstrap uidmap)"; exit 1; }
         log "mmdebstrap --mode=unshare --variant=minbase $SUITE from $mirror (a minute or two, once per machine)"
         # The tree is made and tarred inside a user namespace (owned by root in the tar, numerically); the
-        # mirror lines become its sources.list; apt's lists and caches are cleaned by mmdebstrap itself.
-        TMPDIR="$CACHE_DIR" mmdebstrap --mode=unshare --variant=minbase --format=tar "$SUITE" "$TARBALL.partial" \
+        # mirror lines become its sources.list; apt's lists and caches are cleaned by mmdebstrap itself. Its
+        # work folder stays in $TMPDIR or /tmp: the namespace's root (a subordinate id) must reach it, and a
+        # home folder is often 0700 (Debian 12's default).
+        mmdebstrap --mode=unshare --variant=minbase --format=tar "$SUITE" "$TARBALL.partial" \
             "deb $mirror $SUITE main" "deb $mirror $SUITE-updates main" >"$CACHE_DIR/mmdebstrap.log" 2>&1 || {
             rm -f "$TARBALL.partial"; tail -n 30 "$CACHE_DIR/mmdebstrap.log" >&2
             log "the rootless build failed: \`agent-desk doctor\` says what is missing (uidmap, /etc/subuid, user namespaces)"

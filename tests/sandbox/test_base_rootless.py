@@ -131,8 +131,11 @@ def test_build_base_without_root_makes_a_debian_that_runs(user_home, docker_clie
     tarball = Path(_as_user(user, home, ["bash", str(SCRIPT), "--where"]).stdout.strip())
     assert tarball.is_file() and tarball.stat().st_uid == user.pw_uid
     tag = f"agent-desk/rootless-test:{os.getpid()}"
-    with open(tarball, "rb") as fh:
-        image = docker_client.images.import_image(src=fh, repository=tag.split(":")[0], tag=tag.split(":")[1])
+    # The import as the script does it for that user (who would be in the docker group): the cached tarball.
+    imported = subprocess.run(["bash", str(SCRIPT)], env={**os.environ, "AGENT_DESK_CACHE": str(home / "cache"),
+                              "AGENT_DESK_BASE_IMAGE": tag, "AGENT_DESK_BASE_PULL": ""},
+                              capture_output=True, text=True, timeout=600)
+    assert imported.returncode == 0 and "importing" in imported.stderr, imported.stderr[-2000:]
     try:
         out = docker_client.containers.run(
             tag, ["sh", "-c", "cat /etc/debian_version; stat -c %u /usr/bin/apt-get /root; "
@@ -143,7 +146,6 @@ def test_build_base_without_root_makes_a_debian_that_runs(user_home, docker_clie
         assert any(" bookworm main" in s for s in sources) and any("bookworm-updates" in s for s in sources), out
     finally:
         docker_client.images.remove(tag, force=True)
-        del image
 
 
 def test_a_pull_from_no_registry_fails_and_says_so(tmp_path: Path) -> None:
