@@ -3,6 +3,7 @@ inputs did not change), shared by the install tests and the security checks of t
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib.util
 import os
@@ -70,6 +71,7 @@ def lintian_report() -> Path | None:
     with open(report, "w") as fh:
         proc = subprocess.Popen(["lintian", "--tag-display-limit", "0", str(deb)], stdout=fh, stderr=subprocess.STDOUT)
     _LINTIAN.append(proc)
+    atexit.register(lambda: proc.poll() is None and proc.kill())  # a session that never read it ends it
     return report
 
 
