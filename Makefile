@@ -6,7 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test test-fast bench lint engine images package deb-tools clean keyring-deps test-floors postgres-tools
+.PHONY: run test test-fast bench lint engine images package deb-tools clean keyring-deps test-floors postgres-tools \
+	rootless-deps
 
 $(PY):
 	@test -n "$(PYTHON)" || { echo "error: Python >=3.11,<3.14 is needed (qasync breaks on 3.14)"; exit 1; }
@@ -28,16 +29,28 @@ engine:
 images: $(STAMP) engine
 	$(VENV)/bin/agent-desk images build minimal
 
-# The bundle, the .deb, the wheel and the sdist into dist/ (packaging/make_package.py; reused while unchanged).
+# The wheel, the sdist, the bundle and the .deb into dist/ (packaging/make_package.py; reused while unchanged),
+# built in a venv of their own from requirements.lock's hashed pins, not from $(VENV).
 package: $(STAMP) deb-tools
 	$(PY) packaging/make_package.py
 
-# Debian's dpkg-deb and desktop-file-validate, for `make package` and tests/packaging (installed as root).
+# Debian's tools for `make package` and tests/packaging (installed as root): dpkg-deb, readelf and strip
+# (binutils), lintian, desktop-file-validate, and Debian's python3 with its venv module and shared libpython
+# (the bundle's interpreter: its prefix is /usr, no path of this machine).
+DEB_TOOLS := dpkg binutils lintian desktop-file-utils python3-venv \
+	$(shell /usr/bin/python3 -c 'import sysconfig; print("lib" + sysconfig.get_config_var("LDLIBRARY").removesuffix(".so"))' 2>/dev/null)
 deb-tools:
-	@command -v dpkg-deb >/dev/null && command -v desktop-file-validate >/dev/null || { \
+	@( for t in dpkg-deb readelf strip lintian desktop-file-validate; do command -v $$t >/dev/null || exit 1; done; \
+	   /usr/bin/python3 -c 'import ensurepip, sysconfig, pathlib, sys; \
+	     sys.exit(not (pathlib.Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("INSTSONAME")).exists())'; \
+	 ) >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt-get update -q >/dev/null && \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends dpkg desktop-file-utils >/dev/null; \
-	  else echo "deb-tools: install dpkg and desktop-file-utils (the packaging tests skip without them)"; fi; }
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(DEB_TOOLS) >/dev/null; \
+	  else echo "deb-tools: install $(DEB_TOOLS) (the packaging tests skip without them)"; fi; }
+
+# The rootless base-image test: mmdebstrap, uidmap and a non-root user with subordinate ids (as root).
+rootless-deps:
+	.ci/rootless-deps.sh
 
 # PostgreSQL's programs (initdb, pg_ctl, postgres) for the tests' throwaway server (tests/postgres.py):
 # Debian's postgresql package when they are neither on PATH nor in /usr/lib/postgresql (installed as root).
@@ -54,7 +67,7 @@ keyring-deps:
 # The lint (style and the import contracts of docs/architecture.md) runs first: a broken layer fails CI.
 # tests/packaging (marked slow) builds and installs the packages: the first run takes minutes.
 # --durations=25 names the slowest tests of every run (tests/README.md says what each marker costs).
-test: lint engine keyring-deps deb-tools postgres-tools
+test: lint engine keyring-deps deb-tools postgres-tools rootless-deps
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest --durations=25
 
 # The edit loop: no Docker engine, no package builds, no end-to-end runs (PostgreSQL's programs still needed).

@@ -169,7 +169,8 @@ def docker_checks(settings: Settings) -> list[Check]:
         info = client.version()
         engine = Check("Docker engine", OK, f"Docker {info.get('Version', '?')} (API {info.get('ApiVersion', '?')}) "
                        f"at {host}; your user may use it")
-        return [engine, _images_check(list_images(client), settings)]
+        images = _images_check(list_images(client), settings)
+        return [engine, images, base_image_check(client, images.ok)]
     except Exception as e:  # the engine answered the ping, then failed: said, not raised
         return [Check("Docker engine", FAIL, f"the engine at {host} failed: {str(e).splitlines()[0][:200]}",
                       "restart Docker (sudo systemctl restart docker) and run doctor again")]
@@ -201,6 +202,19 @@ def _images_check(statuses: list[Any], settings: Settings) -> Check:
                      f"agent-desk images build {default.name}")
     fix = f"agent-desk images build {missing[0].name}" if missing else ""
     return Check("Sandbox images", OK, detail, fix)
+
+
+def base_image_check(client: Any, images_ok: bool = True) -> Check:
+    """Which way the base image gets made here (pulled, debootstrap as root, mmdebstrap without root), and
+    what is missing when none works: a failure only when the default image is not built either."""
+    from .sandbox import base_plan
+
+    plan = base_plan(client)
+    if plan.method == "present":
+        return Check("Base image", OK, plan.detail)
+    if plan.method != "none":
+        return Check("Base image", OK, f"not built yet: {plan.detail}", "agent-desk images build minimal")
+    return Check("Base image", WARN if images_ok else FAIL, plan.detail, "; then ".join(plan.commands))
 
 
 # the API key and the endpoint ---------------------------------------------------------------------------

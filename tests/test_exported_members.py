@@ -82,6 +82,7 @@ EXPORTED: dict[str, list[str]] = {
         "BuildCancel",  # a build's Cancel
         "remove_crashed",  # the containers a crashed desk left
         "ProjectGit",  # the host's git, shut in (the git_commit tool's)
+        "BaseFacts", "BasePlan", "base_plan", "plan_base",  # how the base image gets made (issue 25)
         # a project's own image (sandbox-check)
         "ProjectImageBuild", "ProjectImageSource", "build_project_image", "find_project_image", "folder_owner",
         "project_image_files",
@@ -141,6 +142,7 @@ EXPORTED_BY_ROOMS: dict[str, list[str]] = {
     "sandbox.images": [
         "ImageSpec", "ImageStatus", "build_base_image", "build_image", "image_name_for_tag", "images_dir",
         "list_images", "load_catalog", "resolve_image",
+        "BaseFacts", "BasePlan", "base_plan", "plan_base",  # how the base image gets made (issue 25)
         "ProjectImageBuild", "ProjectImageSource", "build_project_image", "find_project_image",
         "project_image_digest", "project_image_tag", "refuse_loosening", "BuildCancel", "BuildCancelled",
         "project_image_files",
@@ -235,6 +237,7 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
         "container_name", "image_name_for_tag", "images_dir", "remove_orphans",
         "ProjectImageBuild", "ProjectImageSource", "project_image_tag",  # a project's own image, for scripts
+        "BaseFacts", "BasePlan", "plan_base",  # how the base image gets made, decided from facts (tests, scripts)
     ),
     "store": ("CSV_COLUMNS", "RecordRow", "SCHEMA_VERSION", "StoreStats", "VerifyResult", "canonical_json"),
     # for the window (the grant switch, the config's file name) and for people who build on the client

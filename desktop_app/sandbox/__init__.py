@@ -15,11 +15,14 @@ from ._host_git import ProjectGit
 from ._local import LocalSandbox
 from .docker import DockerSandbox, container_name, folder_owner, remove_crashed, remove_orphans
 from .images import (
+    BaseFacts,
+    BasePlan,
     BuildCancel,
     ImageSpec,
     ImageStatus,
     ProjectImageBuild,
     ProjectImageSource,
+    base_plan,
     build_base_image,
     build_image,
     build_project_image,
@@ -28,6 +31,7 @@ from .images import (
     images_dir,
     list_images,
     load_catalog,
+    plan_base,
     project_image_digest,
     project_image_files,
     project_image_tag,
@@ -36,6 +40,8 @@ from .images import (
 )
 
 __all__ = [
+    "BaseFacts",
+    "BasePlan",
     "BuildCancel",
     "DockerSandbox",
     "ImageSpec",
@@ -45,6 +51,7 @@ __all__ = [
     "ProjectImageBuild",
     "ProjectImageSource",
     "SandboxConfig",
+    "base_plan",
     "build_base_image",
     "build_image",
     "build_project_image",
@@ -57,6 +64,7 @@ __all__ = [
     "images_dir",
     "list_images",
     "load_catalog",
+    "plan_base",
     "project_image_digest",
     "project_image_files",
     "project_image_tag",

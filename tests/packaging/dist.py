@@ -3,9 +3,11 @@ inputs did not change), shared by the install tests and the security checks of t
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,9 +26,10 @@ def _in_ci() -> bool:
 @functools.cache
 def _build() -> str:
     """'' when dist/ is ready, else why not."""
-    missing = [m for m in ("PyInstaller", "build") if importlib.util.find_spec(m) is None]
+    # PyInstaller and build come from requirements.lock into the build's own venv; these are Debian's.
+    missing = [t for t in ("dpkg-deb", "readelf", "strip") if shutil.which(t) is None]
     if missing:
-        return f"{', '.join(missing)} not installed (pip install -e '.[package]')"
+        return f"{', '.join(missing)} not installed (`make deb-tools`)"
     proc = subprocess.run([sys.executable, str(REPO / "packaging" / "make_package.py")], cwd=REPO, capture_output=True,
                           text=True, timeout=BUILD_TIMEOUT_S)
     if proc.returncode != 0:
@@ -41,6 +44,7 @@ def built_dist() -> dict[str, Path]:
         if _in_ci():
             pytest.fail(f"packaging tools are required in CI: {why}", pytrace=False)
         pytest.skip(why)
+    lintian_report()  # started now, read at the end
     return _builder().outputs()
 
 
@@ -54,3 +58,29 @@ def _builder():
 
 def deb_field(deb: Path, name: str) -> str:
     return subprocess.run(["dpkg-deb", "-f", str(deb), name], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@functools.cache
+def lintian_report() -> Path | None:
+    """lintian on the .deb, started in the background once dist/ is built (a minute or two on a loaded machine:
+    it runs while the install tests do); test_release.py waits for it. None without lintian."""
+    if shutil.which("lintian") is None:
+        return None
+    deb = _builder().outputs()["deb"]
+    report = DIST / "lintian.txt"
+    with open(report, "w") as fh:
+        proc = subprocess.Popen(["lintian", "--tag-display-limit", "0", str(deb)], stdout=fh, stderr=subprocess.STDOUT)
+    _LINTIAN.append(proc)
+    atexit.register(lambda: proc.poll() is None and proc.kill())  # a session that never read it ends it
+    return report
+
+
+_LINTIAN: list[subprocess.Popen] = []
+
+
+def wait_for_lintian(timeout: float) -> tuple[int, str]:
+    report = lintian_report()
+    if report is None:
+        return -1, ""
+    rc = _LINTIAN[0].wait(timeout=timeout)
+    return rc, report.read_text(errors="replace")

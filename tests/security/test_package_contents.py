@@ -17,8 +17,11 @@ import pytest
 from tests.packaging.dist import REPO, built_dist
 
 DESKTOP = REPO / "packaging" / "agent-desk.desktop"
-ALLOWED = ("./opt/agent-desk/", "./usr/bin/agent-desk", "./usr/share/applications/agent-desk.desktop",
-           "./usr/share/icons/hicolor/scalable/apps/agent-desk.svg", "./usr/share/doc/agent-desk/")
+ALLOWED = ("./usr/lib/agent-desk/", "./usr/bin/agent-desk", "./usr/share/applications/agent-desk.desktop",
+           "./usr/share/icons/hicolor/scalable/apps/agent-desk.svg", "./usr/share/doc/agent-desk/",
+           "./usr/share/man/man1/agent-desk.1.gz", "./usr/share/lintian/overrides/agent-desk")
+FOLDERS = ("./", "./usr/", "./usr/bin/", "./usr/lib/", "./usr/share/", "./usr/share/man/", "./usr/share/man/man1/",
+           "./usr/share/lintian/", "./usr/share/lintian/overrides/")
 # Names that would be the builder's own state or secrets: a database, a key, a settings or cache folder.
 LEAKS = re.compile(r"(^|/)(\.agent-desk|\.git|\.env|\.venv|\.pytest_cache|\.hypothesis)(/|$)|\.db$|\.key$|"
                    r"audit-signing|settings\.json$|trusted_rules\.json$|consent\.json$|(^|/)tests/")
@@ -46,15 +49,15 @@ def test_deb_installs_root_owned_files_in_its_own_places_only() -> None:
         assert owner == "root/root", (owner, name)
         assert mode[3] not in "sS" and mode[6] not in "sS", f"set-id bit on {name}"
         assert mode[8] != "w" or mode[0] == "l", f"world-writable {name}"
-        assert name in ("./", "./opt/", "./usr/", "./usr/bin/", "./usr/share/") or name.startswith(
+        assert name in FOLDERS or name.startswith(
             ("./usr/share/applications/", "./usr/share/icons/", "./usr/share/doc/", *ALLOWED)), name
         if mode[0] == "l":
             target = path.split(" -> ")[1]
+            resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
             if name == "./usr/bin/agent-desk":
-                assert target == "/opt/agent-desk/agent-desk"
+                assert resolved == "usr/lib/agent-desk/agent-desk", path
             else:  # a link inside the bundle stays inside it: nothing resolves into the user's files
-                resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
-                assert not target.startswith("/") and resolved.startswith("opt/agent-desk/"), path
+                assert not target.startswith("/") and resolved.startswith("usr/lib/agent-desk/"), path
     control = subprocess.run(["dpkg-deb", "-I", str(deb)], check=True, capture_output=True, text=True).stdout
     for script in ("preinst", "postinst", "prerm", "postrm", "config", "triggers"):
         assert f" {script} " not in control and not control.rstrip().endswith(script), f"maintainer script {script}"

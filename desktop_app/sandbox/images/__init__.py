@@ -1,10 +1,12 @@
 """Sandbox images: the catalog of sandbox_images/ and its builds, and a project's own image (its Dockerfile
 or devcontainer.json) with the build context sent to the engine."""
 
+from ._base_plan import BaseFacts, BasePlan, plan_base
 from ._cancel import BuildCancel, BuildCancelled
 from ._catalog import (
     ImageSpec,
     ImageStatus,
+    base_plan,
     build_base_image,
     build_image,
     image_name_for_tag,
@@ -25,12 +27,15 @@ from ._project_image import (
 )
 
 __all__ = [
+    "BaseFacts",
+    "BasePlan",
     "BuildCancel",
     "BuildCancelled",
     "ImageSpec",
     "ImageStatus",
     "ProjectImageBuild",
     "ProjectImageSource",
+    "base_plan",
     "build_base_image",
     "build_image",
     "build_project_image",
@@ -39,6 +44,7 @@ __all__ = [
     "images_dir",
     "list_images",
     "load_catalog",
+    "plan_base",
     "project_image_digest",
     "project_image_files",
     "project_image_tag",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core import ConfigError, SandboxError
 from .._client import connect
+from ._base_plan import BasePlan, plan_for
 from ._build_context import build_context, build_network, build_proxy_args
 from ._cancel import BuildCancel, cancellable
 
@@ -172,12 +173,29 @@ def list_images(client: docker.DockerClient | None = None) -> list[ImageStatus]:
     return out
 
 
-def build_base_image(on_progress: Progress | None = None, *, force: bool = False) -> str:
-    """Make the base image offline (debootstrap + docker import) with sandbox_images/build_base.sh."""
+def _base_script() -> Path:
     d, data = _manifest()
-    script = d / (data.get("base") or {}).get("base_script", "build_base.sh")
+    return d / (data.get("base") or {}).get("base_script", "build_base.sh")
+
+
+def base_plan(client: docker.DockerClient | None = None) -> BasePlan:
+    """How the base image gets made here (pulled, debootstrap as root, mmdebstrap without root), or what to do."""
+    return plan_for(_base_script(), base_image(), client)
+
+
+def build_base_image(on_progress: Progress | None = None, *, force: bool = False,
+                     client: docker.DockerClient | None = None) -> str:
+    """Make the base image with sandbox_images/build_base.sh by the method base_plan chose; a machine where
+    none works is a SandboxError whose hint is the commands that fix it."""
+    script = _base_script()
+    plan = base_plan(client)
+    if plan.method == "none":
+        raise SandboxError(plan.detail, hint="; then ".join(plan.commands))
+    if on_progress is not None:
+        on_progress(plan.detail)
+    method = plan.method if plan.method in ("pull", "debootstrap", "mmdebstrap") else "auto"
     # Through bash, not the file's mode: an unpacked wheel or bundle need not have kept the executable bit.
-    args = ["bash", str(script)] + (["--force"] if force else [])
+    args = ["bash", str(script), "--method", method] + (["--force"] if force else [])
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     tail: list[str] = []
@@ -189,7 +207,7 @@ def build_base_image(on_progress: Progress | None = None, *, force: bool = False
     if proc.wait() != 0:
         raise SandboxError(
             "building the base image failed:\n" + "\n".join(tail),
-            hint="it needs root (debootstrap) and the Debian mirror, or a cached tarball",
+            hint="`agent-desk doctor` says which way the base image is made here and what it lacks",
         )
     return base_image()
 
@@ -223,8 +241,8 @@ def build_image(
                 hint="pull it, or build without --base to use the offline Debian base",
             ) from None
         if on_progress:
-            on_progress(f"building the base image {base} (debootstrap, once per machine)")
-        build_base_image(on_progress)
+            on_progress(f"building the base image {base} (once per machine)")
+        build_base_image(on_progress, client=client)
     with cancellable(client, cancel):
         _run_build(client, spec, base, on_progress or (lambda _line: None), nocache=nocache)
         img = client.images.get(spec.tag)
