@@ -9,6 +9,7 @@ mounts and the helper's operations."""
 
 from ._client import connect
 from ._config import SandboxConfig, workspace_where
+from ._engine_link import RUNSC_HINT, EngineLink, engine_link
 from ._factory import create_sandbox
 from ._local import LocalSandbox
 from .docker import DockerSandbox, container_name, folder_owner, remove_orphans
@@ -32,7 +33,9 @@ from .images import (
 )
 
 __all__ = [
+    "RUNSC_HINT",
     "DockerSandbox",
+    "EngineLink",
     "ImageSpec",
     "ImageStatus",
     "LocalSandbox",
@@ -45,6 +48,7 @@ __all__ = [
     "connect",
     "container_name",
     "create_sandbox",
+    "engine_link",
     "find_project_image",
     "folder_owner",
     "image_name_for_tag",

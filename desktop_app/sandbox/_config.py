@@ -57,6 +57,7 @@ class SandboxConfig:
     keep_running: bool = False  # leave the container running at close() for a faster next start
     idle_limit_s: float = DEFAULT_IDLE_LIMIT_S  # stopped this long: removed as an orphan
     workspace: str = "auto"  # auto | synced | bind: see syncs_workspace()
+    runtime: str = ""  # the OCI runtime: "" (the engine's default, runc) or "runsc" (gVisor: a kernel of its own)
 
     def __post_init__(self) -> None:
         if self.kind not in ("docker", "local"):
@@ -68,6 +69,10 @@ class SandboxConfig:
         if self.workspace not in WORKSPACE_MODES:
             raise ConfigError(f"unknown workspace setting {self.workspace!r}",
                               hint='use "auto" (default: synced on a tcp:// or ssh:// engine), "synced" or "bind"')
+        if self.runtime not in RUNTIMES:
+            raise ConfigError(f"unknown sandbox runtime {self.runtime!r}",
+                              hint='use "runsc" (gVisor, registered with the engine), or leave "runtime" out for '
+                              "the engine's default (runc)")
         if self.workspace == "synced" and self.git_writable:
             raise ConfigError("git_writable cannot be used with a synced workspace",
                               hint="a synced workspace never brings .git back to the host, so the agent's commits "
@@ -114,11 +119,14 @@ class SandboxConfig:
         d = asdict(self)
         for k in ("keep_running", "idle_limit_s", "kind", "workspace"):
             d.pop(k)  # the workspace's mode is judged with the engine: the caller passes `synced`
+        if not d["runtime"]:
+            d.pop("runtime")  # a container made before the setting existed keeps its hash
         d.update(extra)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 WORKSPACE_MODES = ("auto", "synced", "bind")
+RUNTIMES = ("", "runc", "runsc")  # closed: an unknown runtime could weaken the boundary
 _REMOTE_SCHEMES = ("tcp://", "ssh://", "http://", "https://")
 
 
