@@ -81,6 +81,10 @@ _SSH_CAUSES = (
      "IdentityFile in ~/.ssh/config"),
     ("No authentication methods available", "no ssh key was offered to {host}",
      "load a key into ssh-agent (ssh-add), or name an IdentityFile for the host in ~/.ssh/config"),
+    ("Unable to connect to port", "nothing listens at {where}",
+     "check that sshd runs on {host}, and the port in DOCKER_HOST (ssh://user@host:port)"),
+    ("Connection refused", "nothing listens at {where}",
+     "check that sshd runs on {host}, and the port in DOCKER_HOST (ssh://user@host:port)"),
     ("docker: not found", "the docker command is missing on {host}",
      "install the docker CLI on the build host (Debian: docker.io or docker-ce-cli) for the ssh user"),
 )
@@ -94,6 +98,8 @@ _NET_CAUSES = (
      "use a client certificate signed by the CA the engine's --tlscacert names"),
     ("Path to a certificate and key files must be provided", "DOCKER_CERT_PATH lacks cert.pem or key.pem",
      "put cert.pem, key.pem and ca.pem in the folder DOCKER_CERT_PATH names"),
+    ("HTTP request to an HTTPS server", "the engine at {where} speaks TLS, and this desk spoke plain HTTP",
+     "export DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH=<a folder with ca.pem, cert.pem and key.pem>"),
     ("wrong version number", "the engine does not speak TLS there (a plain tcp:// listener?)",
      "unset DOCKER_TLS_VERIFY and DOCKER_CERT_PATH for a plain engine, or turn TLS on in dockerd"),
     ("Connection aborted", "the engine closed the connection (TLS expected? a proxy?)",
@@ -102,8 +108,6 @@ _NET_CAUSES = (
     ("Temporary failure in name resolution", "the host name {host} could not be looked up",
      "check the network and the host name in DOCKER_HOST"),
     ("Connection refused", "nothing listens at {where}", "start dockerd there, or check the port in DOCKER_HOST"),
-    ("Unable to connect to port", "nothing listens at {where}",
-     "check that sshd runs on {host} and the port in DOCKER_HOST"),
     ("timed out", "{where} did not answer in time", "check the network and any firewall between"),
     ("No route to host", "there is no route to {host}", "check the network and the host in DOCKER_HOST"),
 )
@@ -118,7 +122,8 @@ def remote_failure(link: EngineLink, exc: BaseException) -> tuple[str, str]:
         seen = seen.__cause__ or seen.__context__
     text = " | ".join(texts)
     where = f"{link.host}:{link.port}" if link.port else link.host
-    target = link.address.removeprefix("ssh://") if link.scheme == "ssh" else link.host
+    login = link.address.removeprefix("ssh://").rsplit(":", 1)[0] if link.port else link.address.removeprefix("ssh://")
+    target = (f"-p {link.port} {login}" if link.port else login) if link.scheme == "ssh" else link.host
     fields = {"host": link.host, "where": where, "target": target}
     table = (_SSH_CAUSES + _NET_CAUSES) if link.scheme == "ssh" else _NET_CAUSES
     for marker, cause, fix in table:

@@ -136,3 +136,39 @@ def _wait_listening(port: int, proc: subprocess.Popen, log: Path) -> None:
             return
         time.sleep(0.1)
     raise RuntimeError(f"sshd did not listen on 127.0.0.1:{port} in 30 s: {log.read_text()[-2000:]}")
+
+
+@contextlib.contextmanager
+def plain_tcp_forward(address: str, unix_socket: str) -> Iterator[str]:
+    """A plain tcp:// listener on `address` (port 0: a free one) that relays each connection to the engine's
+    unix socket: an engine reached unencrypted from another address than loopback, as a person might set one
+    up (dockerd -H tcp://0.0.0.0:2375). Yields its tcp:// address."""
+    import socketserver
+    import threading
+
+    class Relay(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            with socket.socket(socket.AF_UNIX) as engine:
+                engine.connect(unix_socket)
+                back = threading.Thread(target=_pump, args=(engine, self.request), daemon=True)
+                back.start()
+                _pump(self.request, engine)
+                back.join(timeout=30)
+
+    server = socketserver.ThreadingTCPServer((address, 0), Relay)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"tcp://{address}:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := src.recv(65536):
+            dst.sendall(data)
+    with contextlib.suppress(OSError):
+        dst.shutdown(socket.SHUT_WR)
