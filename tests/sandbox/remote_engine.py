@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -147,8 +148,11 @@ def second_engine(image: str) -> Iterator[SecondEngine]:
                 f"--tlscacert={certs / 'ca.pem'}", f"--tlscert={certs / 'server.pem'}",
                 f"--tlskey={certs / 'server-key.pem'}", f"--bridge={BRIDGE}", "--iptables=false",
                 "--ip6tables=false", "--ip-masq=false", "--ip-forward=false", "--userland-proxy=false"]
-        if shutil.which("runsc"):  # gVisor, as `make engine RUNSC=1` registers it
-            args.append(f"--add-runtime=runsc={shutil.which('runsc')}")
+        if shutil.which("runsc"):  # gVisor, registered as `make engine RUNSC=1` does (sandbox_images/engine.sh)
+            config = exec_root / "daemon.json"
+            config.write_text(json.dumps({"runtimes": {"runsc": {"path": shutil.which("runsc"),
+                                                                 "runtimeArgs": ["--network=none"]}}}))
+            args.append(f"--config-file={config}")
         with open(log, "w") as out:
             proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         client = None
