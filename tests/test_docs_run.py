@@ -53,7 +53,18 @@ def test_every_shell_block_is_tested() -> None:
     blocks = sh_blocks(SCALE)
     engine = [b for b in blocks if "DOCKER_HOST" in b]
     postgres = [b for b in blocks if "psql" in b or "postgresql+psycopg" in b]
-    assert len(engine) == 2 and len(postgres) == 4 and len(blocks) == len(engine) + len(postgres), blocks
+    gvisor = [b for b in blocks if "RUNSC=1" in b]
+    assert (len(engine), len(postgres), len(gvisor)) == (2, 4, 1), blocks
+    assert len(blocks) == len(engine) + len(postgres) + len(gvisor), "a block no test runs"
+
+
+def test_the_gvisor_block_runs_from_a_checkout(docker_client, tmp_path: Path) -> None:
+    """`make engine RUNSC=1`: with an engine up it installs or registers runsc where it can, else says how."""
+    [block] = [b for b in sh_blocks(SCALE) if "RUNSC=1" in b]
+    done = run_block(block, doc_environ(tmp_path, tmp_path), ROOT)
+    assert "engine: ready" in done.stderr, done.stderr
+    if shutil.which("runsc") and "runsc" not in docker_client.info().get("Runtimes", {}):
+        assert "runsc install" in done.stderr  # an engine started elsewhere: the person is told how
 
 
 def test_the_remote_engine_blocks_run_over_ssh_and_tls(remote_engine, tmp_path: Path) -> None:

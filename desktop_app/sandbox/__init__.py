@@ -9,7 +9,7 @@ mounts and the helper's operations."""
 
 from ._client import connect
 from ._config import SandboxConfig, workspace_where
-from ._engine_link import RUNSC_HINT, EngineLink, engine_link
+from ._engine_link import RUNSC_HINT, engine_link
 from ._factory import create_sandbox
 from ._local import LocalSandbox
 from .docker import DockerSandbox, container_name, folder_owner, remove_orphans
@@ -35,7 +35,6 @@ from .images import (
 __all__ = [
     "RUNSC_HINT",
     "DockerSandbox",
-    "EngineLink",
     "ImageSpec",
     "ImageStatus",
     "LocalSandbox",
