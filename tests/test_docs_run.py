@@ -58,6 +58,8 @@ def test_every_shell_block_is_tested() -> None:
     assert len(blocks) == len(engine) + len(postgres) + len(gvisor), "a block no test runs"
 
 
+@pytest.mark.docker
+@pytest.mark.e2e
 def test_the_gvisor_block_runs_from_a_checkout(docker_client, tmp_path: Path) -> None:
     """`make engine RUNSC=1`: with an engine up it installs or registers runsc where it can, else says how."""
     [block] = [b for b in sh_blocks(SCALE) if "RUNSC=1" in b]
@@ -67,6 +69,8 @@ def test_the_gvisor_block_runs_from_a_checkout(docker_client, tmp_path: Path) ->
         assert "runsc install" in done.stderr  # an engine started elsewhere: the person is told how
 
 
+@pytest.mark.docker
+@pytest.mark.e2e
 def test_the_remote_engine_blocks_run_over_ssh_and_tls(remote_engine, tmp_path: Path) -> None:
     from tests.sandbox.engine_access import ssh_server
 
@@ -86,6 +90,8 @@ def test_the_remote_engine_blocks_run_over_ssh_and_tls(remote_engine, tmp_path: 
             assert "minimal" in out and "built" in out, out  # the engine's images, listed through the link
 
 
+@pytest.mark.docker
+@pytest.mark.e2e
 def test_the_postgresql_setup_runs_as_written_and_each_role_does_its_part_only(docker_client, tmp_path: Path) -> None:
     server = PostgresServer().start()  # a cluster of its own: roles are the whole server's
     try:

@@ -35,6 +35,7 @@ def test_an_unknown_runtime_is_refused_by_name() -> None:
     assert SandboxConfig.from_settings({}).container_hash() != SandboxConfig(runtime="runsc").container_hash()
 
 
+@pytest.mark.docker
 async def test_a_project_on_runsc_runs_under_gvisor_with_the_same_hardening(remote_engine, workspace: Path,
                                                                            project_id: str) -> None:
     runsc_or_skip(remote_engine)

@@ -20,6 +20,8 @@ from tests.conftest import TEST_IMAGE
 from tests.sandbox.engine_access import make_tls_files, plain_tcp_forward, ssh_server
 from tests.sandbox.remote_engine import BRIDGE_ADDRESS
 
+pytestmark = pytest.mark.docker
+
 ENGINE_VARS = ("DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "SSH_AUTH_SOCK")
 
 
