@@ -52,3 +52,11 @@ def send_now(sock: Any, data: bytes | memoryview) -> int | None:
         return sock.send(data, socket.MSG_DONTWAIT)
     except (BlockingIOError, InterruptedError):
         return 0
+
+
+def end_input(sock: Any) -> None:
+    """EOF on the exec's stdin where the stream can half-close (a plain socket, an ssh channel). A TLS socket
+    cannot: Python's ssl drops the session on shutdown, and what follows would be read as ciphertext. The
+    scripts that take input read the size they are told, so they never wait for that EOF."""
+    if not isinstance(sock, ssl.SSLSocket):
+        sock.shutdown(socket.SHUT_WR)

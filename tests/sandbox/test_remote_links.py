@@ -152,3 +152,27 @@ def test_a_plain_tcp_link_to_another_address_is_warned_everywhere(remote_engine,
     unverified = engine_link("tcp://10.0.0.5:2376", {"DOCKER_CERT_PATH": "/c"}).warning()
     assert "without checking its certificate" in unverified[0]
     assert "plain tcp" in engine_link("tcp://[2001:db8::1]:2375", {}).warning()[0]
+
+
+async def test_an_image_without_python3_writes_files_over_tls(remote_engine, workspace: Path) -> None:
+    """The exec transport's writes end by size, not by EOF: a TLS stream cannot half-close (Python's ssl drops
+    the session), and the write used to wait for an EOF that never came."""
+    from tests.kit import no_python_image
+
+    client, _ = remote_engine
+    config = SandboxConfig(image=no_python_image(client, TEST_IMAGE), workspace="bind")
+    sb = DockerSandbox("tls-exec-test", workspace, config, client=client)
+    try:
+        await sb.start()
+        assert sb.transport == "exec"
+        payload = bytes(range(256)) * 4099  # past one 1 MiB block of dd, with every byte value
+        assert (await sb.write_file("blob.bin", payload)).size == len(payload)
+        assert (await sb.write_file("empty.txt", b"")).size == 0
+        assert (workspace / "blob.bin").read_bytes() == payload and (workspace / "empty.txt").read_bytes() == b""
+        with pytest.raises(SandboxError):
+            await sb.write_file(".agent-desk/x", b"refused")  # a refusal drains its input and answers
+        assert (await sb.write_file("after.txt", b"still answers\n")).size == 14
+    finally:
+        await sb.close()
+        for c in client.containers.list(all=True, filters={"label": "org.agent-desk.project=tls-exec-test"}):
+            c.remove(force=True)
