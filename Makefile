@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
 .PHONY: run test test-fast bench lint engine images package deb-tools clean keyring-deps test-floors postgres-tools \
-	rootless-deps
+	rootless-deps remote-tools
 
 $(PY):
 	@test -n "$(PYTHON)" || { echo "error: Python >=3.11,<3.14 is needed (qasync breaks on 3.14)"; exit 1; }
@@ -22,9 +22,23 @@ run: $(STAMP)
 	$(VENV)/bin/agent-desk
 
 # The sandbox tests need a Docker engine and the test images: engine.sh starts dockerd when none answers
-# (as root on Linux) and builds the base image offline with debootstrap.
+# (as root on Linux) and builds the base image offline with debootstrap. `make engine RUNSC=1` also installs
+# gVisor's runsc (Debian) and registers it with the dockerd engine.sh starts (done too when runsc is on PATH).
 engine:
-	sandbox_images/engine.sh
+	RUNSC="$(RUNSC)" sandbox_images/engine.sh
+
+# The remote-engine tests' programs (Debian, installed as root when missing): openssh-server (a real sshd on
+# loopback for DOCKER_HOST=ssh://) and runsc (gVisor; its tests skip, saying why, where it cannot run).
+remote-tools:
+	@test -x /usr/sbin/sshd || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt-get update -q >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server >/dev/null; \
+	  else echo "remote-tools: install openssh-server (Debian); the ssh tests need it"; exit 1; fi; }
+	@command -v runsc >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt-get update -q >/dev/null; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends runsc >/dev/null || \
+	      echo "remote-tools: Debian's runsc could not be installed: the gVisor tests skip, saying so"; \
+	  else echo "remote-tools: no runsc (Debian: runsc): the gVisor tests skip, saying so"; fi; }
 
 images: $(STAMP) engine
 	$(VENV)/bin/agent-desk images build minimal
@@ -67,7 +81,7 @@ keyring-deps:
 # The lint (style and the import contracts of docs/architecture.md) runs first: a broken layer fails CI.
 # tests/packaging (marked slow) builds and installs the packages: the first run takes minutes.
 # --durations=25 names the slowest tests of every run (tests/README.md says what each marker costs).
-test: lint engine keyring-deps deb-tools postgres-tools rootless-deps
+test: lint remote-tools engine keyring-deps deb-tools postgres-tools rootless-deps
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest --durations=25
 
 # The edit loop: no Docker engine, no package builds, no end-to-end runs (PostgreSQL's programs still needed).
@@ -75,7 +89,7 @@ test-fast: $(STAMP) postgres-tools
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m "not docker and not slow and not e2e" --durations=25
 
 # The dependency floors, proven in a venv of their own (CI runs it after `make test`).
-test-floors: engine
+test-floors: remote-tools engine
 	.ci/floors
 
 bench: $(STAMP) engine

@@ -157,20 +157,25 @@ async def run_checks(*, db: str | None = None, settings: Settings | None = None)
 
 # Docker -------------------------------------------------------------------------------------------------
 def docker_checks(settings: Settings) -> list[Check]:
-    """The engine (its version, and whether this user may use it), then the catalog images on it."""
-    from .sandbox import connect, list_images
+    """The engine (its version, whether this user may use it, a link others could use), gVisor, then the
+    catalog images on it."""
+    from .sandbox import connect, engine_link, list_images
 
-    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    link = engine_link()
+    host = link.address
     try:
         client = connect()
     except AgentDeskError as e:
-        return [_engine_failure(host, str(e)), Check("Sandbox images", WARN, "not checked: no Docker engine")]
+        return [_engine_failure(host, str(e), e.hint), Check("Sandbox images", WARN, "not checked: no Docker engine")]
     try:
         info = client.version()
         engine = Check("Docker engine", OK, f"Docker {info.get('Version', '?')} (API {info.get('ApiVersion', '?')}) "
                        f"at {host}; your user may use it")
+        problem, fix = link.warning()
+        if problem:
+            engine = Check("Docker engine", WARN, f"{engine.detail}; but {problem}", fix)
         images = _images_check(list_images(client), settings)
-        return [engine, images, base_image_check(client, images.ok)]
+        return [engine, runtime_check(client), images, base_image_check(client, images.ok)]
     except Exception as e:  # the engine answered the ping, then failed: said, not raised
         return [Check("Docker engine", FAIL, f"the engine at {host} failed: {str(e).splitlines()[0][:200]}",
                       "restart Docker (sudo systemctl restart docker) and run doctor again")]
@@ -178,7 +183,26 @@ def docker_checks(settings: Settings) -> list[Check]:
         client.close()
 
 
-def _engine_failure(host: str, message: str) -> Check:
+def runtime_check(client: Any) -> Check:
+    """gVisor: whether the engine knows the `runsc` runtime a project may choose (`"runtime": "runsc"`)."""
+    from .sandbox import RUNSC_HINT
+
+    runtimes = sorted((client.info().get("Runtimes") or {}).keys())
+    if "runsc" in runtimes:
+        return Check("gVisor", OK, f"the engine has the runsc runtime (runtimes: {', '.join(runtimes)}): a project "
+                     "may choose \"runtime\": \"runsc\"")
+    if shutil.which("runsc"):
+        return Check("gVisor", WARN, f"runsc is installed here ({shutil.which('runsc')}) but the engine does not "
+                     f"know it (runtimes: {', '.join(runtimes)})", RUNSC_HINT)
+    return Check("gVisor", OK, f"not set up (optional; runtimes: {', '.join(runtimes)}): install runsc "
+                 "(Debian: sudo apt-get install runsc), then " + RUNSC_HINT)
+
+
+def _engine_failure(host: str, message: str, hint: str = "") -> Check:
+    from .sandbox import engine_link
+
+    if engine_link(host).remote:  # never "install Docker" for an engine on another machine
+        return Check("Docker engine", FAIL, message, hint or f"check DOCKER_HOST ({host}) and that dockerd runs there")
     sock = host.removeprefix("unix://") if host.startswith("unix://") else None
     if sock and os.path.exists(sock) and not os.access(sock, os.R_OK | os.W_OK):
         return Check("Docker engine", FAIL, f"the engine's socket {sock} exists, but your user may not use it",
@@ -188,6 +212,14 @@ def _engine_failure(host: str, message: str) -> Check:
                  "install Docker (Debian: sudo apt-get install docker.io) and start it "
                  "(sudo systemctl start docker), or set DOCKER_HOST to an engine; the local (unsandboxed) "
                  "sandbox works without one")
+
+
+def engine_link_note() -> str:
+    """For the CLI: what is wrong with the link to the engine ("" when nothing is), and its fix."""
+    from .sandbox import engine_link
+
+    problem, fix = engine_link().warning()
+    return f"{problem} (fix: {fix})" if problem else ""
 
 
 def _images_check(statuses: list[Any], settings: Settings) -> Check:
@@ -435,27 +467,35 @@ def check_project_sandbox(path: str, image: str, settings: dict[str, Any] | None
     client, engine = _engine_status()
     if client is None:
         return engine
+    if engine.level != GREEN:
+        found.append(engine)
     try:
         found.append(_image_status(client, path, config.image, settings))
     finally:
         client.close()
     worst = max(found, key=lambda s: (_WORSE[s.level], bool(s.text)))
-    detail = "; ".join(x for x in (*(s.detail for s in found), engine.detail) if x)
+    detail = "; ".join(x for x in (*(s.detail for s in found), engine.detail if engine.level == GREEN else "") if x)
     return SandboxStatus(worst.level, worst.text, detail, worst.action, worst.fix, worst.build)
 
 
 def _engine_status() -> tuple[Any, SandboxStatus]:
-    """(a client, its version in `detail`) or (None, red "Docker engine not running" with a Check again)."""
-    from .sandbox import connect
+    """(a client, its version in `detail`, amber when the link to it is unencrypted) or (None, red "Docker
+    engine not running" with a Check again)."""
+    from .sandbox import connect, engine_link
 
-    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    link = engine_link()
+    host = link.address
     try:
         client = connect()
         info = client.version()
     except Exception as e:
         message = str(e) if isinstance(e, AgentDeskError) else str(e).splitlines()[0][:200]
+        hint = e.hint if isinstance(e, AgentDeskError) else ""
         return None, SandboxStatus(RED, "Docker engine not running", message, action="retry",
-                                   fix=_engine_failure(host, message).fix)
+                                   fix=_engine_failure(host, message, hint or "").fix)
+    problem, fix = link.warning()
+    if problem:
+        return client, SandboxStatus(AMBER, "The link to the engine is not encrypted", problem, action="fix", fix=fix)
     return client, SandboxStatus(GREEN, "", f"Docker {info.get('Version', '?')} at {host}")
 
 

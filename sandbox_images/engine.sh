@@ -4,6 +4,9 @@
 #  2. else, as root on Linux: install Debian's docker.io (+ debootstrap) if missing and start dockerd
 #     in the background, its data, pidfile and log under $AGENT_DESK_DOCKERD_DIR (/tmp/agent-desk-dockerd).
 #  3. else: say so in one line; exit 0, or 1 when CI=true.
+# gVisor (RUNSC=1, or runsc on PATH): runsc is installed when asked and missing (Debian's runsc, as root) and
+# registered in $AGENT_DESK_DOCKERD_DIR/daemon.json, the config file of the dockerd started here (a running one
+# reloads it on SIGHUP); an engine started elsewhere is told how (runsc install, restart docker).
 # Then build, when missing, the offline base image (build_base.sh) and the test images
 # ($AGENT_DESK_TEST_IMAGES, default "minimal mcp"). Idempotent; the second run takes well under a second.
 set -euo pipefail
@@ -41,6 +44,52 @@ clear_stale_containerd() {
     fi
 }
 
+# The runtimes of the dockerd started here: runsc (gVisor) when wanted and installed. --network=none: the
+# desk's sandboxes have no network unless a project turns it on, and runsc refuses a container's network
+# namespace inside some VMs ("cannot run with network enabled in root network namespace").
+want_runsc() { [[ "${RUNSC:-}" == 1 ]] || command -v runsc >/dev/null 2>&1; }
+write_daemon_config() {
+    mkdir -p "$STATE"
+    local runsc
+    runsc="$(command -v runsc 2>/dev/null || true)"
+    if want_runsc && [[ -n "$runsc" ]]; then
+        printf '{"runtimes": {"runsc": {"path": "%s", "runtimeArgs": ["--network=none"]}}}\n' "$runsc" >"$STATE/daemon.json"
+    elif [[ ! -s "$STATE/daemon.json" ]]; then
+        echo '{}' >"$STATE/daemon.json"
+    fi
+}
+install_runsc() {
+    [[ "${RUNSC:-}" == 1 ]] && ! command -v runsc >/dev/null 2>&1 || return 0
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        log "installing runsc (gVisor) with apt-get"
+        apt-get update -q >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends runsc >/dev/null \
+            || log "runsc could not be installed: gVisor stays off (the sandboxes use runc)"
+    else
+        log "RUNSC=1: install runsc first (Debian: sudo apt-get install runsc)"
+    fi
+}
+engine_has_runsc() { [[ "$(docker info --format '{{json .Runtimes}}' 2>/dev/null || true)" == *'"runsc"'* ]]; }
+register_runsc() {
+    want_runsc && command -v runsc >/dev/null 2>&1 || return 0
+    engine_has_runsc && return 0
+    local pid=""
+    [[ -s "$STATE/dockerd.pid" ]] && pid="$(cat "$STATE/dockerd.pid")"
+    # Only the dockerd started here reads $STATE/daemon.json: it reloads its runtimes on SIGHUP.
+    if [[ -n "$pid" ]] && alive_as "$pid" dockerd && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "--config-file"; then
+        write_daemon_config
+        kill -HUP "$pid"
+        local deadline=$((SECONDS + 10))
+        until engine_has_runsc; do
+            ((SECONDS < deadline)) || { log "dockerd did not take runsc; see $STATE/dockerd.log"; return 0; }
+            sleep 0.2
+        done
+        log "runsc (gVisor) registered with dockerd"
+        return 0
+    fi
+    log "runsc is installed but this engine does not know it: sudo runsc install && sudo systemctl restart docker"
+}
+
 start_dockerd() {
     local need=()
     command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
@@ -60,8 +109,9 @@ start_dockerd() {
     else
         rm -f "$STATE/dockerd.pid"  # not a live dockerd: dockerd would refuse to start over it
         clear_stale_containerd
+        write_daemon_config
         log "starting dockerd (data in $STATE/data, log in $STATE/dockerd.log)"
-        setsid dockerd --data-root "$STATE/data" --pidfile "$STATE/dockerd.pid" \
+        setsid dockerd --data-root "$STATE/data" --pidfile "$STATE/dockerd.pid" --config-file "$STATE/daemon.json" \
             --host unix:///var/run/docker.sock >"$STATE/dockerd.log" 2>&1 </dev/null &
         pid=$!
     fi
@@ -92,6 +142,7 @@ base_tag() {
         "$HERE/images.toml"
 }
 
+install_runsc
 if ! engine_up; then
     if [[ $(id -u) -eq 0 && "$(uname -s)" == "Linux" ]]; then
         start_dockerd
@@ -101,6 +152,8 @@ if ! engine_up; then
         unavailable "docker info does not answer; start Docker, or set DOCKER_HOST"
     fi
 fi
+
+register_runsc
 
 BASE="${AGENT_DESK_BASE_IMAGE:-$(base_tag)}"
 if ! docker image inspect "$BASE" >/dev/null 2>&1; then

@@ -100,8 +100,9 @@ def make_workspace(path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def remote_engine(docker_client) -> Any:
-    """(client, tcp:// address) of a second dockerd the tests start (see remote_engine.py); stopped at the
-    end of the session. Never skipped under CI=true."""
+    """(client, tcp:// address) of a second dockerd the tests start (see remote_engine.py: TLS verified both
+    ways, a unix socket, runsc when installed; `.tls_environ()`, `.socket`, `.runtimes`); stopped at the end of
+    the session. Never skipped under CI=true."""
     from tests.sandbox.remote_engine import second_engine
 
     engine = second_engine(TEST_IMAGE)

@@ -34,9 +34,10 @@ def pg_bin(name: str) -> str | None:
 class PostgresServer:
     """One server for the test session; `database()` gives each caller a fresh, empty database."""
 
-    def __init__(self, keep: Path | None = None) -> None:
+    def __init__(self, keep: Path | None = None, tcp_port: int | None = None) -> None:
         """`keep`: a folder whose server (data and socket) outlives this object, for a benchmark's fixture
-        built once: made on the first start, reused by the next ones, never removed by `stop`."""
+        built once: made on the first start, reused by the next ones, never removed by `stop`. `tcp_port`:
+        also listen on 127.0.0.1:PORT (plain, no TLS), for what only a TCP connection shows."""
         missing = [n for n in ("initdb", "pg_ctl", "postgres") if pg_bin(n) is None]
         if missing:
             raise RuntimeError(
@@ -53,6 +54,7 @@ class PostgresServer:
             ids = pwd.getpwnam(RUN_AS)
             os.chown(self.dir, ids.pw_uid, ids.pw_gid)
         self._started = False
+        self.tcp_port = tcp_port
 
     def _run(self, *argv: str) -> subprocess.CompletedProcess[str]:
         kwargs: dict[str, object] = {"user": RUN_AS, "group": "nogroup", "extra_groups": []} if self._as_user else {}
@@ -73,7 +75,8 @@ class PostgresServer:
 
     def _pg_start(self) -> None:
         # Durability settings off: a test server's data is thrown away, and fsync dominates on a loaded disk.
-        options = (f"-k {self.socket_dir} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
+        listen = f"127.0.0.1 -p {self.tcp_port}" if self.tcp_port else "''"
+        options = (f"-k {self.socket_dir} -c listen_addresses={listen} -c fsync=off -c synchronous_commit=off "
                    "-c full_page_writes=off -c max_connections=200")
         done = self._run(pg_bin("pg_ctl") or "pg_ctl", "-D", str(self.data), "-l", str(self.dir / "server.log"),
                          "-o", options, "-w", "-t", "60", "start")

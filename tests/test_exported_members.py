@@ -87,6 +87,7 @@ EXPORTED: dict[str, list[str]] = {
         "ProjectImageBuild", "ProjectImageSource", "build_project_image", "find_project_image", "folder_owner",
         "project_image_files",
         "project_image_digest", "project_image_tag", "refuse_loosening",
+        "RUNSC_HINT", "engine_link",  # how the desk reaches its engine, gVisor (issue 25)
     ],
     "store": [
         "AuditQuery", "CSV_COLUMNS", "HeadSigner", "RecordRow", "SCHEMA_VERSION", "SqlStore", "StoreStats",

@@ -66,12 +66,14 @@ async def run_command(args: argparse.Namespace) -> int:
 
 async def _note_project_image(project: ProjectInfo) -> None:
     """The project's own image file changed since its build: said; `run` never builds it."""
-    from ..doctor import project_image_note
+    from ..doctor import engine_link_note, project_image_note
 
     note = await asyncio.to_thread(project_image_note, project.path, project.image, project.settings)
     if note:
         print(f"agent-desk: note: {note}. Build it again with `agent-desk images build --project "
               f"{project.path}`.", file=sys.stderr)
+    if (project.settings or {}).get("sandbox", "docker") != "local" and (link := engine_link_note()):
+        print(f"agent-desk: warning: {link}", file=sys.stderr)
 
 
 async def drive(runtime: ProjectRuntime, session: AgentSession, args: argparse.Namespace, prompt: str | None) -> int:

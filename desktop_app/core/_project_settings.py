@@ -65,6 +65,8 @@ class ProjectSettings(BaseModel):
     """A container stopped this long is removed as an orphan."""
     workspace: str = "auto"
     """How the workspace reaches the container: auto (synced on a remote engine), synced or bind."""
+    runtime: str = ""
+    """The container runtime: "" (the engine's default, runc) or "runsc" (gVisor, registered with the engine)."""
 
     # the project's own image
     project_image: dict[str, str] | None = None

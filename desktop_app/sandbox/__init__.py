@@ -10,6 +10,7 @@ project's .git as the control mounts guard it."""
 
 from ._client import connect
 from ._config import SandboxConfig, workspace_where
+from ._engine_link import RUNSC_HINT, engine_link
 from ._factory import create_sandbox
 from ._host_git import ProjectGit
 from ._local import LocalSandbox
@@ -40,6 +41,7 @@ from .images import (
 )
 
 __all__ = [
+    "RUNSC_HINT",
     "BaseFacts",
     "BasePlan",
     "BuildCancel",
@@ -58,6 +60,7 @@ __all__ = [
     "connect",
     "container_name",
     "create_sandbox",
+    "engine_link",
     "find_project_image",
     "folder_owner",
     "image_name_for_tag",

@@ -3,10 +3,10 @@ here, beside the rooms that share it (docker/, images/, sync/), so that none imp
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from ..core import SandboxError
+from ._engine_link import engine_link, remote_failure
 
 if TYPE_CHECKING:
     import docker
@@ -31,14 +31,42 @@ def short_reason(exc: BaseException) -> str:
     return text[:300]
 
 
+def _tls_client() -> docker.DockerClient:
+    """A client for a TLS engine (DOCKER_TLS_VERIFY, DOCKER_CERT_PATH) that trusts only DOCKER_CERT_PATH's CA:
+    requests lets REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE replace a client's own CA, so a verified engine would
+    fail wherever those are set. The first client only asks the engine's API version (with the environment
+    ignored); the second speaks it."""
+    import docker
+    from docker.constants import MINIMUM_DOCKER_API_VERSION
+
+    probe = docker.from_env(timeout=60, version=MINIMUM_DOCKER_API_VERSION)
+    try:
+        probe.api.trust_env = False
+        version = probe.api.version(api_version=False)["ApiVersion"]
+    finally:
+        probe.close()
+    client = docker.from_env(timeout=60, version=version)
+    client.api.trust_env = False
+    return client
+
+
 def connect() -> docker.DockerClient:
-    """A client for the engine DOCKER_HOST names (or the default socket); SandboxError if none answers."""
+    """A client for the engine DOCKER_HOST names (or the default socket); SandboxError if none answers. A
+    remote engine's error names its address and the real cause (ssh, TLS, refused, unknown host)."""
     import docker
 
-    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    link = engine_link()
+    client = None
     try:
-        client = docker.from_env(timeout=60)
+        client = _tls_client() if link.tls and link.scheme == "tcp" else docker.from_env(timeout=60)
         client.ping()
     except Exception as exc:
-        raise SandboxError(f"no Docker engine answers at {host} ({short_reason(exc)})", hint=ENGINE_HINT) from None
+        if client is not None:
+            client.close()
+        if link.remote:
+            cause, fix = remote_failure(link, exc)
+            raise SandboxError(f"the remote Docker engine at {link.address} does not answer: {cause}",
+                               hint=fix) from None
+        raise SandboxError(f"no Docker engine answers at {link.address} ({short_reason(exc)})",
+                           hint=ENGINE_HINT) from None
     return client

@@ -57,6 +57,7 @@ class SandboxConfig:
     idle_limit_s: float = DEFAULT_IDLE_LIMIT_S  # stopped this long: removed as an orphan
     workspace: str = "auto"  # auto | synced | bind: see syncs_workspace()
     lease_dir: str = ""  # where the desk's processes hold their containers' leases ("": no lease, never swept)
+    runtime: str = ""  # the OCI runtime: "" (the engine's default, runc) or "runsc" (gVisor: a kernel of its own)
 
     def __post_init__(self) -> None:
         if self.kind not in ("docker", "local"):
@@ -68,6 +69,10 @@ class SandboxConfig:
         if self.workspace not in WORKSPACE_MODES:
             raise ConfigError(f"unknown workspace setting {self.workspace!r}",
                               hint='use "auto" (default: synced on a tcp:// or ssh:// engine), "synced" or "bind"')
+        if self.runtime not in RUNTIMES:
+            raise ConfigError(f"unknown sandbox runtime {self.runtime!r}",
+                              hint='use "runsc" (gVisor, registered with the engine), or leave "runtime" out for '
+                              "the engine's default (runc)")
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | None = None, *, image: str | None = None) -> SandboxConfig:
@@ -109,11 +114,14 @@ class SandboxConfig:
         d = asdict(self)
         for k in ("keep_running", "idle_limit_s", "kind", "workspace", "lease_dir"):
             d.pop(k)  # the workspace's mode is judged with the engine: the caller passes `synced`
+        if not d["runtime"]:
+            d.pop("runtime")  # a container made before the setting existed keeps its hash
         d.update(extra)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 WORKSPACE_MODES = ("auto", "synced", "bind")
+RUNTIMES = ("", "runc", "runsc")  # closed: an unknown runtime could weaken the boundary
 _REMOTE_SCHEMES = ("tcp://", "ssh://", "http://", "https://")
 
 

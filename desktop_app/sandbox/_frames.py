@@ -4,6 +4,8 @@ the helper channel's reader cuts whole 1 MiB reads in place."""
 
 from __future__ import annotations
 
+import socket
+import ssl
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,3 +41,22 @@ def read_frames(sock: Any) -> Iterator[tuple[int, bytes]]:
     decoder = FrameDecoder()
     while data := sock.recv(1 << 20):
         yield from decoder.feed(data)
+
+
+def send_now(sock: Any, data: bytes | memoryview) -> int | None:
+    """Send what the socket takes without blocking: the bytes sent, or None when this stream cannot be written
+    that way (a TLS socket refuses flags, an ssh channel takes none): the caller then sends blocking."""
+    if type(sock) is not socket.socket or isinstance(sock, ssl.SSLSocket):
+        return None
+    try:
+        return sock.send(data, socket.MSG_DONTWAIT)
+    except (BlockingIOError, InterruptedError):
+        return 0
+
+
+def end_input(sock: Any) -> None:
+    """EOF on the exec's stdin where the stream can half-close (a plain socket, an ssh channel). A TLS socket
+    cannot: Python's ssl drops the session on shutdown, and what follows would be read as ciphertext. The
+    scripts that take input read the size they are told, so they never wait for that EOF."""
+    if not isinstance(sock, ssl.SSLSocket):
+        sock.shutdown(socket.SHUT_WR)

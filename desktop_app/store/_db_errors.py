@@ -46,7 +46,10 @@ def _pg_kind(exc: BaseException) -> tuple[str, str] | None:
     checks = (
         ("database", state == "3D000" or re.search(r'database "[^"]*" does not exist', low)),
         ("credentials", state in ("28P01", "28000") or "password authentication failed" in low
-         or "no password supplied" in low or "pg_hba.conf" in low or re.search(r'role "[^"]*" does not exist', low)),
+         or "no password supplied" in low or "pg_hba.conf" in low or re.search(r'role "[^"]*" does not exist', low)
+         or "is not permitted to log in" in low or "authentication failed" in low),
+        ("tls", "ssl" in low and ("certificate" in low or "ssl error" in low or "server does not support ssl" in low
+                                  or "sslmode" in low or "root certificate file" in low or "tlsv1 alert" in low)),
         ("read-only", state == "25006" or "read-only transaction" in low),
         ("locked", state in ("55P03", "40P01") or "lock timeout" in low or "deadlock detected" in low),
         ("full", state in ("53100", "53000") or "no space left" in low or "could not extend file" in low),
@@ -69,8 +72,11 @@ def _pg_hint(kind: str, url: str, busy_timeout_ms: int) -> tuple[str, str]:
         "database": (f"the database {name!r} does not exist on the PostgreSQL server at {host}",
                      f"create it (createdb -h {host} {name}, or CREATE DATABASE \"{name}\"), or fix its name"),
         "credentials": (f"the PostgreSQL server at {host} refused the user {u.username or '(default)'!r}",
-                        "check the user and password (in the URL, PGPASSWORD or ~/.pgpass) and the server's "
-                        "pg_hba.conf"),
+                        "check the user and password (in the URL, PGPASSWORD or ~/.pgpass), that the role may log "
+                        "in (ALTER ROLE … LOGIN), and the server's pg_hba.conf"),
+        "tls": (f"the TLS handshake with the PostgreSQL server at {host} failed",
+                "check sslmode and sslrootcert in the URL (the CA that signed the server's certificate), and that "
+                "the server has ssl = on; verify-full also needs the host name in the server's certificate"),
         "read-only": (f"the PostgreSQL database {name!r} at {host} is read-only (a standby, or "
                       "default_transaction_read_only)", "point --db at the primary server, or make it writable"),
         "locked": (f"another session holds a lock on the PostgreSQL database {name!r} at {host} "
@@ -79,7 +85,7 @@ def _pg_hint(kind: str, url: str, busy_timeout_ms: int) -> tuple[str, str]:
         "full": (f"the disk of the PostgreSQL server at {host} is full", "free space on the database server"),
         "permission": (f"the PostgreSQL user {u.username or '(default)'!r} lacks a privilege on {name!r}",
                        "grant the user the audit tables (or make it the database's owner)"),
-        "unreachable": (f"the PostgreSQL server at {host} does not answer",
+        "unreachable": (f"the PostgreSQL server at {host} does not answer (no server listens there)",
                         "start the server, or check the host and port in the URL (and any firewall between)"),
     }[kind]
 

@@ -1,12 +1,15 @@
 """A second Docker engine for the synced-workspace tests, started by the tests themselves: its own data root
 (kept under a stable temp path, so the test image is loaded from the main engine only once), exec root
-and pidfile, listening on tcp://127.0.0.1:PORT, with no bridge and no iptables so that it lives beside the
-main engine. The folder's lock keeps two test sessions from sharing it."""
+and pidfile, listening on tcp://127.0.0.1:PORT with TLS verified both ways (--tlsverify, certificates the
+test makes) and on a unix socket (what an ssh session reaches), with gVisor's runsc registered when it is
+installed, a bridge of its own and no iptables so that it lives beside the main engine. The folder's lock
+keeps two test sessions from sharing it."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -15,6 +18,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +40,49 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_up(url: str, proc: subprocess.Popen, log: Path) -> Any:
-    """A client, once the engine answers a ping."""
-    import docker
+@dataclass
+class SecondEngine:
+    """The second engine: a client (over TLS), its tcp:// address, the folder DOCKER_CERT_PATH names, its unix
+    socket and its runtimes. Unpacks as (client, url)."""
 
+    client: Any
+    url: str
+    cert_path: Path
+    socket: str
+    runtimes: list[str] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.client, self.url))
+
+    def tls_environ(self) -> dict[str, str]:
+        return {"DOCKER_HOST": self.url, "DOCKER_TLS_VERIFY": "1", "DOCKER_CERT_PATH": str(self.cert_path)}
+
+
+def tls_client(url: str, certs: Path) -> Any:
+    """The product's own client for the engine (connect(), as DOCKER_TLS_VERIFY and DOCKER_CERT_PATH say)."""
+    from desktop_app.sandbox import connect
+
+    env = {"DOCKER_HOST": url, "DOCKER_TLS_VERIFY": "1", "DOCKER_CERT_PATH": str(certs)}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return connect()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _wait_up(url: str, certs: Path, proc: subprocess.Popen, log: Path) -> Any:
+    """A client, once the engine answers a ping."""
     end = time.monotonic() + START_WAIT_S
     while time.monotonic() < end:
         if proc.poll() is not None:
             raise RuntimeError(f"the second dockerd exited: {log.read_text()[-2000:]}")
         with contextlib.suppress(Exception):
-            client = docker.DockerClient(base_url=url, timeout=120)
+            client = tls_client(url, certs)
             client.ping()
             return client
         time.sleep(0.2)
@@ -86,9 +123,11 @@ def _lock(fh: Any, wait_s: float = 900.0) -> None:
 
 
 @contextlib.contextmanager
-def second_engine(image: str) -> Iterator[tuple[Any, str]]:
-    """(a docker client, its tcp:// address) of a freshly started second dockerd, stopped afterwards."""
+def second_engine(image: str) -> Iterator[SecondEngine]:
+    """A freshly started second dockerd (see SecondEngine), stopped afterwards."""
     import docker
+
+    from tests.sandbox.engine_access import make_tls_files
 
     if os.geteuid() != 0 or not shutil.which("dockerd"):
         raise RuntimeError("starting a second dockerd needs root and dockerd on PATH")
@@ -98,23 +137,32 @@ def second_engine(image: str) -> Iterator[tuple[Any, str]]:
         exec_root = Path(tempfile.mkdtemp(prefix="adr-", dir="/tmp"))  # short: containerd's socket path
         port = _free_port()
         url = f"tcp://127.0.0.1:{port}"
+        sock = str(exec_root / "docker.sock")
+        certs = make_tls_files(exec_root / "certs")
         log = STATE / "dockerd.log"
         # A bridge of its own, never --bridge=none: a dockerd without a bridge deletes the host's docker0,
         # which the main engine's containers with a network need.
         _own_bridge()
         args = ["dockerd", "--data-root", str(STATE / "data"), "--exec-root", str(exec_root),
-                "--pidfile", str(exec_root / "dockerd.pid"), "-H", url, f"--bridge={BRIDGE}", "--iptables=false",
+                "--pidfile", str(exec_root / "dockerd.pid"), "-H", url, "-H", f"unix://{sock}", "--tlsverify",
+                f"--tlscacert={certs / 'ca.pem'}", f"--tlscert={certs / 'server.pem'}",
+                f"--tlskey={certs / 'server-key.pem'}", f"--bridge={BRIDGE}", "--iptables=false",
                 "--ip6tables=false", "--ip-masq=false", "--ip-forward=false", "--userland-proxy=false"]
+        if shutil.which("runsc"):  # gVisor, registered as `make engine RUNSC=1` does (sandbox_images/engine.sh)
+            config = exec_root / "daemon.json"
+            config.write_text(json.dumps({"runtimes": {"runsc": {"path": shutil.which("runsc"),
+                                                                 "runtimeArgs": ["--network=none"]}}}))
+            args.append(f"--config-file={config}")
         with open(log, "w") as out:
             proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         client = None
         try:
-            client = _wait_up(url, proc, log)
+            client = _wait_up(url, certs, proc, log)
             try:
                 client.images.get(image)
             except docker.errors.ImageNotFound:
-                _load_image(url, image)
-            yield client, url
+                _load_image(f"unix://{sock}", image)
+            yield SecondEngine(client, url, certs, sock, sorted(client.info().get("Runtimes") or {}))
         finally:
             if client is not None:
                 client.close()

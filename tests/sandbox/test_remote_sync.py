@@ -24,6 +24,7 @@ from desktop_app.core import (
     ToolRegistry,
 )
 from desktop_app.tools import builtin_tools
+from tests.kit import wait_until_async
 
 
 def _engine(sandbox: Any) -> tuple[Executor, RunContext, list[Any]]:
@@ -105,13 +106,16 @@ async def test_the_whole_tool_suite_runs_and_every_write_comes_back(make_remote_
     assert "print('ciao')" in _text(bash) and (workspace / "made.txt").read_bytes() == b"made\n"
 
 
-async def test_a_background_command_comes_back_when_it_is_killed(make_remote_sandbox, workspace):
+async def test_a_background_command_comes_back_when_it_is_killed(make_remote_sandbox, remote_engine, workspace):
     sb = await make_remote_sandbox()
     executor, run, _ = _engine(sb)
     bg = await _run(executor, run, "bash_run", command="echo started > bg.txt; sleep 60", background=True)
     pid = bg.result["details"]["process_id"]
     logs = await _run(executor, run, "bash_logs", process_id=pid)
     assert logs.state is ToolCallState.COMPLETED
+    # Killed once the file is written in the volume (on a loaded engine the command may not have run yet).
+    container = remote_engine.client.containers.get(sb.container_id)
+    assert await wait_until_async(lambda: container.exec_run(["test", "-s", "/workspace/bg.txt"]).exit_code == 0, 60)
     await _run(executor, run, "bash_kill", process_id=pid)
     assert (workspace / "bg.txt").read_bytes() == b"started\n"
 

@@ -11,7 +11,6 @@ import contextlib
 import json
 import logging
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from typing import Any
 
 from ...core import WORKSPACE, SandboxError
 from .._client import short_reason
-from .._frames import STDERR, FrameDecoder
+from .._frames import STDERR, FrameDecoder, send_now
 from .._helper_ops import error_from
 from ._helper_archive import NO_PYTHON, NOT_WRITTEN, helper_command
 
@@ -272,9 +271,8 @@ class HelperChannel:
         try:
             if self._sock is None:
                 return False
-            try:
-                n = self._sock.send(data, socket.MSG_DONTWAIT)
-            except (BlockingIOError, InterruptedError):
+            n = send_now(self._sock, data)
+            if not n:
                 return False
             if n < len(data):
                 self._sock.sendall(data[n:])  # rare: a nearly full buffer; the rest follows at once

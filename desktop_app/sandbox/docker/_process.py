@@ -17,7 +17,7 @@ from typing import Any
 
 from ...core import SandboxError
 from .._client import short_reason
-from .._frames import STDERR, FrameDecoder
+from .._frames import STDERR, FrameDecoder, send_now
 from ..helper.proctree import RUN_ENV
 
 log = logging.getLogger(__name__)
@@ -237,8 +237,8 @@ class DockerProcessChannel:
             if self._ended or self._returncode is not None or self._closed or self._sock is None:
                 raise SandboxError(self._gone(), hint="the process has ended: start it again")
             view = memoryview(data)
-            with contextlib.suppress(BlockingIOError, InterruptedError, OSError, ValueError):
-                view = view[self._sock.send(view, socket.MSG_DONTWAIT):]
+            with contextlib.suppress(OSError, ValueError):
+                view = view[send_now(self._sock, view) or 0:]
             if view:
                 try:
                     await asyncio.to_thread(self._sock.sendall, view)

@@ -35,6 +35,7 @@ from ...core import (
 from .._client import ENGINE_HINT, connect, short_reason
 from .._config import SandboxConfig, engine_address, human_size
 from .._control_mounts import MOUNTS_VERSION, control_mounts
+from .._engine_link import RUNSC_HINT
 from .._helper_ops import HelperOps, clamp_timeout, exec_result
 from ..exec import ExecTransport
 from ..helper.processes import KILL_GRACE_S
@@ -376,9 +377,13 @@ class DockerSandbox(HelperOps):
                 nano_cpus=int(cfg.cpus * 1e9),
                 init=True,
                 ipc_mode="private",
+                runtime=cfg.runtime or None,
                 detach=True,
             )
         except docker.errors.APIError as exc:
+            if cfg.runtime and "runtime" in str(exc).lower():
+                raise SandboxError(f"the engine does not know the runtime {cfg.runtime!r} the project chose "
+                                   f"({short_reason(exc)})", hint=RUNSC_HINT) from None
             raise SandboxError(f"could not create the sandbox container: {short_reason(exc)}") from None
 
     async def sweep(self) -> dict[str, Any]:
@@ -488,6 +493,7 @@ class DockerSandbox(HelperOps):
                 "no_new_privileges": True,
                 "user": f"{self._uid}:{self._gid}",
                 "transport": self.transport,
+                "runtime": cfg.runtime or "the engine's default (runc)",
             },
             relaxations=relaxations,
             workspace=WORKSPACE,

@@ -132,9 +132,10 @@ kill_tree() {{  # MODE TARGET LIVE GRACE_MS; sets _hard=1 when SIGKILL was neede
 # inode cannot leave the workspace (rename(2) across a mount point fails with EXDEV; the control folders
 # are read-only mounts). The temp file is made with O_EXCL (dd conv=excl: never through a link), and `mv -T`
 # renames it over the name in the same folder (rename(2) replaces a link at the name, never follows it). The
-# chmod of the temp is by name; a link swapped in there leads only to a file the sandbox's user owns.
-WRITE = f"""p=$(resolve "$1") || {{ cat >/dev/null; exit 3; }}
-fail() {{ cat >/dev/null; echo "{ERROR} $*" >&2; exit 4; }}
+# chmod of the temp is by name; a link swapped in there leads only to a file the sandbox's user owns. The
+# data's size is $3 and exactly that much is read: no end of input is needed (a TLS stream cannot half-close).
+WRITE = f"""p=$(resolve "$1") || {{ head -c "$3" >/dev/null; exit 3; }}
+fail() {{ head -c "$3" >/dev/null; echo "{ERROR} $*" >&2; exit 4; }}
 [ "$p" = "$ws" ] && fail "$ws: is a directory"
 rel=${{p#"$ws"/}}; name=${{rel##*/}}; dir=${{rel%"$name"}}
 cd -P "$ws" || fail "$ws: cannot enter the workspace"
@@ -155,7 +156,7 @@ mode=644; if [ -f "./$name" ] && [ ! -L "./$name" ]; then mode=$(stat -c %a -- "
 short=$(printf '%.100s' "$name"); n=0
 while :; do
   t=$(mktemp -u ".$short.agent-desk-XXXXXXXXXX.tmp") || fail "$p: mktemp failed"
-  if err=$(dd of="./$t" conv=excl bs=1M status=none 2>&1); then break; fi
+  if err=$(dd of="./$t" conv=excl bs=1M iflag=fullblock,count_bytes count="$3" status=none 2>&1); then break; fi
   n=$((n + 1)); case "$err" in *exists*) [ $n -lt 5 ] && continue;; esac
   rm -f -- "./$t" 2>/dev/null; fail "$p: ${{err#dd: }}"
 done

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ...core import WORKSPACE, SandboxError, glob_regex
-from .._frames import STDERR, read_frames
+from .._frames import STDERR, end_input, read_frames
 from .._helper_ops import ErrorCode, sandbox_error
 from .._local import _re2_compile
 from ..helper.processes import KILL_GRACE_S, Capture, start_error
@@ -126,7 +126,7 @@ class ExecTransport:
         try:
             if stdin is not None:
                 raw.sendall(stdin)
-                raw.shutdown(1)  # SHUT_WR: EOF on the script's stdin
+                end_input(raw)
             # Until EOF: the stream ends when the last holder of the exec's stdout and stderr is gone.
             for stream, payload in read_frames(raw):
                 if on_frame is not None:
@@ -269,7 +269,8 @@ class ExecTransport:
             raise SandboxError(f"refusing to write {len(data)} bytes (limit {MAX_WRITE})")
         if "\x00" in a["path"]:
             raise SandboxError(f"invalid path (NUL byte): {a['path']!r}")
-        code, out, err = self._run("write", [a["path"], "1" if a.get("make_dirs", True) else "0"], stdin=data)
+        code, out, err = self._run("write", [a["path"], "1" if a.get("make_dirs", True) else "0", str(len(data))],
+                                   stdin=data)
         self._check(code, err)
         return self._stat_of(a["path"], out)
 
