@@ -156,6 +156,8 @@ def _add_audit(sub: _Sub) -> None:
     al.add_argument("--risk", choices=("low", "medium", "high"), help="as the call was judged")
     al.add_argument("--decider", choices=("person", "desk"),
                     help="person: someone answered its approval; desk: the rules, the mode or a hook decided")
+    al.add_argument("--domain", help="calls that connected (or tried to) to this domain or its subdomains through "
+                    "the network proxy")
     al.add_argument("--limit", type=int, default=50)
     asub.add("show", help="one call with its audit trail").add_argument(
         "id", help="the desk's call id, or a model's tool_use id that only one call carries")

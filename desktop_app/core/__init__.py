@@ -97,6 +97,15 @@ from ._mcp import (
 )
 from ._messages import StoredMessage, ToolCall
 from ._names import name_refusal
+from ._network import (
+    ALLOWLIST_SETTING,
+    PRESETS,
+    NetPattern,
+    NetworkAllowlist,
+    NetworkConnection,
+    is_ip_literal,
+    is_public,
+)
 from ._pricing import price_for
 from ._project import ProjectInfo, SessionInfo
 from ._project_settings import ProjectSettings
@@ -195,6 +204,7 @@ from .policy import (
 )
 
 __all__ = [
+    "ALLOWLIST_SETTING",
     "BUILTIN_TEMPLATES",
     "CONFLICT_SUFFIX",
     "DEFAULT_IMAGE",
@@ -210,6 +220,7 @@ __all__ = [
     "MAX_TIMEOUT_S",
     "MCP_GROUP",
     "MISSING_KEY_HINT",
+    "PRESETS",
     "PROJECT_SKILLS",
     "PROJECT_TEMPLATES",
     "TASK_TOOL",
@@ -260,6 +271,9 @@ __all__ = [
     "ModelRequest",
     "ModelUsage",
     "NarrowedPolicy",
+    "NetPattern",
+    "NetworkAllowlist",
+    "NetworkConnection",
     "OfferedToolsHook",
     "OffloadedPreHook",
     "Outcome",
@@ -344,6 +358,8 @@ __all__ = [
     "denied_outright",
     "glob_regex",
     "hooks_digest",
+    "is_ip_literal",
+    "is_public",
     "is_summary",
     "load_rules",
     "load_skills",

@@ -66,6 +66,7 @@ from ._consent import (
 )
 from ._liveness import mark_open_here
 from ._mcp import CompanionFactory, McpConfig, default_companion, mcp_config, mcp_secret
+from ._network import network_problem, wire_network
 from ._project_settings import DEFAULT_PROFILE, approval_expiry, project_profile
 from ._watcher import TOOL_QUIET_S, WorkspaceWatcher
 
@@ -185,9 +186,15 @@ class ProjectRuntime:
         """Start the sandbox in the background, once; `ready()` reports a failure."""
         if self._started is None:
             self._started = asyncio.ensure_future(self.sandbox.start())
+            self._started.add_done_callback(self._network_said)
             if self.mcp is not None:  # in the background too: a server not ready yet is simply not offered
                 self.mcp.start()
         return self._started
+
+    def _network_said(self, started: asyncio.Future[None]) -> None:
+        problem = "" if started.cancelled() or started.exception() else network_problem(self.sandbox)
+        if problem:
+            self.bus.publish(ErrorEvent(source="network", message=problem))
 
     async def ready(self) -> None:
         """Wait until the sandbox has started; a sandbox that cannot start raises here."""
@@ -424,6 +431,7 @@ async def build_runtime(
 
         sandbox_factory = create_sandbox
     sandbox = sandbox_factory(project)
+    wire_network(project, executor, sandbox)
     stack = cleanup if cleanup is not None else AsyncExitStack()
     stack.push_async_callback(_quietly, sandbox.close, f"the sandbox of {project.name}")
     stack.push_async_callback(_quietly, model_client.close, "the model client")

@@ -35,6 +35,7 @@ class AuditQuery:
     outcome: str | None = None
     risk: str | None = None  # "low", "medium" or "high", as the call was judged
     decider: str | None = None  # "person": a person answered its approval; "desk": the rules, mode or hooks did
+    domain: str | None = None  # calls that connected (or tried to) through the network proxy to it or a subdomain
     since: float | None = None
     until: float | None = None
     text: str | None = None
@@ -163,6 +164,8 @@ def build_sql(q: AuditQuery, *, dialect: str) -> SqlParts:
             p.params[name] = value
     if q.decider is not None:
         clauses.append(_decider_clause(p, q.decider))
+    if q.domain:
+        clauses.append(_domain_clause(p, q.domain))
     if q.text:
         clauses += _text_clauses(p, q.text)
     if q.after is not None:
@@ -180,6 +183,18 @@ def _decider_clause(p: SqlParts, decider: str) -> str:
     else:  # SQLite's JSON1, built in
         by = "json_extract(t.approval, '$.decided_by')"
     return f"{by} IS {'NOT ' if decider == 'person' else ''}NULL"
+
+
+def _domain_clause(p: SqlParts, domain: str) -> str:
+    """The call has a network entry in its trail for `domain` or one of its subdomains (the proxy's evidence)."""
+    p.params["domain"] = domain.strip().lower().rstrip(".")
+    p.params["subdomain"] = "%." + p.params["domain"].replace("!", "!!").replace("%", "!%").replace("_", "!_")
+    if p.dialect == "postgresql":
+        field = "(e.data::jsonb -> 'network' ->> 'domain')"
+    else:
+        field = "json_extract(e.data, '$.network.domain')"
+    return (f"EXISTS (SELECT 1 FROM audit_entries e WHERE e.record_id = t.id AND e.actor = 'network' "
+            f"AND ({field} = :domain OR {field} LIKE :subdomain ESCAPE '!'))")
 
 
 def _text_clauses(p: SqlParts, text: str) -> list[str]:

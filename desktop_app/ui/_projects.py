@@ -36,7 +36,8 @@ class _ProjectNode:
 
 
 def project_subtitle(p: ProjectInfo) -> str:
-    net = "net on" if ProjectSettings.of(p.settings).network else "no net"
+    network = ProjectSettings.of(p.settings).network
+    net = "net allowlist" if network == "allowlist" else "net on" if network is True else "no net"
     return f"{p.path} · {p.image} · {p.permission_mode} · {net}"
 
 

@@ -40,6 +40,7 @@ from ..exec import ExecTransport
 from ..helper.processes import KILL_GRACE_S
 from ..images import image_name_for_tag, refuse_loosening
 from ..sync import SyncedWorkspace, remove_project_volumes
+from ._egress import SandboxEgress, container_address, internal_network, proxy_env
 from ._helper_channel import OP_TIMEOUT_S, HelperChannel
 from ._process import DockerProcessChannel
 
@@ -200,6 +201,11 @@ class DockerSandbox(HelperOps):
         # What the session's end found running and killed, and what is still alive after (see sweep()).
         self.last_sweep: dict[str, Any] = {"killed": [], "alive": []}
         self.synced_workspace = SyncedWorkspace(self.config, self.folder, project_id, self._pool, self._helper_link)
+        # "network": "allowlist": the container's only way out is this proxy (see _egress.py)
+        allowlist = self.config.allowlist
+        self.egress = SandboxEgress(allowlist) if allowlist is not None else None
+        self._proxy_env: dict[str, str] = {}
+        self._gateway = ""
 
     def _helper_link(self, container_id: str) -> HelperChannel:
         return HelperChannel(self._client.api, container_id, self._pool)
@@ -232,6 +238,8 @@ class DockerSandbox(HelperOps):
                 return
             try:
                 await self._run(self._ensure_container)
+                if self.egress is not None:
+                    await self.egress.start(self._gateway, container_address(self._container, self._network_mode()))
                 channel = self._helper_link(self._container.id)
                 has_python = await self._run(channel.open)
             except SandboxError:
@@ -273,7 +281,12 @@ class DockerSandbox(HelperOps):
         # The folder's inode too: a bind mount keeps a deleted-and-recreated folder's old inode. The control
         # mounts too: a `.git` that appeared since (`git init`) is mounted read-only at the next start.
         suffix = self.companion_of.suffix if self.companion_of else ""
-        role = {"companion": [suffix, self._network_mode()]} if suffix else {}
+        role: dict[str, Any] = {"companion": [suffix, self._network_mode()]} if suffix else {}
+        if self.egress is not None:  # the proxy's address is in the container's environment
+            self._gateway = internal_network(client, self._network_mode(), self.project_id,
+                                             {LABEL_MANAGED: "1", LABEL_DESK: desk_identity()})
+            self._proxy_env = proxy_env(self._gateway)
+            role["egress"] = self._proxy_env["HTTP_PROXY"]
         want = self.config.container_hash(
             image_id=image.id, folder=self.folder, inode=(st.st_dev, st.st_ino), uid=self._uid, gid=self._gid,
             controls=[list(m) for m in self._controls], mounts_version=MOUNTS_VERSION, **role, **synced,
@@ -341,7 +354,7 @@ class DockerSandbox(HelperOps):
                 },
                 user=f"{self._uid}:{self._gid}",
                 working_dir=WORKSPACE,
-                environment={"HOME": HOME, "LANG": "C.UTF-8", "USER": "sandbox"},
+                environment={"HOME": HOME, "LANG": "C.UTF-8", "USER": "sandbox", **self._proxy_env},
                 mounts=self.synced_workspace.mounts(
                     [Mount(WORKSPACE, self.folder, type="bind", read_only=cfg.workspace_readonly)]
                     + [Mount(target, source, type="bind", read_only=ro) for target, source, ro in self._controls]),
@@ -384,6 +397,8 @@ class DockerSandbox(HelperOps):
     def _network_mode(self) -> str:
         if self.companion_of is not None:
             return self.companion_of.network
+        if self.egress is not None:
+            return f"agent-desk-egress-{_slug(self.project_id)}"
         return "bridge" if self.config.network else "none"
 
     def companion(self, suffix: str, *, network: str = "bridge", purpose: str | None = None) -> DockerSandbox:
@@ -391,7 +406,8 @@ class DockerSandbox(HelperOps):
         image, mounts, user, limits and hardening, but `network`; its own name; removed when closed. Its
         describe() names the relaxation ("network: bridge, for MCP server 'fetch'")."""
         role = Companion(suffix, network, purpose or f"MCP server {suffix!r}")
-        other = DockerSandbox(self.project_id, self.folder, replace(self.config, network=False, keep_running=False),
+        other = DockerSandbox(self.project_id, self.folder, replace(self.config, network=False, network_allow=None,
+                                                                    keep_running=False),
                               client=self._client, max_workers=4)
         other.companion_of = role
         return other
@@ -402,6 +418,8 @@ class DockerSandbox(HelperOps):
         await self._close_processes()
         await self.sweep()
         await self.synced_workspace.close(self.config.keep_running)
+        if self.egress is not None:
+            await self.egress.close()
         self._closed = True
         channel, self._channel = self._channel, None
         if channel is not None:
@@ -438,13 +456,16 @@ class DockerSandbox(HelperOps):
         if self.companion_of is not None:
             role = self.companion_of
             relaxations.append(f"network: {role.network}, for {role.purpose}")
+        problem = cfg.network_problem or (self.egress.problem if self.egress is not None else "")
+        if problem:
+            relaxations.append(f"network: none ({problem})")
         return SandboxDescription(
             kind="docker",
             unsandboxed=False,
             container_id=self.container_id[:12],
             image=cfg.image,
             image_digest=self._image_id,
-            network=self._network_mode(),
+            network=self._network_mode() if self.egress is None else ("allowlist" if self.egress.proxy else "none"),
             limits={
                 "memory": human_size(cfg.memory),
                 "cpus": cfg.cpus,
