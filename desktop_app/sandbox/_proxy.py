@@ -106,6 +106,8 @@ class EgressProxy:
             await self._serve(reader, writer, peer)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
+        except asyncio.CancelledError:  # the proxy closes: the task ends here (asyncio would log it otherwise)
+            pass
         finally:
             self._tasks.discard(task)  # type: ignore[arg-type]
             writer.close()
@@ -158,7 +160,8 @@ class EgressProxy:
             try:
                 addresses = await asyncio.wait_for(self.resolve(host, port), CONNECT_TIMEOUT_S)
             except (OSError, TimeoutError, UnicodeError) as exc:
-                raise _Refused(502, f"the name does not resolve ({type(exc).__name__})") from None
+                log.info("egress proxy: %s does not resolve: %s", host, exc)
+                raise _Refused(502, "the name does not resolve") from None
             if not addresses:
                 raise _Refused(502, "the name does not resolve")
             private = [a for a in addresses if not is_public(a) and not allow.admits_address(a)]

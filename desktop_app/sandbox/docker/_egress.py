@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core import NetworkAllowlist, SandboxError
 from .._client import short_reason
-from .._proxy import EgressProxy, ListOnlyGate, NetworkGate, Resolver
+from .._proxy import EgressProxy, ListOnlyGate, NetworkGate, Resolver, system_resolver
 
 if TYPE_CHECKING:
     import docker
@@ -70,9 +70,10 @@ class SandboxEgress:
         self.proxy: EgressProxy | None = None
 
     async def start(self, gateway: str, peer: str) -> None:
+        """Serve on the gateway, for the container's address only."""
         await self.close()
         self.gateway, self.peer = gateway, peer
-        proxy = EgressProxy(self.gate, resolve=self.resolver, peers=lambda: {self.peer})
+        proxy = EgressProxy(self.gate, resolve=self._resolve, peers=lambda: {self.peer})
         try:
             await proxy.start(gateway, PROXY_PORT)
         except OSError as exc:
@@ -82,8 +83,20 @@ class SandboxEgress:
             return
         self.proxy, self.problem = proxy, ""
 
+    async def _resolve(self, host: str, port: int) -> list[str]:
+        return await (self.resolver or system_resolver)(host, port)
+
     async def close(self) -> None:
         proxy, self.proxy = self.proxy, None
         if proxy is not None:
             with contextlib.suppress(Exception):
                 await proxy.close()
+
+
+def remove_egress_network(client: docker.DockerClient, project_id: str) -> None:
+    """Remove a gone project's internal network (kept while a container of it exists)."""
+    import docker.errors
+
+    for net in client.networks.list(filters={"label": f"{LABEL_EGRESS}={project_id}"}):
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            net.remove()

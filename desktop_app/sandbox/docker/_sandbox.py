@@ -40,7 +40,7 @@ from ..exec import ExecTransport
 from ..helper.processes import KILL_GRACE_S
 from ..images import image_name_for_tag, refuse_loosening
 from ..sync import SyncedWorkspace, remove_project_volumes
-from ._egress import SandboxEgress, container_address, internal_network, proxy_env
+from ._egress import SandboxEgress, container_address, internal_network, proxy_env, remove_egress_network
 from ._helper_channel import OP_TIMEOUT_S, HelperChannel
 from ._process import DockerProcessChannel
 
@@ -162,6 +162,7 @@ def remove_orphans(
                 continue  # another sandbox's start is removing it now (several projects opened at once)
             if gone:
                 remove_project_volumes(client, pid)
+                remove_egress_network(client, pid)
             removed.append(c.name)
             log.info("removed sandbox container %s (%s)", c.name, "project gone" if gone else "idle")
     return removed
