@@ -43,7 +43,7 @@ def main(mode, host, port, path="/"):
     if mode == "dns":
         return "resolved " + socket.gethostbyname(host)
     if mode == "direct":
-        socket.create_connection((host, port), timeout=3).close()
+        socket.create_connection((host, port), timeout=1).close()
         return "connected"
     sock = socket.create_connection(proxy(), timeout=20)
     if mode == "http":
