@@ -85,6 +85,10 @@ class EgressProxy:
         self._server = await asyncio.start_server(self._client, host, port, limit=HEAD_LIMIT, reuse_address=True)
         self.address = self._server.sockets[0].getsockname()[:2]
 
+    async def start_unix(self, path: str) -> None:
+        self._server = await asyncio.start_unix_server(self._client, path, limit=HEAD_LIMIT)
+        self.address = (path, 0)
+
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()

@@ -57,5 +57,3 @@ async def desk_for(docker_client: Any, desk_env: Path, server: AnthropicServer) 
         await rt.close()
         for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={rt.project.id}"}):
             c.remove(force=True)
-        for net in docker_client.networks.list(filters={"label": f"org.agent-desk.egress={rt.project.id}"}):
-            net.remove()  # the allowlist mode's internal network

@@ -40,7 +40,7 @@ from ..exec import ExecTransport
 from ..helper.processes import KILL_GRACE_S
 from ..images import image_name_for_tag, refuse_loosening
 from ..sync import SyncedWorkspace, remove_project_volumes
-from ._egress import SandboxEgress, container_address, internal_network, proxy_env, remove_egress_network
+from ._egress import CONTAINER_DIR, RELAY, SandboxEgress, egress_dir, proxy_env
 from ._helper_channel import OP_TIMEOUT_S, HelperChannel
 from ._process import DockerProcessChannel
 
@@ -162,7 +162,6 @@ def remove_orphans(
                 continue  # another sandbox's start is removing it now (several projects opened at once)
             if gone:
                 remove_project_volumes(client, pid)
-                remove_egress_network(client, pid)
             removed.append(c.name)
             log.info("removed sandbox container %s (%s)", c.name, "project gone" if gone else "idle")
     return removed
@@ -204,9 +203,10 @@ class DockerSandbox(HelperOps):
         self.synced_workspace = SyncedWorkspace(self.config, self.folder, project_id, self._pool, self._helper_link)
         # "network": "allowlist": the container's only way out is this proxy (see _egress.py)
         allowlist = self.config.allowlist
-        self.egress = SandboxEgress(allowlist) if allowlist is not None else None
-        self._proxy_env: dict[str, str] = {}
-        self._gateway = ""
+        self.egress = SandboxEgress(allowlist, _slug(project_id)) if allowlist is not None else None
+        self._relay: DockerProcessChannel | None = None
+        self._relay_checked = 0.0
+        self._relay_lock = asyncio.Lock()
 
     def _helper_link(self, container_id: str) -> HelperChannel:
         return HelperChannel(self._client.api, container_id, self._pool)
@@ -239,8 +239,8 @@ class DockerSandbox(HelperOps):
                 return
             try:
                 await self._run(self._ensure_container)
-                if self.egress is not None:
-                    await self.egress.start(self._gateway, container_address(self._container, self._network_mode()))
+                if self.egress is not None and not self.egress.problem:
+                    await self.egress.start()
                 channel = self._helper_link(self._container.id)
                 has_python = await self._run(channel.open)
             except SandboxError:
@@ -283,11 +283,7 @@ class DockerSandbox(HelperOps):
         # mounts too: a `.git` that appeared since (`git init`) is mounted read-only at the next start.
         suffix = self.companion_of.suffix if self.companion_of else ""
         role: dict[str, Any] = {"companion": [suffix, self._network_mode()]} if suffix else {}
-        if self.egress is not None:  # the proxy's address is in the container's environment
-            self._gateway = internal_network(client, self._network_mode(), self.project_id,
-                                             {LABEL_MANAGED: "1", LABEL_DESK: desk_identity()})
-            self._proxy_env = proxy_env(self._gateway)
-            role["egress"] = self._proxy_env["HTTP_PROXY"]
+        role.update(self._egress_mount())
         want = self.config.container_hash(
             image_id=image.id, folder=self.folder, inode=(st.st_dev, st.st_ino), uid=self._uid, gid=self._gid,
             controls=[list(m) for m in self._controls], mounts_version=MOUNTS_VERSION, **role, **synced,
@@ -355,10 +351,12 @@ class DockerSandbox(HelperOps):
                 },
                 user=f"{self._uid}:{self._gid}",
                 working_dir=WORKSPACE,
-                environment={"HOME": HOME, "LANG": "C.UTF-8", "USER": "sandbox", **self._proxy_env},
+                environment={"HOME": HOME, "LANG": "C.UTF-8", "USER": "sandbox",
+                             **(proxy_env() if self.egress is not None else {})},
                 mounts=self.synced_workspace.mounts(
                     [Mount(WORKSPACE, self.folder, type="bind", read_only=cfg.workspace_readonly)]
-                    + [Mount(target, source, type="bind", read_only=ro) for target, source, ro in self._controls]),
+                    + [Mount(target, source, type="bind", read_only=ro) for target, source, ro in self._controls]
+                    + self._egress_mounts()),
                 tmpfs={
                     "/tmp": f"rw,nosuid,nodev,exec,size={cfg.tmp_size},mode=1777",
                     HOME: f"rw,nosuid,nodev,exec,size={cfg.home_size},mode=0700,{ids}",
@@ -395,11 +393,59 @@ class DockerSandbox(HelperOps):
         self.last_sweep = {"killed": list(res.get("killed") or []), "alive": list(res.get("alive") or [])}
         return self.last_sweep
 
+    # -- the allowlist network mode (see _egress.py)
+    def _egress_mount(self) -> dict[str, str]:
+        """The proxy's folder on this machine, mounted into the container (and so in its hash); {} when the mode
+        is off or cannot be served (a remote engine cannot see this machine's folder: no network then)."""
+        eg = self.egress
+        if eg is None or eg.problem:
+            return {}
+        if not self.engine().startswith("unix://"):
+            eg.refuse(f"the desk's proxy needs the engine on this machine, not {self.engine()}")
+            return {}
+        try:
+            eg.folder = egress_dir(eg.slug)
+        except OSError as exc:
+            eg.refuse(f"the proxy's folder cannot be made ({exc})")
+            return {}
+        return {"egress": str(eg.folder)}
+
+    def _egress_mounts(self) -> list[Any]:
+        from docker.types import Mount
+
+        eg = self.egress
+        if eg is None or eg.problem or eg.folder is None:
+            return []
+        return [Mount(CONTAINER_DIR, str(eg.folder), type="bind", read_only=True)]
+
+    async def _ensure_relay(self) -> None:
+        """The relay from 127.0.0.1:3128 in the container to the proxy's socket runs (a session's end kills every
+        process in the container; the agent may kill it too): started again before a command when it is gone."""
+        eg = self.egress
+        if eg is None or eg.proxy is None or eg.problem:
+            return
+        if self.transport != "helper":
+            eg.refuse("the image has no python3 for the proxy's relay")
+            return
+        async with self._relay_lock:
+            if self._relay is not None and self._relay.returncode is None:
+                return
+            if self._relay is not None and time.monotonic() - self._relay_checked < 5.0:
+                return  # the port was held (an earlier desk's relay): looked at again in a while
+            self._relay_checked = time.monotonic()
+            relay = await self.open_process(["python3", "-c", RELAY])
+            try:
+                first = await asyncio.wait_for(relay.read(), 15.0)
+            except (TimeoutError, SandboxError) as exc:
+                log.warning("the proxy's relay did not start: %s", exc)
+                first = b""
+            self._relay = relay
+            if not first.startswith((b"ready", b"busy")):
+                eg.refuse(f"the proxy's relay did not start in the container ({first[:200]!r})")
+
     def _network_mode(self) -> str:
         if self.companion_of is not None:
             return self.companion_of.network
-        if self.egress is not None:
-            return f"agent-desk-egress-{_slug(self.project_id)}"
         return "bridge" if self.config.network else "none"
 
     def companion(self, suffix: str, *, network: str = "bridge", purpose: str | None = None) -> DockerSandbox:
@@ -466,7 +512,8 @@ class DockerSandbox(HelperOps):
             container_id=self.container_id[:12],
             image=cfg.image,
             image_digest=self._image_id,
-            network=self._network_mode() if self.egress is None else ("allowlist" if self.egress.proxy else "none"),
+            network=self._network_mode() if self.egress is None else (
+                "allowlist" if self.egress.proxy and not self.egress.problem else "none"),
             limits={
                 "memory": human_size(cfg.memory),
                 "cpus": cfg.cpus,
@@ -531,6 +578,10 @@ class DockerSandbox(HelperOps):
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
     ) -> ExecResult:
         timeout = clamp_timeout(timeout, MAX_TIMEOUT_S)
+        if self.egress is not None:
+            if not self._transport_ready():
+                await self.start()
+            await self._ensure_relay()
         args = {
             "command": command,
             "cwd": cwd,
