@@ -84,6 +84,7 @@ def _serve(tag: str, context: ssl.SSLContext | None = None) -> http.server.Threa
 def local_servers(folder: Path) -> Iterator[LocalServers]:
     """good.test -> the servers (127.0.0.1 is listed by the tests that use it), rebind.test -> a private address
     nobody listed, short.test -> 127.0.0.2 (loopback, not listed)."""
+    folder.mkdir(parents=True, exist_ok=True)
     cert, key = _self_signed(folder)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)

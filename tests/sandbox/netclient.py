@@ -1,9 +1,10 @@
 """A client the network tests run inside the sandbox (python3 with only socket and ssl, as the minimal image
 has): it goes through the proxy the sandbox's environment names, as pip or curl would.
 
-    python3 - MODE HOST PORT [PATH]   MODE: http (absolute-form GET), https (CONNECT, then TLS, then GET),
-                                       direct (a plain connection, bypassing the proxy), dns (resolve HOST)
-Prints one line: "status NNN bytes N" or "error TEXT"."""
+    python3 - MODE HOST PORT [PATH [CLAIMED]]
+        MODE: http (absolute-form GET), https (CONNECT, then TLS, then GET), direct (a plain connection,
+        bypassing the proxy), dns (resolve HOST). CLAIMED: the Host header (and TLS server name) sent instead.
+Prints one line: "status NNN bytes N server S" or "error TEXT"."""
 
 import os
 import socket
@@ -25,7 +26,8 @@ def read_response(sock):
             break
         data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split(b" ", 2)[1]), body
+    server = [h.split(b":", 1)[1].strip().decode() for h in head.split(b"\r\n") if h.lower().startswith(b"x-server:")]
+    return int(head.split(b" ", 2)[1]), body, (server or ["-"])[0]
 
 
 def connect_head(sock):
@@ -38,8 +40,9 @@ def connect_head(sock):
     return int(data.split(b" ", 2)[1]) if data else 0, data
 
 
-def main(mode, host, port, path="/"):
+def main(mode, host, port, path="/", claimed=None):
     port = int(port)
+    claimed = claimed or host
     if mode == "dns":
         return "resolved " + socket.gethostbyname(host)
     if mode == "direct":
@@ -47,9 +50,9 @@ def main(mode, host, port, path="/"):
         return "connected"
     sock = socket.create_connection(proxy(), timeout=20)
     if mode == "http":
-        sock.sendall(f"GET http://{host}:{port}{path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
-        status, body = read_response(sock)
-        return f"status {status} bytes {len(body)}"
+        sock.sendall(f"GET http://{host}:{port}{path} HTTP/1.1\r\nHost: {claimed}\r\n\r\n".encode())
+        status, body, server = read_response(sock)
+        return f"status {status} bytes {len(body)} server {server}"
     sock.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
     status, head = connect_head(sock)
     if status != 200:
@@ -57,10 +60,10 @@ def main(mode, host, port, path="/"):
         return f"status {status} refused {rest.decode(errors='replace').strip()}"
     ctx = ssl.create_default_context()
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # a test server's own certificate
-    tls = ctx.wrap_socket(sock, server_hostname=host)
-    tls.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
-    status, body = read_response(tls)
-    return f"status {status} bytes {len(body)}"
+    tls = ctx.wrap_socket(sock, server_hostname=claimed)
+    tls.sendall(f"GET {path} HTTP/1.1\r\nHost: {claimed}\r\nConnection: close\r\n\r\n".encode())
+    status, body, server = read_response(tls)
+    return f"status {status} bytes {len(body)} server {server}"
 
 
 if __name__ == "__main__":
