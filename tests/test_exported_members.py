@@ -17,6 +17,7 @@ PACKAGES = ("core", "tools", "sandbox", "store", "ui", "mcp_client", "runtime")
 EXPORTED: dict[str, list[str]] = {
     "core": [
         "ConsentKind", "ConsentStatus",  # consent to agent-writable project files
+        "ALLOWLIST_SETTING", "NetworkAllowlist", "NetworkConnection", "is_ip_literal", "is_public",  # the allowlist
         "MCP_GROUP", "McpServerInfo", "McpServersChanged", "McpServerState", "McpToolInfo", "McpWhere",
         "mcp_tool_name", "split_mcp_tool_name", "ProcessChannel",
         "CONFLICT_SUFFIX", "SyncReport", "remove_beneath", "symlink_beneath",

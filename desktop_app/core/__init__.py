@@ -99,8 +99,6 @@ from ._messages import StoredMessage, ToolCall
 from ._names import name_refusal
 from ._network import (
     ALLOWLIST_SETTING,
-    PRESETS,
-    NetPattern,
     NetworkAllowlist,
     NetworkConnection,
     is_ip_literal,
@@ -220,7 +218,6 @@ __all__ = [
     "MAX_TIMEOUT_S",
     "MCP_GROUP",
     "MISSING_KEY_HINT",
-    "PRESETS",
     "PROJECT_SKILLS",
     "PROJECT_TEMPLATES",
     "TASK_TOOL",
@@ -271,7 +268,6 @@ __all__ = [
     "ModelRequest",
     "ModelUsage",
     "NarrowedPolicy",
-    "NetPattern",
     "NetworkAllowlist",
     "NetworkConnection",
     "OfferedToolsHook",

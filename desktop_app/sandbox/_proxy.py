@@ -1,6 +1,6 @@
-"""The egress proxy of a sandbox in the `allowlist` network mode: an HTTP(S) proxy on the host, bound to the
-gateway of the sandbox's internal Docker network (its only way out). It resolves names itself, admits a
-destination only as its gate says, passes TLS through (CONNECT) and counts every byte, each way."""
+"""The egress proxy of a sandbox in the `allowlist` network mode: an HTTP(S) proxy in the desk's process, on a
+unix socket the sandbox's container reaches (its only way out). It resolves names itself, admits a destination
+only as its gate says, passes TLS through (CONNECT) and counts every byte, each way."""
 
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from desktop_app.core import PRESETS, ConfigError, NetPattern, NetworkAllowlist, NetworkConnection, is_public
+from desktop_app.core import ConfigError, NetworkAllowlist, NetworkConnection, is_public
+from desktop_app.core._network import PRESETS, NetPattern
 
 
 def test_exact_wildcard_and_ports() -> None:

@@ -18,9 +18,8 @@ NETCLIENT = Path(__file__).resolve().parent.parent / "sandbox" / "netclient.py"
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server_name_tag = "?"
 
-    def do_GET(self) -> None:  # noqa: N802  (http.server's name)
+    def do_GET(self) -> None:
         size = int(self.path.rsplit("/", 1)[-1]) if self.path.startswith("/bytes/") else 5
         body = b"x" * size
         self.send_response(200)

@@ -54,7 +54,7 @@ def main(mode, host, port, path="/", claimed=None):
         status, body, server = read_response(sock)
         return f"status {status} bytes {len(body)} server {server}"
     sock.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
-    status, head = connect_head(sock)
+    status, _head = connect_head(sock)
     if status != 200:
         rest = sock.recv(65536)
         return f"status {status} refused {rest.decode(errors='replace').strip()}"
