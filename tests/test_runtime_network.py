@@ -44,10 +44,11 @@ def _answer_questions(desk: Any, asked: list[Any]) -> None:
     desk.rt.bus.on("question_asked", on_question)
 
 
-async def _turn(desk: Any, server: AnthropicServer, session: Any, command: str) -> Any:
-    server.add(reply(tool_use("bash_run", {"command": command})), reply(text("done")))
+async def _turn(desk: Any, server: AnthropicServer, session: Any, command: str, tool: str = "bash_run") -> Any:
+    key = "command" if tool == "bash_run" else "url"
+    server.add(reply(tool_use(tool, {key: command})), reply(text("done")))
     await session.send("fetch")
-    [record] = [r for r in await desk.records(session.session.id) if r.input.get("command") == command]
+    [record] = [r for r in await desk.records(session.session.id) if r.input.get(key) == command]
     return record
 
 
@@ -85,7 +86,8 @@ async def test_listed_passes_unlisted_asks_every_connection_is_evidence(desk_for
     assert conns[0]["bytes_down"] > 50000 and conns[0]["bytes_up"] > 0 and conns[2]["bytes_down"] == 0
     assert all(c["ended_at"] >= c["started_at"] for c in conns)
     assert [q.meta["network"]["domain"] for q in asked] == ["ask.test", "deny.test", "proj.test"]
-    assert asked[0].text.startswith("bash_run `") and f"wants ask.test:{h}" in asked[0].text
+    assert asked[0].text.startswith("bash_run `python3 netclient.py https good.test") and \
+        f"wants ask.test:{h}" in asked[0].text
     assert asked[0].choices == ["allow once", "allow for this project", "deny"]
     assert [r.text for r in consent_records("network", project).values()] == [f"proj.test:{h}"]
 
@@ -96,12 +98,20 @@ async def test_listed_passes_unlisted_asks_every_connection_is_evidence(desk_for
     desk.rt.policy.set_session_mode(session.session.id, "auto")
     auto = await _turn(desk, server, session, f"{client} http deny.test {h}")
     assert [c["reason"] for c in _network(auto)] == ["not listed (auto mode never widens the network)"]
+    fetched = await _turn(desk, server, session, f"http://good.test:{h}/moved", "web_fetch")
+    page = fetched.result["content"][0]["text"]
+    assert page.startswith(f"http://good.test:{h}/page (200, text/html") and "# Release notes" in page
+    assert "[the docs](/docs)" in page and "secret" not in page
+    assert [(c["domain"], c["verdict"]) for c in _network(fetched)] == [("good.test", "allowed")] * 2  # a redirect
+    refused = await _turn(desk, server, session, f"https://deny.test:{s}/", "web_fetch")
+    assert refused.is_error and "auto mode never widens the network" in refused.result["content"][0]["text"]
     assert len(asked) == 3  # strict and auto never asked
 
     store = desk.rt.store
     found = {r.id for r in await store.list_records(audit_query(domain="good.test"))}
-    assert found == {first.id}
-    assert {r.id for r in await store.list_records(audit_query(domain="test"))} == {first.id, strict.id, auto.id}
+    assert found == {first.id, fetched.id}
+    every = {first.id, strict.id, auto.id, fetched.id, refused.id}
+    assert {r.id for r in await store.list_records(audit_query(domain="test"))} == every
     assert await store.list_records(audit_query(domain="pypi.org")) == []
     result = await store.verify()
     assert result.ok, result

@@ -13,7 +13,7 @@ from .policy import Action, Rule, ToolFacts
 PROFILES: dict[str, frozenset[str]] = {
     "minimal": frozenset({"fs_read", "fs_glob", "fs_grep", "todo_read", "todo_write"}),
     "read-only": frozenset({"@read_only"}),
-    "coding": frozenset({"group:fs", "group:runtime", "group:todo", "group:person"}),
+    "coding": frozenset({"group:fs", "group:runtime", "group:todo", "group:person", "group:web"}),
     "full": frozenset({"*"}),
 }
 TOOL_PROFILES: tuple[str, ...] = tuple(PROFILES)

@@ -91,8 +91,9 @@ class ProjectNetworkGate:
 
     async def _ask_person(self, record: ToolCallRecord, conn: NetworkConnection) -> bool:
         tool = self.executor.registry.find(record.name)
-        what = tool.summarize(record.input) if tool is not None else record.name
-        text = f"{record.name} `{what}` wants {conn.domain}:{conn.port}"
+        what = tool.summarize(record.input).removeprefix(f"{record.name}: ") if tool is not None else ""
+        text = f"{record.name} `{what}` wants {conn.domain}:{conn.port}" if what else \
+            f"{record.name} wants {conn.domain}:{conn.port}"
         answer = await self.executor.questions.ask(
             record.session_id, record.id, "question", text, choices=CHOICES,
             meta={"network": {"domain": conn.domain, "port": conn.port, "address": conn.address}})

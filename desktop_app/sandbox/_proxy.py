@@ -214,7 +214,7 @@ def _reply(status: int, reason: str) -> bytes:
     body = (reason + "\n").encode("utf-8", "replace")
     title = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}.get(status, "Error")
     return (f"HTTP/1.1 {status} {title}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
-            "Connection: close\r\n\r\n").encode() + body
+            "X-Agent-Desk-Proxy: refused\r\nConnection: close\r\n\r\n").encode() + body
 
 
 async def _pipe_both(c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter, u_reader: asyncio.StreamReader,

@@ -16,13 +16,27 @@ from pathlib import Path
 NETCLIENT = Path(__file__).resolve().parent.parent / "sandbox" / "netclient.py"
 
 
+PAGE = (b"<html><head><title>t</title><script>var secret = 1;</script></head><body><h1>Release notes</h1>"
+        b"<p>See <a href='/docs'>the docs</a> and <code>pip install x</code>.</p><ul><li>one</li><li>two</li></ul>"
+        b"</body></html>")
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
         size = int(self.path.rsplit("/", 1)[-1]) if self.path.startswith("/bytes/") else 5
-        body = b"x" * size
+        body, ctype = b"x" * size, "application/octet-stream"
+        if self.path == "/page":
+            body, ctype = PAGE, "text/html; charset=utf-8"
+        elif self.path == "/moved":
+            self.send_response(302)
+            self.send_header("Location", "/page")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         self.send_response(200)
+        self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("X-Server", self.server.tag)  # type: ignore[attr-defined]
         self.send_header("X-Seen-Host", self.headers.get("Host", ""))
