@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -183,6 +184,9 @@ class EgressProxy:
             raise _Refused(502, f"could not connect to {conn.address}:{port} ({type(exc).__name__})") from None
 
 
+_HOST = re.compile(r"[a-z0-9._-]{1,253}|[0-9a-f:.]{2,45}")
+
+
 def parse_head(head: bytes) -> tuple[str, str, int, bytes | None]:
     """(method, host, port, the head to send upstream or None for a CONNECT tunnel); ValueError when it is not a
     proxy request."""
@@ -196,7 +200,7 @@ def parse_head(head: bytes) -> tuple[str, str, int, bytes | None]:
         host, _, port_text = target.rpartition(":")
         if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
             raise ValueError("CONNECT needs host:port")
-        return method, host.strip("[]").lower(), int(port_text), None
+        return method, _host(host.strip("[]")), int(port_text), None
     url = urlsplit(target)
     if url.scheme != "http" or not url.hostname:
         raise ValueError("a plain request through the proxy needs an absolute http:// URL (https goes by CONNECT)")
@@ -207,7 +211,15 @@ def parse_head(head: bytes) -> tuple[str, str, int, bytes | None]:
     path = (url.path or "/") + (f"?{url.query}" if url.query else "")
     headers = [h for h in rest.split("\r\n") if h and not h.lower().startswith(("proxy-", "connection:"))]
     upstream = f"{method} {path} {version}\r\n" + "".join(f"{h}\r\n" for h in headers) + "Connection: close\r\n\r\n"
-    return method, url.hostname.lower(), port, upstream.encode("latin-1")
+    return method, _host(url.hostname), port, upstream.encode("latin-1")
+
+
+def _host(text: str) -> str:
+    """A host name or an address, lower case; anything else (spaces, controls, other scripts) is no host."""
+    host = text.lower()
+    if not _HOST.fullmatch(host):
+        raise ValueError("not a host name")
+    return host
 
 
 def _reply(status: int, reason: str) -> bytes:

@@ -117,11 +117,20 @@ async def test_a_listed_address_literal_passes(proxy: EgressProxy, servers: Loca
     b"CONNECT good.test:0 HTTP/1.1\r\n\r\n",
     b"SSH-2.0-OpenSSH\r\n\r\n",
     b"GET http://good.test:99999/ HTTP/1.1\r\n\r\n",
+    b"CONNECT good\x1b[2J.test:443 HTTP/1.1\r\n\r\n",  # a terminal escape in the name
+    b"CONNECT g\xf6\xf6d.test:443 HTTP/1.1\r\n\r\n",
 ])
 async def test_what_is_not_a_proxy_request_is_refused_unconnected(proxy: EgressProxy, request_bytes: bytes) -> None:
     reply = await _exchange(proxy, request_bytes)
     assert reply.startswith(b"HTTP/1.1 400")
     assert proxy.gate.connections == []  # type: ignore[attr-defined]
+
+
+def test_the_host_judged_is_the_host_connected_to() -> None:
+    """A user part that looks like a listed name is not the host: the proxy judges (and connects to) `evil`."""
+    assert parse_head(b"GET http://good.test%2f@evil/ HTTP/1.1\r\nHost: good.test\r\n\r\n")[1] == "evil"
+    assert parse_head(b"GET http://good.test:80@evil:8080/ HTTP/1.1\r\n\r\n")[1:3] == ("evil", 8080)
+    assert parse_head(b"CONNECT GOOD.test:443 HTTP/1.1\r\n\r\n")[1:3] == ("good.test", 443)
 
 
 async def test_a_huge_head_is_refused(proxy: EgressProxy) -> None:
