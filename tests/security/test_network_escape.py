@@ -90,6 +90,14 @@ async def test_no_way_out_but_the_proxy(sandbox: DockerSandbox, servers: LocalSe
     assert res.exit_code == 0 and "planted" not in res.stdout and "proxy.sock" in res.stdout
     res = await sandbox.exec("touch /run/agent-desk/egress/planted 2>&1; echo $?")
     assert "Read-only file system" in res.stdout
+    # The relay dies with a session's end (not reported as a survivor of it) or by the agent's hand: the next
+    # command has it again, and still no other way out.
+    relay = sandbox._relay_pid
+    assert relay and await sandbox.sweep() == {"killed": [], "alive": []}
+    assert (await _client(sandbox, "http", "good.test", h)).startswith("status 200")
+    await sandbox.exec(f"kill {relay}")
+    assert (await _client(sandbox, "http", "good.test", h)).startswith("status 200")
+    assert sandbox._relay_pid not in (0, relay)
 
 
 @pytest.mark.docker

@@ -25,7 +25,7 @@ SETTING = 'the network setting "allowlist"'
 
 # Runs in the container as the sandbox's user: stdlib only, one thread per direction.
 RELAY = f"""
-import socket, sys, threading
+import os, socket, sys, threading
 SOCK = {CONTAINER_DIR + "/" + SOCKET_NAME!r}
 srv = socket.socket()
 srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -35,7 +35,7 @@ except OSError as e:
     print("busy", e, flush=True)
     sys.exit(3)
 srv.listen(128)
-print("ready", flush=True)
+print("ready", os.getpid(), flush=True)
 def pipe(a, b):
     try:
         while True:

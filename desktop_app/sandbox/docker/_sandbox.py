@@ -206,6 +206,7 @@ class DockerSandbox(HelperOps):
         self.egress = SandboxEgress(allowlist, _slug(project_id)) if allowlist is not None else None
         self._relay: DockerProcessChannel | None = None
         self._relay_checked = 0.0
+        self._relay_pid = 0  # the relay's pid in the container: the desk's own, not a survivor of a session
         self._relay_lock = asyncio.Lock()
 
     def _helper_link(self, container_id: str) -> HelperChannel:
@@ -390,7 +391,9 @@ class DockerSandbox(HelperOps):
         except SandboxError as exc:
             log.warning("could not sweep the sandbox's processes: %s", exc)
             return {"killed": [], "alive": [{"pid": 0, "command": "?", "started_by": f"sweep failed: {exc}"}]}
-        self.last_sweep = {"killed": list(res.get("killed") or []), "alive": list(res.get("alive") or [])}
+        mine = self._relay_pid  # the allowlist's relay: started again before the next command, not reported
+        self.last_sweep = {k: [p for p in res.get(k) or [] if not mine or p.get("pid") != mine]
+                           for k in ("killed", "alive")}
         return self.last_sweep
 
     # -- the allowlist network mode (see _egress.py)
@@ -428,11 +431,12 @@ class DockerSandbox(HelperOps):
             eg.refuse("the image has no python3 for the proxy's relay")
             return
         async with self._relay_lock:
-            if self._relay is not None and self._relay.returncode is None:
+            if self._relay is not None and self._relay.returncode is None and await self._relay_alive():
                 return
-            if self._relay is not None and time.monotonic() - self._relay_checked < 5.0:
+            held = self._relay is not None and not self._relay_pid
+            if held and time.monotonic() - self._relay_checked < 5.0:
                 return  # the port was held (an earlier desk's relay): looked at again in a while
-            self._relay_checked = time.monotonic()
+            self._relay_checked, self._relay_pid = time.monotonic(), 0
             relay = await self.open_process(["python3", "-c", RELAY])
             try:
                 first = await asyncio.wait_for(relay.read(), 15.0)
@@ -440,8 +444,20 @@ class DockerSandbox(HelperOps):
                 log.warning("the proxy's relay did not start: %s", exc)
                 first = b""
             self._relay = relay
+            words = first.split()
+            if first.startswith(b"ready") and len(words) > 1 and words[1].isdigit():
+                self._relay_pid = int(words[1])
             if not first.startswith((b"ready", b"busy")):
                 eg.refuse(f"the proxy's relay did not start in the container ({first[:200]!r})")
+
+    async def _relay_alive(self) -> bool:
+        """Whether the relay's process is there now (its channel learns of a kill only a moment later)."""
+        if not self._relay_pid:
+            return False  # an earlier desk's relay held the port: try ours again (at most every few seconds)
+        alive = f"s=$(cat /proc/{self._relay_pid}/stat) || exit 1; case \"$s\" in *') Z '*|*') X '*) exit 1;; esac"
+        probe = {"command": ["sh", "-c", alive], "cwd": WORKSPACE, "env": {}, "timeout": 10.0,
+                 "output_limit": 1000, "stream": False}  # a killed relay may linger as a zombie a moment
+        return exec_result(await self._call("exec", probe, None, 30.0)).exit_code == 0
 
     def _network_mode(self) -> str:
         if self.companion_of is not None:
