@@ -152,6 +152,14 @@ class EgressProxy:
             up_writer.close()
             await self.gate.record(conn)
 
+    async def _ask(self, conn: NetworkConnection) -> bool:
+        try:
+            return await self.gate.ask(conn)
+        except Exception:  # asking failed: refused, never let through
+            log.exception("egress proxy: asking about %s:%d failed", conn.domain, conn.port)
+            conn.reason = "not listed (asking failed)"
+            return False
+
     async def _admit(self, conn: NetworkConnection) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """Judge the destination and connect to what the proxy resolved itself; _Refused says why not."""
         allow = self.gate.allowlist()
@@ -175,7 +183,7 @@ class EgressProxy:
             conn.address = addresses[0]
             if allow.admits_name(host, port):
                 conn.reason = "listed"
-            elif not await self.gate.ask(conn):
+            elif not await self._ask(conn):
                 raise _Refused(403, conn.reason or "not listed")
         try:
             return await asyncio.wait_for(asyncio.open_connection(conn.address, port, limit=CHUNK),
