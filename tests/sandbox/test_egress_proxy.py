@@ -147,3 +147,35 @@ async def test_only_the_sandbox_may_use_it(servers: LocalServers) -> None:
     finally:
         await p.close()
     assert reply == b"" and gate.connections == [] and servers.asked == []
+
+
+def test_bad_settings_mean_no_network_never_a_full_one() -> None:
+    from desktop_app.core import ConfigError
+    from desktop_app.sandbox import SandboxConfig
+
+    bad = SandboxConfig.from_settings({"network": "allowlist", "network_allow": ["pypi.org", "http://x y"]})
+    assert (bad.network, bad.network_allow) == (False, None)
+    assert "network_allow" in bad.network_problem and "no network" in bad.network_problem
+    assert bad.relaxations() == []  # nothing loosened: no network at all
+    good = SandboxConfig.from_settings({"network": "allowlist", "network_allow": ["@python"]})
+    assert (good.network, good.network_allow) == (False, ("@python",))
+    assert SandboxConfig.from_settings({"network_allow": ["pypi.org"]}).network_allow is None  # the mode decides
+    with pytest.raises(ConfigError, match="network setting"):
+        SandboxConfig.from_settings({"network": "some"})
+
+
+async def test_a_proxy_that_cannot_start_leaves_no_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from desktop_app.sandbox import DockerSandbox, SandboxConfig
+    from desktop_app.sandbox.docker._egress import SandboxEgress
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("d" * 120)))  # a socket path longer than unix allows
+    egress = SandboxEgress(NetworkAllowlist.parse(["pypi.org"]), "p-1234")
+    await egress.start()
+    assert egress.proxy is None and 'the network setting "allowlist"' in egress.problem
+    assert "no network" in egress.problem
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "file"))  # not a folder
+    sb = DockerSandbox("p", tmp_path, SandboxConfig.from_settings({"network": "allowlist", "network_allow": []}))
+    assert sb._egress_mount() == {} and sb.egress is not None and "cannot be made" in sb.egress.problem
+    desc = sb.describe()
+    assert desc.network == "none" and any(sb.egress.problem in r for r in desc.relaxations)
