@@ -391,7 +391,9 @@ class DockerSandbox(HelperOps):
         except SandboxError as exc:
             log.warning("could not sweep the sandbox's processes: %s", exc)
             return {"killed": [], "alive": [{"pid": 0, "command": "?", "started_by": f"sweep failed: {exc}"}]}
-        mine = self._relay_pid  # the allowlist's relay: started again before the next command, not reported
+        # the allowlist's relay (while its own channel says it runs): started again before the next command,
+        # not reported as a survivor of the session
+        mine = self._relay_pid if self._relay is not None and self._relay.returncode is None else 0
         self.last_sweep = {k: [p for p in res.get(k) or [] if not mine or p.get("pid") != mine]
                            for k in ("killed", "alive")}
         return self.last_sweep
