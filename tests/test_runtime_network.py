@@ -76,9 +76,9 @@ async def test_listed_passes_unlisted_asks_every_connection_is_evidence(desk_for
     conns = _network(first)
     assert [(c["domain"], c["verdict"], c["reason"]) for c in conns] == [
         ("good.test", "allowed", "listed"),
-        ("ask.test", "allowed", "answered: allowed"),
+        ("ask.test", "allowed", "answered: allowed once"),
         ("deny.test", "refused", "not listed (the person denied it)"),
-        ("proj.test", "allowed", "answered: allowed"),
+        ("proj.test", "allowed", "answered: allowed for this project"),
         ("rebind.test", "refused", "rebinding: the name resolves to the non-public address 10.20.30.40"),
         ("127.0.0.2", "refused", "an IP address, not listed"),
     ]

@@ -54,7 +54,7 @@ class ProjectNetworkGate:
     def __init__(self, project: ProjectInfo, executor: Executor, allowlist: NetworkAllowlist) -> None:
         self.project, self.executor, self.base = project, executor, allowlist
         self._answered = NetworkAllowlist.parse(answered_patterns(project.path))
-        self._asking: dict[tuple[str, int], asyncio.Future[bool]] = {}
+        self._asking: dict[tuple[str, int], asyncio.Future[tuple[bool, str]]] = {}
         self._records: dict[int, list[ToolCallRecord]] = {}
 
     def allowlist(self) -> NetworkAllowlist:
@@ -85,11 +85,10 @@ class ProjectNetworkGate:
             pending = asyncio.ensure_future(self._ask_person(record, conn))
             self._asking[key] = pending
             pending.add_done_callback(lambda _f: self._asking.pop(key, None))
-        allowed = await asyncio.shield(pending)
-        conn.reason = "answered: allowed" if allowed else "not listed (the person denied it)"
+        allowed, conn.reason = await asyncio.shield(pending)
         return allowed
 
-    async def _ask_person(self, record: ToolCallRecord, conn: NetworkConnection) -> bool:
+    async def _ask_person(self, record: ToolCallRecord, conn: NetworkConnection) -> tuple[bool, str]:
         tool = self.executor.registry.find(record.name)
         what = tool.summarize(record.input).removeprefix(f"{record.name}: ") if tool is not None else ""
         text = f"{record.name} `{what}` wants {conn.domain}:{conn.port}" if what else \
@@ -97,12 +96,15 @@ class ProjectNetworkGate:
         answer = await self.executor.questions.ask(
             record.session_id, record.id, "question", text, choices=CHOICES,
             meta={"network": {"domain": conn.domain, "port": conn.port, "address": conn.address}})
-        if not answer.answered or answer.text not in (ALLOW_ONCE, ALLOW_PROJECT):
-            return False
+        if not answer.answered:
+            return False, f"not listed (nobody answered: {answer.note or 'no answer'})"
+        if answer.text not in (ALLOW_ONCE, ALLOW_PROJECT):
+            return False, "not listed (the person denied it)"
         if answer.text == ALLOW_PROJECT:
             await asyncio.to_thread(allow_for_project, self.project.path, conn.domain, conn.port)
             self._answered = NetworkAllowlist.parse(answered_patterns(self.project.path))
-        return True
+            return True, "answered: allowed for this project"
+        return True, "answered: allowed once"
 
     async def record(self, conn: NetworkConnection) -> None:
         """The connection, with its bytes and times, in the trail of the call(s) it came from (the hash chain);
