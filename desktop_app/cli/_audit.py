@@ -41,7 +41,7 @@ async def _audit_list(args: argparse.Namespace, store: SqlStore) -> int:
     project_id = project_id_for(projects, args.project) if args.project else None
     q = audit_query(project_id=project_id, session_id=args.session, tool=args.tool, states=args.state,
                    outcome=args.outcome, text=args.text, limit=args.limit, tool_use_id=args.tool_use_id,
-                   risk=args.risk, decider=args.decider, mcp_server=args.mcp_server)
+                   risk=args.risk, decider=args.decider, mcp_server=args.mcp_server, domain=args.domain)
     for r in await store.list_records(q):
         ms = f"{r.duration_ms:.0f}ms" if r.duration_ms is not None else "-"
         print(f"{r.id}  {when(r.created_at)}  {r.name:14} {r.state.value:17} "

@@ -174,6 +174,8 @@ def _add_audit(sub: _Sub) -> None:
                     help="person: someone answered its approval; desk: the rules, the mode or a hook decided "
                          "(rule, mode, hook: which); expiry: nobody answered in time")
     al.add_argument("--mcp-server", metavar="NAME", help="the calls of one MCP server's tools")
+    al.add_argument("--domain", help="calls that connected (or tried to) to this domain or its subdomains through "
+                    "the network proxy")
     al.add_argument("--limit", type=int, default=50)
     asub.add("show", help="one call with its audit trail").add_argument(
         "id", help="the desk's call id, or a model's tool_use id that only one call carries")

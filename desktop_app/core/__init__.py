@@ -106,6 +106,13 @@ from ._mcp import (
 )
 from ._messages import StoredMessage, ToolCall
 from ._names import name_refusal
+from ._network import (
+    ALLOWLIST_SETTING,
+    NetworkAllowlist,
+    NetworkConnection,
+    is_ip_literal,
+    is_public,
+)
 from ._pricing import price_for
 from ._project import ProjectInfo, SessionInfo, title_from
 from ._project_settings import ProjectSettings
@@ -205,6 +212,7 @@ from .policy import (
 )
 
 __all__ = [
+    "ALLOWLIST_SETTING",
     "BUILTIN_TEMPLATES",
     "CONFLICT_SUFFIX",
     "DEFAULT_IMAGE",
@@ -275,6 +283,8 @@ __all__ = [
     "ModelRequest",
     "ModelUsage",
     "NarrowedPolicy",
+    "NetworkAllowlist",
+    "NetworkConnection",
     "OfferedToolsHook",
     "OffloadedPreHook",
     "Outcome",
@@ -367,6 +377,8 @@ __all__ = [
     "hooks_digest",
     "instructions_digest",
     "instructions_text",
+    "is_ip_literal",
+    "is_public",
     "is_summary",
     "load_rules",
     "load_skills",

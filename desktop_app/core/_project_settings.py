@@ -36,8 +36,12 @@ class ProjectSettings(BaseModel):
     # the sandbox: these defaults are SandboxConfig's hardened ones (a test keeps them equal)
     sandbox: str = "docker"
     """The sandbox kind: docker, or local (tools on this machine, unsafe; chosen explicitly)."""
-    network: bool = False
-    """Network access from the sandbox."""
+    network: bool | str = False
+    """Network access from the sandbox: False (none), True (full, bridge) or "allowlist" (only what
+    network_allow lists, through the desk's proxy; anything else asks)."""
+    network_allow: list[str] = Field(default_factory=list)
+    """The allowlist mode's domain patterns ("pypi.org", "*.example.org:443", "10.0.0.5") and presets
+    ("@python", "@node", "@debian", "@github")."""
     memory: int | float | str = "2g"
     """The memory limit: bytes, or a size like "2g" or "512m"."""
     cpus: float = 2.0

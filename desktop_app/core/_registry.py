@@ -13,7 +13,8 @@ from .policy import Action, Rule, ToolFacts
 PROFILES: dict[str, frozenset[str]] = {
     "minimal": frozenset({"fs_read", "fs_glob", "fs_grep", "todo_read", "todo_write"}),
     "read-only": frozenset({"@read_only"}),
-    "coding": frozenset({"group:fs", "group:runtime", "group:todo", "group:person", "group:vcs", "group:plugin"}),
+    "coding": frozenset({"group:fs", "group:runtime", "group:todo", "group:person", "group:vcs", "group:web",
+                         "group:plugin"}),
     "full": frozenset({"*"}),
 }
 TOOL_PROFILES: tuple[str, ...] = tuple(PROFILES)

@@ -35,6 +35,12 @@ def system_prompt(project: ProjectInfo, sandbox: Sandbox | None) -> str:
                 "The sandbox has no network access: package downloads and other network calls will fail. "
                 "The user can relax this per project; do not try to work around it."
             )
+        elif desc.network == "allowlist":
+            lines.append(
+                "The sandbox reaches the network only through the desk's proxy (HTTP_PROXY/HTTPS_PROXY are set; "
+                "there is no DNS): domains the project lists pass, any other asks the user or is refused, and "
+                "every connection is recorded. Do not try to work around it."
+            )
         else:
             lines.append(f"The user relaxed the sandbox's network: {desc.network}.")
         if desc.relaxations:

@@ -17,7 +17,7 @@ from ._checkpoints import ShadowStore
 from ._errors import AgentDeskError
 from ._events import ErrorEvent
 from ._hooks import HookChain
-from ._record import Outcome, ToolCallState
+from ._record import Outcome, ToolCallRecord, ToolCallState
 from ._recorder import RecordWriter
 from ._redaction import Redactor
 from ._result_cache import ResultCache
@@ -45,6 +45,8 @@ class ToolRunner:
         self.last_write_end = 0.0
         self.cache = ResultCache()  # results of cacheable read-only tools, stale once anything may write
         self.checkpoints: ShadowStore | None = None  # the workspace recorded around each call that may write
+        # The records whose tool runs now, by id: the network proxy names the call a connection came from.
+        self.executing: dict[str, ToolCallRecord] = {}
 
     def _clean(self, text: str) -> str:
         return self.redactor.redact(text) if text else text
@@ -78,12 +80,14 @@ class ToolRunner:
             return
         task = asyncio.ensure_future(tool.run(job.args, ctx))
         self.writing += not tool.read_only
+        self.executing[record.id] = record
         try:
             in_time = await _finished_in_time(task, run.abort, timeout)
             flush_updates(job, self.bus)
             # Even a call that failed or was cancelled may have changed files: they come back all the same.
             after = await self._sync(job, "both") if not tool.read_only else before
         finally:  # the files it wrote (and the sync brought back) are the tool's, not the person's
+            self.executing.pop(record.id, None)
             if not tool.read_only:
                 self.writing -= 1
                 self.last_write_end = time.monotonic()

@@ -68,6 +68,7 @@ from ._instructions import record_instructions, session_instructions
 from ._liveness import mark_open_here
 from ._mcp import CompanionFactory, McpConfig, default_companion, mcp_config, mcp_secret
 from ._mode_sandbox import ModeSandboxes, read_only_mode
+from ._network import network_problem, wire_network
 from ._plugins import Plugins, load_plugins
 from ._project_settings import DEFAULT_PROFILE, approval_expiry, project_profile
 from ._rewind import checkpoint_store
@@ -216,9 +217,15 @@ class ProjectRuntime:
         """Start the sandbox in the background, once; `ready()` reports a failure."""
         if self._started is None:
             self._started = asyncio.ensure_future(self.project_sandbox().start())
+            self._started.add_done_callback(self._network_said)
             if self.mcp is not None:  # in the background too: a server not ready yet is simply not offered
                 self.mcp.start()
         return self._started
+
+    def _network_said(self, started: asyncio.Future[None]) -> None:
+        problem = "" if started.cancelled() or started.exception() else network_problem(self.sandbox)
+        if problem:
+            self.bus.publish(ErrorEvent(source="network", message=problem))
 
     async def ready(self) -> None:
         """Wait until the sandbox has started; a sandbox that cannot start raises here."""
@@ -471,6 +478,7 @@ async def build_runtime(
     sandbox = sandbox_factory(project)
     sandboxes = ModeSandboxes(sandbox, store=store, bus=bus, project_id=project.id)
     policy.mode_listeners.append(sandboxes.mode_changed)  # a session's mode changed: its sandbox switches now
+    wire_network(project, executor, sandbox)
     stack = cleanup if cleanup is not None else AsyncExitStack()
     stack.push_async_callback(_quietly, sandbox.close, f"the sandbox of {project.name}")
     stack.push_async_callback(_quietly, sandboxes.close, f"the read-only sandbox of {project.name}")

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from ..core import DEFAULT_IMAGE, ConfigError
+from ..core import ALLOWLIST_SETTING, DEFAULT_IMAGE, ConfigError, NetworkAllowlist
 
 GIB = 1024**3
 DEFAULT_MEMORY = 2 * GIB
@@ -58,6 +58,10 @@ class SandboxConfig:
     workspace: str = "auto"  # auto | synced | bind: see syncs_workspace()
     lease_dir: str = ""  # where the desk's processes hold their containers' leases ("": no lease, never swept)
     runtime: str = ""  # the OCI runtime: "" (the engine's default, runc) or "runsc" (gVisor: a kernel of its own)
+    # "network": "allowlist": the patterns as written (None: not that mode). The container then sits on an
+    # internal network whose only way out is the desk's proxy; `network` stays False (no bridge).
+    network_allow: tuple[str, ...] | None = None
+    network_problem: str = ""  # why the allowlist mode fell back to no network (a malformed pattern)
 
     def __post_init__(self) -> None:
         if self.kind not in ("docker", "local"):
@@ -87,6 +91,7 @@ class SandboxConfig:
             kw["kind"] = s["sandbox"]
         if "workspace_ro" in s:
             kw["workspace_readonly"] = bool(s["workspace_ro"])
+        kw.update(_network_mode(s))
         if image and "image" not in kw:
             kw["image"] = image
         for key in ("memory", "tmp_size", "home_size"):
@@ -97,10 +102,17 @@ class SandboxConfig:
         except TypeError as exc:
             raise ConfigError(f"bad sandbox settings: {exc}") from None
 
+    @property
+    def allowlist(self) -> NetworkAllowlist | None:
+        """The parsed list in the allowlist mode (checked when the config was made), else None."""
+        return NetworkAllowlist.parse(self.network_allow) if self.network_allow is not None else None
+
     def relaxations(self) -> list[str]:
         out = []
         if self.network:
             out.append("network: on (bridge)")
+        if self.network_allow:
+            out.append(f"network: allowlist through the desk's proxy ({', '.join(self.network_allow)})")
         if self.memory > DEFAULT_MEMORY:
             out.append(f"memory: {human_size(self.memory)} (default {human_size(DEFAULT_MEMORY)})")
         if self.cpus > DEFAULT_CPUS:
@@ -112,12 +124,28 @@ class SandboxConfig:
     def container_hash(self, **extra: Any) -> str:
         """What a container was made from; a different hash means the container is recreated."""
         d = asdict(self)
-        for k in ("keep_running", "idle_limit_s", "kind", "workspace", "lease_dir"):
+        d["network_allow"] = self.network_allow is not None  # the list itself is the proxy's, not the container's
+        for k in ("keep_running", "idle_limit_s", "kind", "workspace", "lease_dir", "network_problem"):
             d.pop(k)  # the workspace's mode is judged with the engine: the caller passes `synced`
         if not d["runtime"]:
             d.pop("runtime")  # a container made before the setting existed keeps its hash
         d.update(extra)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _network_mode(s: Mapping[str, Any]) -> dict[str, Any]:
+    """The `network` setting: False (default), True (bridge) or "allowlist" with `network_allow`. A malformed
+    list falls back to no network at all, with the reason kept (never to a full network)."""
+    mode = s.get("network", False)
+    if mode is False or mode is None or mode is True:
+        return {"network": bool(mode), "network_allow": None, "network_problem": ""}
+    if mode != "allowlist":
+        raise ConfigError(f"unknown network setting {mode!r}", hint='use false (none), true (full) or "allowlist"')
+    try:
+        allow = NetworkAllowlist.parse(s.get(ALLOWLIST_SETTING) or [])
+    except ConfigError as exc:
+        return {"network": False, "network_allow": None, "network_problem": exc.user_message()}
+    return {"network": False, "network_allow": allow.written, "network_problem": ""}
 
 
 WORKSPACE_MODES = ("auto", "synced", "bind")

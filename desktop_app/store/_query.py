@@ -36,6 +36,7 @@ class AuditQuery:
     risk: str | None = None  # "low", "medium" or "high", as the call was judged
     decider: str | None = None  # "person" answered its approval; "desk" (any of:) "rule", "mode", "hook", "expiry"
     mcp_server: str | None = None  # the calls of one MCP server's tools (mcp__SERVER__tool)
+    domain: str | None = None  # calls that connected (or tried to) through the network proxy to it or a subdomain
     since: float | None = None
     until: float | None = None
     text: str | None = None
@@ -168,6 +169,8 @@ def build_sql(q: AuditQuery, *, dialect: str) -> SqlParts:
         clauses.append("t.name LIKE :mcp_prefix ESCAPE '!'")
         p.params["mcp_prefix"] = "mcp!_!_" + q.mcp_server.replace("!", "!!").replace("_", "!_").replace(
             "%", "!%") + "!_!_%"
+    if q.domain:
+        clauses.append(_domain_clause(p, q.domain))
     if q.text:
         clauses += _text_clauses(p, q.text)
     if q.after is not None:
@@ -198,6 +201,18 @@ def _decider_clause(p: SqlParts, decider: str) -> str:
     kinds = _LAST_KIND[decider]
     p.params.update({f"kind{i}": k for i, k in enumerate(kinds)})
     return f"{by} IS NULL AND {last} IN ({', '.join(f':kind{i}' for i in range(len(kinds)))})"
+
+
+def _domain_clause(p: SqlParts, domain: str) -> str:
+    """The call has a network entry in its trail for `domain` or one of its subdomains (the proxy's evidence)."""
+    p.params["domain"] = domain.strip().lower().rstrip(".")
+    p.params["subdomain"] = "%." + p.params["domain"].replace("!", "!!").replace("%", "!%").replace("_", "!_")
+    if p.dialect == "postgresql":
+        field = "(e.data::jsonb -> 'network' ->> 'domain')"
+    else:
+        field = "json_extract(e.data, '$.network.domain')"
+    return (f"EXISTS (SELECT 1 FROM audit_entries e WHERE e.record_id = t.id AND e.actor = 'network' "
+            f"AND ({field} = :domain OR {field} LIKE :subdomain ESCAPE '!'))")
 
 
 def _text_clauses(p: SqlParts, text: str) -> list[str]:

@@ -21,6 +21,7 @@ from ._preview import preview_diff
 from ._skill import SkillTool, skill_tools
 from ._task import TaskRun
 from ._todo import TodoRead, TodoWrite
+from ._web import WebFetch
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -61,6 +62,7 @@ BUILTIN_TOOLS: list[Tool] = [
     BashKill(),
     TodoRead(),
     TodoWrite(),
+    WebFetch(),
     AskUser(),
     ExitPlanMode(),
 ]

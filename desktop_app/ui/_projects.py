@@ -38,7 +38,8 @@ class _ProjectNode:
 def project_subtitle(p: ProjectInfo) -> str:
     """The project's second line: its image first (its name, elided on the right when narrow), the mode, the
     network; the folder is the tooltip's."""
-    net = "net on" if ProjectSettings.of(p.settings).network else "no net"
+    network = ProjectSettings.of(p.settings).network
+    net = "net allowlist" if network == "allowlist" else "net on" if network is True else "no net"
     return f"{p.image} · {p.permission_mode} · {net}"
 
 

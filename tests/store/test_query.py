@@ -198,3 +198,26 @@ async def test_who_decided_and_which_mcp_server_on_both_databases(store: SqlStor
     assert [r.name for r in await store.query(AuditQuery(mcp_server="git%hub"))] == ["mcp__git%hub__list"]
     with pytest.raises(StoreError, match="unknown decider 'robot'"):
         await store.query(AuditQuery(decider="robot"))
+
+
+async def test_by_network_domain(store: SqlStore) -> None:
+    """The proxy's evidence in a call's trail: found by the domain or a parent domain, on both databases."""
+    from desktop_app.core import AuditEntry
+
+    made = {}
+    for name, domains in (("a", ["files.pythonhosted.org", "pypi.org"]), ("b", ["evil_%.org"]), ("c", [])):
+        rec = make_record("bash_run", command=name)
+        await store.save_transition(rec, pending(rec))
+        await store.save_transition(rec, rec.transition(ToolCallState.EXECUTING, actor="executor"))
+        for d in domains:
+            rec.trail.append(AuditEntry(rec.id, rec.state, 1.0, "network", f"network: {d}:443 allowed",
+                                        {"network": {"domain": d, "port": 443, "verdict": "allowed"}}))
+            await store.save_transition(rec, rec.trail[-1])
+        made[name] = rec.id
+    assert await _ids(store, AuditQuery(domain="pypi.org")) == [made["a"]]
+    assert await _ids(store, AuditQuery(domain="pythonhosted.org")) == [made["a"]]
+    assert await _ids(store, AuditQuery(domain="PyPI.org.")) == [made["a"]]
+    assert await _ids(store, AuditQuery(domain="hosted.org")) == []  # a parent domain, not a suffix of letters
+    assert await _ids(store, AuditQuery(domain="%.org")) == []  # LIKE's wildcards are only letters here
+    assert await _ids(store, AuditQuery(domain="evil_%.org")) == [made["b"]]
+    assert await _ids(store, AuditQuery(domain="org")) == [made["b"], made["a"]]

@@ -20,6 +20,7 @@ EXPECTED = {
     "bash_kill": (False, "group:runtime"),
     "todo_read": (True, "group:todo"),
     "todo_write": (False, "group:todo"),
+    "web_fetch": (True, "group:web"),
     "ask_user": (True, "group:person"),
     "exit_plan_mode": (True, "group:person"),
 }
@@ -37,6 +38,7 @@ INPUT_FIELDS = {
     "bash_kill": {"process_id"},
     "todo_read": set(),
     "todo_write": {"todos"},
+    "web_fetch": {"url", "format", "max_bytes"},
     "ask_user": {"question", "choices"},
     "exit_plan_mode": {"plan"},
 }
@@ -79,6 +81,7 @@ def test_the_builtin_tools_have_the_fixed_names_flags_and_inputs():
         ("todo_read", {}, "todo_read"),
         ("todo_write", {"todos": [{"status": "completed"}, {"status": "in_progress"}]},
          "todo_write: 2 todos (1 done, 1 in progress)"),
+        ("web_fetch", {"url": "https://pypi.org/simple/x/"}, "web_fetch: https://pypi.org/simple/x/"),
     ],
 )
 def test_summaries(name, raw, expected):

@@ -41,6 +41,7 @@ from ..exec import ExecTransport
 from ..helper.processes import KILL_GRACE_S
 from ..images import image_name_for_tag, refuse_loosening
 from ..sync import SyncedWorkspace, remove_project_volumes
+from ._egress import CONTAINER_DIR, RELAY, SandboxEgress, egress_dir, proxy_env
 from ._helper_channel import OP_TIMEOUT_S, HelperChannel
 from ._leases import LABEL_KEEP, LABEL_LEASES, ContainerLease
 from ._process import DockerProcessChannel
@@ -206,6 +207,13 @@ class DockerSandbox(HelperOps):
         # What the session's end found running and killed, and what is still alive after (see sweep()).
         self.last_sweep: dict[str, Any] = {"killed": [], "alive": []}
         self.synced_workspace = SyncedWorkspace(self.config, self.folder, project_id, self._pool, self._helper_link)
+        # "network": "allowlist": the container's only way out is this proxy (see _egress.py)
+        allowlist = self.config.allowlist
+        self.egress = SandboxEgress(allowlist, _slug(project_id)) if allowlist is not None else None
+        self._relay: DockerProcessChannel | None = None
+        self._relay_checked = 0.0
+        self._relay_pid = 0  # the relay's pid in the container: the desk's own, not a survivor of a session
+        self._relay_lock = asyncio.Lock()
 
     def _helper_link(self, container_id: str) -> HelperChannel:
         return HelperChannel(self._client.api, container_id, self._pool)
@@ -238,6 +246,8 @@ class DockerSandbox(HelperOps):
                 return
             try:
                 await self._run(self._ensure_container)
+                if self.egress is not None and not self.egress.problem:
+                    await self.egress.start()
                 channel = self._helper_link(self._container.id)
                 has_python = await self._run(channel.open)
             except SandboxError:
@@ -280,7 +290,8 @@ class DockerSandbox(HelperOps):
         # The folder's inode too: a bind mount keeps a deleted-and-recreated folder's old inode. The control
         # mounts too: a `.git` that appeared since (`git init`) is mounted read-only at the next start.
         suffix = self._suffix()
-        role = {"companion": [suffix, self._network_mode()]} if suffix else {}
+        role: dict[str, Any] = {"companion": [suffix, self._network_mode()]} if suffix else {}
+        role.update(self._egress_mount())
         want = self.config.container_hash(
             image_id=image.id, folder=self.folder, inode=(st.st_dev, st.st_ino), uid=self._uid, gid=self._gid,
             controls=[list(m) for m in self._controls], mounts_version=MOUNTS_VERSION, **role, **synced,
@@ -359,10 +370,12 @@ class DockerSandbox(HelperOps):
                 },
                 user=f"{self._uid}:{self._gid}",
                 working_dir=WORKSPACE,
-                environment={"HOME": HOME, "LANG": "C.UTF-8", "USER": "sandbox"},
+                environment={"HOME": HOME, "LANG": "C.UTF-8", "USER": "sandbox",
+                             **(proxy_env() if self.egress is not None else {})},
                 mounts=self.synced_workspace.mounts(
                     [Mount(WORKSPACE, self.folder, type="bind", read_only=cfg.workspace_readonly)]
-                    + [Mount(target, source, type="bind", read_only=ro) for target, source, ro in self._controls]),
+                    + [Mount(target, source, type="bind", read_only=ro) for target, source, ro in self._controls]
+                    + self._egress_mounts()),
                 tmpfs={
                     "/tmp": f"rw,nosuid,nodev,exec,size={cfg.tmp_size},mode=1777",
                     HOME: f"rw,nosuid,nodev,exec,size={cfg.home_size},mode=0700,{ids}",
@@ -400,7 +413,11 @@ class DockerSandbox(HelperOps):
         except SandboxError as exc:
             log.warning("could not sweep the sandbox's processes: %s", exc)
             return {"killed": [], "alive": [{"pid": 0, "command": "?", "started_by": f"sweep failed: {exc}"}]}
-        self.last_sweep = {"killed": list(res.get("killed") or []), "alive": list(res.get("alive") or [])}
+        # the allowlist's relay (while its own channel says it runs): started again before the next command,
+        # not reported as a survivor of the session
+        mine = self._relay_pid if self._relay is not None and self._relay.returncode is None else 0
+        self.last_sweep = {k: [p for p in res.get(k) or [] if not mine or p.get("pid") != mine]
+                           for k in ("killed", "alive")}
         return self.last_sweep
 
     def _suffix(self) -> str:
@@ -416,6 +433,69 @@ class DockerSandbox(HelperOps):
         other.twin = TWIN_SUFFIX
         return other
 
+    # -- the allowlist network mode (see _egress.py)
+    def _egress_mount(self) -> dict[str, str]:
+        """The proxy's folder on this machine, mounted into the container (and so in its hash); {} when the mode
+        is off or cannot be served (a remote engine cannot see this machine's folder: no network then)."""
+        eg = self.egress
+        if eg is None or eg.problem:
+            return {}
+        if not self.engine().startswith("unix://"):
+            eg.refuse(f"the desk's proxy needs the engine on this machine, not {self.engine()}")
+            return {}
+        try:
+            eg.folder = egress_dir(eg.slug)
+        except OSError as exc:
+            eg.refuse(f"the proxy's folder cannot be made ({exc})")
+            return {}
+        return {"egress": str(eg.folder)}
+
+    def _egress_mounts(self) -> list[Any]:
+        from docker.types import Mount
+
+        eg = self.egress
+        if eg is None or eg.problem or eg.folder is None:
+            return []
+        return [Mount(CONTAINER_DIR, str(eg.folder), type="bind", read_only=True)]
+
+    async def _ensure_relay(self) -> None:
+        """The relay from 127.0.0.1:3128 in the container to the proxy's socket runs (a session's end kills every
+        process in the container; the agent may kill it too): started again before a command when it is gone."""
+        eg = self.egress
+        if eg is None or eg.proxy is None or eg.problem:
+            return
+        if self.transport != "helper":
+            eg.refuse("the image has no python3 for the proxy's relay")
+            return
+        async with self._relay_lock:
+            if self._relay is not None and self._relay.returncode is None and await self._relay_alive():
+                return
+            held = self._relay is not None and not self._relay_pid
+            if held and time.monotonic() - self._relay_checked < 5.0:
+                return  # the port was held (an earlier desk's relay): looked at again in a while
+            self._relay_checked, self._relay_pid = time.monotonic(), 0
+            relay = await self.open_process(["python3", "-c", RELAY])
+            try:
+                first = await asyncio.wait_for(relay.read(), 15.0)
+            except (TimeoutError, SandboxError) as exc:
+                log.warning("the proxy's relay did not start: %s", exc)
+                first = b""
+            self._relay = relay
+            words = first.split()
+            if first.startswith(b"ready") and len(words) > 1 and words[1].isdigit():
+                self._relay_pid = int(words[1])
+            if not first.startswith((b"ready", b"busy")):
+                eg.refuse(f"the proxy's relay did not start in the container ({first[:200]!r})")
+
+    async def _relay_alive(self) -> bool:
+        """Whether the relay's process is there now (its channel learns of a kill only a moment later)."""
+        if not self._relay_pid:
+            return False  # an earlier desk's relay held the port: try ours again (at most every few seconds)
+        alive = f"s=$(cat /proc/{self._relay_pid}/stat) || exit 1; case \"$s\" in *') Z '*|*') X '*) exit 1;; esac"
+        probe = {"command": ["sh", "-c", alive], "cwd": WORKSPACE, "env": {}, "timeout": 10.0,
+                 "output_limit": 1000, "stream": False}  # a killed relay may linger as a zombie a moment
+        return exec_result(await self._call("exec", probe, None, 30.0)).exit_code == 0
+
     def _network_mode(self) -> str:
         if self.companion_of is not None:
             return self.companion_of.network
@@ -426,7 +506,8 @@ class DockerSandbox(HelperOps):
         image, mounts, user, limits and hardening, but `network`; its own name; removed when closed. Its
         describe() names the relaxation ("network: bridge, for MCP server 'fetch'")."""
         role = Companion(suffix, network, purpose or f"MCP server {suffix!r}")
-        other = DockerSandbox(self.project_id, self.folder, replace(self.config, network=False, keep_running=False),
+        other = DockerSandbox(self.project_id, self.folder, replace(self.config, network=False, network_allow=None,
+                                                                    keep_running=False),
                               client=self._client, max_workers=4)
         other.companion_of = role
         return other
@@ -437,6 +518,8 @@ class DockerSandbox(HelperOps):
         await self._close_processes()
         await self.sweep()
         await self.synced_workspace.close(self.config.keep_running)
+        if self.egress is not None:
+            await self.egress.close()
         self._closed = True
         channel, self._channel = self._channel, None
         if channel is not None:
@@ -475,13 +558,17 @@ class DockerSandbox(HelperOps):
         if self.companion_of is not None:
             role = self.companion_of
             relaxations.append(f"network: {role.network}, for {role.purpose}")
+        problem = cfg.network_problem or (self.egress.problem if self.egress is not None else "")
+        if problem:
+            relaxations.append(f"network: none ({problem})")
         return SandboxDescription(
             kind="docker",
             unsandboxed=False,
             container_id=self.container_id[:12],
             image=cfg.image,
             image_digest=self._image_id,
-            network=self._network_mode(),
+            network=self._network_mode() if self.egress is None else (
+                "allowlist" if self.egress.proxy and not self.egress.problem else "none"),
             limits={
                 "memory": human_size(cfg.memory),
                 "cpus": cfg.cpus,
@@ -547,6 +634,10 @@ class DockerSandbox(HelperOps):
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
     ) -> ExecResult:
         timeout = clamp_timeout(timeout, MAX_TIMEOUT_S)
+        if self.egress is not None:
+            if not self._transport_ready():
+                await self.start()
+            await self._ensure_relay()
         args = {
             "command": command,
             "cwd": cwd,

@@ -213,9 +213,12 @@ class ProjectSettingsDialog(FutureDialog):
         self.image.currentTextChanged.connect(self._image_changed)
 
     def _build_limits(self, st: dict[str, Any], mode: str) -> None:
-        self.network = QCheckBox("Allow network access from the sandbox")
         known = ProjectSettings.of(st)
-        self.network.setChecked(bool(known.network))
+        # "allowlist" is kept as it is unless the person ticks the full network (the list is edited in settings)
+        self._network_mode = known.network
+        allow = " (now: allowlist only)" if known.network == "allowlist" else ""
+        self.network = QCheckBox(f"Allow network access from the sandbox{allow}")
+        self.network.setChecked(known.network is True)
         self.memory = QLineEdit(str(known.memory))
         self.cpus = QDoubleSpinBox()
         self.cpus.setRange(0.1, 64)
@@ -505,7 +508,8 @@ class ProjectSettingsDialog(FutureDialog):
             settings=merged_settings({
                 **{k: v for k, v in (base.settings if base else {}).items() if k != "project_image"},
                 **self._project_image_setting(),
-                "network": self.network.isChecked(),
+                "network": True if self.network.isChecked() else (
+                    "allowlist" if self._network_mode == "allowlist" else False),
                 "memory": self.memory.text().strip() or "2g",
                 "cpus": self.cpus.value(),
                 "workspace_ro": self.workspace_ro.isChecked(),

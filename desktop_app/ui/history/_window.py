@@ -66,6 +66,9 @@ class HistoryWindow(QMainWindow):
         self.risk.addItem("any risk", None)
         for r in ("low", "medium", "high"):
             self.risk.addItem(f"{r} risk", r)
+        self.domain = QLineEdit()
+        self.domain.setPlaceholderText("network domain")
+        self.domain.setToolTip("Calls that connected (or tried to) to this domain or its subdomains")
         self.decider = QComboBox()
         for label, value in (("anyone decided", None), ("a person decided", "person"),
                              ("the desk decided", "desk"), ("a rule decided", "rule"),
@@ -89,6 +92,7 @@ class HistoryWindow(QMainWindow):
         self.search_btn.setDefault(True)
         self.search_btn.clicked.connect(self._search_clicked)
         self.text.returnPressed.connect(self._search_clicked)
+        self.domain.returnPressed.connect(self._search_clicked)
 
     def _build_view(self) -> None:
         self.view = record_table(self.model, QAbstractItemView.SelectionMode.ExtendedSelection, stretch=3,
@@ -122,6 +126,7 @@ class HistoryWindow(QMainWindow):
         filters.addWidget(self.state, 1)
         filters.addWidget(self.risk)
         filters.addWidget(self.decider)
+        filters.addWidget(self.domain, 1)
         for w in (self.use_since, self.since, self.use_until, self.until, self.search_btn):
             filters.addWidget(w)
         split = QSplitter(Qt.Orientation.Horizontal)
@@ -149,6 +154,7 @@ class HistoryWindow(QMainWindow):
             "project_id": self.project.currentData(),
             "risk": self.risk.currentData(),
             "decider": self.decider.currentData(),
+            "domain": self.domain.text().strip() or None,
         }
         if self.use_since.isChecked():
             f["since"] = self.since.dateTime().toSecsSinceEpoch()

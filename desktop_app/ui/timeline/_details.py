@@ -42,7 +42,8 @@ def render_call_details(row: TimelineRow, output: str = "", rec: ToolCallRecord 
     parts[2:2] = _mcp_parts(row, rec)
     if rec is not None:
         parts.insert(2, _risk_part(rec))
-        parts += _result_parts(rec) + _provenance_parts(rec) + _trail_parts(rec) + _sandbox_parts(rec)
+        parts += _result_parts(rec) + _provenance_parts(rec) + _network_parts(rec) + _trail_parts(rec)
+        parts += _sandbox_parts(rec)
     return "".join(parts)
 
 
@@ -91,6 +92,25 @@ def _provenance_parts(rec: ToolCallRecord) -> list[str]:
         src = f" ({e(p.source)})" if p.source else ""
         parts.append(f"<li><b>{e(p.decision or '?')}</b> by {e(p.kind)}: <code>{e(p.detail)}</code>{src}</li>")
     parts.append("</ul>")
+    return parts
+
+
+def _network_parts(rec: ToolCallRecord) -> list[str]:
+    """The connections the sandbox made through the desk's proxy while this call ran (its trail's evidence)."""
+    conns = [t.data["network"] for t in rec.trail if t.actor == "network" and isinstance(t.data.get("network"), dict)]
+    if not conns:
+        return []
+    parts = ["<h4>Network</h4><table cellspacing='0' cellpadding='2'>"]
+    for c in conns:
+        start, end = float(c.get("started_at") or 0), float(c.get("ended_at") or 0)
+        span = time.strftime("%H:%M:%S", time.localtime(start)) + (f" +{(end - start) * 1000:.0f} ms" if end else "")
+        colour = "#2e7d32" if c.get("verdict") == "allowed" else "#c62828"
+        parts.append(
+            f"<tr><td>{e(span)}</td><td><b>{e(visible(str(c.get('domain'))))}:{e(str(c.get('port')))}</b></td>"
+            f"<td style='color:{colour}'>{e(str(c.get('verdict')))}</td><td>{e(visible(str(c.get('reason'))))}</td>"
+            f"<td>{int(c.get('bytes_up') or 0):,} B up, {int(c.get('bytes_down') or 0):,} B down</td>"
+            f"<td><small>{e(str(c.get('attribution') or ''))}</small></td></tr>")
+    parts.append("</table>")
     return parts
 
 

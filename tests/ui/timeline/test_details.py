@@ -39,3 +39,20 @@ def test_an_edited_call_shows_what_ran_beside_the_model_s_input() -> None:
     html = render_call_details(TimelineRow.from_record(rec))
     assert html.index("Input, as the person edited it (what ran)") < html.index("ls narwhal") \
         < html.index("The model's input") < html.index("ls zebrafish")
+
+
+def test_the_calls_connections_are_shown_under_it() -> None:
+    from desktop_app.core import NetworkConnection
+
+    rec = ToolCallRecord(name="bash_run", input={"command": "pip install foo"}, id="c5")
+    rec.transition(ToolCallState.EXECUTING, actor="executor")
+    ok = NetworkConnection("pypi.org", 443, 100.0, "allowed", "listed", "151.101.0.223", 812, 53_000, 100.25,
+                           attribution="the one call executing")
+    no = NetworkConnection("evil.example", 443, 101.0, "refused", "not listed (strict mode)")
+    for conn in (ok, no):
+        rec.trail.append(AuditEntry(rec.id, rec.state, conn.started_at, "network", conn.summary(),
+                                    {"network": conn.to_dict()}))
+    html = render_call_details(TimelineRow.from_record(rec), rec=rec)
+    assert "<h4>Network</h4>" in html and "<b>pypi.org:443</b>" in html and "812 B up, 53,000 B down" in html
+    assert "+250 ms" in html and "the one call executing" in html
+    assert "<b>evil.example:443</b>" in html and "not listed (strict mode)" in html

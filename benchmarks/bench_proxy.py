@@ -1,0 +1,75 @@
+"""The allowlist mode's egress proxy on this machine: `proxy_overhead_ms`, one 1 MB download through the proxy
+(a CONNECT tunnel, the bytes counted) minus the same download straight from the server (target: through is at
+most 1.3x direct), and `proxy_connect_p50_ms`, a CONNECT to a listed name answered (target: at most 5 ms).
+Local servers and the test resolver only: nothing leaves the machine."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+from desktop_app.core import NetworkAllowlist
+from desktop_app.sandbox._proxy import EgressProxy, ListOnlyGate
+
+from ._util import p50, report
+
+SIZE = 1024 * 1024
+ROUNDS = 30
+CONNECTS = 300
+
+
+async def _download(host: str, port: int, *, via: tuple[str, int] | None = None) -> float:
+    t0 = time.perf_counter()
+    if via is None:
+        reader, writer = await asyncio.open_connection(host, port)
+    else:
+        reader, writer = await asyncio.open_connection(*via)
+        writer.write(f"CONNECT good.test:{port} HTTP/1.1\r\n\r\n".encode())
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), head
+    writer.write(f"GET /bytes/{SIZE} HTTP/1.1\r\nHost: good.test\r\nConnection: close\r\n\r\n".encode())
+    got = len(await reader.read())
+    writer.close()
+    assert got > SIZE, got
+    return (time.perf_counter() - t0) * 1000
+
+
+async def _connect(proxy: EgressProxy, port: int) -> float:
+    t0 = time.perf_counter()
+    reader, writer = await asyncio.open_connection(*proxy.address)
+    writer.write(f"CONNECT good.test:{port} HTTP/1.1\r\n\r\n".encode())
+    head = await reader.readuntil(b"\r\n\r\n")
+    took = (time.perf_counter() - t0) * 1000
+    assert head.startswith(b"HTTP/1.1 200"), head
+    writer.close()
+    return took
+
+
+async def _run() -> None:
+    from tests.kit.netservers import local_servers
+
+    with tempfile.TemporaryDirectory() as tmp, local_servers(Path(tmp)) as servers:
+        port = servers.http_port
+        gate = ListOnlyGate(NetworkAllowlist.parse([f"good.test:{port}", "127.0.0.1"]))
+        proxy = EgressProxy(gate, resolve=servers.resolve)
+        await proxy.start("127.0.0.1", 0)
+        try:
+            direct, through = [], []
+            for _ in range(ROUNDS):  # interleaved, so both see the same load
+                direct.append(await _download("127.0.0.1", port))
+                through.append(await _download("127.0.0.1", port, via=proxy.address))
+            connects = [await _connect(proxy, port) for _ in range(CONNECTS)]
+        finally:
+            await proxy.close()
+    d, t = p50(direct), p50(through)
+    report("proxy_direct_1mb_ms", d, "ms")
+    report("proxy_through_1mb_ms", t, "ms")
+    report("proxy_overhead_ms", t - d, "ms")
+    report("proxy_overhead_ratio", t / d, "x")
+    report("proxy_connect_p50_ms", p50(connects), "ms")
+
+
+def main() -> None:
+    asyncio.run(_run())

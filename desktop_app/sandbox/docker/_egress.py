@@ -1,0 +1,138 @@
+"""The allowlist network mode of a Docker sandbox. The container has no network at all (network "none": no
+route, no DNS, not even to this machine's services); its only way out is the desk's egress proxy, listening on
+a unix socket in a folder mounted into the container read-only. A small relay in the container (stdlib python)
+turns 127.0.0.1:3128, which HTTP(S)_PROXY name, into that socket."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from ...core import NetworkAllowlist
+from .._proxy import EgressProxy, ListOnlyGate, NetworkGate, Resolver, system_resolver
+
+log = logging.getLogger(__name__)
+
+RELAY_PORT = 3128
+CONTAINER_DIR = "/run/agent-desk/egress"
+SOCKET_NAME = "proxy.sock"
+NO_PROXY = "localhost,127.0.0.1,::1"
+SETTING = 'the network setting "allowlist"'
+
+# Runs in the container as the sandbox's user: stdlib only, one thread per direction.
+RELAY = f"""
+import os, socket, sys, threading
+SOCK = {CONTAINER_DIR + "/" + SOCKET_NAME!r}
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    srv.bind(("127.0.0.1", {RELAY_PORT}))
+except OSError as e:
+    print("busy", e, flush=True)
+    sys.exit(3)
+srv.listen(128)
+print("ready", os.getpid(), flush=True)
+def pipe(a, b):
+    try:
+        while True:
+            d = a.recv(262144)
+            if not d:
+                break
+            b.sendall(d)
+    except OSError:
+        pass
+    finally:
+        try:
+            b.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+def serve(c):
+    u = socket.socket(socket.AF_UNIX)
+    try:
+        u.connect(SOCK)
+    except OSError:
+        c.close()
+        return
+    t = threading.Thread(target=pipe, args=(u, c), daemon=True)
+    t.start()
+    pipe(c, u)
+    t.join()
+    c.close()
+    u.close()
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"""
+
+
+def proxy_env() -> dict[str, str]:
+    url = f"http://127.0.0.1:{RELAY_PORT}"
+    return {"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url, "https_proxy": url,
+            "NO_PROXY": NO_PROXY, "no_proxy": NO_PROXY}
+
+
+def egress_dir(slug: str) -> Path:
+    """This machine's folder for one project's proxy socket: under XDG_RUNTIME_DIR (else a folder of this user's
+    in the temp dir), made here, owned by this user, never a link."""
+    base = Path(os.environ.get("XDG_RUNTIME_DIR") or Path(tempfile.gettempdir()) / f"agent-desk-{os.getuid()}")
+    root = base / "agent-desk-egress"
+    for folder, mode in ((base, 0o700), (root, 0o700), (root / slug, 0o755)):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=mode)
+        st = folder.lstat()
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            raise OSError(f"{folder} is not a folder of this user's")
+        if folder != base:
+            folder.chmod(mode)  # the container's user (another uid) goes through the last one, read-only
+    return root / slug
+
+
+class SandboxEgress:
+    """A sandbox's proxy: listening before its container is made, closed with the sandbox. A proxy that cannot
+    start leaves `problem` set, and the container with no network at all (never a full one)."""
+
+    def __init__(self, allowlist: NetworkAllowlist, slug: str) -> None:
+        self.gate: NetworkGate = ListOnlyGate(allowlist)
+        self.resolver: Resolver | None = None  # tests map their names to local servers
+        self.slug = slug
+        self.folder: Path | None = None
+        self.problem = ""
+        self.proxy: EgressProxy | None = None
+
+    async def start(self) -> None:
+        """Listen on the project's socket (made again: a socket left by an earlier desk is replaced)."""
+        if self.proxy is not None:
+            return
+        proxy = EgressProxy(self.gate, resolve=self._resolve)
+        try:
+            folder = egress_dir(self.slug)
+            sock = folder / SOCKET_NAME
+            with contextlib.suppress(FileNotFoundError):
+                sock.unlink()
+            await proxy.start_unix(str(sock))
+            sock.chmod(0o666)  # the container's user may differ from the desk's; the folder holds only this
+        except OSError as exc:
+            self.problem = f"{SETTING}: the desk's proxy could not start ({exc.strerror or exc}); the sandbox has " \
+                           "no network"
+            log.warning("%s", self.problem)
+            await proxy.close()
+            return
+        self.folder, self.proxy, self.problem = folder, proxy, ""
+
+    def refuse(self, why: str) -> None:
+        """The proxy cannot serve this sandbox (`why`): it has no network at all."""
+        self.problem = f"{SETTING}: {why}; the sandbox has no network"
+        log.warning("%s", self.problem)
+
+    async def _resolve(self, host: str, port: int) -> list[str]:
+        return await (self.resolver or system_resolver)(host, port)
+
+    async def close(self) -> None:
+        proxy, self.proxy = self.proxy, None
+        if proxy is not None:
+            with contextlib.suppress(Exception):
+                await proxy.close()
