@@ -96,7 +96,7 @@ def test_fish_completion_completes_subcommands_actions_options_and_folders(capsy
         assert f"complete -c agent-desk -n __fish_use_subcommand -a {sub} -d " in script, sub
     # an action only after its command, and not once one is typed
     assert re.search(r"-n '__fish_seen_subcommand_from audit; and not __fish_seen_subcommand_from list show "
-                     r"export verify verify-export' -a verify ", script)
+                     r"export report verify verify-export' -a verify ", script)
     assert "-n '__fish_seen_subcommand_from audit; and __fish_seen_subcommand_from export' -l format -r -a " \
            "'jsonl csv'" in script
     assert "-l project -r -a '(__fish_complete_directories)'" in script

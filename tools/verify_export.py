@@ -80,7 +80,9 @@ def check_chain(records, head, messages):
                 raise Rejected(f"a trail entry of record {rec.get('id')} is misplaced or repeated")
             entries[e["seq"]] = last[rec["id"]] = e
     for e in messages or []:
-        if e.get("record_id") is not None or e.get("state") != "MESSAGE" or not e.get("digests") or e["seq"] in entries:
+        rows = e.get("state") == "ROWS" and e.get("message_id") is None  # bound events/sessions/projects rows
+        message = e.get("state") == "MESSAGE" and e.get("digests")
+        if e.get("record_id") is not None or not (rows or message) or e["seq"] in entries:
             raise Rejected(f"entry {e.get('seq')} among the message entries is not a message's entry")
         entries[e["seq"]] = e
     if sorted(entries) != list(range(1, head["seq"] + 1)):

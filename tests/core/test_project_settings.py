@@ -28,8 +28,9 @@ def test_every_key_says_what_it_is_for() -> None:
 def test_the_sandbox_defaults_are_the_sandbox_configs() -> None:
     from desktop_app.sandbox import SandboxConfig
 
-    # kind is stored as "sandbox"; network_problem is what reading a bad network_allow found, not a setting
-    config_keys = {f.name for f in fields(SandboxConfig)} - {"kind", "image", "network_problem"}
+    # kind is stored as "sandbox"; network_problem is what reading a bad network_allow found and lease_dir where
+    # the desk keeps its leases: neither is a setting
+    config_keys = {f.name for f in fields(SandboxConfig)} - {"kind", "image", "network_problem", "lease_dir"}
     declared = ProjectSettings().model_dump()
     assert config_keys <= set(declared)
     sandbox_keys = config_keys | {"sandbox", "workspace_ro"}
