@@ -431,6 +431,7 @@ class DockerSandbox(HelperOps):
         other = DockerSandbox(self.project_id, self.folder, replace(self.config, workspace_readonly=True),
                               client=self._client)
         other.twin = TWIN_SUFFIX
+        other.egress = self.egress  # one proxy, one list, one gate: a read-only mode keeps the allowlist network
         return other
 
     # -- the allowlist network mode (see _egress.py)
@@ -518,7 +519,7 @@ class DockerSandbox(HelperOps):
         await self._close_processes()
         await self.sweep()
         await self.synced_workspace.close(self.config.keep_running)
-        if self.egress is not None:
+        if self.egress is not None and not self.twin:  # the twin shares the project container's proxy
             await self.egress.close()
         self._closed = True
         channel, self._channel = self._channel, None
