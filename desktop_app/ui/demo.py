@@ -403,6 +403,16 @@ async def settle(frames: int = 6) -> None:
         await asyncio.sleep(0.03)
 
 
+async def _shown(find: Any, fallback: Any, limit_s: float = 10.0) -> Any:
+    """The dialog `find` finds once it is shown (its flow reads files off the GUI thread first), else `fallback`."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + limit_s
+    while (found := find()) is None and loop.time() < end:
+        await settle(1)
+    await settle()
+    return found or fallback
+
+
 SAMPLE_HOOKS_TOML = """[[PreToolUse]]
 name = "no pushes to main"
 matcher = "bash_run"
@@ -478,9 +488,8 @@ async def _window_view(window: Any, controller: Any, view: str, sample: bool) ->
         return dlg
     if view in ("settings", "settings-mcp", "settings-hooks"):
         controller.tasks.spawn(controller.edit_settings())
-        await settle()
-        dlg = next((x for x in QApplication.topLevelWidgets()
-                    if x.isVisible() and x.windowTitle().startswith("Settings")), window)
+        dlg = await _shown(lambda: next((x for x in QApplication.topLevelWidgets()
+                                         if x.isVisible() and x.windowTitle().startswith("Settings")), None), window)
         if view == "settings-mcp" and hasattr(dlg, "tabs"):
             dlg.tabs.setCurrentIndex(1)
             if sample:  # what a person pastes from their Claude Desktop file (the dialog is not saved)
