@@ -78,7 +78,7 @@ def test_the_project_image_entry_builds_on_the_click_and_is_stored_with_its_dige
     from types import SimpleNamespace
 
     from desktop_app.sandbox import project_image_tag
-    from desktop_app.ui.dialogs._project import PROJECT_IMAGE_PREFIX, project_image_entry
+    from desktop_app.ui.dialogs._project_image import PROJECT_IMAGE_PREFIX, project_image_entry
 
     (tmp_path / ".devcontainer").mkdir()
     (tmp_path / ".devcontainer" / "devcontainer.json").write_text('{"image": "debian:12", "privileged": true,}')
