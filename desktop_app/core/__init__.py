@@ -112,6 +112,7 @@ from ._network import (
     NetworkConnection,
     is_ip_literal,
     is_public,
+    repository_refusal,
 )
 from ._pricing import price_for
 from ._project import ProjectInfo, SessionInfo, title_from
@@ -402,6 +403,7 @@ __all__ = [
     "read_template_folder",
     "record_rewind",
     "remove_beneath",
+    "repository_refusal",
     "rules_from_texts",
     "rules_text_with",
     "seal_calls",

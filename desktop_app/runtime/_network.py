@@ -21,6 +21,7 @@ from ..core import (
     StoreError,
     ToolCallRecord,
 )
+from ._network_repo import RepoNetwork, approve_hint, repo_network
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,8 @@ class ProjectNetworkGate:
         self._records: dict[int, list[ToolCallRecord]] = {}
 
     def allowlist(self) -> NetworkAllowlist:
+        """The person's list and their "for this project" answers (the repository's list is read again for each
+        destination they do not list, in `ask`: approved exactly as the file is now, or not at all)."""
         return NetworkAllowlist(self.base.patterns + self._answered.patterns, self.base.written)
 
     def attribute(self, conn: NetworkConnection) -> None:
@@ -70,6 +73,19 @@ class ProjectNetworkGate:
                             else f"one of {len(calls)} calls executing")
 
     async def ask(self, conn: NetworkConnection) -> bool:
+        """A destination not listed: the repository's list approved since the gate read it lets it through;
+        otherwise the person is asked (as the mode allows), and a refusal of a destination the repository's
+        unapproved list names says which consent would allow it."""
+        repo: RepoNetwork = await asyncio.to_thread(repo_network, self.project.path)
+        if repo.approved.admits_name(conn.domain, conn.port):
+            conn.reason = "listed (the repository's list, approved)"
+            return True
+        allowed = await self._ask(conn)
+        if not allowed and repo.waiting.admits_name(conn.domain, conn.port):
+            conn.reason = f"{conn.reason}; {approve_hint(self.project.path)}"
+        return allowed
+
+    async def _ask(self, conn: NetworkConnection) -> bool:
         calls = self._records.get(id(conn), [])
         if len(calls) != 1:
             conn.reason = "not listed (no single call to ask for)" if calls else "not listed (no call to ask for)"
