@@ -49,6 +49,17 @@ def allow_for_project(project_dir: str, domain: str, port: int) -> None:
     record_consent(NETWORK_CONSENT, project_dir, pattern, ConsentRecord(digest, pattern, time.time()))
 
 
+def revoke_answered(project_dir: str, pattern: str) -> list[str]:
+    """Take back the person's "for this project" answers that `pattern` names ("host:port" exactly, or every
+    port of "host"); returns the answers taken back."""
+    wanted = pattern.strip().lower()
+    gone = [name for name, r in consent_records(NETWORK_CONSENT, project_dir).items()
+            if r.text and (r.text == wanted or r.text.rsplit(":", 1)[0] == wanted)]
+    for name in gone:
+        record_consent(NETWORK_CONSENT, project_dir, name, None)
+    return sorted(gone)
+
+
 class ProjectNetworkGate:
     """The gate of one project's proxy (sandbox/_proxy.py's NetworkGate), on its executor."""
 
