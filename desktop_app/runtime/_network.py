@@ -20,6 +20,7 @@ from ..core import (
     ProjectInfo,
     StoreError,
     ToolCallRecord,
+    split_mcp_tool_name,
 )
 from ._network_repo import RepoNetwork, approve_hint, repo_network
 
@@ -63,8 +64,10 @@ def revoke_answered(project_dir: str, pattern: str) -> list[str]:
 class ProjectNetworkGate:
     """The gate of one project's proxy (sandbox/_proxy.py's NetworkGate), on its executor."""
 
-    def __init__(self, project: ProjectInfo, executor: Executor, allowlist: NetworkAllowlist) -> None:
+    def __init__(self, project: ProjectInfo, executor: Executor, allowlist: NetworkAllowlist, *,
+                 server: str = "") -> None:
         self.project, self.executor, self.base = project, executor, allowlist
+        self.server = server  # an MCP server's companion: its connections are that server's calls'
         self._answered = NetworkAllowlist.parse(answered_patterns(project.path))
         self._asking: dict[tuple[str, int], asyncio.Future[tuple[bool, str]]] = {}
         self._records: dict[int, list[ToolCallRecord]] = {}
@@ -74,14 +77,25 @@ class ProjectNetworkGate:
         destination they do not list, in `ask`: approved exactly as the file is now, or not at all)."""
         return NetworkAllowlist(self.base.patterns + self._answered.patterns, self.base.written)
 
+    def for_server(self, server: str) -> ProjectNetworkGate:
+        """The gate of an MCP server's companion (`sandbox+network` in the allowlist mode): the same list and
+        answers, its connections attributed to that server's calls."""
+        return ProjectNetworkGate(self.project, self.executor, self.base, server=server)
+
     def attribute(self, conn: NetworkConnection) -> None:
-        """The calls whose tool runs in this sandbox right now: a connection starts while its call runs, so
-        one such call is the one; with several, each is named and none is guessed."""
-        calls = [r for r in self.executor.runner.executing.values() if (r.sandbox or {}).get("kind") == "docker"]
+        """The calls whose tool runs in this sandbox right now (for a server's companion: that server's calls):
+        a connection starts while its call runs, so one such call is the one; with several, each is named and
+        none is guessed."""
+        executing = self.executor.runner.executing.values()
+        if self.server:
+            calls = [r for r in executing if (split_mcp_tool_name(r.name) or ("",))[0] == self.server]
+        else:
+            calls = [r for r in executing if (r.sandbox or {}).get("kind") == "docker"]
         conn.calls = [r.id for r in calls]
         self._records[id(conn)] = calls
-        conn.attribution = ("no call was executing" if not calls else "the one call executing" if len(calls) == 1
-                            else f"one of {len(calls)} calls executing")
+        conn.attribution = (f"MCP server {self.server!r}: " if self.server else "") + (
+            "no call was executing" if not calls else "the one call executing" if len(calls) == 1
+            else f"one of {len(calls)} calls executing")
 
     async def ask(self, conn: NetworkConnection) -> bool:
         """A destination not listed: the repository's list approved since the gate read it lets it through;
