@@ -19,7 +19,7 @@ EXPORTED: dict[str, list[str]] = {
         "title_from",  # a session's title from a prompt (redacted first)
         "ConsentKind", "ConsentStatus",  # consent to agent-writable project files
         "ALLOWLIST_SETTING", "NetworkAllowlist", "NetworkConnection", "is_ip_literal", "is_public",  # the allowlist
-        "repository_refusal",
+        "repository_refusal", "NETWORK_PRESETS",
         "MCP_GROUP", "McpServerInfo", "McpServerLife", "McpServersChanged", "McpServerState", "McpToolInfo", "McpWhere",
         "mcp_tool_name", "split_mcp_tool_name", "ProcessChannel",
         "CONFLICT_SUFFIX", "SyncReport", "remove_beneath", "symlink_beneath",

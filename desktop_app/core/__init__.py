@@ -108,6 +108,7 @@ from ._messages import StoredMessage, ToolCall
 from ._names import name_refusal
 from ._network import (
     ALLOWLIST_SETTING,
+    NETWORK_PRESETS,
     NetworkAllowlist,
     NetworkConnection,
     is_ip_literal,
@@ -229,6 +230,7 @@ __all__ = [
     "MAX_TIMEOUT_S",
     "MCP_GROUP",
     "MISSING_KEY_HINT",
+    "NETWORK_PRESETS",
     "PROJECT_SKILLS",
     "PROJECT_TEMPLATES",
     "REWIND_TOOL",

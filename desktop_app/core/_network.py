@@ -23,6 +23,8 @@ PRESETS: dict[str, tuple[str, ...]] = {
                "objects.githubusercontent.com"),
 }
 
+NETWORK_PRESETS = PRESETS  # the name the package exports
+
 _LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
 _DOMAIN = re.compile(rf"(?:\*\.)?{_LABEL}(?:\.{_LABEL})+\Z")
 _SINGLE = re.compile(rf"{_LABEL}\Z")  # "localhost"-like names: only as written, never a wildcard

@@ -55,6 +55,7 @@ from .._tasks import BackgroundTasks
 from ._base import FutureDialog, ask_file
 from ._mcp_section import McpServersSection
 from ._modes import mode_combo
+from ._network_section import NetworkSection
 from ._project_image import (
     ImageBuilder,
     ImageSection,
@@ -152,6 +153,9 @@ class ProjectSettingsDialog(FutureDialog, ImageSection):
         self.reach = ToolsHooksSection(st, project.path if project else "", default_expiry=default_expiry,
                                        hooks=hooks)
         tabs.addTab(self.reach, "Tools && hooks")
+        repository = next((c for c in consents or () if c.kind is ConsentKind.NETWORK), None)
+        self.net = NetworkSection(st, repository=repository)
+        tabs.addTab(self.net, "Network")
         self.error = QLabel()
         self.error.setStyleSheet("color: #d9363e")
         bb = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
@@ -176,11 +180,6 @@ class ProjectSettingsDialog(FutureDialog, ImageSection):
 
     def _build_limits(self, st: dict[str, Any], mode: str) -> None:
         known = ProjectSettings.of(st)
-        # "allowlist" is kept as it is unless the person ticks the full network (the list is edited in settings)
-        self._network_mode = known.network
-        allow = " (now: allowlist only)" if known.network == "allowlist" else ""
-        self.network = QCheckBox(f"Allow network access from the sandbox{allow}")
-        self.network.setChecked(known.network is True)
         self.memory = QLineEdit(str(known.memory))
         self.cpus = QDoubleSpinBox()
         self.cpus.setRange(0.1, 64)
@@ -255,8 +254,7 @@ class ProjectSettingsDialog(FutureDialog, ImageSection):
         form.addRow("", self.image_status)
         form.addRow("", self.image_files)
         form.addRow("", running)
-        for w in (self.build_log, self.network):
-            form.addRow("", w)
+        form.addRow("", self.build_log)
         form.addRow("Memory limit", self.memory)
         form.addRow("CPU limit", self.cpus)
         form.addRow("", self.workspace_ro)
@@ -307,9 +305,10 @@ class ProjectSettingsDialog(FutureDialog, ImageSection):
             except AgentDeskError as e:
                 self.error.setText(f"Rules: {e.user_message()}")
                 return
-        if self.reach.problem():
-            self.error.setText(self.reach.problem())
-            return
+        for problem in (self.reach.problem(), self.net.problem()):
+            if problem:
+                self.error.setText(problem)
+                return
         result = self._project_from_form(folder)
         decisions = [*self.mcp.decisions(), *self.reach.decisions()]
         if not decisions:
@@ -348,8 +347,7 @@ class ProjectSettingsDialog(FutureDialog, ImageSection):
             settings=merged_settings({
                 **{k: v for k, v in (base.settings if base else {}).items() if k != "project_image"},
                 **self._project_image_setting(),
-                "network": True if self.network.isChecked() else (
-                    "allowlist" if self._network_mode == "allowlist" else False),
+                **self.net.values(),
                 "memory": self.memory.text().strip() or "2g",
                 "cpus": self.cpus.value(),
                 "workspace_ro": self.workspace_ro.isChecked(),
@@ -474,7 +472,8 @@ def _read_consents(project: ProjectInfo) -> list[Consent] | None:
     """The project's hooks and MCP servers against the person's approvals; None (the dialog reads them itself,
     and shows what is wrong) when a file cannot be read."""
     try:
-        return [*consents_of(project, ConsentKind.HOOKS), *consents_of(project, ConsentKind.MCP)]
+        return [*consents_of(project, ConsentKind.HOOKS), *consents_of(project, ConsentKind.MCP),
+                *consents_of(project, ConsentKind.NETWORK)]
     except AgentDeskError:
         return None
 

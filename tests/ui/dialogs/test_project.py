@@ -47,7 +47,7 @@ def test_project_settings_dialog_builds_a_project_and_runs_a_build(qtbot, run, t
     dlg._check()
     assert dlg.isVisible() and "does not exist" in dlg.error.text()
     dlg.folder.setText(str(tmp_path))
-    dlg.network.setChecked(True)
+    dlg.net.mode.setCurrentIndex(dlg.net.mode.findData(True))
     dlg.memory.setText("4g")
     dlg.rules.setPlainText('[permissions]\nallow = ["bash_run(make *)"]\n')
     dlg._check()
