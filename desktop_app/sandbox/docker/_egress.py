@@ -163,7 +163,7 @@ class SandboxEgress:
         if not _swept:
             _swept = True
             await asyncio.to_thread(sweep_stale, self.slug)
-        proxy = EgressProxy(self.gate, resolve=self._resolve)
+        proxy = EgressProxy(self.gate, resolve=self.resolve)
         try:
             folder = egress_dir(self.slug)
             sock = folder / SOCKET_NAME
@@ -184,7 +184,8 @@ class SandboxEgress:
         self.problem = f"{SETTING}: {why}; the sandbox has no network"
         log.warning("%s", self.problem)
 
-    async def _resolve(self, host: str, port: int) -> list[str]:
+    async def resolve(self, host: str, port: int) -> list[str]:
+        """The names the proxy resolves: with `resolver` when set (looked up at each name), else the system's."""
         return await (self.resolver or system_resolver)(host, port)
 
     async def close(self, *, keep_folder: bool = False) -> None:

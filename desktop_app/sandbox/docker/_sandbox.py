@@ -521,6 +521,7 @@ class DockerSandbox(HelperOps):
         other.companion_of = role
         if proxied and other.config.allowlist is not None:  # its own socket: its connections are the server's
             other.egress = SandboxEgress(other.config.allowlist, f"{_slug(self.project_id)}-{_slug(suffix)}")
+            other.egress.resolver = self.egress.resolve  # names resolve as the project's do (its resolver, later too)
         return other
 
     async def close(self) -> None:
