@@ -18,6 +18,7 @@ from desktop_app.runtime import approve, consents
 from desktop_app.runtime._network_repo import NETWORK_FILE, read_repo_entries, repo_network
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 from tests.kit.netservers import NETCLIENT, LocalServers, local_servers
+from tests.ui import conftest as ui_kit
 
 
 def _ship(project: Path, body: str) -> None:
@@ -167,3 +168,29 @@ async def test_the_repository_list_waits_for_the_person(desk_for, server: Anthro
         ("repo.test", "refused", True), ("more.test", "refused", True)]
     result = await desk.rt.store.verify()
     assert result.ok, result
+
+
+# the window: the banner asks about the repository's list like any shipped file ------------------------------
+qloop, run, store = ui_kit.qloop, ui_kit.run, ui_kit.store  # the window test's event loop and store
+
+
+def test_the_window_asks_about_the_repositorys_list(qtbot, run, store, desk_env: Path) -> None:
+    from tests.ui.helpers import window_on
+
+    project = desk_env / "project"
+    project.mkdir()
+    _ship(project, 'allow = ["docs.example.org"]\n')
+    proj = ProjectInfo("prj_netlist", "demo", str(project))
+    window, controller, rts = window_on(qtbot, run, store, proj)
+    qtbot.waitUntil(lambda: "network list" in window.banner.text())
+    assert "its domains are not reachable until you approve it" in window.banner.text()
+    assert "The repository's network list is not approved" in controller.consent.notice_for(proj)
+    review = controller.tasks.spawn(controller.consent.review(proj, ConsentKind.NETWORK, ""))
+    qtbot.waitUntil(lambda: controller.consent.dialog is not None and controller.consent.dialog.isVisible())
+    assert "+docs.example.org" in controller.consent.dialog.diff.toPlainText()
+    controller.consent.dialog.approve_btn.click()
+    qtbot.waitUntil(review.done)
+    assert review.result() is True and "network list" not in window.banner.text()
+    assert repo_network(str(project)).approved.admits_name("docs.example.org", 443)
+    run(controller.close())
+    run(rts.close())
