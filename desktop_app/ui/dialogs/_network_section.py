@@ -57,7 +57,8 @@ class NetworkSection(QWidget):
             box.setChecked(f"@{name}" in {w.lower() for w in written})
             self.presets[name] = box
         self.list = QListWidget()
-        self.list.addItems([w for w in written if not w.startswith("@")])
+        self.list.addItems([w for w in written if w.lower().removeprefix("@") not in PRESET_NAMES or
+                            not w.startswith("@")])  # an unknown preset stays shown (and refused at Save)
         self.pattern = QLineEdit()
         self.pattern.setPlaceholderText("pypi.org, *.example.org:443, 10.0.0.5")
         self.pattern.returnPressed.connect(self.add_pattern)
@@ -155,6 +156,10 @@ class NetworkSection(QWidget):
         """A pattern typed but not added, said before saving (it would be lost otherwise)."""
         if self.pattern.text().strip():
             return f"Network: the pattern {self.pattern.text().strip()!r} is not added yet (Add, or clear it)."
+        try:  # a list stored before (or written by hand) with a malformed entry: said, not saved
+            NetworkAllowlist.parse(self.patterns())
+        except AgentDeskError as exc:
+            return f"Network: {exc.user_message()}"
         return None
 
 

@@ -52,3 +52,11 @@ def test_the_network_tab_edits_the_list_and_shows_the_repositorys(qtbot, run, de
     again.net.mode.setCurrentIndex(again.net.mode.findData(False))
     assert not again.net.allow_box.isEnabled() and again.net.values()["network"] is False
     assert "docs.example.org" not in again.net.patterns()
+
+    stored = ProjectInfo(id="prj_m", name="m", path=str(folder), settings={"network": "allowlist",
+                                                                          "network_allow": ["@pyton", "ok.example"]})
+    third = ProjectSettingsDialog(stored)
+    qtbot.addWidget(third)
+    assert third.net.patterns() == ["@pyton", "ok.example"]  # an unknown preset stays shown, and is refused
+    third._check()
+    assert "network_allow" in third.error.text() and "@pyton" in third.error.text()
