@@ -92,7 +92,7 @@ def test_fish_completion_completes_subcommands_actions_options_and_folders(capsy
     script = capsys.readouterr().out
     lines = script.splitlines()
     assert all(ln.startswith(("#", "complete -c agent-desk ")) for ln in lines)
-    for sub in ("run", "sessions", "audit", "images", "rules", "mcp", "doctor", "completion", "hooks", "consent"):
+    for sub in cli.SUBCOMMANDS:
         assert f"complete -c agent-desk -n __fish_use_subcommand -a {sub} -d " in script, sub
     # an action only after its command, and not once one is typed
     assert re.search(r"-n '__fish_seen_subcommand_from audit; and not __fish_seen_subcommand_from list show "

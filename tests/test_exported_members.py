@@ -19,6 +19,7 @@ EXPORTED: dict[str, list[str]] = {
         "title_from",  # a session's title from a prompt (redacted first)
         "ConsentKind", "ConsentStatus",  # consent to agent-writable project files
         "ALLOWLIST_SETTING", "NetworkAllowlist", "NetworkConnection", "is_ip_literal", "is_public",  # the allowlist
+        "repository_refusal", "NETWORK_PRESETS",
         "MCP_GROUP", "McpServerInfo", "McpServerLife", "McpServersChanged", "McpServerState", "McpToolInfo", "McpWhere",
         "mcp_tool_name", "split_mcp_tool_name", "ProcessChannel",
         "CONFLICT_SUFFIX", "SyncReport", "remove_beneath", "symlink_beneath",
@@ -108,6 +109,8 @@ EXPORTED: dict[str, list[str]] = {
         "CONSENT_KINDS", "Consent", "ConsentSubject", "approve", "consents", "load_agent_templates",
         "append_trusted_rule", "grant_hooks", "project_hooks_trust", "project_rules_trust",
         "trust_project_rules", "user_hook_specs", "write_project_rules",
+        # the network list: the person's answers, the repository's list (the CLI's network verbs)
+        "NETWORK_FILE", "answered_patterns", "revoke_answered",
         # which process has a session open; the calls a gone process left open
         "OPEN_IN", "mark_closed_here", "process_alive", "seal_abandoned", "this_process",
         "MODE_KEY", "stored_session_mode",  # the mode kept with a session

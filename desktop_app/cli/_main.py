@@ -15,6 +15,7 @@ from ._common import EXIT_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT
 from ._consent import consent_command, hooks_command, mcp_grant_command, rules_command
 from ._images import images_command
 from ._mcp import mcp_list_command
+from ._network import network_command
 from ._parser import GLOBAL_FLAGS, GLOBAL_VALUED, SUBCOMMANDS, build_parser
 from ._run import run_command
 from ._sessions import sessions_command
@@ -110,6 +111,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
         return await hooks_command(args)
     if args.command == "consent":
         return await consent_command(args)
+    if args.command == "network":
+        return await network_command(args)
     if args.command == "doctor":
         return await _doctor(args)
     if args.command == "completion":

@@ -22,7 +22,8 @@ from ._common import (
     version,
 )
 
-SUBCOMMANDS = ("run", "sessions", "audit", "images", "rules", "mcp", "doctor", "completion", "hooks", "consent")
+SUBCOMMANDS = ("run", "sessions", "audit", "images", "rules", "mcp", "doctor", "completion", "hooks", "consent",
+               "network")
 
 
 GLOBAL_FLAGS = ("-v", "--debug")
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_mcp(sub)
     _add_hooks(sub)
     _add_consent(sub)
+    _add_network(sub)
     sub.add("doctor", help="check what Agent Desk needs (Docker, images, key, endpoint, Qt, database)")
     comp = sub.add("completion", help="print a shell completion script (bash, zsh or fish)",
                    description="Print a completion script. bash: agent-desk completion bash > "
@@ -250,6 +252,19 @@ def _add_hooks(sub: _Sub) -> None:
     hg.add_argument("--revoke", action="store_true", help="take the grant back")
 
 
+def _add_network(sub: _Sub) -> None:
+    net = sub.add("network", help="a project's network allowlist: list it, allow a domain, revoke one (your list "
+                  "and your 'for this project' answers; the repository's list goes through consent)")
+    nsub = _Sub(net.add_subparsers(dest="action", required=True, metavar="ACTION"), sub.common)
+    nl = nsub.add("list", help="your list, your answers and the repository's list (with its consent)")
+    _dir_arg(nl.add_argument("--project", default=".", help="the project folder (default: here)"))
+    for action, text in (("allow", "add a pattern to your list (pypi.org, *.example.org:443, 10.0.0.5, @python)"),
+                         ("revoke", "take a pattern out of your list and your answers (host or host:port)")):
+        sp = nsub.add(action, help=text)
+        sp.add_argument("pattern", help="a domain, *.domain, an address or network, maybe :ports, or a preset")
+        _dir_arg(sp.add_argument("--project", default=".", help="the project folder (default: here)"))
+
+
 def _add_consent(sub: _Sub) -> None:
     con = sub.add("consent", help="what of a project's rules, hooks, MCP servers, templates and skills you "
                   "approved: list, approve, "
@@ -263,7 +278,7 @@ def _add_consent(sub: _Sub) -> None:
         sp.add_argument("name", nargs="?",
                         help="an MCP server's or a template's name (default: every subject of the kind)")
         sp.add_argument("--kind", choices=[k.value for k in ConsentKind],
-                        help="rules, hooks, mcp, template or skills (default: all)")
+                        help="rules, hooks, mcp, template, skills, instructions or network-list (default: all)")
         _dir_arg(sp.add_argument("--project", default=".", help="the project folder (default: here)"))
         if action == "approve":
             sp.add_argument("--yes", action="store_true", help="approve without asking")

@@ -108,10 +108,12 @@ from ._messages import StoredMessage, ToolCall
 from ._names import name_refusal
 from ._network import (
     ALLOWLIST_SETTING,
+    NETWORK_PRESETS,
     NetworkAllowlist,
     NetworkConnection,
     is_ip_literal,
     is_public,
+    repository_refusal,
 )
 from ._pricing import price_for
 from ._project import ProjectInfo, SessionInfo, title_from
@@ -228,6 +230,7 @@ __all__ = [
     "MAX_TIMEOUT_S",
     "MCP_GROUP",
     "MISSING_KEY_HINT",
+    "NETWORK_PRESETS",
     "PROJECT_SKILLS",
     "PROJECT_TEMPLATES",
     "REWIND_TOOL",
@@ -402,6 +405,7 @@ __all__ = [
     "read_template_folder",
     "record_rewind",
     "remove_beneath",
+    "repository_refusal",
     "rules_from_texts",
     "rules_text_with",
     "seal_calls",

@@ -15,6 +15,7 @@ class ConsentKind(StrEnum):
     TEMPLATE = "template"  # one agent template of .agent-desk/templates/ (its file's bytes)
     SKILLS = "skills"  # the project's skills, .agent-desk/skills/*/SKILL.md, as one set
     INSTRUCTIONS = "instructions"  # AGENTS.md and CLAUDE.md at the project root, as one set
+    NETWORK = "network-list"  # .agent-desk/network.toml: the domains a repository asks its sessions to reach
 
 
 class ConsentStatus(StrEnum):

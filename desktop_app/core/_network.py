@@ -23,6 +23,8 @@ PRESETS: dict[str, tuple[str, ...]] = {
                "objects.githubusercontent.com"),
 }
 
+NETWORK_PRESETS = PRESETS  # the name the package exports
+
 _LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
 _DOMAIN = re.compile(rf"(?:\*\.)?{_LABEL}(?:\.{_LABEL})+\Z")
 _SINGLE = re.compile(rf"{_LABEL}\Z")  # "localhost"-like names: only as written, never a wildcard
@@ -143,6 +145,41 @@ class NetworkAllowlist:
 
     def admits_address(self, address: str, port: int | None = None) -> bool:
         return any(p.admits_address(address, port) for p in self.patterns)
+
+
+# A repository may propose domains only: no address (they reach this machine's networks past the rebinding check),
+# no wildcard over a suffix many strangers register under, no punycode (a name that can look like another).
+_SHARED_SUFFIXES = frozenset({
+    "github.io", "gitlab.io", "githubusercontent.com", "herokuapp.com", "appspot.com", "cloudfront.net",
+    "amazonaws.com", "azurewebsites.net", "blob.core.windows.net", "vercel.app", "netlify.app", "pages.dev",
+    "workers.dev", "ngrok.io", "ngrok-free.app", "trycloudflare.com", "blogspot.com", "firebaseapp.com",
+    "web.app", "glitch.me", "repl.co", "fly.dev", "onrender.com", "duckdns.org", "no-ip.org",
+})
+_SECOND_LEVEL = frozenset({"co", "com", "org", "net", "gov", "ac", "edu", "ne", "or", "go", "ltd", "plc"})
+
+
+def repository_refusal(entry: object) -> str | None:
+    """Why a pattern cannot come from a repository's list, or None. Malformed patterns are ConfigErrors of
+    `NetworkAllowlist.parse`; here a well-formed one that widens too much for a file the agent or a cloned
+    repository can write: the person can still list it in their own settings."""
+    if isinstance(entry, str) and entry.strip().startswith("@"):
+        return None  # a preset: the desk's own list
+    pattern = NetPattern.parse(entry)
+    if pattern.network is not None:
+        return "an address or network (it can reach this machine's own networks)"
+    host = pattern.host
+    if any(label.startswith("xn--") for label in host.removeprefix("*.").split(".")):
+        return "an internationalised (punycode) name, which can look like another"
+    if host.startswith("*."):
+        base = host[2:]
+        labels = base.split(".")
+        if base in _SHARED_SUFFIXES:
+            return f"a wildcard over {base}, where anyone can have a name"
+        if len(labels) == 2 and labels[0] in _SECOND_LEVEL and len(labels[1]) == 2:
+            return f"a wildcard over {base}, a suffix under which anyone registers"
+    if "." not in host:
+        return "a single-label name (a machine of the local network)"
+    return None
 
 
 def is_ip_literal(host: str) -> bool:

@@ -41,6 +41,8 @@ from ._front import (
     write_records,
 )
 from ._liveness import OPEN_IN, mark_closed_here, process_alive, seal_abandoned, this_process
+from ._network import answered_patterns, revoke_answered
+from ._network_repo import NETWORK_FILE
 from ._orphans import lease_dir, remove_crashed_containers
 from ._project_settings import approval_expiry
 from ._recipe import (
@@ -69,6 +71,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CONSENT_KINDS",
     "MODE_KEY",
+    "NETWORK_FILE",
     "OPEN_IN",
     "Consent",
     "ConsentSubject",
@@ -79,6 +82,7 @@ __all__ = [
     "Rewind",
     "SqlStore",
     "WorkspaceWatcher",
+    "answered_patterns",
     "append_trusted_rule",
     "approval_expiry",
     "approve",
@@ -117,6 +121,7 @@ __all__ = [
     "remove_crashed_containers",
     "report_html",
     "resolve_image",
+    "revoke_answered",
     "run_rewind",
     "seal_abandoned",
     "stored_session_mode",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config import Settings, keyring_available
-from ..core import ProjectInfo, Sandbox
+from ..core import ProjectInfo, Sandbox, SandboxError
 
 if TYPE_CHECKING:
     from ..mcp_client import ServerEntry
@@ -55,5 +55,19 @@ def mcp_secret(kind: str, name: str) -> str | None:
 
 
 def default_companion(sandbox: Sandbox, name: str) -> Sandbox:
-    """A DockerSandbox's companion on the engine's bridge network, named after the server."""
-    return sandbox.companion(f"mcp-{name}", network="bridge", purpose=f"MCP server {name!r}")  # type: ignore[attr-defined]
+    """A DockerSandbox's companion, named after the server: on the engine's bridge network; in the project's
+    allowlist mode, with no network and its own proxy under the same list (its connections the server's, an
+    unlisted domain asked about like a call's), never a fully open network."""
+    from ._network import ProjectNetworkGate
+
+    egress = getattr(sandbox, "egress", None)
+    problem = getattr(getattr(sandbox, "config", None), "network_problem", "")
+    if problem:  # the allowlist mode with a list that cannot be read: no network, never the bridge
+        raise SandboxError(f"the MCP server {name!r} needs the network: {problem}")
+    if egress is None:
+        return sandbox.companion(f"mcp-{name}", network="bridge", purpose=f"MCP server {name!r}")  # type: ignore[attr-defined]
+    other = sandbox.companion(f"mcp-{name}", network="allowlist", purpose=f"MCP server {name!r}")  # type: ignore[attr-defined]
+    gate = egress.gate
+    if isinstance(gate, ProjectNetworkGate) and other.egress is not None:
+        other.egress.gate = gate.for_server(name)
+    return other

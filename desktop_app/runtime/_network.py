@@ -20,7 +20,9 @@ from ..core import (
     ProjectInfo,
     StoreError,
     ToolCallRecord,
+    split_mcp_tool_name,
 )
+from ._network_repo import RepoNetwork, approve_hint, repo_network
 
 log = logging.getLogger(__name__)
 
@@ -48,28 +50,67 @@ def allow_for_project(project_dir: str, domain: str, port: int) -> None:
     record_consent(NETWORK_CONSENT, project_dir, pattern, ConsentRecord(digest, pattern, time.time()))
 
 
+def revoke_answered(project_dir: str, pattern: str) -> list[str]:
+    """Take back the person's "for this project" answers that `pattern` names ("host:port" exactly, or every
+    port of "host"); returns the answers taken back."""
+    wanted = pattern.strip().lower()
+    gone = [name for name, r in consent_records(NETWORK_CONSENT, project_dir).items()
+            if r.text and (r.text == wanted or r.text.rsplit(":", 1)[0] == wanted)]
+    for name in gone:
+        record_consent(NETWORK_CONSENT, project_dir, name, None)
+    return sorted(gone)
+
+
 class ProjectNetworkGate:
     """The gate of one project's proxy (sandbox/_proxy.py's NetworkGate), on its executor."""
 
-    def __init__(self, project: ProjectInfo, executor: Executor, allowlist: NetworkAllowlist) -> None:
+    def __init__(self, project: ProjectInfo, executor: Executor, allowlist: NetworkAllowlist, *,
+                 server: str = "") -> None:
         self.project, self.executor, self.base = project, executor, allowlist
+        self.server = server  # an MCP server's companion: its connections are that server's calls'
         self._answered = NetworkAllowlist.parse(answered_patterns(project.path))
         self._asking: dict[tuple[str, int], asyncio.Future[tuple[bool, str]]] = {}
         self._records: dict[int, list[ToolCallRecord]] = {}
 
     def allowlist(self) -> NetworkAllowlist:
+        """The person's list and their "for this project" answers (the repository's list is read again for each
+        destination they do not list, in `ask`: approved exactly as the file is now, or not at all)."""
         return NetworkAllowlist(self.base.patterns + self._answered.patterns, self.base.written)
 
+    def for_server(self, server: str) -> ProjectNetworkGate:
+        """The gate of an MCP server's companion (`sandbox+network` in the allowlist mode): the same list and
+        answers, its connections attributed to that server's calls."""
+        return ProjectNetworkGate(self.project, self.executor, self.base, server=server)
+
     def attribute(self, conn: NetworkConnection) -> None:
-        """The calls whose tool runs in this sandbox right now: a connection starts while its call runs, so
-        one such call is the one; with several, each is named and none is guessed."""
-        calls = [r for r in self.executor.runner.executing.values() if (r.sandbox or {}).get("kind") == "docker"]
+        """The calls whose tool runs in this sandbox right now (for a server's companion: that server's calls):
+        a connection starts while its call runs, so one such call is the one; with several, each is named and
+        none is guessed."""
+        executing = self.executor.runner.executing.values()
+        if self.server:
+            calls = [r for r in executing if (split_mcp_tool_name(r.name) or ("",))[0] == self.server]
+        else:
+            calls = [r for r in executing if (r.sandbox or {}).get("kind") == "docker"]
         conn.calls = [r.id for r in calls]
         self._records[id(conn)] = calls
-        conn.attribution = ("no call was executing" if not calls else "the one call executing" if len(calls) == 1
-                            else f"one of {len(calls)} calls executing")
+        conn.attribution = (f"MCP server {self.server!r}: " if self.server else "") + (
+            "no call was executing" if not calls else "the one call executing" if len(calls) == 1
+            else f"one of {len(calls)} calls executing")
 
     async def ask(self, conn: NetworkConnection) -> bool:
+        """A destination not listed: the repository's list approved since the gate read it lets it through;
+        otherwise the person is asked (as the mode allows), and a refusal of a destination the repository's
+        unapproved list names says which consent would allow it."""
+        repo: RepoNetwork = await asyncio.to_thread(repo_network, self.project.path)
+        if repo.approved.admits_name(conn.domain, conn.port):
+            conn.reason = "listed (the repository's list, approved)"
+            return True
+        allowed = await self._ask(conn)
+        if not allowed and repo.waiting.admits_name(conn.domain, conn.port):
+            conn.reason = f"{conn.reason}; {approve_hint(self.project.path)}"
+        return allowed
+
+    async def _ask(self, conn: NetworkConnection) -> bool:
         calls = self._records.get(id(conn), [])
         if len(calls) != 1:
             conn.reason = "not listed (no single call to ask for)" if calls else "not listed (no call to ask for)"

@@ -33,6 +33,8 @@ _ROW = {
                          "offered until you approve them."),
     ConsentKind.INSTRUCTIONS: ("The instructions of <b>{project}</b> (<code>AGENTS.md</code>, <code>CLAUDE.md</code>) "
                                "{what}: they are not put in the agent's prompt until you approve them."),
+    ConsentKind.NETWORK: ("The network list of <b>{project}</b> (<code>.agent-desk/network.toml</code>) {what}: its "
+                          "domains are not reachable until you approve it; only your own list applies."),
 }
 _WHAT = {
     ConsentKind.RULES: {"new": "were never trusted", "changed": "changed since you trusted them",
@@ -42,6 +44,7 @@ _WHAT = {
     ConsentKind.TEMPLATE: {"new": "was never approved", "changed": "changed since you approved it"},
     ConsentKind.SKILLS: {"new": "were never approved", "changed": "changed since you approved them"},
     ConsentKind.INSTRUCTIONS: {"new": "were never approved", "changed": "changed since you approved them"},
+    ConsentKind.NETWORK: {"new": "was never approved", "changed": "changed since you approved it"},
 }
 _DONE = {
     ConsentKind.RULES: "The rules of {project} are trusted and in use.",
@@ -50,6 +53,7 @@ _DONE = {
     ConsentKind.TEMPLATE: "The template {name} of {project} is approved: it is offered from the next message.",
     ConsentKind.SKILLS: "The skills of {project} are approved: they are offered from the next message.",
     ConsentKind.INSTRUCTIONS: "The instructions of {project} are approved: new sessions read them.",
+    ConsentKind.NETWORK: "The network list of {project} is approved: its domains are reachable from now on.",
 }
 
 # (the project, the subject approved, the project's settings after it) -> whatever the window does then
@@ -147,7 +151,9 @@ class ConsentBanner:
                  ConsentKind.HOOKS: "the project's hooks are not granted and do not run",
                  ConsentKind.MCP: "the project's MCP servers {names} are not granted and do not start",
                  ConsentKind.TEMPLATE: "the project's templates {names} are not approved and not offered",
-                 ConsentKind.SKILLS: "the project's skills are not approved and not offered"}
+                 ConsentKind.SKILLS: "the project's skills are not approved and not offered",
+                 ConsentKind.INSTRUCTIONS: "the project's instructions are not approved and not in the prompt",
+                 ConsentKind.NETWORK: "the repository's network list is not approved: only your list applies"}
         said = [parts[k].format(names=", ".join(c.name for c in waiting if c.kind is k))
                 for k in ConsentKind if any(c.kind is k for c in waiting)]
         text = "; ".join(said)

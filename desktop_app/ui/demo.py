@@ -427,15 +427,15 @@ command = "ruff check --quiet . || true"
 
 async def screenshot(window: Any, controller: Any, *, path: str, view: str, size: str, sample: bool) -> int:
     """Render `view` (main, history, inbox, approval-card, project-settings, project-rules, project-mcp,
-    rules-trust, settings, settings-mcp) to the PNG `path`."""
+    project-network, rules-trust, settings, settings-mcp) to the PNG `path`."""
     w, h = (int(x) for x in size.lower().split("x"))
     window.resize(w, h)
     if view == "history":
         target = await _history_view(controller, w, h)
-    elif view in ("project-settings", "project-rules", "project-mcp", "project-tools"):
+    elif view in ("project-settings", "project-rules", "project-mcp", "project-tools", "project-network"):
         window.show()
-        target = await _project_view(window, controller,
-                                     tab={"project-rules": 1, "project-mcp": 2, "project-tools": 3}.get(view, 0))
+        target = await _project_view(window, controller, tab={"project-rules": 1, "project-mcp": 2,
+                                                              "project-tools": 3, "project-network": 4}.get(view, 0))
     else:
         window.show()
         target = await _window_view(window, controller, view, sample)
@@ -544,6 +544,13 @@ async def _project_view(window: Any, controller: Any, *, tab: int) -> Any:
     target.findChild(QTabWidget).setCurrentIndex(tab)
     if tab == 2:  # the failed server: its stderr
         target.mcp.tree.setCurrentIndex(target.mcp.model.index(target.mcp.model.server_row("memory"), 0))
+    if tab == 4:  # the allowlist mode, a preset, the person's list and a malformed pattern refused
+        net = target.net
+        net.mode.setCurrentIndex(net.mode.findData("allowlist"))
+        net.presets["python"].setChecked(True)
+        for pattern in ("registry.npmjs.org", "*.internal.example.com:443", "10.0.0.5:8080", "*.com"):
+            net.pattern.setText(pattern)
+            net.add_pattern()
     if tab == 1:
         target.rules.setPlainText('[permissions]\nallow = ["bash_run(pytest *)", "fs_edit(src/**)"]\n'
                                   'ask = ["bash_run(git push *)"]\ndeny = ["bash_run(curl *)"]\n')

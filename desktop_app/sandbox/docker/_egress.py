@@ -5,11 +5,14 @@ turns 127.0.0.1:3128, which HTTP(S)_PROXY name, into that socket."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
+import socket
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 from ...core import NetworkAllowlist
@@ -75,11 +78,20 @@ def proxy_env() -> dict[str, str]:
             "NO_PROXY": NO_PROXY, "no_proxy": NO_PROXY}
 
 
+STALE_AFTER_S = 60.0  # a folder younger than this may be another desk's, between its mkdir and its listen
+_swept = False  # the stale folders are swept once per process, at the first proxy's start
+
+
+def egress_root() -> Path:
+    base = Path(os.environ.get("XDG_RUNTIME_DIR") or Path(tempfile.gettempdir()) / f"agent-desk-{os.getuid()}")
+    return base / "agent-desk-egress"
+
+
 def egress_dir(slug: str) -> Path:
     """This machine's folder for one project's proxy socket: under XDG_RUNTIME_DIR (else a folder of this user's
     in the temp dir), made here, owned by this user, never a link."""
-    base = Path(os.environ.get("XDG_RUNTIME_DIR") or Path(tempfile.gettempdir()) / f"agent-desk-{os.getuid()}")
-    root = base / "agent-desk-egress"
+    root = egress_root()
+    base = root.parent
     for folder, mode in ((base, 0o700), (root, 0o700), (root / slug, 0o755)):
         with contextlib.suppress(FileExistsError):
             folder.mkdir(mode=mode)
@@ -89,6 +101,46 @@ def egress_dir(slug: str) -> Path:
         if folder != base:
             folder.chmod(mode)  # the container's user (another uid) goes through the last one, read-only
     return root / slug
+
+
+def _listening(sock: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX)
+    probe.settimeout(0.5)
+    try:
+        probe.connect(str(sock))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def sweep_stale(keep: str = "", *, older_than_s: float = STALE_AFTER_S) -> list[str]:
+    """Remove the proxy folders no desk serves (no socket, or one nobody listens on), older than `older_than_s`,
+    of this user's, never through a link; `keep` is the caller's own. Returns the names removed. A container
+    kept running with a removed folder is made again at its next start (the folder's inode is in its hash)."""
+    root = egress_root()
+    removed: list[str] = []
+    try:
+        children = list(root.iterdir())
+    except OSError:
+        return removed
+    now = time.time()
+    for child in children:
+        try:
+            st = child.lstat()
+            if child.name == keep or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or \
+                    now - st.st_mtime < older_than_s or _listening(child / SOCKET_NAME):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                (child / SOCKET_NAME).unlink()
+            child.rmdir()  # anything else in it: not the desk's folder, left alone
+            removed.append(child.name)
+        except OSError:
+            continue
+    if removed:
+        log.info("removed %d stale proxy folder(s) under %s", len(removed), root)
+    return removed
 
 
 class SandboxEgress:
@@ -105,9 +157,13 @@ class SandboxEgress:
 
     async def start(self) -> None:
         """Listen on the project's socket (made again: a socket left by an earlier desk is replaced)."""
+        global _swept
         if self.proxy is not None:
             return
-        proxy = EgressProxy(self.gate, resolve=self._resolve)
+        if not _swept:
+            _swept = True
+            await asyncio.to_thread(sweep_stale, self.slug)
+        proxy = EgressProxy(self.gate, resolve=self.resolve)
         try:
             folder = egress_dir(self.slug)
             sock = folder / SOCKET_NAME
@@ -128,11 +184,20 @@ class SandboxEgress:
         self.problem = f"{SETTING}: {why}; the sandbox has no network"
         log.warning("%s", self.problem)
 
-    async def _resolve(self, host: str, port: int) -> list[str]:
+    async def resolve(self, host: str, port: int) -> list[str]:
+        """The names the proxy resolves: with `resolver` when set (looked up at each name), else the system's."""
         return await (self.resolver or system_resolver)(host, port)
 
-    async def close(self) -> None:
+    async def close(self, *, keep_folder: bool = False) -> None:
+        """Stop listening; the socket goes, and the folder too unless its container keeps running (it holds the
+        folder mounted: the next desk listens in it again)."""
         proxy, self.proxy = self.proxy, None
         if proxy is not None:
             with contextlib.suppress(Exception):
                 await proxy.close()
+        folder = self.folder
+        if folder is not None:
+            with contextlib.suppress(OSError):
+                (folder / SOCKET_NAME).unlink()
+                if not keep_folder:
+                    folder.rmdir()

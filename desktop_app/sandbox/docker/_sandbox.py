@@ -76,6 +76,7 @@ def container_name(project_id: str, companion: str = "") -> str:
 # "container:...": those share a namespace (the host's loopback services, another container's), not a network.
 _NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
 _SHARED_NAMESPACES = ("host", "none")
+ALLOWLIST = "allowlist"  # a companion in the project's allowlist mode: through its own proxy, by the same list
 
 
 class Companion:
@@ -86,6 +87,9 @@ class Companion:
     def __init__(self, suffix: str, network: str, purpose: str) -> None:
         if not suffix or "\0" in suffix:
             raise SandboxError("a companion container needs a name")
+        if network == ALLOWLIST:  # no network; its only way out is its own proxy socket (the project's list)
+            self.suffix, self.network, self.purpose = suffix, "none", purpose
+            return
         if not _NETWORK_NAME.match(network) or network in _SHARED_NAMESPACES:
             raise SandboxError(
                 f"a companion container cannot use the network {network[:80]!r}",
@@ -449,7 +453,7 @@ class DockerSandbox(HelperOps):
         except OSError as exc:
             eg.refuse(f"the proxy's folder cannot be made ({exc})")
             return {}
-        return {"egress": str(eg.folder)}
+        return {"egress": f"{eg.folder}@{eg.folder.stat().st_ino}"}  # a folder made again: a new container
 
     def _egress_mounts(self) -> list[Any]:
         from docker.types import Mount
@@ -506,11 +510,18 @@ class DockerSandbox(HelperOps):
         """A second container beside this one for one thing that needs the network (an MCP server): the same
         image, mounts, user, limits and hardening, but `network`; its own name; removed when closed. Its
         describe() names the relaxation ("network: bridge, for MCP server 'fetch'")."""
+        proxied = network == ALLOWLIST
+        if proxied and self.egress is None:
+            raise SandboxError("a companion in the allowlist mode needs a project in that mode")
         role = Companion(suffix, network, purpose or f"MCP server {suffix!r}")
-        other = DockerSandbox(self.project_id, self.folder, replace(self.config, network=False, network_allow=None,
-                                                                    keep_running=False),
+        keep = {} if proxied else {"network_allow": None}
+        other = DockerSandbox(self.project_id, self.folder, replace(self.config, network=False, keep_running=False,
+                                                                    **keep),
                               client=self._client, max_workers=4)
         other.companion_of = role
+        if proxied and other.config.allowlist is not None:  # its own socket: its connections are the server's
+            other.egress = SandboxEgress(other.config.allowlist, f"{_slug(self.project_id)}-{_slug(suffix)}")
+            other.egress.resolver = self.egress.resolve  # names resolve as the project's do (its resolver, later too)
         return other
 
     async def close(self) -> None:
@@ -520,7 +531,7 @@ class DockerSandbox(HelperOps):
         await self.sweep()
         await self.synced_workspace.close(self.config.keep_running)
         if self.egress is not None and not self.twin:  # the twin shares the project container's proxy
-            await self.egress.close()
+            await self.egress.close(keep_folder=self.config.keep_running and self.companion_of is None)
         self._closed = True
         channel, self._channel = self._channel, None
         if channel is not None:
@@ -558,7 +569,8 @@ class DockerSandbox(HelperOps):
         relaxations = cfg.relaxations()
         if self.companion_of is not None:
             role = self.companion_of
-            relaxations.append(f"network: {role.network}, for {role.purpose}")
+            how = "allowlist through the desk's proxy" if self.egress is not None else role.network
+            relaxations.append(f"network: {how}, for {role.purpose}")
         problem = cfg.network_problem or (self.egress.problem if self.egress is not None else "")
         if problem:
             relaxations.append(f"network: none ({problem})")
@@ -599,6 +611,8 @@ class DockerSandbox(HelperOps):
             raise SandboxError("the sandbox is closed")
         if not self._transport_ready():
             await self.start()
+        if self.egress is not None and self.companion_of is not None and not self._relay_lock.locked():
+            await self._ensure_relay()  # a companion's server reaches out through the relay (not the relay itself)
         cwd = posixpath.normpath(posixpath.join(WORKSPACE, cwd))
         channel = DockerProcessChannel(self._client.api, self._container.id, list(argv), f"{self._uid}:{self._gid}",
                                        self._pool)

@@ -68,6 +68,14 @@ _WORDING = {
         "Approve these skills", "Ignore them",
         "Approving binds to every SKILL.md as it is now; a skill added or changed afterwards is asked about "
         "again. Your settings limit how many reach the prompt (skills_max, skills_max_prompt_bytes)."),
+    "network-list": _Wording(
+        "Review the network list of {project}",
+        "The repository's network list in <code>{where}</code> {what}. It widens what the sandbox may reach "
+        "through the desk's proxy, so its domains are not reachable until you approve it; until then only your "
+        "own list applies.",
+        {"new": "was never approved (a repository may have shipped it)", "changed": "changed since you approved it"},
+        "Approve this list", "Ignore it",
+        "Approving binds to these patterns as they are now; one added or changed afterwards is asked about again."),
 }
 
 

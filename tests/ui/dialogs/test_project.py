@@ -47,7 +47,7 @@ def test_project_settings_dialog_builds_a_project_and_runs_a_build(qtbot, run, t
     dlg._check()
     assert dlg.isVisible() and "does not exist" in dlg.error.text()
     dlg.folder.setText(str(tmp_path))
-    dlg.network.setChecked(True)
+    dlg.net.mode.setCurrentIndex(dlg.net.mode.findData(True))
     dlg.memory.setText("4g")
     dlg.rules.setPlainText('[permissions]\nallow = ["bash_run(make *)"]\n')
     dlg._check()
@@ -78,7 +78,7 @@ def test_the_project_image_entry_builds_on_the_click_and_is_stored_with_its_dige
     from types import SimpleNamespace
 
     from desktop_app.sandbox import project_image_tag
-    from desktop_app.ui.dialogs._project import PROJECT_IMAGE_PREFIX, project_image_entry
+    from desktop_app.ui.dialogs._project_image import PROJECT_IMAGE_PREFIX, project_image_entry
 
     (tmp_path / ".devcontainer").mkdir()
     (tmp_path / ".devcontainer" / "devcontainer.json").write_text('{"image": "debian:12", "privileged": true,}')

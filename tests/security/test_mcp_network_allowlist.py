@@ -1,0 +1,82 @@
+"""A `sandbox+network` MCP server in a project of the allowlist mode gets no open network. Through a whole
+runtime (the default companion, no factory of the test's) and a real server (mcp-server-fetch in the mcp image):
+its companion container has network "none" and its own proxy socket under the project's list; a listed domain
+is fetched, an unlisted one asks like a call's (the person denies it: refused), and each connection is in the
+trail of the server's call, attributed to the server, in a chain that verifies. The proxy's test resolver maps
+the test domains to a local server: nothing leaves the machine."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from desktop_app.config import Settings
+from desktop_app.core import Answer, ConsentKind, ProjectInfo, ToolCallState
+from desktop_app.runtime import approve, consents, open_runtime
+from tests.conftest import make_workspace
+from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
+from tests.kit import Desk
+from tests.kit.netservers import local_servers
+from tests.mcp_client.conftest import write_config
+from tests.sandbox.mcp_wire import need_mcp_image
+
+pytestmark = pytest.mark.docker
+FETCH = {"command": "mcp-server-fetch", "args": ["--ignore-robots-txt", "--allow-private-ips"],
+         "run": "sandbox+network"}
+
+
+async def test_a_networked_server_asks_and_is_recorded_like_a_call(docker_client, desk_env: Path,
+                                                                    server: AnthropicServer, tmp_path: Path) -> None:
+    image = need_mcp_image(docker_client)
+    project = make_workspace(tmp_path / "project")
+    (project / ".agent-desk").mkdir(exist_ok=True)
+    write_config(project, {"fetch": FETCH})
+    [consent] = consents(ProjectInfo("p", "p", str(project)), ConsentKind.MCP)
+    approve(ProjectInfo("p", "p", str(project)), consent)
+    with local_servers(tmp_path / "certs") as servers:
+        servers.names["other.test"] = ["127.0.0.1"]
+        h = servers.http_port
+        info = ProjectInfo(id=f"mcpnet-{os.urandom(4).hex()}", name="p", path=str(project), image=image,
+                           settings={"network": "allowlist", "network_allow": [f"good.test:{h}", f"127.0.0.1:{h}"]})
+        rt = await open_runtime(Settings(base_url=server.url, api_key=server.api_key), info,
+                                db_url=str(tmp_path / "desk.db"), permission_mode="ask")
+        try:
+            rt.sandbox.egress.resolver = servers.resolve
+            desk = Desk(rt)
+            asked: list[Any] = []
+
+            def deny(env: Any) -> None:
+                asked.append(env.event)
+                rt.executor.questions.answer(env.event.question_id, Answer(text="deny"))
+
+            rt.bus.on("question_asked", deny)
+            fetch = [{"url": f"http://{name}.test:{h}/page", "raw": True} for name in ("good", "other")]
+            server.add(reply(tool_use("mcp__fetch__fetch", fetch[0])),
+                       lambda req: reply(tool_use("mcp__fetch__fetch", fetch[1])), lambda req: reply(text("ok")))
+            session = await rt.open_session()
+            await session.send("fetch both")
+            good, other = await desk.records(session.session.id)
+            assert good.state is ToolCallState.COMPLETED and "Release notes" in good.result["content"][0]["text"]
+            nets = [[t.data["network"] for t in r.trail if t.actor == "network"] for r in (good, other)]
+            assert [(n["domain"], n["verdict"], n["reason"]) for n in nets[0]] == [("good.test", "allowed", "listed")]
+            assert [(n["domain"], n["verdict"], n["reason"]) for n in nets[1]] == [
+                ("other.test", "refused", "not listed (the person denied it)")]
+            assert nets[0][0]["attribution"] == "MCP server 'fetch': the one call executing"
+            assert nets[0][0]["calls"] == [good.id] and nets[1][0]["calls"] == [other.id]
+            assert [q.meta["network"]["domain"] for q in asked] == ["other.test"]
+            assert asked[0].text.startswith("mcp__fetch__fetch")
+            assert "network: allowlist through the desk's proxy, for MCP server 'fetch'" in good.sandbox["relaxations"]
+            assert good.sandbox["network"] == "allowlist"
+            mine = docker_client.containers.list(filters={"label": f"org.agent-desk.project={info.id}"})
+            [companion] = [c for c in mine if c.id.startswith(good.sandbox["container_id"])]
+            assert companion.attrs["HostConfig"]["NetworkMode"] == "none"
+            assert good.sandbox["container_id"] != rt.sandbox.describe().container_id
+            result = await rt.store.verify()
+            assert result.ok, result
+        finally:
+            await rt.close()
+            for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={info.id}"}):
+                c.remove(force=True)
