@@ -14,47 +14,11 @@ from typing import Any
 from ..core import AgentDeskError, ConsentKind, ProjectInfo
 from ..runtime import Consent, approve, consents
 from . import dialogs
+from ._consent_words import words_for
 from ._mcp import runs_where
 
 log = logging.getLogger(__name__)
 BANNER_KEY = "rules-trust"  # the rules' row; the others are "consent-<kind>-<name>"
-
-# What each kind's row says, and what a session does meanwhile ({project}, {name}, {asks}, {what} filled in).
-_ROW = {
-    ConsentKind.RULES: ("The rules of <b>{project}</b> (<code>.agent-desk/rules.toml</code>) {what}. Until you "
-                        "trust them, its sessions use your own rules and only the file's deny and ask rules."),
-    ConsentKind.HOOKS: ("The hooks of <b>{project}</b> (<code>.agent-desk/hooks.toml</code>) {what}: they do not "
-                        "run until you grant them."),
-    ConsentKind.MCP: ("The MCP server <b>{name}</b> of <b>{project}</b> runs {asks} and {what}: it does not "
-                      "start until you grant it."),
-    ConsentKind.TEMPLATE: ("The agent template <b>{name}</b> of <b>{project}</b> {what}: it is not offered (to "
-                           "you nor to sub-agents) until you approve it."),
-    ConsentKind.SKILLS: ("The skills of <b>{project}</b> (<code>.agent-desk/skills/</code>) {what}: they are not "
-                         "offered until you approve them."),
-    ConsentKind.INSTRUCTIONS: ("The instructions of <b>{project}</b> (<code>AGENTS.md</code>, <code>CLAUDE.md</code>) "
-                               "{what}: they are not put in the agent's prompt until you approve them."),
-    ConsentKind.NETWORK: ("The network list of <b>{project}</b> (<code>.agent-desk/network.toml</code>) {what}: its "
-                          "domains are not reachable until you approve it; only your own list applies."),
-}
-_WHAT = {
-    ConsentKind.RULES: {"new": "were never trusted", "changed": "changed since you trusted them",
-                        "deleted": "were deleted since you trusted them"},
-    ConsentKind.HOOKS: {"new": "were never granted", "changed": "changed since you granted them"},
-    ConsentKind.MCP: {"new": "was never granted", "changed": "changed since you granted it"},
-    ConsentKind.TEMPLATE: {"new": "was never approved", "changed": "changed since you approved it"},
-    ConsentKind.SKILLS: {"new": "were never approved", "changed": "changed since you approved them"},
-    ConsentKind.INSTRUCTIONS: {"new": "were never approved", "changed": "changed since you approved them"},
-    ConsentKind.NETWORK: {"new": "was never approved", "changed": "changed since you approved it"},
-}
-_DONE = {
-    ConsentKind.RULES: "The rules of {project} are trusted and in use.",
-    ConsentKind.HOOKS: "The hooks of {project} are granted: they run from the next message.",
-    ConsentKind.MCP: "The MCP server {name} of {project} is granted: it starts with the next message.",
-    ConsentKind.TEMPLATE: "The template {name} of {project} is approved: it is offered from the next message.",
-    ConsentKind.SKILLS: "The skills of {project} are approved: they are offered from the next message.",
-    ConsentKind.INSTRUCTIONS: "The instructions of {project} are approved: new sessions read them.",
-    ConsentKind.NETWORK: "The network list of {project} is approved: its domains are reachable from now on.",
-}
 
 # (the project, the subject approved, the project's settings after it) -> whatever the window does then
 Applied = Callable[[ProjectInfo, Consent, dict[str, Any]], Awaitable[Any]]
@@ -100,9 +64,10 @@ class ConsentBanner:
         if (project.id, key) in self.ignored:
             self.window.banner.clear_item(key)
             return
-        what = _WHAT[consent.kind].get(consent.status.value, "are not approved")
-        text = _ROW[consent.kind].format(project=html.escape(project.name), name=html.escape(consent.name),
-                                         asks=html.escape(runs_where(str(consent.asks))), what=what)
+        words = words_for(consent.kind)
+        what = words.status(consent.status.value)
+        text = words.row.format(project=html.escape(project.name), name=html.escape(consent.name),
+                                asks=html.escape(runs_where(str(consent.asks))), what=what)
         self.window.banner.set_item(key, f"⚠ {text}", [
             ("Review…", lambda: self.spawn(self.review(project, consent.kind, consent.name))),
             ("Ignore", lambda: self.ignore(project, consent))])
@@ -137,7 +102,7 @@ class ConsentBanner:
             return False
         if self.applied is not None:
             await self.applied(project, consent, settings)
-        self.window.conversation.add_notice(_DONE[kind].format(project=project.name, name=consent.name))
+        self.window.conversation.add_notice(words_for(kind).done.format(project=project.name, name=consent.name))
         await self.check(project)  # a file changed while it was reviewed is asked about again
         return True
 
@@ -146,15 +111,7 @@ class ConsentBanner:
         waiting = self.waiting.get(project.id)
         if not waiting:
             return None
-        parts = {ConsentKind.RULES: "the project's rules are not trusted: this session uses your own rules and "
-                                    "only the file's deny and ask rules",
-                 ConsentKind.HOOKS: "the project's hooks are not granted and do not run",
-                 ConsentKind.MCP: "the project's MCP servers {names} are not granted and do not start",
-                 ConsentKind.TEMPLATE: "the project's templates {names} are not approved and not offered",
-                 ConsentKind.SKILLS: "the project's skills are not approved and not offered",
-                 ConsentKind.INSTRUCTIONS: "the project's instructions are not approved and not in the prompt",
-                 ConsentKind.NETWORK: "the repository's network list is not approved: only your list applies"}
-        said = [parts[k].format(names=", ".join(c.name for c in waiting if c.kind is k))
+        said = [words_for(k).waiting.format(names=", ".join(c.name for c in waiting if c.kind is k))
                 for k in ConsentKind if any(c.kind is k for c in waiting)]
         text = "; ".join(said)
         return text[0].upper() + text[1:] + " (see the banner, or run: agent-desk consent list)."
