@@ -69,6 +69,40 @@ def test_ids_follow_the_content_and_the_store_grows_by_what_changed(tmp_path: Pa
     assert other.take().id != first.id and store.take().id == other.take().id
 
 
+
+def test_the_tree_written_in_memory_is_the_tree_git_writes(tmp_path: Path) -> None:
+    """After the first checkpoint the desk hashes what changed itself (core/_git_objects.py): every kind of
+    change gives the very tree git's own index gives a new store over the same files, and reads back."""
+    ws = tmp_path / "ws"
+    (ws / "a" / "b").mkdir(parents=True)
+    for name in ("a/one.txt", "a/b/two.txt", "top.txt", "x"):
+        (ws / name).write_text(name)
+    store = ShadowStore(tmp_path / "cps", ws, max_file_bytes=1024)
+    store.take()
+    steps = [
+        lambda: (ws / "a" / "one.txt").write_text("rewritten"),
+        lambda: (ws / "a" / "b" / "two.txt").rename(ws / "a" / "moved.txt"),  # b/ left empty: gone from the tree
+        lambda: (ws / "top.txt").chmod(0o755),
+        lambda: (ws / "link").symlink_to("a/one.txt"),
+        lambda: ((ws / "x").unlink(), (ws / "x").mkdir(), (ws / "x" / "in.txt").write_text("a folder now")),
+        lambda: (ws / "new" / "deep").mkdir(parents=True) or (ws / "new" / "deep" / "n.txt").write_bytes(b"\0\1"),
+        lambda: (ws / "big.bin").write_bytes(b"x" * 2048),
+        lambda: (ws / "a" / "one.txt").write_bytes(b"x" * 2048),  # grew past the limit: out, and named
+        lambda: ((ws / "new" / "deep" / "n.txt").unlink(), (ws / "new" / "deep").rmdir()),
+    ]
+    for step in steps:
+        step()
+        pending = set(store._pending)
+        cp = store.take()
+        assert ShadowStore(tmp_path / "by-git", ws, max_file_bytes=1024).take().id == cp.id  # its own index
+        assert store.take().id == cp.id  # taken again unchanged: the same (from the stat it keeps)
+    assert store._cache is not None and pending  # it went the in-memory way, ahead of git's index
+    files = store.files(cp.id)
+    assert set(files) == {"a/moved.txt", "top.txt", "link", "x/in.txt"}
+    assert files["top.txt"].mode == "100755" and files["link"].mode == "120000"
+    assert store.blobs({files["link"].blob}) == {files["link"].blob: b"a/one.txt"}
+    assert cp.not_kept["a/one.txt"].startswith("over the") and cp.not_kept["big.bin"].startswith("over the")
+
 async def _run_write(rig: Rig, decision) -> object:
     rig.server.add(reply(tool_use("echo", {"text": "hi"}), tool_use("write", {"path": "x"})), reply(text("ok")))
     session = await rig.open()
