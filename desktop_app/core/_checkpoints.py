@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import AgentDeskError
-from ._git_objects import RACY_NS, StatKey, TreeCache, hash_file
+from ._git_objects import LINK_MODE, RACY_NS, StatKey, TreeCache, git_mode, write_object
+from ._safe_files import read_beneath
 
 DEFAULT_MAX_FILE_BYTES = 50 * 1024 * 1024
 CONTROL_DIRS = (".git", ".agent-desk")
@@ -194,16 +195,31 @@ class ShadowStore:
             if seen is not None and seen[0] == key:
                 mode, blob = seen[1], seen[2]
             else:
-                try:
-                    mode, blob = hash_file(self.git_dir, self.workspace, p, st)
-                except OSError as e:
-                    raise CheckpointError(f"cannot read {p}: {e.strerror or e}") from e
+                mode, blob = self._hash(p, st)
+                if not blob:  # gone since git named it
+                    cache.drop(p)
+                    continue
                 if key.mtime_ns + RACY_NS < started and key.ctime_ns + RACY_NS < started:
                     cache.seen[p] = (key, mode, blob)
             if cache.entry(p) != (mode, blob):
                 cache.put(p, mode, blob)
         self._pending = changed | others
         return self._taken(cache.write(), not_kept)
+
+    def _hash(self, rel: str, st: os.stat_result) -> tuple[str, str]:
+        """Store the file or link at `rel` as a blob: (mode, id); ("", "") when it is gone. Read beneath the
+        workspace without following a link on the way (one swapped in meanwhile is refused, not followed)."""
+        try:
+            if stat.S_ISLNK(st.st_mode):
+                return LINK_MODE, write_object(self.git_dir, "blob", os.fsencode(os.readlink(self.workspace / rel)))
+            body = read_beneath(self.workspace, rel, limit=self.max_file_bytes)
+        except FileNotFoundError:
+            return "", ""
+        except (OSError, AgentDeskError) as e:
+            raise CheckpointError(f"cannot read {rel}: {getattr(e, 'strerror', None) or e}") from e
+        if body is None:
+            return "", ""
+        return git_mode(st), write_object(self.git_dir, "blob", body)
 
     def _taken(self, tree: str, not_kept: dict[str, str]) -> Checkpoint:
         self._keep(tree)

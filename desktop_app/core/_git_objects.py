@@ -143,17 +143,3 @@ class TreeCache:
 def _tree_body(entries: dict[bytes, tuple[str, str]]) -> bytes:
     order = sorted(entries, key=lambda n: n + b"/" if entries[n][0] == TREE_MODE else n)  # git's own order
     return b"".join(entries[n][0].encode() + b" " + n + b"\0" + bytes.fromhex(entries[n][1]) for n in order)
-
-
-def hash_file(git_dir: Path, root: Path, rel: str, st: os.stat_result) -> tuple[str, str]:
-    """Store the file or link at `rel` (lstat `st`, no link on its way: the caller checked) as a blob;
-    (mode, blob id). OSError when it cannot be read or changed kind meanwhile."""
-    path = root / rel
-    if stat.S_ISLNK(st.st_mode):
-        return LINK_MODE, write_object(git_dir, "blob", os.fsencode(os.readlink(path)))
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise OSError(f"{rel} is no longer a file")
-        body = f.read()
-    return git_mode(st), write_object(git_dir, "blob", body)
