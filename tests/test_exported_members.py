@@ -221,7 +221,6 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         "RunContext", "SecretRedactionHook", "ShellAnalysis", "SimpleCommand", "ToolCall", "ToolInputError",
         "ToolNotFound", "TurnResult", "analyse_command", "assess_risk", "post_hook", "pre_hook", "tool",
         "REWIND_TOOL",  # the name of a rewind's record in the chain, for tools that read the audit
-        "BRANCH_OF",  # the key of a rewound conversation's session meta naming the session it came from
         # host-side file access beneath a project without following links (the control folder's creation)
         "make_dirs_beneath", "read_beneath",
         # when a session compacts (the runtime passes the defaults today)

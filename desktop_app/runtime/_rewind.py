@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ..config import Settings, checkpoints_dir
 from ..core import (
+    BRANCH_OF,
     AgentDeskError,
     BranchPoint,
     Checkpoint,
@@ -30,6 +31,7 @@ from ..core import (
 )
 
 MB = 1024 * 1024
+MAX_BRANCH_DEPTH = 50  # branches of branches followed back this far
 
 
 def checkpoint_store(settings: Settings, project: ProjectInfo) -> ShadowStore:
@@ -64,6 +66,22 @@ async def _session_parts(store: object, session_id: str) -> tuple[SessionInfo, P
     return session, project, await store.session_records(session_id)  # type: ignore[attr-defined]
 
 
+async def _ancestors_records(store: object, session: SessionInfo) -> list[ToolCallRecord]:
+    """The calls of the sessions a branch was rewound from (its turns before the branch point were theirs):
+    the files' rewind then sees every call the desk made on the project, in the order they ran."""
+    out: list[ToolCallRecord] = []
+    seen = {session.id}
+    parent_id = session.meta.get(BRANCH_OF)
+    while isinstance(parent_id, str) and parent_id not in seen and len(seen) < MAX_BRANCH_DEPTH:
+        seen.add(parent_id)
+        parent = await store.get_session(parent_id)  # type: ignore[attr-defined]
+        if parent is None:
+            break
+        out += await store.session_records(parent_id)  # type: ignore[attr-defined]
+        parent_id = parent.meta.get(BRANCH_OF)
+    return out
+
+
 async def plan(store: object, settings: Settings, session_id: str, call_id: str) -> Rewind:
     """What rewinding `session_id`'s files to before `call_id` would change (nothing changes yet), and where
     its conversation would be rewound to: before the turn that asked for the call."""
@@ -83,6 +101,7 @@ async def plan_turn(store: object, settings: Settings, session_id: str, turn: in
     asked from that turn on (nothing when none may have written), and the conversation to before the prompt."""
     session, project, records = await _session_parts(store, session_id)
     point = point_before_turn(session, await store.messages(session_id), turn)  # type: ignore[attr-defined]
+    records += await _ancestors_records(store, session)  # a branch's first turns were asked in the session before
     shadow = checkpoint_store(settings, project)
     call_id = first_call_from(point, records)
     try:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from desktop_app.core import BRANCH_OF, REWIND_TOOL, ToolCallState
+from desktop_app.runtime import plan_turn_rewind
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 from tests.kit.cli import cli, server_cli_environ
 
@@ -115,4 +116,7 @@ async def test_bash_changes_are_rewound_and_the_persons_edit_is_kept(desk_for, d
     assert said[0] == "change things" and said[-1] == "something else" and "one more" not in said
     assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant", "user"]
     assert await desk.rt.store.messages(session.session.id) == original
+    # in the branch, its first turn (asked in the original) rewinds to the original's checkpoint before it
+    inherited = await plan_turn_rewind(desk.rt.store, desk.rt.settings, branch_id, 0)
+    assert inherited.point.index == 0 and inherited.plan.checkpoint == _executing(first)["checkpoint"]["id"]
     assert (await desk.rt.store.verify()).ok
