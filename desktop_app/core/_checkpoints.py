@@ -155,7 +155,7 @@ class ShadowStore:
         self._ensure()
         changed, others = self._changes()
         stamp = self._index_stamp()
-        if self._last is not None and not changed and not others and stamp == self._stamp:
+        if self._last is not None and not (changed or others or self._pending) and stamp == self._stamp:
             return self._last  # nothing changed, and no other process moved the index since
         ignores = any(p.rsplit("/", 1)[-1] == ".gitignore" for p in changed | others)
         if self._cache is None or stamp != self._stamp or ignores or len(changed | others) > MAX_PENDING:

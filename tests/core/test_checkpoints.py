@@ -5,7 +5,9 @@ is checkpointed, one that only reads is not, and a checkpoint that cannot be tak
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
+import time
 from pathlib import Path
 
 from desktop_app.core import Allow, Deny, MemoryStore, ShadowStore, ToolCallRecord, ToolCallState
@@ -97,6 +99,18 @@ def test_the_tree_written_in_memory_is_the_tree_git_writes(tmp_path: Path) -> No
         assert ShadowStore(tmp_path / "by-git", ws, max_file_bytes=1024).take().id == cp.id  # its own index
         assert store.take().id == cp.id  # taken again unchanged: the same (from the stat it keeps)
     assert store._cache is not None and pending  # it went the in-memory way, ahead of git's index
+    # a file git's index never had, checkpointed, then deleted: git names nothing, the desk still knows it
+    ws2 = tmp_path / "ws2"
+    (ws2 / "d").mkdir(parents=True)
+    (ws2 / "d" / "kept.txt").write_text("kept")
+    for p in ws2.rglob("*"):  # long written: no entry of the new index is racily clean (git would look again)
+        os.utime(p, (time.time() - 60, time.time() - 60))
+    fresh = ShadowStore(tmp_path / "fresh", ws2)
+    before = fresh.take()
+    (ws2 / "d" / "tmp.txt").write_text("made, checkpointed, then gone")
+    assert "d/tmp.txt" in fresh.files(fresh.take().id)
+    (ws2 / "d" / "tmp.txt").unlink()
+    assert fresh.take().id == before.id
     files = store.files(cp.id)
     assert set(files) == {"a/moved.txt", "top.txt", "link", "x/in.txt"}
     assert files["top.txt"].mode == "100755" and files["link"].mode == "120000"
