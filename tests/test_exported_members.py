@@ -26,6 +26,7 @@ EXPORTED: dict[str, list[str]] = {
         # checkpoints and rewind (issue 26)
         "Checkpoint", "CheckpointError", "ShadowStore", "REWIND_TOOL", "RewindDone", "RewindError", "RewindPlan",
         "apply_rewind", "plan_rewind", "record_rewind",
+        "BRANCH_OF", "BranchPoint", "branch_session", "first_call_from", "point_before_call", "point_before_turn",
         # project instructions: AGENTS.md and CLAUDE.md, read, digested for consent, capped into the prompt
         "Instructions", "build_instructions", "instructions_digest", "instructions_text", "read_project_instructions",
         "Action", "AgentDeskError", "AgentSession", "Allow", "AnthropicModelClient", "Approval",
@@ -101,7 +102,8 @@ EXPORTED: dict[str, list[str]] = {
     ],
     "runtime": [
         "Desk",  # the window's one link to the engine
-        "Rewind", "checkpoint_store", "plan_rewind", "run_rewind",  # a session's files put back (issue 26)
+        # a session's files (and its conversation) put back (issue 26)
+        "Rewind", "checkpoint_store", "plan_rewind", "plan_turn_rewind", "run_rewind",
         # opening runtimes (one project for the CLI, one per project for the window) and their store
         "ProjectRuntime", "ProjectRuntimes", "build_runtime", "head_signer", "model_client_from_settings",
         "open_runtime", "open_store", "project_dir", "project_for_dir", "approval_expiry", "SqlStore",

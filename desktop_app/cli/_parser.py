@@ -155,11 +155,15 @@ def _add_sessions(sub: _Sub) -> None:
     sc.add_argument("--model", help="model id (default: $ANTHROPIC_MODEL, else the settings)")
     sc.add_argument("--sandbox", choices=("docker", "local"), help="where tools run (default: docker)")
     sc.set_defaults(permission_mode=None)
-    rw = ssub.add("rewind", help="put a session's files back as they were before one of its calls (asks first)")
+    rw = ssub.add("rewind", help="put a session's files back as they were before one of its calls, and by default"
+                                 " its conversation too, in a new session (asks first)")
     rw.add_argument("id")
     rw.add_argument("--before", required=True, metavar="CALL_ID", help="the call to rewind to before")
     rw.add_argument("--yes", action="store_true", help="rewind without asking (your own changes are kept)")
-    rw.add_argument("--files-only", action="store_true", help="only the files (the conversation stays as it is)")
+    rw.add_argument("--files-only", action="store_true",
+                    help="rewind the files only: the conversation goes on as it is. Without it, the conversation"
+                         " is rewound too: a new session starts from the messages before that call's turn (the"
+                         " original session stays in the audit log as it was)")
     rw.add_argument("--overwrite-mine", action="store_true",
                     help="also put back the files you changed since (kept otherwise)")
 

@@ -19,6 +19,7 @@ from ._approvals import (
     Question,
     visible,
 )
+from ._branch import BRANCH_OF, BranchPoint, branch_session, first_call_from, point_before_call, point_before_turn
 from ._bus import EventBus
 from ._checkpoints import Checkpoint, CheckpointError, ShadowStore
 from ._compaction import CompactionSettings, compaction_facts, is_summary
@@ -443,4 +444,14 @@ __all__ += [
     "TodoChanged",
     "plan_mode_blocker",
     "status_from_events",
+]
+
+# Rewinding the conversation: a branch of a session from before one of its turns (issue 26, wt-rewind).
+__all__ += [
+    "BRANCH_OF",
+    "BranchPoint",
+    "branch_session",
+    "first_call_from",
+    "point_before_call",
+    "point_before_turn",
 ]

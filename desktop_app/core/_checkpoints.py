@@ -15,16 +15,20 @@ import shutil
 import stat
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ._errors import AgentDeskError
+from ._git_objects import LINK_MODE, RACY_NS, StatKey, TreeCache, git_mode, write_object
+from ._safe_files import read_beneath
 
 DEFAULT_MAX_FILE_BYTES = 50 * 1024 * 1024
 CONTROL_DIRS = (".git", ".agent-desk")
 MAX_NOT_KEPT_NAMED = 50  # a checkpoint's record names this many, then counts the rest
 GIT_TIMEOUT_S = 60.0
+MAX_PENDING = 256  # files ahead of git's index before a checkpoint goes through it again
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _CONFIG = {
     "core.bare": "false", "core.autocrlf": "false", "core.safecrlf": "false", "core.symlinks": "true",
@@ -98,6 +102,8 @@ class ShadowStore:
         self._ignored: dict[str, str] | None = None  # the ignored folders, found again when a .gitignore changes
         self._last: Checkpoint | None = None
         self._stamp: tuple[int, int, int] | None = None  # the index as this store last left it
+        self._cache: TreeCache | None = None  # the last checkpoint's tree, folder by folder
+        self._pending: set[str] = set()  # files whose checkpointed state is ahead of git's index
         if _inside(self.git_dir, self.workspace):
             raise CheckpointError(f"the checkpoint store {self.git_dir} would be inside the workspace")
 
@@ -148,12 +154,20 @@ class ShadowStore:
     def _take(self) -> Checkpoint:
         self._ensure()
         changed, others = self._changes()
-        if self._last is not None and not changed and not others and self._index_stamp() == self._stamp:
+        stamp = self._index_stamp()
+        if self._last is not None and not (changed or others or self._pending) and stamp == self._stamp:
             return self._last  # nothing changed, and no other process moved the index since
+        ignores = any(p.rsplit("/", 1)[-1] == ".gitignore" for p in changed | others)
+        if self._cache is None or stamp != self._stamp or ignores or len(changed | others) > MAX_PENDING:
+            return self._take_by_git(changed, others)
+        return self._take_in_memory(changed, others)
+
+    def _take_by_git(self, changed: set[str], others: set[str]) -> Checkpoint:
+        """Through git's index (the first checkpoint, a changed .gitignore, many changes): the index is made
+        to match the files, its tree written by git, and the in-memory tree built again from it."""
         not_kept, add = self._sizes(changed | others)
-        if any(p.endswith("/") for p in others):
-            not_kept.update({p.rstrip("/"): "a repository of its own" for p in others if p.endswith("/")})
-        gone = sorted(changed - add)  # deleted, beyond a link now, or not kept any more: out of the index
+        not_kept.update(_nested(others))
+        gone = sorted(changed - set(add))  # deleted, beyond a link now, or not kept any more: out of the index
         if gone:
             self._run("update-index", "--force-remove", "-z", "--stdin", stdin=_nul(gone))
         if add:
@@ -161,7 +175,56 @@ class ShadowStore:
         if self._ignored is None or any(p.rsplit("/", 1)[-1] == ".gitignore" for p in changed | others):
             self._ignored = self._ignored_dirs()
         tree = self._run("write-tree").stdout.decode().strip()
+        self._pending = set()
+        cache = TreeCache.from_index(self.git_dir, self._run("ls-files", "-s", "-z").stdout)
+        self._cache = cache if cache.write() == tree else None  # else: git's way every time (never seen)
+        return self._taken(tree, not_kept)
+
+    def _take_in_memory(self, changed: set[str], others: set[str]) -> Checkpoint:
+        """The files git named as differing from its index (and those that did last time), hashed in Python
+        unless their stat is as when last hashed; only the trees on their way to the root are written again.
+        The index stays behind until too many files differ from it (then `_take_by_git`)."""
+        cache, started = self._cache, time.time_ns()
+        assert cache is not None
+        not_kept, add = self._sizes(changed | others | self._pending)
+        not_kept.update(_nested(others))
+        for p in sorted((changed | self._pending) - set(add)):
+            cache.drop(p)
+        for p, st in sorted(add.items()):
+            key, seen = StatKey.of(st), cache.seen.get(p)
+            if seen is not None and seen[0] == key:
+                mode, blob = seen[1], seen[2]
+            else:
+                mode, blob = self._hash(p, st)
+                if not blob:  # gone since git named it
+                    cache.drop(p)
+                    continue
+                if key.mtime_ns + RACY_NS < started and key.ctime_ns + RACY_NS < started:
+                    cache.seen[p] = (key, mode, blob)
+            if cache.entry(p) != (mode, blob):
+                cache.put(p, mode, blob)
+        self._pending = changed | others
+        return self._taken(cache.write(), not_kept)
+
+    def _hash(self, rel: str, st: os.stat_result) -> tuple[str, str]:
+        """Store the file or link at `rel` as a blob: (mode, id); ("", "") when it is gone. Read beneath the
+        workspace without following a link on the way (one swapped in meanwhile is refused, not followed)."""
+        try:
+            if stat.S_ISLNK(st.st_mode):
+                return LINK_MODE, write_object(self.git_dir, "blob", os.fsencode(os.readlink(self.workspace / rel)))
+            body = read_beneath(self.workspace, rel, limit=self.max_file_bytes)
+        except FileNotFoundError:
+            return "", ""
+        except (OSError, AgentDeskError) as e:
+            raise CheckpointError(f"cannot read {rel}: {getattr(e, 'strerror', None) or e}") from e
+        if body is None:
+            return "", ""
+        return git_mode(st), write_object(self.git_dir, "blob", body)
+
+    def _taken(self, tree: str, not_kept: dict[str, str]) -> Checkpoint:
         self._keep(tree)
+        if self._ignored is None:
+            self._ignored = self._ignored_dirs()
         self._last, self._stamp = Checkpoint(tree, {**self._ignored, **self._big_known(not_kept)}), self._index_stamp()
         return self._last
 
@@ -180,24 +243,24 @@ class ShadowStore:
         changed, others = ({p for p in o.decode("utf-8", "surrogateescape").split("\0") if p} for o in outs)
         return {p for p in changed if not _is_control(p)}, {p for p in others if not _is_control(p)}
 
-    def _sizes(self, paths: set[str]) -> tuple[dict[str, str], set[str]]:
+    def _sizes(self, paths: set[str]) -> tuple[dict[str, str], dict[str, os.stat_result]]:
         """Of new or changed `paths`: those not kept (over the size limit, not a file), and the files and links
         to add. A path that is gone, or lies beyond a link now, is in neither: it leaves the index."""
         too_big: dict[str, str] = {}
-        add: set[str] = set()
+        add: dict[str, os.stat_result] = {}
         real_dirs: dict[str, bool] = {"": True}
         for p in paths:
             if p.endswith("/"):
                 continue
             st = self._lstat(p, real_dirs)
-            if st is None:
-                continue
+            if st is None or stat.S_ISDIR(st.st_mode):
+                continue  # gone, beyond a link, or a folder now (git names the files in it on their own)
             if stat.S_ISREG(st.st_mode) and st.st_size > self.max_file_bytes:
                 too_big[p] = f"over the {_size(self.max_file_bytes)} limit"
             elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
                 if stat.S_ISREG(st.st_mode) and not os.access(self.workspace / p, os.R_OK):
                     raise CheckpointError(f"cannot read {p}: permission denied")
-                add.add(p)
+                add[p] = st
             else:
                 too_big[p] = "not a file nor a link"
         return too_big, add
@@ -303,6 +366,10 @@ def _finish(proc: subprocess.Popen[bytes], what: str) -> bytes:
         lines = err.decode("utf-8", "replace").strip().splitlines()
         raise CheckpointError(f"git {what} failed: {lines[-1] if lines else f'exit {proc.returncode}'}")
     return out
+
+
+def _nested(others: set[str]) -> dict[str, str]:
+    return {p.rstrip("/"): "a repository of its own" for p in others if p.endswith("/")}
 
 
 def _nul(paths: list[str]) -> bytes:

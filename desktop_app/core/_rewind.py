@@ -60,7 +60,8 @@ class RewindPlan:
 
     def lines(self) -> list[str]:
         """The diff in words, one line per file, for the CLI and the window."""
-        out = [f"rewind files to before call {self.call_id} (checkpoint {self.checkpoint[:12]})"]
+        out = [f"rewind files to before call {self.call_id} (checkpoint {self.checkpoint[:12]})"] if self.checkpoint \
+            else []
         if self.note:
             out.append(self.note)
         out += [f"  restore  {p}" for p in self.restore]
@@ -186,12 +187,14 @@ def _write_entry(root: os.PathLike[str], rel: str, entry: Entry, body: bytes) ->
 
 
 async def record_rewind(store: RecordStore, bus: EventBus, plan: RewindPlan, done: RewindDone | None, *,
-                        actor: str, error: str = "", after: Checkpoint | None = None) -> ToolCallRecord:
-    """The rewind in the chain, as a record of its own in the session: who asked, which checkpoint, which files.
-    `done` None with `error`: it failed before changing anything."""
+                        actor: str, error: str = "", after: Checkpoint | None = None,
+                        session_id: str = "") -> ToolCallRecord:
+    """The rewind in the chain, as a record of its own in the session (or in `session_id`, the branch the
+    conversation was rewound to): who asked, which checkpoint, which files. `done` None with `error`: it
+    failed before changing anything."""
     writer = RecordWriter(store, bus, lambda r: f"rewind to before {plan.call_id}")
     record = ToolCallRecord(name=REWIND_TOOL, input={"before_call": plan.call_id, "checkpoint": plan.checkpoint},
-                            session_id=plan.session_id, project_id=plan.project_id)
+                            session_id=session_id or plan.session_id, project_id=plan.project_id)
     writer.create(record, ToolCall("", REWIND_TOOL, record.input))
     await writer.move(record, ToolCallState.APPROVED, actor=actor, note="the person confirmed the rewind")
     await writer.move(record, ToolCallState.EXECUTING, actor="desk", data={CHECKPOINT_KEY: plan.now.to_dict(),

@@ -56,6 +56,7 @@ from ._report import ReportScope, build_report
 from ._report_html import report_html
 from ._rewind import Rewind, checkpoint_store
 from ._rewind import plan as plan_rewind
+from ._rewind import plan_turn as plan_turn_rewind
 from ._rewind import run as run_rewind
 from ._session_mode import MODE_KEY, stored_session_mode
 from ._watcher import WorkspaceWatcher
@@ -109,6 +110,7 @@ __all__ = [
     "parse_mcp_servers",
     "ping_docker",
     "plan_rewind",
+    "plan_turn_rewind",
     "process_alive",
     "project_dir",
     "project_for_dir",

@@ -86,7 +86,7 @@ class AppController(QObject):
         self.history_loading: asyncio.Task | None = None
         self.consent = ConsentBanner(window, self.tasks.spawn, applied=self._consent_applied)
         self.running_calls = RunningCalls(self)
-        self.rewind = RewindFiles(window, desk, self.tasks.spawn)  # a timeline row's "Rewind files to before…"
+        self.rewind = RewindFiles(window, desk, self.tasks.spawn, self)  # a row's "Rewind files…", a turn's "Rewind…"
         self.running_calls.attach(self.bridge)
         self.quitting = False  # the person chose to quit (or nothing was in flight): the window may close
         self.quit_question: asyncio.Future[QuitChoice] | None = None

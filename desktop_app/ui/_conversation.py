@@ -9,9 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from PySide6.QtCore import QTimer, QUrl, Signal
+from PySide6.QtCore import QPoint, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
     QColor,
+    QContextMenuEvent,
     QFont,
     QTextBlockFormat,
     QTextCharFormat,
@@ -21,7 +22,7 @@ from PySide6.QtGui import (
     QTextTable,
     QTextTableFormat,
 )
-from PySide6.QtWidgets import QTextBrowser
+from PySide6.QtWidgets import QMenu, QTextBrowser
 
 from ..core import (
     Compacted,
@@ -120,6 +121,7 @@ class ConversationView(QTextBrowser):
 
     callActivated = Signal(str)  # a tool card was clicked: select its timeline row
     retryRequested = Signal()  # the Retry of the error line
+    turnRewindRequested = Signal(int)  # a prompt's "Rewind to before this turn" (the session's n-th prompt, from 0)
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -146,6 +148,8 @@ class ConversationView(QTextBrowser):
         self._loaded: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
         self._bulk = False  # a session is being loaded: scroll once at the end, not per card
         self._retry_span: tuple[int, int] | None = None  # where the Retry link is, to take it away
+        self._turns: list[tuple[QTextCursor, int]] = []  # each prompt shown (its span follows edits) and its number
+        self._turn_count = 0  # the session's prompts so far (shown or behind the "earlier" link)
 
     # the bridge ------------------------------------------------------------------------------
     def attach(self, bridge: EventBridge, current_session: Callable[[], str | None]) -> None:
@@ -350,14 +354,41 @@ class ConversationView(QTextBrowser):
         self._stream_msg = None
 
     # whole messages --------------------------------------------------------------------------
-    def add_user_message(self, text: str) -> None:
+    def add_user_message(self, text: str, *, turn: bool = True) -> None:
+        """A prompt of the person's; `turn`: it starts a turn (not a second text of the same message)."""
         self.take_retry()
         self._last_error = None
         self.finish_message()
         cur = self._end_cursor()
+        start = cur.position()
         self._header(cur, "You")
         self._insert_markdown(text)
+        if turn:
+            span = QTextCursor(self.document())
+            span.setPosition(start)
+            span.setPosition(self._end_cursor().position(), QTextCursor.MoveMode.KeepAnchor)
+            span.setKeepPositionOnInsert(True)  # what comes after the prompt does not join its span
+            self._turns.append((span, self._turn_count))
+            self._turn_count += 1
         self._scroll_to_end()
+
+    def turn_at(self, position: int) -> int | None:
+        """The number of the prompt shown at document `position` (0 the session's first), if one is."""
+        return next((n for span, n in self._turns if span.selectionStart() <= position < span.selectionEnd()), None)
+
+    def menu_at(self, point: QPoint) -> QMenu:
+        """The context menu at `point` (viewport coordinates): copy and select, and on a prompt of the
+        person's, "Rewind to before this turn…"."""
+        menu = self.createStandardContextMenu()
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        turn = self.turn_at(self.cursorForPosition(point).position())
+        if turn is not None:
+            menu.addSeparator()
+            menu.addAction("Rewind to before this turn…", lambda: self.turnRewindRequested.emit(turn))
+        return menu
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:
+        self.menu_at(event.pos()).popup(event.globalPos())
 
     def add_assistant_markdown(self, text: str) -> None:
         self.finish_message()
@@ -427,6 +458,7 @@ class ConversationView(QTextBrowser):
         self._dirty.clear()
         self._last_error = None
         self._retry_span = None
+        self._turns, self._turn_count = [], 0
         self.clear()
 
     def load_messages(self, messages: list[Any], records: list[ToolCallRecord] | None = None,
@@ -450,6 +482,7 @@ class ConversationView(QTextBrowser):
         for r in records or []:
             by_use.setdefault(r.tool_use_id or r.id, deque()).append(r)
         first = self._first_shown(messages)
+        self._turn_count = sum(1 for m in messages[:first] if _starts_a_turn(m))
         for msg in messages[:first]:  # not shown: their records are passed over, so the cards pair up
             for block in msg.content:
                 if block.get("type") == "tool_use" and by_use.get(block.get("id", "")):
@@ -521,7 +554,9 @@ class ConversationView(QTextBrowser):
             kind = block.get("type")
             if kind == "text" and block.get("text"):
                 if msg.role == "user":
-                    self.add_user_message(block["text"])
+                    turn = _starts_a_turn(msg) and block is next(b for b in msg.content if b.get("type") == "text"
+                                                                 and b.get("text"))
+                    self.add_user_message(block["text"], turn=turn)
                 else:
                     self.add_assistant_markdown(block["text"])
             elif kind == "tool_use":

@@ -5,7 +5,9 @@ is checkpointed, one that only reads is not, and a checkpoint that cannot be tak
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
+import time
 from pathlib import Path
 
 from desktop_app.core import Allow, Deny, MemoryStore, ShadowStore, ToolCallRecord, ToolCallState
@@ -68,6 +70,52 @@ def test_ids_follow_the_content_and_the_store_grows_by_what_changed(tmp_path: Pa
     (ws / "d0" / "f0.txt").write_text("seen by the other process first\n")
     assert other.take().id != first.id and store.take().id == other.take().id
 
+
+
+def test_the_tree_written_in_memory_is_the_tree_git_writes(tmp_path: Path) -> None:
+    """After the first checkpoint the desk hashes what changed itself (core/_git_objects.py): every kind of
+    change gives the very tree git's own index gives a new store over the same files, and reads back."""
+    ws = tmp_path / "ws"
+    (ws / "a" / "b").mkdir(parents=True)
+    for name in ("a/one.txt", "a/b/two.txt", "top.txt", "x"):
+        (ws / name).write_text(name)
+    store = ShadowStore(tmp_path / "cps", ws, max_file_bytes=1024)
+    store.take()
+    steps = [
+        lambda: (ws / "a" / "one.txt").write_text("rewritten"),
+        lambda: (ws / "a" / "b" / "two.txt").rename(ws / "a" / "moved.txt"),  # b/ left empty: gone from the tree
+        lambda: (ws / "top.txt").chmod(0o755),
+        lambda: (ws / "link").symlink_to("a/one.txt"),
+        lambda: ((ws / "x").unlink(), (ws / "x").mkdir(), (ws / "x" / "in.txt").write_text("a folder now")),
+        lambda: (ws / "new" / "deep").mkdir(parents=True) or (ws / "new" / "deep" / "n.txt").write_bytes(b"\0\1"),
+        lambda: (ws / "big.bin").write_bytes(b"x" * 2048),
+        lambda: (ws / "a" / "one.txt").write_bytes(b"x" * 2048),  # grew past the limit: out, and named
+        lambda: ((ws / "new" / "deep" / "n.txt").unlink(), (ws / "new" / "deep").rmdir()),
+    ]
+    for step in steps:
+        step()
+        pending = set(store._pending)
+        cp = store.take()
+        assert ShadowStore(tmp_path / "by-git", ws, max_file_bytes=1024).take().id == cp.id  # its own index
+        assert store.take().id == cp.id  # taken again unchanged: the same (from the stat it keeps)
+    assert store._cache is not None and pending  # it went the in-memory way, ahead of git's index
+    # a file git's index never had, checkpointed, then deleted: git names nothing, the desk still knows it
+    ws2 = tmp_path / "ws2"
+    (ws2 / "d").mkdir(parents=True)
+    (ws2 / "d" / "kept.txt").write_text("kept")
+    for p in ws2.rglob("*"):  # long written: no entry of the new index is racily clean (git would look again)
+        os.utime(p, (time.time() - 60, time.time() - 60))
+    fresh = ShadowStore(tmp_path / "fresh", ws2)
+    before = fresh.take()
+    (ws2 / "d" / "tmp.txt").write_text("made, checkpointed, then gone")
+    assert "d/tmp.txt" in fresh.files(fresh.take().id)
+    (ws2 / "d" / "tmp.txt").unlink()
+    assert fresh.take().id == before.id
+    files = store.files(cp.id)
+    assert set(files) == {"a/moved.txt", "top.txt", "link", "x/in.txt"}
+    assert files["top.txt"].mode == "100755" and files["link"].mode == "120000"
+    assert store.blobs({files["link"].blob}) == {files["link"].blob: b"a/one.txt"}
+    assert cp.not_kept["a/one.txt"].startswith("over the") and cp.not_kept["big.bin"].startswith("over the")
 
 async def _run_write(rig: Rig, decision) -> object:
     rig.server.add(reply(tool_use("echo", {"text": "hi"}), tool_use("write", {"path": "x"})), reply(text("ok")))

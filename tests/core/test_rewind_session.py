@@ -6,11 +6,13 @@ person's file, and is itself a record in a chain that verifies."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 
-from desktop_app.core import REWIND_TOOL, ToolCallState
+from desktop_app.core import BRANCH_OF, REWIND_TOOL, ToolCallState
+from desktop_app.runtime import plan_turn_rewind
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 from tests.kit.cli import cli, server_cli_environ
 
@@ -86,4 +88,35 @@ async def test_bash_changes_are_rewound_and_the_persons_edit_is_kept(desk_for, d
     # asked again, nothing is left to rewind but the person's file; without a yes nothing changes
     again = cli(env, "sessions", "rewind", session.session.id, "--before", first.id, input="n\n")
     assert again.returncode == 1 and "yours    c2.txt" in again.stdout and "restore" not in again.stdout
+    assert "Rewind these files and the conversation? [y/N]" in again.stderr
     assert (project / "c2.txt").exists()
+    before_ids = {r.id for r in await desk.records(session.session.id)}
+
+    # without --files-only the conversation is rewound too: before the second turn, in a new session that
+    # names the original, whose messages the model sees on the next request; the original stays as it was
+    original = await desk.rt.store.messages(session.session.id)
+    both = cli(env, "sessions", "rewind", session.session.id, "--before", _second.id, "--yes")
+    assert both.returncode == 0, both.stderr
+    assert "rewind the conversation: a new session from the 4 message(s) before the turn “one more”" in both.stdout
+    branch_id = re.search(r"conversation rewound: session (ses_\S+)", both.stdout)[1]
+    branch = await desk.rt.store.get_session(branch_id)
+    assert branch.meta[BRANCH_OF] == session.session.id and branch.meta["branched_before_call"] == _second.id
+    assert branch.meta["branched_before_message"] == original[4].id and original[4].content[0]["text"] == "one more"
+    assert [m.content for m in await desk.rt.store.messages(branch_id)] == [m.content for m in original[:4]]
+    records = {r.name: r for r in await desk.records(branch_id)}
+    assert records["rewind_conversation"].input["branch_of"] == session.session.id
+    assert records[REWIND_TOOL].input["before_call"] == _second.id  # the files' rewind, in the branch
+    assert {r.id for r in await desk.records(session.session.id)} == before_ids  # the original: as it was
+    server.add(reply(text("taken another way")))
+    resumed = await desk.rt.open_session(branch_id)
+    assert (await resumed.send("something else")).ok
+    sent = server.requests[-1].messages
+    said = [b.get("text") for m in sent for b in (m["content"] if isinstance(m["content"], list) else [])
+            if b.get("type") == "text"]
+    assert said[0] == "change things" and said[-1] == "something else" and "one more" not in said
+    assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant", "user"]
+    assert await desk.rt.store.messages(session.session.id) == original
+    # in the branch, its first turn (asked in the original) rewinds to the original's checkpoint before it
+    inherited = await plan_turn_rewind(desk.rt.store, desk.rt.settings, branch_id, 0)
+    assert inherited.point.index == 0 and inherited.plan.checkpoint == _executing(first)["checkpoint"]["id"]
+    assert (await desk.rt.store.verify()).ok

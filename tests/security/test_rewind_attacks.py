@@ -6,6 +6,7 @@ runs when the desk checkpoints; a missing or corrupt checkpoint says so and chan
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 
 from desktop_app.core import (
     AuditEntry,
+    CheckpointError,
     RewindError,
     ShadowStore,
     ToolCallRecord,
@@ -94,6 +96,34 @@ def test_a_planted_link_out_of_the_project_is_never_followed(project: Project, p
     assert not (ws / "escape").exists() and not (ws / "escape").is_symlink()
     assert not done.failed
 
+
+
+@pytest.mark.parametrize("swapped", ["folder", "file", "deep-folder"])
+def test_a_link_swapped_in_while_a_checkpoint_reads_is_refused(project: Project, monkeypatch, swapped: str) -> None:
+    """After the first checkpoint the desk reads changed files itself: a link the agent swaps in between the
+    check of a path and its read (a race, made certain here) is refused, and nothing outside is kept."""
+    ws, outside = project.ws, project.outside
+    (ws / "sub" / "deep").mkdir(parents=True)
+    (outside / "deep").mkdir()
+    (outside / "deep" / "secret.txt").write_text("the person's secret\n")
+    project.store.take()  # the first, through git's index; the desk's own reads from now on
+    rel = "sub/deep/secret.txt" if swapped == "deep-folder" else "sub/secret.txt"
+    (ws / rel).write_text("the project's file\n")
+    real = ShadowStore._sizes
+
+    def racing(self, paths):  # the lstat checks pass; then the agent swaps the link in
+        out = real(self, paths)
+        target = {"folder": (ws / "sub", outside), "file": (ws / rel, outside / "secret.txt"),
+                  "deep-folder": (ws / "sub" / "deep", outside / "deep")}[swapped]
+        _replace_with_link(*target)
+        return out
+
+    monkeypatch.setattr(ShadowStore, "_sizes", racing)
+    with pytest.raises(CheckpointError, match=f"cannot read {rel}"):
+        project.store.take()  # the call would ask, with this reason
+    secret = b"the person's secret\n"
+    oid = hashlib.sha1(b"blob %d\0" % len(secret) + secret, usedforsecurity=False).hexdigest()
+    assert not (project.store.git_dir / "objects" / oid[:2] / oid[2:]).exists()
 
 def test_a_checkpoint_keeps_a_link_never_what_it_points_to(project: Project) -> None:
     (project.ws / "escape").symlink_to(project.outside / "secret.txt")
