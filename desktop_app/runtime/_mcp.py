@@ -7,7 +7,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings, keyring_available
 from ..core import ProjectInfo, Sandbox, SandboxError
@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 
 # (the project's sandbox, an MCP server's name) -> a sandbox with network beside it, not started
 CompanionFactory = Callable[[Sandbox, str], Sandbox]
+# (the companion's list, an MCP server's name) -> the gate that asks and records for that server's connections
+ServerGate = Callable[[Any, str], Any]
 MCP_KEYRING_SERVICE = "agent-desk-mcp"
 # MCP servers ---------------------------------------------------------------------------------------------
 def mcp_config(settings: Settings, project: ProjectInfo) -> McpConfig:
@@ -54,20 +56,27 @@ def mcp_secret(kind: str, name: str) -> str | None:
         return None
 
 
-def default_companion(sandbox: Sandbox, name: str) -> Sandbox:
-    """A DockerSandbox's companion, named after the server: on the engine's bridge network; in the project's
-    allowlist mode, with no network and its own proxy under the same list (its connections the server's, an
-    unlisted domain asked about like a call's), never a fully open network."""
+def default_companion(sandbox: Sandbox, name: str, gate: ServerGate | None = None) -> Sandbox:
+    """A DockerSandbox's companion, named after the server: with no network and its own proxy under the
+    project's list (its connections the server's, an unlisted domain asked about like a call's; with the
+    project's network off the list is empty, so every destination is asked about), never a fully open network
+    unless the project's own network is fully on. `gate` makes the server's gate when the project has no proxy
+    of its own (its network off)."""
     from ._network import ProjectNetworkGate
 
     egress = getattr(sandbox, "egress", None)
-    problem = getattr(getattr(sandbox, "config", None), "network_problem", "")
+    config = getattr(sandbox, "config", None)
+    problem = getattr(config, "network_problem", "")
     if problem:  # the allowlist mode with a list that cannot be read: no network, never the bridge
         raise SandboxError(f"the MCP server {name!r} needs the network: {problem}")
-    if egress is None:
+    if getattr(config, "network", False) is True:  # the person turned the project's network fully on
         return sandbox.companion(f"mcp-{name}", network="bridge", purpose=f"MCP server {name!r}")  # type: ignore[attr-defined]
     other = sandbox.companion(f"mcp-{name}", network="allowlist", purpose=f"MCP server {name!r}")  # type: ignore[attr-defined]
-    gate = egress.gate
-    if isinstance(gate, ProjectNetworkGate) and other.egress is not None:
-        other.egress.gate = gate.for_server(name)
+    if other.egress is None:
+        return other
+    project_gate = getattr(egress, "gate", None)
+    if isinstance(project_gate, ProjectNetworkGate):
+        other.egress.gate = project_gate.for_server(name)
+    elif gate is not None:
+        other.egress.gate = gate(other.egress.gate.allowlist(), name)
     return other

@@ -68,7 +68,7 @@ from ._instructions import record_instructions, session_instructions
 from ._liveness import mark_open_here
 from ._mcp import CompanionFactory, McpConfig, default_companion, mcp_config, mcp_secret
 from ._mode_sandbox import ModeSandboxes, read_only_mode
-from ._network import network_problem, wire_network
+from ._network import ProjectNetworkGate, network_problem, wire_network
 from ._plugins import Plugins, load_plugins
 from ._project_settings import DEFAULT_PROFILE, approval_expiry, project_profile
 from ._rewind import checkpoint_store
@@ -540,8 +540,13 @@ def mcp_hub(rt: ProjectRuntime, mcp: McpConfig, companion: CompanionFactory | No
 
     box = None
     if companion is not None or hasattr(rt.sandbox, "companion"):
+        def server_gate(allowlist: Any, name: str) -> Any:
+            return ProjectNetworkGate(rt.project, rt.executor, allowlist, server=name)
+
         def box(name: str) -> Sandbox:
-            return (companion or default_companion)(rt.project_sandbox(), name)
+            if companion is not None:
+                return companion(rt.project_sandbox(), name)
+            return default_companion(rt.project_sandbox(), name, server_gate)
     places = HubPlaces(project_id=rt.project.id, project_dir=rt.project.path, sandbox=sandbox,
                        settings=lambda: rt.project.settings, consented=mcp.consented, publish=rt.bus.publish,
                        companion=box, resolve_secret=mcp_secret)

@@ -31,7 +31,9 @@ STATE_COLOUR = {"starting": "#3b82c4", "ready": "#2f9e44", "failed": "#d9363e", 
                 "disabled": "#8a8f98", "needs_approval": "#d4890b"}
 
 
-RUNS = {"sandbox": "in the project's sandbox", "sandbox+network": "in a sandbox with network",
+RUNS = {"sandbox": "in the project's sandbox",
+        "sandbox+network": "in a sandbox whose network goes through the desk's proxy (listed domains only; "
+                           "anything else is asked about)",
         "host": "UNSANDBOXED on your computer", "http": "over the network (HTTP)"}
 
 

@@ -3,7 +3,9 @@ runtime (the default companion, no factory of the test's) and a real server (mcp
 its companion container has network "none" and its own proxy socket under the project's list; a listed domain
 is fetched, an unlisted one asks like a call's (the person denies it: refused), and each connection is in the
 trail of the server's call, attributed to the server, in a chain that verifies. The proxy's test resolver maps
-the test domains to a local server: nothing leaves the machine."""
+the test domains to a local server: nothing leaves the machine. With the project's network off (the default) the
+server is still behind the proxy, with an empty list: each destination is asked about (allowed once it passes,
+denied it is refused), never a fully open network."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ from typing import Any
 import pytest
 
 from desktop_app.config import Settings
-from desktop_app.core import Answer, ConsentKind, ProjectInfo, ToolCallState
+from desktop_app.core import Allow, Answer, ConsentKind, ProjectInfo, ToolCallState
 from desktop_app.runtime import approve, consents, open_runtime
+from desktop_app.runtime._network import allow_for_project
 from tests.conftest import make_workspace
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 from tests.kit import Desk
@@ -76,6 +79,61 @@ async def test_a_networked_server_asks_and_is_recorded_like_a_call(docker_client
             assert good.sandbox["container_id"] != rt.sandbox.describe().container_id
             result = await rt.store.verify()
             assert result.ok, result
+        finally:
+            await rt.close()
+            for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={info.id}"}):
+                c.remove(force=True)
+
+
+async def test_with_the_projects_network_off_a_networked_server_asks_for_every_destination(
+        docker_client, desk_env: Path, server: AnthropicServer, tmp_path: Path) -> None:
+    """The project's network off (the default): the server still gets no open network. Its list is empty, so
+    each destination is asked about: allowed once it is fetched, denied it is refused; both in the trail."""
+    image = need_mcp_image(docker_client)
+    project = make_workspace(tmp_path / "project")
+    (project / ".agent-desk").mkdir(exist_ok=True)
+    write_config(project, {"fetch": FETCH})
+    [consent] = consents(ProjectInfo("p", "p", str(project)), ConsentKind.MCP)
+    approve(ProjectInfo("p", "p", str(project)), consent)
+    with local_servers(tmp_path / "certs") as servers:
+        servers.names["other.test"] = ["127.0.0.1"]
+        h = servers.http_port
+        # the test servers listen on loopback: the person once allowed that address for this project (a name
+        # resolving to a non-public address is refused as rebinding unless the address itself is allowed)
+        allow_for_project(str(project), "127.0.0.1", h)
+        info = ProjectInfo(id=f"mcpoff-{os.urandom(4).hex()}", name="p", path=str(project), image=image)
+        rt = await open_runtime(Settings(base_url=server.url, api_key=server.api_key), info,
+                                db_url=str(tmp_path / "desk.db"), permission_mode="ask")
+        try:
+            assert getattr(rt.sandbox, "egress", None) is None  # the project itself has no network at all
+            rt.sandbox.companion_resolver = servers.resolve
+            answers = iter(["allow once", "deny"])
+            asked: list[Any] = []
+
+            def answer(env: Any) -> None:
+                asked.append(env.event.meta["network"]["domain"])
+                rt.executor.questions.answer(env.event.question_id, Answer(text=next(answers)))
+
+            rt.bus.on("question_asked", answer)
+            # the call itself asks first (a networked server, the project's network off): the person allows it
+            rt.bus.on("permission_required", lambda env: rt.executor.decide(env.event.call_id, Allow()))
+            fetch = [{"url": f"http://{name}.test:{h}/page", "raw": True} for name in ("good", "other")]
+            server.add(reply(tool_use("mcp__fetch__fetch", fetch[0])),
+                       lambda req: reply(tool_use("mcp__fetch__fetch", fetch[1])), lambda req: reply(text("ok")))
+            session = await rt.open_session()
+            await session.send("fetch both")
+            good, other = await Desk(rt).records(session.session.id)
+            assert asked == ["good.test", "other.test"]
+            assert good.state is ToolCallState.COMPLETED and "Release notes" in good.result["content"][0]["text"]
+            nets = [[t.data["network"] for t in r.trail if t.actor == "network"] for r in (good, other)]
+            assert [(n["domain"], n["verdict"], n["reason"]) for n in nets[0]] == [
+                ("good.test", "allowed", "answered: allowed once")]
+            assert [(n["domain"], n["verdict"]) for n in nets[1]] == [("other.test", "refused")]
+            assert good.sandbox["network"] == "allowlist"
+            mine = docker_client.containers.list(filters={"label": f"org.agent-desk.project={info.id}"})
+            [companion] = [c for c in mine if c.id.startswith(good.sandbox["container_id"])]
+            assert companion.attrs["HostConfig"]["NetworkMode"] == "none"
+            assert (await rt.store.verify()).ok
         finally:
             await rt.close()
             for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={info.id}"}):

@@ -37,6 +37,7 @@ from .._config import SandboxConfig, engine_address, human_size
 from .._control_mounts import MOUNTS_VERSION, control_mounts
 from .._engine_link import RUNSC_HINT
 from .._helper_ops import HelperOps, clamp_timeout, exec_result
+from .._proxy import system_resolver
 from ..exec import ExecTransport
 from ..helper.processes import KILL_GRACE_S
 from ..images import image_name_for_tag, refuse_loosening
@@ -214,6 +215,8 @@ class DockerSandbox(HelperOps):
         # "network": "allowlist": the container's only way out is this proxy (see _egress.py)
         allowlist = self.config.allowlist
         self.egress = SandboxEgress(allowlist, _slug(project_id)) if allowlist is not None else None
+        # how its companions' proxies resolve names when it has no proxy of its own (tests: local servers)
+        self.companion_resolver: Any = None
         self._relay: DockerProcessChannel | None = None
         self._relay_checked = 0.0
         self._relay_pid = 0  # the relay's pid in the container: the desk's own, not a survivor of a session
@@ -511,18 +514,22 @@ class DockerSandbox(HelperOps):
         image, mounts, user, limits and hardening, but `network`; its own name; removed when closed. Its
         describe() names the relaxation ("network: bridge, for MCP server 'fetch'")."""
         proxied = network == ALLOWLIST
-        if proxied and self.egress is None:
-            raise SandboxError("a companion in the allowlist mode needs a project in that mode")
         role = Companion(suffix, network, purpose or f"MCP server {suffix!r}")
-        keep = {} if proxied else {"network_allow": None}
+        # proxied: the project's list (empty when the project's network is off: every destination is asked about)
+        listed = list(self.config.network_allow or []) if proxied else None
         other = DockerSandbox(self.project_id, self.folder, replace(self.config, network=False, keep_running=False,
-                                                                    **keep),
+                                                                    network_allow=listed),
                               client=self._client, max_workers=4)
         other.companion_of = role
         if proxied and other.config.allowlist is not None:  # its own socket: its connections are the server's
             other.egress = SandboxEgress(other.config.allowlist, f"{_slug(self.project_id)}-{_slug(suffix)}")
-            other.egress.resolver = self.egress.resolve  # names resolve as the project's do (its resolver, later too)
+            # names resolve as the project's do (its resolver, later too)
+            other.egress.resolver = self.egress.resolve if self.egress is not None else self._companion_resolve
         return other
+
+    async def _companion_resolve(self, host: str, port: int) -> list[str]:
+        """Names for a companion's proxy when this sandbox has no proxy of its own (looked up at each name)."""
+        return await (self.companion_resolver or system_resolver)(host, port)
 
     async def close(self) -> None:
         if self._closed:
