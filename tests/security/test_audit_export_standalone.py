@@ -26,7 +26,7 @@ from desktop_app.core import AuditEntry, ProjectInfo, SessionInfo, StoredMessage
 from desktop_app.store import AuditQuery, HeadSigner, SqlStore, _sql_store, _writer, verify_export
 from desktop_app.store.integrity import jcs, jcs_data
 from desktop_app.store.integrity._chain import CANON_JCS, CANON_LEGACY, entry_fields, es_number, split_canonical
-from desktop_app.store.integrity._signing import SignedHead, export_message
+from desktop_app.store.integrity._signing import SignedHead, export_message, flat_jcs
 from tests.store.conftest import make_record, run_to_completion
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,6 +57,16 @@ def test_the_writers_form_2_is_rfc8785_of_the_entry(actor, at, note, data, seq, 
     assert f"{prefix}{seq}{suffix}" == jcs(fields)
     if all(not isinstance(v, float) or abs(v) < 2**53 for v in data.values()):  # else read back as an integer
         assert f"{prefix}{seq}{suffix}" == rfc8785.dumps(fields).decode()
+
+
+@given(st.dictionaries(st.text(max_size=6), st.one_of(st.text(max_size=8), st.integers(-2**60, 2**60), st.booleans()),
+                       max_size=6))
+@settings(max_examples=200, deadline=None)
+def test_the_signed_messages_fast_form_is_rfc8785(body) -> None:
+    """The writer renders a signed head's and batch's body by hand (flat_jcs): RFC 8785's text all the same."""
+    assert flat_jcs(body) == jcs(body)
+    head = {"db_id": "ab" * 16, "seq": 2**40, "hash": "f" * 64, "count": 7, "key_id": "ed25519:" + "cd" * 16}
+    assert flat_jcs(head) == rfc8785.dumps(head).decode()
 
 
 def test_data_rfc8785_cannot_write_is_kept_as_text() -> None:

@@ -35,6 +35,14 @@ ATTACKS = {
     "rows-deleted": ("DELETE FROM tool_calls",),
     "message-edited": ("UPDATE messages SET content = '[]' WHERE id = 1",),
     "message-deleted": ("DELETE FROM messages WHERE id = 2",),
+    # verify cuts the 17 entries in chunks 1-4, 5-8, 9-12, 13-17 (CHUNKS = 4): inside a middle chunk, at a
+    # boundary (the first entry of a chunk, the last one of the chunk before, the link between them), a chunk
+    # gone (the entries above at 8 and 11 fall on a boundary and in a middle chunk too)
+    "chunk-middle": ("UPDATE audit_entries SET note = 'nothing' WHERE seq = 10",),
+    "chunk-first": ("UPDATE audit_entries SET actor = 'someone' WHERE seq = 9",),
+    "chunk-link": ("UPDATE audit_entries SET prev_hash = hash WHERE seq = 9",),
+    "chunk-last-hash": ("UPDATE audit_entries SET hash = prev_hash WHERE seq = 12",),
+    "chunk-deleted": ("DELETE FROM audit_entries WHERE seq BETWEEN 5 AND 8",),
     "head-hash": ("UPDATE audit_head SET hash = (CASE WHEN hash LIKE '0%' THEN '1' ELSE '0' END) || substr(hash, 2)",),
 }
 
@@ -42,8 +50,10 @@ ATTACKS = {
 async def _both(db: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
     caplog.set_level(logging.WARNING)
     results = []
-    for minimum in (10**9, 0):  # in this process, then in a second one
+    # in this process, then in chunks walked by four others (one chunk, in one other, is the same code)
+    for minimum, chunks in ((10**9, None), (0, 4)):
         monkeypatch.setattr(verify_module, "PARALLEL_MIN", minimum)
+        monkeypatch.setattr(verify_module, "CHUNKS", chunks)
         store = await SqlStore.open(db)
         try:
             results.append(await store.verify())

@@ -1,16 +1,21 @@
-"""SIGKILL the store's process mid-stream: every acknowledged transition is still there, chain intact.
+"""SIGKILL the store's process mid-stream: every acknowledged transition is still there, chain intact; and
+mid-burst of an agent's calls: nothing ran, and nothing reached the model, before its state was on disk.
 
 About SQLite itself: the crash of a process that holds a SQLite file (on PostgreSQL the server keeps it)."""
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from desktop_app.store import SqlStore
+from desktop_app.store import HeadSigner, SqlStore
+from tests.fakes.anthropic_server import AnthropicServer, RecordedRequest, reply, text, tool_use
+from tests.kit import raw_sql, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,3 +68,78 @@ async def test_acknowledged_transitions_survive_sigkill(tmp_path: Path) -> None:
         assert stats.last_entry_seq == result.count
     finally:
         await store.close()
+
+
+BURST_STEPS, BURST_WIDTH = 50, 20  # 1,000 calls: 50 model replies of 20 tool_use blocks each
+BURST_ROUNDS = 3
+
+
+def _forker() -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "tests.store.burst_child"], cwd=ROOT, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def _burst_round(child: subprocess.Popen[str], tmp: Path, rng: random.Random,
+                 seed: bytes) -> tuple[Path, set[int], list[RecordedRequest], int]:
+    """One burst in a process forked by `child`, SIGKILLed once the `ran` file holds a random number of calls:
+    (db, calls that ran, the requests the model saw, that number)."""
+    assert child.stdin is not None and child.stdout is not None
+    script = [reply(*(tool_use("mark", {"n": s * BURST_WIDTH + k}, id=f"toolu_{s * BURST_WIDTH + k:04d}")
+                      for k in range(BURST_WIDTH))) for s in range(BURST_STEPS)]
+    script.append(reply(text("done")))
+    db, ran_file = tmp / "burst.db", tmp / "ran"
+    kill_at = rng.randrange(1, BURST_STEPS * BURST_WIDTH)
+    with AnthropicServer(script) as server:
+        child.stdin.write(f"{db} {server.url} {server.api_key} {seed.hex()} {ran_file}\n")
+        child.stdin.flush()
+        line = child.stdout.readline()
+        assert line.startswith("pid "), line
+        pid = int(line.split()[1])
+        ran_count = lambda: ran_file.read_bytes().count(b"\n") if ran_file.exists() else 0  # noqa: E731
+        reached = wait_until(lambda: ran_count() >= kill_at, 120)
+        os.kill(pid, signal.SIGKILL)  # mid-burst: no close(), no atexit
+        assert reached, f"the burst stalled at {ran_count()} calls"
+        assert child.stdout.readline() == f"exit {-signal.SIGKILL}\n"
+        requests = list(server.requests)
+    ran = {int(line) for line in ran_file.read_text().split("\n")[:-1]}  # a line cut by the kill has no "\n"
+    return db, ran, requests, kill_at
+
+
+async def test_a_burst_killed_anywhere_ran_nothing_unrecorded_and_told_the_model_nothing_unrecorded(
+        tmp_path: Path) -> None:
+    """SIGKILL during a burst of 1,000 calls, at a random point, in several rounds: every call whose tool ran
+    has its EXECUTING state on disk, every tool_result the model received has its call's COMPLETED state on
+    disk, and the signed chain verifies once the file is reopened."""
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    key = os.urandom(32)
+    child = _forker()
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        for round_ in range(BURST_ROUNDS):
+            (tmp_path / str(round_)).mkdir()
+            await _check_burst(*_burst_round(child, tmp_path / str(round_), rng, key), key,
+                               f"round {round_} (random seed {seed})")
+    finally:
+        child.kill()
+        child.communicate(timeout=30)
+
+
+async def _check_burst(db: Path, ran: set[int], requests: list[RecordedRequest], kill_at: int, key: bytes,
+                       where: str) -> None:
+    assert len(ran) >= kill_at, where
+    store = await SqlStore.open(db, signer=HeadSigner(key, witness_dir=db.parent / "witness"))
+    try:
+        result = await store.verify()
+    finally:
+        await store.close()
+    assert result.ok, f"{where}: {result.message}"
+    rows = raw_sql(db, "SELECT t.input, t.tool_use_id, e.state FROM tool_calls t "
+                       "JOIN audit_entries e ON e.record_id = t.id")
+    executing = {json.loads(i)["n"] for i, _, state in rows if state == "EXECUTING"}
+    completed = {u for _, u, state in rows if state == "COMPLETED"}
+    assert ran <= executing, f"{where}: calls ran without their EXECUTING state: {sorted(ran - executing)}"
+    told = {b["tool_use_id"] for r in requests for b in r.tool_results()}
+    assert told <= completed, f"{where}: results reached the model unrecorded: {sorted(told - completed)}"
+    assert len(told) >= BURST_WIDTH * (len(requests) - 1), where  # each request after the first answers a step

@@ -262,27 +262,42 @@ class ChainWalk:
                      f"entry {seq} ({who}) was altered: its content does not match its hash")
 
 
-def walk_file(path: str, top: int, head: tuple[int, str] | None) -> dict[str, Any]:
-    """The walk of the entries up to seq `top` of the SQLite file at `path`, read-only in one snapshot: what
-    `verify` runs in a second process while it cross-checks the rows in its own. Entries up to `top` never
-    change once written, so the two snapshots agree on them unless the file is being tampered with."""
+def walk_file(path: str, top: int, head: tuple[int, str] | None, lo: int | None = None) -> dict[str, Any]:
+    """The walk of the entries up to `top` (a chunk: from `lo`) of the SQLite file at `path`, read-only in one
+    snapshot: what `verify` runs in other processes (one per chunk of the chain) while it cross-checks the rows
+    in its own. Entries up to `top` never change once written, so the snapshots agree on them unless the file
+    is being tampered with. A chunk starts from the stored entry before `lo`, and leaves the chain's end to
+    verify: its answer says where it started (`start`), and its state at the end, for verify to join them."""
     # Not mode=ro: a read-only connection to a WAL database can fail while another one sets up its index
     # (SQLITE_READONLY_CANTINIT); query_only keeps this one from writing all the same.
     con = sqlite3.connect(f"file:{quote(path)}", uri=True, timeout=30.0)
     try:
         con.execute("PRAGMA query_only = 1")
         con.execute("BEGIN")
-        cur = con.execute(f"SELECT {', '.join(WALK_COLUMNS)} FROM audit_entries WHERE seq <= ? ORDER BY seq",
-                          (top,))
         walk = ChainWalk(head)
+        if lo is not None and lo > 1:
+            before = con.execute("SELECT seq, hash FROM audit_entries WHERE seq < ? ORDER BY seq DESC LIMIT 1",
+                                 (lo,)).fetchone()
+            if before is not None:
+                walk.prev_seq, walk.prev_hash = before
+        start = (walk.prev_seq, walk.prev_hash)
+        cur = con.execute(f"SELECT {', '.join(WALK_COLUMNS)} FROM audit_entries WHERE seq >= ? AND seq <= ? "
+                          "ORDER BY seq", (lo or 1, top))
         while batch := cur.fetchmany(WALK_BATCH):
             if not walk.feed(batch):
                 break
-        failure = walk.finish()
+        # A chunk's walk is whole when no entry of it failed; the chain's end is verify's to judge.
+        if lo is None:
+            failure = walk.finish()
+        elif walk.failure is None and walk._held is not None:
+            failure = walk._diagnose(walk._held, None)
+        else:
+            failure = walk.failure
     finally:
         con.close()
     return {"failure": dataclasses.asdict(failure) if failure is not None else None, "count": walk.count,
-            "rows": walk.rows, "last_message": walk.last_message, "runs": walk.runs}
+            "rows": walk.rows, "last_message": walk.last_message, "runs": walk.runs, "start": list(start),
+            "end": [walk.prev_seq, walk.prev_hash], "recent": list(walk.recent)}
 
 
 Runs = list[tuple[int, str]]
@@ -297,6 +312,28 @@ def walk_result(out: dict[str, Any]) -> tuple[VerifyResult | None, int, int, dic
     return failure, int(out["count"]), int(out["rows"]), last, [(int(s), str(d)) for s, d in out["runs"]]
 
 
-if __name__ == "__main__":  # python _chain.py PATH TOP [HEAD_SEQ HEAD_HASH]: the walk, as JSON on stdout
-    _head = (int(sys.argv[3]), sys.argv[4]) if len(sys.argv) > 4 else None
-    json.dump(walk_file(sys.argv[1], int(sys.argv[2]), _head), sys.stdout)
+def join_chunk(walk: ChainWalk, out: dict[str, Any]) -> bool:
+    """Add a good chunk's walk (`walk_file`'s answer from JSON, the chunk after what `walk` holds) to `walk`, as
+    if `walk` had walked its entries itself; False (and `walk` unchanged) when the chunk failed or does not
+    start where `walk` ends: verify then walks from that chunk on itself, for the very verdict of one walk."""
+    failure, count, rows, last, runs = walk_result(out)
+    if failure is not None or walk.failure is not None or walk._held is not None:
+        return False
+    if (int(out["start"][0]), str(out["start"][1])) != (walk.prev_seq, walk.prev_hash):
+        return False
+    walk.count += count
+    walk.rows += rows
+    walk.last_message.update(last)
+    if runs and walk.runs and runs[0][1] == walk.runs[-1][1]:
+        runs = runs[1:]  # the same desk's run goes on across the chunks' boundary
+    walk.runs.extend(runs)
+    if count:
+        walk.recent.extend((str(h), int(q), r) for h, q, r in out["recent"][-count:])
+    walk.prev_seq, walk.prev_hash = int(out["end"][0]), str(out["end"][1])
+    return True
+
+
+if __name__ == "__main__":  # python _chain.py PATH TOP [HEAD_SEQ HEAD_HASH [LO]]: the walk, as JSON on stdout
+    _head = (int(sys.argv[3]), sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] != "-" else None
+    json.dump(walk_file(sys.argv[1], int(sys.argv[2]), _head, int(sys.argv[5]) if len(sys.argv) > 5 else None),
+              sys.stdout)

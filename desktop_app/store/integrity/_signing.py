@@ -7,12 +7,13 @@ import base64
 import getpass
 import hashlib
 import logging
+import re
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,24 @@ INSERT_BATCH = ("INSERT INTO audit_batches (last_seq, first_seq, key_id, hash, s
                 "VALUES (:seq, :first_seq, :key_id, :hash, :signature, :signed_at)")
 
 
+_PLAIN = re.compile(r"[ !#-\[\]-~]*")  # printable ASCII but the quote and the backslash: JSON writes it as it is
+
+
+def flat_jcs(body: dict[str, str | int]) -> str:
+    """RFC 8785 of a flat object of plain ASCII strings and small integers (a signed message's body), written
+    directly; anything else goes through `jcs`. The same text either way (a test compares them)."""
+    parts = []
+    for k in sorted(body):
+        v = body[k]
+        if isinstance(v, str) and _PLAIN.fullmatch(v) and _PLAIN.fullmatch(k):
+            parts.append(f'"{k}":"{v}"')
+        elif type(v) is int and abs(v) <= 2**53 - 1 and _PLAIN.fullmatch(k):
+            parts.append(f'"{k}":{v}')
+        else:
+            return jcs(body)
+    return "{" + ",".join(parts) + "}"
+
+
 def key_id_of(public_key: bytes) -> str:
     """A key's fingerprint: what people compare, and what names it in the database and the witness."""
     return "ed25519:" + hashlib.sha256(public_key).hexdigest()[:32]
@@ -77,10 +96,12 @@ class SignedHead:
     def message(self) -> bytes:
         body = {"db_id": self.db_id, "seq": self.seq, "hash": self.hash, "count": self.count,
                 "key_id": self.key_id}
-        return _DOMAIN + jcs(body).encode("utf-8")  # ASCII text and integers: the same bytes in form 1
+        return _DOMAIN + flat_jcs(body).encode("utf-8")  # ASCII text and integers: the same bytes in form 1
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # by hand: dataclasses.asdict deep-copies each field, which cost the writer's commits more than signing
+        return {"db_id": self.db_id, "seq": self.seq, "hash": self.hash, "count": self.count,
+                "key_id": self.key_id, "signature": self.signature, "signed_at": self.signed_at}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SignedHead:
@@ -105,7 +126,7 @@ def batch_message(db_id: str, first_seq: int, last_seq: int, hash_: str, key_id:
     """What a desk signs for each commit: "I wrote entries first_seq..last_seq, and the chain ends at hash_".
     The head alone would only say "I saw the chain up to here"; the first seq makes the batch its own."""
     body = {"db_id": db_id, "first_seq": first_seq, "last_seq": last_seq, "hash": hash_, "key_id": key_id}
-    return _BATCH_DOMAIN + jcs(body).encode("utf-8")
+    return _BATCH_DOMAIN + flat_jcs(body).encode("utf-8")
 
 
 def export_message(head: SignedHead | None, records: int, records_sha256: str, exported_at: float,
@@ -232,11 +253,13 @@ class _WitnessThread(threading.Thread):
         self._cond = threading.Condition()
         self._latest: tuple[SignedHead, tuple[str, ...]] | None = None
         self._stopping = False
+        self._idle = False  # waiting for a head (not coalescing): only then does a new head wake it
 
     def offer(self, head: SignedHead, keys: tuple[str, ...]) -> None:
         with self._cond:
             self._latest = (head, keys)
-            self._cond.notify()
+            if self._idle:  # a wake-up per commit would cost the writer's commits a thread switch each
+                self._cond.notify()
 
     def close(self) -> None:
         with self._cond:
@@ -247,7 +270,9 @@ class _WitnessThread(threading.Thread):
     def run(self) -> None:
         while True:
             with self._cond:
+                self._idle = True
                 self._cond.wait_for(lambda: self._latest is not None or self._stopping)
+                self._idle = False
                 head, self._latest = self._latest, None
                 stopping = self._stopping
             if head is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from . import _chain as chain_module
 from ._bound_rows import check_bound_rows
-from ._chain import WALK_BATCH, WALK_COLUMNS, ChainWalk, Runs, VerifyResult, walk_result
+from ._chain import WALK_BATCH, WALK_COLUMNS, ChainWalk, Runs, VerifyResult
 from ._desk_verify import check_desks
 from ._digests import MESSAGE_FIELDS, RECORD_FIELDS, RECORD_NAMED, field_digest, row_of, sha, unpack
 from ._head_verify import HeadProblem, check_head
@@ -29,6 +30,9 @@ BATCH = WALK_BATCH
 # Entries from which a second process walks the chain (its start costs about 50 ms).
 PARALLEL_MIN = 100_000
 _ENTRY_SQL = f"SELECT {', '.join(WALK_COLUMNS)} FROM audit_entries ORDER BY seq"
+_ENTRY_SQL_FROM = f"SELECT {', '.join(WALK_COLUMNS)} FROM audit_entries WHERE seq >= :lo"
+# How many processes walk a long chain (None: one per CPU); the tests set it to cut a short chain in chunks.
+CHUNKS: int | None = None
 # Each row with the digests of its record's last entry (NULL: no entry), found through the
 # (record_id, seq) index inside SQLite; the walk has checked every entry of this same snapshot.
 _RECORD_SQL = (f"SELECT t.id, {', '.join('t.' + f for f in RECORD_FIELDS)}, (SELECT e.digests FROM audit_entries e "
@@ -51,15 +55,15 @@ class Finding:
     field: str | None = None
 
 
-def batches(conn: Connection, sql: str) -> Iterator[list[tuple[Any, ...]]]:
+def batches(conn: Connection, sql: str, params: dict[str, Any] | None = None) -> Iterator[list[tuple[Any, ...]]]:
     """Rows as plain tuples, in big batches: on SQLite straight from the driver, inside the snapshot
     that the connection's transaction holds."""
     if conn.dialect.name == "sqlite":
-        cur: Any = conn.connection.driver_connection.execute(sql)
+        cur: Any = conn.connection.driver_connection.execute(sql, params or {})
         while batch := cur.fetchmany(BATCH):
             yield batch
     else:
-        result = conn.execute(text(sql))
+        result = conn.execute(text(sql), params or {})
         while rows := result.fetchmany(BATCH):
             yield [tuple(r) for r in rows]
 
@@ -83,8 +87,7 @@ def verify(conn: Connection, signer: HeadSigner | None = None, identity: str = "
         used, records, legacy = _check_records(conn, findings)
     except BaseException:
         if worker is not None:  # no walk left running after a failed read
-            worker.kill()
-            worker.wait()
+            _stop(worker)
         raise
     if worker is not None:
         walked = _finish_walk(worker, conn, head)
@@ -118,33 +121,62 @@ def _walk_here(conn: Connection, head: tuple[int, str] | None) -> Walked:
     return walk.finish(), walk.count, walk.rows, walk.last_message, walk.runs
 
 
-def _start_walk(conn: Connection, head: tuple[int, str] | None) -> subprocess.Popen[str] | None:
-    """The walk of a long chain in a second process (_chain.py run as a script, standard library only),
-    over the entries this snapshot holds; None when it is walked here."""
+def _start_walk(conn: Connection, head: tuple[int, str] | None) -> list[tuple[int, subprocess.Popen[str]]] | None:
+    """The walk of a long chain in other processes, one per chunk of seqs (_chain.py run as a script, standard
+    library only: a worker starts in ~50 ms, where one that imports the desk's package takes over a second),
+    over the entries this snapshot holds; None when it is walked here. Returns (first seq, process) by chunk."""
     if conn.dialect.name != "sqlite":
         return None
     top = conn.execute(text("SELECT max(seq) FROM audit_entries")).scalar() or 0
     path = next((r[2] for r in conn.exec_driver_sql("PRAGMA database_list") if r[1] == "main"), "")
     if top < PARALLEL_MIN or not path:
         return None
-    args = [sys.executable, "-I", "-S", str(chain_module.__file__), path, str(top)]
+    n = max(1, min(CHUNKS or os.cpu_count() or 1, top))
+    starts = [1 + top * k // n for k in range(n)]
+    ends = [*(s - 1 for s in starts[1:]), top]
+    args = [sys.executable, "-I", "-S", str(chain_module.__file__), path]
+    procs: list[tuple[int, subprocess.Popen[str]]] = []
     try:
-        return subprocess.Popen([*args, *(map(str, head) if head else ())], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        for lo, hi in zip(starts, ends, strict=True):
+            procs.append((lo, subprocess.Popen([*args, str(hi), *(map(str, head) if head else ("-", "-")), str(lo)],
+                                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                               stdin=subprocess.DEVNULL, text=True)))
     except OSError as exc:
         log.warning("verify walks the chain in this process: %s", exc)
+        _stop(procs)
         return None
+    return procs
 
 
-def _finish_walk(proc: subprocess.Popen[str], conn: Connection, head: tuple[int, str] | None) -> Walked:
-    out, err = proc.communicate()
-    try:
-        if proc.returncode != 0:
-            raise ValueError(f"exit status {proc.returncode}: {err.strip()[-500:]}")
-        return walk_result(json.loads(out))
-    except (ValueError, KeyError, TypeError) as exc:  # walk here instead: slower, never weaker
-        log.warning("the chain walk in a second process failed (%s); walking it here", exc)
-        return _walk_here(conn, head)
+def _stop(procs: list[tuple[int, subprocess.Popen[str]]]) -> None:
+    for _, proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def _finish_walk(procs: list[tuple[int, subprocess.Popen[str]]], conn: Connection,
+                 head: tuple[int, str] | None) -> Walked:
+    """The chunks' walks joined in order, as one walk of the whole chain. From the first chunk that failed (or
+    whose answer is unusable) on, the walk is done here, seeded with the state the chunks before it left: the
+    verdict, its counts and its diagnosis are then those of one walk from the start."""
+    walk = ChainWalk(head)
+    outs = []
+    for _, proc in procs:
+        out, err = proc.communicate()
+        outs.append((proc.returncode, out, err))
+    for (lo, _), (code, out, err) in zip(procs, outs, strict=True):
+        try:
+            if code != 0:
+                raise ValueError(f"exit status {code}: {err.strip()[-500:]}")
+            if chain_module.join_chunk(walk, json.loads(out)):
+                continue
+        except (ValueError, KeyError, TypeError, IndexError) as exc:  # walk here instead: slower, never weaker
+            log.warning("the chain walk in a second process failed (%s); walking it here", exc)
+        for batch in batches(conn, f"{_ENTRY_SQL_FROM} ORDER BY seq", {"lo": lo}):
+            if not walk.feed(batch):
+                break
+        break
+    return walk.finish(), walk.count, walk.rows, walk.last_message, walk.runs
 
 
 # A cut tail or an emptied chain explains the row findings it causes (rows whose entries are gone).
