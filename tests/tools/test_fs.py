@@ -441,6 +441,26 @@ async def test_glob_newest_first_and_under_a_path(sandbox, call):
     assert "src/notes.md" not in deep.details["paths"]
 
 
+GLOB_TREE = ["b.py", "a.py", "c.txt", "d.pyi", "x.py/inner.txt", "src/deep/e.py", "src/f.PY", "g[1].py", "h{a}.py",
+             "tests/t.py", "pkg/tests/u.py"]
+GLOB_PATTERNS = ["**/*.py", "*.py", "src/**", "**/tests", "**/*.{py,txt}", "g[1].py", "g[!x]*", "h{a}.py", "**/?.py",
+                 "**/*.py/**", "**/inner.txt", "*", "**/*PY"]
+
+
+async def test_glob_finds_what_the_glob_regex_matches_in_path_order(sandbox):
+    """Each sandbox (LocalSandbox, the container's helper with rg, the exec transport) lists exactly what the
+    desk's glob dialect matches (the files and the folders holding them), in path order; the helper's
+    literal-tail shortcut included."""
+    from desktop_app.core import glob_regex
+
+    for name in GLOB_TREE:
+        await put(sandbox, name, "x")
+    entries = set(GLOB_TREE) | {"/".join(n.split("/")[:i]) for n in GLOB_TREE for i in range(1, n.count("/") + 1)}
+    for pattern in GLOB_PATTERNS:
+        want = sorted(e for e in entries if glob_regex(pattern).match(e))
+        assert [f.path for f in await sandbox.glob(pattern)] == want, pattern
+
+
 async def test_glob_caps_at_200_newest(sandbox, call):
     r = await sandbox.exec("mkdir -p many && for i in $(seq 1 205); do : > many/f$i.txt; done")
     assert r.exit_code == 0
