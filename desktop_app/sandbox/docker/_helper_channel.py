@@ -296,7 +296,10 @@ class HelperChannel:
     def _deliver(self, p: _PendingRequest, fn: Callable[..., Any], *args: Any) -> None:
         """At once on the reading loop when the call is its own; posted to the call's loop otherwise."""
         if p.loop is self._home and not self._threaded and _running_loop() is p.loop:
-            fn(*args)
+            try:
+                fn(*args)
+            except Exception as exc:  # a caller's output callback: reported as the loop would, the batch goes on
+                p.loop.call_exception_handler({"message": "sandbox helper event callback failed", "exception": exc})
         else:
             _post(p.loop, fn, *args)
 
