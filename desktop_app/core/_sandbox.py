@@ -187,9 +187,11 @@ class Sandbox(Protocol):
     async def list_dir(self, path: str = ".") -> list[FileStat]: ...
 
     async def glob(
-        self, pattern: str, path: str = ".", *, limit: int = 200, include_ignored: bool = False
+        self, pattern: str, path: str = ".", *, limit: int = 200, include_ignored: bool = False,
+        newest_first: bool = False,
     ) -> list[FileStat]:
-        """Matches, newest first; what .gitignore files ignore only with `include_ignored`."""
+        """Matches in path order, or the newest first with `newest_first` (that one looks at every match's
+        time); what .gitignore files ignore only with `include_ignored`."""
         ...
 
     async def grep(

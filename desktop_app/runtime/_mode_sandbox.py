@@ -303,8 +303,9 @@ class SessionSandbox:
         return await (await self._box()).list_dir(path)
 
     async def glob(self, pattern: str, path: str = ".", *, limit: int = 200,
-                   include_ignored: bool = False) -> list[FileStat]:
-        return await (await self._box()).glob(pattern, path, limit=limit, include_ignored=include_ignored)
+                   include_ignored: bool = False, newest_first: bool = False) -> list[FileStat]:
+        return await (await self._box()).glob(pattern, path, limit=limit, include_ignored=include_ignored,
+                                              newest_first=newest_first)
 
     async def grep(self, pattern: str, path: str = ".", *, glob: str | None = None, ignore_case: bool = False,
                    max_results: int = 200, include_ignored: bool = False) -> list[GrepMatch]:

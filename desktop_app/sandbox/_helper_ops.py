@@ -114,9 +114,11 @@ class HelperOps:
         return [file_stat(d) for d in await self._op("list", {"path": path})]
 
     async def glob(
-        self, pattern: str, path: str = ".", *, limit: int = 200, include_ignored: bool = False
+        self, pattern: str, path: str = ".", *, limit: int = 200, include_ignored: bool = False,
+        newest_first: bool = False,
     ) -> list[FileStat]:
-        args = {"pattern": pattern, "path": path, "limit": limit, "include_ignored": include_ignored}
+        args = {"pattern": pattern, "path": path, "limit": limit, "include_ignored": include_ignored,
+                "newest_first": newest_first}
         return [file_stat(d) for d in await self._op("glob", args)]
 
     async def grep(

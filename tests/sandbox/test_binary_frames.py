@@ -4,6 +4,7 @@ the frames; a real sandbox round-trips large, empty and non-UTF-8 bytes."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -16,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from desktop_app.sandbox.docker._helper_archive import helper_archive
-from desktop_app.sandbox.docker._helper_channel import HelperChannel, _request_bytes
+from desktop_app.sandbox.docker._helper_channel import HelperChannel, _PendingRequest, _request_bytes
 
 NOT_UTF8 = bytes(range(256)) * 3 + b"\xff\xfe\x00\n\r\x80"
 
@@ -134,3 +135,26 @@ async def test_files_round_trip_through_a_real_sandbox(docker_sandbox, data: byt
     assert await docker_sandbox.read_file("dir/f.bin", offset=3, limit=5) == data[3:8]
     res = await docker_sandbox.exec("sha256sum dir/f.bin")
     assert res.stdout.split()[0] == hashlib.sha256(data).hexdigest()
+
+
+async def test_a_failing_output_callback_loses_no_answer_of_its_batch() -> None:
+    """The channel is read on the event loop and delivers its own loop's messages at once: a caller's output
+    callback that raises is reported, and the rest of the batch (the answer) still arrives."""
+    channel = HelperChannel(api=None, container_id="x", pool=None)
+    loop = asyncio.get_running_loop()
+    seen: list[dict] = []
+    loop.set_exception_handler(lambda _loop, ctx: seen.append(ctx))
+    try:
+        fut = loop.create_future()
+
+        def boom(_msg: dict) -> None:
+            raise RuntimeError("a callback bug")
+
+        channel._pending[1] = _PendingRequest(loop, fut, boom)
+        channel._home = loop  # as attach() leaves it
+        for line in (b'{"id":1,"ev":"output","stream":"stdout","data":"x"}', b'{"id":1,"ok":true,"result":{}}'):
+            channel._dispatch(line)
+        assert fut.done() and fut.result()["ok"] is True
+        assert [str(c["exception"]) for c in seen] == ["a callback bug"]
+    finally:
+        loop.set_exception_handler(None)

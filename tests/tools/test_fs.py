@@ -431,20 +431,46 @@ async def test_glob_newest_first_and_under_a_path(sandbox, call):
         "touch -d '2022-01-01' src/new.py && touch -d '2019-01-01' src/sub/inner.py"
     )
     assert r.exit_code == 0, r.stderr
-    res = await call(glob_, pattern="src/*.py")
+    res = await call(glob_, pattern="src/*.py", newest_first=True)
     assert res.text_content.splitlines() == ["src/new.py", "src/mid.py", "src/old.py"]
     assert res.details["count"] == 3 and res.details["truncated"] is False
+    in_path_order = await call(glob_, pattern="src/*.py")  # the default: no time looked at
+    assert in_path_order.text_content.splitlines() == ["src/mid.py", "src/new.py", "src/old.py"]
     deep = await call(glob_, pattern="**/*.py", path="src")
     assert "src/sub/inner.py" in deep.details["paths"]
     assert "src/notes.md" not in deep.details["paths"]
 
 
+GLOB_TREE = ["b.py", "a.py", "c.txt", "d.pyi", "x.py/inner.txt", "src/deep/e.py", "src/f.PY", "g[1].py", "h{a}.py",
+             "tests/t.py", "pkg/tests/u.py"]
+GLOB_PATTERNS = ["**/*.py", "*.py", "src/**", "**/tests", "**/*.{py,txt}", "g[1].py", "g[!x]*", "h{a}.py", "**/?.py",
+                 "**/*.py/**", "**/inner.txt", "*", "**/*PY"]
+
+
+async def test_glob_finds_what_the_glob_regex_matches_in_path_order(sandbox):
+    """Each sandbox (LocalSandbox, the container's helper with rg, the exec transport) lists exactly what the
+    desk's glob dialect matches (the files and the folders holding them), in path order; the helper's
+    literal-tail shortcut included."""
+    from desktop_app.core import glob_regex
+
+    for name in GLOB_TREE:
+        await put(sandbox, name, "x")
+    entries = set(GLOB_TREE) | {"/".join(n.split("/")[:i]) for n in GLOB_TREE for i in range(1, n.count("/") + 1)}
+    for pattern in GLOB_PATTERNS:
+        want = sorted(e for e in entries if glob_regex(pattern).match(e))
+        assert [f.path for f in await sandbox.glob(pattern)] == want, pattern
+
+
 async def test_glob_caps_at_200_newest(sandbox, call):
     r = await sandbox.exec("mkdir -p many && for i in $(seq 1 205); do : > many/f$i.txt; done")
     assert r.exit_code == 0
-    res = await call(glob_, pattern="many/*.txt")
+    res = await call(glob_, pattern="many/*.txt", newest_first=True)
     assert res.details["count"] == 200 and res.details["truncated"] is True
     assert "200 newest" in res.text_content
+    first = await call(glob_, pattern="many/*.txt")
+    assert first.details["count"] == 200 and first.details["truncated"] is True and "200 first" in first.text_content
+    assert first.details["paths"] == sorted(first.details["paths"]) and first.details["paths"][0] == "many/f1.txt"
+    assert "many/f99.txt" not in first.details["paths"]  # past the first 200 in path order (f1, f10, f100, ...)
 
 
 async def test_glob_no_match_and_escape(sandbox, call):

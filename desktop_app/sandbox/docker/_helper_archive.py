@@ -18,20 +18,23 @@ NO_PYTHON = "NOPYTHON"
 NOT_WRITTEN = "NOHELPERFILE"
 # The archive's own __main__: run the package's entry point.
 _STUB = b"from helper.__main__ import main\n\nmain()\n"
-# $1 the writer below, $2 the archive's path, $3 its base64, $4 the workspace. Written on every start
+# $1 the writer below, $2 the archive's path, $3 the workspace, then the archive's base64 in pieces (one
+# argument may hold at most 128 KiB: MAX_ARG_STRLEN). Written on every start
 # (cheap on tmpfs, and a file a command changed is replaced), to a temp name renamed into place: two
 # helpers starting at once never see half a file. Python writes it, so nothing but python3 is needed.
 _WRITE = (
     "import binascii, os, sys; p = sys.argv[1]; t = '%s.%d.tmp' % (p, os.getpid())\n"
     "os.makedirs(os.path.dirname(p), mode=0o700, exist_ok=True)\n"
-    "with open(t, 'wb') as fh: fh.write(binascii.a2b_base64(sys.argv[2]))\n"
+    "with open(t, 'wb') as fh: fh.write(binascii.a2b_base64(''.join(sys.argv[2:])))\n"
     "os.replace(t, p)"
 )
 _BOOT = (
     f"command -v python3 >/dev/null 2>&1 || {{ echo {NO_PYTHON}; exit 0; }}\n"
-    f'python3 -I -S -c "$1" "$2" "$3" || {{ echo {NOT_WRITTEN}; exit 0; }}\n'
-    'exec python3 -I -S "$2" "$4"'
+    'w=$1; p=$2; root=$3; shift 3\n'
+    f'python3 -I -S -c "$w" "$p" "$@" || {{ echo {NOT_WRITTEN}; exit 0; }}\n'
+    'exec python3 -I -S "$p" "$root"'
 )
+_PIECE = 96 * 1024  # characters of base64 per argument
 
 
 def _glob_source() -> bytes:
@@ -62,4 +65,6 @@ def helper_command(root: str) -> list[str]:
     """argv of the `docker exec` that starts the helper on workspace `root`."""
     archive = helper_archive()
     path = f"{HELPER_DIR}/helper-{hashlib.sha256(archive).hexdigest()[:16]}.pyz"
-    return ["/bin/sh", "-c", _BOOT, "agent-desk-helper", _WRITE, path, base64.b64encode(archive).decode("ascii"), root]
+    b64 = base64.b64encode(archive).decode("ascii")
+    pieces = [b64[i : i + _PIECE] for i in range(0, len(b64), _PIECE)]
+    return ["/bin/sh", "-c", _BOOT, "agent-desk-helper", _WRITE, path, root, *pieces]

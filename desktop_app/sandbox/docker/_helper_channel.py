@@ -1,6 +1,7 @@
-"""HelperChannel: one attached `docker exec` of the helper, requests out as JSON lines on its stdin,
-responses and output events back on its stdout, matched by id. A reader thread resolves the futures.
-Bulk bytes ride as a binary frame after their line (`"bin": N`, then N raw bytes), never base64 in JSON."""
+"""HelperChannel: one attached `docker exec` of the helper, requests out on its stdin (JSON lines, or marshal
+when the helper offers it), responses and output events back on its stdout as JSON lines, matched by id. The
+stream is read on the event loop that uses the channel (a thread for a stream that is no plain socket: TLS,
+ssh). Bulk bytes ride as a binary frame after their line (`"bin": N`, then N raw bytes), never base64 in JSON."""
 
 # ruff: noqa: ASYNC109  (a request's `timeout` is the sandbox's own deadline for the helper's answer)
 
@@ -10,7 +11,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import marshal
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -77,6 +80,11 @@ class HelperChannel:
         self.hello: dict[str, Any] = {}
         self._exec_id = ""
         self._ending = ""  # why we ended the helper ourselves, when we did
+        self._home: asyncio.AbstractEventLoop | None = None  # the loop that reads the stream
+        self._fd = -1  # the socket's descriptor while a loop reads it
+        self._threaded = False  # read by a thread instead (a stream that is no plain socket)
+        self._marshal = False  # the helper takes marshal requests (its hello says so)
+        self._release_posted = False  # the reading loop was asked to stop reading and close the socket
 
     # -- blocking side (pool / reader thread)
     def open(self, timeout: float = 20.0) -> bool:
@@ -102,8 +110,86 @@ class HelperChannel:
                 log.warning("sandbox helper exited at start: %s", self._stderr_tail(500))
             return False
         self.hello = self._parse_hello(first)
-        threading.Thread(target=self._reader, name=f"sandbox-helper-{self._cid[:12]}", daemon=True).start()
+        self._marshal = "marshal" in (self.hello.get("requests") or ())
+        if type(self._sock) is not socket.socket:  # TLS or ssh: no descriptor an event loop can wait on alone
+            self._threaded = True
+            threading.Thread(target=self._reader, name=f"sandbox-helper-{self._cid[:12]}", daemon=True).start()
         return True
+
+    # -- reading on the event loop
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Read the stream on `loop` (called on it). The loop that reads resolves its own futures directly,
+        and posts other loops' answers to them; it stays the reader while it runs, and a request from another
+        loop takes the reading over once it stopped or closed (nothing is lost: the bytes wait in the socket)."""
+        with self._lock:
+            home = self._home
+            if self._threaded or home is loop or self._sock is None or self.dead:
+                return
+            if home is not None and home.is_running() and not home.is_closed():
+                return
+            if home is not None and not home.is_closed():
+                home.remove_reader(self._fd)  # a stopped loop: safe to change from here
+            self._home, self._fd = loop, self._sock.fileno()
+            early, self._early = self._early, []
+            loop.add_reader(self._fd, self._on_readable)
+        for line, blob in early:
+            self._dispatch(line, blob)
+
+    def _on_readable(self) -> None:
+        sock = self._sock
+        if sock is None:
+            return
+        try:
+            data = sock.recv(1 << 20, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._lost()
+            return
+        try:
+            messages = self._feed(data)
+        except OSError:  # a bad frame header: the stream cannot be followed
+            self._lost()
+            return
+        for line, blob in messages:
+            self._dispatch(line, blob)
+
+    def _lost(self) -> None:
+        """The stream ended (on the reading loop): stop reading; why, and telling the waiting calls, on a
+        thread (the engine is asked why, which blocks)."""
+        self.dead = True
+        self._detach()
+        threading.Thread(target=self._die, name=f"sandbox-helper-end-{self._cid[:12]}", daemon=True).start()
+
+    def _detach(self) -> bool:
+        """Stop the reading loop watching the socket; False when that must happen on the loop, later (it runs
+        in another thread): the caller then leaves the socket's closing to it."""
+        with self._lock:
+            home, fd = self._home, self._fd
+            self._home = None
+            if self._release_posted:
+                return False
+            if home is None or home.is_closed():
+                return True
+            if not home.is_running() or _running_loop() is home:
+                home.remove_reader(fd)
+                return True
+            try:
+                home.call_soon_threadsafe(self._release, fd)
+            except RuntimeError:  # closed meanwhile: its selector went with it
+                return True
+            self._release_posted = True
+            return False
+
+    def _release(self, fd: int) -> None:
+        """On the reading loop: stop watching `fd`, then close the socket (its number may be reused after)."""
+        with contextlib.suppress(Exception):
+            asyncio.get_running_loop().remove_reader(fd)
+        with self._lock:
+            self._release_posted = False
+        self._close_now()
 
     def _parse_hello(self, first: bytes) -> dict[str, Any]:
         if first.strip() == NOT_WRITTEN.encode():
@@ -190,6 +276,9 @@ class HelperChannel:
         except ValueError:
             log.warning("sandbox helper sent a bad line: %r", line[:200])
             return
+        if not isinstance(msg, dict):
+            log.warning("sandbox helper sent a bad line: %r", line[:200])
+            return
         if blob is not None and isinstance(msg.get("result"), dict):
             msg["result"]["data"] = blob
         rid = msg.get("id")
@@ -197,12 +286,22 @@ class HelperChannel:
             with self._lock:
                 p = self._pending.get(rid)
             if p is not None and p.on_event is not None:
-                _post(p.loop, p.on_event, msg)
+                self._deliver(p, p.on_event, msg)
             return
         with self._lock:
             p = self._pending.pop(rid, None)
         if p is not None:
-            _post(p.loop, _resolve, p.fut, msg)
+            self._deliver(p, _resolve, p.fut, msg)
+
+    def _deliver(self, p: _PendingRequest, fn: Callable[..., Any], *args: Any) -> None:
+        """At once on the reading loop when the call is its own; posted to the call's loop otherwise."""
+        if p.loop is self._home and not self._threaded and _running_loop() is p.loop:
+            try:
+                fn(*args)
+            except Exception as exc:  # a caller's output callback: reported as the loop would, the batch goes on
+                p.loop.call_exception_handler({"message": "sandbox helper event callback failed", "exception": exc})
+        else:
+            _post(p.loop, fn, *args)
 
     def _die(self) -> None:
         self.dead = True
@@ -281,10 +380,16 @@ class HelperChannel:
             self._send_lock.release()
 
     def _close_socket(self) -> None:
-        sock, self._sock = self._sock, None
+        sock = self._sock
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(2)  # SHUT_RDWR: EOF on the helper's stdin, it kills what it started
+        if self._detach():
+            self._close_now()
+
+    def _close_now(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
             with contextlib.suppress(OSError):
                 sock.close()
         with contextlib.suppress(Exception):
@@ -319,12 +424,14 @@ class HelperChannel:
         if self.dead:
             raise SandboxError("the sandbox helper is not running")
         loop = asyncio.get_running_loop()
+        if self._home is not loop and not self._threaded:
+            self.attach(loop)
         fut = loop.create_future()
         with self._lock:
             self._next += 1
             rid = self._next
             self._pending[rid] = _PendingRequest(loop, fut, on_event)
-        data, blob = _request_bytes(rid, op, args)
+        data, blob = _request_bytes(rid, op, args, self._marshal)
         try:
             if len(blob) > 32768 or not self._try_send_now(data + blob):
                 await loop.run_in_executor(self._pool, self._send, data, blob)
@@ -362,8 +469,23 @@ def _blob_size(line: bytes) -> int | None:
     return int(digits)
 
 
-def _request_bytes(rid: int, op: str, args: dict[str, Any]) -> tuple[bytes, bytes]:
-    """A request's line, and its `data` bytes (fs_write's) as the binary frame that follows it."""
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _request_bytes(rid: int, op: str, args: dict[str, Any], use_marshal: bool = False) -> tuple[bytes, bytes]:
+    """A request's line, and its `data` bytes (fs_write's) as the binary frame that follows it. A request
+    without bytes goes as marshal when the helper takes it (and marshal takes it: plain types only)."""
+    if use_marshal and "data" not in args:
+        try:
+            body = marshal.dumps({"id": rid, "op": op, "args": args}, 4)
+        except ValueError:
+            pass
+        else:
+            return b"M%d\n" % len(body) + body, b""
     blob = args.get("data")
     if isinstance(blob, (bytes, bytearray, memoryview)):
         args = {k: v for k, v in args.items() if k != "data"}

@@ -263,6 +263,7 @@ class DockerSandbox(HelperOps):
                 raise SandboxError(f"Docker failed: {short_reason(exc)}", hint=ENGINE_HINT) from None
             await self.synced_workspace.start()  # a synced workspace: filled before the first call
             if has_python:
+                channel.attach(asyncio.get_running_loop())
                 self._channel, self._exec_transport, self.transport = channel, None, "helper"
             else:
                 log.info("image %s has no python3: one docker exec per call", self.config.image)

@@ -330,7 +330,7 @@ class ExecTransport:
         if "find 137" in tail or "find 124" in tail:
             raise SandboxError(_timeout_message("fs_glob", timeout))
         found = [e for e in entries if rx.match(e.pop("_name"))]
-        found.sort(key=lambda d: (-d["mtime"], d["path"]))
+        found.sort(key=(lambda d: (-d["mtime"], d["path"])) if a.get("newest_first") else (lambda d: d["path"]))
         return found[: int(a.get("limit", 200))]
 
     def _op_grep(self, a: dict[str, Any]) -> Any:

@@ -7,7 +7,6 @@ import fcntl
 import os
 import re
 import select
-import selectors
 import signal
 import subprocess
 import sys
@@ -26,22 +25,36 @@ DRAIN_MAX_S = 2.0  # at most this long for a background process's last output to
 _FIONREAD = 0x541B  # Linux's ioctl for a pipe's unread bytes (python3-minimal has no termios)
 
 # ------------------------------------------------------------------------------------------ processes
-_OOM_FILES = ["/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"]  # v2, v1
+_OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")  # v2, v1
+_oom_fd = []  # the counter's file, opened once and read again with pread; empty: not opened yet
 
 
 def _oom_kills():
     """The cgroup's OOM-kill counter, or None where there is none to read."""
-    for p in list(_OOM_FILES):
-        try:
-            with open(p, "rb") as fh:
-                data = fh.read()
-        except OSError:
-            if len(_OOM_FILES) > 1:
-                _OOM_FILES.remove(p)  # absent here: do not look again
-            continue
-        i = data.find(b"oom_kill ")
-        if i >= 0:
-            return int(data[i + 9 :].split(b"\n", 1)[0])
+    if not _oom_fd:
+        fds = [fd for fd in map(_open_counter, _OOM_FILES) if fd is not None]
+        _oom_fd.append(fds[0] if fds else None)
+        for fd in fds[1:]:
+            os.close(fd)
+    fd = _oom_fd[0]
+    if fd is None:
+        return None
+    try:
+        data = os.pread(fd, 4096, 0)
+    except OSError:
+        return None
+    i = data.find(b"oom_kill ")
+    return int(data[i + 9 :].split(b"\n", 1)[0]) if i >= 0 else None
+
+
+def _open_counter(path):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    if b"oom_kill " in os.pread(fd, 4096, 0):
+        return fd
+    os.close(fd)
     return None
 
 
@@ -83,13 +96,54 @@ _SHELL_WORDS = frozenset(
 def _which(name, path):
     if "/" in name:  # a relative path is relative to the command's cwd: leave it to the shell
         return name if name.startswith("/") and os.access(name, os.X_OK) and not os.path.isdir(name) else None
-    for d in (path or "/usr/local/bin:/usr/bin:/bin").split(":"):
-        if not d.startswith("/"):
-            continue
-        full = os.path.join(d, name)
-        if os.access(full, os.X_OK) and not os.path.isdir(full):
-            return full
-    return None
+    return _path_cache.find(name, path or "/usr/local/bin:/usr/bin:/bin")
+
+
+class PathCache:
+    """PATH lookups remembered like a shell's hash table, but never stale: an entry is for one PATH value,
+    and holds while the folders searched up to its hit are unchanged (a program added to an earlier folder
+    shadows it, one removed takes its entry along). A folder changed within the last second is not trusted
+    (its time stamp is coarse), so that lookup is not remembered."""
+
+    SETTLE_S = 1.0
+
+    def __init__(self):
+        self.entries = {}  # (name, PATH) -> (full path, [(folder, (inode, mtime_ns)), ...])
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def _state(d):
+        try:
+            st = os.stat(d)
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns
+
+    def find(self, name, path):
+        key = (name, path)
+        hit = self.entries.get(key)
+        if hit is not None and all(self._state(d) == state for d, state in hit[1]):
+            return hit[0]
+        searched, now_ns = [], time.time_ns()
+        for d in path.split(":"):
+            if not d.startswith("/"):
+                continue
+            state = self._state(d)
+            searched.append((d, state))
+            full = os.path.join(d, name)
+            if state is not None and os.access(full, os.X_OK) and not os.path.isdir(full):
+                settled = all(st is None or now_ns - st[1] > self.SETTLE_S * 1e9 for _, st in searched)
+                with self.lock:
+                    if settled and len(self.entries) < 4096:
+                        self.entries[key] = (full, searched)
+                    else:
+                        self.entries.pop(key, None)
+                return full
+        self.entries.pop(key, None)
+        return None
+
+
+_path_cache = PathCache()
 
 
 def _argv(command, env=None):
@@ -175,6 +229,34 @@ def spawn(argv, cwd, env, spawn_cwd=None):
     return proc, out_r, err_r
 
 
+class Poller:
+    """The wait loop's few descriptors on one poll(2) object: lighter than a selector (no epoll descriptor to
+    make and close per command, no key objects). Its interface is the slice of a selector's the loop uses."""
+
+    __slots__ = ("_poll", "fds")
+
+    def __init__(self):
+        self._poll = select.poll()
+        self.fds = {}  # fd -> what it is ("pipe", "cancel", "exit"); None once closed
+
+    def register(self, fd, data):
+        self._poll.register(fd, select.POLLIN)
+        self.fds[fd] = data
+
+    def unregister(self, fd):
+        if self.fds is not None and self.fds.pop(fd, None) is not None:
+            self._poll.unregister(fd)
+
+    def select(self, timeout):
+        """(fd, data) of each ready descriptor; `timeout` in seconds, None to wait for one."""
+        ms = None if timeout is None else timeout * 1000.0
+        fds = self.fds
+        return [(fd, fds[fd]) for fd, _ in self._poll.poll(ms) if fd in fds]
+
+    def close(self):
+        self.fds = None
+
+
 class Capture:
     """One output stream: keeps the head and the tail within `limit` bytes, drops the middle."""
 
@@ -247,6 +329,7 @@ class CommandRun:
         self.err = Capture(output_limit)
         self._cancel_r, self._cancel_w = os.pipe()
         self.cancelled = False
+        self._alone = False  # set when the command exits: True when it started no process (see _drive)
 
     def cancel(self):
         self.cancelled = True
@@ -257,7 +340,7 @@ class CommandRun:
 
     def run(self):
         start = time.monotonic()
-        oom_before = _oom_kills()
+        oom_before = _oom_kills()  # the only read of the counter unless the command dies of SIGKILL
         try:
             proc, out_fd, err_fd = spawn(self.argv, self.cwd, self.env, self.spawn_cwd)
         except FileNotFoundError:
@@ -276,9 +359,11 @@ class CommandRun:
         try:
             return self._drive(proc, (out_fd, err_fd), start, oom_before)
         finally:
-            # Whatever it started outside its group (setsid, double fork, a scrubbed env) goes too.
+            # Whatever it started outside its group (setsid, double fork, a scrubbed env) goes too, and any
+            # stray: unless no process at all was created since the last look (see Tracker.alone_since).
             try:
-                self.tracker.kill(self.cookie)
+                if not self._alone:
+                    self.tracker.kill(self.cookie)
             finally:
                 self.tracker.forget(self.cookie)
             for fd in (out_fd, err_fd):
@@ -304,13 +389,15 @@ class CommandRun:
                 now = time.monotonic()
                 if self._finished(proc, now):
                     break
-                for key, _ in self._sel.select(self._wait_s(proc, now)):
-                    if key.data == "pipe":
-                        self._on_pipe(key.fd)
-                    elif key.data == "exit":
+                for fd, what in self._sel.select(self._wait_s(proc, now)):
+                    if what == "pipe":
+                        self._on_pipe(fd)
+                    elif what == "exit":
                         self._sel.unregister(self._pidfd)
+                        if proc.returncode is None:  # a zombie still holds its pid: see Tracker.alone_since
+                            self._alone = self.tracker.alone_since(proc.pid)
                         proc.wait()
-                    elif key.data == "cancel":
+                    elif what == "cancel":
                         self._on_cancel(proc)
         finally:
             self._sel.close()
@@ -339,16 +426,16 @@ class CommandRun:
     def _watch(self, proc, fds, start):
         """The wait loop's state: a selector over the pipes, the cancel pipe and (where there is one)
         a pidfd for the exit; the deadline; when SIGKILL follows a SIGTERM; how long to linger."""
-        self._sel = sel = selectors.DefaultSelector()
+        self._sel = sel = Poller()
         self._streams = {fds[0]: ("stdout", self.out), fds[1]: ("stderr", self.err)}
         for fd in self._streams:
-            sel.register(fd, selectors.EVENT_READ, "pipe")
-        sel.register(self._cancel_r, selectors.EVENT_READ, "cancel")
+            sel.register(fd, "pipe")
+        sel.register(self._cancel_r, "cancel")
         self._pidfd = None
         if hasattr(os, "pidfd_open"):
             try:
                 self._pidfd = os.pidfd_open(proc.pid)
-                sel.register(self._pidfd, selectors.EVENT_READ, "exit")
+                sel.register(self._pidfd, "exit")
             except OSError:
                 self._pidfd = None
         self._deadline = start + self.timeout
@@ -400,9 +487,7 @@ class CommandRun:
         except OSError:
             data = b""
         if not data:
-            registered = self._sel.get_map()  # None once the selector is closed (the final drain)
-            if registered is not None and fd in registered:
-                self._sel.unregister(fd)
+            self._sel.unregister(fd)  # nothing once the poller is closed (the final drain)
             self._streams.pop(fd)
             return
         name, cap = self._streams[fd]
@@ -422,14 +507,9 @@ class CommandRun:
         sig = -rc if rc < 0 else None
         if sig is None and self._timed_out and rc in (128 + signal.SIGTERM, 128 + signal.SIGKILL):
             sig = rc - 128
-        oom_after = _oom_kills()
-        oom = bool(
-            oom_before is not None
-            and oom_after is not None
-            and oom_after > oom_before
-            and (sig == signal.SIGKILL or rc == 128 + signal.SIGKILL)
-            and self._last_signal != signal.SIGKILL
-        )
+        killed = (sig == signal.SIGKILL or rc == 128 + signal.SIGKILL) and self._last_signal != signal.SIGKILL
+        oom_after = _oom_kills() if killed and oom_before is not None else None  # only a SIGKILL can be one
+        oom = bool(killed and oom_after is not None and oom_after > oom_before)
         code = rc if rc >= 0 else 128 + sig
         return self._result(code, start, timed_out=self._timed_out, killed_signal=sig, oom=oom)
 

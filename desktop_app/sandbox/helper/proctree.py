@@ -10,12 +10,20 @@ import time
 RUN_ENV = "AGENT_DESK_RUN"  # the cookie each command carries: "<pid>-<tracker>:<n>"
 SWEEP_ROUNDS = 60  # SIGKILL rounds before giving up on a fork loop
 PROTECTED, STRAY = "protected", "stray"
+_LAST_PID = "/proc/sys/kernel/ns_last_pid"  # the newest pid this PID namespace handed out (threads' too)
+
+
+def _open(path):
+    """A kept descriptor for a kernel counter read again with pread (no open and close per read)."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
 
 
 def _read(path, size=4096):
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+    fd = _open(path)
+    if fd is None:
         return None
     try:
         return os.read(fd, size)
@@ -93,6 +101,29 @@ class Tracker:
         self.since = None  # start ticks of the first run: nothing older is ours
         self.recording = None  # during a sweep: pid -> description of everything killed
         self.keepalive = self._keepalive() if self.container else None
+        self.seen = None  # ns_last_pid when the last look for strays began (see alone_since)
+        self._last_pid_fd = _open(_LAST_PID) if self.container else None
+
+    def last_pid(self):
+        """The namespace's newest pid, or None where it cannot be read (on the host it says nothing)."""
+        fd = self._last_pid_fd
+        if fd is None:
+            return None
+        try:
+            return int(os.pread(fd, 32, 0))
+        except (OSError, ValueError):
+            return None
+
+    def alone_since(self, pid):
+        """True when `pid` (exited, not yet reaped, so no new process can take its number) is the only
+        process this PID namespace created since the last look for strays began: it started nothing, and
+        nothing else started a process since that look, so a new look would find nothing new. Pids are
+        handed out in order, so `pid` must be the one after the look's and still the newest."""
+        seen = self.seen
+        if seen is None or pid != seen + 1 or self.last_pid() != pid:
+            return False
+        self.seen = pid
+        return True
 
     @staticmethod
     def _keepalive():
@@ -219,6 +250,7 @@ class Tracker:
     def kill(self, cookie=None, everything=False, grace=0.0):
         """SIGTERM (when `grace`), then SIGKILL rounds until nothing of the run is left (a fork loop keeps
         making more). Returns what was found first: [{pid, command, started_by}]."""
+        self.seen = self.last_pid()  # before the look: what starts during it is newer, and looked at later
         first = self.targets(cookie, everything)
         found = self.describe(first)
         self._note(found)

@@ -139,26 +139,35 @@ class Search:
             raise SearchTimeout(_timeout_message(what, self.timeout))
 
     # -- glob
-    def glob(self, ws, pattern, path=".", limit=200, include_ignored=False):
-        """Matches of `pattern` relative to `path`, newest first."""
+    def glob(self, ws, pattern, path=".", limit=200, include_ignored=False, newest_first=False):
+        """Matches of `pattern` relative to `path`, in path order (as `rg --files` lists them, sorted), or
+        newest first: that one stats every match, path order only the ones returned."""
         base = ws.resolve(path)
         if not os.path.isdir(base):
             raise HelperError(f"{ws.shown(base)}: not a directory")
-        match = self.compile(glob_regex(_relative_glob(ws, pattern, base)).pattern).match
+        rel = _relative_glob(ws, pattern, base)
+        match = self.compile(glob_regex(rel).pattern).match
+        tail = _LITERAL_TAIL.search(rel).group()  # every match ends with it: a str test before the regex
         deadline = time.monotonic() + self.timeout
         cut = len(base.rstrip("/")) + 1  # entries are under base: the relative path is a slice, not relpath
         found = []
         for i, full in enumerate(self._entries(ws, base, deadline, include_ignored)):
-            if match(full[cut:]):
-                try:
-                    st = os.lstat(full)
-                except OSError:
-                    continue
-                found.append((-st.st_mtime, full, st))
-            if not i & 1023:
+            if full.endswith(tail) and match(full[cut:]):
+                found.append(full)
+            if not i & 4095:
                 self._deadline_check(deadline, "fs_glob")
-        found.sort(key=lambda t: t[:2])  # newest first, then by path; only what is returned becomes a dict
-        return [_stat_dict(ws, full, st) for _, full, st in found[: max(0, int(limit))]]
+        limit = max(0, int(limit))
+        if not newest_first:
+            found.sort()
+            return [d for d in map(_lstat_dict(ws), found[: limit + 64]) if d is not None][:limit]
+        stats = []
+        for full in found:
+            try:
+                stats.append((-os.lstat(full).st_mtime, full))
+            except OSError:
+                continue
+        stats.sort()  # newest first, then by path; only what is returned becomes a dict
+        return [d for d in map(_lstat_dict(ws), (full for _, full in stats[:limit])) if d is not None]
 
     def _entries(self, ws, base, deadline, include_ignored):
         """Every file and folder under `base` (not .git, no symlink followed), bounded."""
@@ -272,6 +281,19 @@ def _timeout_message(what, timeout):
         f"{what} stopped after {timeout:g} s and was killed: the pattern is too costly for this tree;"
         " narrow the path or glob, or simplify the pattern"
     )
+
+
+_LITERAL_TAIL = re.compile(r"[^*?\[\]{}]*\Z")  # the end of a glob that only matches itself
+
+
+def _lstat_dict(ws):
+    def one(full):
+        try:
+            return _stat_dict(ws, full, os.lstat(full))
+        except OSError:
+            return None  # gone since it was listed
+
+    return one
 
 
 def _relative_glob(ws, pattern, base):
@@ -464,8 +486,9 @@ class ChildSearch:
     def with_timeout(self, timeout):
         return ChildSearch(self.argv, timeout, self._idle)
 
-    def glob(self, ws, pattern, path=".", limit=200, include_ignored=False):
-        args = {"pattern": pattern, "path": path, "limit": limit, "include_ignored": include_ignored}
+    def glob(self, ws, pattern, path=".", limit=200, include_ignored=False, newest_first=False):
+        args = {"pattern": pattern, "path": path, "limit": limit, "include_ignored": include_ignored,
+                "newest_first": newest_first}
         return self._run(ws, "glob", args)
 
     def grep(self, ws, pattern, path=".", glob=None, ignore_case=False, max_results=200, include_ignored=False):
@@ -542,7 +565,8 @@ def _child_search(line):
         a = req["args"]
         ignored = bool(a.get("include_ignored"))
         if req["op"] == "glob":
-            result = search.glob(ws, a["pattern"], a.get("path", "."), a.get("limit", 200), ignored)
+            result = search.glob(ws, a["pattern"], a.get("path", "."), a.get("limit", 200), ignored,
+                                 bool(a.get("newest_first")))
         else:
             where, glob, ic = a.get("path", "."), a.get("glob"), a.get("ignore_case", False)
             result = search.grep(ws, a["pattern"], where, glob, ic, a.get("max_results", 200), ignored)

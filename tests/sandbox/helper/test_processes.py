@@ -53,3 +53,47 @@ def test_a_process_caught_mid_exec_is_named_by_a_later_kill_round(tmp_path: Path
         proc.kill()
         proc.wait()
     assert proctree.cmdline_of(proc.pid) == ""  # gone: nothing to name
+
+
+def test_a_command_skips_the_look_for_strays_only_when_no_process_started_since_the_last_look() -> None:
+    """Tracker.alone_since: the namespace's newest pid must be the command's own, and the one right after
+    the last look's; anything else (a child, a thread, another exec, a background process's fork) looks."""
+    from desktop_app.sandbox.helper import proctree
+
+    tracker = proctree.Tracker(container=False)
+    newest = [0]
+    tracker.last_pid = lambda: newest[0]  # the kernel's ns_last_pid, as the container's helper reads it
+    newest[0] = 41
+    assert not tracker.alone_since(41)  # no look yet: nothing is known
+    tracker.seen = 40
+    assert tracker.alone_since(41) and tracker.seen == 41  # the next command may skip again
+    newest[0] = 43
+    assert not tracker.alone_since(42)  # 43 came after it: a child (or anything else) started
+    tracker.seen = 41
+    assert not tracker.alone_since(43)  # 42 came between the last look and it
+    newest[0] = None
+    tracker.seen = 42
+    assert not tracker.alone_since(43)  # unreadable: always look
+
+
+def test_marshal_requests_are_served_and_a_broken_one_ends_the_stream(tmp_path: Path) -> None:
+    """The desk sends `M<size>` and marshal bytes when the hello offers it; the answer is JSON as ever. A size
+    that is no size cannot be followed: the helper stops reading rather than guess."""
+    import io
+    import json
+    import marshal
+
+    from desktop_app.sandbox.helper.server import Server
+    from desktop_app.sandbox.helper.workspace import Workspace
+
+    body = marshal.dumps({"id": 7, "op": "stat", "args": {"path": "."}}, 4)
+    stream = b"M%d\n" % len(body) + body + b'{"id": 8, "op": "ping", "args": {}}\nMnope\n' + b"M5\n" + body[:5]
+    out = io.BytesIO()
+    server = Server(Workspace(str(tmp_path), str(tmp_path)), io.BytesIO(stream), out)
+    server.serve()
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert lines[0]["ev"] == "hello" and "marshal" in lines[0]["requests"]
+    assert wait_until(lambda: len(out.getvalue().splitlines()) == 3, within_s=10)
+    answers = {m["id"]: m for m in map(json.loads, out.getvalue().splitlines()[1:])}
+    assert answers[7]["ok"] and answers[7]["result"]["type"] == "dir"
+    assert answers[8]["ok"] and "version" in answers[8]["result"]
