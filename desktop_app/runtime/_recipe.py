@@ -386,7 +386,7 @@ def user_rules(settings: Settings) -> RuleSet:
 def model_client_from_settings(settings: Settings) -> AnthropicModelClient:
     """Key from ANTHROPIC_API_KEY / keyring / settings, base URL from ANTHROPIC_BASE_URL / settings."""
     key = resolve_api_key(settings)
-    return AnthropicModelClient(
+    client = AnthropicModelClient(
         api_key=key.value if key else None,
         key_source=key.source if key else "",
         model=settings.model,
@@ -395,7 +395,10 @@ def model_client_from_settings(settings: Settings) -> AnthropicModelClient:
         max_retries=settings.max_retries,
         timeout_s=settings.request_timeout_s,
         thinking_budget=settings.thinking_budget,
+        off_loop=True,  # the streams are parsed in the model worker process, not on the desk's loop
     )
+    client.warm_up()
+    return client
 
 
 def build_executor(
