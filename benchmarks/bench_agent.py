@@ -1,8 +1,9 @@
 """Engine overhead of one agent turn: 20 fast tool calls (one per step) against the local
 Anthropic-compatible server, on a real SqlStore file with the audit chain on. And four sessions at once
 (concurrent_4_sessions_*): four projects, each with its own container (agent-desk/minimal), each running a
-20-call `bash_run` turn; the worst event-loop lag meanwhile, the collector's worst and total pause, and their
-wall time over one turn alone. The four run as the desk runs them: streams parsed in the model worker process,
+20-call `bash_run` turn; the worst event-loop lag meanwhile, the collector's worst and total pause, the loop
+thread's CPU time per step (its own work, whatever else loads the machine), and their wall time over one turn
+alone. The four run as the desk runs them: streams parsed in the model worker process,
 the collector frozen after start-up and collecting between turns.
 
 engine_overhead_20_calls_ms = turn time - time inside the model client's HTTP exchange - time inside
@@ -179,8 +180,9 @@ async def _open_sessions(tmp: Path, client, store, bus, servers: list, sandboxes
     return sessions
 
 
-async def _concurrent(tmp: Path, client) -> tuple[float, float, float, list[float]]:
-    """(one turn alone s, all four at once s, worst loop lag ms while the four run, the GC's pauses then ms).
+async def _concurrent(tmp: Path, client) -> tuple[float, float, float, list[float], float]:
+    """(one turn alone s, all four at once s, worst loop lag ms while the four run, the GC's pauses then ms, the
+    loop thread's CPU time per step then ms: the loop's own work, whatever else loads the machine).
     After the warm-up turn the collector is settled as the desk settles it after start-up."""
     from desktop_app.core import EventBus
     from desktop_app.runtime import collect_between_turns, settle_after_startup
@@ -203,13 +205,13 @@ async def _concurrent(tmp: Path, client) -> tuple[float, float, float, list[floa
         alone = await sessions[0].send("run it")
         alone_s = time.perf_counter() - t0
         with _LoopLag() as lag, _GcPauses() as pauses:
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.thread_time()
             together = await asyncio.gather(*(s.send("run it") for s in sessions))
-            together_s = time.perf_counter() - t0
+            together_s, cpu_s = time.perf_counter() - t0, time.thread_time() - cpu0
         for result in (alone, *together):
             if result.reason != "end_turn" or result.steps != CALLS + 1:
                 raise RuntimeError(f"a concurrent bench turn ended badly: {result}")
-        return alone_s, together_s, lag.worst, pauses.pauses
+        return alone_s, together_s, lag.worst, pauses.pauses, cpu_s * 1000.0 / (SESSIONS * (CALLS + 1))
     finally:
         if SETTLE_GC:
             unsettle()
@@ -238,12 +240,13 @@ def bench_concurrent(runs: int = 3) -> None:
 
     def one() -> None:
         with tempfile.TemporaryDirectory() as d:
-            alone_s, together_s, lag_ms, pauses = asyncio.run(_concurrent(Path(d), client))
+            alone_s, together_s, lag_ms, pauses, loop_cpu_ms = asyncio.run(_concurrent(Path(d), client))
         print(f"# concurrent_4_sessions: one turn alone {alone_s * 1000:.0f} ms, four at once "
               f"{together_s * 1000:.0f} ms; {len(pauses)} GC passes, {sum(pauses):.1f} ms in all", file=sys.stderr)
         report("concurrent_4_sessions_lag_ms", lag_ms, "ms")
         report("concurrent_4_sessions_gc_worst_ms", max(pauses, default=0.0), "ms")
         report("concurrent_4_sessions_gc_total_ms", sum(pauses), "ms")
+        report("concurrent_4_sessions_loop_cpu_per_step_ms", loop_cpu_ms, "ms")
         report("concurrent_4_sessions_slowdown", together_s / alone_s, "x")
 
     try:

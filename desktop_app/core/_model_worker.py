@@ -138,6 +138,8 @@ class WorkerLink:
                      session_id: str) -> ModelReply:
         """Stream one step in the worker with a `cls(**config)` there (a client class that streams in its
         own loop when built without off_loop)."""
+        if self.broken:
+            raise ModelError(f"The model worker process stopped: {self.broken}.", hint="Retry the step.")
         sid = next(self.ids)
         done: asyncio.Future[ModelReply] = asyncio.get_running_loop().create_future()
         self.streams[sid] = _Stream(emit, done)
