@@ -246,7 +246,7 @@ def bench_concurrent(runs: int = 3) -> None:
         report("concurrent_4_sessions_lag_ms", lag_ms, "ms")
         report("concurrent_4_sessions_gc_worst_ms", max(pauses, default=0.0), "ms")
         report("concurrent_4_sessions_gc_total_ms", sum(pauses), "ms")
-        report("concurrent_4_sessions_loop_cpu_per_step_ms", loop_cpu_ms, "ms")
+        report("concurrent_4_sessions_step_loop_cpu_ms", loop_cpu_ms, "ms")
         report("concurrent_4_sessions_slowdown", together_s / alone_s, "x")
 
     try:

@@ -236,6 +236,8 @@ class ProjectRuntime:
         await self.ready()
         tpl = self.template
         client = self._client_for(tpl.model) if tpl.model else self.model_client
+        if isinstance(client, AnthropicModelClient):  # its worker starts while the person types
+            await asyncio.to_thread(client.warm_up)
         setup = self.session_setup()
         view = self.sandboxes.view(setup.policy or self.policy, session_id or "") if self.sandboxes else None
         instructions, problem = await session_instructions(self.settings, self.project)
@@ -386,7 +388,7 @@ def user_rules(settings: Settings) -> RuleSet:
 def model_client_from_settings(settings: Settings) -> AnthropicModelClient:
     """Key from ANTHROPIC_API_KEY / keyring / settings, base URL from ANTHROPIC_BASE_URL / settings."""
     key = resolve_api_key(settings)
-    client = AnthropicModelClient(
+    return AnthropicModelClient(
         api_key=key.value if key else None,
         key_source=key.source if key else "",
         model=settings.model,
@@ -397,8 +399,6 @@ def model_client_from_settings(settings: Settings) -> AnthropicModelClient:
         thinking_budget=settings.thinking_budget,
         off_loop=True,  # the streams are parsed in the model worker process, not on the desk's loop
     )
-    client.warm_up()
-    return client
 
 
 def build_executor(
