@@ -164,6 +164,7 @@ class WorkerLink:
                 self._route(await _read_frame(self.reader))
         except (asyncio.IncompleteReadError, ConnectionError, OSError) as e:
             self._fail(f"the connection to it ended ({type(e).__name__})")
+            self.writer.close()
 
     def _route(self, frame: tuple[Any, ...]) -> None:
         kind, *rest = frame
