@@ -1,7 +1,10 @@
 """Engine overhead of one agent turn: 20 fast tool calls (one per step) against the local
 Anthropic-compatible server, on a real SqlStore file with the audit chain on. And four sessions at once
 (concurrent_4_sessions_*): four projects, each with its own container (agent-desk/minimal), each running a
-20-call `bash_run` turn; the worst event-loop lag meanwhile, and their wall time over one turn alone.
+20-call `bash_run` turn; the worst event-loop lag meanwhile, the collector's worst and total pause, the loop
+thread's CPU time per step (its own work, whatever else loads the machine), and their wall time over one turn
+alone. The four run as the desk runs them: streams parsed in the model worker process,
+the collector frozen after start-up and collecting between turns.
 
 engine_overhead_20_calls_ms = turn time - time inside the model client's HTTP exchange - time inside
 tool run(). engine_overhead_20_calls_incl_client_ms subtracts only the server's own time, so the SDK's
@@ -11,6 +14,7 @@ request building and SSE parsing count as overhead too.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import subprocess
 import sys
@@ -86,6 +90,10 @@ async def _one_turn(tmp: Path, round_: int) -> tuple[float, float, float, float]
 
 SESSIONS = 4
 IMAGE = "agent-desk/minimal:latest"
+# As the desk runs: the streams in the model worker process (runtime.model_client_from_settings), the collector
+# settled once started (runtime.settle_after_startup). BENCH_ON_LOOP=1 / BENCH_GC_DEFAULT=1 measure without.
+OFF_LOOP = os.environ.get("BENCH_ON_LOOP") != "1"
+SETTLE_GC = os.environ.get("BENCH_GC_DEFAULT") != "1"
 
 
 def _model_server(turns: int) -> tuple[subprocess.Popen, str, str]:
@@ -96,6 +104,27 @@ def _model_server(turns: int) -> tuple[subprocess.Popen, str, str]:
     assert proc.stdout is not None
     url, key = proc.stdout.readline().split()
     return proc, url, key
+
+
+class _GcPauses:
+    """The collector's pauses (ms) while it is entered, from gc.callbacks."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+        self._t0 = 0.0
+
+    def _callback(self, phase: str, _info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.pauses.append((time.perf_counter() - self._t0) * 1000.0)
+
+    def __enter__(self) -> _GcPauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._callback)
 
 
 class _LoopLag:
@@ -143,16 +172,21 @@ async def _open_sessions(tmp: Path, client, store, bus, servers: list, sandboxes
         sandboxes.append(DockerSandbox(f"bench-c{k}-{uuid.uuid4().hex[:6]}", folder, SandboxConfig(image=IMAGE),
                                        client=client))
         executor = Executor(ToolRegistry(tools), PermissionPolicy("auto"), bus=bus, store=store)
-        model = AnthropicModelClient(api_key=servers[-1][2], base_url=servers[-1][1], model="claude-sonnet-4-6")
+        model = AnthropicModelClient(api_key=servers[-1][2], base_url=servers[-1][1], model="claude-sonnet-4-6",
+                                     off_loop=OFF_LOOP)
         project = ProjectInfo(id=f"prj_c{k}", name=f"project {k}", path=str(folder))
         sessions.append(await AgentSession.open(store=store, bus=bus, executor=executor, tools=tools,
                                                 model_client=model, project=project, sandbox=sandboxes[-1]))
     return sessions
 
 
-async def _concurrent(tmp: Path, client) -> tuple[float, float, float]:
-    """(one turn alone s, all four at once s, worst loop lag ms while the four run)."""
+async def _concurrent(tmp: Path, client) -> tuple[float, float, float, list[float], float]:
+    """(one turn alone s, all four at once s, worst loop lag ms while the four run, the GC's pauses then ms, the
+    loop thread's CPU time per step then ms: the loop's own work, whatever else loads the machine).
+    After the warm-up turn the collector is settled as the desk settles it after start-up."""
     from desktop_app.core import EventBus
+    from desktop_app.runtime import collect_between_turns, settle_after_startup
+    from desktop_app.runtime._gc import unsettle
     from desktop_app.store import SqlStore
 
     store = await SqlStore.open(tmp / "concurrent.db")
@@ -164,18 +198,23 @@ async def _concurrent(tmp: Path, client) -> tuple[float, float, float]:
         sessions = await _open_sessions(tmp, client, store, bus, servers, sandboxes)
         await asyncio.gather(*(sb.start() for sb in sandboxes))
         await asyncio.gather(*(s.send("warm up") for s in sessions))
+        if SETTLE_GC:
+            settle_after_startup()
+            bus.on("done", collect_between_turns)
         t0 = time.perf_counter()
         alone = await sessions[0].send("run it")
         alone_s = time.perf_counter() - t0
-        with _LoopLag() as lag:
-            t0 = time.perf_counter()
+        with _LoopLag() as lag, _GcPauses() as pauses:
+            t0, cpu0 = time.perf_counter(), time.thread_time()
             together = await asyncio.gather(*(s.send("run it") for s in sessions))
-            together_s = time.perf_counter() - t0
+            together_s, cpu_s = time.perf_counter() - t0, time.thread_time() - cpu0
         for result in (alone, *together):
             if result.reason != "end_turn" or result.steps != CALLS + 1:
                 raise RuntimeError(f"a concurrent bench turn ended badly: {result}")
-        return alone_s, together_s, lag.worst
+        return alone_s, together_s, lag.worst, pauses.pauses, cpu_s * 1000.0 / (SESSIONS * (CALLS + 1))
     finally:
+        if SETTLE_GC:
+            unsettle()
         for s in sessions:
             await s.model_client.close()
         await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
@@ -201,10 +240,13 @@ def bench_concurrent(runs: int = 3) -> None:
 
     def one() -> None:
         with tempfile.TemporaryDirectory() as d:
-            alone_s, together_s, lag_ms = asyncio.run(_concurrent(Path(d), client))
+            alone_s, together_s, lag_ms, pauses, loop_cpu_ms = asyncio.run(_concurrent(Path(d), client))
         print(f"# concurrent_4_sessions: one turn alone {alone_s * 1000:.0f} ms, four at once "
-              f"{together_s * 1000:.0f} ms", file=sys.stderr)
+              f"{together_s * 1000:.0f} ms; {len(pauses)} GC passes, {sum(pauses):.1f} ms in all", file=sys.stderr)
         report("concurrent_4_sessions_lag_ms", lag_ms, "ms")
+        report("concurrent_4_sessions_gc_worst_ms", max(pauses, default=0.0), "ms")
+        report("concurrent_4_sessions_gc_total_ms", sum(pauses), "ms")
+        report("concurrent_4_sessions_step_loop_cpu_ms", loop_cpu_ms, "ms")
         report("concurrent_4_sessions_slowdown", together_s / alone_s, "x")
 
     try:

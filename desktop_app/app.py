@@ -110,6 +110,14 @@ def main(argv: list[str] | None = None) -> int:
         collector.stop()
 
 
+def _settle_gc(bus) -> None:
+    """Start-up is done: freeze what it made, and collect the old generation between turns (issue 29)."""
+    from .runtime import collect_between_turns, settle_after_startup
+
+    settle_after_startup()
+    bus.on("done", collect_between_turns)
+
+
 def _qt_cannot_start() -> bool:
     """Before Qt aborts the process: on X11 (the xcb plugin), the system libraries it lacks are named with the
     command that installs them (the doctor's Qt check), and the start ends there."""
@@ -240,6 +248,7 @@ async def _run_window(app, window, settings, settings_error: str | None, db: str
             await controller.start(check_docker=not args.screenshot)
             if args.folder:
                 await controller.open_folder(args.folder)
+            _settle_gc(bus)
             if args.screenshot:  # show the real Docker state in the picture
                 await controller.checks.check_docker()
         if args.screenshot:

@@ -56,12 +56,21 @@ async def run_command(args: argparse.Namespace) -> int:
         raise
     await _note_project_image(project)
     runtime = await open_project_runtime(args, project, store, settings)
+    _settle_gc(runtime)
     try:
         session = await runtime.open_session(args.session, title=args.prompt)  # redacted, then cut, by the session
         session.set_breakpoints(args.break_on or [])
         return await drive(runtime, session, args, args.prompt)
     finally:
         await runtime.close()
+
+
+def _settle_gc(runtime: ProjectRuntime) -> None:
+    """Start-up is done: freeze what it made, and collect the old generation between turns (issue 29)."""
+    from ..runtime import collect_between_turns, settle_after_startup
+
+    settle_after_startup()
+    runtime.bus.on("done", collect_between_turns)
 
 
 async def _note_project_image(project: ProjectInfo) -> None:

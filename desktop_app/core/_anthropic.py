@@ -10,6 +10,7 @@ import contextvars
 import copy
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -135,6 +136,7 @@ class AnthropicModelClient:
         timeout_s: float = 600.0,
         thinking_budget: int = 0,
         key_source: str = "",
+        off_loop: bool = False,
     ) -> None:
         self.model = model
         self.base_url = base_url
@@ -145,6 +147,10 @@ class AnthropicModelClient:
         self.key_source = key_source
         self._api_key = api_key
         self._client: anthropic.AsyncAnthropic | None = None
+        # Stream in the model worker process (_model_worker.py), where it can run: the desk's loop then
+        # only routes the events.
+        self.off_loop = off_loop
+        self._link: Any = None
 
     def __repr__(self) -> str:  # never the key
         return f"<AnthropicModelClient model={self.model} base_url={self.base_url or 'default'}>"
@@ -154,8 +160,7 @@ class AnthropicModelClient:
         return bool(self._api_key)
 
     def _sdk(self) -> anthropic.AsyncAnthropic:
-        if not self._api_key:
-            raise ModelError("No Anthropic API key is set.", hint=MISSING_KEY_HINT)
+        self._sdk_key()
         if self._client is None:
             import anthropic
 
@@ -175,6 +180,11 @@ class AnthropicModelClient:
         if self._client is not None:
             await self._client.close()
             self._client = None
+        if self._link is not None:
+            from ._model_worker import release
+
+            link, self._link = self._link, None
+            release(link)
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         system, tools, messages = with_cache_control(request)
@@ -194,6 +204,44 @@ class AnthropicModelClient:
 
     async def stream(self, request: ModelRequest, *, emit: Emit, session_id: str = "") -> ModelReply:
         """Run one step. Raises ModelError (clear message) when the endpoint fails for good."""
+        if self.off_loop:
+            link = await self._worker()
+            if link is not None:
+                return await link.stream(AnthropicModelClient, self._config(), request, emit, session_id)
+        return await self._stream_here(request, emit, session_id)
+
+    def warm_up(self) -> None:
+        """Start the model worker process ahead of the first step (blocking for a moment: call it in a
+        thread); nothing to do when the streams run on the loop."""
+        if self.off_loop and self._api_key:
+            from ._model_worker import prestart
+
+            prestart()
+
+    async def _worker(self) -> Any:
+        from ._model_worker import worker_link
+
+        self._sdk_key()  # raises before any request when no key is set
+        if self._link is None or self._link.broken:
+            link = await worker_link()
+            if link is not None:
+                link.users += 1
+            self._link = link
+        return self._link
+
+    def _config(self) -> tuple[tuple[str, Any], ...]:
+        """The settings the worker builds this client's twin from (the base URL resolved here, where the
+        environment is the desk's)."""
+        return (("api_key", self._api_key), ("key_source", self.key_source), ("model", self.model),
+                ("base_url", self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None),
+                ("max_tokens", self.max_tokens), ("max_retries", self.max_retries),
+                ("timeout_s", self.timeout_s), ("thinking_budget", self.thinking_budget))
+
+    def _sdk_key(self) -> None:
+        if not self._api_key:
+            raise ModelError("No Anthropic API key is set.", hint=MISSING_KEY_HINT)
+
+    async def _stream_here(self, request: ModelRequest, emit: Emit, session_id: str) -> ModelReply:
         import anthropic
 
         client = self._sdk()  # raises before any request when no key is set

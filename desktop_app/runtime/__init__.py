@@ -40,6 +40,7 @@ from ._front import (
     workspace_where,
     write_records,
 )
+from ._gc import collect_between_turns, settle_after_startup
 from ._liveness import OPEN_IN, mark_closed_here, process_alive, seal_abandoned, this_process
 from ._network import answered_patterns, revoke_answered
 from ._network_repo import NETWORK_FILE
@@ -95,6 +96,7 @@ __all__ = [
     "build_runtime",
     "builtin_tools",
     "checkpoint_store",
+    "collect_between_turns",
     "consents",
     "find_project_image",
     "grant_hooks",
@@ -126,6 +128,7 @@ __all__ = [
     "revoke_answered",
     "run_rewind",
     "seal_abandoned",
+    "settle_after_startup",
     "stored_session_mode",
     "this_process",
     "tools_with_plugins",

@@ -236,6 +236,8 @@ class ProjectRuntime:
         await self.ready()
         tpl = self.template
         client = self._client_for(tpl.model) if tpl.model else self.model_client
+        if isinstance(client, AnthropicModelClient):  # its worker starts while the person types
+            await asyncio.to_thread(client.warm_up)
         setup = self.session_setup()
         view = self.sandboxes.view(setup.policy or self.policy, session_id or "") if self.sandboxes else None
         instructions, problem = await session_instructions(self.settings, self.project)
@@ -395,6 +397,7 @@ def model_client_from_settings(settings: Settings) -> AnthropicModelClient:
         max_retries=settings.max_retries,
         timeout_s=settings.request_timeout_s,
         thinking_budget=settings.thinking_budget,
+        off_loop=True,  # the streams are parsed in the model worker process, not on the desk's loop
     )
 
 
