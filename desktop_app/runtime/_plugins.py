@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from ..core import Sandbox, SandboxDescription, Tool, ToolContext, ToolResult, name_refusal
+from ..core import CallField, Sandbox, SandboxDescription, Tool, ToolContext, ToolResult, name_refusal
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,7 @@ class PluginTool(Tool):
         self.group = PLUGIN_TOOL_GROUP  # type: ignore[misc]
         self.version = inner.version or version  # type: ignore[misc]
         self.tags = (*inner.tags, "plugin")  # type: ignore[misc]
+        self.label = inner.display_label  # type: ignore[misc]  # the plugin's label, or one from its name
 
     @property
     def trusted_read_only(self) -> bool:
@@ -83,6 +84,12 @@ class PluginTool(Tool):
 
     def pre_hooks(self) -> list[Any]:
         return self.inner.pre_hooks()
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        return self.inner.card_fields(raw)
+
+    def outcome_fields(self, raw: dict[str, Any], result: dict[str, Any]) -> tuple[CallField, ...]:
+        return self.inner.outcome_fields(raw, result)
 
     def post_hooks(self) -> list[Any]:
         return self.inner.post_hooks()

@@ -72,6 +72,7 @@ from ._network import network_problem, wire_network
 from ._plugins import Plugins, load_plugins
 from ._project_settings import DEFAULT_PROFILE, approval_expiry, project_profile
 from ._rewind import checkpoint_store
+from ._tool_labels import label_runtime_tools
 from ._watcher import TOOL_QUIET_S, WorkspaceWatcher
 
 if TYPE_CHECKING:
@@ -471,6 +472,7 @@ async def build_runtime(
         model_client = await asyncio.to_thread(model_client_from_settings, settings)
     templates, skills = await asyncio.to_thread(agent_parts, settings, project)
     _register_agent_tools(registry, skills, project)
+    label_runtime_tools(registry)
     if sandbox_factory is None:
         from ._orphans import leased_sandbox
 
