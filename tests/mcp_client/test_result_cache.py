@@ -2,7 +2,7 @@
 cache_server.py, the mcp SDK over stdio): a tool that declares readOnlyHint and idempotentHint answers a repeated
 identical call from the first call's result (recorded as "from cache" with that call's id; the server saw one
 call); a write to the workspace or the end of the TTL makes it run again; a tool without both hints is never
-cached."""
+cached. The same live server labels its tools' cards (its title, else a label from the name)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 
 import desktop_app.core._result_cache as result_cache
 from desktop_app.core import ToolCallState
+from desktop_app.runtime import tool_labels
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 
 SERVER = Path(__file__).with_name("cache_server.py")
@@ -38,6 +39,11 @@ async def test_an_idempotent_read_only_mcp_tool_is_cached_until_a_write_or_its_t
     tools = {n: desk.rt.registry.get(f"mcp__cachetest__{n}") for n in ("lookup", "clock", "tally")}
     assert tools["lookup"].cache_ttl_s == 60.0
     assert tools["clock"].cache_ttl_s is None and tools["tally"].cache_ttl_s is None
+    # labels (issue 28 item 7): the server's title, else one from the name; the desk's catalogue finds the live tool
+    assert tools["lookup"].display_label == "Look up a key" and tools["tally"].display_label == "Tally (cachetest)"
+    card = tool_labels().summary(TOOL, {"key": "a"})
+    assert card.title == "Look up a key: a"
+    assert [(f.name, f.value) for f in card.fields] == [("Server", "cachetest"), ("Tool", "lookup"), ("Key", "a")]
     calls = [(TOOL, {"key": "a"}, "t1"), (TOOL, {"key": "a"}, "t2"), ("mcp__cachetest__clock", {"key": "a"}, "c1"),
              ("mcp__cachetest__clock", {"key": "a"}, "c2"), ("mcp__cachetest__tally", {}, "n1"),
              ("mcp__cachetest__tally", {}, "n2"), ("fs_write", {"path": "notes.txt", "content": "x\n"}, "w1"),
