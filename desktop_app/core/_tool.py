@@ -4,6 +4,7 @@ post hooks, and an async `run` that may stream output (`ctx.update`) and publish
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import time
@@ -230,7 +231,15 @@ class Tool(Generic[ArgsT]):
         """The fields of a call that matter, in order, for its approval card, row and report entry. The
         default: every input field, in the order of the input schema. A tool overrides it to say less, better
         (a command and its folder; a path and the diff)."""
-        return input_fields(raw, (self.input_schema().get("properties") or {}).keys())
+        return input_fields(raw, self._input_order)
+
+    @functools.cached_property
+    def _input_order(self) -> tuple[str, ...]:
+        """The input schema's properties in order (a pydantic schema is built anew on each call: once here)."""
+        try:
+            return tuple((self.input_schema().get("properties") or {}).keys())
+        except Exception:  # a schema that cannot be built: the input's own order
+            return ()
 
     def outcome_fields(self, raw: dict[str, Any], result: dict[str, Any]) -> tuple[CallField, ...]:
         """What matters of a call's stored result (`ToolResult.to_dict()`): by default its error, or how much

@@ -292,9 +292,9 @@ class FsWrite(BuiltinTool, name="fs_write", group="group:fs", input_model=FsWrit
     def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
         content = raw.get("content")
         text = content if isinstance(content, str) else ""
+        n = line_count(text)
         return (CallField("Path", value_text(raw.get("path", "?")), "path"),
-                CallField("Size", f"{line_count(text)} line{'s' if line_count(text) != 1 else ''}, "
-                                          f"{len(text)} characters"),
+                CallField("Size", f"{n} line{'s' if n != 1 else ''}, {len(text)} characters"),
                 CallField("Content", value_text(text), "code"))
 
     def outcome_fields(self, raw: dict[str, Any], result: dict[str, Any]) -> tuple[CallField, ...]:
@@ -578,10 +578,16 @@ class FsGrep(BuiltinTool, name="fs_grep", group="group:fs", input_model=FsGrepIn
         return s
 
 
+CARD_DIFF_CHARS = 65_536  # a card is built on the window's thread: a larger edit is described, not diffed
+
+
 def _string_diff(path: str, old: Any, new: Any) -> str:
     """An edit's own diff (its old text against its new one), for its card before the dry run has the file's."""
     if not isinstance(old, str) or not isinstance(new, str):
         return ""
+    if len(old) + len(new) > CARD_DIFF_CHARS:
+        return (f"a large edit of {path}: {line_count(old)} lines replaced by {line_count(new)} "
+                "(the raw input and the dry run's diff hold it whole)")
     return unified_diff(path.removeprefix(WORKSPACE + "/"), old + "\n", new + "\n")
 
 

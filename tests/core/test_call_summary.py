@@ -70,6 +70,10 @@ def test_every_built_in_tool_has_a_label_and_its_own_card() -> None:
     assert web.value("Domain") == "docs.example.org" and web.fields[0].kind == "url"
     assert labels.summary("git_commit", {"message": "m"}).value("Files") == "every change"
     assert labels.summary("fs_read", {"path": "a.py", "limit": 3}).value("Lines") == "1-3"
+    # a card is built on the window's thread: a huge edit is described, not diffed there
+    huge = labels.summary("fs_edit", {"path": "big.txt", "old_string": "a\n" * 40_000, "new_string": "b\n" * 40_001})
+    assert huge.value("Diff") == ("a large edit of big.txt: 40000 lines replaced by 40001 (the raw input and the "
+                                  "dry run's diff hold it whole)")
 
 
 def test_a_result_adds_what_the_tool_says_of_it() -> None:
