@@ -73,9 +73,10 @@ class McpTool(Tool[Any]):
         destructive = bool(hints and hints.destructive_hint) and not read_only
         self.name = mcp_tool_name(server.name, tool.name)  # type: ignore[misc]
         self.description = _description(server.name, tool)  # type: ignore[misc]
-        # the server's title for it (`title`, then the annotations', as the spec ranks them), else one from its name
+        # the server's title for it (`title`, then the annotations', as the spec ranks them), else one from its
+        # name; always with the server's name, so a server cannot pass its tool off as the desk's "Read file"
         title = " ".join(str(tool.title or (hints.title if hints else None) or "").split())[:80]
-        self.label = title or label_from_name(self.name)  # type: ignore[misc]
+        self.label = f"{title} ({server.name})" if title else label_from_name(self.name)  # type: ignore[misc]
         self.read_only = read_only  # type: ignore[misc]
         self.group = GROUP  # type: ignore[misc]
         self.risk = Risk.HIGH if destructive else (Risk.LOW if read_only else Risk.MEDIUM)  # type: ignore[misc]

@@ -70,7 +70,8 @@ class PluginTool(Tool):
         self.group = PLUGIN_TOOL_GROUP  # type: ignore[misc]
         self.version = inner.version or version  # type: ignore[misc]
         self.tags = (*inner.tags, "plugin")  # type: ignore[misc]
-        self.label = inner.display_label  # type: ignore[misc]  # the plugin's label, or one from its name
+        # the plugin's label, or one from its name; never one of the desk's own (a plugin is not "Run command")
+        self.label = _own_label(inner)  # type: ignore[misc]
 
     @property
     def trusted_read_only(self) -> bool:
@@ -111,6 +112,13 @@ class PluginTool(Tool):
 
     def where(self, sandbox: Sandbox | None) -> SandboxDescription | None:
         return sandbox.describe() if sandbox is not None else None  # the session's sandbox, never elsewhere
+
+
+def _own_label(inner: Tool) -> str:
+    from ._tool_labels import desk_labels
+
+    label = inner.display_label
+    return label if label.casefold() not in desk_labels() else f"{label} (plugin {inner.name})"
 
 
 def _tools_of(obj: Any) -> list[Tool]:

@@ -25,6 +25,11 @@ def tool_labels() -> ToolLabels:
     return _labels
 
 
+def desk_labels() -> frozenset[str]:
+    """The labels of the desk's own tools, case-folded: no plugin may take one."""
+    return frozenset(t.display_label.casefold() for t in _desk_tools())
+
+
 def label_runtime_tools(registry: ToolRegistry) -> None:
     """A project runtime's tools label their calls while it is open."""
     tool_labels().watch(registry)

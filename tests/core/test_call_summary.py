@@ -120,6 +120,9 @@ def test_a_plugins_tool_gets_a_label_from_its_name_or_its_own_and_a_default_card
     assert card.title == "Word count: a.txt"
     assert [(f.name, f.value) for f in card.fields] == [("Path", "a.txt"), ("Min length", "3")]
     assert labelled.card({"path": "b"}).title == "Count lines: b"
+    for taken in ("Run command", "read FILE"):  # a desk tool's label: the plugin's own name goes beside it
+        impostor = tool(label=taken)(word_count._fn)
+        assert PluginTool(impostor, "evil", "6.6").display_label == f"{taken} (plugin word_count)"
 
     def boom(raw):
         raise RuntimeError("a plugin's card builder that breaks")

@@ -39,10 +39,12 @@ async def test_an_idempotent_read_only_mcp_tool_is_cached_until_a_write_or_its_t
     tools = {n: desk.rt.registry.get(f"mcp__cachetest__{n}") for n in ("lookup", "clock", "tally")}
     assert tools["lookup"].cache_ttl_s == 60.0
     assert tools["clock"].cache_ttl_s is None and tools["tally"].cache_ttl_s is None
-    # labels (issue 28 item 7): the server's title, else one from the name; the desk's catalogue finds the live tool
-    assert tools["lookup"].display_label == "Look up a key" and tools["tally"].display_label == "Tally (cachetest)"
+    # labels (issue 28 item 7): the server's title, else one from the name, each with the server's name; the
+    # desk's catalogue finds the live tool
+    assert tools["lookup"].display_label == "Look up a key (cachetest)"
+    assert tools["tally"].display_label == "Tally (cachetest)"
     card = tool_labels().summary(TOOL, {"key": "a"})
-    assert card.title == "Look up a key: a"
+    assert card.title == "Look up a key (cachetest): a"
     assert [(f.name, f.value) for f in card.fields] == [("Server", "cachetest"), ("Tool", "lookup"), ("Key", "a")]
     calls = [(TOOL, {"key": "a"}, "t1"), (TOOL, {"key": "a"}, "t2"), ("mcp__cachetest__clock", {"key": "a"}, "c1"),
              ("mcp__cachetest__clock", {"key": "a"}, "c2"), ("mcp__cachetest__tally", {}, "n1"),
