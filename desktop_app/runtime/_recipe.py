@@ -472,7 +472,6 @@ async def build_runtime(
         model_client = await asyncio.to_thread(model_client_from_settings, settings)
     templates, skills = await asyncio.to_thread(agent_parts, settings, project)
     _register_agent_tools(registry, skills, project)
-    label_runtime_tools(registry)
     if sandbox_factory is None:
         from ._orphans import leased_sandbox
 
@@ -527,6 +526,7 @@ def _register_agent_tools(registry: ToolRegistry, skills: SkillCatalog, project:
     for tool in [TaskRun(), *skill_tools(skills), *commits]:
         if tool.name not in registry:
             registry.register(tool)
+    label_runtime_tools(registry)  # its plugins' and MCP servers' tools label their calls while it is open
 
 
 def mcp_hub(rt: ProjectRuntime, mcp: McpConfig, companion: CompanionFactory | None) -> McpHub:
