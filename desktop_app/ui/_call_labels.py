@@ -32,11 +32,11 @@ def headline(card: CallSummary) -> str:
 
 def call_headline(name: str, raw: dict[str, Any] | None) -> str:
     """What the call does in a line, as its tool says it (the input's summary if the tool says nothing)."""
-    try:
-        line = headline(call_card(name, raw))
+    try:  # one line of a list: only it is made visible, not every field (a list builds many)
+        line = headline(tool_labels().summary(name, raw))
     except Exception:  # a card never breaks a list: the input's own summary stands in
         line = ""
-    return line or visible(summarize_input(raw if isinstance(raw, dict) else {}))
+    return visible(line or summarize_input(raw if isinstance(raw, dict) else {}))
 
 
 def fields_html(fields: tuple[CallField, ...], *, skip: tuple[str, ...] = ()) -> str:
