@@ -17,6 +17,9 @@ PACKAGES = ("core", "tools", "sandbox", "store", "ui", "mcp_client", "runtime")
 EXPORTED: dict[str, list[str]] = {
     "core": [
         "title_from",  # a session's title from a prompt (redacted first)
+        # tool labels and per-tool cards (issue 28 item 7)
+        "CallField", "CallSummary", "ToolLabels", "default_summary", "input_fields", "label_from_name", "mcp_fields",
+        "one_line", "outcome_fields", "value_text",
         "ConsentKind", "ConsentStatus",  # consent to agent-writable project files
         "ALLOWLIST_SETTING", "NetworkAllowlist", "NetworkConnection", "is_ip_literal", "is_public",  # the allowlist
         "repository_refusal", "NETWORK_PRESETS",
@@ -102,6 +105,7 @@ EXPORTED: dict[str, list[str]] = {
     ],
     "runtime": [
         "Desk",  # the window's one link to the engine
+        "tool_labels",  # the desk's catalogue of tool labels and cards (the window's lists, the report)
         # a session's files (and its conversation) put back (issue 26)
         "Rewind", "checkpoint_store", "plan_rewind", "plan_turn_rewind", "run_rewind",
         # opening runtimes (one project for the CLI, one per project for the window) and their store
@@ -233,6 +237,8 @@ FOR_USERS: dict[str, tuple[str, ...]] = {
         "AgentState", "PauseReason", "PendingQuestions", "plan_mode_blocker",
         # templates: the built-in ones and the parser, for people who write their own; the sub-agent's end
         "BUILTIN_TEMPLATES", "SubagentFinished", "template_from_text", "Skill",
+        # the parts of a card, for a tool's own card_fields (issue 28 item 7)
+        "default_summary", "input_fields", "outcome_fields",
     ),
     "tools": (
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit", "FsRead",

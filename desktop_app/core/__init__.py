@@ -21,6 +21,17 @@ from ._approvals import (
 )
 from ._branch import BRANCH_OF, BranchPoint, branch_session, first_call_from, point_before_call, point_before_turn
 from ._bus import EventBus
+from ._call_summary import (
+    CallField,
+    CallSummary,
+    default_summary,
+    input_fields,
+    label_from_name,
+    mcp_fields,
+    one_line,
+    outcome_fields,
+    value_text,
+)
 from ._checkpoints import Checkpoint, CheckpointError, ShadowStore
 from ._compaction import CompactionSettings, compaction_facts, is_summary
 from ._consent import ConsentKind, ConsentStatus
@@ -178,6 +189,7 @@ from ._templates import (
     template_from_text,
 )
 from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, summarize_input, tool
+from ._tool_labels import ToolLabels
 from ._user_hooks import (
     HOOKS_FILE,
     UserHookSpec,
@@ -250,6 +262,8 @@ __all__ = [
     "ApprovalScope",
     "AuditEntry",
     "BackgroundLogs",
+    "CallField",
+    "CallSummary",
     "Channel",
     "Checkpoint",
     "CheckpointError",
@@ -356,6 +370,7 @@ __all__ = [
     "ToolFacts",
     "ToolInput",
     "ToolInputError",
+    "ToolLabels",
     "ToolNotFound",
     "ToolRegistry",
     "ToolResult",
@@ -376,22 +391,28 @@ __all__ = [
     "container_path",
     "control_dir",
     "control_reason",
+    "default_summary",
     "denied_outright",
     "glob_regex",
     "hooks_digest",
+    "input_fields",
     "instructions_digest",
     "instructions_text",
     "is_ip_literal",
     "is_public",
     "is_summary",
+    "label_from_name",
     "load_rules",
     "load_skills",
     "load_templates",
     "make_dirs_beneath",
+    "mcp_fields",
     "mcp_tool_name",
     "name_refusal",
     "new_id",
     "offered_tools",
+    "one_line",
+    "outcome_fields",
     "parse_user_hooks",
     "plan_rewind",
     "plural",
@@ -422,6 +443,7 @@ __all__ = [
     "tool",
     "user_hook_chain",
     "user_hooks_from_toml",
+    "value_text",
     "visible",
     "write_beneath",
 ]

@@ -4,6 +4,7 @@ post hooks, and an async `run` that may stream output (`ctx.update`) and publish
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import time
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, get_type_hint
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from ._call_summary import CallField, CallSummary, default_summary, input_fields, label_from_name, outcome_fields
+from ._call_summary import summary_of as _summary_of
 from ._events import Event, TodoChanged
 from ._record import Risk
 
@@ -159,6 +162,7 @@ class Tool(Generic[ArgsT]):
     version: ClassVar[str] = ""  # the tool's own version, recorded with each call's metadata
     tags: ClassVar[tuple[str, ...]] = ()  # free labels ("vcs", "network"); shown, never used to decide
     cache_ttl_s: ClassVar[float | None] = None  # a read-only tool's identical call may reuse a result this long
+    label: ClassVar[str] = ""  # the tool's human name ("Run command"); empty: one made from its name
 
     def pre_hooks(self) -> list[Any]:
         """This tool's own pre hooks (`PreHook`s), run after the user's pre hooks, before approval. A tool
@@ -218,6 +222,41 @@ class Tool(Generic[ArgsT]):
         """One line that says what a call does, for the CLI and the tool:end event."""
         return summarize_input(raw)
 
+    @property
+    def display_label(self) -> str:
+        """What a person calls the tool: its `label`, or one made from its name."""
+        return self.label or label_from_name(self.name)
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        """The fields of a call that matter, in order, for its approval card, row and report entry. The
+        default: every input field, in the order of the input schema. A tool overrides it to say less, better
+        (a command and its folder; a path and the diff)."""
+        return input_fields(raw, self._input_order)
+
+    @functools.cached_property
+    def _input_order(self) -> tuple[str, ...]:
+        """The input schema's properties in order (a pydantic schema is built anew on each call: once here)."""
+        try:
+            return tuple((self.input_schema().get("properties") or {}).keys())
+        except Exception:  # a schema that cannot be built: the input's own order
+            return ()
+
+    def outcome_fields(self, raw: dict[str, Any], result: dict[str, Any]) -> tuple[CallField, ...]:
+        """What matters of a call's stored result (`ToolResult.to_dict()`): by default its error, or how much
+        it gave back and its first line."""
+        return outcome_fields(result)
+
+    def card(self, raw: dict[str, Any] | None, result: dict[str, Any] | None = None) -> CallSummary:
+        """The call as a person reads it: label, title, the fields that matter and, once it ended, what its
+        result says. Built from the (redacted) input as stored; a tool whose own builder fails gets the
+        default, so a card is never missing."""
+        raw = raw if isinstance(raw, dict) else {}
+        try:
+            outcome = self.outcome_fields(raw, result) if result else ()
+            return _summary_of(self.display_label, raw, self.card_fields(raw), result, outcome)
+        except Exception:  # a plugin's builder: its card falls back, the call is unaffected
+            return default_summary(self.name, raw, result, self.display_label)
+
     def __repr__(self) -> str:
         return f"<Tool {self.name}{' ro' if self.read_only else ''}>"
 
@@ -255,6 +294,7 @@ class FunctionTool(Tool[BaseModel]):
         validator: Callable[[BaseModel, ToolContext], Awaitable[None]] | None = None,
         version: str = "",
         tags: tuple[str, ...] = (),
+        label: str = "",
     ) -> None:
         self._fn = fn
         self._ctx_param = ctx_param
@@ -269,6 +309,7 @@ class FunctionTool(Tool[BaseModel]):
         self.risk = risk  # type: ignore[misc]
         self.version = version  # type: ignore[misc]
         self.tags = tuple(tags)  # type: ignore[misc]
+        self.label = label  # type: ignore[misc]
         self._pre: list[Any] = []
         self._post: list[Any] = []
 
@@ -315,6 +356,7 @@ def tool(
     risk: Risk | str = Risk.LOW,
     version: str = "",
     tags: tuple[str, ...] | list[str] = (),
+    label: str = "",
 ) -> Callable[[Callable[..., Awaitable[Any]]], FunctionTool]:
     """Build a Tool from an async function: its signature is the schema, its docstring the description.
 
@@ -351,6 +393,7 @@ def tool(
             ctx_param=ctx_param,
             version=version,
             tags=tuple(tags),
+            label=label,
         )
 
     return build

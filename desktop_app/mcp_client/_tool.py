@@ -15,6 +15,7 @@ from jsonschema.exceptions import SchemaError
 
 from ..core import (
     MCP_GROUP,
+    CallField,
     ImageBlock,
     McpToolInfo,
     Risk,
@@ -25,6 +26,8 @@ from ..core import (
     ToolContext,
     ToolInputError,
     ToolResult,
+    label_from_name,
+    mcp_fields,
     mcp_tool_name,
 )
 
@@ -70,6 +73,10 @@ class McpTool(Tool[Any]):
         destructive = bool(hints and hints.destructive_hint) and not read_only
         self.name = mcp_tool_name(server.name, tool.name)  # type: ignore[misc]
         self.description = _description(server.name, tool)  # type: ignore[misc]
+        # the server's title for it (`title`, then the annotations', as the spec ranks them), else one from its
+        # name; always with the server's name, so a server cannot pass its tool off as the desk's "Read file"
+        title = " ".join(str(tool.title or (hints.title if hints else None) or "").split())[:80]
+        self.label = f"{title} ({server.name})" if title else label_from_name(self.name)  # type: ignore[misc]
         self.read_only = read_only  # type: ignore[misc]
         self.group = GROUP  # type: ignore[misc]
         self.risk = Risk.HIGH if destructive else (Risk.LOW if read_only else Risk.MEDIUM)  # type: ignore[misc]
@@ -96,6 +103,10 @@ class McpTool(Tool[Any]):
 
     def input_schema(self) -> dict[str, Any]:
         return self._schema
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        """The server, the tool by the server's own name, then the arguments in the schema's order."""
+        return mcp_fields(self.server.name, self.mcp_name, raw, (self._schema.get("properties") or {}).keys())
 
     def to_api(self) -> dict[str, Any]:
         return self._api

@@ -60,6 +60,7 @@ from ._rewind import plan as plan_rewind
 from ._rewind import plan_turn as plan_turn_rewind
 from ._rewind import run as run_rewind
 from ._session_mode import MODE_KEY, stored_session_mode
+from ._tool_labels import tool_labels
 from ._watcher import WorkspaceWatcher
 
 if TYPE_CHECKING:  # the store's type, for a front end's annotations (the store is imported when used)
@@ -131,6 +132,7 @@ __all__ = [
     "settle_after_startup",
     "stored_session_mode",
     "this_process",
+    "tool_labels",
     "tools_with_plugins",
     "trust_project_rules",
     "user_hook_specs",

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from ..core import Sandbox, SandboxDescription, Tool, ToolContext, ToolResult, name_refusal
+from ..core import CallField, Sandbox, SandboxDescription, Tool, ToolContext, ToolResult, name_refusal
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,8 @@ class PluginTool(Tool):
         self.group = PLUGIN_TOOL_GROUP  # type: ignore[misc]
         self.version = inner.version or version  # type: ignore[misc]
         self.tags = (*inner.tags, "plugin")  # type: ignore[misc]
+        # the plugin's label, or one from its name; never one of the desk's own (a plugin is not "Run command")
+        self.label = _own_label(inner)  # type: ignore[misc]
 
     @property
     def trusted_read_only(self) -> bool:
@@ -83,6 +85,12 @@ class PluginTool(Tool):
 
     def pre_hooks(self) -> list[Any]:
         return self.inner.pre_hooks()
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        return self.inner.card_fields(raw)
+
+    def outcome_fields(self, raw: dict[str, Any], result: dict[str, Any]) -> tuple[CallField, ...]:
+        return self.inner.outcome_fields(raw, result)
 
     def post_hooks(self) -> list[Any]:
         return self.inner.post_hooks()
@@ -104,6 +112,13 @@ class PluginTool(Tool):
 
     def where(self, sandbox: Sandbox | None) -> SandboxDescription | None:
         return sandbox.describe() if sandbox is not None else None  # the session's sandbox, never elsewhere
+
+
+def _own_label(inner: Tool) -> str:
+    from ._tool_labels import desk_labels
+
+    label = inner.display_label
+    return label if label.casefold() not in desk_labels() else f"{label} (plugin {inner.name})"
 
 
 def _tools_of(obj: Any) -> list[Tool]:

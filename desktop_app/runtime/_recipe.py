@@ -72,6 +72,7 @@ from ._network import ProjectNetworkGate, network_problem, wire_network
 from ._plugins import Plugins, load_plugins
 from ._project_settings import DEFAULT_PROFILE, approval_expiry, project_profile
 from ._rewind import checkpoint_store
+from ._tool_labels import label_runtime_tools
 from ._watcher import TOOL_QUIET_S, WorkspaceWatcher
 
 if TYPE_CHECKING:
@@ -528,6 +529,7 @@ def _register_agent_tools(registry: ToolRegistry, skills: SkillCatalog, project:
     for tool in [TaskRun(), *skill_tools(skills), *commits]:
         if tool.name not in registry:
             registry.register(tool)
+    label_runtime_tools(registry)  # its plugins' and MCP servers' tools label their calls while it is open
 
 
 def mcp_hub(rt: ProjectRuntime, mcp: McpConfig, companion: CompanionFactory | None) -> McpHub:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from ..core import Redactor, ToolCallRecord, shown_risk, status_word
+from ..core import CallField, CallSummary, Redactor, ToolCallRecord, shown_risk, status_word
 from ._report import (
     AuditReport,
     SessionPart,
@@ -15,10 +15,10 @@ from ._report import (
     decider,
     exit_code,
     refusal_reasons,
-    what_ran,
     where_ran,
     why,
 )
+from ._tool_labels import tool_labels
 
 _CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1100px;padding:16px;
@@ -118,12 +118,25 @@ def _call(c: ToolCallRecord, red: Redactor) -> str:
     reason = why(c)
     original = next((e.data["original_input"] for e in c.trail if "original_input" in (e.data or {})), None)
     edited = c.approval.edited_input is not None
-    return (f"<div class='call {kind}'><b>{_e(c.name)}</b> <span class={'bad' if kind == 'failed' else 'ok'}>"
-            f"{_e(status)}</span><div class=facts>"
+    card = tool_labels().summary(c.name, c.input, c.result, red.redact)  # the tool's own card, redacted
+    return (f"<div class='call {kind}'><b>{_e(card.label)}</b> <span class=muted>{_e(c.name)}</span> "
+            f"<span class={'bad' if kind == 'failed' else 'ok'}>{_e(status)}</span><div class=facts>"
             + "".join(f"<div><span class=muted>{k}</span> {_e(red.redact(str(v)))}</div>" for k, v in facts)
             + "</div>" + (f"<p><b>Why:</b> {_e(red.redact(reason))}</p>" if reason else "")
-            + f"<pre>{_e(red.redact(what_ran(c)))}</pre>"
+            + _card_fields(card)
             + ("<p class=muted>The person edited the model's input before allowing it (above: what ran). "
                + (f"The model asked for:</p><pre>{_e(red.redact(json.dumps(original, indent=1, default=str)))}"
                   "</pre>" if original is not None else "</p>") if edited else "")
             + "</div>")
+
+
+def _card_fields(card: CallSummary) -> str:
+    """The call's fields as its tool orders them (the command and its folder, the path and the diff…), then what
+    its result says: long or code-like values as blocks, the rest as facts."""
+    def one(f: CallField) -> str:
+        if f.kind in ("code", "diff", "json") or "\n" in f.value:
+            return f"<div><span class=muted>{_e(f.name)}</span><pre>{_e(f.value)}</pre></div>"
+        return f"<div><span class=muted>{_e(f.name)}</span> {_e(f.value)}</div>"
+    before = "".join(one(f) for f in card.fields)
+    after = "".join(one(f) for f in card.outcome)
+    return before + (f"<div class=muted>Result</div>{after}" if after else "")

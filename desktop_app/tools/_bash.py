@@ -13,6 +13,7 @@ from ..core import (
     MAX_TIMEOUT_S,
     WORKSPACE,
     BackgroundLogs,
+    CallField,
     ExecResult,
     PathOutsideWorkspace,
     Risk,
@@ -22,6 +23,8 @@ from ..core import (
     ToolContext,
     ToolInput,
     ToolResult,
+    one_line,
+    value_text,
 )
 from ._common import BuiltinTool, Refusal, need_sandbox
 
@@ -80,6 +83,7 @@ class BashRunInput(ToolInput):
 # (timeout_for gives the executor a per-call deadline; timeout_s is the upper bound).
 class BashRun(BuiltinTool, name="bash_run", group="group:runtime", input_model=BashRunInput, read_only=False,
               timeout_s=MAX_TIMEOUT_S + _EXECUTOR_MARGIN_S, risk=Risk.MEDIUM):
+    label = "Run command"
     description = (
         f"Run a shell command in the project's sandbox, in {WORKSPACE} (each call starts a fresh shell "
         "there, so `cd` does not carry over: chain with &&). "
@@ -123,6 +127,32 @@ class BashRun(BuiltinTool, name="bash_run", group="group:runtime", input_model=B
         if run.cancelled():
             return _cancelled(args.command, cwd, "".join(streamed["stdout"]), "".join(streamed["stderr"]))
         return _exec_result(args.command, cwd, timeout, run.result())
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        fields = [CallField("Command", value_text(raw.get("command", "")), "code"),
+                  CallField("Folder", WORKSPACE, "path")]
+        if raw.get("background"):
+            fields.append(CallField("Runs", "in the background"))
+        if isinstance(raw.get("timeout_ms"), int | float):
+            fields.append(CallField("Time limit", f"{raw['timeout_ms'] / 1000:g} s"))
+        return tuple(fields)
+
+    def outcome_fields(self, raw: dict[str, Any], result: dict[str, Any]) -> tuple[CallField, ...]:
+        d = result.get("details") or {}
+        if "exit_code" not in d:
+            return super().outcome_fields(raw, result)
+        code = d.get("exit_code")
+        exit_ = ("timed out" if d.get("timed_out") else "out of memory" if d.get("oom_killed")
+                 else "stopped" if d.get("cancelled") else "killed" if code is None else str(code))
+        out = [CallField("Exit", exit_)]
+        if d.get("cwd"):
+            out.append(CallField("Folder", str(d["cwd"]), "path"))
+        err = next((s for s in str(d.get("stderr") or "").splitlines() if s.strip()), "")
+        if err and code not in (0, None):
+            out.append(CallField("Error", one_line(err, 300)))
+        lines = sum(str(d.get(k) or "").count("\n") for k in ("stdout", "stderr"))
+        out.append(CallField("Output", f"{lines} line{'s' if lines != 1 else ''}"))
+        return tuple(out)
 
     def summarize(self, raw: dict[str, Any]) -> str:
         s = f"bash_run: {_first_line(raw.get('command'))}"
@@ -249,6 +279,7 @@ def _logs_result(logs: BackgroundLogs, *, killed: bool) -> ToolResult:
 
 class BashLogs(BuiltinTool, name="bash_logs", group="group:runtime", input_model=ProcessInput, read_only=True,
                timeout_s=30.0, risk=Risk.LOW):
+    label = "Read process output"
     description = (
         "Read the output so far of a background process started by bash_run, and whether it is still running."
     )
@@ -256,16 +287,23 @@ class BashLogs(BuiltinTool, name="bash_logs", group="group:runtime", input_model
     async def _run(self, args: ProcessInput, ctx: ToolContext) -> ToolResult:
         return _logs_result(await _logs(ctx, args.process_id, kill=False), killed=False)
 
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        return (CallField("Process", value_text(raw.get("process_id", "?"))),)
+
     def summarize(self, raw: dict[str, Any]) -> str:
         return f"bash_logs {raw.get('process_id', '?')}"
 
 
 class BashKill(BuiltinTool, name="bash_kill", group="group:runtime", input_model=ProcessInput, read_only=False,
                timeout_s=30.0, risk=Risk.MEDIUM):
+    label = "Stop process"
     description = "Stop a background process started by bash_run and return its last output."
 
     async def _run(self, args: ProcessInput, ctx: ToolContext) -> ToolResult:
         return _logs_result(await _logs(ctx, args.process_id, kill=True), killed=True)
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        return (CallField("Process", value_text(raw.get("process_id", "?"))),)
 
     def summarize(self, raw: dict[str, Any]) -> str:
         return f"bash_kill {raw.get('process_id', '?')}"

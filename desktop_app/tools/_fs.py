@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..core import (
     WORKSPACE,
+    CallField,
     ImageBlock,
     PathOutsideWorkspace,
     Risk,
@@ -18,6 +19,7 @@ from ..core import (
     ToolContext,
     ToolInput,
     ToolResult,
+    value_text,
 )
 from ._common import (
     BuiltinTool,
@@ -201,6 +203,7 @@ def _page(lines: list[str], start: int, want: int) -> tuple[list[str], int, int]
 
 class FsRead(BuiltinTool, name="fs_read", group="group:fs", input_model=FsReadInput, read_only=True,
              timeout_s=_FS_TIMEOUT_S, risk=Risk.LOW):
+    label = "Read file"
     description = (
         "Read a file in the workspace. Text comes back numbered like `cat -n` (line number, tab, line); "
         f"at most {DEFAULT_READ_LINES} lines or {MAX_READ_BYTES // 1024} KB per call: use offset (1-based "
@@ -239,6 +242,15 @@ class FsRead(BuiltinTool, name="fs_read", group="group:fs", input_model=FsReadIn
         forget_host_change(ctx, path)
         return _numbered(data, args, base)
 
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        fields = [CallField("Path", value_text(raw.get("path", "?")), "path")]
+        start, limit = raw.get("offset"), raw.get("limit")
+        if isinstance(start, int) or isinstance(limit, int):
+            first = start if isinstance(start, int) and start > 0 else 1
+            fields.append(CallField("Lines", f"{first}-{first + limit - 1}" if isinstance(limit, int) and limit > 0
+                                    else f"from {first}"))
+        return tuple(fields)
+
     def summarize(self, raw: dict[str, Any]) -> str:
         s = f"fs_read {raw.get('path', '?')}"
         if raw.get("offset") or raw.get("limit"):
@@ -255,6 +267,7 @@ class FsWriteInput(ToolInput):
 
 class FsWrite(BuiltinTool, name="fs_write", group="group:fs", input_model=FsWriteInput, read_only=False,
               timeout_s=_FS_TIMEOUT_S, risk=Risk.MEDIUM):
+    label = "Write file"
     description = (
         "Create a file or replace all of its contents; parent folders are created. An existing file "
         "must have been read with fs_read in this session and be unchanged since, "
@@ -275,6 +288,17 @@ class FsWrite(BuiltinTool, name="fs_write", group="group:fs", input_model=FsWrit
 
     async def dry_run(self, args: FsWriteInput, ctx: ToolContext) -> str | None:
         return await dry_run_write(ctx, args.path, args.content)
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        content = raw.get("content")
+        text = content if isinstance(content, str) else ""
+        n = line_count(text)
+        return (CallField("Path", value_text(raw.get("path", "?")), "path"),
+                CallField("Size", f"{n} line{'s' if n != 1 else ''}, {len(text)} characters"),
+                CallField("Content", value_text(text), "code"))
+
+    def outcome_fields(self, raw: dict[str, Any], result: dict[str, Any]) -> tuple[CallField, ...]:
+        return _change_outcome(result) or super().outcome_fields(raw, result)
 
     def summarize(self, raw: dict[str, Any]) -> str:
         content = raw.get("content")
@@ -298,6 +322,7 @@ def _string_counts(old: Any, new: Any) -> tuple[int, int]:
 
 class FsEdit(BuiltinTool, name="fs_edit", group="group:fs", input_model=FsEditInput, read_only=False,
              timeout_s=_FS_TIMEOUT_S, risk=Risk.MEDIUM):
+    label = "Edit file"
     description = (
         "Replace exact text in a file. old_string must match exactly once (or pass replace_all=true to "
         "change every match); include enough surrounding lines to make it unique. The file must have "
@@ -316,6 +341,18 @@ class FsEdit(BuiltinTool, name="fs_edit", group="group:fs", input_model=FsEditIn
     async def dry_run(self, args: FsEditInput, ctx: ToolContext) -> str | None:
         spec = EditSpec(args.path, args.old_string, args.new_string, args.replace_all)
         return await dry_run_edits(ctx, [spec], multi=False)
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        path = str(raw.get("path", "?"))
+        fields = [CallField("Path", value_text(path), "path"),
+                  CallField("Diff", value_text(_string_diff(path, raw.get("old_string"), raw.get("new_string"))),
+                            "diff")]
+        if raw.get("replace_all"):
+            fields.append(CallField("Replaces", "every occurrence"))
+        return tuple(fields)
+
+    def outcome_fields(self, raw: dict[str, Any], result: dict[str, Any]) -> tuple[CallField, ...]:
+        return _change_outcome(result) or super().outcome_fields(raw, result)
 
     def summarize(self, raw: dict[str, Any]) -> str:
         added, removed = _string_counts(raw.get("old_string"), raw.get("new_string"))
@@ -340,6 +377,7 @@ class FsMultiEditInput(ToolInput):
 
 class FsMultiEdit(BuiltinTool, name="fs_multi_edit", group="group:fs", input_model=FsMultiEditInput,
                   read_only=False, timeout_s=_FS_TIMEOUT_S, risk=Risk.MEDIUM):
+    label = "Edit files"
     description = (
         "Apply several exact-text edits, across one or more files, all or none: every edit is checked "
         "against the files' contents first (edits to the same file apply in order, each seeing the previous "
@@ -367,6 +405,16 @@ class FsMultiEdit(BuiltinTool, name="fs_multi_edit", group="group:fs", input_mod
     async def dry_run(self, args: FsMultiEditInput, ctx: ToolContext) -> str | None:
         specs = [EditSpec(e.path, e.old_string, e.new_string, e.replace_all) for e in args.edits]
         return await dry_run_edits(ctx, specs, multi=True)
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        edits = [e for e in raw.get("edits") or [] if isinstance(e, dict)] if isinstance(raw.get("edits"), list) else []
+        paths = list(dict.fromkeys(str(e.get("path", "?")) for e in edits))
+        diff = "".join(_string_diff(str(e.get("path", "?")), e.get("old_string"), e.get("new_string")) for e in edits)
+        return (CallField("Files", value_text(", ".join(paths)), "path"),
+                CallField("Edits", str(len(edits))), CallField("Diff", value_text(diff), "diff"))
+
+    def outcome_fields(self, raw: dict[str, Any], result: dict[str, Any]) -> tuple[CallField, ...]:
+        return _change_outcome(result) or super().outcome_fields(raw, result)
 
     def summarize(self, raw: dict[str, Any]) -> str:
         edits = raw.get("edits")
@@ -413,6 +461,7 @@ class FsGlobInput(ToolInput):
 
 class FsGlob(BuiltinTool, name="fs_glob", group="group:fs", input_model=FsGlobInput, read_only=True,
              timeout_s=_FS_TIMEOUT_S, risk=Risk.LOW):
+    label = "Find files"
     description = (
         f"Find files by glob pattern (** matches folders at any depth). Returns up to {GLOB_LIMIT} paths "
         f"relative to {WORKSPACE}, in path order (newest first with newest_first). Hidden files are listed; "
@@ -438,6 +487,13 @@ class FsGlob(BuiltinTool, name="fs_glob", group="group:fs", input_model=FsGlobIn
             text += f"\n\n[showing the {GLOB_LIMIT} {which} matches; narrow the pattern or path to see others]"
         return ToolResult.text(text, **details)
 
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        fields = [CallField("Pattern", value_text(raw.get("pattern", "?")), "code"),
+                  CallField("Folder", value_text(raw.get("path") or WORKSPACE), "path")]
+        if raw.get("include_ignored"):
+            fields.append(CallField("Ignored files", "included"))
+        return tuple(fields)
+
     def summarize(self, raw: dict[str, Any]) -> str:
         s = f"fs_glob {raw.get('pattern', '?')}"
         return s + (f" in {raw['path']}" if raw.get("path") else "")
@@ -455,6 +511,7 @@ class FsGrepInput(ToolInput):
 
 class FsGrep(BuiltinTool, name="fs_grep", group="group:fs", input_model=FsGrepInput, read_only=True,
              timeout_s=_FS_TIMEOUT_S, risk=Risk.LOW):
+    label = "Search files"
     description = (
         "Search file contents with a regular expression. Returns matching lines as path:line:text, by path. "
         "Narrow with path and glob; set ignore_case for case-insensitive search. The pattern is a Rust regex, "
@@ -506,6 +563,17 @@ class FsGrep(BuiltinTool, name="fs_grep", group="group:fs", input_model=FsGrepIn
                      "or raise max_results]")
         return ToolResult.text(text, **details)
 
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        fields = [CallField("Pattern", value_text(raw.get("pattern", "?")), "code"),
+                  CallField("Folder", value_text(raw.get("path") or WORKSPACE), "path")]
+        if raw.get("glob"):
+            fields.append(CallField("Files", value_text(raw["glob"]), "code"))
+        if raw.get("ignore_case"):
+            fields.append(CallField("Case", "ignored"))
+        if raw.get("include_ignored"):
+            fields.append(CallField("Ignored files", "included"))
+        return tuple(fields)
+
     def summarize(self, raw: dict[str, Any]) -> str:
         s = f"fs_grep {str(raw.get('pattern', '?'))[:80]!r}"
         if raw.get("path"):
@@ -513,3 +581,25 @@ class FsGrep(BuiltinTool, name="fs_grep", group="group:fs", input_model=FsGrepIn
         if raw.get("glob"):
             s += f" ({raw['glob']})"
         return s
+
+
+CARD_DIFF_CHARS = 65_536  # a card is built on the window's thread: a larger edit is described, not diffed
+
+
+def _string_diff(path: str, old: Any, new: Any) -> str:
+    """An edit's own diff (its old text against its new one), for its card before the dry run has the file's."""
+    if not isinstance(old, str) or not isinstance(new, str):
+        return ""
+    if len(old) + len(new) > CARD_DIFF_CHARS:
+        return (f"a large edit of {path}: {line_count(old)} lines replaced by {line_count(new)} "
+                "(the raw input and the dry run's diff hold it whole)")
+    return unified_diff(path.removeprefix(WORKSPACE + "/"), old + "\n", new + "\n")
+
+
+def _change_outcome(result: dict[str, Any]) -> tuple[CallField, ...]:
+    """A file change that was made: its diff as applied (the record keeps it), and its line counts."""
+    d = result.get("details") or {}
+    if result.get("is_error") or not isinstance(d.get("diff"), str):
+        return ()
+    added, removed = diff_counts(d["diff"])
+    return (CallField("Changed", f"+{added} -{removed} lines"), CallField("Diff", value_text(d["diff"]), "diff"))

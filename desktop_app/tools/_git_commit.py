@@ -9,7 +9,16 @@ from typing import Any, Protocol
 
 from pydantic import Field
 
-from ..core import WORKSPACE, SandboxDescription, ToolContext, ToolInput, ToolInputError, ToolResult
+from ..core import (
+    WORKSPACE,
+    CallField,
+    SandboxDescription,
+    ToolContext,
+    ToolInput,
+    ToolInputError,
+    ToolResult,
+    value_text,
+)
 from ._common import BuiltinTool, Refusal
 
 GIT_COMMIT_TOOL = "git_commit"
@@ -50,12 +59,25 @@ class HostRepository(Protocol):
 
 class GitCommit(BuiltinTool, name=GIT_COMMIT_TOOL, group="group:vcs", input_model=GitCommitInput,
                timeout_s=300.0):
+    label = "Commit changes"
     description = (
         "Commit changes of the workspace to its git repository (the desk runs git on the host; .git is "
         "read-only in the sandbox, so `git commit` there fails). Give a message and, optionally, the paths "
         "to commit; without paths every change is committed. Hooks and the repository's helpers do not run."
     )
     tags = ("vcs",)
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        paths = raw.get("paths") if isinstance(raw.get("paths"), list) else []
+        return (CallField("Message", value_text(raw.get("message", ""))),
+                CallField("Files", value_text(", ".join(map(str, paths))) if paths else "every change", "path"))
+
+    def outcome_fields(self, raw: dict[str, Any], result: dict[str, Any]) -> tuple[CallField, ...]:
+        d = result.get("details") or {}
+        if result.get("is_error") or "commit" not in d:
+            return super().outcome_fields(raw, result)
+        return (CallField("Commit", f"{str(d['commit'])[:12]} on {d.get('branch', '?')}"),
+                CallField("Files", value_text(", ".join(map(str, d.get("files") or []))), "path"))
 
     def __init__(self, folder: str, repository: HostRepository) -> None:
         self.folder, self.repository = folder, repository

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ..core import Risk, Sandbox, ToolContext, ToolInput, ToolResult
+from ..core import CallField, Risk, Sandbox, ToolContext, ToolInput, ToolResult, value_text
 from ._common import BuiltinTool, Refusal, display_path, need_sandbox, workspace_path
 from ._edits import (
     PlannedChange,
@@ -126,6 +126,7 @@ async def plan_notebook(
 
 class NotebookEdit(BuiltinTool, name="notebook_edit", group="group:fs", input_model=NotebookEditInput,
                    read_only=False, timeout_s=_NB_TIMEOUT_S, risk=Risk.MEDIUM):
+    label = "Edit notebook"
     description = (
         "Edit a Jupyter notebook (.ipynb): replace a cell's source, insert a new cell or delete one, by the "
         "cell's id or its 0-based index. The notebook must have been read with fs_read in this session and "
@@ -143,6 +144,14 @@ class NotebookEdit(BuiltinTool, name="notebook_edit", group="group:fs", input_mo
             return None
         with refusals_as_input_errors():
             return shown_diff([(await plan_notebook(ctx.sandbox, args, ctx))[0]])
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        cell = f"id {raw['cell_id']}" if raw.get("cell_id") else f"index {raw.get('index', 0)}"
+        fields = [CallField("Notebook", value_text(raw.get("path", "?")), "path"),
+                  CallField("Action", f"{raw.get('edit_mode', 'replace')} the cell at {cell}")]
+        if raw.get("edit_mode", "replace") != "delete":
+            fields.append(CallField("Source", value_text(raw.get("new_source", "")), "code"))
+        return tuple(fields)
 
     def summarize(self, raw: dict[str, Any]) -> str:
         target = f"cell {raw['cell_id']}" if raw.get("cell_id") else f"index {raw.get('index', 0)}"

@@ -8,7 +8,18 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..core import NO_PERSON, PERSON_GROUP, Answer, PermissionMode, Risk, ToolContext, ToolInput, ToolResult
+from ..core import (
+    NO_PERSON,
+    PERSON_GROUP,
+    Answer,
+    CallField,
+    PermissionMode,
+    Risk,
+    ToolContext,
+    ToolInput,
+    ToolResult,
+    value_text,
+)
 from ._common import BuiltinTool, Refusal
 
 # A person may take a while: the question's own expiry (the approval expiry) decides, not a tool timeout.
@@ -50,6 +61,7 @@ def _person(ctx: ToolContext) -> Any:
 
 class AskUser(BuiltinTool, name="ask_user", group=PERSON_GROUP, input_model=AskUserInput, read_only=True,
               timeout_s=PERSON_TIMEOUT_S, risk=Risk.LOW):
+    label = "Ask you"
     description = (
         "Ask the person a question when you cannot go on without their decision (which of two designs, "
         "whether to touch a file they care about). Give choices when the answers are few. The answer comes "
@@ -64,6 +76,12 @@ class AskUser(BuiltinTool, name="ask_user", group=PERSON_GROUP, input_model=AskU
         return ToolResult.text(f"The person answered: {answer.text}", answered=True, answer=answer.text,
                                by=answer.by)
 
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        fields = [CallField("Question", value_text(raw.get("question", "")))]
+        if isinstance(raw.get("choices"), list) and raw["choices"]:
+            fields.append(CallField("Choices", value_text(" · ".join(map(str, raw["choices"])))))
+        return tuple(fields)
+
     def summarize(self, raw: dict[str, Any]) -> str:
         q = str(raw.get("question", ""))
         return f"ask_user: {q[:80]}"
@@ -77,6 +95,7 @@ class ExitPlanModeInput(ToolInput):
 
 class ExitPlanMode(BuiltinTool, name="exit_plan_mode", group=PERSON_GROUP, input_model=ExitPlanModeInput,
                    read_only=True, timeout_s=PERSON_TIMEOUT_S, risk=Risk.LOW):
+    label = "Propose a plan"
     description = (
         "In plan mode, when your plan is ready: send it (Markdown) for the person to review. If they approve "
         "it, the session leaves plan mode and you carry it out; if they reject it, their note comes back."
@@ -101,6 +120,9 @@ class ExitPlanMode(BuiltinTool, name="exit_plan_mode", group=PERSON_GROUP, input
             "The person rejected the plan; you are still in plan mode. Their note: "
             f"{answer.note or '(none)'}. Revise the plan and send it again with exit_plan_mode.",
             approved=False, note=answer.note)
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        return (CallField("Plan", value_text(raw.get("plan", ""))),)
 
     def summarize(self, raw: dict[str, Any]) -> str:
         first = str(raw.get("plan", "")).strip().splitlines()

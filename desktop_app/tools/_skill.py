@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ..core import Skill, SkillCatalog, Tool, ToolContext, ToolInput, ToolResult
+from ..core import CallField, Skill, SkillCatalog, Tool, ToolContext, ToolInput, ToolResult, value_text
 from ._common import BuiltinTool, Refusal
 
 _COPY = 'umask 022; mkdir -p -- "$(dirname -- "$1")" && printf %s "$2" | base64 -d > "$1" && chmod a-w -- "$1"'
@@ -22,7 +22,11 @@ class SkillInput(ToolInput):
 class SkillTool(BuiltinTool, name="skill", group="group:skills", input_model=SkillInput, read_only=True):
     # read_only: it reads the skill and copies a user skill's files into the sandbox's own /tmp; nothing of
     # the person's changes, and no permission comes with a skill.
+    label = "Load a skill"
     description = "Load a skill by name: its instructions, and where its files are in the sandbox."
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        return (CallField("Skill", value_text(raw.get("name", "?"))),)
 
     def __init__(self, catalog: SkillCatalog) -> None:
         self.catalog = catalog

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ..core import TASK_TOOL, ToolContext, ToolInput, ToolInputError, ToolResult
+from ..core import TASK_TOOL, CallField, ToolContext, ToolInput, ToolInputError, ToolResult, value_text
 from ._common import BuiltinTool
 
 TASK_TIMEOUT_S = 3600.0  # a sub-agent may wait on people; stop reaches it sooner
@@ -26,6 +26,7 @@ class TaskRun(BuiltinTool, name=TASK_TOOL, group="group:agents", input_model=Tas
               timeout_s=TASK_TIMEOUT_S):
     # read_only: task_run itself changes nothing; every call the sub-agent makes is judged on its own,
     # under a policy never wider than this session's.
+    label = "Start a sub-agent"
     description = (
         "Hand a self-contained task to a sub-agent with its own context, in the same sandbox, and get its "
         "final answer. Use it for searches and reviews that would fill your context (template explore or "
@@ -34,6 +35,13 @@ class TaskRun(BuiltinTool, name=TASK_TOOL, group="group:agents", input_model=Tas
 
     async def validate(self, args: Any, ctx: ToolContext) -> None:
         _subagents(ctx).check(args.template)  # a bound or an unknown template fails at once, nobody asked
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        fields = [CallField("Task", value_text(raw.get("task", ""))),
+                  CallField("Template", value_text(raw.get("template") or "explore"))]
+        if raw.get("name"):
+            fields.append(CallField("Name", value_text(raw["name"])))
+        return tuple(fields)
 
     async def _run(self, args: Any, ctx: ToolContext) -> ToolResult:
         answer = await _subagents(ctx).run(template=args.template, task=args.task, name=args.name,

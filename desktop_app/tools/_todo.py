@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..core import Risk, ToolContext, ToolInput, ToolResult
+from ..core import CallField, Risk, ToolContext, ToolInput, ToolResult, value_text
 from ._common import TODOS_KEY, BuiltinTool
 
 TodoStatus = Literal["pending", "in_progress", "completed"]
@@ -64,11 +64,15 @@ def _counts(todos: list[dict[str, Any]]) -> dict[str, int]:
 
 class TodoRead(BuiltinTool, name="todo_read", group="group:todo", input_model=ToolInput, read_only=True,
                timeout_s=5.0, risk=Risk.LOW):
+    label = "Read todo list"
     description = "Read this session's todo list: each item's id, content and status."
 
     async def _run(self, args: ToolInput, ctx: ToolContext) -> ToolResult:
         todos = [dict(t) for t in ctx.state.get(TODOS_KEY, [])]
         return ToolResult.text(_render(todos), todos=todos, counts=_counts(todos))
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        return ()
 
     def summarize(self, raw: dict[str, Any]) -> str:
         return "todo_read"
@@ -77,6 +81,7 @@ class TodoRead(BuiltinTool, name="todo_read", group="group:todo", input_model=To
 # Not read-only: it changes session state, though nothing outside the session.
 class TodoWrite(BuiltinTool, name="todo_write", group="group:todo", input_model=TodoWriteInput, read_only=False,
                 timeout_s=5.0, risk=Risk.LOW):
+    label = "Update todo list"
     description = (
         "Replace this session's todo list (send the whole list). Use it to plan multi-step work and show "
         "progress: status is pending, in_progress or completed, with at most one item in_progress at a time; "
@@ -94,6 +99,13 @@ class TodoWrite(BuiltinTool, name="todo_write", group="group:todo", input_model=
         return ToolResult.text(
             head + "\n" + _render(todos), todos=[dict(t) for t in todos], previous=previous, counts=counts
         )
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        todos = [t for t in raw.get("todos") or [] if isinstance(t, dict)] if isinstance(raw.get("todos"), list) else []
+        counts = Counter(str(t.get("status", "?")) for t in todos)
+        listed = "\n".join(f"[{t.get('status', '?')}] {t.get('content', '')}" for t in todos)
+        return (CallField("Items", f"{len(todos)}: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+                          if todos else "none"), CallField("List", value_text(listed)))
 
     def summarize(self, raw: dict[str, Any]) -> str:
         todos = raw.get("todos")

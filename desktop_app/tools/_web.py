@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
-from ..core import Risk, ToolContext, ToolInput, ToolResult
+from ..core import CallField, Risk, ToolContext, ToolInput, ToolResult, value_text
 from ._common import BuiltinTool, Refusal, need_sandbox
 
 MAX_BYTES = 2_000_000
@@ -116,6 +116,7 @@ class WebFetchInput(ToolInput):
 
 class WebFetch(BuiltinTool, name="web_fetch", group="group:web", input_model=WebFetchInput, read_only=True,
                timeout_s=_FETCH_TIMEOUT_S + 15.0, risk=Risk.MEDIUM):
+    label = "Fetch web page"
     description = (
         "Fetch a web page or file (http/https) from inside the project's sandbox and return it as Markdown (HTML "
         "converted), plain text or raw. It goes through the project's network allowlist: a site not listed asks "
@@ -141,6 +142,24 @@ class WebFetch(BuiltinTool, name="web_fetch", group="group:web", input_model=Web
             ", cut at max_bytes" if cut.strip() == "1" else "") + ")"
         return ToolResult.text(f"{head}\n\n{text[:MAX_TEXT]}" + ("\n… [cut]" if capped else ""),
                                status=int(status), url=final, bytes=len(body))
+
+    def card_fields(self, raw: dict[str, Any]) -> tuple[CallField, ...]:
+        url = str(raw.get("url", "?"))
+        try:
+            domain = urlsplit(url).hostname or "?"
+        except ValueError:
+            domain = "?"
+        fields = [CallField("URL", value_text(url), "url"), CallField("Domain", domain)]
+        if raw.get("format"):
+            fields.append(CallField("As", value_text(raw["format"])))
+        return tuple(fields)
+
+    def outcome_fields(self, raw: dict[str, Any], result: dict[str, Any]) -> tuple[CallField, ...]:
+        d = result.get("details") or {}
+        if result.get("is_error") or "status" not in d:
+            return super().outcome_fields(raw, result)
+        return (CallField("Status", str(d["status"])), CallField("Final URL", value_text(d.get("url", "")), "url"),
+                CallField("Size", f"{d.get('bytes', 0):,} bytes"))
 
     def summarize(self, raw: dict[str, Any]) -> str:
         return f"web_fetch: {str(raw.get('url', '?'))[:200]}"

@@ -49,7 +49,9 @@ def test_the_report_tells_an_auditor_what_happened_and_how_to_check_it(env, serv
     assert "<script" not in page and "http://" not in page.replace(server.url, "")  # self-contained
     for words in ("Agent Desk audit report", "shop", "bash_run", "echo broken &gt;&amp;2; exit 3",
                   "exit 3", "fs_write", "/etc/cron.d/evil", "Refusals and why", "verified",
-                  "agent-desk audit verify", "signed head", "tokens in", session):
+                  "agent-desk audit verify", "signed head", "tokens in", session,
+                  # each call as its tool's card says it: the label, then its fields and its result's
+                  "<b>Run command</b>", "<b>Write file</b>", "Folder</span> /workspace", "Exit</span> 3"):
         assert words in page, words
     assert page.count("class='call ") == 4 and page.count("class='call failed'") == 3
     assert "failed: exit 3" in page and "rm -rf ~/.ssh" in page

@@ -1,7 +1,10 @@
 """gVisor as a sandbox option: a project that says `"runtime": "runsc"` gets its container under gVisor's own
 kernel with every other hardening unchanged; doctor sees the runtime; a runtime the desk does not know is
 refused by name. Run on the second engine, which registers runsc when it is installed (as `make engine
-RUNSC=1` does); skipped, with the reason, where runsc is missing or does not run on this machine."""
+RUNSC=1` does). runsc is Debian's `runsc` package, which `make remote-tools` installs (as root): missing, the
+tests skip with the reason, and fail under CI=true (where `make test` installed it). Installed but refused by
+this machine's kernel (gVisor needs ptrace or KVM and seccomp), they skip, saying why, in CI too: no install
+step can fix that; tests/README.md says so."""
 
 from __future__ import annotations
 
@@ -12,14 +15,18 @@ import pytest
 from desktop_app.core import ConfigError
 from desktop_app.doctor import OK, runtime_check
 from desktop_app.sandbox import DockerSandbox, SandboxConfig
-from tests.conftest import TEST_IMAGE
+from tests.conftest import TEST_IMAGE, in_ci
 
 
 def runsc_or_skip(remote_engine) -> None:
-    """Skip, saying why, unless the engine has runsc and a container starts under it here."""
+    """Skip, saying why, unless the engine has runsc and a container starts under it here; a missing runsc
+    fails under CI=true."""
     if "runsc" not in remote_engine.runtimes:
-        pytest.skip("gVisor is not installed here (no runsc on PATH): `make remote-tools` installs Debian's "
-                    "runsc package, as root")
+        why = ("gVisor is not installed here (no runsc on PATH): `make remote-tools` installs Debian's runsc "
+               "package, as root")
+        if in_ci():
+            pytest.fail(f"{why}; it is required in CI", pytrace=False)
+        pytest.skip(why)
     client, _ = remote_engine
     try:
         client.containers.run(TEST_IMAGE, ["true"], runtime="runsc", network_mode="none", remove=True)

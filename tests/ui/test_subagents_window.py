@@ -33,11 +33,11 @@ def test_a_sub_agents_call_denied_from_the_inbox(qtbot, run, store, window_proje
             qtbot.keyClick(window.prompt, Qt.Key.Key_Return)
             qtbot.waitUntil(lambda: window.inbox.model.rowCount() == 1, timeout=15_000)
             item = window.inbox.model.item(0)
-            assert item.title == "⤷ coding 1 · bash_run" and item.session_title == "Build it"
+            assert item.title == "⤷ coding 1 · Run command" and item.session_title == "Build it"
             assert "sub-agent coding 1 (template coding), task: Create built.txt" in window.inbox.card.toPlainText()
             task_row = window.timeline_model.row_of(item.meta["parent_call_id"])
             assert task_row >= 0 and window.timeline_model.row_at(task_row + 1).call_id == item.call_id
-            assert window.timeline_model.index(task_row + 1, 1).data() == "⤷ bash_run"
+            assert window.timeline_model.index(task_row + 1, 1).data() == "⤷ Run command"
             window.inbox.list.setCurrentIndex(window.inbox.model.index(0))
             window.inbox.note.setText("build nothing today")
             qtbot.mouseClick(window.inbox.deny_btn, Qt.MouseButton.LeftButton)

@@ -15,7 +15,8 @@ from typing import Any
 
 from PySide6.QtCore import QModelIndex, Qt, Signal
 
-from ...core import AgentDeskError, ToolCallState, status_word, summarize_input
+from ...core import AgentDeskError, ToolCallState, status_word, visible
+from .._call_labels import call_headline, call_label
 from .._roles import Role
 from .._rows import RowTableModel
 from .._theme import format_duration, state_colour, state_icon
@@ -36,21 +37,23 @@ class HistoryRow:
     duration_ms: float | None
     summary: str
     page_key: tuple[float, int] | None = None  # the store's key for the page after this row
+    label: str = ""  # the tool's human label ("Run command")
 
     @classmethod
     def of(cls, r: Any) -> HistoryRow:
         """From a store RecordRow (input_preview) or a full ToolCallRecord (input)."""
         preview = getattr(r, "input_preview", None)
         if preview is None:
-            preview = summarize_input(getattr(r, "input", {}) or {})
+            preview = call_headline(r.name, getattr(r, "input", {}) or {})
         else:
             try:
-                preview = summarize_input(json.loads(preview))
-            except (ValueError, TypeError):
-                preview = " ".join(str(preview).split())[:120]
+                preview = call_headline(r.name, json.loads(preview))
+            except (ValueError, TypeError):  # a preview cut short: its text, as stored
+                preview = visible(" ".join(str(preview).split())[:120])
         outcome = getattr(r, "outcome", None)
         return cls(r.id, r.name, ToolCallState(r.state), getattr(outcome, "value", outcome), r.session_id,
-                   r.project_id, r.created_at, r.duration_ms, preview, getattr(r, "page_key", None))
+                   r.project_id, r.created_at, r.duration_ms, preview, getattr(r, "page_key", None),
+                   call_label(r.name))
 
 
 def make_query(**kw: Any) -> Any:
@@ -102,6 +105,8 @@ class HistoryModel(RowTableModel):
             return state_icon(r.state, outcome=r.outcome)
         if role == Qt.ItemDataRole.ForegroundRole and c == 1:
             return state_colour(r.state, r.outcome)
+        if role == Qt.ItemDataRole.ToolTipRole and c == 2:
+            return r.name  # the tool's own name beside its label
         if role == Role.CALL_ID:
             return r.id
         return None
@@ -112,7 +117,7 @@ class HistoryModel(RowTableModel):
         if c == 1:
             return status_word(r.state, r.outcome)
         if c == 2:
-            return r.name
+            return r.label or r.name
         if c == 3:
             return r.summary
         if c == 4:

@@ -8,6 +8,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ...core import visible
+from .._call_labels import call_card, fields_html
 from .._html import diff_html
 from .._mcp import where_html
 from .._theme import RISK_COLOURS, is_dark
@@ -42,7 +43,8 @@ def render_card(item: PendingApproval, *, raw_open: bool = False) -> str:
 
 def _header(item: PendingApproval) -> list[str]:
     colour = RISK_COLOURS.get(item.risk, "#8a8f98")
-    title = e(item.name) if item.mcp is None else e(visible(item.mcp.tool))
+    # the tool's label; a built-in's own name beside it (an MCP tool's is in the server line below)
+    title = e(item.label) + ("" if item.mcp is not None else f" <small><code>{e(item.name)}</code></small>")
     left = item.remaining_s()
     expiry = "" if left is None else (" · <span style='color:#d4890b'>"
                                       f"{'Expired' if left <= 0 else f'Expires in {int(left)} s'}</span>")
@@ -61,8 +63,9 @@ def _what_happens(item: PendingApproval) -> list[str]:
         return _change_parts(item)
     if item.mcp is not None:
         return _arguments_parts(item)
-    text = visible(json.dumps(item.input, indent=2, ensure_ascii=False))
-    return [_H.format("What will happen"), f"<pre style='white-space:pre-wrap;margin:0'>{e(text)}</pre>"]
+    card = call_card(item.name, item.input)  # the tool's own fields, in its order (the raw input is below)
+    table = fields_html(card.fields)
+    return [_H.format(e(card.title)), table or "<p><i>no input</i></p>"]
 
 
 def _command_parts(item: PendingApproval, command: str) -> list[str]:
@@ -71,6 +74,9 @@ def _command_parts(item: PendingApproval, command: str) -> list[str]:
     parts = [_H.format("Runs") + f"<p style='margin:0'><small>the whole command: {len(command)} characters, "
              f"{lines} line{'s' if lines != 1 else ''}</small></p>",
              f"<pre style='background:rgba(127,127,127,40); white-space:pre-wrap; margin:2px 0'>$ {code}</pre>"]
+    folder = call_card(item.name, item.input).value("Folder")
+    if folder:
+        parts.append(f"<p style='margin:0'><small>in</small> <code>{e(visible(folder))}</code></p>")
     rest = {k: v for k, v in item.input.items() if k != "command"}
     if rest:  # a timeout or a folder changes what runs: shown beside it, never only in the folded input
         parts.append(f"<p style='margin:0'><small>with</small> <code>{e(visible(json.dumps(rest)))}</code></p>")

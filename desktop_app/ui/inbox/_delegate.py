@@ -6,7 +6,8 @@ from PySide6.QtCore import QRect, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPalette
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate
 
-from ...core import summarize_input, visible
+from ...core import visible
+from .._call_labels import call_headline
 from .._roles import Role
 from .._theme import RISK_COLOURS
 from ._items import PendingApproval
@@ -67,7 +68,7 @@ class InboxCardDelegate(QStyledItemDelegate):
     @staticmethod
     def input_line(item: PendingApproval, fm: QFontMetrics, width: int) -> str:
         """The card's one line of input: cut with a visible "…" (the details card shows it whole)."""
-        return fm.elidedText(visible(summarize_input(item.input, 200)), Qt.TextElideMode.ElideRight, width)
+        return fm.elidedText(call_headline(item.name, item.input), Qt.TextElideMode.ElideRight, width)
 
     @staticmethod
     def _paint_body(painter, option, item: PendingApproval, r: QRect, fg: QColor, small: QFont) -> None:

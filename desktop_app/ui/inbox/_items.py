@@ -6,7 +6,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...core import PermissionRequired, ToolCallRecord, visible
+from ...core import PermissionRequired, ToolCallRecord, label_from_name, visible
+from .._call_labels import call_label, live_tool
 from .._mcp import McpCallName, where_label
 
 
@@ -57,13 +58,21 @@ class PendingApproval:
 
     @property
     def title(self) -> str:
-        """What the card calls the tool: an MCP tool by its own name, its server and where that runs; a
+        """What the card calls the tool: its label; an MCP tool's with its server and where that runs; a
         sub-agent's call is marked with the sub-agent's name."""
         by = f"⤷ {self.subagent} · " if self.subagent else ""
         if self.mcp is None:
-            return by + self.name
+            return by + self.label
         where = f" · {where_label(self.mcp.where)}" if self.mcp.where else ""
-        return by + visible(f"{self.mcp.tool} — MCP server {self.mcp.server}{where}")
+        return by + visible(f"{self.label} — MCP server {self.mcp.server}{where}")
+
+    @property
+    def label(self) -> str:
+        """The tool's human label ("Run command"; an MCP tool's title), as its card says it; an MCP tool the
+        desk has no live server for is named by its own name's words (its server is named beside it)."""
+        if self.mcp is not None and not live_tool(self.name):
+            return visible(label_from_name(self.mcp.tool))
+        return call_label(self.name)
 
     @property
     def why(self) -> str:

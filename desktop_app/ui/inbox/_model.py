@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, Qt, QTimer
 
-from ...core import summarize_input
+from .._call_labels import call_headline
 from .._roles import Role
 from ._items import PendingApproval
 
@@ -26,7 +26,7 @@ class InboxModel(QAbstractListModel):
             return None
         item = self._items[index.row()]
         if role == Qt.ItemDataRole.DisplayRole:
-            return f"{item.title}: {summarize_input(item.input, 80)}"
+            return f"{item.title}: {call_headline(item.name, item.input)}"
         if role == Qt.ItemDataRole.ToolTipRole:
             return f"{item.title} ({item.risk} risk)\n{item.why}"
         if role == Role.ITEM:

@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ...core import ToolCallRecord, shown_risk, skipped_after, visible
+from .._call_labels import call_card, fields_html
 from .._html import diff_html
 from .._mcp import where_html
 from .._theme import RISK_COLOURS, format_duration
@@ -24,8 +25,9 @@ def render_call_details(row: TimelineRow, output: str = "", rec: ToolCallRecord 
     """HTML for the details pane: input, output, result, diff, audit trail with provenance, sandbox."""
     rec = rec or row.record
     word, colour, _glyph = shown_status(row.name, row.state, row.outcome, rec, row.exit_code)  # as the timeline
+    label = f"{e(row.label)} <small><code>{e(row.name)}</code></small>" if row.label else e(row.name)
     parts = [
-        f"<h3>{e(row.name)} <span style='color:{colour}'>{e(word)}</span></h3>",
+        f"<h3>{label} <span style='color:{colour}'>{e(word)}</span></h3>",
         f"<p><small>call {e(row.call_id)}"
         + (f" · {e(format_duration(row.duration_ms))}" if row.duration_ms is not None else "")
         + (f" · exit {row.exit_code}" if row.exit_code is not None else "")
@@ -37,6 +39,7 @@ def render_call_details(row: TimelineRow, output: str = "", rec: ToolCallRecord 
     if original is not None:  # a person edited it before allowing: what ran is theirs, beside the model's
         parts[2] = "<h4>Input, as the person edited it (what ran)</h4>"
         parts += ["<h4>The model's input</h4>", f"<pre>{e(json.dumps(original, indent=2, ensure_ascii=False))}</pre>"]
+    parts += _card_parts(row, rec)  # after what ran: the tool's own summary of it, and of its result
     if output:
         parts += ["<h4>Output</h4>", f"<pre>{e(output[-20_000:])}</pre>"]
     parts[2:2] = _mcp_parts(row, rec)
@@ -45,6 +48,16 @@ def render_call_details(row: TimelineRow, output: str = "", rec: ToolCallRecord 
         parts += _result_parts(rec) + _provenance_parts(rec) + _network_parts(rec) + _trail_parts(rec)
         parts += _sandbox_parts(rec)
     return "".join(parts)
+
+
+def _card_parts(row: TimelineRow, rec: ToolCallRecord | None) -> list[str]:
+    """The call as its tool summarises it: the fields that matter, and what its result says (a diff is shown
+    once, below, from the result)."""
+    if not row.label:  # a host change is not a call
+        return []
+    card = call_card(row.name, row.input, rec.result if rec is not None else None)
+    table = fields_html(card.fields, skip=("diff",)) + fields_html(card.outcome, skip=("diff",))
+    return [f"<h4>Summary: {e(card.title)}</h4>", table]
 
 
 def _mcp_parts(row: TimelineRow, rec: ToolCallRecord | None) -> list[str]:

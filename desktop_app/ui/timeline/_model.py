@@ -26,9 +26,9 @@ from ...core import (
     ToolUpdate,
     mcp_tool_name,
     split_mcp_tool_name,
-    summarize_input,
 )
 from .._bridge import EventBridge
+from .._call_labels import call_headline, call_label
 from .._mcp import McpCallName
 from .._roles import Role
 from .._rows import RowTableModel
@@ -61,13 +61,18 @@ class TimelineRow:
     server: str | None = None  # the MCP server of an MCP tool's call; None for a built-in tool
     parent_call_id: str = ""  # a sub-agent's call: the task_run call it is nested under
     depth: int = 0
+    label: str = ""  # the tool's human label ("Run command"); empty for a host change
+
+    @property
+    def tool_text(self) -> str:
+        return self.label or self.name
 
     @classmethod
     def from_record(cls, rec: ToolCallRecord) -> TimelineRow:
         return cls(
             call_id=rec.id,
             name=rec.name,
-            summary=summarize_input(rec.input),
+            summary=call_headline(rec.name, rec.input),
             state=rec.state,
             session_id=rec.session_id,
             created_at=rec.created_at,
@@ -77,6 +82,7 @@ class TimelineRow:
             input=rec.input,
             record=rec,
             server=mcp_server_of(rec.name, rec),
+            label=call_label(rec.name),
         )
 
 
@@ -145,7 +151,8 @@ class TimelineModel(RowTableModel):
         if role == Qt.ItemDataRole.ForegroundRole and col == 0:
             return QColor(self.status_of(row)[1])
         if role == Qt.ItemDataRole.ToolTipRole:
-            return f"{row.name}: {row.summary}\n{self.status_of(row)[0]}"
+            named = f"{row.label} ({row.name})" if row.label else row.name
+            return f"{named}: {row.summary}\n{self.status_of(row)[0]}"
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (3, 4):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Role.CALL_ID:
@@ -167,7 +174,7 @@ class TimelineModel(RowTableModel):
         if col == 0:
             return cls.status_of(row)[0]
         if col == 1:
-            return f"{'  ' * (row.depth - 1)}⤷ {row.name}" if row.depth else row.name
+            return f"{'  ' * (row.depth - 1)}⤷ {row.tool_text}" if row.depth else row.tool_text
         if col == 2:
             return row.summary
         if col == 3:
@@ -370,12 +377,12 @@ class TimelineModel(RowTableModel):
         if row is not None:
             if data:
                 row.input = data
-                row.summary = summarize_input(data)
+                row.summary = call_headline(row.name, data)
                 self._changed(call_id)
             return
         self._pending.append(
-            TimelineRow(call_id, name, summarize_input(data), ToolCallState.PENDING, session_id, at,
-                        input=dict(data), server=mcp_server_of(name))
+            TimelineRow(call_id, name, call_headline(name, data), ToolCallState.PENDING, session_id, at,
+                        input=dict(data), server=mcp_server_of(name), label=call_label(name))
         )
         self._flush.start()
 

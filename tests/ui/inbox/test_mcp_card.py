@@ -50,10 +50,11 @@ def test_an_mcp_card_shows_server_where_tool_and_arguments(qtbot, qloop):
     bus.publish(McpServersChanged(project_id="prj_1", servers=[git.to_dict(), notes.to_dict()]))
     _ask(bus, "mcp__git__git_commit")
     item = inbox.model.item(0)
-    assert item.title == "git_commit — MCP server git · sandbox"
-    assert inbox.model.index(0).data().startswith("git_commit — MCP server git · sandbox: ")
+    # labelled by its own name's words (no live server here to give its title), its server beside it
+    assert item.title == "Git commit — MCP server git · sandbox"
+    assert inbox.model.index(0).data().startswith("Git commit — MCP server git · sandbox: ")
     text = inbox.card.toPlainText()
-    assert "git_commit · medium risk" in text and "MCP tool of server git (mcp-server-git 1.26.0)" in text
+    assert "Git commit · medium risk" in text and "MCP tool of server git (mcp-server-git 1.26.0)" in text
     assert "runs: sandbox" in text and "mcp__git__git_commit" in text
     # the arguments as key/value rows: each key beside its value, the message's lines whole
     assert "repo_path\n/workspace\n" in text and "amend\nfalse\n" in text
@@ -65,9 +66,9 @@ def test_an_mcp_card_shows_server_where_tool_and_arguments(qtbot, qloop):
     bus.publish(PermissionRequired(session_id="ses_1", call_id="c2", name="mcp__my_notes__append", input={},
                                    risk="high", reason="destructive"))
     item = inbox.model.item(0)
-    assert item.title == "append — MCP server my.notes · UNSANDBOXED (host)"
+    assert item.title == "Append — MCP server my.notes · UNSANDBOXED (host)"
     text = inbox.card.toPlainText()
-    assert "append · high risk" in text and "hint: destructive" in text and "UNSANDBOXED (host)" in text
+    assert "Append · high risk" in text and "hint: destructive" in text and "UNSANDBOXED (host)" in text
     assert "no arguments" in text
 
 
@@ -75,7 +76,7 @@ def test_an_mcp_call_of_a_server_not_reported_yet_still_names_its_parts(qtbot, q
     bus, inbox = _wired(qtbot)
     _ask(bus, "mcp__fetch__get", risk="low")
     item = inbox.model.item(0)
-    assert item.title == "get — MCP server fetch" and item.risk == "low"
+    assert item.title == "Get — MCP server fetch" and item.risk == "low"
     assert "runs: not reported yet" in inbox.card.toPlainText()
     bus.publish(PermissionRequired(session_id="ses_1", call_id="c3", name="bash_run", input={"command": "ls"}))
-    assert inbox.model.item(1).title == "bash_run" and inbox.model.item(1).mcp is None
+    assert inbox.model.item(1).title == "Run command" and inbox.model.item(1).mcp is None

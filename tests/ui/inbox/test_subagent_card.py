@@ -22,7 +22,7 @@ def test_a_sub_agents_card_names_it(qtbot) -> None:
     inbox._on_required(event(subagent="builder <b>", template="coding", parent_session_id="ses_parent",
                              parent_call_id="call_task", task="Parse <i>all</i>"))
     item = inbox.model.item(0)
-    assert item.title == "⤷ builder <b> · bash_run" and item.session_title == "Fix the parser"
+    assert item.title == "⤷ builder <b> · Run command" and item.session_title == "Fix the parser"
     html = render_card(item)
     assert "sub-agent <b>builder &lt;b&gt;</b> (template coding), task: <i>Parse &lt;i&gt;all&lt;/i&gt;</i>" in html
     seen = []
@@ -33,4 +33,4 @@ def test_a_sub_agents_card_names_it(qtbot) -> None:
 
 def test_a_sessions_own_card_is_unmarked() -> None:
     item = PendingApproval.from_event(event())
-    assert item.subagent == "" and item.title == "bash_run" and "sub-agent" not in render_card(item)
+    assert item.subagent == "" and item.title == "Run command" and "sub-agent" not in render_card(item)

@@ -30,7 +30,7 @@ def test_live_child_calls_nest_under_their_parent_call(qtbot, qtmodeltester) -> 
     bus.publish(ToolStart(session_id="grandchild", call_id="g0", name="fs_read", input={"path": "b"}))
     bus.publish(ToolStart(session_id="stranger", call_id="s0", name="bash_run", input={"command": "x"}))
     qtbot.waitUntil(lambda: model.rowCount() == 5)
-    assert names(model) == ["task_run", "⤷ fs_grep", "⤷ fs_grep", "  ⤷ fs_read", "fs_read"]
+    assert names(model) == ["Start a sub-agent", "⤷ Search files", "⤷ Search files", "  ⤷ Read file", "Read file"]
     assert model.row_of("early") == -1 and model.row_of("s0") == -1  # before the link / another session's
     assert model.row_of("read") == 4 and model.get("g0").depth == 2 and model.get("c0").parent_call_id == "task"
     bus.publish(ToolEnd(session_id="grandchild", call_id="g0", name="fs_read", state="COMPLETED", duration_ms=5.0))
@@ -50,9 +50,9 @@ def test_history_links_children_before_their_records_load(qtmodeltester) -> None
     kids = [make_record(10 + i, name="fs_read", session="child") for i in range(3)]
     model.link_child("child", parent.id)
     model.add_records([parent, *kids, later])
-    assert names(model) == ["task_run", "⤷ fs_read", "⤷ fs_read", "⤷ fs_read", "bash_run"]
+    assert names(model) == ["Start a sub-agent", "⤷ Read file", "⤷ Read file", "⤷ Read file", "Run command"]
     model.add_records([make_record(13, name="fs_glob", session="child")])  # a late one joins its siblings
-    assert names(model)[4] == "⤷ fs_glob" and model.row_of("call_2") == 5
+    assert names(model)[4] == "⤷ Find files" and model.row_of("call_2") == 5
     refreshed = make_record(11, name="fs_read", session="child")
     model.update_record(refreshed)  # a fresh record keeps its place and depth
     assert model.get("call_11").depth == 1 and model.row_of("call_11") == 2
