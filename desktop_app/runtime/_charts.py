@@ -1,0 +1,176 @@
+"""The history's charts as SVG, written once (pygal) for both the history window (QtSvgWidgets) and the auditor's
+report (inline, self-contained): no script, no remote style, scaled by its viewBox to a phone or an A4 page."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..core import status_word
+
+if TYPE_CHECKING:
+    from ..store import ChartData
+
+# the order and colour of each outcome word in the per-day chart (any other word follows, grey)
+_OUTCOMES = (("done", "#2da44e"), ("failed", "#cf222e"), ("timed out", "#e16f24"), ("denied", "#8250df"),
+             ("expired", "#bf8700"), ("skipped", "#a0a7b0"), ("interrupted", "#57606a"),
+             ("needs approval", "#d4a72c"), ("approved", "#54aeff"), ("running", "#0969da"), ("pending", "#8c959f"))
+_RISK_COLOURS = {"low": "#2da44e", "medium": "#d4a72c", "high": "#cf222e"}
+_WAIT_LABELS = ("< 5 s", "5–30 s", "30 s–2 min", "2–10 min", "≥ 10 min")
+DAY_S = 86_400
+MAX_FILLED_DAYS = 120  # a longer period shows only the days that have calls
+TOP_TOOLS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    key: str  # calls_per_day, refusals, risks, approval_waits, cost_per_day, cost_per_project, slowest_tools
+    title: str
+    svg: str
+
+
+def _style(colours: tuple[str, ...]) -> Any:
+    from pygal.style import Style
+
+    return Style(background="white", plot_background="white", foreground="#1b1f24", foreground_strong="#1b1f24",
+                 foreground_subtle="#d0d7de", guide_stroke_color="#d0d7de", major_guide_stroke_color="#8c959f",
+                 font_family="system-ui, -apple-system, 'Segoe UI', sans-serif", title_font_size=17,
+                 label_font_size=12, major_label_font_size=12, legend_font_size=13, value_font_size=12,
+                 colors=colours or ("#0969da",))
+
+
+def _config(colours: tuple[str, ...] = (), **kw: Any) -> dict[str, Any]:
+    # js=[]: pygal's default pulls a tooltip script from the web; a report must not reach out, the window runs none
+    return {"js": [], "disable_xml_declaration": True, "width": 760, "height": 340, "style": _style(colours),
+            "legend_at_bottom": True, "legend_at_bottom_columns": 4, "print_values": False, "margin": 12,
+            "truncate_legend": 40, "truncate_label": 40, **kw}
+
+
+def day_label(day: int) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(day * DAY_S))
+
+
+def _days(keys: set[int]) -> list[int]:
+    if not keys:
+        return []
+    first, last = min(keys), max(keys)
+    return list(range(first, last + 1)) if last - first < MAX_FILLED_DAYS else sorted(keys)
+
+
+def _x_labels(chart: Any, days: list[int]) -> None:
+    chart.x_labels = [day_label(d) for d in days]
+    if len(days) > 16:  # a label every few days: the others are minor, hidden
+        chart.x_labels_major_every = -(-len(days) // 12)
+        chart.show_minor_x_labels = False
+    chart.x_label_rotation = 30
+
+
+def calls_per_day(data: ChartData) -> Chart:
+    import pygal
+
+    per_word: dict[str, dict[int, int]] = {}
+    for (day, state, outcome), n in data.per_day.items():
+        word = status_word(state, outcome)
+        per_word.setdefault(word, {})
+        per_word[word][day] = per_word[word].get(day, 0) + n
+    known = [w for w, _ in _OUTCOMES]
+    words = [w for w in known if w in per_word] + sorted(w for w in per_word if w not in known)
+    colours = dict(_OUTCOMES)
+    title = f"Calls per day by outcome ({data.calls:,} calls)"
+    chart = pygal.StackedBar(**_config(tuple(colours.get(w, "#8c959f") for w in words), title=title))
+    days = _days({d for counts in per_word.values() for d in counts})
+    _x_labels(chart, days)
+    for w in words:
+        chart.add(w, [per_word[w].get(d, 0) for d in days])
+    return Chart("calls_per_day", title, chart.render(is_unicode=True))
+
+
+def refusals(data: ChartData) -> Chart:
+    import pygal
+
+    total = sum(data.refusals.values())
+    title = f"Refusals by reason ({total:,} denied)"
+    chart = pygal.HorizontalBar(**_config(("#8250df",), title=title, show_legend=False, height=260))
+    ranked = sorted(data.refusals.items(), key=lambda kv: (kv[1], kv[0]))
+    chart.x_labels = [reason for reason, _ in ranked]
+    chart.add("calls", [n for _, n in ranked])
+    return Chart("refusals", title, chart.render(is_unicode=True))
+
+
+def risks(data: ChartData) -> Chart:
+    import pygal
+
+    order = [r for r in ("low", "medium", "high") if data.risks.get(r)] + sorted(
+        r for r in data.risks if r not in _RISK_COLOURS and data.risks[r])
+    title = "Risk mix (as each call was judged)"
+    chart = pygal.Pie(**_config(tuple(_RISK_COLOURS.get(r, "#8c959f") for r in order), title=title,
+                                inner_radius=0.45, height=300))
+    total = sum(data.risks.values()) or 1
+    for r in order:
+        chart.add(f"{r} risk ({100 * data.risks[r] / total:.1f} %)", data.risks[r])
+    return Chart("risks", title, chart.render(is_unicode=True))
+
+
+def _seconds(s: float | None) -> str:
+    if s is None:
+        return "—"
+    return f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+def approval_waits(data: ChartData) -> Chart:
+    import pygal
+
+    title = (f"A person's approval waits: median {_seconds(data.wait_median_s)}, p95 {_seconds(data.wait_p95_s)} "
+             f"({sum(data.waits):,} answered)")
+    chart = pygal.Bar(**_config(("#0969da",), title=title, show_legend=False, height=280))
+    chart.x_labels = list(_WAIT_LABELS[: len(data.waits)])
+    chart.add("answered", list(data.waits) if any(data.waits) else [])
+    return Chart("approval_waits", title, chart.render(is_unicode=True))
+
+
+def cost_per_day(data: ChartData) -> Chart:
+    import pygal
+
+    total = sum(data.cost_per_day.values())
+    title = f"Model cost per day (${total:,.2f})"
+    chart = pygal.Bar(**_config(("#bf8700",), title=title, show_legend=False, value_formatter=_usd))
+    days = _days(set(data.cost_per_day))
+    _x_labels(chart, days)
+    chart.add("USD", [round(data.cost_per_day.get(d, 0.0), 4) for d in days])
+    return Chart("cost_per_day", title, chart.render(is_unicode=True))
+
+
+def _usd(v: float | None) -> str:
+    return f"${v:,.4f}" if v is not None else ""
+
+
+def cost_per_project(data: ChartData, names: dict[str, str]) -> Chart:
+    import pygal
+
+    title = "Model cost per project"
+    chart = pygal.HorizontalBar(**_config(("#bf8700",), title=title, show_legend=False, height=260,
+                                          value_formatter=_usd))
+    ranked = sorted(data.cost_per_project.items(), key=lambda kv: (kv[1], kv[0]))[-TOP_TOOLS:]
+    chart.x_labels = [names.get(pid, pid) for pid, _ in ranked]
+    chart.add("USD", [round(v, 4) for _, v in ranked])
+    return Chart("cost_per_project", title, chart.render(is_unicode=True))
+
+
+def slowest_tools(data: ChartData) -> Chart:
+    import pygal
+
+    title = "Slowest tools (mean duration; the longest call in the label)"
+    chart = pygal.HorizontalBar(**_config(("#57606a",), title=title, show_legend=False, height=300,
+                                          value_formatter=lambda v: f"{v:,.0f} ms" if v is not None else ""))
+    ranked = sorted(data.tools.items(), key=lambda kv: (kv[1][1], kv[0]))[-TOP_TOOLS:]
+    chart.x_labels = [f"{name} (max {top / 1000:,.1f} s, {n:,} calls)" for name, (n, _mean, top) in ranked]
+    chart.add("mean ms", [round(mean, 1) for _, (_n, mean, _top) in ranked])
+    return Chart("slowest_tools", title, chart.render(is_unicode=True))
+
+
+def build_charts(data: ChartData, project_names: dict[str, str] | None = None) -> list[Chart]:
+    """Every chart of `data`, in the order the window and the report show them (CPU-bound: run it off the
+    GUI thread)."""
+    return [calls_per_day(data), refusals(data), risks(data), approval_waits(data), cost_per_day(data),
+            cost_per_project(data, project_names or {}), slowest_tools(data)]
