@@ -12,6 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ._query import AuditQuery, SqlParts, build_sql
+from ._rollup import day_sql, decider_sql
 
 DAY_S = 86_400
 # the approval waits' histogram: upper bounds in seconds (the last bucket is open)
@@ -41,54 +42,99 @@ class ChartData:
 def _dialect_exprs(dialect: str) -> dict[str, str]:
     """The few expressions the databases spell differently."""
     if dialect == "postgresql":
-        return {"day": "CAST(FLOOR((t.created_at + :tz) / 86400) AS BIGINT)",
-                "eday": "CAST(FLOOR((e.time + :tz) / 86400) AS BIGINT)",
-                "by": "(t.approval::jsonb ->> 'decided_by')",
+        return {"by": "(t.approval::jsonb ->> 'decided_by')",
                 "at": "CAST(t.approval::jsonb ->> 'decided_at' AS DOUBLE PRECISION)",
-                "last": "(t.provenance::jsonb -> -1 ->> 'kind')",
                 "cost": "CAST(e.payload::jsonb ->> 'cost_usd' AS DOUBLE PRECISION)"}
-    return {"day": "CAST((t.created_at + :tz) / 86400 AS INTEGER)",
-            "eday": "CAST((e.time + :tz) / 86400 AS INTEGER)",
-            "by": "json_extract(t.approval, '$.decided_by')",
-            "at": "json_extract(t.approval, '$.decided_at')",
-            "last": "json_extract(t.provenance, '$[#-1].kind')",
+    return {"by": "json_extract(t.approval, '$.decided_by')", "at": "json_extract(t.approval, '$.decided_at')",
             "cost": "json_extract(e.payload, '$.cost_usd')"}
 
 
-def chart_data(conn: Connection, q: AuditQuery, dialect: str, tz_offset_s: int = 0) -> ChartData:
-    """The charts of the records `q` finds (its limit, offset and page key are ignored)."""
+def chart_data(conn: Connection, q: AuditQuery, dialect: str, tz_offset_s: int = 0, rollup: bool = True) -> ChartData:
+    """The charts of the records `q` finds (its limit, offset and page key are ignored). Whole days of a query the
+    rollup can answer (no session, text, decider, MCP server or domain; days in UTC or a whole-day offset) are
+    read from `tool_call_days`; the rest, and every part of any other query, from the records."""
     q = dataclasses.replace(q, limit=None, offset=0, after=None)
-    x = _dialect_exprs(dialect)
     out = ChartData(tz_offset_s=int(tz_offset_s))
-    _calls(conn, build_sql(q, dialect=dialect), x, out)
-    _refusals(conn, build_sql(q, dialect=dialect), x, out)
+    tools: dict[str, list[float]] = {}
+    for part, whole_days in _parts(q, out.tz_offset_s) if rollup else [(q, False)]:
+        rows = _from_rollup(conn, part, out.tz_offset_s) if whole_days else _from_records(conn, part, dialect,
+                                                                                       out.tz_offset_s)
+        for row in rows:
+            _count(out, tools, *row)
+    out.tools = {name: (int(k), total / k, top) for name, (k, total, top) in tools.items()}
+    x = _dialect_exprs(dialect)
     _waits(conn, build_sql(q, dialect=dialect), x, out)
-    _cost(conn, q, x, out)
+    _cost(conn, q, x, out, dialect)
     return out
 
 
-def _where(p: SqlParts, *more: str) -> str:
-    clauses = [c for c in (p.where.removeprefix(" WHERE "), *more) if c]
-    return (" WHERE " + " AND ".join(clauses)) if clauses else ""
+def _parts(q: AuditQuery, tz: int) -> list[tuple[AuditQuery, bool]]:
+    """`q` split into the whole days the rollup answers (True) and the hours at either end it cannot (False)."""
+    narrow = (q.session_id, q.tool_use_id, q.decider, q.mcp_server, q.domain, q.text)
+    if any(v not in (None, "") for v in narrow) or tz % DAY_S:
+        return [(q, False)]
+    first = None if q.since is None else -(-int(q.since + tz) // DAY_S) * DAY_S - tz  # the first whole day's start
+    last = None if q.until is None else int(q.until + tz) // DAY_S * DAY_S - tz  # the last whole day's end
+    if first is not None and last is not None and first >= last:
+        return [(q, False)]
+    parts = [(dataclasses.replace(q, since=first, until=last), True)]
+    if first is not None and first > q.since:
+        parts.append((dataclasses.replace(q, until=first), False))
+    if last is not None and q.until is not None and last < q.until:
+        parts.append((dataclasses.replace(q, since=last), False))
+    return parts
 
 
-def _calls(conn: Connection, p: SqlParts, x: dict[str, str], out: ChartData) -> None:
-    """One pass over the records: per day, state, outcome, risk and tool, the count and the durations."""
-    sql = (f"SELECT {x['day']}, t.state, t.outcome, t.risk, t.name, count(*), sum(t.duration_ms), "
-           f"count(t.duration_ms), max(t.duration_ms) FROM {p.source}{p.where} GROUP BY 1, 2, 3, 4, 5")
-    tools: dict[str, list[float]] = {}
-    for day, state, outcome, risk, name, n, total_ms, timed, top_ms in conn.execute(
-            text(sql), {**p.params, "tz": out.tz_offset_s}):
-        key = (int(day), str(state), outcome)
-        out.per_day[key] = out.per_day.get(key, 0) + int(n)
-        out.risks[str(risk)] = out.risks.get(str(risk), 0) + int(n)
-        out.calls += int(n)
-        if timed:
-            t = tools.setdefault(str(name), [0, 0.0, 0.0])
-            t[0] += int(timed)
-            t[1] += float(total_ms)
-            t[2] = max(t[2], float(top_ms))
-    out.tools = {name: (int(k), total / k, top) for name, (k, total, top) in tools.items()}
+def _count(out: ChartData, tools: dict[str, list[float]], day: Any, state: str, outcome: str | None, risk: str,
+           name: str, decider: str | None, n: Any, timed: Any, total_ms: Any, top_ms: Any) -> None:
+    n = int(n)
+    if not n:
+        return
+    key = (int(day), str(state), outcome or None)
+    out.per_day[key] = out.per_day.get(key, 0) + n
+    out.risks[str(risk)] = out.risks.get(str(risk), 0) + n
+    out.calls += n
+    if state == "DENIED":
+        reason = refusal_reason(outcome or None, decider == "person", decider or None)
+        out.refusals[reason] = out.refusals.get(reason, 0) + n
+    if timed:
+        t = tools.setdefault(str(name), [0, 0.0, 0.0])
+        t[0] += int(timed)
+        t[1] += float(total_ms or 0.0)
+        t[2] = max(t[2], float(top_ms or 0.0))
+
+
+_GROUPED = "GROUP BY 1, 2, 3, 4, 5, 6"
+
+
+def _from_records(conn: Connection, q: AuditQuery, dialect: str, tz: int) -> Any:
+    """One pass over the records: per day, state, outcome, risk, tool and refusal decider, the count and the
+    durations."""
+    p = build_sql(q, dialect=dialect)
+    sql = (f"SELECT {day_sql('t.created_at', dialect, ':tz')}, t.state, coalesce(t.outcome, ''), t.risk, t.name, "
+           f"{decider_sql('t', dialect)}, count(*), count(t.duration_ms), coalesce(sum(t.duration_ms), 0), "
+           f"max(t.duration_ms) FROM {p.source}{p.where} {_GROUPED}")
+    return conn.execute(text(sql), {**p.params, "tz": tz})
+
+
+def _from_rollup(conn: Connection, q: AuditQuery, tz: int) -> Any:
+    clauses, params = [], {"shift": tz // DAY_S}
+    for column, value in (("project_id", q.project_id), ("name", q.tool), ("outcome", q.outcome), ("risk", q.risk)):
+        if value is not None:
+            clauses.append(f"r.{column} = :{column}")
+            params[column] = value
+    states = q.state_values()
+    if states:
+        clauses.append(f"r.state IN ({', '.join(f':state{i}' for i in range(len(states)))})")
+        params.update({f"state{i}": s for i, s in enumerate(states)})
+    for op, name, value in ((">=", "since", q.since), ("<", "until", q.until)):
+        if value is not None:
+            clauses.append(f"r.day {op} :{name}")
+            params[name] = int(value) // DAY_S
+    where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    sql = (f"SELECT r.day + :shift, r.state, r.outcome, r.risk, r.name, r.decider, sum(r.calls), sum(r.dur_n), "
+           f"sum(r.dur_sum), max(r.dur_max) FROM tool_call_days r{where} {_GROUPED}")
+    return conn.execute(text(sql), params)
 
 
 def refusal_reason(outcome: str | None, by_person: bool, last_kind: str | None) -> str:
@@ -108,21 +154,17 @@ def refusal_reason(outcome: str | None, by_person: bool, last_kind: str | None) 
     return "the policy denied it"
 
 
-def _refusals(conn: Connection, p: SqlParts, x: dict[str, str], out: ChartData) -> None:
-    p.params["denied"] = "DENIED"
-    sql = (f"SELECT t.outcome, CASE WHEN {x['by']} IS NULL THEN 0 ELSE 1 END, {x['last']}, count(*) "
-           f"FROM {p.source}{_where(p, 't.state = :denied')} GROUP BY 1, 2, 3")
-    for outcome, person, kind, n in conn.execute(text(sql), p.params):
-        reason = refusal_reason(outcome, bool(person), kind)
-        out.refusals[reason] = out.refusals.get(reason, 0) + int(n)
+def _where(p: SqlParts, *more: str) -> str:
+    clauses = [c for c in (p.where.removeprefix(" WHERE "), *more) if c]
+    return (" WHERE " + " AND ".join(clauses)) if clauses else ""
 
 
 def _waits(conn: Connection, p: SqlParts, x: dict[str, str], out: ChartData) -> None:
     """How long a person took to answer: from the call's APPROVAL_REQUIRED entry to the approval's decided_at.
     The median and p95 are picked in order on the database (nearest rank), the histogram grouped there."""
-    p.params["asked"] = "APPROVAL_REQUIRED"
+    # the literal state: the partial index ix_audit_entries_asked answers it (a bound value would not match it)
     waits = (f"SELECT {x['at']} - e.at AS wait FROM {p.source} JOIN audit_entries e ON e.record_id = t.id "
-             f"AND e.state = :asked{_where(p, x['by'] + ' IS NOT NULL')}")
+             f"AND e.state = 'APPROVAL_REQUIRED'{_where(p, x['by'] + ' IS NOT NULL')}")
     cases = " ".join(f"WHEN w.wait < {b} THEN {i}" for i, b in enumerate(WAIT_BUCKETS))
     sql = f"SELECT CASE {cases} ELSE {len(WAIT_BUCKETS)} END, count(*) FROM ({waits}) w GROUP BY 1"
     for bucket, n in conn.execute(text(sql), p.params):
@@ -136,17 +178,17 @@ def _waits(conn: Connection, p: SqlParts, x: dict[str, str], out: ChartData) -> 
     out.wait_p95_s = float(conn.execute(text(pick), {**p.params, "rank": p95}).scalar() or 0.0)
 
 
-def _cost(conn: Connection, q: AuditQuery, x: dict[str, str], out: ChartData) -> None:
+def _cost(conn: Connection, q: AuditQuery, x: dict[str, str], out: ChartData, dialect: str) -> None:
     """The model's cost (the token_usage events), per day and per project: it follows the period, project and
     session of `q` (a cost belongs to a turn, not to a tool, a state or a word)."""
-    clauses, params = ["e.type = :usage"], {"usage": "token_usage", "tz": out.tz_offset_s}
+    clauses, params = ["e.type = 'token_usage'"], {"tz": out.tz_offset_s}  # literal: the partial index's
     for clause, name, value in (("s.project_id = :project_id", "project_id", q.project_id),
                                 ("e.session_id = :session_id", "session_id", q.session_id),
                                 ("e.time >= :since", "since", q.since), ("e.time < :until", "until", q.until)):
         if value is not None:
             clauses.append(clause)
             params[name] = value
-    sql = (f"SELECT {x['eday']}, s.project_id, sum({x['cost']}) FROM events e JOIN sessions s ON s.id = e.session_id "
+    sql = (f"SELECT {day_sql('e.time', dialect, ':tz')}, s.project_id, sum({x['cost']}) FROM events e JOIN sessions s ON s.id = e.session_id "
            f"WHERE {' AND '.join(clauses)} GROUP BY 1, 2")
     for day, project, cost in conn.execute(text(sql), params):
         out.cost_per_day[int(day)] = out.cost_per_day.get(int(day), 0.0) + float(cost or 0.0)
