@@ -4,6 +4,7 @@ project on one store and bus). The front ends reach the engine through this face
 
 from typing import TYPE_CHECKING, Any
 
+from ._charts import Chart, build_charts
 from ._consent import (
     CONSENT_KINDS,
     Consent,
@@ -67,6 +68,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Chart",
+    "build_charts",
     "CONSENT_KINDS",
     "MODE_KEY",
     "OPEN_IN",
