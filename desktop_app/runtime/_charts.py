@@ -3,6 +3,7 @@ report (inline, self-contained): no script, no remote style, scaled by its viewB
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,31 @@ _WAIT_LABELS = ("< 5 s", "5–30 s", "30 s–2 min", "2–10 min", "≥ 10 min")
 DAY_S = 86_400
 MAX_FILLED_DAYS = 120  # a longer period shows only the days that have calls
 TOP_TOOLS = 10
+
+
+_NS = "{http://www.w3.org/2000/svg}"
+
+
+def _svg(chart: Any) -> str:
+    """The chart's SVG, inert and plain: pygal's config script and credit comments left out, and the text anchors
+    its stylesheet sets by compound selectors (which QtSvg does not read) written on the labels themselves."""
+    import xml.etree.ElementTree as ET
+
+    root = chart.render_tree()
+    for parent in list(root.iter()):
+        for child in list(parent):
+            if child.tag in (f"{_NS}script", "script") or child.tag is ET.Comment:
+                parent.remove(child)
+    for g in root.iter():
+        classes = (g.get("class") or "").split()
+        if "axis" not in classes or not ({"x", "y"} & set(classes)):
+            continue
+        for label in g.iter():
+            if label.tag.rsplit("}", 1)[-1] == "text" and not label.get("text-anchor"):
+                rotated = label.get("transform") is not None
+                label.set("text-anchor", ("start" if rotated else "middle") if "x" in classes else "end")
+    ET.register_namespace("", "http://www.w3.org/2000/svg")
+    return ET.tostring(root, encoding="unicode")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +109,7 @@ def calls_per_day(data: ChartData) -> Chart:
     _x_labels(chart, days)
     for w in words:
         chart.add(w, [per_word[w].get(d, 0) for d in days])
-    return Chart("calls_per_day", title, chart.render(is_unicode=True))
+    return Chart("calls_per_day", title, _svg(chart))
 
 
 def refusals(data: ChartData) -> Chart:
@@ -91,11 +117,13 @@ def refusals(data: ChartData) -> Chart:
 
     total = sum(data.refusals.values())
     title = f"Refusals by reason ({total:,} denied)"
-    chart = pygal.HorizontalBar(**_config(("#8250df",), title=title, show_legend=False, height=260))
     ranked = sorted(data.refusals.items(), key=lambda kv: (kv[1], kv[0]))
+    chart = pygal.HorizontalBar(**_config(("#8250df",), title=title, show_legend=False, height=260,
+                                          y_labels=_ticks(max(5, *(n for _, n in ranked))),
+                                          value_formatter=lambda v: "" if v is None else f"{v:,.0f}"))
     chart.x_labels = [reason for reason, _ in ranked]
     chart.add("calls", [n for _, n in ranked])
-    return Chart("refusals", title, chart.render(is_unicode=True))
+    return Chart("refusals", title, _svg(chart))
 
 
 def risks(data: ChartData) -> Chart:
@@ -105,11 +133,11 @@ def risks(data: ChartData) -> Chart:
         r for r in data.risks if r not in _RISK_COLOURS and data.risks[r])
     title = "Risk mix (as each call was judged)"
     chart = pygal.Pie(**_config(tuple(_RISK_COLOURS.get(r, "#8c959f") for r in order), title=title,
-                                inner_radius=0.45, height=300))
+                                inner_radius=0.45, height=300, legend_at_bottom=False))
     total = sum(data.risks.values()) or 1
     for r in order:
         chart.add(f"{r} risk ({100 * data.risks[r] / total:.1f} %)", data.risks[r])
-    return Chart("risks", title, chart.render(is_unicode=True))
+    return Chart("risks", title, _svg(chart))
 
 
 def _seconds(s: float | None) -> str:
@@ -126,7 +154,7 @@ def approval_waits(data: ChartData) -> Chart:
     chart = pygal.Bar(**_config(("#0969da",), title=title, show_legend=False, height=280))
     chart.x_labels = list(_WAIT_LABELS[: len(data.waits)])
     chart.add("answered", list(data.waits) if any(data.waits) else [])
-    return Chart("approval_waits", title, chart.render(is_unicode=True))
+    return Chart("approval_waits", title, _svg(chart))
 
 
 def cost_per_day(data: ChartData) -> Chart:
@@ -138,35 +166,49 @@ def cost_per_day(data: ChartData) -> Chart:
     days = _days(set(data.cost_per_day))
     _x_labels(chart, days)
     chart.add("USD", [round(data.cost_per_day.get(d, 0.0), 4) for d in days])
-    return Chart("cost_per_day", title, chart.render(is_unicode=True))
+    return Chart("cost_per_day", title, _svg(chart))
 
 
 def _usd(v: float | None) -> str:
-    return f"${v:,.4f}" if v is not None else ""
+    return "" if v is None else f"${v:,.2f}" if abs(v) >= 0.1 or v == 0 else f"${v:,.4f}"
+
+
+def _ms(v: float | None) -> str:
+    return "" if v is None else f"{v / 1000:,.1f} s" if v >= 1000 else f"{v:,.0f} ms"
+
+
+def _ticks(top: float, n: int = 5) -> list[float]:
+    """A few round values from 0 to just past `top`, for a value axis that must not crowd its labels."""
+    if top <= 0:
+        return [0.0]
+    magnitude = 10 ** math.floor(math.log10(top / n))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude * n >= top)
+    return [round(i * step, 10) for i in range(n + 1) if (i - 1) * step < top]
 
 
 def cost_per_project(data: ChartData, names: dict[str, str]) -> Chart:
     import pygal
 
     title = "Model cost per project"
-    chart = pygal.HorizontalBar(**_config(("#bf8700",), title=title, show_legend=False, height=260,
-                                          value_formatter=_usd))
     ranked = sorted(data.cost_per_project.items(), key=lambda kv: (kv[1], kv[0]))[-TOP_TOOLS:]
+    chart = pygal.HorizontalBar(**_config(("#bf8700",), title=title, show_legend=False, height=260,
+                                          value_formatter=_usd, y_labels=_ticks(max((v for _, v in ranked), default=0))))
     chart.x_labels = [names.get(pid, pid) for pid, _ in ranked]
     chart.add("USD", [round(v, 4) for _, v in ranked])
-    return Chart("cost_per_project", title, chart.render(is_unicode=True))
+    return Chart("cost_per_project", title, _svg(chart))
 
 
 def slowest_tools(data: ChartData) -> Chart:
     import pygal
 
     title = "Slowest tools (mean duration; the longest call in the label)"
-    chart = pygal.HorizontalBar(**_config(("#57606a",), title=title, show_legend=False, height=300,
-                                          value_formatter=lambda v: f"{v:,.0f} ms" if v is not None else ""))
     ranked = sorted(data.tools.items(), key=lambda kv: (kv[1][1], kv[0]))[-TOP_TOOLS:]
+    chart = pygal.HorizontalBar(**_config(("#57606a",), title=title, show_legend=False, height=300,
+                                          value_formatter=_ms,
+                                          y_labels=_ticks(max((m for _, (_n, m, _t) in ranked), default=0))))
     chart.x_labels = [f"{name} (max {top / 1000:,.1f} s, {n:,} calls)" for name, (n, _mean, top) in ranked]
     chart.add("mean ms", [round(mean, 1) for _, (_n, mean, _top) in ranked])
-    return Chart("slowest_tools", title, chart.render(is_unicode=True))
+    return Chart("slowest_tools", title, _svg(chart))
 
 
 def build_charts(data: ChartData, project_names: dict[str, str] | None = None) -> list[Chart]:
