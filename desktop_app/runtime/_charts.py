@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 # the order and colour of each outcome word in the per-day chart (any other word follows, grey)
 _OUTCOMES = (("done", "#2da44e"), ("failed", "#cf222e"), ("timed out", "#e16f24"), ("denied", "#8250df"),
-             ("expired", "#bf8700"), ("skipped", "#a0a7b0"), ("interrupted", "#57606a"),
-             ("needs approval", "#d4a72c"), ("approved", "#54aeff"), ("running", "#0969da"), ("pending", "#8c959f"))
+             ("expired", "#bf8700"), ("skipped", "#a0a7b0"), ("interrupted", "#57606a"), ("in flight", "#54aeff"))
+_IN_FLIGHT = frozenset({"pending", "needs approval", "approved", "running"})  # no outcome yet
 _RISK_COLOURS = {"low": "#2da44e", "medium": "#d4a72c", "high": "#cf222e"}
 _WAIT_LABELS = ("< 5 s", "5–30 s", "30 s–2 min", "2–10 min", "≥ 10 min")
 DAY_S = 86_400
@@ -98,6 +98,7 @@ def calls_per_day(data: ChartData) -> Chart:
     per_word: dict[str, dict[int, int]] = {}
     for (day, state, outcome), n in data.per_day.items():
         word = status_word(state, outcome)
+        word = "in flight" if word in _IN_FLIGHT else word
         per_word.setdefault(word, {})
         per_word[word][day] = per_word[word].get(day, 0) + n
     known = [w for w, _ in _OUTCOMES]
@@ -119,7 +120,7 @@ def refusals(data: ChartData) -> Chart:
     title = f"Refusals by reason ({total:,} denied)"
     ranked = sorted(data.refusals.items(), key=lambda kv: (kv[1], kv[0]))
     chart = pygal.HorizontalBar(**_config(("#8250df",), title=title, show_legend=False, height=260,
-                                          y_labels=_ticks(max(5, *(n for _, n in ranked))),
+                                          y_labels=_ticks(max([5, *(n for _, n in ranked)])),
                                           value_formatter=lambda v: "" if v is None else f"{v:,.0f}"))
     chart.x_labels = [reason for reason, _ in ranked]
     chart.add("calls", [n for _, n in ranked])

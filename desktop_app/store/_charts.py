@@ -63,15 +63,19 @@ def chart_data(conn: Connection, q: AuditQuery, dialect: str, tz_offset_s: int =
             _count(out, tools, *row)
     out.tools = {name: (int(k), total / k, top) for name, (k, total, top) in tools.items()}
     x = _dialect_exprs(dialect)
-    _waits(conn, build_sql(q, dialect=dialect), x, out)
-    _cost(conn, q, x, out, dialect)
+    _waits(conn, q, build_sql(q, dialect=dialect), x, out, rollup)
+    _cost(conn, q, x, out, dialect, rollup)
     return out
 
 
-def _parts(q: AuditQuery, tz: int) -> list[tuple[AuditQuery, bool]]:
+def _narrow(q: AuditQuery) -> bool:
+    """Filters no rollup holds: a model's id, a decider, an MCP server, a domain, words."""
+    return any(v not in (None, "") for v in (q.tool_use_id, q.decider, q.mcp_server, q.domain, q.text))
+
+
+def _parts(q: AuditQuery, tz: int, *, by_session: bool = False) -> list[tuple[AuditQuery, bool]]:
     """`q` split into the whole days the rollup answers (True) and the hours at either end it cannot (False)."""
-    narrow = (q.session_id, q.tool_use_id, q.decider, q.mcp_server, q.domain, q.text)
-    if any(v not in (None, "") for v in narrow) or tz % DAY_S:
+    if _narrow(q) or (q.session_id is not None and not by_session) or tz % DAY_S:
         return [(q, False)]
     first = None if q.since is None else -(-int(q.since + tz) // DAY_S) * DAY_S - tz  # the first whole day's start
     last = None if q.until is None else int(q.until + tz) // DAY_S * DAY_S - tz  # the last whole day's end
@@ -117,8 +121,10 @@ def _from_records(conn: Connection, q: AuditQuery, dialect: str, tz: int) -> Any
     return conn.execute(text(sql), {**p.params, "tz": tz})
 
 
-def _from_rollup(conn: Connection, q: AuditQuery, tz: int) -> Any:
-    clauses, params = [], {"shift": tz // DAY_S}
+def _from_rollup(conn: Connection, q: AuditQuery, tz: int = 0) -> Any:
+    """The whole UTC days of `q` from the rollup, read in its key's order (no sort: the GROUP BY is its prefix)."""
+    clauses: list[str] = []
+    params: dict[str, Any] = {}
     for column, value in (("project_id", q.project_id), ("name", q.tool), ("outcome", q.outcome), ("risk", q.risk)):
         if value is not None:
             clauses.append(f"r.{column} = :{column}")
@@ -132,9 +138,10 @@ def _from_rollup(conn: Connection, q: AuditQuery, tz: int) -> Any:
             clauses.append(f"r.day {op} :{name}")
             params[name] = int(value) // DAY_S
     where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
-    sql = (f"SELECT r.day + :shift, r.state, r.outcome, r.risk, r.name, r.decider, sum(r.calls), sum(r.dur_n), "
+    sql = (f"SELECT r.day, r.state, r.outcome, r.risk, r.name, r.decider, sum(r.calls), sum(r.dur_n), "
            f"sum(r.dur_sum), max(r.dur_max) FROM tool_call_days r{where} {_GROUPED}")
-    return conn.execute(text(sql), params)
+    shift = tz // DAY_S  # a whole-day time zone: added here, as an expression in SQL would make it sort
+    return ((day + shift, *rest) for day, *rest in conn.execute(text(sql), params))
 
 
 def refusal_reason(outcome: str | None, by_person: bool, last_kind: str | None) -> str:
@@ -159,12 +166,15 @@ def _where(p: SqlParts, *more: str) -> str:
     return (" WHERE " + " AND ".join(clauses)) if clauses else ""
 
 
-def _waits(conn: Connection, p: SqlParts, x: dict[str, str], out: ChartData) -> None:
+def _waits(conn: Connection, q: AuditQuery, p: SqlParts, x: dict[str, str], out: ChartData,
+           rollup: bool = True) -> None:
     """How long a person took to answer: from the call's APPROVAL_REQUIRED entry to the approval's decided_at.
     The median and p95 are picked in order on the database (nearest rank), the histogram grouped there."""
-    # the literal state: the partial index ix_audit_entries_asked answers it (a bound value would not match it)
-    waits = (f"SELECT {x['at']} - e.at AS wait FROM {p.source} JOIN audit_entries e ON e.record_id = t.id "
-             f"AND e.state = 'APPROVAL_REQUIRED'{_where(p, x['by'] + ' IS NOT NULL')}")
+    if rollup and p.source == "tool_calls t" and not _narrow(q):  # approval_waits holds the columns these filters read
+        waits = f"SELECT t.wait AS wait FROM approval_waits t{p.where}"
+    else:  # the literal state: the partial index ix_audit_entries_asked answers it (a bound value would not)
+        waits = (f"SELECT {x['at']} - e.at AS wait FROM {p.source} JOIN audit_entries e ON e.record_id = t.id "
+                 f"AND e.state = 'APPROVAL_REQUIRED'{_where(p, x['by'] + ' IS NOT NULL')}")
     cases = " ".join(f"WHEN w.wait < {b} THEN {i}" for i, b in enumerate(WAIT_BUCKETS))
     sql = f"SELECT CASE {cases} ELSE {len(WAIT_BUCKETS)} END, count(*) FROM ({waits}) w GROUP BY 1"
     for bucket, n in conn.execute(text(sql), p.params):
@@ -172,24 +182,51 @@ def _waits(conn: Connection, p: SqlParts, x: dict[str, str], out: ChartData) -> 
     total = sum(out.waits)
     if not total:
         return
-    pick = f"SELECT w.wait FROM ({waits}) w ORDER BY w.wait LIMIT 1 OFFSET :rank"
-    out.wait_median_s = float(conn.execute(text(pick), {**p.params, "rank": (total - 1) // 2}).scalar() or 0.0)
-    p95 = max(0, -(-95 * total // 100) - 1)  # the nearest rank: ceil(0.95 n), counted from 1
-    out.wait_p95_s = float(conn.execute(text(pick), {**p.params, "rank": p95}).scalar() or 0.0)
+    # both ranks in one ordered pass (nearest rank: ceil(p n), counted from 1)
+    ranks = {"median": (total + 1) // 2, "p95": -(-95 * total // 100)}
+    pick = (f"SELECT w.rn, w.wait FROM (SELECT v.wait, row_number() OVER (ORDER BY v.wait) AS rn FROM ({waits}) v) w "
+            "WHERE w.rn IN (:median, :p95)")
+    found = {int(rn): float(wait) for rn, wait in conn.execute(text(pick), {**p.params, **ranks})}
+    out.wait_median_s, out.wait_p95_s = found.get(ranks["median"]), found.get(ranks["p95"])
 
 
-def _cost(conn: Connection, q: AuditQuery, x: dict[str, str], out: ChartData, dialect: str) -> None:
+def _cost(conn: Connection, q: AuditQuery, x: dict[str, str], out: ChartData, dialect: str,
+          rollup: bool = True) -> None:
     """The model's cost (the token_usage events), per day and per project: it follows the period, project and
-    session of `q` (a cost belongs to a turn, not to a tool, a state or a word)."""
-    clauses, params = ["e.type = 'token_usage'"], {"tz": out.tz_offset_s}  # literal: the partial index's
+    session of `q` (a cost belongs to a turn, not to a tool, a state or a word). Whole days from `cost_days`."""
+    scope = AuditQuery(project_id=q.project_id, session_id=q.session_id, since=q.since, until=q.until)
+    for part, whole_days in _parts(scope, out.tz_offset_s, by_session=True) if rollup else [(scope, False)]:
+        for day, project, cost in (_cost_days(conn, part, out.tz_offset_s) if whole_days
+                                   else _cost_events(conn, part, x, out.tz_offset_s, dialect)):
+            out.cost_per_day[int(day)] = out.cost_per_day.get(int(day), 0.0) + float(cost or 0.0)
+            out.cost_per_project[str(project)] = out.cost_per_project.get(str(project), 0.0) + float(cost or 0.0)
+    out.cost_per_day = {d: c for d, c in out.cost_per_day.items() if c}
+    out.cost_per_project = {p: c for p, c in out.cost_per_project.items() if c}
+
+
+def _cost_days(conn: Connection, q: AuditQuery, tz: int) -> Any:
+    clauses, params = [], {}
+    for clause, name, value in (("c.project_id = :project_id", "project_id", q.project_id),
+                                ("c.session_id = :session_id", "session_id", q.session_id),
+                                ("c.day >= :since", "since", None if q.since is None else int(q.since) // DAY_S),
+                                ("c.day < :until", "until", None if q.until is None else int(q.until) // DAY_S)):
+        if value is not None:
+            clauses.append(clause)
+            params[name] = value
+    where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    shift = tz // DAY_S
+    rows = conn.execute(text(f"SELECT c.day, c.project_id, sum(c.cost) FROM cost_days c{where} GROUP BY 1, 2"), params)
+    return ((day + shift, project, cost) for day, project, cost in rows)
+
+
+def _cost_events(conn: Connection, q: AuditQuery, x: dict[str, str], tz: int, dialect: str) -> Any:
+    clauses, params = ["e.type = 'token_usage'"], {"tz": tz}  # literal: the partial index's
     for clause, name, value in (("s.project_id = :project_id", "project_id", q.project_id),
                                 ("e.session_id = :session_id", "session_id", q.session_id),
                                 ("e.time >= :since", "since", q.since), ("e.time < :until", "until", q.until)):
         if value is not None:
             clauses.append(clause)
             params[name] = value
-    sql = (f"SELECT {day_sql('e.time', dialect, ':tz')}, s.project_id, sum({x['cost']}) FROM events e JOIN sessions s ON s.id = e.session_id "
-           f"WHERE {' AND '.join(clauses)} GROUP BY 1, 2")
-    for day, project, cost in conn.execute(text(sql), params):
-        out.cost_per_day[int(day)] = out.cost_per_day.get(int(day), 0.0) + float(cost or 0.0)
-        out.cost_per_project[str(project)] = out.cost_per_project.get(str(project), 0.0) + float(cost or 0.0)
+    sql = (f"SELECT {day_sql('e.time', dialect, ':tz')}, coalesce(s.project_id, ''), sum({x['cost']}) FROM events e "
+           f"LEFT JOIN sessions s ON s.id = e.session_id WHERE {' AND '.join(clauses)} GROUP BY 1, 2")
+    return conn.execute(text(sql), params)

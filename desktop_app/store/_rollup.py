@@ -96,3 +96,75 @@ def backfill_sql(dialect: str) -> str:
     return (f"INSERT INTO tool_call_days ({', '.join(KEY)}, calls, dur_n, dur_sum, dur_max) "
             f"SELECT {_values('t', dialect)}, count(*), count(t.duration_ms), coalesce(sum(t.duration_ms), 0), "
             f"max(t.duration_ms) FROM tool_calls t GROUP BY {', '.join(str(i) for i in range(1, len(KEY) + 1))}")
+
+
+# a person's approval waits, one narrow row per call a person answered, and the model's cost per day and session ----
+WAIT_COLUMNS = ("record_id", "created_at", "project_id", "session_id", "name", "state", "outcome", "risk", "wait")
+_FOLLOWED = ("state", "outcome", "risk")  # what a waiting call's row follows after the answer
+
+
+def _decided(row: str, dialect: str) -> tuple[str, str]:
+    if dialect == "postgresql":
+        return (f"({row}.approval::jsonb ->> 'decided_by')",
+                f"CAST({row}.approval::jsonb ->> 'decided_at' AS DOUBLE PRECISION)")
+    return f"json_extract({row}.approval, '$.decided_by')", f"json_extract({row}.approval, '$.decided_at')"
+
+
+def wait_ddl(dialect: str) -> list[str]:
+    """A call leaving APPROVAL_REQUIRED on a person's word gets its row (the wait: from entering that state, its
+    `updated_at` then, to the answer); each later move of the call is followed."""
+    by, at = _decided("NEW", dialect)
+    insert = (f"INSERT INTO approval_waits ({', '.join(WAIT_COLUMNS)}) VALUES (NEW.id, NEW.created_at, "
+              f"NEW.project_id, NEW.session_id, NEW.name, NEW.state, coalesce(NEW.outcome, ''), NEW.risk, "
+              f"{at} - OLD.updated_at) ON CONFLICT (record_id) DO NOTHING")
+    follow = (f"UPDATE approval_waits SET {', '.join(f'{c} = coalesce(NEW.{c}, {chr(39) * 2})' for c in _FOLLOWED)} "
+              "WHERE record_id = NEW.id")
+    cost_at = ("CAST(NEW.payload::jsonb ->> 'cost_usd' AS DOUBLE PRECISION)" if dialect == "postgresql"
+               else "json_extract(NEW.payload, '$.cost_usd')")
+    cost = (f"INSERT INTO cost_days (day, project_id, session_id, cost) VALUES ({day_sql('NEW.time', dialect)}, "
+            "coalesce((SELECT s.project_id FROM sessions s WHERE s.id = NEW.session_id), ''), NEW.session_id, "
+            f"coalesce({cost_at}, 0)) ON CONFLICT (day, project_id, session_id) DO UPDATE SET "
+            "cost = cost_days.cost + excluded.cost")
+    answered = f"OLD.state = 'APPROVAL_REQUIRED' AND NEW.state <> 'APPROVAL_REQUIRED' AND {by} IS NOT NULL"
+    moved = " OR ".join(f"OLD.{c} IS DISTINCT FROM NEW.{c}" if dialect == "postgresql" else f"OLD.{c} IS NOT NEW.{c}"
+                        for c in _FOLLOWED)
+    if dialect == "postgresql":
+        return [
+            "CREATE FUNCTION approval_waits_apply() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"IF {answered} THEN {insert}; ELSIF {moved} THEN {follow}; END IF; RETURN NULL; END $$",
+            "CREATE TRIGGER approval_waits_apply AFTER UPDATE ON tool_calls FOR EACH ROW "
+            "EXECUTE FUNCTION approval_waits_apply()",
+            f"CREATE FUNCTION cost_days_apply() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {cost}; RETURN NULL; END $$",
+            "CREATE TRIGGER cost_days_apply AFTER INSERT ON events FOR EACH ROW WHEN (NEW.type = 'token_usage') "
+            "EXECUTE FUNCTION cost_days_apply()",
+        ]
+    return [
+        f"CREATE TRIGGER approval_waits_insert AFTER UPDATE ON tool_calls WHEN {answered} BEGIN {insert}; END",
+        f"CREATE TRIGGER approval_waits_follow AFTER UPDATE ON tool_calls WHEN ({moved}) AND NOT ({answered}) "
+        f"BEGIN {follow}; END",
+        f"CREATE TRIGGER cost_days_insert AFTER INSERT ON events WHEN NEW.type = 'token_usage' BEGIN {cost}; END",
+    ]
+
+
+def wait_drop_ddl(dialect: str) -> list[str]:
+    if dialect == "postgresql":
+        return ["DROP TRIGGER IF EXISTS approval_waits_apply ON tool_calls",
+                "DROP FUNCTION IF EXISTS approval_waits_apply()", "DROP TRIGGER IF EXISTS cost_days_apply ON events",
+                "DROP FUNCTION IF EXISTS cost_days_apply()"]
+    return ["DROP TRIGGER IF EXISTS approval_waits_insert", "DROP TRIGGER IF EXISTS approval_waits_follow",
+            "DROP TRIGGER IF EXISTS cost_days_insert"]
+
+
+def wait_backfill_sql(dialect: str) -> list[str]:
+    by, at = _decided("t", dialect)
+    cost = ("CAST(e.payload::jsonb ->> 'cost_usd' AS DOUBLE PRECISION)" if dialect == "postgresql"
+            else "json_extract(e.payload, '$.cost_usd')")
+    return [
+        f"INSERT INTO approval_waits ({', '.join(WAIT_COLUMNS)}) SELECT t.id, t.created_at, t.project_id, "
+        f"t.session_id, t.name, t.state, coalesce(t.outcome, ''), t.risk, max({at}) - max(e.at) FROM tool_calls t "
+        f"JOIN audit_entries e ON e.record_id = t.id AND e.state = 'APPROVAL_REQUIRED' WHERE {by} IS NOT NULL "
+        "GROUP BY t.pk",
+        f"INSERT INTO cost_days (day, project_id, session_id, cost) SELECT {day_sql('e.time', dialect)}, "
+        f"coalesce(s.project_id, ''), e.session_id, coalesce(sum({cost}), 0) FROM events e LEFT JOIN sessions s "
+        "ON s.id = e.session_id WHERE e.type = 'token_usage' GROUP BY 1, 2, 3",
+    ]

@@ -238,6 +238,7 @@ class ToolCallDayRow(SQLModel, table=True):
     and project: how many, and their durations. Derived, never chained: the triggers rebuild what it holds."""
 
     __tablename__ = "tool_call_days"
+    __table_args__ = {"sqlite_with_rowid": False}  # the rows are their key: a chart's GROUP BY reads it in order
 
     day: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
     state: str = Field(primary_key=True)
@@ -252,9 +253,39 @@ class ToolCallDayRow(SQLModel, table=True):
     dur_max: float | None = None
 
 
+class ApprovalWaitRow(SQLModel, table=True):
+    """A call a person answered: how long it waited (seconds), and what the history filters it by."""
+
+    __tablename__ = "approval_waits"
+    __table_args__ = (Index("ix_approval_waits_created", "created_at"),)
+
+    record_id: str = Field(primary_key=True)
+    created_at: float
+    project_id: str
+    session_id: str
+    name: str
+    state: str
+    outcome: str
+    risk: str
+    wait: float
+
+
+class CostDayRow(SQLModel, table=True):
+    """The model's cost (USD) of one session on one UTC day, from its token_usage events."""
+
+    __tablename__ = "cost_days"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    day: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
+    project_id: str = Field(primary_key=True)
+    session_id: str = Field(primary_key=True)
+    cost: float
+
+
 TABLES: tuple[type[SQLModel], ...] = (
     ProjectRow, SessionRow, MessageRow, ToolCallRow, AuditEntryRow, ChainHeadRow, EventRow, BlobRow,
     AuditDbRow, DeskKeyRow, HeadSignatureRow, EntryBatchRow, UnboundRow, ToolCallDayRow,
+    ApprovalWaitRow, CostDayRow,
 )
 STORE_TABLES = tuple(str(t.__tablename__) for t in TABLES)
 

@@ -125,11 +125,16 @@ async def test_the_daily_rollup_gives_what_the_records_give(store: SqlStore) -> 
     queries = [AuditQuery(), AuditQuery(project_id="prj_2"), AuditQuery(tool="bash", risk="medium"),
                AuditQuery(states=["DENIED", "FAILED"]), AuditQuery(outcome="user"),
                AuditQuery(since=T0 + 3000, until=T0 + DAY + 23 * 3600 + 100), AuditQuery(since=T0 + DAY),
-               AuditQuery(until=T0 + 7250), AuditQuery(since=T0 + 7000, until=T0 + 7250)]
+               AuditQuery(until=T0 + 7250), AuditQuery(since=T0 + 7000, until=T0 + 7250),
+               AuditQuery(session_id="ses_2", since=T0 + DAY + 3600), AuditQuery(text="ls", risk="medium")]
     for q in queries:
         fast = await store.chart_data(q)
         slow = await store._read(chart_data, q, store._dialect, 0, False)
         assert fast.to_dict() == slow.to_dict(), q
     assert (await store.chart_data(queries[5])).calls == 7
-    rows = await store._read(lambda c: c.execute(text("SELECT sum(calls) FROM tool_call_days")).scalar())
-    assert rows == 9
+    def rolled(conn):
+        return [conn.execute(text(f"SELECT {what}")).scalar() for what in (
+            "sum(calls) FROM tool_call_days", "count(*) FROM approval_waits", "sum(cost) FROM cost_days",
+            "state FROM approval_waits WHERE wait < 5")]
+
+    assert await store._read(rolled) == [9, 3, 1.75, "COMPLETED"]  # the 4 s wait's call ran to its end since
