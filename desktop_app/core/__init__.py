@@ -19,6 +19,7 @@ from ._approvals import (
     Question,
     visible,
 )
+from ._breakpoints import Breakpoint, parse_breakpoint
 from ._bus import EventBus
 from ._checkpoints import Checkpoint, CheckpointError, ShadowStore
 from ._compaction import CompactionSettings, compaction_facts, is_summary
@@ -246,6 +247,7 @@ __all__ = [
     "ApprovalScope",
     "AuditEntry",
     "BackgroundLogs",
+    "Breakpoint",
     "Channel",
     "Checkpoint",
     "CheckpointError",
@@ -388,6 +390,7 @@ __all__ = [
     "name_refusal",
     "new_id",
     "offered_tools",
+    "parse_breakpoint",
     "parse_user_hooks",
     "plan_rewind",
     "plural",

@@ -1,7 +1,8 @@
-"""Breakpoints (Kode's setBreakpoint): a person stops the agent before a tool, a group of tools, or the next
-call that may write, or every call that reaches approval. A call at a breakpoint waits in APPROVAL_REQUIRED like any call that asks, with the
-breakpoint as its reason, and the session is PAUSED (reason `breakpoint`) until the person's word: Allow goes
-on, Deny stops the call. A breakpoint never lets a call through that would not otherwise run."""
+"""Breakpoints (Kode's setBreakpoint): a person stops the agent before a tool, a group of tools, the next
+call that may write, or every call that reaches approval. A call at a breakpoint waits in APPROVAL_REQUIRED
+like any call that asks, with the breakpoint as its reason, and the session is PAUSED (reason `breakpoint`)
+until the person's word: Allow goes on, Deny stops the call. A breakpoint never lets a call through that would
+not otherwise run."""
 
 from __future__ import annotations
 

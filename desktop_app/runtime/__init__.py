@@ -68,11 +68,10 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Chart",
-    "build_charts",
     "CONSENT_KINDS",
     "MODE_KEY",
     "OPEN_IN",
+    "Chart",
     "Consent",
     "ConsentSubject",
     "Desk",
@@ -87,6 +86,7 @@ __all__ = [
     "approve",
     "audit_query",
     "build_cancel",
+    "build_charts",
     "build_image",
     "build_project_image",
     "build_report",

@@ -193,7 +193,8 @@ def cost_per_project(data: ChartData, names: dict[str, str]) -> Chart:
     title = "Model cost per project"
     ranked = sorted(data.cost_per_project.items(), key=lambda kv: (kv[1], kv[0]))[-TOP_TOOLS:]
     chart = pygal.HorizontalBar(**_config(("#bf8700",), title=title, show_legend=False, height=260,
-                                          value_formatter=_usd, y_labels=_ticks(max((v for _, v in ranked), default=0))))
+                                          value_formatter=_usd,
+                                          y_labels=_ticks(max((v for _, v in ranked), default=0))))
     chart.x_labels = [names.get(pid, pid) for pid, _ in ranked]
     chart.add("USD", [round(v, 4) for _, v in ranked])
     return Chart("cost_per_project", title, _svg(chart))

@@ -23,7 +23,6 @@ from ..core import (
     ToolCallRecord,
     ToolCallState,
 )
-
 from ._charts import Chart, build_charts
 
 if TYPE_CHECKING:

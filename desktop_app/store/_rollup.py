@@ -134,7 +134,8 @@ def wait_ddl(dialect: str) -> list[str]:
             f"IF {answered} THEN {insert}; ELSIF {moved} THEN {follow}; END IF; RETURN NULL; END $$",
             "CREATE TRIGGER approval_waits_apply AFTER UPDATE ON tool_calls FOR EACH ROW "
             "EXECUTE FUNCTION approval_waits_apply()",
-            f"CREATE FUNCTION cost_days_apply() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {cost}; RETURN NULL; END $$",
+            "CREATE FUNCTION cost_days_apply() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"{cost}; RETURN NULL; END $$",
             "CREATE TRIGGER cost_days_apply AFTER INSERT ON events FOR EACH ROW WHEN (NEW.type = 'token_usage') "
             "EXECUTE FUNCTION cost_days_apply()",
         ]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import xml.etree.ElementTree as ET
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
