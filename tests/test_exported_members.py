@@ -66,7 +66,7 @@ EXPORTED: dict[str, list[str]] = {
         # what a repository ships, under consent (issue 23): templates, skills, the names they may have
         "PROJECT_SKILLS", "PROJECT_TEMPLATES", "DEFAULT_MAX_PROMPT_BYTES", "DEFAULT_MAX_SKILLS", "name_refusal",
         "price_for", "read_project_skills", "read_template_folder",
-        "Breakpoint", "parse_breakpoint",  # where a person stops a session (the window's Breakpoints menu)
+        "parse_breakpoint",  # where a person stops a session (the window's Breakpoints menu)
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",
@@ -94,7 +94,7 @@ EXPORTED: dict[str, list[str]] = {
     "store": [
         "AuditQuery", "CSV_COLUMNS", "HeadSigner", "RecordRow", "SCHEMA_VERSION", "SqlStore", "StoreStats",
         "VerifyResult", "canonical_json", "verify_export", "write_records",
-        "ChartData", "WAIT_BUCKETS", "refusal_reason",  # the history's charts, aggregated by the database
+        "ChartData",  # the history's charts, aggregated by the database
     ],
     "mcp_client": [
         "PROJECT_CONFIG", "HubPlaces", "McpHub", "McpServerError", "McpTool", "ServerConfig", "ServerEntry",

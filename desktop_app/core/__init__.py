@@ -19,7 +19,7 @@ from ._approvals import (
     Question,
     visible,
 )
-from ._breakpoints import Breakpoint, parse_breakpoint
+from ._breakpoints import parse_breakpoint
 from ._bus import EventBus
 from ._checkpoints import Checkpoint, CheckpointError, ShadowStore
 from ._compaction import CompactionSettings, compaction_facts, is_summary
@@ -247,7 +247,6 @@ __all__ = [
     "ApprovalScope",
     "AuditEntry",
     "BackgroundLogs",
-    "Breakpoint",
     "Channel",
     "Checkpoint",
     "CheckpointError",

@@ -1,7 +1,7 @@
 """The audit store: sqlmodel tables, a SQLite/SQLAlchemy RecordStore with one writer thread,
 hash-chained audit entries, queries, export and verification."""
 
-from ._charts import WAIT_BUCKETS, ChartData, refusal_reason
+from ._charts import ChartData
 from ._export import CSV_COLUMNS, write_records
 from ._query import AuditQuery, RecordRow, StoreStats
 from ._sql_store import SqlStore
@@ -11,7 +11,6 @@ from .integrity import HeadSigner, VerifyResult, canonical_json, verify_export
 __all__ = [
     "CSV_COLUMNS",
     "SCHEMA_VERSION",
-    "WAIT_BUCKETS",
     "AuditQuery",
     "ChartData",
     "HeadSigner",
@@ -20,7 +19,6 @@ __all__ = [
     "StoreStats",
     "VerifyResult",
     "canonical_json",
-    "refusal_reason",
     "verify_export",
     "write_records",
 ]
