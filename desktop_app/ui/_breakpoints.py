@@ -105,6 +105,8 @@ class SessionBreakpoints(QObject):
     # the breakpoints -------------------------------------------------------------------------------
     def of(self, session_id: str) -> list[str]:
         """The session's breakpoints now: its open agent's (a one-shot met is gone), else the ones chosen."""
+        if not self.specs.get(session_id):
+            return []  # none set from this window
         agent = self.agents.get(session_id)
         if agent is not None:
             return [b.on for b in agent.breakpoints()]
@@ -166,7 +168,7 @@ class SessionBreakpoints(QObject):
             return
         what = html.escape(summarize_input(item.input) or "")
         at = html.escape(spec_words(str(item.meta.get("breakpoint"))))
-        banner.set_item("breakpoint-hit", f"⏸ <b>PAUSED</b> at a breakpoint ({at}): <b>{html.escape(item.name)}</b> "
+        banner.set_item("breakpoint-hit", f"<b>PAUSED</b> at a breakpoint ({at}): <b>{html.escape(item.name)}</b> "
                         f"{what}", [("Resume", lambda: self.tasks.spawn(self.resume())),
                                     ("Deny", lambda: self.tasks.spawn(self.resume(deny=True)))])
 
