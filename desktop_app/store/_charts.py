@@ -174,7 +174,7 @@ def _waits(conn: Connection, q: AuditQuery, p: SqlParts, x: dict[str, str], out:
         waits = f"SELECT t.wait AS wait FROM approval_waits t{p.where}"
     else:  # the literal state: the partial index ix_audit_entries_asked answers it (a bound value would not)
         waits = (f"SELECT {x['at']} - e.at AS wait FROM {p.source} JOIN audit_entries e ON e.record_id = t.id "
-                 f"AND e.state = 'APPROVAL_REQUIRED'{_where(p, x['by'] + ' IS NOT NULL')}")
+                 f"AND e.state = 'APPROVAL_REQUIRED'{_where(p, x['by'] + ' IS NOT NULL', x['at'] + ' IS NOT NULL')}")
     cases = " ".join(f"WHEN w.wait < {b} THEN {i}" for i, b in enumerate(WAIT_BUCKETS))
     sql = f"SELECT CASE {cases} ELSE {len(WAIT_BUCKETS)} END, count(*) FROM ({waits}) w GROUP BY 1"
     for bucket, n in conn.execute(text(sql), p.params):

@@ -13,7 +13,9 @@ def decider_sql(row: str, dialect: str) -> str:
     if dialect == "postgresql":
         by, kind = f"({row}.approval::jsonb ->> 'decided_by')", f"({row}.provenance::jsonb -> -1 ->> 'kind')"
     else:
-        by, kind = f"json_extract({row}.approval, '$.decided_by')", f"json_extract({row}.provenance, '$[#-1].kind')"
+        # json_valid: a row a person altered by hand is counted, never refused by the charts' triggers
+        by = f"(CASE WHEN json_valid({row}.approval) THEN json_extract({row}.approval, '$.decided_by') END)"
+        kind = f"(CASE WHEN json_valid({row}.provenance) THEN json_extract({row}.provenance, '$[#-1].kind') END)"
     return (f"(CASE WHEN {row}.state = 'DENIED' THEN (CASE WHEN {by} IS NOT NULL THEN 'person' "
             f"ELSE coalesce({kind}, '') END) ELSE '' END)")
 
@@ -107,7 +109,9 @@ def _decided(row: str, dialect: str) -> tuple[str, str]:
     if dialect == "postgresql":
         return (f"({row}.approval::jsonb ->> 'decided_by')",
                 f"CAST({row}.approval::jsonb ->> 'decided_at' AS DOUBLE PRECISION)")
-    return f"json_extract({row}.approval, '$.decided_by')", f"json_extract({row}.approval, '$.decided_at')"
+    ok = f"json_valid({row}.approval)"
+    return (f"(CASE WHEN {ok} THEN json_extract({row}.approval, '$.decided_by') END)",
+            f"(CASE WHEN {ok} THEN json_extract({row}.approval, '$.decided_at') END)")
 
 
 def wait_ddl(dialect: str) -> list[str]:
@@ -120,12 +124,14 @@ def wait_ddl(dialect: str) -> list[str]:
     follow = (f"UPDATE approval_waits SET {', '.join(f'{c} = coalesce(NEW.{c}, {chr(39) * 2})' for c in _FOLLOWED)} "
               "WHERE record_id = NEW.id")
     cost_at = ("CAST(NEW.payload::jsonb ->> 'cost_usd' AS DOUBLE PRECISION)" if dialect == "postgresql"
-               else "json_extract(NEW.payload, '$.cost_usd')")
+               else "(CASE WHEN json_valid(NEW.payload) THEN json_extract(NEW.payload, '$.cost_usd') END)")
     cost = (f"INSERT INTO cost_days (day, project_id, session_id, cost) VALUES ({day_sql('NEW.time', dialect)}, "
             "coalesce((SELECT s.project_id FROM sessions s WHERE s.id = NEW.session_id), ''), NEW.session_id, "
             f"coalesce({cost_at}, 0)) ON CONFLICT (day, project_id, session_id) DO UPDATE SET "
             "cost = cost_days.cost + excluded.cost")
-    answered = f"OLD.state = 'APPROVAL_REQUIRED' AND NEW.state <> 'APPROVAL_REQUIRED' AND {by} IS NOT NULL"
+    # a wait needs both ends: an answer without its time (a hand-made row) is no wait, and no failed write
+    answered = (f"OLD.state = 'APPROVAL_REQUIRED' AND NEW.state <> 'APPROVAL_REQUIRED' AND {by} IS NOT NULL "
+                f"AND {at} IS NOT NULL")
     moved = " OR ".join(f"OLD.{c} IS DISTINCT FROM NEW.{c}" if dialect == "postgresql" else f"OLD.{c} IS NOT NEW.{c}"
                         for c in _FOLLOWED)
     if dialect == "postgresql":
@@ -164,6 +170,7 @@ def wait_backfill_sql(dialect: str) -> list[str]:
         f"INSERT INTO approval_waits ({', '.join(WAIT_COLUMNS)}) SELECT t.id, t.created_at, t.project_id, "
         f"t.session_id, t.name, t.state, coalesce(t.outcome, ''), t.risk, max({at}) - max(e.at) FROM tool_calls t "
         f"JOIN audit_entries e ON e.record_id = t.id AND e.state = 'APPROVAL_REQUIRED' WHERE {by} IS NOT NULL "
+        f"AND {at} IS NOT NULL "
         "GROUP BY t.pk",
         f"INSERT INTO cost_days (day, project_id, session_id, cost) SELECT {day_sql('e.time', dialect)}, "
         f"coalesce(s.project_id, ''), e.session_id, coalesce(sum({cost}), 0) FROM events e LEFT JOIN sessions s "
