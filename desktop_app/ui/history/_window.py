@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ class HistoryWindow(QMainWindow):
         self._build_view()
         self._build_footer()
         self._lay_out()
-        self.tabs.currentChanged.connect(lambda _i: self._charts_if_shown())
+        self.tabs.currentChanged.connect(self._tab_shown)
         self.model.loaded.connect(self._loaded)
         self.model.failed.connect(lambda msg: self.status.setText(f"<span style='color:#d9363e'>{msg}</span>"))
 
@@ -187,25 +188,29 @@ class HistoryWindow(QMainWindow):
             await self.load_projects()
         self.status.setText("Searching…")
         self.details.clear()  # a new search: the record of the last one is not shown as if it matched
-        await asyncio.gather(self.model.search(**self.filters()), self._charts_if_shown(spawn=False))
+        charts = self._charts_load()  # the Charts tab, when shown, follows the search at once
+        await asyncio.gather(self.model.search(**self.filters()), *([charts] if charts else []))
 
     async def show_charts(self) -> list[Any]:
         """The Charts tab, drawn for the filters as they are (what a search shows)."""
         self.tabs.blockSignals(True)  # loaded here, awaited, rather than by the tab's signal
         self.tabs.setCurrentWidget(self.charts)
         self.tabs.blockSignals(False)
-        if self.charts.filters != self.filters():
-            return await self._charts_if_shown(spawn=False) or []
-        return self.charts.charts
+        charts = self._charts_load()
+        return await charts if charts else self.charts.charts
 
-    def _charts_if_shown(self, *, spawn: bool = True) -> Any:
-        """Load the charts of the current filters when their tab is shown and they show other filters."""
+    def _tab_shown(self, _index: int) -> None:
+        charts = self._charts_load()
+        if charts:
+            self._tasks.spawn(charts)
+
+    def _charts_load(self) -> Coroutine[Any, Any, list[Any]] | None:
+        """The load of the charts of the current filters, when their tab is shown and they show other filters."""
         if self.tabs.currentWidget() is not self.charts or self.charts.filters == self.filters():
-            return asyncio.sleep(0) if not spawn else None
+            return None
         names = {self.project.itemData(i): self.project.itemText(i) for i in range(1, self.project.count())}
         self.charts.project_names = {**names, **self.model.project_names}
-        coro = self.charts.load(self.filters())
-        return self._tasks.spawn(coro) if spawn else coro
+        return self.charts.load(self.filters())
 
     def _search_clicked(self) -> None:
         self._tasks.spawn(self.refresh())

@@ -53,3 +53,11 @@ def test_the_charts_follow_the_history_filters(qtbot, run, store):
     win.state.setCurrentIndex(win.state.findData("COMPLETED"))
     run(win.refresh())
     assert sum(values(win.charts.chart("calls_per_day").svg)) == 1 == win.model.total
+
+    win.tabs.setCurrentIndex(0)  # on the Records tab a search leaves the charts as they were...
+    win.text.setText("")
+    win.state.setCurrentIndex(0)
+    run(win.refresh())
+    assert sum(values(win.charts.chart("calls_per_day").svg)) == 1
+    win.tabs.setCurrentWidget(win.charts)  # ...and showing them again draws the list's filters
+    qtbot.waitUntil(lambda: sum(values(win.charts.chart("calls_per_day").svg)) == 30, timeout=15_000)
