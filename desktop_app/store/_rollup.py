@@ -62,6 +62,10 @@ def _split(values: str) -> list[str]:
     return [*out, cur.strip()]
 
 
+# PostgreSQL's trigger functions run as the owner who migrated (docs/scale.md: the desks' roles insert and update
+# the records, never the rollups), on the schema the migration ran in
+_DEFINER = "SECURITY DEFINER SET search_path FROM CURRENT"
+
 # what moves a record to another rollup row (its decider changes only with its state)
 _CHANGED = ("state", "outcome", "risk", "name", "project_id", "created_at", "duration_ms")
 
@@ -72,7 +76,7 @@ def trigger_ddl(dialect: str) -> list[str]:
     if dialect == "postgresql":
         same = " AND ".join(f"OLD.{c} IS NOT DISTINCT FROM NEW.{c}" for c in _CHANGED)
         return [
-            "CREATE FUNCTION tool_call_days_apply() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"CREATE FUNCTION tool_call_days_apply() RETURNS trigger LANGUAGE plpgsql {_DEFINER} AS $$ BEGIN "
             f"IF TG_OP = 'UPDATE' THEN IF {same} THEN RETURN NULL; END IF; {_remove(dialect)}; END IF; "
             f"{_add('NEW', dialect)}; RETURN NULL; END $$",
             "CREATE TRIGGER tool_call_days_apply AFTER INSERT OR UPDATE ON tool_calls FOR EACH ROW "
@@ -136,11 +140,11 @@ def wait_ddl(dialect: str) -> list[str]:
                         for c in _FOLLOWED)
     if dialect == "postgresql":
         return [
-            "CREATE FUNCTION approval_waits_apply() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"CREATE FUNCTION approval_waits_apply() RETURNS trigger LANGUAGE plpgsql {_DEFINER} AS $$ BEGIN "
             f"IF {answered} THEN {insert}; ELSIF {moved} THEN {follow}; END IF; RETURN NULL; END $$",
             "CREATE TRIGGER approval_waits_apply AFTER UPDATE ON tool_calls FOR EACH ROW "
             "EXECUTE FUNCTION approval_waits_apply()",
-            "CREATE FUNCTION cost_days_apply() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"CREATE FUNCTION cost_days_apply() RETURNS trigger LANGUAGE plpgsql {_DEFINER} AS $$ BEGIN "
             f"{cost}; RETURN NULL; END $$",
             "CREATE TRIGGER cost_days_apply AFTER INSERT ON events FOR EACH ROW WHEN (NEW.type = 'token_usage') "
             "EXECUTE FUNCTION cost_days_apply()",
