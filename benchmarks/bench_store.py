@@ -23,6 +23,7 @@ from pathlib import Path
 from benchmarks._util import repeat, report
 from desktop_app.core import AuditEntry, Outcome, ToolCallRecord, ToolCallState
 from desktop_app.store import SCHEMA_VERSION, AuditQuery, HeadSigner, SqlStore
+from desktop_app.store._rollup import backfill_sql, wait_backfill_sql
 from desktop_app.store.integrity._chain import GENESIS, link_hash, split_canonical
 from desktop_app.store.integrity._digests import record_digests, sha
 
@@ -104,6 +105,8 @@ def build_fixture(path: Path, n: int, *, seed: int = 7, per_record: int = 1) -> 
             chunk_rows, chunk_entries = [], []
     con.execute("INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?)", (seq, prev))
     con.execute("INSERT INTO tool_calls_fts(tool_calls_fts) VALUES ('rebuild')")
+    for sql in (backfill_sql("sqlite"), *wait_backfill_sql("sqlite")):  # the charts' rollups, as the migration
+        con.execute(sql)
     for _, _, sql in ddl:
         con.execute(sql)
     con.execute("COMMIT")

@@ -1,5 +1,5 @@
 """Desktop window benchmarks: start-up, event-loop lag under a fast text stream, a 100k-row timeline,
-reopening a session of 10,000 calls, and opening the audit history over 1,000,000 records. Prints
+reopening a session of 10,000 calls, opening the audit history over 1,000,000 records and drawing its charts. Prints
 `bench NAME VALUE UNIT` lines."""
 
 from __future__ import annotations
@@ -175,6 +175,62 @@ async def bench_history(path: Path, runs: int = 3) -> tuple[list[float], int]:
         finally:
             await store.close()
     return samples, total
+
+
+def _with_answers_and_costs(db: Path) -> None:
+    """The store fixture as a desk leaves it for the charts: a person's answer on each call that asked (waits of
+    1 s to ~17 min) and a token_usage event for every ten calls (cost per day and project)."""
+    import sqlite3
+
+    from desktop_app.store._rollup import wait_backfill_sql
+
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute("BEGIN")
+    con.execute("UPDATE tool_calls SET approval = json_object('required', json('true'), 'decided_by', 'ada', "
+                "'decided_at', created_at + 1 + (pk % 1000)) WHERE id IN (SELECT record_id FROM audit_entries "
+                "WHERE state = 'APPROVAL_REQUIRED')")
+    con.execute(wait_backfill_sql("sqlite")[0])  # answered in place (no transition): their waits filled as a migration
+    top = con.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
+    con.execute("INSERT INTO events (seq, channel, type, time, session_id, payload) SELECT :top + pk, 'monitor', "
+                "'token_usage', created_at, session_id, json_object('cost_usd', 0.002 + (pk % 7) / 1000.0) "
+                "FROM tool_calls WHERE pk % 10 = 0", {"top": top})
+    con.execute("INSERT OR IGNORE INTO sessions (id, project_id, title, model, created_at, updated_at, meta) "
+                "SELECT DISTINCT session_id, project_id, '', '', 0, 0, '{}' FROM tool_calls")
+    con.execute("INSERT OR IGNORE INTO projects (id, name, path, image, permission_mode, settings, created_at) "
+                "SELECT DISTINCT project_id, project_id, '/tmp', '', 'ask', '{}', 0 FROM tool_calls")
+    con.execute("COMMIT")
+    con.execute("ANALYZE")
+    con.close()
+
+
+async def bench_history_chart(path: Path, runs: int = 5) -> tuple[list[float], int]:
+    """ms from asking for the history's charts over every record (1,000,000) until all are drawn: the store's
+    aggregation, the SVG written off the GUI thread, and each chart painted. One sample per run."""
+    from desktop_app.store import SqlStore
+    from desktop_app.ui.history import HistoryWindow
+
+    samples = []
+    with tempfile.TemporaryDirectory() as d:
+        db = Path(d) / "charts.db"
+        shutil.copy(path, db)
+        _with_answers_and_costs(db)
+        store = await SqlStore.open(db)
+        try:
+            win = HistoryWindow(store)
+            win.resize(1300, 900)
+            win.show()
+            for _ in range(runs + 1):  # the first warms the page cache and pygal's imports
+                win.charts.filters = None
+                t = time.perf_counter()
+                await win.show_charts()
+                for view in win.charts.views:
+                    view.repaint()
+                samples.append((time.perf_counter() - t) * 1000.0)
+            calls = win.charts.data.calls
+            win.close()
+        finally:
+            await store.close()
+    return samples[1:], calls
 
 
 SESSION_CALLS = 10_000
@@ -360,6 +416,9 @@ def main() -> None:
     samples, total = _run(bench_history(path, runs=5))
     print(f"# history over {total:,} records", file=sys.stderr)
     emit("history_open_1m_ms", samples, "ms")
+    samples, calls = _run(bench_history_chart(path))
+    print(f"# charts over {calls:,} records", file=sys.stderr)
+    emit("history_chart_1m_ms", samples, "ms")
     bench_app_rss(path)
 
 

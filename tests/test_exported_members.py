@@ -71,6 +71,7 @@ EXPORTED: dict[str, list[str]] = {
         # what a repository ships, under consent (issue 23): templates, skills, the names they may have
         "PROJECT_SKILLS", "PROJECT_TEMPLATES", "DEFAULT_MAX_PROMPT_BYTES", "DEFAULT_MAX_SKILLS", "name_refusal",
         "price_for", "read_project_skills", "read_template_folder",
+        "parse_breakpoint",  # where a person stops a session (the window's Breakpoints menu)
     ],
     "tools": [
         "BUILTIN_TOOLS", "BashKill", "BashLogs", "BashRun", "FsEdit", "FsGlob", "FsGrep", "FsMultiEdit",
@@ -98,6 +99,7 @@ EXPORTED: dict[str, list[str]] = {
     "store": [
         "AuditQuery", "CSV_COLUMNS", "HeadSigner", "RecordRow", "SCHEMA_VERSION", "SqlStore", "StoreStats",
         "VerifyResult", "canonical_json", "verify_export", "write_records",
+        "ChartData",  # the history's charts, aggregated by the database
     ],
     "mcp_client": [
         "PROJECT_CONFIG", "HubPlaces", "McpHub", "McpServerError", "McpTool", "ServerConfig", "ServerEntry",
@@ -124,6 +126,7 @@ EXPORTED: dict[str, list[str]] = {
         "lease_dir", "remove_crashed_containers",  # the containers a crashed desk left
         "WorkspaceWatcher",
         "ReportScope", "build_report", "report_html",  # the auditor's report
+        "Chart", "build_charts",  # the history's charts as SVG, for the window and the report
         "tools_with_plugins",  # the built-ins and the installed plugins' tools (doctor, the settings dialog)
         # what the front ends reach without a project's runtime (the tools, the audit log, Docker, MCP config)
         "audit_query", "builtin_tools", "parse_mcp_servers", "ping_docker", "project_mcp_servers",

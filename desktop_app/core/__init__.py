@@ -20,6 +20,7 @@ from ._approvals import (
     visible,
 )
 from ._branch import BRANCH_OF, BranchPoint, branch_session, first_call_from, point_before_call, point_before_turn
+from ._breakpoints import parse_breakpoint
 from ._bus import EventBus
 from ._call_summary import (
     CallField,
@@ -413,6 +414,7 @@ __all__ = [
     "offered_tools",
     "one_line",
     "outcome_fields",
+    "parse_breakpoint",
     "parse_user_hooks",
     "plan_rewind",
     "plural",

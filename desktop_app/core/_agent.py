@@ -505,9 +505,13 @@ class AgentSession:
                                            total_steps=self.total_steps))
 
     def set_breakpoints(self, specs: list[str]) -> list[Breakpoint]:
-        """Stop this session before each of `specs` (tool names, groups, "@write"), replacing the ones set;
+        """Stop this session before each of `specs` (tool names, groups, "@write", "@approval"), replacing the ones set;
         a ConfigError names a spec that is not one."""
         self._run.breakpoints[:] = [parse_breakpoint(s) for s in specs]
+        return list(self._run.breakpoints)
+
+    def breakpoints(self) -> list[Breakpoint]:
+        """The breakpoints set now (a one-shot is gone once met)."""
         return list(self._run.breakpoints)
 
     def _waiting_changed(self, session_id: str) -> None:

@@ -296,7 +296,7 @@ class Executor:
 
     async def _breakpoint(self, job: CallJob) -> bool:
         """A breakpoint the call meets makes it ask, with the breakpoint as its reason (a one-shot is spent)."""
-        hit = next((b for b in job.run.breakpoints if b.matches(job.known)), None)
+        hit = next((b for b in job.run.breakpoints if b.matches(job.known, asking=bool(job.asks))), None)
         if hit is not None:
             job.asks.append(hit.reason(job.known))
             job.meta["breakpoint"] = hit.on

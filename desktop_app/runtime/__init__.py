@@ -4,6 +4,7 @@ project on one store and bus). The front ends reach the engine through this face
 
 from typing import TYPE_CHECKING, Any
 
+from ._charts import Chart, build_charts
 from ._consent import (
     CONSENT_KINDS,
     Consent,
@@ -76,6 +77,7 @@ __all__ = [
     "MODE_KEY",
     "NETWORK_FILE",
     "OPEN_IN",
+    "Chart",
     "Consent",
     "ConsentSubject",
     "Desk",
@@ -91,6 +93,7 @@ __all__ = [
     "approve",
     "audit_query",
     "build_cancel",
+    "build_charts",
     "build_image",
     "build_project_image",
     "build_report",

@@ -5,6 +5,7 @@ who never open the desk, so it says everything in words and carries the command 
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import html
 import json
@@ -22,9 +23,10 @@ from ..core import (
     ToolCallRecord,
     ToolCallState,
 )
+from ._charts import Chart, build_charts
 
 if TYPE_CHECKING:
-    from ..store import SqlStore, VerifyResult
+    from ..store import ChartData, SqlStore, VerifyResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,7 @@ class AuditReport:
     sessions: list[SessionPart]
     verify: VerifyResult
     head: dict[str, Any] | None
+    charts: list[Chart] = field(default_factory=list)  # the history's charts over the same scope
 
     def calls(self) -> list[ToolCallRecord]:
         return [c for s in self.sessions for c in s.calls]
@@ -94,7 +97,26 @@ async def build_report(store: SqlStore, scope: ReportScope, *, database: str) ->
         if part.calls or part.prompts:
             parts.append(part)
     return AuditReport(scope, time.time(), f"{getpass.getuser()}@{socket.gethostname()}", database, parts,
-                       await store.verify(), await store.signed_head())
+                       await store.verify(), await store.signed_head(), await _charts(store, scope, projects))
+
+
+async def _charts(store: SqlStore, scope: ReportScope, projects: dict[str, ProjectInfo]) -> list[Chart]:
+    """The history's charts over the report's scope (aggregated by the store; the SVG written off the loop), their
+    labels redacted as the rest of the report is."""
+    from ..core import Redactor
+    from ..store import AuditQuery
+
+    q = AuditQuery(session_id=scope.session_id, project_id=scope.project_id, since=scope.since, until=scope.until,
+                   limit=None)
+    data = await store.chart_data(q)
+    red = Redactor()
+    return await asyncio.to_thread(build_charts, _redacted(data, red), {k: red.redact(p.name)
+                                                                        for k, p in projects.items()})
+
+
+def _redacted(data: ChartData, red: Any) -> ChartData:
+    data.tools = {red.redact(name): v for name, v in data.tools.items()}
+    return data
 
 
 def _texts(content: list[dict[str, Any]]) -> list[str]:

@@ -35,6 +35,9 @@ pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0;font:12px/1.35 ui-monos
 .prompt{background:#f6f8fa;border-radius:6px;padding:.4em .7em;margin:.3em 0}
 @media (max-width:700px){body{padding:8px;font-size:14px}td,th{display:block;width:auto}tr{display:block;
 margin-bottom:6px}}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:10px}
+.charts figure{margin:0;break-inside:avoid;border:1px solid #d0d7de;border-radius:6px;padding:4px}
+.charts svg{width:100%;height:auto;display:block}
 @page{size:A4;margin:16mm}@media print{body{max-width:none;padding:0}a{color:inherit}}
 """
 
@@ -43,7 +46,7 @@ def report_html(report: AuditReport, redactor: Redactor | None = None) -> str:
     """The whole report. Stored text is redacted already; `redactor` (the default patterns when None) runs
     over every value once more, as the export does, so a report never carries what the log does not."""
     red = redactor or Redactor()
-    parts = [_head(report), _chain(report), _summary(report, red)]
+    parts = [_head(report), _chain(report), _summary(report, red), _charts(report)]
     parts += [_session(s, red) for s in report.sessions]
     if not report.sessions:
         parts.append("<p>No session has a prompt or a tool call in this period.</p>")
@@ -95,6 +98,19 @@ def _summary(r: AuditReport, red: Redactor) -> str:
     return (f"<h2>Summary</h2><table>{body}<tr><th>Tokens and cost</th><td>{int(tin):,} in, {int(tout):,} out; "
             f"${cost:.4f}</td></tr></table>"
             + (f"<h3>Refusals and why</h3><table><tr><th>calls</th><th>reason</th></tr>{ref}</table>" if ref else ""))
+
+
+_SVG_NS = ' xmlns="http://www.w3.org/2000/svg"'  # inline SVG in HTML needs no namespace (and names no URL)
+
+
+def _charts(r: AuditReport) -> str:
+    """The charts inline (SVG written by pygal with no script and no remote link): the file stays self-contained."""
+    if not r.charts:
+        return ""
+    figures = "".join(f"<figure class=chart id='chart-{c.key}' aria-label='{_e(c.title)}'>"
+                      f"{c.svg.replace(_SVG_NS, '', 1)}</figure>" for c in r.charts)
+    return ("<h2>Charts</h2><p class=muted>Days are UTC days; the cost is the model's, over the same sessions and "
+            f"period.</p><div class=charts>{figures}</div>")
 
 
 def _session(s: SessionPart, red: Redactor) -> str:

@@ -28,6 +28,7 @@ from desktop_app.core import (
     ToolCallState,
 )
 
+from ._charts import ChartData, chart_data
 from ._connections import make_engine, to_url
 from ._db_errors import postgres_error, safe_url, sqlite_open_error
 from ._export import FORMATS, write_records
@@ -353,6 +354,11 @@ class SqlStore:
     async def list_records(self, q: AuditQuery) -> list[RecordRow]:
         """Light rows matching `q`, newest first, without payloads or trails."""
         return await self._read(_list_rows, q, self._dialect)
+
+    async def chart_data(self, q: AuditQuery, tz_offset_s: int = 0) -> ChartData:
+        """The history's charts over the records `q` finds, aggregated by the database (days in the time zone
+        `tz_offset_s` seconds east of UTC)."""
+        return await self._read(chart_data, q, self._dialect, tz_offset_s)
 
     async def get_trail(self, record_id: str) -> list[AuditEntry]:
         return await self._read(lambda c: _trails(c, [record_id]).get(record_id, []))

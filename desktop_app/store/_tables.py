@@ -7,13 +7,13 @@ import functools
 import json
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index, SmallInteger, Text, text
+from sqlalchemy import JSON, BigInteger, Column, Index, SmallInteger, Text, text
 from sqlmodel import Field, SQLModel
 
 from .integrity import to_json
 
 # The Alembic head this code expects; benchmarks key their cached fixtures on it.
-SCHEMA_VERSION = "0008"
+SCHEMA_VERSION = "0009"
 
 
 class ProjectRow(SQLModel, table=True):
@@ -109,6 +109,9 @@ class AuditEntryRow(SQLModel, table=True):
         # the ROWS entries (_bound_rows.py), found by verify without reading the whole chain
         Index("ix_audit_entries_rows", "state", "seq", sqlite_where=text("record_id IS NULL AND message_id IS NULL"),
               postgresql_where=text("record_id IS NULL AND message_id IS NULL")),
+        # the calls that asked a person: the charts' approval waits start from them
+        Index("ix_audit_entries_asked", "record_id", sqlite_where=text("state = 'APPROVAL_REQUIRED'"),
+              postgresql_where=text("state = 'APPROVAL_REQUIRED'")),
     )
 
     seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
@@ -150,7 +153,12 @@ class ChainHeadRow(SQLModel, table=True):
 
 class EventRow(SQLModel, table=True):
     __tablename__ = "events"
-    __table_args__ = (Index("ix_events_session_seq", "session_id", "seq"),)
+    __table_args__ = (
+        Index("ix_events_session_seq", "session_id", "seq"),
+        # the model's cost, per day and project (the charts)
+        Index("ix_events_token_usage", "time", sqlite_where=text("type = 'token_usage'"),
+              postgresql_where=text("type = 'token_usage'")),
+    )
 
     seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
     channel: str
@@ -224,9 +232,60 @@ class UnboundRow(SQLModel, table=True):
     key: str = Field(primary_key=True)
 
 
+# charts (issue 28): the daily rollup the history's charts read (store/_rollup.py keeps it by triggers) ------------
+class ToolCallDayRow(SQLModel, table=True):
+    """The records of one UTC day, state, outcome ('' for none), risk, tool, refusal decider ('' unless DENIED)
+    and project: how many, and their durations. Derived, never chained: the triggers rebuild what it holds."""
+
+    __tablename__ = "tool_call_days"
+    __table_args__ = {"sqlite_with_rowid": False}  # the rows are their key: a chart's GROUP BY reads it in order
+
+    day: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
+    state: str = Field(primary_key=True)
+    outcome: str = Field(primary_key=True)
+    risk: str = Field(primary_key=True)
+    name: str = Field(primary_key=True)
+    decider: str = Field(primary_key=True)
+    project_id: str = Field(primary_key=True)
+    calls: int = Field(sa_column=Column(BigInteger, nullable=False))
+    dur_n: int = Field(sa_column=Column(BigInteger, nullable=False))
+    dur_sum: float
+    dur_max: float | None = None
+
+
+class ApprovalWaitRow(SQLModel, table=True):
+    """A call a person answered: how long it waited (seconds), and what the history filters it by."""
+
+    __tablename__ = "approval_waits"
+    __table_args__ = (Index("ix_approval_waits_created", "created_at"),)
+
+    record_id: str = Field(primary_key=True)
+    created_at: float
+    project_id: str
+    session_id: str
+    name: str
+    state: str
+    outcome: str
+    risk: str
+    wait: float
+
+
+class CostDayRow(SQLModel, table=True):
+    """The model's cost (USD) of one session on one UTC day, from its token_usage events."""
+
+    __tablename__ = "cost_days"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    day: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
+    project_id: str = Field(primary_key=True)
+    session_id: str = Field(primary_key=True)
+    cost: float
+
+
 TABLES: tuple[type[SQLModel], ...] = (
     ProjectRow, SessionRow, MessageRow, ToolCallRow, AuditEntryRow, ChainHeadRow, EventRow, BlobRow,
-    AuditDbRow, DeskKeyRow, HeadSignatureRow, EntryBatchRow, UnboundRow,
+    AuditDbRow, DeskKeyRow, HeadSignatureRow, EntryBatchRow, UnboundRow, ToolCallDayRow,
+    ApprovalWaitRow, CostDayRow,
 )
 STORE_TABLES = tuple(str(t.__tablename__) for t in TABLES)
 

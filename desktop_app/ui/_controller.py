@@ -33,6 +33,7 @@ from ..core import (
     title_from,
 )
 from . import dialogs
+from ._breakpoints import SessionBreakpoints
 from ._bridge import EventBridge
 from ._builds import image_builds
 from ._checks import SetupChecks
@@ -88,6 +89,8 @@ class AppController(QObject):
         self.running_calls = RunningCalls(self)
         self.rewind = RewindFiles(window, desk, self.tasks.spawn, self)  # a row's "Rewind files…", a turn's "Rewind…"
         self.running_calls.attach(self.bridge)
+        self.breakpoints = SessionBreakpoints(window, self.agents, lambda: self.current_session, self.decide,
+                                              self.bridge)  # the Breakpoints menu, and Resume at one
         self.quitting = False  # the person chose to quit (or nothing was in flight): the window may close
         self.quit_question: asyncio.Future[QuitChoice] | None = None
         self._attach_views()
@@ -257,6 +260,7 @@ class AppController(QObject):
         if project is not None:
             # before the first message: the project's rules, hooks and servers waiting for approval are shown
             self.tasks.spawn(self.consent.check(project))
+        self.breakpoints.show()
         self.sessionChanged.emit(session_id)
 
     def _restore_output(self, records: list[ToolCallRecord], streamed: list[Envelope]) -> None:
@@ -352,6 +356,7 @@ class AppController(QObject):
         agent = await self.desk.open_session(project, session_id)
         self.agents[session_id] = agent
         self.modes.opened(session_id, agent)
+        self.breakpoints.opened(session_id, agent)
         current = self.sessions.get(self.current_session or "")
         if current is not None and current.project_id == project.id:  # the status bar shows the project in view
             self.checks.show_sandbox(agent)

@@ -73,3 +73,24 @@ async def test_a_spec_that_is_not_a_breakpoint_is_refused_clearly(server, spec: 
     with pytest.raises(ConfigError, match="is not a breakpoint") as caught:
         session.set_breakpoints(["echo", spec])
     assert "@write" in caught.value.hint and session._run.breakpoints == []
+
+
+async def test_a_breakpoint_at_approval_stops_only_the_calls_that_ask(server) -> None:
+    """@approval (the window's "when a call needs approval"): a call something asks about pauses the session as at
+    a breakpoint, with the breakpoint as its reason beside the policy's; a call nothing asks about runs."""
+    server.add(reply(tool_use("echo", {"text": "r"}, id="toolu_r")), reply(tool_use("write", {"path": "x"},
+                                                                                   id="toolu_w")),
+               reply(text("done")))
+    rig = Rig(server, mode="ask")  # writes ask, reads do not
+    session = await rig.open()
+    assert [b.on for b in session.set_breakpoints(["@approval"])] == ["@approval"]
+    turn = asyncio.ensure_future(session.send("go"))
+    await asyncio.wait_for(rig.asked.wait(), 30)
+    rec = rig.record("toolu_w")
+    assert "breakpoint: before write (a call that needs approval)" in rec.approval.meta["reason"]
+    assert rec.approval.meta["breakpoint"] == "@approval" and session.status().reason == "breakpoint"
+    rig.executor.decide(rec.id, Allow(by="ada"))
+    assert (await turn).reason == "end_turn"
+    assert rig.record("toolu_r").state is ToolCallState.COMPLETED is rig.record("toolu_w").state
+    assert pauses(rig) == [("breakpoint", "at a breakpoint before write")]
+    assert [b.on for b in session.breakpoints()] == ["@approval"]  # not a one-shot

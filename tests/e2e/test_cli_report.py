@@ -5,8 +5,10 @@ through Qt's printing; bad input refused clearly; a tampered database reported a
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,21 @@ from .conftest import cli
 pytestmark = pytest.mark.e2e
 
 SECRET = "sk-ant-api03-" + "Q" * 40  # shaped like a key: the redactor's own pattern
+
+
+def report_charts(page: str) -> dict[str, str]:
+    """Each chart's SVG in the report, by its key."""
+    return dict(re.findall(r"<figure class=chart id='chart-([a-z_]+)'[^>]*>(<svg.*?</svg>)</figure>", page, re.S))
+
+
+def values(svg: str) -> list[float]:
+    root = ET.fromstring(svg)
+    return [float(re.sub(r"[^0-9.\-]", "", e.text)) for e in root.iter() if e.tag.endswith("desc")
+            and e.get("class", "").split() == ["value"] and e.text]
+
+
+def texts(svg: str) -> list[str]:
+    return [e.text for e in ET.fromstring(svg).iter() if e.tag.endswith("text") and e.text]
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -55,6 +72,13 @@ def test_the_report_tells_an_auditor_what_happened_and_how_to_check_it(env, serv
         assert words in page, words
     assert page.count("class='call ") == 4 and page.count("class='call failed'") == 3
     assert "failed: exit 3" in page and "rm -rf ~/.ssh" in page
+    charts = report_charts(page)  # the history's charts, inline SVG over the report's scope
+    assert list(charts) == ["calls_per_day", "refusals", "risks", "approval_waits", "cost_per_day",
+                            "cost_per_project", "slowest_tools"]
+    assert sum(values(charts["calls_per_day"])) == 4 and "(4 calls)" in page
+    assert sum(values(charts["refusals"])) == 1 and sum(values(charts["risks"])) == 4
+    assert values(charts["cost_per_project"]) and "shop" in texts(charts["cost_per_project"])
+    assert {t.split(" (")[0] for t in texts(charts["slowest_tools"]) if "calls)" in t} == {"bash_run", "fs_write"}
     with sqlite3.connect(env["AGENT_DESK_DB"].removeprefix("sqlite:///")) as conn:  # redacted where it is stored
         [(title,)] = conn.execute("SELECT title FROM sessions").fetchall()
     assert title == "tidy up; my key is [REDACTED]"
@@ -69,6 +93,7 @@ def test_the_report_narrows_by_project_and_period_and_prints_a_pdf(env, server, 
     assert run(env, "audit", "report", "--project", str(one), "--out", str(report)).returncode == 0
     page = report.read_text()
     assert "first project" in page and "second project" not in page
+    assert sum(values(report_charts(page)["calls_per_day"])) == 4  # the project's calls, not the other's
     later = tmp_path / "later.html"
     out = run(env, "audit", "report", "--since", "2999-01-01", "--out", str(later))
     assert out.returncode == 0 and "0 session(s), 0 tool call(s)" in out.stderr
@@ -77,6 +102,7 @@ def test_the_report_narrows_by_project_and_period_and_prints_a_pdf(env, server, 
     out = run(env, "audit", "report", "--pdf", "--out", str(pdf))
     assert out.returncode == 0, out.stderr
     assert pdf.read_bytes().startswith(b"%PDF-") and pdf.stat().st_size > 5_000
+    assert pdf.read_bytes().count(b"/Subtype /Image") >= 7  # Qt's rich text draws no SVG: the charts as images
 
 
 def test_bad_input_is_refused_clearly_and_a_tampered_chain_is_reported(env, server, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QPushButton,
     QSplitter,
+    QTabWidget,
     QTextBrowser,
     QVBoxLayout,
     QWidget,
@@ -31,6 +33,7 @@ from .._rows import record_table
 from .._tasks import BackgroundTasks
 from ..dialogs import ask_file
 from ..timeline import TimelineRow, render_call_details
+from ._charts import HistoryCharts
 from ._model import HistoryModel, make_query
 
 
@@ -49,6 +52,7 @@ class HistoryWindow(QMainWindow):
         self._build_view()
         self._build_footer()
         self._lay_out()
+        self.tabs.currentChanged.connect(self._tab_shown)
         self.model.loaded.connect(self._loaded)
         self.model.failed.connect(lambda msg: self.status.setText(f"<span style='color:#d9363e'>{msg}</span>"))
 
@@ -101,6 +105,8 @@ class HistoryWindow(QMainWindow):
         self.view.selectionModel().selectionChanged.connect(lambda *_: self._show_export_counts())
         self.details = QTextBrowser()
         self.details.setPlaceholderText("Select a record to see its full audit trail.")
+        self.charts = HistoryCharts(self.store)
+        self.charts.failed.connect(lambda msg: self.status.setText(f"<span style='color:#d9363e'>{msg}</span>"))
 
     def _build_footer(self) -> None:
         self.status = QLabel()
@@ -133,6 +139,9 @@ class HistoryWindow(QMainWindow):
         split.addWidget(self.view)
         split.addWidget(self.details)
         split.setSizes([700, 400])
+        self.tabs = QTabWidget()
+        self.tabs.addTab(split, "Records")
+        self.tabs.addTab(self.charts, "Charts")  # the charts of the same filters, drawn when this tab is shown
         bottom = QHBoxLayout()
         bottom.addWidget(self.status, 1)
         bottom.addWidget(self.verify_label)
@@ -142,7 +151,7 @@ class HistoryWindow(QMainWindow):
         body = QWidget()
         lay = QVBoxLayout(body)
         lay.addLayout(filters)
-        lay.addWidget(split, 1)
+        lay.addWidget(self.tabs, 1)
         lay.addLayout(bottom)
         self.setCentralWidget(body)
 
@@ -179,7 +188,29 @@ class HistoryWindow(QMainWindow):
             await self.load_projects()
         self.status.setText("Searching…")
         self.details.clear()  # a new search: the record of the last one is not shown as if it matched
-        await self.model.search(**self.filters())
+        charts = self._charts_load()  # the Charts tab, when shown, follows the search at once
+        await asyncio.gather(self.model.search(**self.filters()), *([charts] if charts else []))
+
+    async def show_charts(self) -> list[Any]:
+        """The Charts tab, drawn for the filters as they are (what a search shows)."""
+        self.tabs.blockSignals(True)  # loaded here, awaited, rather than by the tab's signal
+        self.tabs.setCurrentWidget(self.charts)
+        self.tabs.blockSignals(False)
+        charts = self._charts_load()
+        return await charts if charts else self.charts.charts
+
+    def _tab_shown(self, _index: int) -> None:
+        charts = self._charts_load()
+        if charts:
+            self._tasks.spawn(charts)
+
+    def _charts_load(self) -> Coroutine[Any, Any, list[Any]] | None:
+        """The load of the charts of the current filters, when their tab is shown and they show other filters."""
+        if self.tabs.currentWidget() is not self.charts or self.charts.filters == self.filters():
+            return None
+        names = {self.project.itemData(i): self.project.itemText(i) for i in range(1, self.project.count())}
+        self.charts.project_names = {**names, **self.model.project_names}
+        return self.charts.load(self.filters())
 
     def _search_clicked(self) -> None:
         self._tasks.spawn(self.refresh())
