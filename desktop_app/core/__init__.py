@@ -116,6 +116,21 @@ from ._network import (
 from ._pricing import price_for
 from ._project import ProjectInfo, SessionInfo, title_from
 from ._project_settings import ProjectSettings
+from ._prompt_images import (
+    MAX_IMAGE_BYTES,
+    MAX_IMAGE_SIDE,
+    MAX_IMAGES_PER_MESSAGE,
+    MAX_IMAGES_PER_REQUEST,
+    MEDIA_TYPES,
+    ImageRefused,
+    PromptImage,
+    check_prompt_images,
+    history_image_sizes,
+    image_block,
+    image_of_block,
+    read_prompt_image,
+    sniff_media_type,
+)
 from ._reasons import plural, shown_risk, skipped_after, status_word
 from ._record import (
     Approval,
@@ -439,4 +454,21 @@ __all__ += [
     "TodoChanged",
     "plan_mode_blocker",
     "status_from_events",
+]
+
+# Images in the prompt (issue 26 item 4, wt-images).
+__all__ += [
+    "MAX_IMAGES_PER_MESSAGE",
+    "MAX_IMAGES_PER_REQUEST",
+    "MAX_IMAGE_BYTES",
+    "MAX_IMAGE_SIDE",
+    "MEDIA_TYPES",
+    "ImageRefused",
+    "PromptImage",
+    "check_prompt_images",
+    "history_image_sizes",
+    "image_block",
+    "image_of_block",
+    "read_prompt_image",
+    "sniff_media_type",
 ]
