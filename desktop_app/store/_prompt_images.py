@@ -96,7 +96,8 @@ def restore_images(conn: Connection, messages: list[StoredMessage]) -> None:
             why = "missing from" if row is None else "altered in"
             m.content[i] = {"type": "text", "text": f"[image sha256:{digest} is {why} the audit store]"}
             continue
-        m.content[i] = {"type": "image", "source": {"type": "base64", "media_type": row[0],
+        # the media type the message names (its chain entry covers it), not the image row's
+        m.content[i] = {"type": "image", "source": {"type": "base64", "media_type": str(ref.get("media_type")),
                                                     "data": base64.b64encode(row[1]).decode("ascii")}}
 
 
