@@ -43,6 +43,7 @@ from ._front import (
 from ._liveness import OPEN_IN, mark_closed_here, process_alive, seal_abandoned, this_process
 from ._orphans import lease_dir, remove_crashed_containers
 from ._project_settings import approval_expiry
+from ._prompt_images import read_image_file
 from ._recipe import (
     ProjectRuntime,
     build_runtime,
@@ -114,6 +115,7 @@ __all__ = [
     "project_image_tag",
     "project_mcp_servers",
     "project_rules_trust",
+    "read_image_file",
     "remove_crashed_containers",
     "report_html",
     "resolve_image",

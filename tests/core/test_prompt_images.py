@@ -93,7 +93,7 @@ def test_count_limits_of_a_message_and_of_a_session() -> None:
         check_prompt_images([_img()] * 5, [(10, 10)] * 96)
     check_prompt_images([_img()] * 5, [(10, 10)] * 95)
     # more than 20 in the requests: each side at most 2000 px, the new image's and the earlier ones'
-    with pytest.raises(ImageRefused, match="pic.png was not attached: with more than 20 images"):
+    with pytest.raises(ImageRefused, match=r"pic\.png was not attached: with more than 20 images"):
         check_prompt_images([_img(2001, 5)], [(10, 10)] * 20)
     with pytest.raises(ImageRefused, match="an earlier image of the session"):
         check_prompt_images([_img()], [(3000, 10)] + [(10, 10)] * 20)

@@ -101,7 +101,7 @@ async def test_an_altered_image_fails_verify_and_is_never_sent(server, tmp_path:
 
 async def test_pointing_a_message_at_another_image_breaks_the_chain(server, tmp_path: Path) -> None:
     path = tmp_path / "audit.db"
-    sid, [shot, other] = await _session_with_images(server, path, png(30, 20), jpeg(9, 9))
+    _sid, [shot, other] = await _session_with_images(server, path, png(30, 20), jpeg(9, 9))
     con = sqlite3.connect(path)
     [(mid, content)] = con.execute("SELECT id, content FROM messages WHERE role = 'user'").fetchall()
     con.execute("UPDATE messages SET content = ? WHERE id = ?", (content.replace(shot.sha256, other.sha256), mid))
