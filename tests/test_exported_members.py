@@ -27,6 +27,9 @@ EXPORTED: dict[str, list[str]] = {
         "apply_rewind", "plan_rewind", "record_rewind",
         # project instructions: AGENTS.md and CLAUDE.md, read, digested for consent, capped into the prompt
         "Instructions", "build_instructions", "instructions_digest", "instructions_text", "read_project_instructions",
+        # images in the prompt (issue 26 item 4): judged by their bytes, limited as the API limits them
+        "MAX_IMAGE_BYTES", "MAX_IMAGES_PER_MESSAGE", "ImageRefused", "PromptImage", "check_prompt_images",
+        "history_image_sizes", "image_block", "image_of_block", "read_prompt_image",
         "Action", "AgentDeskError", "AgentSession", "Allow", "AnthropicModelClient", "Approval",
         "ApprovalDecision", "ApprovalNotPending", "ApprovalScope", "AuditEntry", "BackgroundLogs",
         "Channel",
@@ -101,6 +104,7 @@ EXPORTED: dict[str, list[str]] = {
     "runtime": [
         "Desk",  # the window's one link to the engine
         "Rewind", "checkpoint_store", "plan_rewind", "run_rewind",  # a session's files put back (issue 26)
+        "read_image_file",  # an image file named for the prompt (--image-file, the attach button, a drop)
         # opening runtimes (one project for the CLI, one per project for the window) and their store
         "ProjectRuntime", "ProjectRuntimes", "build_runtime", "head_signer", "model_client_from_settings",
         "open_runtime", "open_store", "project_dir", "project_for_dir", "approval_expiry", "SqlStore",

@@ -118,10 +118,7 @@ from ._project import ProjectInfo, SessionInfo, title_from
 from ._project_settings import ProjectSettings
 from ._prompt_images import (
     MAX_IMAGE_BYTES,
-    MAX_IMAGE_SIDE,
     MAX_IMAGES_PER_MESSAGE,
-    MAX_IMAGES_PER_REQUEST,
-    MEDIA_TYPES,
     ImageRefused,
     PromptImage,
     check_prompt_images,
@@ -129,7 +126,6 @@ from ._prompt_images import (
     image_block,
     image_of_block,
     read_prompt_image,
-    sniff_media_type,
 )
 from ._reasons import plural, shown_risk, skipped_after, status_word
 from ._record import (
@@ -459,10 +455,7 @@ __all__ += [
 # Images in the prompt (issue 26 item 4, wt-images).
 __all__ += [
     "MAX_IMAGES_PER_MESSAGE",
-    "MAX_IMAGES_PER_REQUEST",
     "MAX_IMAGE_BYTES",
-    "MAX_IMAGE_SIDE",
-    "MEDIA_TYPES",
     "ImageRefused",
     "PromptImage",
     "check_prompt_images",
@@ -470,5 +463,4 @@ __all__ += [
     "image_block",
     "image_of_block",
     "read_prompt_image",
-    "sniff_media_type",
 ]

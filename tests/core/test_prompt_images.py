@@ -21,9 +21,9 @@ from desktop_app.core import (
     image_block,
     image_of_block,
     read_prompt_image,
-    sniff_media_type,
 )
 from desktop_app.core._compaction import estimate_tokens
+from desktop_app.core._prompt_images import sniff_media_type
 from tests.kit.pictures import gif, jpeg, png, webp, webp_vp8x
 
 FORMATS = [(png, "image/png"), (jpeg, "image/jpeg"), (webp, "image/webp")]
