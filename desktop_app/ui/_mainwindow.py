@@ -270,6 +270,7 @@ class MainWindow(QMainWindow):
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_btn)
         buttons.addWidget(self.stop_btn)
+        buttons.addWidget(self.attachments.attach_btn)
         buttons.addStretch(1)
         input_row = QHBoxLayout()
         input_row.addWidget(self.prompt, 1)

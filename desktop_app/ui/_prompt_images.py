@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QPushButton,
     QScrollArea,
     QToolButton,
     QVBoxLayout,
@@ -87,8 +88,7 @@ class AttachmentStrip(QWidget):
         self.row = QHBoxLayout()
         self.row.setContentsMargins(0, 0, 0, 0)
         self.row.setSpacing(4)
-        self.attach_btn = QToolButton()
-        self.attach_btn.setText("Attach image…")
+        self.attach_btn = QPushButton("Image…")
         self.attach_btn.setToolTip(f"Add PNG, JPEG, GIF or WebP images to the prompt (up to {MAX_IMAGES_PER_MESSAGE}; "
                                    "you can also paste or drop them into the box)")
         self.attach_btn.setAccessibleName("Attach image")
@@ -100,10 +100,14 @@ class AttachmentStrip(QWidget):
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(self.row)
-        lay.addWidget(self.attach_btn)
         lay.addWidget(self.refusal, 1)
         self._dialog: QFileDialog | None = None
         self._viewer: ImageViewer | None = None
+        self.changed.connect(self._fit)
+        self.hide()  # shown while it holds an image or a refusal (the attach button lives beside Send)
+
+    def _fit(self) -> None:
+        self.setVisible(bool(self._images) or bool(self.refusal.text()))
 
     # what the prompt carries -------------------------------------------------------------------------
     def images(self) -> list[PromptImage]:
@@ -189,6 +193,7 @@ class AttachmentStrip(QWidget):
         self.refusal.setText(line)
         self.refusal.setToolTip(line)
         self.refusal.setVisible(bool(line))
+        self._fit()
         return False
 
     def _accept(self, img: PromptImage) -> bool:
@@ -249,3 +254,41 @@ def show_full_size(parent: QWidget | None, data: bytes, title: str) -> ImageView
     viewer.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     viewer.open()
     return viewer
+
+
+def demo_pictures() -> list[tuple[bytes, str]]:
+    """Two pictures a person might paste (`--screenshot --view prompt-images`): a terminal with an error, a chart."""
+    from PySide6.QtGui import QColor, QFont, QPainter
+
+    term = QImage(640, 360, QImage.Format.Format_RGB32)
+    term.fill(QColor("#1e1f22"))
+    p = QPainter(term)
+    p.setFont(QFont("monospace", 13))
+    for i, (line, colour) in enumerate([("$ pytest -q tests/test_parser.py", "#d4d4d4"),
+                                        ("F.....                                   [100%]", "#d4d4d4"),
+                                        ("FAILED test_parser.py::test_dates - KeyError: 'tz'", "#f14c4c"),
+                                        ("1 failed, 5 passed in 0.41s", "#f14c4c")]):
+        p.setPen(QColor(colour))
+        p.drawText(16, 36 + 28 * i, line)
+    p.end()
+    chart = QImage(480, 320, QImage.Format.Format_RGB32)
+    chart.fill(QColor("white"))
+    p = QPainter(chart)
+    for i, h in enumerate((60, 120, 90, 200, 170, 240)):
+        p.fillRect(40 + i * 70, 290 - h, 44, h, QColor("#3b82c4"))
+    p.setPen(QColor("#333333"))
+    p.drawLine(30, 290, 460, 290)
+    p.end()
+    return [(png_bytes(term), "pytest-failure.png"), (png_bytes(chart), "latency-chart.png")]
+
+
+def show_demo_prompt(window: QWidget) -> None:
+    """The prompt with two pictures attached, a refused file's line, and an earlier prompt with one in view."""
+    pictures = demo_pictures()
+    strip: AttachmentStrip = window.attachments  # type: ignore[attr-defined]
+    for data, name in pictures:
+        strip.add_data(data, name)
+    strip.add_data(b"meeting notes\n", "notes.txt")  # refused: it says why, the two stay
+    window.prompt.setPlainText("Why does this test fail? The chart is the latency since the change.")  # type: ignore[attr-defined]
+    first = read_prompt_image(pictures[0][0], pictures[0][1])
+    window.conversation.add_user_message("Here is what I see after the upgrade:", [first])  # type: ignore[attr-defined]

@@ -472,6 +472,12 @@ async def _window_view(window: Any, controller: Any, view: str, sample: bool) ->
         rows = [i for i in range(model.rowCount()) if model.item(i).name == "fs_edit"]
         window.inbox.list.setCurrentIndex(model.index(rows[0] if rows else 0))
         return window
+    if view == "prompt-images":  # images pasted into the prompt: thumbnails, a refusal, one sent earlier
+        from ._prompt_images import show_demo_prompt
+
+        show_demo_prompt(window)
+        await settle()
+        return window
     if view == "plan":  # a plan waiting in the inbox, its session paused for it in the sidebar
         show_sample_plan(window, controller.current_session or "")
         await settle()
