@@ -436,6 +436,12 @@ async def screenshot(window: Any, controller: Any, *, path: str, view: str, size
         window.show()
         target = await _project_view(window, controller,
                                      tab={"project-rules": 1, "project-mcp": 2, "project-tools": 3}.get(view, 0))
+    elif view == "prompt-images":  # images pasted into the prompt: thumbnails, a refusal, one sent earlier
+        from ._prompt_images import show_demo_prompt
+
+        window.show()
+        show_demo_prompt(window)
+        target = window
     else:
         window.show()
         target = await _window_view(window, controller, view, sample)
@@ -471,12 +477,6 @@ async def _window_view(window: Any, controller: Any, view: str, sample: bool) ->
         model = window.inbox.model
         rows = [i for i in range(model.rowCount()) if model.item(i).name == "fs_edit"]
         window.inbox.list.setCurrentIndex(model.index(rows[0] if rows else 0))
-        return window
-    if view == "prompt-images":  # images pasted into the prompt: thumbnails, a refusal, one sent earlier
-        from ._prompt_images import show_demo_prompt
-
-        show_demo_prompt(window)
-        await settle()
         return window
     if view == "plan":  # a plan waiting in the inbox, its session paused for it in the sidebar
         show_sample_plan(window, controller.current_session or "")
