@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._compaction import history_view
 from ._errors import AgentDeskError
 
 MEDIA_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
@@ -182,10 +183,11 @@ def image_of_block(block: dict[str, Any]) -> PromptImage | None:
     return PromptImage(data=data, media_type=media_type, sha256=hashlib.sha256(data).hexdigest(), width=w, height=h)
 
 
-def history_image_sizes(messages: Iterable[Any]) -> list[tuple[int, int]]:
-    """(width, height) of each image the stored messages carry (what `check_prompt_images` takes as `earlier`)."""
+def history_image_sizes(messages: Sequence[Any]) -> list[tuple[int, int]]:
+    """(width, height) of each image the requests will carry from these stored messages (after a compaction,
+    those its summary kept): what `check_prompt_images` takes as `earlier`."""
     out = []
-    for m in messages:
+    for m in history_view(messages):
         for block in m.content if isinstance(m.content, list) else ():
             img = image_of_block(block) if block.get("type") == "image" else None
             if img is not None:

@@ -131,3 +131,14 @@ def test_any_bytes_give_an_image_or_a_refusal_never_a_traceback(tail: bytes, hea
     else:
         assert img.media_type in ("image/png", "image/jpeg", "image/gif", "image/webp")
         assert 0 < img.width <= 8000 and 0 < img.height <= 8000
+
+
+def test_after_a_compaction_only_the_images_still_sent_count() -> None:
+    from desktop_app.core._compaction import COMPACTION_KEY
+
+    old = [StoredMessage("s", "user", [image_block(read_prompt_image(png(3, 3 + k)))], id=k + 1) for k in range(3)]
+    kept = StoredMessage("s", "user", [image_block(read_prompt_image(png(5, 5))), {"type": "text", "text": "x"}], id=4)
+    summary = StoredMessage("s", "user", [{"type": "text", "text": "summary",
+                                           COMPACTION_KEY: {"summarised": 3, "kept_from": 4}}], id=5)
+    assert history_image_sizes([*old, kept]) == [(3, 3), (3, 4), (3, 5), (5, 5)]
+    assert history_image_sizes([*old, kept, summary]) == [(5, 5)]  # the summary replaced the first three
