@@ -4,7 +4,9 @@ audit file make verify fail, and the model is never sent bytes other than those 
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pytest
 
 from desktop_app.core import StoredMessage, image_block, read_prompt_image
 from desktop_app.store import SqlStore
-from tests.fakes.anthropic_server import reply
+from tests.fakes.anthropic_server import AnthropicServer, reply
 from tests.fakes.anthropic_server import text as say
 from tests.kit import Rig
 from tests.kit.pictures import jpeg, png
@@ -64,10 +66,20 @@ def _attack(path: Path, sql: str, *params) -> None:
     con.close()
 
 
+@pytest.fixture(scope="module")
+def two_images(tmp_path_factory) -> tuple[Path, str, list]:
+    """One audit file with a session whose prompt carried two images, made once; each attack works on a copy."""
+    path = tmp_path_factory.mktemp("images") / "audit.db"
+    with AnthropicServer() as server:
+        sid, imgs = asyncio.run(_session_with_images(server, path, png(30, 20), jpeg(9, 9)))
+    return path, sid, imgs
+
+
 @pytest.mark.parametrize("attack", ["flip-a-byte", "other-image-bytes", "truncate", "delete", "media-type"])
-async def test_an_altered_image_fails_verify_and_is_never_sent(server, tmp_path: Path, attack: str) -> None:
+async def test_an_altered_image_fails_verify_and_is_never_sent(two_images, tmp_path: Path, attack: str) -> None:
+    original, sid, [shot, other] = two_images
     path = tmp_path / "audit.db"
-    sid, [shot, other] = await _session_with_images(server, path, png(30, 20), jpeg(9, 9))
+    shutil.copyfile(original, path)
     if attack == "flip-a-byte":
         tampered = bytearray(shot.data)
         tampered[-20] ^= 0xFF
@@ -99,9 +111,10 @@ async def test_an_altered_image_fails_verify_and_is_never_sent(server, tmp_path:
     assert msg.content[1] == image_block(other)
 
 
-async def test_pointing_a_message_at_another_image_breaks_the_chain(server, tmp_path: Path) -> None:
+async def test_pointing_a_message_at_another_image_breaks_the_chain(two_images, tmp_path: Path) -> None:
+    original, _sid, [shot, other] = two_images
     path = tmp_path / "audit.db"
-    _sid, [shot, other] = await _session_with_images(server, path, png(30, 20), jpeg(9, 9))
+    shutil.copyfile(original, path)
     con = sqlite3.connect(path)
     [(mid, content)] = con.execute("SELECT id, content FROM messages WHERE role = 'user'").fetchall()
     con.execute("UPDATE messages SET content = ? WHERE id = ?", (content.replace(shot.sha256, other.sha256), mid))
