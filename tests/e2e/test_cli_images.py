@@ -4,7 +4,6 @@ prompt, `sessions show` names them by digest, and each bad file is a one-line us
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,8 +12,6 @@ from desktop_app.cli import main
 from desktop_app.core import image_block, read_prompt_image
 from tests.fakes.anthropic_server import reply, text
 from tests.kit.pictures import png, webp
-
-from .conftest import cli
 
 pytestmark = pytest.mark.e2e
 EXIT_USAGE = 2
@@ -26,16 +23,17 @@ def test_run_sends_the_image_files_and_sessions_show_names_them(env, server, tmp
     shot.write_bytes(png(32, 24))
     pic.write_bytes(webp(10, 5))
     server.add(reply(text("A blue rectangle, twice.")))
-    out = subprocess.run(cli("run", "--project", str(tmp_path / "p"), "--sandbox", "local", "--image-file",
-                             str(shot), "--image-file", str(pic), "what are these?"),
-                         env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    # in this process (the refusals below too): a CLI subprocess costs seconds of imports on a loaded machine
+    code = main(["run", "--project", str(tmp_path / "p"), "--sandbox", "local", "--image-file", str(shot),
+                 "--image-file", str(pic), "what are these?"])
+    err = capsys.readouterr().err
+    assert code == 0, err
     [req] = server.requests
     sent = [{k: v for k, v in b.items() if k != "cache_control"} for b in req.messages[-1]["content"]]
     expect_shot, expect_pic = read_prompt_image(shot.read_bytes()), read_prompt_image(pic.read_bytes())
     assert sent == [image_block(expect_shot), image_block(expect_pic), {"type": "text", "text": "what are these?"}]
     assert sent[0]["source"]["media_type"] == "image/png"
-    sid = out.stderr.split("session ", 1)[1].split()[0]
+    sid = err.split("session ", 1)[1].split()[0]
     assert main(["sessions", "show", sid]) == 0
     shown = capsys.readouterr().out
     assert f"[image sha256:{expect_shot.sha256} image/png {len(shot.read_bytes())} bytes 32×24]" in shown
