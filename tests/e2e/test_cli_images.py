@@ -1,5 +1,6 @@
 """`agent-desk run --image-file PATH` (repeatable): the images reach the model as image blocks before the
-prompt, `sessions show` names them by digest, and each bad file is a one-line usage error before any request."""
+prompt, `sessions show` and the audit report name them by digest, and each bad file is a one-line usage error
+before any request."""
 
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ def test_run_sends_the_image_files_and_sessions_show_names_them(env, server, tmp
     assert f"[image sha256:{expect_shot.sha256} image/png {len(shot.read_bytes())} bytes 32×24]" in shown
     assert f"[image sha256:{expect_pic.sha256} image/webp" in shown
     assert main(["audit", "verify"]) == 0
+    # the auditor's report names the prompt's images by digest too
+    assert main(["audit", "report", "--project", str(tmp_path / "p"), "--out", str(tmp_path / "r.html")]) == 0
+    assert f"[image sha256:{expect_shot.sha256} image/png" in (tmp_path / "r.html").read_text()
 
 
 def _files(tmp_path: Path, kind: str) -> tuple[list[str], str]:
