@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--view", choices=("main", "history", "inbox", "project-settings", "project-rules", "project-mcp",
                                       "rules-trust", "settings", "settings-mcp", "about", "approval-card",
                                       "project-tools", "settings-hooks", "plan", "subagent",
-                                      "project-network"),
+                                      "project-network", "prompt-images"),
                    default="main", help="what --screenshot captures")
     p.add_argument("--size", default="1440x880", help="window size for --screenshot (WxH)")
     p.add_argument("--theme", choices=("system", "light", "dark"), help="override the theme")

@@ -32,6 +32,9 @@ EXPORTED: dict[str, list[str]] = {
         "BRANCH_OF", "BranchPoint", "branch_session", "first_call_from", "point_before_call", "point_before_turn",
         # project instructions: AGENTS.md and CLAUDE.md, read, digested for consent, capped into the prompt
         "Instructions", "build_instructions", "instructions_digest", "instructions_text", "read_project_instructions",
+        # images in the prompt (issue 26 item 4): judged by their bytes, limited as the API limits them
+        "MAX_IMAGE_BYTES", "MAX_IMAGES_PER_MESSAGE", "ImageRefused", "PromptImage", "check_prompt_images",
+        "history_image_sizes", "image_block", "image_of_block", "read_prompt_image",
         "Action", "AgentDeskError", "AgentSession", "Allow", "AnthropicModelClient", "Approval",
         "ApprovalDecision", "ApprovalNotPending", "ApprovalScope", "AuditEntry", "BackgroundLogs",
         "Channel",
@@ -110,6 +113,7 @@ EXPORTED: dict[str, list[str]] = {
         "tool_labels",  # the desk's catalogue of tool labels and cards (the window's lists, the report)
         # a session's files (and its conversation) put back (issue 26)
         "Rewind", "checkpoint_store", "plan_rewind", "plan_turn_rewind", "run_rewind",
+        "read_image_file",  # an image file named for the prompt (--image-file, the attach button, a drop)
         # opening runtimes (one project for the CLI, one per project for the window) and their store
         "ProjectRuntime", "ProjectRuntimes", "build_runtime", "head_signer", "model_client_from_settings",
         "collect_between_turns", "settle_after_startup",  # the collector tuned once started (issue 29)

@@ -131,6 +131,9 @@ def _add_run(sub: _Sub) -> None:
     _dir_arg(run.add_argument("--project", default=".", help="the project folder (default: here)"))
     run.add_argument("--image", help="sandbox image: a catalog name (python, node, minimal) or a tag")
     run.add_argument("--session", help="continue this session instead of starting one")
+    run.add_argument("--image-file", action="append", metavar="PATH", dest="image_files", default=[],
+                     help="an image to send with the prompt (PNG, JPEG, GIF or WebP, at most 3.75 MB and 8000 px "
+                     "a side; repeatable, up to 20)")
     _run_options(run)
     run.add_argument("prompt", nargs="?", help="what to ask; `-` (or no prompt, with stdin piped) reads it from "
                      "stdin")

@@ -21,6 +21,7 @@ from ..core import (
     FileChanged,
     PermissionMode,
     PermissionRequired,
+    PromptImage,
     Question,
     QuestionAsked,
     SandboxSurvivors,
@@ -30,6 +31,7 @@ from ..core import (
     ToolEnd,
     ToolStart,
     asked_by,
+    check_prompt_images,
     status_word,
     visible,
 )
@@ -45,6 +47,7 @@ async def run_command(args: argparse.Namespace) -> int:
     from ..runtime import project_for_dir, resolve_image
 
     args.prompt = read_prompt(args.prompt, required=True)
+    images = prompt_images(args.image_files)  # every file checked before anything is stored or sent
     if args.image is not None:  # a catalog name or a valid tag, checked before anything is stored
         args.image = resolve_image(args.image)
     settings = command_settings(args)
@@ -60,7 +63,7 @@ async def run_command(args: argparse.Namespace) -> int:
     try:
         session = await runtime.open_session(args.session, title=args.prompt)  # redacted, then cut, by the session
         session.set_breakpoints(args.break_on or [])
-        return await drive(runtime, session, args, args.prompt)
+        return await drive(runtime, session, args, args.prompt, images)
     finally:
         await runtime.close()
 
@@ -71,6 +74,15 @@ def _settle_gc(runtime: ProjectRuntime) -> None:
 
     settle_after_startup()
     runtime.bus.on("done", collect_between_turns)
+
+
+def prompt_images(paths: list[str]) -> list[PromptImage]:
+    """The --image-file files as prompt images; the first one refused ends the command (a usage error)."""
+    from ..runtime import read_image_file
+
+    images = [read_image_file(p) for p in paths]
+    check_prompt_images(images)
+    return images
 
 
 async def _note_project_image(project: ProjectInfo) -> None:
@@ -85,7 +97,8 @@ async def _note_project_image(project: ProjectInfo) -> None:
         print(f"agent-desk: warning: {link}", file=sys.stderr)
 
 
-async def drive(runtime: ProjectRuntime, session: AgentSession, args: argparse.Namespace, prompt: str | None) -> int:
+async def drive(runtime: ProjectRuntime, session: AgentSession, args: argparse.Namespace, prompt: str | None,
+                images: list[PromptImage] | None = None) -> int:
     printer = RunPrinter(runtime, session, args)
     off = runtime.bus.on("*", printer.on_event)
     questions = runtime.executor.questions
@@ -102,7 +115,7 @@ async def drive(runtime: ProjectRuntime, session: AgentSession, args: argparse.N
               file=sys.stderr)
     try:
         if prompt:
-            result = await session.send(prompt)
+            result = await session.send(prompt, images or ())
         elif session.needs_resume:
             result = await (session.wait() if session.running else session.retry())
         else:

@@ -12,6 +12,7 @@ from ..core import (
     STATUS_CHANNELS,
     AgentDeskError,
     AgentStatus,
+    image_of_block,
     visible,
 )
 from ._common import EXIT_OK, open_project_runtime, read_prompt, when
@@ -167,4 +168,6 @@ def _block(b: dict[str, Any]) -> str:
         return f"[tool_result{' error' if b.get('is_error') else ''} {text[:200]!r}]"
     if kind == "thinking":
         return f"[thinking {b.get('thinking', '')[:120]!r}]"
+    if kind == "image" and (img := image_of_block(b)) is not None:  # named by digest, as the store keeps it
+        return f"[image sha256:{img.sha256} {img.media_type} {img.size} bytes {img.width}×{img.height}]"
     return f"[{kind}]"

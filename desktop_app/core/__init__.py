@@ -131,6 +131,17 @@ from ._network import (
 from ._pricing import price_for
 from ._project import ProjectInfo, SessionInfo, title_from
 from ._project_settings import ProjectSettings
+from ._prompt_images import (
+    MAX_IMAGE_BYTES,
+    MAX_IMAGES_PER_MESSAGE,
+    ImageRefused,
+    PromptImage,
+    check_prompt_images,
+    history_image_sizes,
+    image_block,
+    image_of_block,
+    read_prompt_image,
+)
 from ._reasons import plural, shown_risk, skipped_after, status_word
 from ._record import (
     Approval,
@@ -478,4 +489,16 @@ __all__ += [
     "first_call_from",
     "point_before_call",
     "point_before_turn",
+]
+# Images in the prompt (issue 26 item 4, wt-images).
+__all__ += [
+    "MAX_IMAGES_PER_MESSAGE",
+    "MAX_IMAGE_BYTES",
+    "ImageRefused",
+    "PromptImage",
+    "check_prompt_images",
+    "history_image_sizes",
+    "image_block",
+    "image_of_block",
+    "read_prompt_image",
 ]

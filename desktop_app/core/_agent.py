@@ -12,7 +12,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ from ._hooks import off_loop_when_large, redact_off_loop
 from ._llm import ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._messages import StoredMessage, sealed_result, text_blocks, tool_result_block
 from ._project import ProjectInfo, SessionInfo, new_session, title_from
+from ._prompt_images import PromptImage, check_prompt_images, history_image_sizes, image_block
 from ._record import ToolCallRecord, ToolCallState
 from ._redaction import Redactor, StreamRedactor
 from ._run import RunContext
@@ -124,6 +125,7 @@ class AgentSession:
         self.subagents = Subagents(self, setup.subagents, setup.depth) if setup.subagents is not None else None
         self._run.subagents = self.subagents
         self._queue: list[str] = []
+        self._queued_images: list[dict[str, Any]] = []  # image blocks of the message(s) not yet appended
         self._turn: asyncio.Task[TurnResult] | None = None
         self._stream_task: asyncio.Task[ModelReply] | None = None
         self._reoffered: list[ToolCallRecord] = []
@@ -215,13 +217,21 @@ class AgentSession:
         return bool(self._reoffered) or self._ends_with_user
 
     # -- public API -----------------------------------------------------------------------------------
-    async def send(self, text: str) -> TurnResult:
-        """Start a turn with `text`; while a turn runs, queue it for that turn's next step."""
-        if not text.strip():
+    async def send(self, text: str, images: Sequence[PromptImage] = ()) -> TurnResult:
+        """Start a turn with `text` (and `images`, checked against the API's limits with the session's
+        earlier ones); while a turn runs, queue it for that turn's next step."""
+        if not text.strip() and not images:
             raise AgentDeskError("The message is empty.")
+        if images:
+            history = self._history if self._history is not None else await self.history()
+            queued = StoredMessage(self.session.id, "user", self._queued_images)
+            check_prompt_images(images, await asyncio.to_thread(history_image_sizes, [*history, queued]))
+        blocks = [image_block(i) for i in images]
         if self.running and self._turn is not None:
             self._queue.append(text)
+            self._queued_images += blocks
             return await asyncio.shield(self._turn)
+        self._queued_images = blocks
         return await self._start(text)
 
     def status(self) -> AgentStatus:
@@ -314,7 +324,7 @@ class AgentSession:
         self._stopping = False
         self._run.abort = asyncio.Event()
         self.steps = 0
-        self._set_state(AgentState.WORKING, "a message was sent" if text else
+        self._set_state(AgentState.WORKING, "a message was sent" if text is not None else
                         "resuming calls that wait for approval" if resume else "retrying the last step")
         self._waiting_changed(self.session.id)  # re-offered approvals pause it at once
         try:
@@ -339,8 +349,8 @@ class AgentSession:
             records, self._reoffered = self._reoffered, []
             await self.executor.resume_approvals(records, self._run)
             await self._answer_open_calls()
-        if text:
-            await self._append("user", text_blocks([text]))
+        if text is not None:  # the images sent with it first: the API's advice is image, then text
+            await self._append("user", self._take_images() + text_blocks([text]))
         calls_seen: list[tuple[str, str, bool]] = []
         steps = 0
         last_text = ""
@@ -349,7 +359,7 @@ class AgentSession:
                 return self._end(TurnEnd.INTERRUPTED, steps, last_text, "Stopped by the user.")
             queued = self._drain_queue()
             if queued:  # messages sent during the turn join this step's user message
-                await self._append("user", text_blocks(queued))
+                await self._append("user", self._take_images() + text_blocks(queued))
             if steps >= self.max_steps:
                 return self._end(
                     TurnEnd.MAX_STEPS, steps, last_text,
@@ -544,6 +554,11 @@ class AgentSession:
         queued, self._queue = self._queue, []
         return queued
 
+    def _take_images(self) -> list[dict[str, Any]]:
+        """The image blocks of the messages being sent (each a message's worth, in order)."""
+        taken, self._queued_images = self._queued_images, []
+        return taken
+
     async def _append(self, role: str, content: list[dict[str, Any]]) -> None:
         if not content:
             return
@@ -647,11 +662,12 @@ def _mistakes(calls: list[tuple[str, str, bool]], limit: int) -> str:
 
 MODEL_LINE_HOLD = 1_024  # the model's lines are long (a tool's input JSON is one): shown with less delay
 _SIGNED = {"thinking", "redacted_thinking"}  # the API checks these blocks' signatures: they go as received
+_AS_SENT = _SIGNED | {"image"}  # an image's base64 is bytes, not words: redaction never rewrites it
 
 
 def _redacted_blocks(redactor: Redactor, content: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A message's blocks with every secret redacted: text, tool_use input, tool_result content."""
-    return [b if b.get("type") in _SIGNED else redactor.redact_value(b) for b in content]
+    return [b if b.get("type") in _AS_SENT else redactor.redact_value(b) for b in content]
 
 
 class _RedactingEmit:

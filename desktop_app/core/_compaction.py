@@ -97,7 +97,16 @@ def _unmarked(block: dict[str, Any]) -> dict[str, Any]:
 
 def estimate_tokens(messages: Sequence[StoredMessage]) -> int:
     """A rough token count of `messages` (characters / 4), for a session whose last usage is unknown."""
-    return sum(len(json.dumps(m.content, ensure_ascii=False)) for m in messages) // CHARS_PER_TOKEN
+    return sum(_block_chars(b) for m in messages for b in m.content) // CHARS_PER_TOKEN
+
+
+IMAGE_TOKENS = 1_600  # what the API bills an image at its largest (1.15 megapixels); its base64 is not text
+
+
+def _block_chars(block: dict[str, Any]) -> int:
+    if block.get("type") == "image":
+        return IMAGE_TOKENS * CHARS_PER_TOKEN
+    return len(json.dumps(block, ensure_ascii=False)) + 1
 
 
 def _turn_start(message: StoredMessage) -> bool:

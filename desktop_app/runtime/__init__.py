@@ -47,6 +47,7 @@ from ._network import answered_patterns, revoke_answered
 from ._network_repo import NETWORK_FILE
 from ._orphans import lease_dir, remove_crashed_containers
 from ._project_settings import approval_expiry
+from ._prompt_images import read_image_file
 from ._recipe import (
     ProjectRuntime,
     build_runtime,
@@ -126,6 +127,7 @@ __all__ = [
     "project_image_tag",
     "project_mcp_servers",
     "project_rules_trust",
+    "read_image_file",
     "remove_crashed_containers",
     "report_html",
     "resolve_image",

@@ -22,6 +22,7 @@ from ..core import (
     TokenUsage,
     ToolCallRecord,
     ToolCallState,
+    image_of_block,
 )
 from ._charts import Chart, build_charts
 
@@ -120,7 +121,14 @@ def _redacted(data: ChartData, red: Any) -> ChartData:
 
 
 def _texts(content: list[dict[str, Any]]) -> list[str]:
-    return [b["text"] for b in content if b.get("type") == "text" and isinstance(b.get("text"), str)]
+    """A prompt's text, and each of its images named by digest (as the audit keeps them)."""
+    out = []
+    for b in content:
+        if b.get("type") == "text" and isinstance(b.get("text"), str):
+            out.append(b["text"])
+        elif b.get("type") == "image" and (img := image_of_block(b)) is not None:
+            out.append(f"[image sha256:{img.sha256} {img.media_type}, {img.size} bytes, {img.width}×{img.height} px]")
+    return out
 
 
 def _add_usage(into: list[float], ev: Any) -> None:

@@ -33,6 +33,7 @@ from ._connections import make_engine, to_url
 from ._db_errors import postgres_error, safe_url, sqlite_open_error
 from ._export import FORMATS, write_records
 from ._migrate import upgrade
+from ._prompt_images import has_images, image_problems, insert_images, restore_images, split_images, with_image_check
 from ._query import (
     ENTRY_COLUMNS,
     RECORD_COLUMNS,
@@ -289,7 +290,11 @@ class SqlStore:
                               describe=f"session {session.id} (its project {session.project_id} must be saved first)"))
 
     async def append_message(self, message: StoredMessage) -> int:
-        mid = await self._submit(Op("message", message_params(message),
+        stored = message
+        if has_images(message):  # the bytes once in prompt_images, before the message that names them
+            stored, rows = await asyncio.to_thread(split_images, message)
+            await self._submit(Op("exec", insert_images(rows), describe="the images of a message"))
+        mid = await self._submit(Op("message", message_params(stored),
                                     describe=f"a {message.role} message of session {message.session_id} "
                                              "(save the session first)"))
         message.id = mid
@@ -374,7 +379,8 @@ class SqlStore:
     async def verify(self, trusted_keys: Iterable[str] = ()) -> VerifyResult:
         """Re-hash the whole chain; name the first entry that was altered, removed or inserted. `trusted_keys`:
         other desks' key ids accepted on purpose (see _head_verify._check_identity)."""
-        return await self._read(verify, self._signer, self._identity, frozenset(trusted_keys))
+        result = await self._read(verify, self._signer, self._identity, frozenset(trusted_keys))
+        return with_image_check(result, await self._read(image_problems))
 
     async def signed_head(self) -> dict[str, Any] | None:
         """The highest head any key signed (db_id, seq, hash, count, key_id, signature, signed_at) with that
@@ -578,6 +584,7 @@ def _messages(conn: Connection, session_id: str) -> list[StoredMessage]:
     out = [StoredMessage(**d)
            for d in _rows(conn, MessageRow, " WHERE session_id = :sid ORDER BY id", {"sid": session_id})]
     _with_inputs(conn, [b for m in out if isinstance(m.content, list) for b in m.content])
+    restore_images(conn, out)
     return out
 
 

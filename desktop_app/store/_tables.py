@@ -7,13 +7,13 @@ import functools
 import json
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, SmallInteger, Text, text
+from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, SmallInteger, Text, text
 from sqlmodel import Field, SQLModel
 
 from .integrity import to_json
 
 # The Alembic head this code expects; benchmarks key their cached fixtures on it.
-SCHEMA_VERSION = "0009"
+SCHEMA_VERSION = "0010"
 
 
 class ProjectRow(SQLModel, table=True):
@@ -282,10 +282,26 @@ class CostDayRow(SQLModel, table=True):
     cost: float
 
 
+# images in the prompt (issue 26 item 4) -----------------------------------------------------------------
+class PromptImageRow(SQLModel, table=True):
+    """An image a person sent, stored once under the sha256 of its bytes; the message's image block names
+    that digest, its media type and size (so the message's chain entry covers them)."""
+
+    __tablename__ = "prompt_images"
+
+    digest: str = Field(primary_key=True)
+    media_type: str
+    size: int
+    width: int
+    height: int
+    data: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    created_at: float
+
+
 TABLES: tuple[type[SQLModel], ...] = (
     ProjectRow, SessionRow, MessageRow, ToolCallRow, AuditEntryRow, ChainHeadRow, EventRow, BlobRow,
     AuditDbRow, DeskKeyRow, HeadSignatureRow, EntryBatchRow, UnboundRow, ToolCallDayRow,
-    ApprovalWaitRow, CostDayRow,
+    ApprovalWaitRow, CostDayRow, PromptImageRow,
 )
 STORE_TABLES = tuple(str(t.__tablename__) for t in TABLES)
 

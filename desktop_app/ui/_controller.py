@@ -21,6 +21,7 @@ from ..core import (
     Envelope,
     McpServerInfo,
     ProjectInfo,
+    PromptImage,
     SessionInfo,
     StoredMessage,
     TokenUsage,
@@ -28,6 +29,9 @@ from ..core import (
     ToolCallState,
     ToolUpdate,
     TurnResult,
+    check_prompt_images,
+    history_image_sizes,
+    image_block,
     new_id,
     project_rules_path,
     title_from,
@@ -123,7 +127,7 @@ class AppController(QObject):
 
     def _connect(self) -> None:
         w, spawn = self.window, self.tasks.spawn
-        w.promptSubmitted.connect(lambda text: spawn(self.send(text)))
+        w.promptSubmitted.connect(lambda text: spawn(self.send(text, w.attachments.take())))
         w.stopRequested.connect(self.stop)
         w.inbox.decided.connect(lambda cid, sid, decision: spawn(self.decide(cid, sid, decision)))
         w.inbox.questions.answered.connect(lambda qid, sid, answer: spawn(self.answer_question(qid, sid, answer)))
@@ -369,19 +373,23 @@ class AppController(QObject):
         """The mode the session's next call is judged in (see SessionModes)."""
         return self.modes.mode_of(session_id)
 
-    async def send(self, text: str) -> TurnResult | None:
-        """Send `text` in the current session. It is stored before anything can fail on the way (the
-        sandbox starting, the model): a message the model never got is still there after a restart. A send
-        refused before that puts the text back in the prompt box."""
+    async def send(self, text: str, images: list[PromptImage] | None = None) -> TurnResult | None:
+        """Send `text` (and `images`) in the current session. It is stored before anything can fail on the way
+        (the sandbox starting, the model): a message the model never got is still there after a restart. A send
+        refused before that puts the text and the images back in the prompt box."""
+        images = images or []
         try:
-            sid, agent = await self._accept(text)
+            sid, agent = await self._accept(text, images)
         except BaseException:
             if not self.window.prompt.toPlainText().strip():
                 self.window.prompt.setPlainText(text)
+            self.window.attachments.restore(images)
             raise
-        return await self._run_turn(sid, text if agent is not None else None, agent)
+        if agent is not None:
+            return await self._run_turn(sid, text, agent, images)
+        return await self._run_turn(sid, None)
 
-    async def _accept(self, text: str) -> tuple[str, AgentSession | None]:
+    async def _accept(self, text: str, images: list[PromptImage] | None = None) -> tuple[str, AgentSession | None]:
         """The session (made from the first prompt when there is none), its title, and the message stored
         unless a running turn takes it (it is stored at that turn's next step). Returns the running agent
         that queues the text, or None when the text is stored and a turn must start from it."""
@@ -398,23 +406,28 @@ class AppController(QObject):
         session = self.sessions.get(sid)
         if session is not None and not session.title:
             await self.set_title(sid, title_from(redacted))
-        if self.current_session == sid:
-            w.conversation.add_user_message(text)
         agent = self.agents.get(sid)
-        if agent is not None and agent.running:
+        running = agent is not None and agent.running
+        if images and not running:  # a running agent checks them against its history itself
+            earlier = await asyncio.to_thread(history_image_sizes, await self.desk.store.messages(sid))
+            check_prompt_images(images, earlier)
+        if self.current_session == sid:
+            w.conversation.add_user_message(text, images)
+        if running:
             return sid, agent
-        content = [{"type": "text", "text": redacted}]
+        content = [image_block(i) for i in images or ()] + ([{"type": "text", "text": redacted}] if text else [])
         await self.desk.store.append_message(StoredMessage(session_id=sid, role="user", content=content))
         return sid, None
 
-    async def _run_turn(self, sid: str, queued: str | None, agent: AgentSession | None = None) -> TurnResult | None:
+    async def _run_turn(self, sid: str, queued: str | None, agent: AgentSession | None = None,
+                        images: list[PromptImage] | None = None) -> TurnResult | None:
         """A turn of `sid`: `queued` joins the running one; else the stored history is run (`retry`)."""
         w = self.window
         if self.current_session == sid:
             w.set_running(True)
         try:
             agent = agent or await self.agent_for(sid)
-            result = await (agent.send(queued) if queued is not None else agent.retry())
+            result = await (agent.send(queued, images or ()) if queued is not None else agent.retry())
         except Exception as exc:
             self.turnFinished.emit(sid, exc)
             if self.current_session == sid and not isinstance(exc, asyncio.CancelledError):

@@ -3,9 +3,10 @@ compact tool-call cards that link to their timeline row."""
 
 from __future__ import annotations
 
+import html
 import re
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,18 +18,20 @@ from PySide6.QtGui import (
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
+    QTextDocument,
     QTextFrameFormat,
     QTextLength,
     QTextTable,
     QTextTableFormat,
 )
-from PySide6.QtWidgets import QMenu, QTextBrowser
+from PySide6.QtWidgets import QDialog, QMenu, QTextBrowser
 
 from ..core import (
     Compacted,
     Done,
     Envelope,
     ErrorEvent,
+    PromptImage,
     SessionNotice,
     StateChanged,
     TokenUsage,
@@ -37,15 +40,18 @@ from ..core import (
     ToolEnd,
     ToolStart,
     compaction_facts,
+    image_of_block,
     is_summary,
     summarize_input,
 )
 from ._bridge import EventBridge
+from ._prompt_images import show_full_size, thumbnail
 from ._theme import format_duration, is_dark
 from ._tool_card import card_html, card_truth
 
 _FENCE = re.compile(r"^```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
 FRAME_MS = 16  # streamed chunks are coalesced and painted at most once per frame
+CONVERSATION_THUMB = 160  # px, the longer side of a prompt image in the conversation
 SHOWN_CARDS = 300  # a reopened session renders its last calls (10,000 cards take seconds); a link shows more
 
 
@@ -57,9 +63,9 @@ _NOTICE_COLOURS = {"error": "#d9363e", "warning": "#d4890b", "info": "#8a8f98"}
 
 
 def _starts_a_turn(msg: Any) -> bool:
-    """A person's prompt (a user message with text, not a compaction's summary) starts a turn."""
+    """A person's prompt (a user message with text or images, not a compaction's summary) starts a turn."""
     return msg.role == "user" and not is_summary(msg) and any(
-        b.get("type") == "text" and b.get("text") for b in msg.content)
+        (b.get("type") == "text" and b.get("text")) or b.get("type") == "image" for b in msg.content)
 
 
 @dataclass
@@ -150,6 +156,8 @@ class ConversationView(QTextBrowser):
         self._retry_span: tuple[int, int] | None = None  # where the Retry link is, to take it away
         self._turns: list[tuple[QTextCursor, int]] = []  # each prompt shown (its span follows edits) and its number
         self._turn_count = 0  # the session's prompts so far (shown or behind the "earlier" link)
+        self._images: dict[str, PromptImage] = {}  # the prompts' images shown, by digest (a click shows one whole)
+        self._viewer: QDialog | None = None
 
     # the bridge ------------------------------------------------------------------------------
     def attach(self, bridge: EventBridge, current_session: Callable[[], str | None]) -> None:
@@ -354,14 +362,17 @@ class ConversationView(QTextBrowser):
         self._stream_msg = None
 
     # whole messages --------------------------------------------------------------------------
-    def add_user_message(self, text: str, *, turn: bool = True) -> None:
-        """A prompt of the person's; `turn`: it starts a turn (not a second text of the same message)."""
+    def add_user_message(self, text: str, images: Sequence[PromptImage] = (), *, turn: bool = True) -> None:
+        """A prompt of the person's (with its images); `turn`: it starts a turn (not a second text of the
+        same message)."""
         self.take_retry()
         self._last_error = None
         self.finish_message()
         cur = self._end_cursor()
         start = cur.position()
         self._header(cur, "You")
+        if images:
+            self._insert_images(images)
         self._insert_markdown(text)
         if turn:
             span = QTextCursor(self.document())
@@ -389,6 +400,23 @@ class ConversationView(QTextBrowser):
 
     def contextMenuEvent(self, event: QContextMenuEvent) -> None:
         self.menu_at(event.pos()).popup(event.globalPos())
+
+    def _insert_images(self, images: Sequence[PromptImage]) -> None:
+        """Thumbnails of a prompt's images, each a link that shows it whole (kept by digest for that)."""
+        cur = self._end_cursor()
+        self._new_block(cur)
+        for img in images:
+            self._images[img.sha256] = img
+            url = QUrl(f"prompt-image:{img.sha256}")
+            pix = thumbnail(img.data, CONVERSATION_THUMB)
+            self.document().addResource(QTextDocument.ResourceType.ImageResource, url, pix.toImage())
+            tip = html.escape(f"{img.width}×{img.height} px {img.media_type}, sha256 {img.sha256[:12]}…")
+            cur.insertHtml(f"<a href='image:{img.sha256}' title='{tip}'><img src='{url.toString()}' "
+                           f"width='{pix.width()}' height='{pix.height()}'></a>&nbsp;")
+
+    def image_digests(self) -> list[str]:
+        """The digests of the images shown (in the order first shown): for tests and the accessibility tree."""
+        return list(self._images)
 
     def add_assistant_markdown(self, text: str) -> None:
         self.finish_message()
@@ -459,6 +487,7 @@ class ConversationView(QTextBrowser):
         self._last_error = None
         self._retry_span = None
         self._turns, self._turn_count = [], 0
+        self._images.clear()
         self.clear()
 
     def load_messages(self, messages: list[Any], records: list[ToolCallRecord] | None = None,
@@ -550,13 +579,17 @@ class ConversationView(QTextBrowser):
             self.add_compaction_notice(facts.get("summarised", 0), bool(facts.get("manual")),
                                        msg.content[0].get("text", ""))
             return
+        images = [img for b in msg.content if (img := image_of_block(b)) is not None] if msg.role == "user" else []
+        if images and not any(b.get("type") == "text" and b.get("text") for b in msg.content):
+            self.add_user_message("", images, turn=_starts_a_turn(msg))  # a prompt of images only
         for block in msg.content:
             kind = block.get("type")
             if kind == "text" and block.get("text"):
                 if msg.role == "user":
                     turn = _starts_a_turn(msg) and block is next(b for b in msg.content if b.get("type") == "text"
                                                                  and b.get("text"))
-                    self.add_user_message(block["text"], turn=turn)
+                    self.add_user_message(block["text"], images, turn=turn)
+                    images = []
                 else:
                     self.add_assistant_markdown(block["text"])
             elif kind == "tool_use":
@@ -645,6 +678,10 @@ class ConversationView(QTextBrowser):
     def _anchor_clicked(self, url: QUrl) -> None:
         if url.scheme() == "earlier":
             self.show_earlier()
+        elif url.scheme() == "image":
+            img = self._images.get(url.path() or url.toString().removeprefix("image:"))
+            if img is not None:
+                self._viewer = show_full_size(self.window(), img.data, f"Image {img.sha256[:12]}…")
         elif url.scheme() == "retry":
             self.take_retry()
             self.retryRequested.emit()

@@ -27,6 +27,7 @@ from ..core import PermissionMode
 from ._builds import image_builds
 from ._conversation import ConversationView
 from ._projects import ProjectsModel, ProjectsSidebar
+from ._prompt_images import AttachmentStrip
 from ._statusbar import AgentStatusBar
 from ._theme import bring_to_front
 from .dialogs import MODE_HELP
@@ -67,6 +68,16 @@ class PromptEdit(QPlainTextEdit):
         self.setTabChangesFocus(True)
         self.setMaximumHeight(110)
         self.setMinimumHeight(52)
+        self.attachments: AttachmentStrip | None = None  # where pasted or dropped images go
+
+    def canInsertFromMimeData(self, source) -> bool:
+        return (self.attachments is not None and self.attachments.accepts(source)) or super().canInsertFromMimeData(
+            source)
+
+    def insertFromMimeData(self, source) -> None:
+        if self.attachments is not None and self.attachments.add_mime(source):
+            return
+        super().insertFromMimeData(source)
 
     def sizeHint(self) -> QSize:  # three lines: the conversation above gets the height
         return QSize(super().sizeHint().width(), 64)
@@ -86,7 +97,7 @@ class PromptEdit(QPlainTextEdit):
             event.modifiers() & Qt.KeyboardModifier.ShiftModifier
         ):
             text = self.toPlainText().strip()
-            if text:
+            if text or (self.attachments is not None and self.attachments.count()):
                 self.submitted.emit(text)
                 self.clear()
             event.accept()
@@ -242,6 +253,8 @@ class MainWindow(QMainWindow):
         self.session_label.setStyleSheet("font-weight: bold; padding: 2px 4px")
         self.conversation = ConversationView()
         self.prompt = PromptEdit()
+        self.attachments = AttachmentStrip()
+        self.prompt.attachments = self.attachments
         self.send_btn = QPushButton("Send")
         self.stop_btn = QPushButton("Stop")
         self.stop_btn.setToolTip("Interrupt the agent (Esc)")
@@ -257,6 +270,7 @@ class MainWindow(QMainWindow):
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_btn)
         buttons.addWidget(self.stop_btn)
+        buttons.addWidget(self.attachments.attach_btn)
         buttons.addStretch(1)
         input_row = QHBoxLayout()
         input_row.addWidget(self.prompt, 1)
@@ -268,6 +282,7 @@ class MainWindow(QMainWindow):
         lay.addWidget(self.approval_banner)
         lay.addWidget(self.session_label)
         lay.addWidget(self.conversation, 1)
+        lay.addWidget(self.attachments)
         lay.addLayout(input_row)
         lay.addWidget(self.mode_picker)
         self.setCentralWidget(centre)
@@ -311,7 +326,7 @@ class MainWindow(QMainWindow):
 
     def _send_clicked(self) -> None:
         text = self.prompt.toPlainText().strip()
-        if text:
+        if text or self.attachments.count():
             self.prompt.clear()
             self.promptSubmitted.emit(text)
 

@@ -436,6 +436,12 @@ async def screenshot(window: Any, controller: Any, *, path: str, view: str, size
         window.show()
         target = await _project_view(window, controller, tab={"project-rules": 1, "project-mcp": 2,
                                                               "project-tools": 3, "project-network": 4}.get(view, 0))
+    elif view == "prompt-images":  # images pasted into the prompt: thumbnails, a refusal, one sent earlier
+        from ._prompt_images import show_demo_prompt
+
+        window.show()
+        show_demo_prompt(window)
+        target = window
     else:
         window.show()
         target = await _window_view(window, controller, view, sample)
