@@ -142,3 +142,24 @@ def test_the_template_picker_lists_where_each_comes_from_and_saves_the_pick(qtbo
     fresh = ProjectSettingsDialog(None)
     qtbot.addWidget(fresh)
     assert fresh.template.currentData() == "coding" and fresh._template_setting(None) == {}
+
+
+def test_the_workspace_choice_hides_the_host_path_on_request_and_round_trips(qtbot, run, tmp_path, monkeypatch):
+    """Issue 23 item 7: a mounted folder's host path is in the container's mountinfo (the kernel's doing); the
+    person can choose a synced copy, which hides it (tests/security/test_host_path_hidden.py), and the choice
+    is saved and shown again."""
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    dlg = ProjectSettingsDialog(None, catalog=[])
+    qtbot.addWidget(dlg)
+    assert dlg.workspace.currentData() == "auto" and "mounted" in dlg.workspace_where.text()
+    assert "host path" in dlg.workspace.currentText() and "mountinfo" in dlg.workspace.toolTip()
+    fut = dlg.ask()
+    dlg.workspace.setCurrentIndex(dlg.workspace.findData("synced"))
+    assert "synced" in dlg.workspace_where.text()
+    dlg.folder.setText(str(tmp_path))
+    dlg._check()
+    project: ProjectInfo = run(fut)
+    assert project.settings["workspace"] == "synced"
+    again = ProjectSettingsDialog(project, catalog=[])
+    qtbot.addWidget(again)
+    assert again.workspace.currentData() == "synced"
