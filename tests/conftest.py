@@ -112,3 +112,17 @@ def remote_engine(docker_client) -> Any:
         no_engine(str(exc))
     yield found
     engine.__exit__(None, None, None)
+
+
+@pytest.fixture(autouse=True)
+def _collector_as_found() -> Iterator[None]:
+    """A test that runs the app or the CLI in this process settles the collector (runtime/_gc.py: start-up
+    frozen, a higher threshold); it is put back after each test, so no later test runs with it."""
+    import gc
+
+    before = gc.get_threshold()
+    yield
+    from desktop_app.runtime._gc import is_settled, unsettle
+
+    if is_settled() or gc.get_threshold() != before:
+        unsettle(before)

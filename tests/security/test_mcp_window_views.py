@@ -85,7 +85,8 @@ def test_markup_in_a_servers_name_tools_version_and_stderr_is_text(qtbot, qloop)
     desk = mcp_tool_name(EVIL, f"<i>{EVIL}</i>")
     bus.publish(PermissionRequired(session_id="ses_1", call_id="c1", name=desk, input={EVIL: EVIL}, risk="high"))
     text = inbox.card.toPlainText()
-    assert f"MCP tool of server {EVIL}" in text and f"<i>{EVIL}</i>" in text and text.count(EVIL) >= 5
+    # the tool's own name, whole, beside its label (made from the name, shown as text)
+    assert f"MCP tool <i>{EVIL}</i> of server {EVIL}" in text and text.count(EVIL) >= 5
     assert "evil.example'>y</a>" in text  # not a link: its markup is there to read
 
     timeline = TimelineModel()

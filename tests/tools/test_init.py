@@ -30,7 +30,7 @@ INPUT_FIELDS = {
     "fs_write": {"path", "content"},
     "fs_edit": {"path", "old_string", "new_string", "replace_all"},
     "fs_multi_edit": {"edits"},
-    "fs_glob": {"pattern", "path", "include_ignored"},
+    "fs_glob": {"pattern", "path", "include_ignored", "newest_first"},
     "fs_grep": {"pattern", "path", "glob", "ignore_case", "max_results", "include_ignored"},
     "notebook_edit": {"path", "edit_mode", "cell_id", "index", "new_source", "cell_type"},
     "bash_run": {"command", "timeout_ms", "background"},

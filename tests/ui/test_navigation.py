@@ -160,7 +160,7 @@ def test_shortcuts_and_the_help_menu(qtbot, run, store, tmp_path):
         titles = [a.text() for a in window.help_menu.actions() if a.text()]
         assert titles == ["Keyboard shortcuts", "Check setup…", "About Agent Desk"]
         menus = [a.text() for a in window.menuBar().actions()]
-        assert menus == ["&File", "&View", "&Help"]  # the README names View › Audit history
+        assert menus == ["&File", "&View", "&Breakpoints", "&Help"]  # the README names View › Audit history
 
         box = controller.show_shortcuts()
         assert isinstance(box, QMessageBox)

@@ -152,7 +152,7 @@ def _mcp_parts(item: PendingApproval) -> list[str]:
         return []
     where = where_html(m.where) if m.where else "<i>not reported yet</i>"
     hints = "destructive" if m.destructive else "read-only" if m.read_only else ""
-    return [f"<p style='margin:2px 0'>MCP tool of server <b>{e(visible(m.server))}</b>"
+    return [f"<p style='margin:2px 0'>MCP tool <b>{e(visible(m.tool))}</b> of server <b>{e(visible(m.server))}</b>"
             + (f" <small>({e(visible(m.version))})</small>" if m.version else "")
             + f" · runs: {where}" + (f" · hint: <b>{hints}</b>" if hints else "") + "</p>",
             f"<p style='margin:2px 0'><small><code>{e(item.name)}</code></small></p>"]

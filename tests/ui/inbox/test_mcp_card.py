@@ -54,7 +54,7 @@ def test_an_mcp_card_shows_server_where_tool_and_arguments(qtbot, qloop):
     assert item.title == "Git commit — MCP server git · sandbox"
     assert inbox.model.index(0).data().startswith("Git commit — MCP server git · sandbox: ")
     text = inbox.card.toPlainText()
-    assert "Git commit · medium risk" in text and "MCP tool of server git (mcp-server-git 1.26.0)" in text
+    assert "Git commit · medium risk" in text and "MCP tool git_commit of server git (mcp-server-git 1.26.0)" in text
     assert "runs: sandbox" in text and "mcp__git__git_commit" in text
     # the arguments as key/value rows: each key beside its value, the message's lines whole
     assert "repo_path\n/workspace\n" in text and "amend\nfalse\n" in text
