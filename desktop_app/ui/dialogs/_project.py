@@ -210,6 +210,11 @@ class ProjectSettingsDialog(FutureDialog, ImageSection):
         self._show_workspace_where(st)
         self.mode = mode_combo(mode)
 
+    def _workspace_setting(self, base: ProjectInfo | None) -> dict[str, str]:
+        """The `workspace` setting when it says something: another than the default, or one set before."""
+        value = self.workspace.currentData()
+        return {"workspace": value} if value != "auto" or "workspace" in (base.settings if base else {}) else {}
+
     def _show_workspace_where(self, st: dict[str, Any]) -> None:
         from ...runtime import workspace_where  # "remote engine, synced workspace (tcp://…)" on a remote engine
 
@@ -372,7 +377,7 @@ class ProjectSettingsDialog(FutureDialog, ImageSection):
                 "memory": self.memory.text().strip() or "2g",
                 "cpus": self.cpus.value(),
                 "workspace_ro": self.workspace_ro.isChecked(),
-                "workspace": self.workspace.currentData(),
+                **self._workspace_setting(base),
                 "sandbox": "local" if self.local.isChecked() else "docker",
                 **self._template_setting(base),
                 **self.mcp.values(),
