@@ -19,8 +19,8 @@ from ..core import NetworkAllowlist, NetworkConnection, is_ip_literal, is_public
 log = logging.getLogger(__name__)
 
 HEAD_LIMIT = 64 * 1024
-CHUNK = 256 * 1024
 CONNECT_TIMEOUT_S = 15.0
+LINGER_S = 2.0  # how long a refused client that is still sending is read (and dropped) before closing
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 
 
@@ -83,11 +83,12 @@ class EgressProxy:
         self.address: tuple[str, int] = ("", 0)
 
     async def start(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._client, host, port, limit=HEAD_LIMIT, reuse_address=True)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._side, host, port, reuse_address=True)
         self.address = self._server.sockets[0].getsockname()[:2]
 
     async def start_unix(self, path: str) -> None:
-        self._server = await asyncio.start_unix_server(self._client, path, limit=HEAD_LIMIT)
+        self._server = await asyncio.get_running_loop().create_unix_server(self._side, path)
         self.address = (path, 0)
 
     async def close(self) -> None:
@@ -99,57 +100,64 @@ class EgressProxy:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)  # type: ignore[arg-type]
+    def _side(self) -> _Side:
+        """A client's socket: its task starts as it connects."""
+        def accepted(side: _Side) -> None:
+            task = asyncio.ensure_future(self._client(side))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        return _Side(head=True, accepted=accepted)
+
+    async def _client(self, side: _Side) -> None:
+        transport = side.transport
+        assert transport is not None
         try:
-            peer = str((writer.get_extra_info("peername") or ("",))[0])
+            peer = str((transport.get_extra_info("peername") or ("",))[0])
             if self.peers is not None and peer not in self.peers():
                 log.warning("egress proxy: a connection from %s, not the sandbox, dropped", peer)
                 return
-            await self._serve(reader, writer, peer)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            await self._serve(side, peer)
+        except ConnectionError:
             pass
         except asyncio.CancelledError:  # the proxy closes: the task ends here (asyncio would log it otherwise)
             pass
         finally:
-            self._tasks.discard(task)  # type: ignore[arg-type]
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            transport.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> None:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.LimitOverrunError:
-            writer.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n")
+    async def _serve(self, side: _Side, peer: str) -> None:
+        head = await side.read_head()
+        if head is None:
+            side.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n")
+            side.write_eof()  # the client may still be sending: it reads the refusal, then closes
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(side.closed), LINGER_S)
             return
         try:
             method, host, port, upstream_head = parse_head(head)
         except ValueError as exc:
-            writer.write(_reply(400, str(exc)))
+            side.write(_reply(400, str(exc)))
             return
         conn = NetworkConnection(host, port, time.time(), method=method, peer=peer)
         self.gate.attribute(conn)
         try:
-            up_reader, up_writer = await self._admit(conn)
+            up = await self._admit(conn)
         except _Refused as exc:
             conn.verdict, conn.reason, conn.ended_at = "refused", str(exc), time.time()
-            writer.write(_reply(exc.status, f"agent-desk: {host}:{port} refused: {exc}"))
+            side.write(_reply(exc.status, f"agent-desk: {host}:{port} refused: {exc}"))
             await self.gate.record(conn)
             return
         conn.verdict = "allowed"
         try:
             if upstream_head is None:
-                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                side.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
             else:
-                up_writer.write(upstream_head)
+                up.write(upstream_head)
                 conn.bytes_up += len(upstream_head)
-            await _pipe_both(reader, writer, up_reader, up_writer, conn)
+            await side.relay(up, conn)
         finally:
             conn.ended_at = time.time()
-            up_writer.close()
+            up.close()
             await self.gate.record(conn)
 
     async def _ask(self, conn: NetworkConnection) -> bool:
@@ -160,7 +168,7 @@ class EgressProxy:
             conn.reason = "not listed (asking failed)"
             return False
 
-    async def _admit(self, conn: NetworkConnection) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _admit(self, conn: NetworkConnection) -> _Side:
         """Judge the destination and connect to what the proxy resolved itself; _Refused says why not."""
         allow = self.gate.allowlist()
         host, port = conn.domain, conn.port
@@ -171,7 +179,8 @@ class EgressProxy:
             conn.address, conn.reason = address, "listed address"
         else:
             try:
-                addresses = await asyncio.wait_for(self.resolve(host, port), CONNECT_TIMEOUT_S)
+                async with asyncio.timeout(CONNECT_TIMEOUT_S):  # no task of its own, unlike wait_for
+                    addresses = await self.resolve(host, port)
             except (OSError, TimeoutError, UnicodeError) as exc:
                 log.info("egress proxy: %s does not resolve: %s", host, exc)
                 raise _Refused(502, "the name does not resolve") from None
@@ -185,11 +194,141 @@ class EgressProxy:
                 conn.reason = "listed"
             elif not await self._ask(conn):
                 raise _Refused(403, conn.reason or "not listed")
+        loop = asyncio.get_running_loop()
         try:
-            return await asyncio.wait_for(asyncio.open_connection(conn.address, port, limit=CHUNK),
-                                          CONNECT_TIMEOUT_S)
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                _, up = await loop.create_connection(_Side, conn.address, port)
         except (OSError, TimeoutError) as exc:
             raise _Refused(502, f"could not connect to {conn.address}:{port} ({type(exc).__name__})") from None
+        return up
+
+
+class _Side(asyncio.Protocol):
+    """One socket of a connection through the proxy. A client's side first gathers the request's head (its
+    reading paused once the head is in); once admitted, the two sides are relayed: what one receives is written
+    to the other's socket as it comes (no stream buffer between, no task switch per chunk), counted, and
+    reading from one pauses while writing to the other backs up. A side's end of input is passed on as the
+    other's end of output; both ended (or one lost), both close."""
+
+    def __init__(self, *, head: bool = False, accepted: Callable[[_Side], None] | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.peer: _Side | None = None
+        self.count: Callable[[int], None] = _uncounted
+        self.buffer = bytearray()
+        self.eof = False
+        self._accepted = accepted
+        self._head: asyncio.Future[int] | None = loop.create_future() if head else None
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        if self._accepted is not None:
+            self._accepted(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.peer is not None:
+            self.count(len(data))
+            self.peer.write(data)
+            return
+        self.buffer += data
+        head = self._head
+        if head is None:
+            return
+        if not head.done():
+            end = self.buffer.find(b"\r\n\r\n", 0, HEAD_LIMIT)
+            if 0 <= end <= HEAD_LIMIT - 4:
+                head.set_result(end + 4)
+                self.pause_reading()
+            elif len(self.buffer) >= HEAD_LIMIT:
+                head.set_result(-1)  # refused; what follows is read and dropped, so the refusal is not reset
+        if head.result() < 0:
+            self.buffer.clear()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        if self._head is not None and not self._head.done():
+            self._head.set_exception(ConnectionResetError("closed before its request was whole"))
+            return False
+        if self.peer is not None:
+            self.peer.write_eof()
+            if self.peer.eof:  # both ways ended
+                self.close()
+                self.peer.close()
+        return True  # the other way may still carry bytes
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._head is not None and not self._head.done():
+            self._head.set_exception(ConnectionResetError("closed before its request was whole"))
+        if not self.closed.done():
+            self.closed.set_result(None)
+        if self.peer is not None:
+            self.peer.close()
+
+    def pause_writing(self) -> None:
+        if self.peer is not None:
+            self.peer.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.peer is not None:
+            self.peer.resume_reading()
+
+    async def read_head(self) -> bytes | None:
+        """The request's head, taken from what was received (the rest stays, for upstream); None: over the
+        limit."""
+        assert self._head is not None
+        end = await self._head
+        if end < 0:
+            return None
+        head = bytes(self.buffer[:end])
+        del self.buffer[:end]
+        return head
+
+    async def relay(self, up: _Side, conn: NetworkConnection) -> None:
+        """Relay this client's side and `up` until both close, counting the bytes each way into `conn`."""
+        def counter(field: str) -> Callable[[int], None]:
+            return lambda n: setattr(conn, field, getattr(conn, field) + n)
+
+        self.peer, up.peer = up, self
+        self.count, up.count = counter("bytes_up"), counter("bytes_down")
+        for side in (self, up):  # what came before the link: the bytes after the head, an early greeting
+            if side.buffer:
+                side.count(len(side.buffer))
+                side.peer.write(bytes(side.buffer))  # type: ignore[union-attr]
+                side.buffer.clear()
+            if side.eof:
+                side.peer.write_eof()  # type: ignore[union-attr]
+            if side.transport is not None and side.transport.is_closing():
+                side.peer.close()  # type: ignore[union-attr]
+        self.resume_reading()
+        await asyncio.gather(self.closed, up.closed)
+
+    # the transport's calls, each harmless once it is closing
+    def write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def write_eof(self) -> None:
+        t = self.transport
+        if t is not None and not t.is_closing() and t.can_write_eof():
+            with contextlib.suppress(OSError, RuntimeError):
+                t.write_eof()
+
+    def pause_reading(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _uncounted(n: int) -> None:
+    del n
 
 
 _HOST = re.compile(r"[a-z0-9._-]{1,253}|[0-9a-f:.]{2,45}")
@@ -235,29 +374,3 @@ def _reply(status: int, reason: str) -> bytes:
     title = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}.get(status, "Error")
     return (f"HTTP/1.1 {status} {title}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
             "X-Agent-Desk-Proxy: refused\r\nConnection: close\r\n\r\n").encode() + body
-
-
-async def _pipe_both(c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter, u_reader: asyncio.StreamReader,
-                     u_writer: asyncio.StreamWriter, conn: NetworkConnection) -> None:
-    def up(n: int) -> None:
-        conn.bytes_up += n
-
-    def down(n: int) -> None:
-        conn.bytes_down += n
-
-    await asyncio.gather(_pipe(c_reader, u_writer, up), _pipe(u_reader, c_writer, down), return_exceptions=True)
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, count: Callable[[int], None]) -> None:
-    try:
-        while True:
-            data = await reader.read(CHUNK)
-            if not data:
-                break
-            writer.write(data)
-            count(len(data))
-            await writer.drain()
-    finally:
-        with contextlib.suppress(Exception):
-            if writer.can_write_eof():
-                writer.write_eof()

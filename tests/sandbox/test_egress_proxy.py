@@ -138,6 +138,68 @@ async def test_a_huge_head_is_refused(proxy: EgressProxy) -> None:
     assert reply.startswith(b"HTTP/1.1 431")
 
 
+async def test_a_huge_head_in_pieces_is_refused(proxy: EgressProxy) -> None:
+    """The limit holds across reads: a head sent a piece at a time, none of them over it, is refused whole."""
+    reader, writer = await asyncio.open_connection(*proxy.address)
+    writer.write(b"GET http://good.test/ HTTP/1.1\r\n")
+    for _ in range(20):
+        writer.write(b"X-Pad: " + b"b" * 4000 + b"\r\n")
+        await writer.drain()
+    writer.write(b"\r\n")
+    reply = await reader.read()
+    writer.close()
+    assert reply.startswith(b"HTTP/1.1 431") and proxy.gate.connections == []  # type: ignore[attr-defined]
+
+
+async def test_bytes_sent_with_the_head_reach_the_server_and_are_counted(proxy: EgressProxy,
+                                                                         servers: LocalServers) -> None:
+    """A client that sends its first bytes in the same write as its CONNECT (as some do, not waiting for the 200)
+    loses none of them; its end of output passes through, and the tunnel still carries the answer back."""
+    get = b"GET /bytes/3000 HTTP/1.1\r\nHost: good.test\r\nConnection: close\r\n\r\n"
+    reader, writer = await asyncio.open_connection(*proxy.address)
+    writer.write(f"CONNECT good.test:{servers.http_port} HTTP/1.1\r\n\r\n".encode() + get)
+    writer.write_eof()  # half-closed: nothing more to send, the answer still comes back
+    data = await reader.read()
+    writer.close()
+    established, _, answer = data.partition(b"\r\n\r\n")
+    assert established == b"HTTP/1.1 200 Connection established"
+    assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"x" * 3000)
+    conns = proxy.gate.connections  # type: ignore[attr-defined]
+    assert await wait_until_async(lambda: len(conns) == 1, 10)
+    assert (conns[0].bytes_up, conns[0].bytes_down) == (len(get), len(answer))
+
+
+async def test_a_slow_reader_gets_every_byte(proxy: EgressProxy, servers: LocalServers,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that reads slowly holds the server back (the proxy stops reading while its writes wait) and
+    still gets every byte, counted once."""
+    from desktop_app.sandbox import _proxy
+
+    held: list[int] = []
+    pause = _proxy._Side.pause_writing
+
+    def pausing(side: _proxy._Side) -> None:
+        assert side.transport is not None
+        held.append(side.transport.get_write_buffer_size())
+        pause(side)
+
+    monkeypatch.setattr(_proxy._Side, "pause_writing", pausing)
+    reader, writer = await asyncio.open_connection(*proxy.address, limit=4096)
+    size = 8 * 1024 * 1024
+    writer.write(f"GET http://good.test:{servers.http_port}/bytes/{size} HTTP/1.1\r\nHost: good.test\r\n\r\n"
+                 .encode())
+    got = 0
+    while chunk := await reader.read(4096):
+        got += len(chunk)
+        if got < 1024 * 1024:
+            await asyncio.sleep(0)  # the first megabyte a chunk per turn of the loop: the writes back up
+    writer.close()
+    conns = proxy.gate.connections  # type: ignore[attr-defined]
+    assert await wait_until_async(lambda: len(conns) == 1, 10)
+    assert got == conns[0].bytes_down and got > size
+    assert held and max(held) < 1024 * 1024  # it held back the server, never the whole download in memory
+
+
 async def test_only_the_sandbox_may_use_it(servers: LocalServers) -> None:
     gate = ListOnlyGate(NetworkAllowlist.parse(["good.test"]))
     p = EgressProxy(gate, resolve=servers.resolve, peers=lambda: {"172.31.99.99"})
