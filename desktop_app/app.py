@@ -258,7 +258,7 @@ async def _run_window(app, window, settings, settings_error: str | None, db: str
                                     sample=args.sample_data)
         closed = asyncio.get_running_loop().create_future()
         window.closed.connect(lambda: closed.done() or closed.set_result(None))
-        window.quit_guard = controller.quit_guard  # Ctrl+Q or the title bar's close with work in flight asks
+        window.quit_guard = controller.quit.guard  # Ctrl+Q or the title bar's close with work in flight asks
         _on_terminate(window, controller)
         await closed
         return 0
@@ -276,7 +276,7 @@ def _on_terminate(window, controller) -> None:
     import signal
 
     def terminate() -> None:
-        controller.quitting = True
+        controller.quit.quitting = True
         window.close()
 
     loop = asyncio.get_running_loop()

@@ -46,7 +46,7 @@ from ._conversation import NOTICE_EVENTS
 from ._mainwindow import SHORTCUTS, MainWindow
 from ._mcp import McpDirectory
 from ._projects import ask_text, session_title
-from ._quit import QuitChoice, RunningCalls, WorkInFlight, ask_to_quit
+from ._quit import QuitFlow, RunningCalls
 from ._rewind_files import RewindFiles
 from ._session_modes import SessionModes
 from ._tasks import BackgroundTasks
@@ -91,12 +91,11 @@ class AppController(QObject):
         self.history_loading: asyncio.Task | None = None
         self.consent = ConsentBanner(window, self.tasks.spawn, applied=self._consent_applied)
         self.running_calls = RunningCalls(self)
+        self.quit = QuitFlow(window, self.agents, self.running_calls)  # quit_guard, and the question at a close
         self.rewind = RewindFiles(window, desk, self.tasks.spawn, self)  # a row's "Rewind files…", a turn's "Rewind…"
         self.running_calls.attach(self.bridge)
         self.breakpoints = SessionBreakpoints(window, self.agents, lambda: self.current_session, self.decide,
                                               self.bridge)  # the Breakpoints menu, and Resume at one
-        self.quitting = False  # the person chose to quit (or nothing was in flight): the window may close
-        self.quit_question: asyncio.Future[QuitChoice] | None = None
         self._attach_views()
         self._connect()
 
@@ -140,7 +139,7 @@ class AppController(QObject):
         w.checksRequested.connect(lambda: spawn(self.run_setup_checks()))
         w.aboutRequested.connect(self.show_about)
         w.compactRequested.connect(lambda: spawn(self.compact()))
-        w.quitRequested.connect(lambda: spawn(self.request_quit()))
+        w.quitRequested.connect(lambda: spawn(self.quit.request()))
         w.conversation.retryRequested.connect(lambda: spawn(self.retry()))
         w.shortcutsRequested.connect(self.show_shortcuts)
         w.mode_picker.modeChosen.connect(self.modes.set_mode)
@@ -635,45 +634,6 @@ class AppController(QObject):
         if name is None or not name.strip():
             return None
         return await self.set_title(session_id, title_from(" ".join(name.split()), limit=120))
-
-    # quitting --------------------------------------------------------------------------------------
-    def work_in_flight(self) -> WorkInFlight:
-        live = {sid for sid, a in self.agents.items() if a.running}
-        approvals = sum(1 for i in self.window.inbox.model.items() if i.session_id in live)
-        return WorkInFlight(calls=list(self.running_calls.running.values()), approvals=approvals,
-                            turns=len(live))
-
-    def quit_guard(self) -> bool:
-        """MainWindow.closeEvent asks this: close now when the person chose, or when nothing is in flight."""
-        return self.quitting or not self.work_in_flight()
-
-    async def request_quit(self) -> QuitChoice:
-        """A close held back: ask (once at a time) what to do with the work in flight, then do it."""
-        if self.quit_question is not None and not self.quit_question.done():
-            bring_to_front(self.window)
-            return await asyncio.shield(self.quit_question)
-        work = self.work_in_flight()
-        choice = QuitChoice.QUIT
-        if work:
-            self.quit_question = ask_to_quit(self.window, work)
-            choice = await self.quit_question
-        if choice is QuitChoice.WAIT:
-            return choice
-        if choice is QuitChoice.STOP:
-            await self.stop_all()
-        self.quitting = True
-        self.window.close()
-        return choice
-
-    async def stop_all(self, timeout_s: float = 15.0) -> None:
-        """Stop every running turn and wait for its end to be recorded (a call that ignores the stop is cut
-        off by the sandbox's close after `timeout_s`)."""
-        running = [a for a in self.agents.values() if a.running]
-        for agent in running:
-            agent.stop()
-        if running:
-            self.window.conversation.add_notice("Stopping the running calls before quitting…")
-            await asyncio.wait([asyncio.ensure_future(a.wait()) for a in running], timeout=timeout_s)
 
     async def close(self) -> None:
         """The window is going: UI tasks are cancelled, each turn still running is abandoned where it stands

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QMessageBox, QWidget
@@ -13,6 +14,11 @@ from shiboken6 import isValid
 
 from ..core import StateChanged, ToolCallState, ToolEnd, ToolStart, summarize_input
 from ._bridge import EventBridge
+from ._theme import bring_to_front
+
+if TYPE_CHECKING:
+    from ..core import AgentSession
+    from ._mainwindow import MainWindow
 
 
 class QuitChoice(Enum):
@@ -102,3 +108,48 @@ def ask_to_quit(parent: QWidget, work: WorkInFlight) -> asyncio.Future[QuitChoic
     box.open()
     future.add_done_callback(lambda f: f.cancelled() and isValid(box) and box.close())
     return future
+
+
+class QuitFlow:
+    """A close with work in flight: `guard` (MainWindow.closeEvent asks it) holds the close back unless the
+    person chose to quit or nothing is in flight; `request` asks, once at a time, and does what was chosen."""
+
+    def __init__(self, window: MainWindow, agents: dict[str, AgentSession], running: RunningCalls) -> None:
+        self.window, self.agents, self.running = window, agents, running
+        self.quitting = False  # the person chose to quit (or nothing was in flight): the window may close
+        self.question: asyncio.Future[QuitChoice] | None = None
+
+    def work_in_flight(self) -> WorkInFlight:
+        live = {sid for sid, a in self.agents.items() if a.running}
+        approvals = sum(1 for i in self.window.inbox.model.items() if i.session_id in live)
+        return WorkInFlight(calls=list(self.running.running.values()), approvals=approvals, turns=len(live))
+
+    def guard(self) -> bool:
+        return self.quitting or not self.work_in_flight()
+
+    async def request(self) -> QuitChoice:
+        if self.question is not None and not self.question.done():
+            bring_to_front(self.window)
+            return await asyncio.shield(self.question)
+        work = self.work_in_flight()
+        choice = QuitChoice.QUIT
+        if work:
+            self.question = ask_to_quit(self.window, work)
+            choice = await self.question
+        if choice is QuitChoice.WAIT:
+            return choice
+        if choice is QuitChoice.STOP:
+            await self.stop_all()
+        self.quitting = True
+        self.window.close()
+        return choice
+
+    async def stop_all(self, timeout_s: float = 15.0) -> None:
+        """Stop every running turn and wait for its end to be recorded (a call that ignores the stop is cut
+        off by the sandbox's close after `timeout_s`)."""
+        running = [a for a in self.agents.values() if a.running]
+        for agent in running:
+            agent.stop()
+        if running:
+            self.window.conversation.add_notice("Stopping the running calls before quitting…")
+            await asyncio.wait([asyncio.ensure_future(a.wait()) for a in running], timeout=timeout_s)

@@ -29,7 +29,7 @@ def open_app(qtbot, run, store, server, *, guard: bool = True):
     factory = Desk(settings=settings, store=store, bus=bus, api_key_source="settings")
     controller = AppController(window, factory)
     if guard:
-        window.quit_guard = controller.quit_guard
+        window.quit_guard = controller.quit.guard
     window.show()
     return window, controller, factory
 

@@ -39,7 +39,7 @@ def _window(qtbot, run, store, settings, key_source):
     qtbot.addWidget(window)
     factory = Desk(settings=settings, store=store, bus=bus, api_key_source=key_source)
     controller = AppController(window, factory)
-    window.quit_guard = controller.quit_guard  # as app.py wires it
+    window.quit_guard = controller.quit.guard  # as app.py wires it
     window.show()
     return window, controller, factory
 
