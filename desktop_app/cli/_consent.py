@@ -10,20 +10,15 @@ from typing import Any
 
 from ..core import ConfigError, ConsentKind, ConsentStatus
 from ._common import EXIT_FAILED, EXIT_OK
-from ._db import open_or_create_store
+from ._db import project_of
 from ._run import ask
 
 
 async def mcp_grant_command(args: argparse.Namespace) -> int:
     """Record (or revoke) the relaxation a project's server asks for, bound to its entry as it is now."""
-    from ..config import Settings
-    from ..runtime import Consent, approve, consents, project_dir, project_for_dir, project_mcp_servers
+    from ..runtime import Consent, approve, consents, project_mcp_servers
 
-    folder = project_dir(args.project)
-    settings = await asyncio.to_thread(Settings.load)
-    store = await open_or_create_store(args)
-    try:
-        project = await project_for_dir(store, folder, settings=settings)
+    async with project_of(args) as (folder, _settings, store, project):
         found = await asyncio.to_thread(consents, project, ConsentKind.MCP)
         consent = next((c for c in found if c.name == args.server), None)
         if consent is None and args.revoke:  # gone from the file, or asking for nothing now: still revocable
@@ -38,8 +33,6 @@ async def mcp_grant_command(args: argparse.Namespace) -> int:
         if updated != project.settings:
             project.settings = updated
             await store.save_project(project)
-    finally:
-        await store.close()
     if args.revoke:
         print(f"revoked: {args.server} no longer starts with what it asks for.")
     else:
@@ -51,14 +44,9 @@ async def mcp_grant_command(args: argparse.Namespace) -> int:
 async def hooks_command(args: argparse.Namespace) -> int:
     """`hooks list`: the hooks that run for the project; `hooks grant`: show the project's hooks file, then
     grant exactly that text (after y, or with --yes), or take the grant back (--revoke)."""
-    from ..config import Settings
-    from ..runtime import grant_hooks, project_dir, project_for_dir, project_hooks_trust, user_hook_specs
+    from ..runtime import grant_hooks, project_hooks_trust, user_hook_specs
 
-    folder = project_dir(args.project)
-    settings = await asyncio.to_thread(Settings.load)
-    store = await open_or_create_store(args)
-    try:
-        project = await project_for_dir(store, folder, settings=settings)
+    async with project_of(args) as (folder, settings, store, project):
         if args.action == "list":
             specs, trust = await asyncio.to_thread(user_hook_specs, settings, project)
             for spec in specs:
@@ -80,8 +68,6 @@ async def hooks_command(args: argparse.Namespace) -> int:
         if updated != project.settings:
             project.settings = updated
             await store.save_project(project)
-    finally:
-        await store.close()
     print("revoked: the project's hooks do not run." if args.revoke else
           "granted: the project's hooks run until the file changes.", file=sys.stderr)
     return EXIT_OK
@@ -115,14 +101,9 @@ def rules_command(args: argparse.Namespace) -> int:
 # consent, every kind ----------------------------------------------------------------------------------
 async def consent_command(args: argparse.Namespace) -> int:
     """`consent list|approve|revoke`: one verb family over every kind of subject the person approves."""
-    from ..config import Settings
-    from ..runtime import approve, consents, project_dir, project_for_dir
+    from ..runtime import approve, consents
 
-    folder = project_dir(args.project)
-    settings = await asyncio.to_thread(Settings.load)
-    store = await open_or_create_store(args)
-    try:
-        project = await project_for_dir(store, folder, settings=settings)
+    async with project_of(args) as (folder, _settings, store, project):
         kind = ConsentKind(args.kind) if args.kind else None
         found = [c for c in await asyncio.to_thread(consents, project, kind) if args.name in (None, c.name)]
         if args.action == "list":
@@ -144,8 +125,6 @@ async def consent_command(args: argparse.Namespace) -> int:
                 await store.save_project(project)
             print(f"{'revoked' if args.action == 'revoke' else 'approved'}: the project's {c.label}.",
                   file=sys.stderr)
-    finally:
-        await store.close()
     return EXIT_FAILED if refused else EXIT_OK
 
 

@@ -5,14 +5,19 @@ create it, and say so."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import os
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..core import ConfigError
 
 if TYPE_CHECKING:
+    from ..config import Settings
+    from ..core import ProjectInfo
     from ..runtime import SqlStore
 
 
@@ -63,3 +68,26 @@ async def open_or_create_store(args: argparse.Namespace) -> SqlStore:
         path, source = missing
         print(f"agent-desk: creating the audit database {path} (from {source})", file=sys.stderr)
     return await open_store(db_source(args)[0])
+
+
+class OpenProject(NamedTuple):
+    folder: Path
+    settings: Settings
+    store: SqlStore
+    project: ProjectInfo
+
+
+@contextlib.asynccontextmanager
+async def project_of(args: argparse.Namespace) -> AsyncIterator[OpenProject]:
+    """The project of `--project` for a command that records about it: its folder, the settings, the store
+    (made when missing) and its row there; the store closed after."""
+    from ..config import Settings
+    from ..runtime import project_dir, project_for_dir
+
+    folder = project_dir(args.project)
+    settings = await asyncio.to_thread(Settings.load)
+    store = await open_or_create_store(args)
+    try:
+        yield OpenProject(folder, settings, store, await project_for_dir(store, folder, settings=settings))
+    finally:
+        await store.close()

@@ -11,20 +11,13 @@ import sys
 
 from ..core import ALLOWLIST_SETTING, ConfigError, ConsentKind, ErrorEvent, EventBus, NetworkAllowlist, ProjectInfo
 from ._common import EXIT_OK
-from ._db import open_or_create_store
+from ._db import project_of
 
 _MODES = {False: "off", True: "on (full network)", "allowlist": "allowlist"}
 
 
 async def network_command(args: argparse.Namespace) -> int:
-    from ..config import Settings
-    from ..runtime import project_dir, project_for_dir
-
-    folder = project_dir(args.project)
-    settings = await asyncio.to_thread(Settings.load)
-    store = await open_or_create_store(args)
-    try:
-        project = await project_for_dir(store, folder, settings=settings)
+    async with project_of(args) as (_, _, store, project):
         if args.action == "list":
             await asyncio.to_thread(_print_list, project)
             return EXIT_OK
@@ -35,8 +28,6 @@ async def network_command(args: argparse.Namespace) -> int:
                                message=f"network {args.action} {args.pattern} in {project.name} "
                                        f"(agent-desk network {args.action}): {said}"))
         await store.flush()
-    finally:
-        await store.close()
     print(f"{'allowed' if args.action == 'allow' else 'revoked'}: {said}", file=sys.stderr)
     mode = project.settings.get("network", False)
     if mode != "allowlist":
