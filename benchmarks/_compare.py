@@ -7,8 +7,9 @@ import re
 from pathlib import Path
 
 _LINE = re.compile(r"^bench (\S+) (-?[0-9.]+(?:e[-+]?\d+)?|nan|inf) (\S+)\s*$")
-# Figures where more is better: a rate, and the helper's speed-up over `docker exec`.
-_HIGHER_IS_BETTER = ("_per_s", "exec_ratio_vs_docker_exec")
+# Figures where more is better: a rate (`_per_s` as a word of the name: not `_per_step`), and the helper's
+# speed-up over `docker exec`.
+_HIGHER_IS_BETTER = re.compile(r"_per_s(?:_|$)|^exec_ratio_vs_docker_exec")
 
 
 def figures(text: str) -> dict[str, tuple[float, str]]:
@@ -22,7 +23,7 @@ def figures(text: str) -> dict[str, tuple[float, str]]:
 
 
 def higher_is_better(name: str, unit: str) -> bool:
-    return unit == "1/s" or any(h in name for h in _HIGHER_IS_BETTER)
+    return unit == "1/s" or bool(_HIGHER_IS_BETTER.search(name))
 
 
 def verdict(name: str, unit: str, before: float, after: float, noise: float = 0.05) -> str:

@@ -15,12 +15,16 @@ bench audit_write_per_s 6400.000 1/s
 bench exec_ratio_vs_docker_exec 31.000 x
 bench glob_tree_ratio_vs_rg 2.200 x
 bench gone_ms 3.000 ms
+bench loop_cpu_per_step_ms 4.000 ms
+bench audit_write_per_s_pg_4_writers 3000.000 1/s
 """
 AFTER = """bench dispatch_p50_ms 0.580 ms
 bench audit_write_per_s 8800.000 1/s
 bench exec_ratio_vs_docker_exec 30.000 x
 bench glob_tree_ratio_vs_rg 2.900 x
 bench new_ms 1.000 ms
+bench loop_cpu_per_step_ms 2.000 ms
+bench audit_write_per_s_pg_4_writers 3300.000 1/s
 """
 
 
@@ -31,6 +35,8 @@ def test_ratios_and_the_right_direction_for_each_kind_of_figure() -> None:
     assert rows["audit_write_per_s"].split()[3:] == ["1.38x", "1/s", "better"]  # more per second is better
     assert rows["exec_ratio_vs_docker_exec"].split()[3:] == ["0.97x", "x", "same"]  # within the noise
     assert rows["glob_tree_ratio_vs_rg"].split()[3:] == ["1.32x", "x", "worse"]  # slower than rg by more
+    assert rows["loop_cpu_per_step_ms"].split()[3:] == ["0.50x", "ms", "better"]  # "_per_step" is no rate
+    assert rows["audit_write_per_s_pg_4_writers"].split()[3:] == ["1.10x", "1/s", "better"]
     assert "before only" in rows["gone_ms"] and "after only" in rows["new_ms"]
 
 
