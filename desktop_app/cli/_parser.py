@@ -131,12 +131,16 @@ def _add_run(sub: _Sub) -> None:
     _dir_arg(run.add_argument("--project", default=".", help="the project folder (default: here)"))
     run.add_argument("--image", help="sandbox image: a catalog name (python, node, minimal) or a tag")
     run.add_argument("--session", help="continue this session instead of starting one")
-    run.add_argument("--image-file", action="append", metavar="PATH", dest="image_files", default=[],
-                     help="an image to send with the prompt (PNG, JPEG, GIF or WebP, at most 3.75 MB and 8000 px "
-                     "a side; repeatable, up to 20)")
+    _image_files_arg(run)
     _run_options(run)
     run.add_argument("prompt", nargs="?", help="what to ask; `-` (or no prompt, with stdin piped) reads it from "
                      "stdin")
+
+
+def _image_files_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--image-file", action="append", metavar="PATH", dest="image_files", default=[],
+                   help="an image to send with the prompt (PNG, JPEG, GIF or WebP, at most 3.75 MB and 8000 px a "
+                   "side; repeatable, up to 20)")
 
 
 def _add_sessions(sub: _Sub) -> None:
@@ -152,6 +156,7 @@ def _add_sessions(sub: _Sub) -> None:
     sr.add_argument("id")
     sr.add_argument("prompt", nargs="?", help="a new message (`-` reads it from stdin); without one, the "
                     "interrupted turn continues")
+    _image_files_arg(sr)
     _run_options(sr)
     sc = ssub.add("compact", help="summarise a session's older turns with the model (the audit keeps them)")
     sc.add_argument("id")

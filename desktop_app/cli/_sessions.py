@@ -12,12 +12,13 @@ from ..core import (
     STATUS_CHANNELS,
     AgentDeskError,
     AgentStatus,
+    ConfigError,
     image_of_block,
     visible,
 )
 from ._common import EXIT_OK, open_project_runtime, read_prompt, when
 from ._db import open_existing_store
-from ._run import drive
+from ._run import drive, prompt_images
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -118,6 +119,10 @@ async def _resume(args: argparse.Namespace, store: SqlStore) -> int:
     """Reopen a stored session in its project's runtime, which owns `store` from then on."""
     try:
         args.prompt = read_prompt(args.prompt, required=False)
+        if args.image_files and not args.prompt:
+            raise ConfigError("--image-file goes with a new message: give the prompt too.",
+                              hint='agent-desk sessions resume ID "what is in this picture?" --image-file PATH')
+        images = prompt_images(args.image_files)  # every file checked before the session is opened
     except BaseException:
         await store.close()
         raise
@@ -125,7 +130,7 @@ async def _resume(args: argparse.Namespace, store: SqlStore) -> int:
     try:
         opened = await runtime.open_session(session.id)
         opened.set_breakpoints(args.break_on or [])
-        return await drive(runtime, opened, args, args.prompt)
+        return await drive(runtime, opened, args, args.prompt, images)
     finally:
         await runtime.close()
 

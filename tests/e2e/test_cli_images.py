@@ -92,3 +92,27 @@ def test_a_bad_image_file_is_a_usage_error_before_any_request(env, server, tmp_p
     assert "Traceback" not in err
     assert server.requests == []
     assert not os.path.exists(tmp_path / "desk.db")  # nothing stored either
+
+
+def test_resume_sends_image_files_with_its_new_message(env, server, tmp_path: Path, capsys) -> None:
+    """`sessions resume ID PROMPT --image-file PATH`: the picture goes with the new message, after the history;
+    a picture without a message, or a bad one, is a usage error that leaves the session as it was."""
+    (tmp_path / "p").mkdir()
+    pic = tmp_path / "after.png"
+    pic.write_bytes(png(12, 7))
+    server.add(reply(text("Noted.")), reply(text("A small picture.")))
+    assert main(["run", "--project", str(tmp_path / "p"), "--sandbox", "local", "remember this"]) == 0
+    sid = capsys.readouterr().err.split("session ", 1)[1].split()[0]
+    opts = ["--sandbox", "local", "--image-file", str(pic)]
+    assert main(["sessions", "resume", sid, *opts]) == EXIT_USAGE  # no message to carry it
+    assert "--image-file goes with a new message" in capsys.readouterr().err
+    (tmp_path / "bad.png").write_text("not a picture")
+    assert main(["sessions", "resume", sid, "and this?", *opts, "--image-file", str(tmp_path / "bad.png")]) == 2
+    assert "bad.png was not attached" in capsys.readouterr().err
+    assert len(server.requests) == 1  # neither refusal reached the model
+    assert main(["sessions", "resume", sid, "and this?", *opts]) == 0, capsys.readouterr().err
+    last = server.requests[-1].messages
+    sent = [{k: v for k, v in b.items() if k != "cache_control"} for b in last[-1]["content"]]
+    assert sent == [image_block(read_prompt_image(pic.read_bytes())), {"type": "text", "text": "and this?"}]
+    assert [m["role"] for m in last] == ["user", "assistant", "user"]  # the history, then the new message
+    assert main(["audit", "verify"]) == 0
