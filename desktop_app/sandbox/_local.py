@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -49,7 +50,30 @@ def _re2_compile(pattern: str) -> Any:
         pattern = pattern[:-2] + "\\z"
     options = re2.Options()
     options.log_errors = False
-    return re2.compile(pattern, options)
+    return _Re2(re2.compile(pattern, options))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _Re2:
+    """An RE2 pattern that also takes the file system's undecodable bytes (a name's lone surrogates, which RE2
+    refuses to encode): each is matched as one U+FFFD, so `?` and `*` cover it as they cover any character."""
+
+    def __init__(self, rx: Any) -> None:
+        self._rx = rx
+
+    def match(self, text: str) -> Any:
+        try:
+            return self._rx.match(text)
+        except UnicodeEncodeError:
+            return self._rx.match(_SURROGATE.sub("\ufffd", text))
+
+    def search(self, text: str) -> Any:
+        try:
+            return self._rx.search(text)
+        except UnicodeEncodeError:
+            return self._rx.search(_SURROGATE.sub("\ufffd", text))
 
 
 def _host_env() -> dict[str, str]:

@@ -461,6 +461,16 @@ async def test_glob_finds_what_the_glob_regex_matches_in_path_order(sandbox):
         assert [f.path for f in await sandbox.glob(pattern)] == want, pattern
 
 
+async def test_glob_lists_a_name_that_is_not_utf8(sandbox):
+    """A file name with a byte that is not UTF-8 (written by some tool, or an archive) is listed, once, beside
+    its neighbours: the listing is decoded as a whole, undecodable bytes kept."""
+    r = await sandbox.exec("mkdir -p enc && : > enc/plain.py && : > \"enc/$(printf 'caf\\351').py\"")
+    assert r.exit_code == 0, r.stderr
+    paths = [f.path for f in await sandbox.glob("enc/*.py")]
+    assert len(paths) == 2 and paths[1] == "enc/plain.py", paths
+    assert paths[0].startswith("enc/caf") and paths[0].endswith(".py") and paths[0] != "enc/caf.py"
+
+
 async def test_glob_caps_at_200_newest(sandbox, call):
     r = await sandbox.exec("mkdir -p many && for i in $(seq 1 205); do : > many/f$i.txt; done")
     assert r.exit_code == 0

@@ -63,10 +63,10 @@ def _kill_group(proc):
     proc.wait()
 
 
-def run_killable(argv, timeout, on_record, sep=b"\n"):
-    """Run `argv` in a process group of its own, handing each `sep`-ended record of its stdout to
-    `on_record` (True stops early). The group is killed at the deadline, at a stop, and at the end.
-    Returns (timed_out, exit code or None, the last 4 KiB of stderr)."""
+def run_killable(argv, timeout, on_records, sep=b"\n"):
+    """Run `argv` in a process group of its own, handing the `sep`-ended records of its stdout to
+    `on_records` a batch at a time, as they come (a list of bytes; True stops early). The group is killed at
+    the deadline, at a stop, and at the end. Returns (timed_out, exit code or None, the last 4 KiB of stderr)."""
     proc = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         start_new_session=True, close_fds=True, bufsize=0,
@@ -92,7 +92,7 @@ def run_killable(argv, timeout, on_record, sep=b"\n"):
                     del err[:-4096]
                 else:
                     buf += data
-                    stopped = _records(buf, sep, on_record)
+                    stopped = _records(buf, sep, on_records)
                     if stopped:
                         break
     finally:
@@ -101,21 +101,19 @@ def run_killable(argv, timeout, on_record, sep=b"\n"):
         proc.stdout.close()
         proc.stderr.close()
     if not timed_out and not stopped and buf:
-        on_record(bytes(buf))
+        on_records([bytes(buf)])
     return timed_out, proc.returncode, bytes(err).decode("utf-8", "replace")
 
 
-def _records(buf, sep, on_record):
-    start = 0
-    while True:
-        i = buf.find(sep, start)
-        if i < 0:
-            break
-        if on_record(bytes(buf[start:i])):
-            return True
-        start = i + 1
-    del buf[:start]
-    return False
+def _records(buf, sep, on_records):
+    """The whole records in `buf` to `on_records` in one list (one split, not a call per record); the
+    unended rest stays in `buf`."""
+    end = buf.rfind(sep)
+    if end < 0:
+        return False
+    records = bytes(buf[:end]).split(sep)
+    del buf[: end + 1]
+    return on_records(records)
 
 
 class Search:
@@ -151,8 +149,9 @@ class Search:
         deadline = time.monotonic() + self.timeout
         cut = len(base.rstrip("/")) + 1  # entries are under base: the relative path is a slice, not relpath
         found = []
-        for i, full in enumerate(self._entries(ws, base, deadline, include_ignored)):
-            if full.endswith(tail) and match(full[cut:]):
+        ending = [f for f in self._entries(ws, base, deadline, include_ignored) if f.endswith(tail)]
+        for i, full in enumerate(ending):  # the regex only where the literal end matched (a str test)
+            if match(full[cut:]):
                 found.append(full)
             if not i & 4095:
                 self._deadline_check(deadline, "fs_glob")
@@ -175,21 +174,23 @@ class Search:
             check = lambda: self._deadline_check(deadline, "fs_glob")  # noqa: E731
             ignored = None if include_ignored else Gitignores(ws.root, base)
             return [os.path.join(d, n) for d, n, _ in _walk(base, check, ignored)]
-        files = []
+        listed = []
 
-        def on_record(rec):
-            files.append(os.fsdecode(rec))
-            return len(files) >= WALK_MAX_ENTRIES
+        def on_records(recs):
+            listed.extend(recs)
+            return len(listed) >= WALK_MAX_ENTRIES
 
         argv = [self.rg, "--files", "--null", *rg_flags(include_ignored), "--", base]
-        timed_out, _, _ = run_killable(argv, self.timeout, on_record, b"\0")
+        timed_out, _, _ = run_killable(argv, self.timeout, on_records, b"\0")
         if timed_out:
             raise SearchTimeout(_timeout_message("fs_glob", self.timeout))
+        # decoded at once (as os.fsdecode would each: UTF-8, undecodable bytes kept as surrogates)
+        files = b"\0".join(listed[:WALK_MAX_ENTRIES]).decode("utf-8", "surrogateescape").split("\0") if listed else []
         dirs = set()
-        for d in {f[: f.rfind("/")] for f in files}:  # rg lists files only: their folders are entries too
+        for d in {f.rpartition("/")[0] for f in files}:  # rg lists files only: their folders are entries too
             while len(d) > len(base) and d not in dirs:
                 dirs.add(d)
-                d = d[: d.rfind("/")]
+                d = d.rpartition("/")[0]
         files.extend(dirs)
         return files
 
@@ -224,17 +225,21 @@ class Search:
         argv += ["--regexp", pattern, "--", base]
         out = []
 
-        def on_record(rec):
-            if not rec.startswith(_MATCH):  # begin, end, context, summary: nothing to read
-                return False
-            data = loads(rec.decode("utf-8"))["data"]
-            full = os.fsdecode(_rg_bytes(data["path"]))
-            if wanted(full):
-                line = _rg_bytes(data["lines"]).rstrip(b"\r\n").decode("utf-8", "replace")
-                out.append({"path": ws.rel(full), "line": int(data["line_number"]), "text": line[:GREP_LINE_MAX]})
-            return len(out) >= max_results
+        def on_records(recs):
+            for rec in recs:
+                if not rec.startswith(_MATCH):  # begin, end, context, summary: nothing to read
+                    continue
+                data = loads(rec.decode("utf-8"))["data"]
+                full = os.fsdecode(_rg_bytes(data["path"]))
+                if wanted(full):
+                    line = _rg_bytes(data["lines"]).rstrip(b"\r\n").decode("utf-8", "replace")
+                    out.append({"path": ws.rel(full), "line": int(data["line_number"]),
+                                "text": line[:GREP_LINE_MAX]})
+                    if len(out) >= max_results:
+                        return True
+            return False
 
-        timed_out, code, err = run_killable(argv, self.timeout, on_record)
+        timed_out, code, err = run_killable(argv, self.timeout, on_records)
         if timed_out:
             raise SearchTimeout(_timeout_message("fs_grep", self.timeout))
         if code == 2 and not out and ("regex" in err or "error parsing" in err):
