@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ._agent_send import Outbox
 from ._agent_state import AgentStatus, approval_summary, error_summary
 from ._anthropic import PREVIEW_PARSE_CHARS, input_preview, json_head
 from ._breakpoints import Breakpoint, parse_breakpoint
@@ -50,7 +51,7 @@ from ._hooks import off_loop_when_large, redact_off_loop
 from ._llm import ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._messages import StoredMessage, sealed_result, text_blocks, tool_result_block
 from ._project import ProjectInfo, SessionInfo, new_session, title_from
-from ._prompt_images import PromptImage, check_prompt_images, history_image_sizes, image_block
+from ._prompt_images import PromptImage
 from ._record import ToolCallRecord, ToolCallState
 from ._redaction import Redactor, StreamRedactor
 from ._run import RunContext
@@ -124,8 +125,7 @@ class AgentSession:
         self.depth = setup.depth
         self.subagents = Subagents(self, setup.subagents, setup.depth) if setup.subagents is not None else None
         self._run.subagents = self.subagents
-        self._queue: list[str] = []
-        self._queued_images: list[dict[str, Any]] = []  # image blocks of the message(s) not yet appended
+        self._outbox = Outbox()  # what the person sent while a turn runs
         self._turn: asyncio.Task[TurnResult] | None = None
         self._stream_task: asyncio.Task[ModelReply] | None = None
         self._reoffered: list[ToolCallRecord] = []
@@ -220,19 +220,8 @@ class AgentSession:
     async def send(self, text: str, images: Sequence[PromptImage] = ()) -> TurnResult:
         """Start a turn with `text` (and `images`, checked against the API's limits with the session's
         earlier ones); while a turn runs, queue it for that turn's next step."""
-        if not text.strip() and not images:
-            raise AgentDeskError("The message is empty.")
-        if images:
-            history = self._history if self._history is not None else await self.history()
-            queued = StoredMessage(self.session.id, "user", self._queued_images)
-            check_prompt_images(images, await asyncio.to_thread(history_image_sizes, [*history, queued]))
-        blocks = [image_block(i) for i in images]
-        if self.running and self._turn is not None:
-            self._queue.append(text)
-            self._queued_images += blocks
-            return await asyncio.shield(self._turn)
-        self._queued_images = blocks
-        return await self._start(text)
+        return await self._outbox.send(text, images, self.session.id, self._history, self.history,
+                                       lambda: self._turn if self.running else None, self._start)
 
     def status(self) -> AgentStatus:
         """The state now, the step counts, the event cursor, what waits for the person, the last error."""
@@ -292,7 +281,7 @@ class AgentSession:
         if self.running and self._turn is not None:
             return await asyncio.shield(self._turn)
         await self._answer_open_calls()
-        if not self._ends_with_user and not self._queue:
+        if not self._ends_with_user and not self._outbox:
             raise AgentDeskError("Nothing to retry: the last turn ended normally.", hint="Send a new message.")
         return await self._start(None)
 
@@ -350,16 +339,16 @@ class AgentSession:
             await self.executor.resume_approvals(records, self._run)
             await self._answer_open_calls()
         if text is not None:  # the images sent with it first: the API's advice is image, then text
-            await self._append("user", self._take_images() + text_blocks([text]))
+            await self._append("user", self._outbox.take_images() + text_blocks([text]))
         calls_seen: list[tuple[str, str, bool]] = []
         steps = 0
         last_text = ""
         while True:
             if self._stopping:
                 return self._end(TurnEnd.INTERRUPTED, steps, last_text, "Stopped by the user.")
-            queued = self._drain_queue()
+            queued = self._outbox.drain()
             if queued:  # messages sent during the turn join this step's user message
-                await self._append("user", self._take_images() + text_blocks(queued))
+                await self._append("user", self._outbox.take_images() + text_blocks(queued))
             if steps >= self.max_steps:
                 return self._end(
                     TurnEnd.MAX_STEPS, steps, last_text,
@@ -374,7 +363,7 @@ class AgentSession:
             if reply.content:
                 await self._append("assistant", reply.content)
             if not reply.tool_uses:
-                if self._queue:  # a message arrived during the last step: it opens the next one
+                if self._outbox:  # a message arrived during the last step: it opens the next one
                     continue
                 return self._end(TurnEnd.END_TURN, steps, last_text)
             calls = reply.tool_uses
@@ -549,15 +538,6 @@ class AgentSession:
             ev = env.event
             if isinstance(ev, ErrorEvent):
                 self.last_error = ev
-
-    def _drain_queue(self) -> list[str]:
-        queued, self._queue = self._queue, []
-        return queued
-
-    def _take_images(self) -> list[dict[str, Any]]:
-        """The image blocks of the messages being sent (each a message's worth, in order)."""
-        taken, self._queued_images = self._queued_images, []
-        return taken
 
     async def _append(self, role: str, content: list[dict[str, Any]]) -> None:
         if not content:
