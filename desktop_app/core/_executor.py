@@ -38,7 +38,7 @@ from ._hooks import HookChain, HookStep, PreAction, redact_off_loop, redaction_f
 from ._judge import DEFAULT_JUDGE_DEADLINE_S, MAX_RESOLVED_PATHS, Judge
 from ._messages import ToolCall
 from ._record import Outcome, Provenance, Risk, ToolCallRecord, ToolCallState, highest_risk
-from ._recorder import RecordWriter
+from ._recorder import HeldFinal, RecordWriter
 from ._redaction import Redactor, holds_redaction
 from ._registry import ToolRegistry
 from ._run import CallJob, RunContext
@@ -133,9 +133,11 @@ class Executor:
         return self.runner.last_write_end
 
     # -- public API ---------------------------------------------------------------------------------
-    async def run_batch(self, calls: Sequence[ToolCall], run: RunContext) -> list[ToolCallRecord]:
+    async def run_batch(self, calls: Sequence[ToolCall], run: RunContext,
+                        hold: list[HeldFinal] | None = None) -> list[ToolCallRecord]:
         """Run the model's calls: consecutive read-only calls in parallel, writes as barriers; the
-        records come back in the calls' order."""
+        records come back in the calls' order. With `hold`, the last call's result, when it runs alone, is
+        held there (not yet durable, not yet published) for the caller to write with the tool-result message."""
         batch = Batch()
         results: list[ToolCallRecord | None] = [None] * len(calls)
         sem = asyncio.Semaphore(self.max_parallel)
@@ -143,9 +145,11 @@ class Executor:
         # in the same order as ever, and the bus finds each large value's redaction in the memo.
         stored = await redact_off_loop(self.redactor, [_as_stored(c) for c in calls])
 
-        async def one(i: int, call: ToolCall) -> None:
+        async def one(i: int, call: ToolCall, held: list[HeldFinal] | None = None) -> None:
             async with sem:
-                results[i] = await self._run_call(call, run, batch, i, stored[i])
+                results[i] = await self._run_call(call, run, batch, i, stored[i], held)
+
+        last = len(calls) - 1
 
         i = 0
         while i < len(calls):
@@ -154,12 +158,12 @@ class Executor:
                 while j < len(calls) and self._is_read_only(calls[j]):
                     j += 1
                 if j - i == 1:  # one call alone: no task to gather (most steps hold a single call)
-                    await one(i, calls[i])
+                    await one(i, calls[i], hold if i == last else None)
                 else:
                     await asyncio.gather(*(one(k, calls[k]) for k in range(i, j)))
                 i = j
             else:
-                results[i] = await self._run_call(calls[i], run, batch, i, stored[i])
+                results[i] = await self._run_call(calls[i], run, batch, i, stored[i], hold if i == last else None)
                 i += 1
         return [r for r in results if r is not None]
 
@@ -231,7 +235,8 @@ class Executor:
         return tool.summarize(record.input) if tool else record.name
 
     async def _run_call(self, call: ToolCall, run: RunContext, batch: Batch, index: int,
-                        redacted: tuple[dict[str, Any], str]) -> ToolCallRecord:
+                        redacted: tuple[dict[str, Any], str],
+                        hold: list[HeldFinal] | None = None) -> ToolCallRecord:
         """Run one call; `redacted` is its input and raw JSON as stored (see `_as_stored`)."""
         tool = self.registry.find(call.name)
         raw = call.input if call.input is not None else {}
@@ -244,7 +249,7 @@ class Executor:
         seen = ToolCall(call.id, call.name, None if call.input is None else stored, raw_json, call.parse_error)
         self.recorder.create(record, seen)
         try:
-            await self._pipeline(CallJob(record, call, run, batch, tool, raw_input=raw))
+            await self._pipeline(CallJob(record, call, run, batch, tool, raw_input=raw, hold=hold))
         except StoreError as e:
             # The audit log refused a write: the call stops here, visibly; what was written stays.
             self.recorder.unrecorded(record, e)

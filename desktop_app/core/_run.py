@@ -77,6 +77,7 @@ class CallJob:
     emitted: int = 0  # custom events published by the running tool (ctx.emit)
     checkpoint: Any = None  # the workspace before it runs (a core.Checkpoint), when it may write
     checkpoint_after: Any = None  # and once it ended
+    hold: list[Any] | None = None  # where its final transition waits for the tool-result message (HeldFinal)
 
     @property
     def raw(self) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -252,6 +252,9 @@ class SqlStore:
         Sets `entry.seq` and `entry.hash`. Raises StoreError (locked, full, ...) with nothing
         committed for this call and nothing earlier lost.
         """
+        await self._submit(self._transition_op(record, entry), entry)
+
+    def _transition_op(self, record: ToolCallRecord, entry: AuditEntry) -> Op:
         if entry.record_id != record.id:
             raise StoreError(f"audit entry for {entry.record_id} cannot be saved with record {record.id}")
         state = ToolCallState(entry.state).value
@@ -266,11 +269,10 @@ class SqlStore:
         eparams = {"record_id": entry.record_id, "state": state, "at": at, "actor": entry.actor,
                    "note": entry.note, "data": data_json, "message_id": None, "digests": digests, "desk": desk,
                    "canon": CANON_JCS}
-        op = Op("tx", (params, eparams, blob),
-                canon=split_canonical(entry.record_id, state, at, entry.actor, entry.note, data_json, digests,
-                                      desk=desk, canon=CANON_JCS),
-                describe=f"the {state} transition of tool call {record.id} ({record.name})")
-        await self._submit(op, entry)
+        return Op("tx", (params, eparams, blob),
+                  canon=split_canonical(entry.record_id, state, at, entry.actor, entry.note, data_json, digests,
+                                        desk=desk, canon=CANON_JCS),
+                  describe=f"the {state} transition of tool call {record.id} ({record.name})")
 
     def append_event(self, env: Envelope) -> None:
         """Queue an envelope for writing, in order, without waiting. Failures surface at flush()."""
@@ -289,14 +291,23 @@ class SqlStore:
         await self._submit(Op("session", row_params(session, SessionRow),
                               describe=f"session {session.id} (its project {session.project_id} must be saved first)"))
 
-    async def append_message(self, message: StoredMessage) -> int:
+    async def append_message(self, message: StoredMessage,
+                             transitions: Sequence[tuple[ToolCallRecord, AuditEntry]] = ()) -> int:
+        """Append `message` (and, in the same transaction before it, `transitions`: see RecordStore)."""
         stored = message
         if has_images(message):  # the bytes once in prompt_images, before the message that names them
             stored, rows = await asyncio.to_thread(split_images, message)
             await self._submit(Op("exec", insert_images(rows), describe="the images of a message"))
-        mid = await self._submit(Op("message", message_params(stored),
-                                    describe=f"a {message.role} message of session {message.session_id} "
-                                             "(save the session first)"))
+        describe = f"a {message.role} message of session {message.session_id} (save the session first)"
+        op = Op("message", message_params(stored), describe=describe)
+        if transitions:
+            ops = [self._transition_op(record, entry) for record, entry in transitions]
+            results = await self._submit(Op("group", [*ops, op], describe=describe))
+            for (_, entry), (seq, h) in zip(transitions, results, strict=False):
+                entry.seq, entry.hash = seq, h
+            mid = results[-1]
+        else:
+            mid = await self._submit(op)
         message.id = mid
         return mid
 

@@ -127,7 +127,8 @@ class Waiter:
 
 @dataclass(slots=True)
 class Op:
-    kind: str  # tx | event | project | session | message | exec | flush | stop
+    kind: str  # tx | event | project | session | message | exec | group | flush | stop
+    # group: params is a list of ops written in one transaction, all or none (its result: theirs, in a list)
     params: Any = None
     waiter: Waiter | None = None
     # tx only: canonical JSON of the entry split around its seq (see _chain.split_canonical)
@@ -330,15 +331,23 @@ class Writer(threading.Thread):
 
     def _write_batch(self, conn: Connection, ops: list[Op]) -> list[Any]:
         """Write `ops` in one transaction; returns a result per op. Raises on any failure."""
+        flat = [sub for op in ops for sub in (op.params if op.kind == "group" else (op,))]
         try:
-            results = self._write_batch_tx(conn, ops)
+            results = self._write_batch_tx(conn, flat)
         except BaseException:
             if self.notary is not None:
                 self.notary.rolled_back()
             raise
         if self.notary is not None:
             self.notary.committed()
-        return results
+        if len(flat) == len(ops):
+            return results
+        grouped, k = [], 0
+        for op in ops:
+            n = len(op.params) if op.kind == "group" else 1
+            grouped.append(results[k:k + n] if op.kind == "group" else results[k])
+            k += n
+        return grouped
 
     def _write_batch_tx(self, conn: Connection, ops: list[Op]) -> list[Any]:
         results: list[Any] = [None] * len(ops)
