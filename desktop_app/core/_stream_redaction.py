@@ -15,6 +15,10 @@ _SIGNED = {"thinking", "redacted_thinking"}  # the API checks these blocks' sign
 _AS_SENT = _SIGNED | {"image"}  # an image's base64 is bytes, not words: redaction never rewrites it
 
 
+_TEXT_FIELDS = ("text",)
+_TOOL_FIELDS = ("partial_json", "input")
+
+
 def redacted_blocks(redactor: Redactor, content: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A message's blocks with every secret redacted: text, tool_use input, tool_result content."""
     return [b if b.get("type") in _AS_SENT else redactor.redact_value(b) for b in content]
@@ -24,9 +28,10 @@ class RedactingEmit:
     """The model stream's events, redacted before they reach the bus: the text, the thinking and each
     tool's input JSON go through a StreamRedactor of their own (a secret split across deltas waits until
     it is whole). Any other event ends a block, so what the other streams hold goes out before it, in
-    order; `flush()` publishes the rest once the stream ends."""
+    order; `flush()` publishes the rest once the stream ends. The fields it redacted are named to `publish`
+    (EventBus.publish), which then does not redact them again."""
 
-    def __init__(self, publish: Callable[[Event], Any], redactor: Redactor) -> None:
+    def __init__(self, publish: Callable[..., Any], redactor: Redactor) -> None:
         self.publish = publish
         self.redactor = redactor
         self.streams: dict[tuple[str, str], StreamRedactor] = {}
@@ -58,10 +63,10 @@ class RedactingEmit:
             head = self.json.get(event.call_id, "")
             if len(head) <= PREVIEW_PARSE_CHARS:  # the preview reads the head alone: no more is kept
                 head = self.json[event.call_id] = json_head([head, text])
-            preview = self.redactor.redact_value(input_preview(head))
-            self.publish(replace(event, partial_json=text, input=preview))
+            preview = self.redactor.redact_value(input_preview(head))  # decoded: a secret the escapes hid
+            self.publish(replace(event, partial_json=text, input=preview), redacted=_TOOL_FIELDS, by=self.redactor)
         else:
-            self.publish(replace(event, text=text))
+            self.publish(replace(event, text=text), redacted=_TEXT_FIELDS, by=self.redactor)
 
     def flush(self) -> None:
         for key, sr in self.streams.items():
