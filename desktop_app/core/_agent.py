@@ -25,7 +25,6 @@ from ._compaction import (
     estimate_tokens,
     history_view,
     plan,
-    sendable,
     summarise,
     summary_message,
     summary_request,
@@ -51,6 +50,7 @@ from ._record import ToolCallRecord, ToolCallState
 from ._recorder import HeldFinal
 from ._run import RunContext
 from ._sandbox import WORKSPACE
+from ._sendable import SendableHistory
 from ._session_setup import SessionSetup
 from ._store import RecordStore
 from ._stream_redaction import RedactingEmit, redacted_blocks
@@ -128,6 +128,7 @@ class AgentSession:
         self._stopping = False
         self._ends_with_user = False
         self._history: list[StoredMessage] | None = None  # cache of the stored messages, appended in step
+        self._sendable = SendableHistory()  # the history as sent, kept as it grows
         self._tool_params = [t.to_api() for t in self.tools]  # schemas are built once per session
         # Tools that come and go during a session (an MCP server's, once it is ready): asked per request.
         self.more_tools = setup.more_tools
@@ -391,7 +392,7 @@ class AgentSession:
             return None  # stopped while the summary was written
         request = ModelRequest(
             system=system_prompt(self.project, self.sandbox) + (f"\n{self.system_extra}" if self.system_extra else ""),
-            messages=sendable(self._history), tools=self._tools(),
+            messages=self._sendable.of(self._history), tools=self._tools(),
         )
         emit = RedactingEmit(self.bus.publish, self.executor.redactor)
         task = asyncio.ensure_future(self.model_client.stream(request, emit=emit, session_id=self.session.id))
