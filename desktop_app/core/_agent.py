@@ -547,10 +547,11 @@ class AgentSession:
         if held:  # durable with the message, then published: no result reaches anyone before its state
             try:
                 await self.store.append_message(message, [(h.record, e) for h in held for e in h.entries])
-            except StoreError as e:
+            except StoreError as e:  # neither is stored: the turn ends as for any call the store refused
                 for h in held:
                     self.executor.recorder.unrecorded(h.record, e)
-                raise
+                self._run.store_error = self._run.store_error or e
+                return
             self.executor.recorder.release(held)
         else:
             await self.store.append_message(message)

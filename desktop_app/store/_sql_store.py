@@ -143,6 +143,10 @@ class SqlStore:
         self._dialect = read_engine.dialect.name  # which search language build_sql speaks
         self._closing = False
         self._signer: HeadSigner | None = None  # audit-keys: set by open()
+        # Events published in one turn of the loop, handed to the writer in one put (each put wakes its thread,
+        # which then takes the interpreter from the loop); any other write hands them over first, in order.
+        self._events: list[Envelope] = []
+        self._events_loop: asyncio.AbstractEventLoop | None = None  # the loop whose turn will hand them over
         self._identity = where
 
     # lifecycle ------------------------------------------------------------------------------------
@@ -225,8 +229,15 @@ class SqlStore:
             self._check_open()
         loop = asyncio.get_running_loop()
         op.waiter = Waiter(loop, loop.create_future(), entry)
+        if loop is self._events_loop or op.kind == "stop":
+            self._put_events()
         self._writer.queue.put(op)
         return op.waiter.fut
+
+    def _put_events(self) -> None:
+        if self._events:
+            envs, self._events = self._events, []
+            self._writer.queue.put(Op("events", envs))
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
         self._check_open()
@@ -278,7 +289,17 @@ class SqlStore:
         """Queue an envelope for writing, in order, without waiting. Failures surface at flush()."""
         self._check_open()
         # Serialised on the writer thread (event_params), not here on the event loop.
-        self._writer.queue.put(Op("event", env))
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None or (self._events and loop is not self._events_loop):  # another thread: at once
+            self._writer.queue.put(Op("event", env))
+            return
+        if not self._events:
+            self._events_loop = loop
+            loop.call_soon(self._put_events)
+        self._events.append(env)
 
     async def flush(self) -> None:
         """Wait until everything queued so far is written; raises StoreError if events were lost."""
