@@ -56,6 +56,7 @@ async def test_the_last_calls_state_and_its_result_are_one_signed_commit(store_u
         session = await _turn(store, server, events)
         result = await session.send("echo thrice")
         assert result.reason is TurnEnd.END_TURN, result
+        await store.flush()  # the turn's last events too: verify reads a store at rest (its witness is written after)
         entries = await _rows(store, "SELECT seq, state, record_id, actor FROM audit_entries ORDER BY seq")
         batches = await _rows(store, "SELECT first_seq, last_seq FROM audit_batches")
         messages = await _rows(store, "SELECT role, content FROM messages ORDER BY id")
