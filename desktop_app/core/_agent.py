@@ -12,12 +12,12 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._agent_send import Outbox
 from ._agent_state import AgentStatus, approval_summary, error_summary
-from ._anthropic import PREVIEW_PARSE_CHARS, input_preview, json_head
 from ._breakpoints import Breakpoint, parse_breakpoint
 from ._bus import EventBus
 from ._compaction import (
@@ -25,7 +25,6 @@ from ._compaction import (
     estimate_tokens,
     history_view,
     plan,
-    sendable,
     summarise,
     summary_message,
     summary_request,
@@ -37,12 +36,8 @@ from ._events import (
     Compacted,
     Done,
     ErrorEvent,
-    Event,
     FileChanged,
     PauseReason,
-    TextChunk,
-    ThinkingChunk,
-    ToolStart,
     TurnEnd,
 )
 from ._executor import Executor
@@ -50,13 +45,15 @@ from ._hooks import off_loop_when_large, redact_off_loop
 from ._llm import ModelClient, ModelReply, ModelRequest, ModelUsage
 from ._messages import StoredMessage, sealed_result, text_blocks, tool_result_block
 from ._project import ProjectInfo, SessionInfo, new_session, title_from
-from ._prompt_images import PromptImage, check_prompt_images, history_image_sizes, image_block
+from ._prompt_images import PromptImage
 from ._record import ToolCallRecord, ToolCallState
-from ._redaction import Redactor, StreamRedactor
+from ._recorder import HeldFinal
 from ._run import RunContext
 from ._sandbox import WORKSPACE
+from ._sendable import SendableHistory
 from ._session_setup import SessionSetup
 from ._store import RecordStore
+from ._stream_redaction import RedactingEmit, redacted_blocks
 from ._subagents import Subagents
 from ._system_prompt import system_prompt
 from ._tool import Tool
@@ -124,14 +121,14 @@ class AgentSession:
         self.depth = setup.depth
         self.subagents = Subagents(self, setup.subagents, setup.depth) if setup.subagents is not None else None
         self._run.subagents = self.subagents
-        self._queue: list[str] = []
-        self._queued_images: list[dict[str, Any]] = []  # image blocks of the message(s) not yet appended
+        self._outbox = Outbox()  # what the person sent while a turn runs
         self._turn: asyncio.Task[TurnResult] | None = None
         self._stream_task: asyncio.Task[ModelReply] | None = None
         self._reoffered: list[ToolCallRecord] = []
         self._stopping = False
         self._ends_with_user = False
         self._history: list[StoredMessage] | None = None  # cache of the stored messages, appended in step
+        self._sendable = SendableHistory()  # the history as sent, kept as it grows
         self._tool_params = [t.to_api() for t in self.tools]  # schemas are built once per session
         # Tools that come and go during a session (an MCP server's, once it is ready): asked per request.
         self.more_tools = setup.more_tools
@@ -220,19 +217,8 @@ class AgentSession:
     async def send(self, text: str, images: Sequence[PromptImage] = ()) -> TurnResult:
         """Start a turn with `text` (and `images`, checked against the API's limits with the session's
         earlier ones); while a turn runs, queue it for that turn's next step."""
-        if not text.strip() and not images:
-            raise AgentDeskError("The message is empty.")
-        if images:
-            history = self._history if self._history is not None else await self.history()
-            queued = StoredMessage(self.session.id, "user", self._queued_images)
-            check_prompt_images(images, await asyncio.to_thread(history_image_sizes, [*history, queued]))
-        blocks = [image_block(i) for i in images]
-        if self.running and self._turn is not None:
-            self._queue.append(text)
-            self._queued_images += blocks
-            return await asyncio.shield(self._turn)
-        self._queued_images = blocks
-        return await self._start(text)
+        return await self._outbox.send(text, images, self.session.id, self._history, self.history,
+                                       lambda: self._turn if self.running else None, self._start)
 
     def status(self) -> AgentStatus:
         """The state now, the step counts, the event cursor, what waits for the person, the last error."""
@@ -292,7 +278,7 @@ class AgentSession:
         if self.running and self._turn is not None:
             return await asyncio.shield(self._turn)
         await self._answer_open_calls()
-        if not self._ends_with_user and not self._queue:
+        if not self._ends_with_user and not self._outbox:
             raise AgentDeskError("Nothing to retry: the last turn ended normally.", hint="Send a new message.")
         return await self._start(None)
 
@@ -350,16 +336,16 @@ class AgentSession:
             await self.executor.resume_approvals(records, self._run)
             await self._answer_open_calls()
         if text is not None:  # the images sent with it first: the API's advice is image, then text
-            await self._append("user", self._take_images() + text_blocks([text]))
+            await self._append("user", self._outbox.take_images() + text_blocks([text]))
         calls_seen: list[tuple[str, str, bool]] = []
         steps = 0
         last_text = ""
         while True:
             if self._stopping:
                 return self._end(TurnEnd.INTERRUPTED, steps, last_text, "Stopped by the user.")
-            queued = self._drain_queue()
+            queued = self._outbox.drain()
             if queued:  # messages sent during the turn join this step's user message
-                await self._append("user", self._take_images() + text_blocks(queued))
+                await self._append("user", self._outbox.take_images() + text_blocks(queued))
             if steps >= self.max_steps:
                 return self._end(
                     TurnEnd.MAX_STEPS, steps, last_text,
@@ -374,18 +360,18 @@ class AgentSession:
             if reply.content:
                 await self._append("assistant", reply.content)
             if not reply.tool_uses:
-                if self._queue:  # a message arrived during the last step: it opens the next one
+                if self._outbox:  # a message arrived during the last step: it opens the next one
                     continue
                 return self._end(TurnEnd.END_TURN, steps, last_text)
-            calls = reply.tool_uses
-            records = await self.executor.run_batch(calls, self._run)
+            calls, held = reply.tool_uses, []
+            records = await self.executor.run_batch(calls, self._run, held)
             # Paired by position (batch_index), never by the model's id, which it may repeat.
             by_index = {r.batch_index: r for r in records}
             results = []
             for i, call in enumerate(calls):
                 record = by_index.get(i)
                 results.append(tool_result_block(record) if record else sealed_result(call.id, RUN_STOPPED))
-            await self._append("user", results)
+            await self._append("user", results, held)  # one commit: the last call's final state and its result
             if self._stopping:
                 return self._end(TurnEnd.INTERRUPTED, steps, last_text, "Stopped by the user.")
             if self._run.store_error is not None:
@@ -406,9 +392,9 @@ class AgentSession:
             return None  # stopped while the summary was written
         request = ModelRequest(
             system=system_prompt(self.project, self.sandbox) + (f"\n{self.system_extra}" if self.system_extra else ""),
-            messages=sendable(self._history), tools=self._tools(),
+            messages=self._sendable.of(self._history), tools=self._tools(),
         )
-        emit = _RedactingEmit(self.bus.publish, self.executor.redactor)
+        emit = RedactingEmit(self.bus.publish, self.executor.redactor)
         task = asyncio.ensure_future(self.model_client.stream(request, emit=emit, session_id=self.session.id))
         self._stream_task = task
         try:
@@ -550,24 +536,25 @@ class AgentSession:
             if isinstance(ev, ErrorEvent):
                 self.last_error = ev
 
-    def _drain_queue(self) -> list[str]:
-        queued, self._queue = self._queue, []
-        return queued
-
-    def _take_images(self) -> list[dict[str, Any]]:
-        """The image blocks of the messages being sent (each a message's worth, in order)."""
-        taken, self._queued_images = self._queued_images, []
-        return taken
-
-    async def _append(self, role: str, content: list[dict[str, Any]]) -> None:
+    async def _append(self, role: str, content: list[dict[str, Any]], held: list[HeldFinal] | None = None) -> None:
         if not content:
             return
         # Stored redacted, and sent so from now on (a reopened session sees the same history).
         # A large block (a 50 MB fs_write's tool_use) is redacted on a worker thread, once: the executor
         # then finds the same input's redaction in the redactor's memo.
-        redacted = await off_loop_when_large(content, _redacted_blocks, self.executor.redactor, content)
+        redacted = await off_loop_when_large(content, redacted_blocks, self.executor.redactor, content)
         message = StoredMessage(session_id=self.session.id, role=role, content=redacted)
-        await self.store.append_message(message)
+        if held:  # durable with the message, then published: no result reaches anyone before its state
+            try:
+                await self.store.append_message(message, [(h.record, e) for h in held for e in h.entries])
+            except StoreError as e:  # neither is stored: the turn ends as for any call the store refused
+                for h in held:
+                    self.executor.recorder.unrecorded(h.record, e)
+                self._run.store_error = self._run.store_error or e
+                return
+            self.executor.recorder.release(held)
+        else:
+            await self.store.append_message(message)
         if self._history is not None:
             self._history.append(message)
         self._ends_with_user = role == "user"
@@ -658,62 +645,3 @@ def _mistakes(calls: list[tuple[str, str, bool]], limit: int) -> str:
     names = ", ".join(dict.fromkeys(c[0] for c in calls[-limit:]))
     return (f"{limit} tool calls failed in a row ({names}), so the turn is paused: "
             "tell the agent how to proceed (or fix the cause) and send a message to continue.")
-
-
-MODEL_LINE_HOLD = 1_024  # the model's lines are long (a tool's input JSON is one): shown with less delay
-_SIGNED = {"thinking", "redacted_thinking"}  # the API checks these blocks' signatures: they go as received
-_AS_SENT = _SIGNED | {"image"}  # an image's base64 is bytes, not words: redaction never rewrites it
-
-
-def _redacted_blocks(redactor: Redactor, content: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A message's blocks with every secret redacted: text, tool_use input, tool_result content."""
-    return [b if b.get("type") in _AS_SENT else redactor.redact_value(b) for b in content]
-
-
-class _RedactingEmit:
-    """The model stream's events, redacted before they reach the bus: the text, the thinking and each
-    tool's input JSON go through a StreamRedactor of their own (a secret split across deltas waits until
-    it is whole). Any other event ends a block, so what the other streams hold goes out before it, in
-    order; `flush()` publishes the rest once the stream ends."""
-
-    def __init__(self, publish: Callable[[Event], Any], redactor: Redactor) -> None:
-        self.publish = publish
-        self.redactor = redactor
-        self.streams: dict[tuple[str, str], StreamRedactor] = {}
-        self.events: dict[tuple[str, str], Event] = {}  # the last event of each stream, to repeat its shape
-        self.json: dict[str, str] = {}  # the head of each tool's input JSON as published, redacted
-
-    def __call__(self, event: Event) -> None:
-        if isinstance(event, TextChunk | ThinkingChunk):
-            self._chunk((event.type, event.message_id), event, event.text)
-        elif isinstance(event, ToolStart) and event.partial and event.partial_json:
-            self._chunk(("tool", event.call_id), event, event.partial_json)
-        else:
-            self.flush()
-            self.publish(event)
-
-    def _chunk(self, key: tuple[str, str], event: Event, text: str) -> None:
-        sr = self.streams.get(key)
-        if sr is None:
-            self.flush()  # a new block: the previous one is whole
-            sr = self.streams[key] = StreamRedactor(self.redactor, line_hold=MODEL_LINE_HOLD, tail_hold=256)
-        self.events[key] = event
-        self._send(key, sr.feed(text))
-
-    def _send(self, key: tuple[str, str], text: str) -> None:
-        if not text:
-            return
-        event = self.events[key]
-        if isinstance(event, ToolStart):
-            head = self.json.get(event.call_id, "")
-            if len(head) <= PREVIEW_PARSE_CHARS:  # the preview reads the head alone: no more is kept
-                head = self.json[event.call_id] = json_head([head, text])
-            preview = self.redactor.redact_value(input_preview(head))
-            self.publish(replace(event, partial_json=text, input=preview))
-        else:
-            self.publish(replace(event, text=text))
-
-    def flush(self) -> None:
-        for key, sr in self.streams.items():
-            self._send(key, sr.flush())
-        self.streams.clear()

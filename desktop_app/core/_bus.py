@@ -51,15 +51,22 @@ class EventBus:
     def seq(self) -> int:
         return self._seq
 
-    def publish(self, event: Event) -> Envelope:
-        """Stamp, persist (queued on the store's writer, in order) and deliver one event."""
+    def publish(self, event: Event, *, redacted: tuple[str, ...] = (), by: Redactor | None = None) -> Envelope:
+        """Stamp, persist (queued on the store's writer, in order) and deliver one event. `redacted`: fields of
+        the event its publisher redacted already with `by`; when that is this bus's redactor, they are not
+        redacted twice (the other fields are)."""
         self._seq += 1
+        payload = event.payload()
+        if redacted and by is self.redactor:
+            payload = {k: v if k in redacted else self.redactor.redact_value(v) for k, v in payload.items()}
+        else:
+            payload = self.redactor.redact_value(payload)
         env = Envelope(
             seq=self._seq,
             channel=event.channel,
             type=event.type,
             time=time.time(),
-            payload=self.redactor.redact_value(event.payload()),
+            payload=payload,
             session_id=event.session_id,
         )
         if self._store is not None:

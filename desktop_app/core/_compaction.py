@@ -85,10 +85,13 @@ def history_view(messages: Sequence[StoredMessage]) -> list[StoredMessage]:
 
 def sendable(messages: Sequence[StoredMessage]) -> list[dict[str, Any]]:
     """The Messages-API history of `history_view`, the summary's marker removed (the API refuses it)."""
-    view = history_view(messages)
-    clean = [StoredMessage(m.session_id, m.role, [_unmarked(b) for b in m.content], m.id, m.created_at)
-             if is_summary(m) else m for m in view]
-    return normalize(clean)
+    return normalize(sent_view(messages))
+
+
+def sent_view(messages: Sequence[StoredMessage]) -> list[StoredMessage]:
+    """The stored messages `sendable` sends: `history_view`, the summary's marker removed."""
+    return [StoredMessage(m.session_id, m.role, [_unmarked(b) for b in m.content], m.id, m.created_at)
+            if is_summary(m) else m for m in history_view(messages)]
 
 
 def _unmarked(block: dict[str, Any]) -> dict[str, Any]:

@@ -38,10 +38,10 @@ from ._hooks import HookChain, HookStep, PreAction, redact_off_loop, redaction_f
 from ._judge import DEFAULT_JUDGE_DEADLINE_S, MAX_RESOLVED_PATHS, Judge
 from ._messages import ToolCall
 from ._record import Outcome, Provenance, Risk, ToolCallRecord, ToolCallState, highest_risk
-from ._recorder import RecordWriter
+from ._recorder import HeldFinal, RecordWriter
 from ._redaction import Redactor, holds_redaction
 from ._registry import ToolRegistry
-from ._run import CallJob, RunContext
+from ._run import CallJob, FinalHold, RunContext
 from ._store import RecordStore
 from ._tool import Tool
 from ._tool_context import tool_context
@@ -133,9 +133,12 @@ class Executor:
         return self.runner.last_write_end
 
     # -- public API ---------------------------------------------------------------------------------
-    async def run_batch(self, calls: Sequence[ToolCall], run: RunContext) -> list[ToolCallRecord]:
+    async def run_batch(self, calls: Sequence[ToolCall], run: RunContext,
+                        hold: list[HeldFinal] | None = None) -> list[ToolCallRecord]:
         """Run the model's calls: consecutive read-only calls in parallel, writes as barriers; the
-        records come back in the calls' order."""
+        records come back in the calls' order. With `hold`, the final transition of the call that ends the
+        batch (when it ends with a result) is held there, neither durable nor published yet, for the caller to
+        write with the tool-result message (see FinalHold)."""
         batch = Batch()
         results: list[ToolCallRecord | None] = [None] * len(calls)
         sem = asyncio.Semaphore(self.max_parallel)
@@ -143,9 +146,12 @@ class Executor:
         # in the same order as ever, and the bus finds each large value's redaction in the memo.
         stored = await redact_off_loop(self.redactor, [_as_stored(c) for c in calls])
 
-        async def one(i: int, call: ToolCall) -> None:
+        def last_group(i: int, j: int) -> FinalHold | None:
+            return FinalHold(hold, j - i) if hold is not None and j == len(calls) else None
+
+        async def one(i: int, call: ToolCall, final: FinalHold | None = None) -> None:
             async with sem:
-                results[i] = await self._run_call(call, run, batch, i, stored[i])
+                results[i] = await self._run_call(call, run, batch, i, stored[i], final)
 
         i = 0
         while i < len(calls):
@@ -153,13 +159,14 @@ class Executor:
                 j = i
                 while j < len(calls) and self._is_read_only(calls[j]):
                     j += 1
+                final = last_group(i, j)
                 if j - i == 1:  # one call alone: no task to gather (most steps hold a single call)
-                    await one(i, calls[i])
+                    await one(i, calls[i], final)
                 else:
-                    await asyncio.gather(*(one(k, calls[k]) for k in range(i, j)))
+                    await asyncio.gather(*(one(k, calls[k], final) for k in range(i, j)))
                 i = j
             else:
-                results[i] = await self._run_call(calls[i], run, batch, i, stored[i])
+                results[i] = await self._run_call(calls[i], run, batch, i, stored[i], last_group(i, i + 1))
                 i += 1
         return [r for r in results if r is not None]
 
@@ -231,7 +238,8 @@ class Executor:
         return tool.summarize(record.input) if tool else record.name
 
     async def _run_call(self, call: ToolCall, run: RunContext, batch: Batch, index: int,
-                        redacted: tuple[dict[str, Any], str]) -> ToolCallRecord:
+                        redacted: tuple[dict[str, Any], str],
+                        final: FinalHold | None = None) -> ToolCallRecord:
         """Run one call; `redacted` is its input and raw JSON as stored (see `_as_stored`)."""
         tool = self.registry.find(call.name)
         raw = call.input if call.input is not None else {}
@@ -244,7 +252,7 @@ class Executor:
         seen = ToolCall(call.id, call.name, None if call.input is None else stored, raw_json, call.parse_error)
         self.recorder.create(record, seen)
         try:
-            await self._pipeline(CallJob(record, call, run, batch, tool, raw_input=raw))
+            await self._pipeline(CallJob(record, call, run, batch, tool, raw_input=raw, hold=final))
         except StoreError as e:
             # The audit log refused a write: the call stops here, visibly; what was written stays.
             self.recorder.unrecorded(record, e)
@@ -257,6 +265,8 @@ class Executor:
             raise
         finally:
             self.recorder.forget(record)
+            if final is not None:  # however it ended
+                final.ended.add(record.id)
         return record
 
     # -- the pipeline: each step records why it stops a call, or returns True to go on ---------------

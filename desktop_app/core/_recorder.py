@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import _reasons as reasons
@@ -18,6 +19,17 @@ from ._store import RecordStore
 from ._tool import ToolResult
 
 SESSION_ENDED = "the session ended while it was open"
+
+
+@dataclass(slots=True)
+class HeldFinal:
+    """A call's final transition held back to ride with the tool-result message that carries its result: one
+    commit for both. Its entries are written, then its events published (`release`), once that commit is durable."""
+
+    record: ToolCallRecord
+    entries: list[AuditEntry]
+    events: list[Event] = field(default_factory=list)
+    then: list[Callable[[], None]] = field(default_factory=list)  # publishing that waits for the commit too
 
 
 class RecordWriter:
@@ -72,8 +84,20 @@ class RecordWriter:
         await self.persist(record, record.trail[-1])
 
     async def move(self, record: ToolCallRecord, to: ToolCallState, *, actor: str, note: str = "",
-                   outcome: Outcome | None = None, data: dict[str, Any] | None = None) -> None:
-        """Transition, make it durable, then publish. A failed write undoes the transition in memory."""
+                   outcome: Outcome | None = None, data: dict[str, Any] | None = None,
+                   hold: list[HeldFinal] | None = None) -> None:
+        """Transition, make it durable, then publish. A failed write undoes the transition in memory. With
+        `hold`, the transition (and a deferred PENDING entry) is held there for its caller to write and release."""
+        if hold is not None:
+            previous = record.state
+            entry = record.transition(to, actor=actor, note=note, outcome=outcome, data=data)
+            deferred = self._unsaved.pop(record.id, None)
+            held = HeldFinal(record, [entry]) if deferred is None else HeldFinal(record, [deferred[0], entry],
+                                                                                 list(deferred[1]))
+            held.events.append(StateChanged(session_id=record.session_id, call_id=record.id, name=record.name,
+                                            state=to.value, previous=previous.value, actor=actor, note=note))
+            hold.append(held)
+            return
         snapshot = (record.state, record.outcome, record.updated_at, record.started_at,
                     record.completed_at, record.duration_ms)
         previous = record.state
@@ -106,17 +130,31 @@ class RecordWriter:
         await self.move(record, ToolCallState.DENIED, actor=actor, note=note, outcome=outcome, data=data)
         self.publish_end(record)
 
-    async def finish(self, record: ToolCallRecord, result: ToolResult, data: dict[str, Any] | None = None) -> None:
-        """The tool's (post-hooked) result is final: COMPLETED, or FAILED when it reports an error."""
+    async def finish(self, record: ToolCallRecord, result: ToolResult, data: dict[str, Any] | None = None, *,
+                     hold: list[HeldFinal] | None = None) -> None:
+        """The tool's (post-hooked) result is final: COMPLETED, or FAILED when it reports an error. With `hold`,
+        its transition and events wait there for the tool-result message (see HeldFinal)."""
         record.result = result.to_dict()
         record.is_error = result.is_error
         if result.is_error:
             record.error = result.text_content[:2000]
             await self.move(record, ToolCallState.FAILED, actor="executor", note=reasons.TOOL_REPORTED_ERROR,
-                            outcome=Outcome.ERROR, data=data)
+                            outcome=Outcome.ERROR, data=data, hold=hold)
         else:
-            await self.move(record, ToolCallState.COMPLETED, actor="executor", outcome=Outcome.OK, data=data)
-        self.publish_end(record)
+            await self.move(record, ToolCallState.COMPLETED, actor="executor", outcome=Outcome.OK, data=data,
+                            hold=hold)
+        if hold is not None:
+            hold[-1].then.append(lambda: self.publish_end(record))
+        else:
+            self.publish_end(record)
+
+    def release(self, held: list[HeldFinal]) -> None:
+        """The held transitions are durable now: publish what waited for them, in order."""
+        for h in held:
+            for event in h.events:
+                self.bus.publish(event)
+            for then in h.then:
+                then()
 
     async def seal(self, record: ToolCallRecord, *, reason: str = SESSION_ENDED, note: str = "session reopened",
                    summary: str = "sealed on reopen") -> None:

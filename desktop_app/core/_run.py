@@ -56,6 +56,21 @@ class RunContext:
 
 
 @dataclass(slots=True)
+class FinalHold:
+    """The calls of a batch's last group: the one that ends last (the others have ended) holds its final
+    transition in `held` (HeldFinal), to be written with the tool-result message in one commit."""
+
+    held: list[Any]
+    calls: int  # in the group
+    ended: set[str] = field(default_factory=set)  # the ids of its records that ended (or are ending)
+
+    def take(self, record_id: str) -> list[Any] | None:
+        """Where to hold the final transition of a call ending now: only the group's last call to end holds."""
+        self.ended.add(record_id)
+        return self.held if len(self.ended) == self.calls else None
+
+
+@dataclass(slots=True)
 class CallJob:
     """One call on its way through the pipeline, and what the steps so far found."""
 
@@ -77,6 +92,7 @@ class CallJob:
     emitted: int = 0  # custom events published by the running tool (ctx.emit)
     checkpoint: Any = None  # the workspace before it runs (a core.Checkpoint), when it may write
     checkpoint_after: Any = None  # and once it ended
+    hold: FinalHold | None = None  # set for the batch's last group: see FinalHold
 
     @property
     def raw(self) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 from ._events import Channel, Envelope
@@ -55,7 +55,10 @@ class RecordStore(Protocol):
 
     async def list_sessions(self, project_id: str | None = None) -> list[SessionInfo]: ...
 
-    async def append_message(self, message: StoredMessage) -> int: ...
+    async def append_message(self, message: StoredMessage,
+                             transitions: Sequence[tuple[ToolCallRecord, AuditEntry]] = ()) -> int:
+        """Append `message`; with `transitions` (records and entries, as save_transition takes them), all of
+        them in the same commit, before it in the chain: durable together or not at all."""
 
     async def messages(self, session_id: str) -> list[StoredMessage]: ...
 
@@ -134,7 +137,10 @@ class MemoryStore:
     async def list_sessions(self, project_id: str | None = None) -> list[SessionInfo]:
         return [s for s in self.sessions.values() if project_id is None or s.project_id == project_id]
 
-    async def append_message(self, message: StoredMessage) -> int:
+    async def append_message(self, message: StoredMessage,
+                             transitions: Sequence[tuple[ToolCallRecord, AuditEntry]] = ()) -> int:
+        for record, entry in transitions:
+            await self.save_transition(record, entry)
         message.id = len(self._messages) + 1
         self._messages.append(message)
         return message.id

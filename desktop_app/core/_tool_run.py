@@ -181,7 +181,7 @@ class ToolRunner:
             told.append(TextBlock(f"\n{APPROVAL_NOTE_PREFIX}{job.approval_note}"))
         if told:
             result = replace(result, content=[*result.content, *told])
-        await self.recorder.finish(record, result, data=after)
+        await self.recorder.finish(record, result, data=after, hold=job.hold.take(record.id) if job.hold else None)
 
 
 async def _finished_in_time(task: asyncio.Future[Any], abort: asyncio.Event, limit_s: float) -> bool:

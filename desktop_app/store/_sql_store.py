@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -143,6 +143,10 @@ class SqlStore:
         self._dialect = read_engine.dialect.name  # which search language build_sql speaks
         self._closing = False
         self._signer: HeadSigner | None = None  # audit-keys: set by open()
+        # Events published in one turn of the loop, handed to the writer in one put (each put wakes its thread,
+        # which then takes the interpreter from the loop); any other write hands them over first, in order.
+        self._events: list[Envelope] = []
+        self._events_loop: asyncio.AbstractEventLoop | None = None  # the loop whose turn will hand them over
         self._identity = where
 
     # lifecycle ------------------------------------------------------------------------------------
@@ -225,8 +229,15 @@ class SqlStore:
             self._check_open()
         loop = asyncio.get_running_loop()
         op.waiter = Waiter(loop, loop.create_future(), entry)
+        if loop is self._events_loop or op.kind == "stop":
+            self._put_events()
         self._writer.queue.put(op)
         return op.waiter.fut
+
+    def _put_events(self) -> None:
+        if self._events:
+            envs, self._events = self._events, []
+            self._writer.queue.put(Op("events", envs))
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
         self._check_open()
@@ -252,6 +263,9 @@ class SqlStore:
         Sets `entry.seq` and `entry.hash`. Raises StoreError (locked, full, ...) with nothing
         committed for this call and nothing earlier lost.
         """
+        await self._submit(self._transition_op(record, entry), entry)
+
+    def _transition_op(self, record: ToolCallRecord, entry: AuditEntry) -> Op:
         if entry.record_id != record.id:
             raise StoreError(f"audit entry for {entry.record_id} cannot be saved with record {record.id}")
         state = ToolCallState(entry.state).value
@@ -266,17 +280,26 @@ class SqlStore:
         eparams = {"record_id": entry.record_id, "state": state, "at": at, "actor": entry.actor,
                    "note": entry.note, "data": data_json, "message_id": None, "digests": digests, "desk": desk,
                    "canon": CANON_JCS}
-        op = Op("tx", (params, eparams, blob),
-                canon=split_canonical(entry.record_id, state, at, entry.actor, entry.note, data_json, digests,
-                                      desk=desk, canon=CANON_JCS),
-                describe=f"the {state} transition of tool call {record.id} ({record.name})")
-        await self._submit(op, entry)
+        return Op("tx", (params, eparams, blob),
+                  canon=split_canonical(entry.record_id, state, at, entry.actor, entry.note, data_json, digests,
+                                        desk=desk, canon=CANON_JCS),
+                  describe=f"the {state} transition of tool call {record.id} ({record.name})")
 
     def append_event(self, env: Envelope) -> None:
         """Queue an envelope for writing, in order, without waiting. Failures surface at flush()."""
         self._check_open()
         # Serialised on the writer thread (event_params), not here on the event loop.
-        self._writer.queue.put(Op("event", env))
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None or (self._events and loop is not self._events_loop):  # another thread: at once
+            self._writer.queue.put(Op("event", env))
+            return
+        if not self._events:
+            self._events_loop = loop
+            loop.call_soon(self._put_events)
+        self._events.append(env)
 
     async def flush(self) -> None:
         """Wait until everything queued so far is written; raises StoreError if events were lost."""
@@ -289,14 +312,23 @@ class SqlStore:
         await self._submit(Op("session", row_params(session, SessionRow),
                               describe=f"session {session.id} (its project {session.project_id} must be saved first)"))
 
-    async def append_message(self, message: StoredMessage) -> int:
+    async def append_message(self, message: StoredMessage,
+                             transitions: Sequence[tuple[ToolCallRecord, AuditEntry]] = ()) -> int:
+        """Append `message` (and, in the same transaction before it, `transitions`: see RecordStore)."""
         stored = message
         if has_images(message):  # the bytes once in prompt_images, before the message that names them
             stored, rows = await asyncio.to_thread(split_images, message)
             await self._submit(Op("exec", insert_images(rows), describe="the images of a message"))
-        mid = await self._submit(Op("message", message_params(stored),
-                                    describe=f"a {message.role} message of session {message.session_id} "
-                                             "(save the session first)"))
+        describe = f"a {message.role} message of session {message.session_id} (save the session first)"
+        op = Op("message", message_params(stored), describe=describe)
+        if transitions:
+            ops = [self._transition_op(record, entry) for record, entry in transitions]
+            results = await self._submit(Op("group", [*ops, op], describe=describe))
+            for (_, entry), (seq, h) in zip(transitions, results, strict=False):
+                entry.seq, entry.hash = seq, h
+            mid = results[-1]
+        else:
+            mid = await self._submit(op)
         message.id = mid
         return mid
 

@@ -52,6 +52,7 @@ from .integrity import (
 log = logging.getLogger(__name__)
 
 MAX_BATCH = 2000
+_EVENTS = ("event", "events")
 # How long a batch of events alone waits for a write that someone awaits, to share its commit (see _next_batch).
 COMMIT_DELAY_S = 0.005
 
@@ -127,7 +128,9 @@ class Waiter:
 
 @dataclass(slots=True)
 class Op:
-    kind: str  # tx | event | project | session | message | exec | flush | stop
+    kind: str  # tx | event | events | project | session | message | exec | group | flush | stop
+    # events: params is a list of envelopes, queued in one put (see SqlStore.append_event); each becomes an event op
+    # group: params is a list of ops written in one transaction, all or none (its result: theirs, in a list)
     params: Any = None
     waiter: Waiter | None = None
     # tx only: canonical JSON of the entry split around its seq (see _chain.split_canonical)
@@ -230,16 +233,18 @@ class Writer(threading.Thread):
         when that call's EXECUTING state comes (one commit on the call's critical path, not two)."""
         ops = [self.queue.get()]
         self._drain(ops)
-        if all(op.kind == "event" for op in ops):
+        if all(op.kind in _EVENTS for op in ops):
             deadline = time.monotonic() + COMMIT_DELAY_S
             while len(ops) < MAX_BATCH and (left := deadline - time.monotonic()) > 0:
                 try:
                     ops.append(self.queue.get(timeout=left))
                 except queue.Empty:
                     break
-                if ops[-1].kind != "event":
+                if ops[-1].kind not in _EVENTS:
                     self._drain(ops)
                     break
+        if any(op.kind == "events" for op in ops):
+            ops = [one for op in ops for one in ([Op("event", e) for e in op.params] if op.kind == "events" else [op])]
         return ops
 
     def _drain(self, ops: list[Op]) -> None:
@@ -330,15 +335,23 @@ class Writer(threading.Thread):
 
     def _write_batch(self, conn: Connection, ops: list[Op]) -> list[Any]:
         """Write `ops` in one transaction; returns a result per op. Raises on any failure."""
+        flat = [sub for op in ops for sub in (op.params if op.kind == "group" else (op,))]
         try:
-            results = self._write_batch_tx(conn, ops)
+            results = self._write_batch_tx(conn, flat)
         except BaseException:
             if self.notary is not None:
                 self.notary.rolled_back()
             raise
         if self.notary is not None:
             self.notary.committed()
-        return results
+        if len(flat) == len(ops):
+            return results
+        grouped, k = [], 0
+        for op in ops:
+            n = len(op.params) if op.kind == "group" else 1
+            grouped.append(results[k:k + n] if op.kind == "group" else results[k])
+            k += n
+        return grouped
 
     def _write_batch_tx(self, conn: Connection, ops: list[Op]) -> list[Any]:
         results: list[Any] = [None] * len(ops)

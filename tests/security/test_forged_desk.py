@@ -115,3 +115,32 @@ def test_a_witness_from_before_it_named_keys_still_refuses_a_new_desk(url: str, 
 def test_the_flag_is_documented(capsys) -> None:
     cli.main(["audit", "verify", "--help"])
     assert "--trust-key" in capsys.readouterr().out
+
+
+def test_a_desk_that_registers_while_mine_is_open_is_known_to_my_next_witness(url: str, capsys) -> None:
+    """My notary keeps the registered keys between its commits; a commit by another desk in between (which is
+    where a key is registered) makes it read them again, so my witness names bob's key: his later entries stay
+    good, a stranger's still fail."""
+
+    async def run() -> None:
+        mine = await open_store(url)
+        bob = await SqlStore.open(url, signer=_forger(user="bob", host="build-box"))
+        try:
+            await mine.save_project(ProjectInfo("prj_1", "p", "/tmp/p"))
+            await mine.save_session(SessionInfo("ses_1", "prj_1"))
+            await bob.save_session(SessionInfo("ses_bob", "prj_1"))
+            for writer, session in [(mine, "ses_1"), (mine, "ses_1"), (bob, "ses_bob"), (mine, "ses_1")]:
+                await run_to_completion(writer, make_record(command="echo", session_id=session))
+            await mine.close()  # my witness: my last head, and the keys as my last commit found them
+            await run_to_completion(bob, make_record(command="echo", session_id="ses_bob"))  # after it
+        finally:
+            await bob.close()
+            await mine.close()
+
+    asyncio.run(run())
+    code, said = _verify(url, capsys)
+    assert code == 0, said
+    forger = _forger(user="mallory", host="evil")
+    asyncio.run(_write(url, forger, 1, "ses_forged"))
+    code, said = _verify(url, capsys)
+    assert code == 1 and "BROKEN (unknown-desk)" in said and forger.key_id in said, said

@@ -142,4 +142,10 @@ async def _check_burst(db: Path, ran: set[int], requests: list[RecordedRequest],
     assert ran <= executing, f"{where}: calls ran without their EXECUTING state: {sorted(ran - executing)}"
     told = {b["tool_use_id"] for r in requests for b in r.tool_results()}
     assert told <= completed, f"{where}: results reached the model unrecorded: {sorted(told - completed)}"
+    # A result and its call's final state are written in one transaction: a stored result without its
+    # COMPLETED state (or a COMPLETED call of the burst's last step without its result) would be a torn commit.
+    stored = {b["tool_use_id"] for (content,) in raw_sql(db, "SELECT content FROM messages WHERE role = 'user'")
+              for b in json.loads(content) if isinstance(b, dict) and b.get("type") == "tool_result"}
+    assert stored <= completed, f"{where}: results stored without their state: {sorted(stored - completed)}"
+    assert stored >= told, where
     assert len(told) >= BURST_WIDTH * (len(requests) - 1), where  # each request after the first answers a step

@@ -184,6 +184,10 @@ class HeadNotary:
         # The keys registered in the database as this installation last signed: its witness names them, so
         # verify can tell a desk this installation knew from one that appeared after the witnessed head.
         self._keys: tuple[str, ...] = ()
+        # The head this notary last committed: while the head read in a transaction is still that one, no other
+        # writer committed since, so no key was registered (a key is only registered in a commit that moves the
+        # head) and `_keys` holds; otherwise they are read again.
+        self._keys_at: int | None = None
 
     def sign_in_tx(self, execute: Execute, fetch: Callable[[str], list[Any]], first_seq: int, seq: int,
                    hash_: str) -> None:
@@ -197,8 +201,12 @@ class HeadNotary:
             else:
                 self.db_id = uuid.uuid4().hex
                 execute(INSERT_DB_ID, {"db_id": self.db_id, "at": time.time()})
-        registered = [r[0] for r in fetch(SELECT_KEYS)] if not self._registered or self.signer.witness_dir else []
-        self._keys = tuple(sorted({*registered, self.signer.key_id}))
+        registered: list[str] = []
+        if not self._registered or (self.signer.witness_dir and self._keys_at != first_seq - 1):
+            registered = [r[0] for r in fetch(SELECT_KEYS)]
+            self._keys = tuple(sorted({*registered, self.signer.key_id}))
+        elif not self._keys:
+            self._keys = (self.signer.key_id,)
         if not self._registered:
             if self.signer.key_id not in registered:
                 execute(INSERT_KEY, {"key_id": self.signer.key_id, "public_key": b64(self.signer.public_key),
@@ -215,6 +223,7 @@ class HeadNotary:
         if head is None:
             return
         self._registered = True
+        self._keys_at = head.seq
         if self.signer.witness_dir is not None:
             if self._witness is None:
                 self._witness = _WitnessThread(self._write_witness)
@@ -223,6 +232,7 @@ class HeadNotary:
 
     def rolled_back(self) -> None:
         self._pending = None
+        self._keys_at = None  # what the undone transaction read is no proof of anything
         if not self._registered:
             self.db_id = None  # it may have been made in the transaction that was undone
 
