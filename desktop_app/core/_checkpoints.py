@@ -122,6 +122,7 @@ class ShadowStore:
         self._pending: set[str] = set()  # files whose checkpointed state is ahead of git's index
         self.untracked_cache = _fs_type(self.workspace) in _UNTRACKED_CACHE_FS
         self._settle_at: int | None = None  # when to go through git's index again: files it has are too fresh
+        self._recent: set[str] = set()  # files git's index saw changing in its own second: the desk looks itself
         if _inside(self.git_dir, self.workspace):
             raise CheckpointError(f"the checkpoint store {self.git_dir} would be inside the workspace")
 
@@ -185,10 +186,11 @@ class ShadowStore:
         changed, others = self._changes()
         stamp = self._index_stamp()
         settle = self._settle_at is not None and time.time_ns() >= self._settle_at
-        if self._last is not None and not (changed or others or self._pending or settle) and stamp == self._stamp:
+        looks = changed | others | self._pending | self._recent
+        if self._last is not None and not (looks or settle) and stamp == self._stamp:
             return self._last  # nothing changed, and no other process moved the index since
         ignores = any(p.rsplit("/", 1)[-1] == ".gitignore" for p in changed | others)
-        if self._cache is None or stamp != self._stamp or ignores or settle or len(changed | others) > MAX_PENDING:
+        if self._cache is None or stamp != self._stamp or ignores or settle or len(looks) > MAX_PENDING:
             return self._take_by_git(changed, others)
         return self._take_in_memory(changed, others)
 
@@ -209,14 +211,32 @@ class ShadowStore:
         self._set_head(tree)
         self._run(*_STATUS, locks=True)  # the index refreshed and written, with git's untracked cache filled
         self._pending = set()
-        cache = TreeCache.from_index(self.git_dir, self._run("ls-files", "-s", "-z").stdout)
+        listing = self._run("ls-files", "-s", "-z").stdout
+        cache = TreeCache.from_index(self.git_dir, listing)
         self._cache = cache if cache.write() == tree else None  # else: git's way every time (never seen)
         self._age_index(started)
-        # a file of the index's second (git may compare whole seconds) is read by every `git status` until the
-        # index is written again, once that second is past
-        fresh = any(st.st_mtime_ns // _S >= (started - RACY_NS) // _S for st in add.values())
-        self._settle_at = (time.time_ns() // _S + 1) * _S + RACY_NS if fresh else None
+        self._recent = self._recent_files(listing, (started - RACY_NS) // _S)
+        self._settle_at = (time.time_ns() // _S + 1) * _S + RACY_NS if self._recent else None
         return self._taken(tree, not_kept)
+
+    def _recent_files(self, listing: bytes, since_s: int) -> set[str]:
+        """git may compare whole seconds: a file changed in the index's second is read by every `git status`
+        (its mtime), or may change again unseen by git (its ctime, its mtime put back). The desk looks at those
+        itself (their stat to the nanosecond) until the index is written again, once that second is past."""
+        out: set[str] = set()
+        fd = os.open(self.workspace, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for line in listing.split(b"\0"):
+                rel = line.partition(b"\t")[2]
+                try:
+                    st = os.lstat(rel, dir_fd=fd) if rel else None
+                except OSError:
+                    continue  # gone: git names it
+                if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) // _S >= since_s:
+                    out.add(rel.decode("utf-8", "surrogateescape"))
+        finally:
+            os.close(fd)
+        return out
 
     def _set_head(self, tree: str) -> None:
         """HEAD names a commit of the index's tree, so `git status` finds index and HEAD equal at once."""
@@ -244,9 +264,9 @@ class ShadowStore:
         The index stays behind until too many files differ from it (then `_take_by_git`)."""
         cache, started = self._cache, time.time_ns()
         assert cache is not None
-        not_kept, add = self._sizes(changed | others | self._pending)
+        not_kept, add = self._sizes(changed | others | self._pending | self._recent)
         not_kept.update(_nested(others))
-        for p in sorted((changed | self._pending) - set(add)):
+        for p in sorted((changed | self._pending | self._recent) - set(add)):
             cache.drop(p)
         for p, st in sorted(add.items()):
             key, seen = StatKey.of(st), cache.seen.get(p)
