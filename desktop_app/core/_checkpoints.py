@@ -21,6 +21,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -242,9 +243,10 @@ class ShadowStore:
         """HEAD names a commit of the index's tree, so `git status` finds index and HEAD equal at once."""
         commit = write_object(self.git_dir, "commit", (_HEAD_COMMIT % tree).encode())
         head = self.git_dir / "HEAD"
-        if head.read_text().strip() != commit:
-            tmp = self.git_dir / "HEAD.agent-desk.tmp"
-            tmp.write_text(commit + "\n")
+        if head.read_text().strip() != commit:  # written whole, then renamed: another process may read it
+            fd, tmp = tempfile.mkstemp(dir=self.git_dir, prefix="tmp_head_")
+            with os.fdopen(fd, "w") as f:
+                f.write(commit + "\n")
             os.replace(tmp, head)
 
     def _age_index(self, started: int) -> None:
