@@ -113,7 +113,7 @@ def test_a_rewrite_while_git_records_the_file_is_seen(tmp_path: Path) -> None:
         return done
 
     store._run = racing_run  # type: ignore[method-assign]
-    for attempt in range(10):
+    for attempt in range(20):  # until one rewrite shares the second (mostly the first: it is ms apart)
         _write(ws / "f.txt", b"A%07d" % attempt)
         os.utime(ws / "f.txt", ns=(old, old))
         _write(ws / ".gitignore", b"# %d\n" % attempt)  # a changed .gitignore: this one goes through git's index
@@ -122,9 +122,9 @@ def test_a_rewrite_while_git_records_the_file_is_seen(tmp_path: Path) -> None:
         files = store.files(store.take().id)
         assert store.blobs({files["f.txt"].blob})[files["f.txt"].blob] == b"B%07d" % attempt, attempt
         hit += (ws / "f.txt").stat().st_ctime_ns // 1_000_000_000 == written
-        if hit >= 2:
+        if hit:
             break
-    assert hit >= 2  # the second was shared (a checkpoint of this tiny folder takes a few tens of ms)
+    assert hit  # the second was shared: git saw no change, the desk did
 
 
 def test_a_store_written_before_the_untracked_cache_is_read(tmp_path: Path) -> None:
