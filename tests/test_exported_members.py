@@ -30,6 +30,7 @@ EXPORTED: dict[str, list[str]] = {
         "Checkpoint", "CheckpointError", "ShadowStore", "REWIND_TOOL", "RewindDone", "RewindError", "RewindPlan",
         "apply_rewind", "plan_rewind", "record_rewind",
         "BRANCH_OF", "BranchPoint", "branch_session", "first_call_from", "point_before_call", "point_before_turn",
+        "starts_a_turn",
         # project instructions: AGENTS.md and CLAUDE.md, read, digested for consent, capped into the prompt
         "Instructions", "build_instructions", "instructions_digest", "instructions_text", "read_project_instructions",
         # images in the prompt (issue 26 item 4): judged by their bytes, limited as the API limits them

@@ -19,7 +19,15 @@ from ._approvals import (
     Question,
     visible,
 )
-from ._branch import BRANCH_OF, BranchPoint, branch_session, first_call_from, point_before_call, point_before_turn
+from ._branch import (
+    BRANCH_OF,
+    BranchPoint,
+    branch_session,
+    first_call_from,
+    point_before_call,
+    point_before_turn,
+    starts_a_turn,
+)
 from ._breakpoints import parse_breakpoint
 from ._bus import EventBus
 from ._call_summary import (
@@ -489,6 +497,7 @@ __all__ += [
     "first_call_from",
     "point_before_call",
     "point_before_turn",
+    "starts_a_turn",
 ]
 # Images in the prompt (issue 26 item 4, wt-images).
 __all__ += [

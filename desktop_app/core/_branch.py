@@ -25,9 +25,10 @@ BRANCH_TOOL = "rewind_conversation"  # the name of its record in the chain
 
 
 def starts_a_turn(msg: StoredMessage) -> bool:
-    """A person's prompt (a user message with text, not a compaction's summary) starts a turn."""
+    """A person's prompt (a user message with text or images, not a compaction's summary) starts a turn: the
+    one test the conversation view numbers turns by and a rewind finds them by."""
     return msg.role == "user" and not is_summary(msg) and any(
-        b.get("type") == "text" and b.get("text") for b in msg.content)
+        (b.get("type") == "text" and b.get("text")) or b.get("type") == "image" for b in msg.content)
 
 
 @dataclass(frozen=True, slots=True)

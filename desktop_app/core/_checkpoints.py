@@ -5,15 +5,23 @@ Git runs on the host with a hardened environment: no system or global config, no
 GIT_WORK_TREE explicit (the project's own `.git` and its config never run), attributes and filters off (the
 bytes kept are the bytes on disk). The project's `.gitignore` is honoured; `.git` and `.agent-desk` are left
 out; files over the size limit, ignored folders and nested repositories are named as "not kept".
-A checkpoint's id is its git tree: content-addressed, so a corrupt or missing one is detected."""
+A checkpoint's id is its git tree: content-addressed, so a corrupt or missing one is detected.
+
+What changed since the last checkpoint is asked of one `git status` (index refresh in threads, untracked files
+through git's untracked cache on a local file system known to change a folder's mtime and ctime with each
+entry); the index's mtime is set back after each write, so a file or folder changed around that moment is
+looked at again rather than trusted (`_age_index`)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,6 +36,7 @@ DEFAULT_MAX_FILE_BYTES = 50 * 1024 * 1024
 CONTROL_DIRS = (".git", ".agent-desk")
 MAX_NOT_KEPT_NAMED = 50  # a checkpoint's record names this many, then counts the rest
 GIT_TIMEOUT_S = 60.0
+_S = 1_000_000_000  # ns
 MAX_PENDING = 256  # files ahead of git's index before a checkpoint goes through it again
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _CONFIG = {
@@ -41,6 +50,14 @@ _CONFIG = {
 # Stronger than any .gitattributes in the project: the bytes kept are the bytes on disk, nothing runs.
 _ATTRIBUTES = "* -text -eol -ident -filter -diff -merge -working-tree-encoding\n"
 _EXCLUDE = "/.agent-desk/\n/.agent-desk\n"
+# One walk for both: the files that differ from git's index, and the files it does not have
+_STATUS = ("status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=all")
+# Linux file systems where making, removing or renaming an entry changes its folder's mtime and ctime, as git's
+# untracked cache needs; on any other (network, FUSE, unknown) every folder is read at each checkpoint
+_UNTRACKED_CACHE_FS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "overlay", "zfs", "f2fs"})
+# The commit HEAD names (the index's tree): `git status` compares the index with it, cheaply when they agree
+_HEAD_COMMIT = ("tree %s\nauthor agent-desk <agent-desk> 0 +0000\ncommitter agent-desk <agent-desk> 0 +0000\n\n"
+                "checkpoint\n")
 
 
 class CheckpointError(AgentDeskError):
@@ -104,18 +121,21 @@ class ShadowStore:
         self._stamp: tuple[int, int, int] | None = None  # the index as this store last left it
         self._cache: TreeCache | None = None  # the last checkpoint's tree, folder by folder
         self._pending: set[str] = set()  # files whose checkpointed state is ahead of git's index
+        self.untracked_cache = _fs_type(self.workspace) in _UNTRACKED_CACHE_FS
+        self._settle_at: int | None = None  # when to go through git's index again: files it has are too fresh
+        self._recent: set[str] = set()  # files git's index saw changing in its own second: the desk looks itself
         if _inside(self.git_dir, self.workspace):
             raise CheckpointError(f"the checkpoint store {self.git_dir} would be inside the workspace")
 
     # -- git ----------------------------------------------------------------------------------------
     def _run(self, *args: str, stdin: bytes | None = None, work_tree: bool = True, check: bool = True,
-             ) -> subprocess.CompletedProcess[bytes]:
+             locks: bool = False) -> subprocess.CompletedProcess[bytes]:
         if not self.git:
             raise CheckpointError("git is not installed on this computer, and checkpoints need it",
                                   hint="install git (the desk runs it on its own store, never on the project's)")
         try:
             done = subprocess.run([self.git, *args], input=stdin, capture_output=True, timeout=GIT_TIMEOUT_S,
-                                  env=git_env(self.git_dir, self.workspace if work_tree else None),
+                                  env=self._env(work_tree, locks),
                                   cwd=self.workspace if work_tree else self.git_dir.parent, check=False)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise CheckpointError(f"git could not run: {e}") from e
@@ -123,6 +143,17 @@ class ShadowStore:
             err = done.stderr.decode("utf-8", "replace").strip().splitlines()
             raise CheckpointError(f"git {args[0]} failed: {err[-1] if err else f'exit {done.returncode}'}")
         return done
+
+    def _env(self, work_tree: bool, locks: bool) -> dict[str, str]:
+        """git's environment for this store: its untracked cache on or off for every command alike (one
+        without it would drop the cache from the index); `locks`: a `git status` may write the index."""
+        env = git_env(self.git_dir, self.workspace if work_tree else None)
+        env.update(GIT_CONFIG_COUNT="2", GIT_CONFIG_KEY_0="core.untrackedCache",
+                   GIT_CONFIG_VALUE_0="true" if self.untracked_cache else "false",
+                   GIT_CONFIG_KEY_1="status.showUntrackedFiles", GIT_CONFIG_VALUE_1="all")
+        if locks:
+            env["GIT_OPTIONAL_LOCKS"] = "1"
+        return env
 
     def _ensure(self) -> None:
         if (self.git_dir / "HEAD").is_file():
@@ -155,16 +186,19 @@ class ShadowStore:
         self._ensure()
         changed, others = self._changes()
         stamp = self._index_stamp()
-        if self._last is not None and not (changed or others or self._pending) and stamp == self._stamp:
+        settle = self._settle_at is not None and time.time_ns() >= self._settle_at
+        looks = changed | others | self._pending | self._recent
+        if self._last is not None and not (looks or settle) and stamp == self._stamp:
             return self._last  # nothing changed, and no other process moved the index since
         ignores = any(p.rsplit("/", 1)[-1] == ".gitignore" for p in changed | others)
-        if self._cache is None or stamp != self._stamp or ignores or len(changed | others) > MAX_PENDING:
+        if self._cache is None or stamp != self._stamp or ignores or settle or len(looks) > MAX_PENDING:
             return self._take_by_git(changed, others)
         return self._take_in_memory(changed, others)
 
     def _take_by_git(self, changed: set[str], others: set[str]) -> Checkpoint:
         """Through git's index (the first checkpoint, a changed .gitignore, many changes): the index is made
         to match the files, its tree written by git, and the in-memory tree built again from it."""
+        started = time.time_ns()
         not_kept, add = self._sizes(changed | others)
         not_kept.update(_nested(others))
         gone = sorted(changed - set(add))  # deleted, beyond a link now, or not kept any more: out of the index
@@ -175,10 +209,56 @@ class ShadowStore:
         if self._ignored is None or any(p.rsplit("/", 1)[-1] == ".gitignore" for p in changed | others):
             self._ignored = self._ignored_dirs()
         tree = self._run("write-tree").stdout.decode().strip()
+        self._set_head(tree)
+        self._run(*_STATUS, locks=True)  # the index refreshed and written, with git's untracked cache filled
         self._pending = set()
-        cache = TreeCache.from_index(self.git_dir, self._run("ls-files", "-s", "-z").stdout)
+        listing = self._run("ls-files", "-s", "-z").stdout
+        cache = TreeCache.from_index(self.git_dir, listing)
         self._cache = cache if cache.write() == tree else None  # else: git's way every time (never seen)
+        self._age_index(started)
+        self._recent = self._recent_files(listing, (started - RACY_NS) // _S)
+        self._settle_at = (time.time_ns() // _S + 1) * _S + RACY_NS if self._recent else None
         return self._taken(tree, not_kept)
+
+    def _recent_files(self, listing: bytes, since_s: int) -> set[str]:
+        """git may compare whole seconds: a file changed in the index's second is read by every `git status`
+        (its mtime), or may change again unseen by git (its ctime, its mtime put back). The desk looks at those
+        itself (their stat to the nanosecond) until the index is written again, once that second is past."""
+        out: set[str] = set()
+        fd = os.open(self.workspace, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for line in listing.split(b"\0"):
+                rel = line.partition(b"\t")[2]
+                try:
+                    st = os.lstat(rel, dir_fd=fd) if rel else None
+                except OSError:
+                    continue  # gone: git names it
+                if st is not None and max(st.st_mtime_ns, st.st_ctime_ns) // _S >= since_s:
+                    out.add(rel.decode("utf-8", "surrogateescape"))
+        finally:
+            os.close(fd)
+        return out
+
+    def _set_head(self, tree: str) -> None:
+        """HEAD names a commit of the index's tree, so `git status` finds index and HEAD equal at once."""
+        commit = write_object(self.git_dir, "commit", (_HEAD_COMMIT % tree).encode())
+        head = self.git_dir / "HEAD"
+        if head.read_text().strip() != commit:  # written whole, then renamed: another process may read it
+            fd, tmp = tempfile.mkstemp(dir=self.git_dir, prefix="tmp_head_")
+            with os.fdopen(fd, "w") as f:
+                f.write(commit + "\n")
+            os.replace(tmp, head)
+
+    def _age_index(self, started: int) -> None:
+        """git trusts a file's or folder's stat only when it is older than the index: the index is dated to
+        before this checkpoint began (by more than a file-system clock tick), so whatever changed while git
+        read it is looked at again by the next `git status`, never taken as unchanged."""
+        index = self.git_dir / "index"
+        try:
+            st = os.stat(index)
+        except FileNotFoundError:  # nothing was ever added
+            return
+        os.utime(index, ns=(st.st_atime_ns, min(st.st_mtime_ns, started - RACY_NS)))
 
     def _take_in_memory(self, changed: set[str], others: set[str]) -> Checkpoint:
         """The files git named as differing from its index (and those that did last time), hashed in Python
@@ -186,9 +266,9 @@ class ShadowStore:
         The index stays behind until too many files differ from it (then `_take_by_git`)."""
         cache, started = self._cache, time.time_ns()
         assert cache is not None
-        not_kept, add = self._sizes(changed | others | self._pending)
+        not_kept, add = self._sizes(changed | others | self._pending | self._recent)
         not_kept.update(_nested(others))
-        for p in sorted((changed | self._pending) - set(add)):
+        for p in sorted((changed | self._pending | self._recent) - set(add)):
             cache.drop(p)
         for p, st in sorted(add.items()):
             key, seen = StatKey.of(st), cache.seen.get(p)
@@ -236,11 +316,8 @@ class ShadowStore:
         return st.st_ino, st.st_size, st.st_mtime_ns
 
     def _changes(self) -> tuple[set[str], set[str]]:
-        """(paths changed or deleted against the last checkpoint, paths new to it): two git walks at once."""
-        tracked = _start(self, "diff-files", "--name-only", "--no-renames", "-z")
-        new = _start(self, "ls-files", "-z", "-o", "--exclude-standard")
-        outs = [_finish(p, "ls-files") for p in (tracked, new)]
-        changed, others = ({p for p in o.decode("utf-8", "surrogateescape").split("\0") if p} for o in outs)
+        """(paths changed or deleted against git's index, paths new to it): one `git status`."""
+        changed, others = _parse_status(self._run(*_STATUS).stdout)
         return {p for p in changed if not _is_control(p)}, {p for p in others if not _is_control(p)}
 
     def _sizes(self, paths: set[str]) -> tuple[dict[str, str], dict[str, os.stat_result]]:
@@ -344,28 +421,46 @@ class ShadowStore:
         return out
 
 
-def _start(store: ShadowStore, *args: str) -> subprocess.Popen[bytes]:
-    if not store.git:
-        raise CheckpointError("git is not installed on this computer, and checkpoints need it",
-                              hint="install git (the desk runs it on its own store, never on the project's)")
-    try:
-        return subprocess.Popen([store.git, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=git_env(store.git_dir, store.workspace), cwd=store.workspace)
-    except OSError as e:
-        raise CheckpointError(f"git could not run: {e}") from e
+def _parse_status(out: bytes) -> tuple[set[str], set[str]]:
+    """`git status --porcelain=v2 -z`: the files whose worktree differs from the index (the second letter of
+    an ordinary entry; the first compares the index with HEAD, which says nothing of the files), and the
+    untracked ones. Anything else (a rename, a conflict) was not asked for: an error, not a guess."""
+    changed: set[str] = set()
+    others: set[str] = set()
+    for rec in out.split(b"\0"):
+        if rec.startswith(b"1 "):
+            fields = rec.split(b" ", 8)
+            if len(fields) == 9 and fields[1][1:2] != b".":
+                changed.add(fields[8].decode("utf-8", "surrogateescape"))
+            elif len(fields) != 9:
+                raise CheckpointError(f"git status gave an entry this desk cannot read: {rec[:80]!r}")
+        elif rec.startswith(b"? "):
+            others.add(rec[2:].decode("utf-8", "surrogateescape"))
+        elif rec:
+            raise CheckpointError(f"git status gave an entry this desk cannot read: {rec[:80]!r}")
+    return changed, others
 
 
-def _finish(proc: subprocess.Popen[bytes], what: str) -> bytes:
+def _fs_type(path: Path) -> str:
+    """The type of the file system `path` lies on (its longest mount point in /proc/self/mountinfo); "" where
+    that cannot be known (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return ""
     try:
-        out, err = proc.communicate(timeout=GIT_TIMEOUT_S)
-    except subprocess.TimeoutExpired as e:
-        proc.kill()
-        proc.communicate()
-        raise CheckpointError(f"git {what} took longer than {GIT_TIMEOUT_S:.0f} s") from e
-    if proc.returncode != 0:
-        lines = err.decode("utf-8", "replace").strip().splitlines()
-        raise CheckpointError(f"git {what} failed: {lines[-1] if lines else f'exit {proc.returncode}'}")
-    return out
+        lines = Path("/proc/self/mountinfo").read_bytes().split(b"\n")
+    except OSError:
+        return ""
+    where, best, kind = os.fsencode(path), -1, ""
+    for line in lines:
+        left, sep, right = line.partition(b" - ")
+        fields = left.split(b" ")
+        if not sep or len(fields) < 5 or not right:
+            continue
+        point = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m[1], 8)]), fields[4])  # "\040" is a space
+        inside = where == point or where.startswith(point.rstrip(b"/") + b"/")
+        if inside and len(point) >= best:  # the longest, and of equals the last mounted
+            best, kind = len(point), right.split(b" ", 1)[0].decode("utf-8", "replace")
+    return kind
 
 
 def _nested(others: set[str]) -> dict[str, str]:

@@ -42,6 +42,7 @@ from ..core import (
     compaction_facts,
     image_of_block,
     is_summary,
+    starts_a_turn,
     summarize_input,
 )
 from ._bridge import EventBridge
@@ -60,12 +61,6 @@ STREAMING_KEY = "streaming:"
 # What the conversation shows again from the store when a session is reopened (beside its messages).
 NOTICE_EVENTS = (ErrorEvent.type, Done.type, SessionNotice.type, TokenUsage.type)
 _NOTICE_COLOURS = {"error": "#d9363e", "warning": "#d4890b", "info": "#8a8f98"}
-
-
-def _starts_a_turn(msg: Any) -> bool:
-    """A person's prompt (a user message with text or images, not a compaction's summary) starts a turn."""
-    return msg.role == "user" and not is_summary(msg) and any(
-        (b.get("type") == "text" and b.get("text")) or b.get("type") == "image" for b in msg.content)
 
 
 @dataclass
@@ -511,7 +506,7 @@ class ConversationView(QTextBrowser):
         for r in records or []:
             by_use.setdefault(r.tool_use_id or r.id, deque()).append(r)
         first = self._first_shown(messages)
-        self._turn_count = sum(1 for m in messages[:first] if _starts_a_turn(m))
+        self._turn_count = sum(1 for m in messages[:first] if starts_a_turn(m))
         for msg in messages[:first]:  # not shown: their records are passed over, so the cards pair up
             for block in msg.content:
                 if block.get("type") == "tool_use" and by_use.get(block.get("id", "")):
@@ -526,7 +521,7 @@ class ConversationView(QTextBrowser):
             for msg in messages[first:]:
                 while later and later[0].time < msg.created_at:
                     self._replay(later.popleft())
-                if _starts_a_turn(msg):  # a turn cut short (no Done: the app died) does not add to the next
+                if starts_a_turn(msg):  # a turn cut short (no Done: the app died) does not add to the next
                     self._replayed_usage = [0, 0, 0.0]
                 self._add_blocks(msg, by_use)
             while later:
@@ -581,12 +576,12 @@ class ConversationView(QTextBrowser):
             return
         images = [img for b in msg.content if (img := image_of_block(b)) is not None] if msg.role == "user" else []
         if images and not any(b.get("type") == "text" and b.get("text") for b in msg.content):
-            self.add_user_message("", images, turn=_starts_a_turn(msg))  # a prompt of images only
+            self.add_user_message("", images, turn=starts_a_turn(msg))  # a prompt of images only
         for block in msg.content:
             kind = block.get("type")
             if kind == "text" and block.get("text"):
                 if msg.role == "user":
-                    turn = _starts_a_turn(msg) and block is next(b for b in msg.content if b.get("type") == "text"
+                    turn = starts_a_turn(msg) and block is next(b for b in msg.content if b.get("type") == "text"
                                                                  and b.get("text"))
                     self.add_user_message(block["text"], images, turn=turn)
                     images = []

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from desktop_app.core import BRANCH_OF, REWIND_TOOL, ToolCallState
+from desktop_app.core import BRANCH_OF, REWIND_TOOL, SessionInfo, StoredMessage, ToolCallState, point_before_turn
 from desktop_app.runtime import plan_turn_rewind
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 from tests.kit.cli import cli, server_cli_environ
@@ -120,3 +120,15 @@ async def test_bash_changes_are_rewound_and_the_persons_edit_is_kept(desk_for, d
     inherited = await plan_turn_rewind(desk.rt.store, desk.rt.settings, branch_id, 0)
     assert inherited.point.index == 0 and inherited.plan.checkpoint == _executing(first)["checkpoint"]["id"]
     assert (await desk.rt.store.verify()).ok
+
+
+def test_a_prompt_of_images_only_is_a_turn_for_the_rewind_as_in_the_conversation() -> None:
+    """The conversation numbers turns with core's `starts_a_turn`; a rewind from its turn 2 finds the same one."""
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    said = [("user", [{"type": "text", "text": "first"}]), ("assistant", [{"type": "text", "text": "ok"}]),
+            ("user", [image]), ("assistant", [{"type": "text", "text": "a cat"}]),
+            ("user", [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]),
+            ("user", [{"type": "text", "text": "third"}])]
+    messages = [StoredMessage("s1", role, content, id=i) for i, (role, content) in enumerate(said)]
+    session = SessionInfo("s1", "p1")
+    assert [point_before_turn(session, messages, t).index for t in range(3)] == [0, 2, 5]
