@@ -14,6 +14,7 @@ import json
 import sqlite3
 import sys
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -26,6 +27,21 @@ _WINDOW = 256
 WALK_COLUMNS = ("seq", "record_id", "state", "at", "actor", "note", "data", "prev_hash", "hash", "message_id",
                 "digests", "desk", "canon")
 WALK_BATCH = 20_000
+# A record's columns that its row digest covers, in this order (its key `id` is the entry's record_id; `pk` and
+# the derived `search_text` are not covered): the digest is the sha256 of the repr of their tuple (_digests.py).
+RECORD_FIELDS = (
+    "tool_use_id", "name", "input", "input_blob", "session_id", "project_id", "batch_index", "state",
+    "outcome", "approval", "provenance", "result", "error", "is_error", "sandbox", "read_only", "risk",
+    "started_at", "completed_at", "duration_ms", "created_at", "updated_at",
+)
+# The tool_calls rows of a range of pk (on SQLite a scan of that rowid range, in pk order), each with its id and
+# the digests of its record's last entry (NULL: no entry) up to the row digest (`row:` and 64 hex digits: what is
+# compared; a row that differs is read again whole), found through the (record_id, seq) index inside the
+# database: what `check_rows` reads.
+ROWS_SQL = (f"SELECT t.pk, {', '.join('t.' + f for f in RECORD_FIELDS)}, t.id, (SELECT substr(e.digests, 1, 68) FROM "
+            "audit_entries e WHERE e.record_id = t.id ORDER BY e.seq DESC LIMIT 1) FROM tool_calls t "
+            "WHERE t.pk >= :lo AND t.pk <= :hi")
+_BLOB_AT = RECORD_FIELDS.index("input_blob") + 1
 
 
 def json_default(o: Any) -> Any:
@@ -262,12 +278,44 @@ class ChainWalk:
                      f"entry {seq} ({who}) was altered: its content does not match its hash")
 
 
-def walk_file(path: str, top: int, head: tuple[int, str] | None, lo: int | None = None) -> dict[str, Any]:
-    """The walk of the entries up to `top` (a chunk: from `lo`) of the SQLite file at `path`, read-only in one
-    snapshot: what `verify` runs in other processes (one per chunk of the chain) while it cross-checks the rows
-    in its own. Entries up to `top` never change once written, so the snapshots agree on them unless the file
-    is being tampered with. A chunk starts from the stored entry before `lo`, and leaves the chain's end to
-    verify: its answer says where it started (`start`), and its state at the end, for verify to join them."""
+def check_rows(batches: Iterable[list[tuple[Any, ...]]]) -> dict[str, Any]:
+    """`ROWS_SQL`'s rows, each hashed as stored against its record's last entry: how many matched, how many predate
+    digests (`legacy`), the pks of the rows that differ or have no entry (`suspect`, in the order read: verify
+    re-reads them to name what differs), and the stored inputs that the chained rows use (`blobs`: digest, id)."""
+    checked = legacy = 0
+    suspect: list[int] = []
+    blobs: list[tuple[str, str]] = []
+    sha256 = hashlib.sha256
+    for batch in batches:
+        for row in batch:
+            dg = row[-1]
+            if not dg:
+                if dg is None:
+                    suspect.append(row[0])
+                    continue
+                legacy += 1
+            else:
+                checked += 1
+                try:
+                    good = sha256(repr(row[1:-2]).encode("utf-8", "surrogatepass")).hexdigest() == dg[4:68]
+                except TypeError:  # digests that are not text: verify's own read names them
+                    good = False
+                if not good:
+                    suspect.append(row[0])
+            if row[_BLOB_AT] is not None:
+                blobs.append((row[_BLOB_AT], row[-2]))
+    return {"checked": checked, "legacy": legacy, "suspect": suspect, "blobs": blobs}
+
+
+def walk_file(path: str, top: int, head: tuple[int, str] | None, lo: int | None = None,
+              pks: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The walk of the entries up to `top` (a chunk: from `lo`) of the SQLite file at `path`, and the check of its
+    tool_calls rows whose pk lies in `pks` (`check_rows`), read-only in one snapshot: what `verify` runs in other
+    processes, one per chunk of the chain and of the rows. Entries up to `top` never change once written, so the
+    snapshots agree on them unless the file is being tampered with; a row and its entries are written in one
+    transaction, so each snapshot holds them consistent. A chunk starts from the stored entry before `lo`, and
+    leaves the chain's end to verify: its answer says where it started (`start`), and its state at the end, for
+    verify to join them."""
     # Not mode=ro: a read-only connection to a WAL database can fail while another one sets up its index
     # (SQLITE_READONLY_CANTINIT); query_only keeps this one from writing all the same.
     con = sqlite3.connect(f"file:{quote(path)}", uri=True, timeout=30.0)
@@ -286,6 +334,10 @@ def walk_file(path: str, top: int, head: tuple[int, str] | None, lo: int | None 
         while batch := cur.fetchmany(WALK_BATCH):
             if not walk.feed(batch):
                 break
+        rows = None
+        if pks is not None:
+            cur = con.execute(ROWS_SQL, {"lo": pks[0], "hi": pks[1]})
+            rows = check_rows(iter(lambda: cur.fetchmany(WALK_BATCH), []))
         # A chunk's walk is whole when no entry of it failed; the chain's end is verify's to judge.
         if lo is None:
             failure = walk.finish()
@@ -297,7 +349,7 @@ def walk_file(path: str, top: int, head: tuple[int, str] | None, lo: int | None 
         con.close()
     return {"failure": dataclasses.asdict(failure) if failure is not None else None, "count": walk.count,
             "rows": walk.rows, "last_message": walk.last_message, "runs": walk.runs, "start": list(start),
-            "end": [walk.prev_seq, walk.prev_hash], "recent": list(walk.recent)}
+            "end": [walk.prev_seq, walk.prev_hash], "recent": list(walk.recent), "rows_checked": rows}
 
 
 Runs = list[tuple[int, str]]
@@ -333,7 +385,8 @@ def join_chunk(walk: ChainWalk, out: dict[str, Any]) -> bool:
     return True
 
 
-if __name__ == "__main__":  # python _chain.py PATH TOP [HEAD_SEQ HEAD_HASH [LO]]: the walk, as JSON on stdout
+if __name__ == "__main__":  # python _chain.py PATH TOP [HEAD_SEQ HEAD_HASH [LO [PK_LO PK_HI]]]: JSON on stdout
     _head = (int(sys.argv[3]), sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] != "-" else None
-    json.dump(walk_file(sys.argv[1], int(sys.argv[2]), _head, int(sys.argv[5]) if len(sys.argv) > 5 else None),
-              sys.stdout)
+    _pks = (int(sys.argv[6]), int(sys.argv[7])) if len(sys.argv) > 7 else None
+    json.dump(walk_file(sys.argv[1], int(sys.argv[2]), _head, int(sys.argv[5]) if len(sys.argv) > 5 else None,
+                        _pks), sys.stdout)

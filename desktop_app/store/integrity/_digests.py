@@ -7,16 +7,11 @@ import hashlib
 import json
 from typing import Any
 
-from ._chain import json_default
+from ._chain import RECORD_FIELDS, json_default
 
-# A record's columns that its row digest covers, in this order (its key `id` is the entry's record_id;
-# `pk` and the derived `search_text` are not covered). FLOAT columns are compared as floats and BOOLEAN
-# ones as ints, the types SQLite hands back.
-RECORD_FIELDS = (
-    "tool_use_id", "name", "input", "input_blob", "session_id", "project_id", "batch_index", "state",
-    "outcome", "approval", "provenance", "result", "error", "is_error", "sandbox", "read_only", "risk",
-    "started_at", "completed_at", "duration_ms", "created_at", "updated_at",
-)
+# RECORD_FIELDS (in _chain.py, which verify's workers run on their own) are a record's columns that its row
+# digest covers, in order. FLOAT columns are compared as floats and BOOLEAN ones as ints, the types SQLite
+# hands back.
 _FLOATS = frozenset({"started_at", "completed_at", "duration_ms", "created_at", "updated_at"})
 _INTS = frozenset({"batch_index", "is_error", "read_only"})
 # The fields a record's digests name one by one, so verify can say which was edited.
