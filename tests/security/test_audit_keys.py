@@ -767,3 +767,30 @@ async def test_two_keys_of_one_installation_share_a_database_without_false_alarm
         assert result.ok and result.count == 20, result.message  # 12, and each store's project and session rows
         assert all(s.key_id in result.message for s in signers)
     assert len(list(witness_dir().iterdir())) == 2
+
+
+async def test_a_commit_landing_while_verify_reads_is_no_cut_tail(desk: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A desk that goes on writing while `audit verify` runs: the commit and its witness land after verify's
+    snapshot began. The witness is read before the snapshot, so it can never be ahead of it: no false "entries
+    missing at the tail" about a log that only grew."""
+    import threading
+
+    from desktop_app.store.integrity import _verify as verifier
+
+    await _fill(desk)
+    start_walk, grew = verifier._start_walk, []
+
+    def walk_after_a_commit(*args: object, **kwargs: object) -> object:
+        if not grew:  # verify's snapshot has begun: another desk commits three entries, and its witness
+            writer = threading.Thread(target=lambda: asyncio.run(_fill(desk, 1, session="ses_2")))
+            writer.start()
+            writer.join()
+            grew.append(json.loads(_witness(desk).read_text())["seq"])
+        return start_walk(*args, **kwargs)
+
+    monkeypatch.setattr(verifier, "_start_walk", walk_after_a_commit)
+    result = await _verify(desk)
+    assert grew and grew[0] > 3 * RECORDS + 2, grew  # the witness moved past the head of verify's snapshot
+    assert result.ok, result.message
+    assert "witness at entry 14 matches" in result.message  # the snapshot's own head, witnessed before it
+    assert (await _verify(desk)).ok  # and afterwards, the grown log verifies whole

@@ -43,15 +43,29 @@ class _Key:
         return f"{self.key_id} ({self.user}@{self.host})"
 
 
+Witness = tuple[dict[str, Any] | None, str]  # read_witness's answer: the data, or None and why
+
+
+def early_witness(signer: HeadSigner | None, where: str) -> Witness | None:
+    """This installation's witness, read before verify's snapshot begins. The witness is written after its
+    commit, so read first it can never be ahead of the snapshot; read after, a commit landing between the two
+    reads would look like entries cut from the tail."""
+    if signer is None or signer.witness_dir is None:
+        return None
+    return read_witness(signer.witness_dir, where, signer.key_id)
+
+
 def check_head(conn: Connection, count: int, head: tuple[int, str] | None, signer: HeadSigner | None,
-               where: str, trusted: frozenset[str] = frozenset()) -> tuple[list[str], HeadProblem | None]:
+               where: str, trusted: frozenset[str] = frozenset(),
+               witness: Witness | None = None) -> tuple[list[str], HeadProblem | None]:
     """The chain's `count` entries up to `head` checked against the signed heads and the witness: the notes
     to add to a good verdict, or the first problem found. Runs whatever the walk and the cross-checks
     found, so that a cut tail or an emptied chain is named as such. `trusted`: key ids of other desks
-    accepted on purpose (`audit verify --trust-key`)."""
+    accepted on purpose (`audit verify --trust-key`). `witness`: this installation's witness as read before the
+    snapshot began (`early_witness`), so that a commit landing meanwhile cannot look like a cut tail."""
     head_seq = head[0] if head else 0
     try:
-        return _check(conn, count, head_seq, signer, where, trusted), None
+        return _check(conn, count, head_seq, signer, where, trusted, witness), None
     except HeadProblem as p:
         return [], p
     except (TypeError, ValueError) as exc:  # a value of the wrong type written into the key tables
@@ -60,7 +74,7 @@ def check_head(conn: Connection, count: int, head: tuple[int, str] | None, signe
 
 
 def _check(conn: Connection, count: int, head_seq: int, signer: HeadSigner | None, where: str,
-           trusted: frozenset[str]) -> list[str]:
+           trusted: frozenset[str], witness: Witness | None = None) -> list[str]:
     if count == 0:
         _refuse_empty(conn)
     keys = {r[0]: _Key(r[0], _decode_key(r[0], r[1]), r[2], r[3], r[5]) for r in conn.execute(text(SELECT_KEYS))}
@@ -75,7 +89,7 @@ def _check(conn: Connection, count: int, head_seq: int, signer: HeadSigner | Non
     if heads and lost:
         raise HeadProblem("unsigned", None, f"the signed head of key {keys[lost[0]].name()} was removed")
     # The witness first: "N entries missing at the tail" says more than "no signed head is left".
-    local = _check_local(conn, signer, keys, db_id, head_seq, where, trusted) if signer is not None else []
+    local = _check_local(conn, signer, keys, db_id, head_seq, where, trusted, witness) if signer is not None else []
     return _check_coverage(heads, keys, count, head_seq, signer) + local
 
 
@@ -140,7 +154,7 @@ def _check_coverage(heads: list[SignedHead], keys: dict[str, _Key], count: int, 
 
 
 def _check_local(conn: Connection, signer: HeadSigner, keys: dict[str, _Key], db_id: str | None,
-                 head_seq: int, where: str, trusted: frozenset[str]) -> list[str]:
+                 head_seq: int, where: str, trusted: frozenset[str], witness: Witness | None = None) -> list[str]:
     """This installation's anchors: its key as registered, and its witness of this database's head."""
     mine = keys.get(signer.key_id)
     if mine is not None and mine.public_key != signer.public_key:
@@ -148,7 +162,7 @@ def _check_local(conn: Connection, signer: HeadSigner, keys: dict[str, _Key], db
                           "installation's key")
     if signer.witness_dir is None:
         return []
-    data, why = read_witness(signer.witness_dir, where, signer.key_id)
+    data, why = witness or read_witness(signer.witness_dir, where, signer.key_id)
     if data is None:
         if why != "absent":
             raise HeadProblem("witness", None, f"the witness of this database is {why}")

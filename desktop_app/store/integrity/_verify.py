@@ -21,7 +21,7 @@ from ._bound_rows import check_bound_rows
 from ._chain import ROWS_SQL, WALK_BATCH, WALK_COLUMNS, ChainWalk, Runs, VerifyResult, check_rows
 from ._desk_verify import check_desks
 from ._digests import MESSAGE_FIELDS, RECORD_FIELDS, RECORD_NAMED, field_digest, row_of, sha, unpack
-from ._head_verify import HeadProblem, check_head
+from ._head_verify import HeadProblem, check_head, early_witness
 from ._signing import HeadSigner
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,7 @@ def verify(conn: Connection, signer: HeadSigner | None = None, identity: str = "
     witness of this installation (`signer`, `identity`: _head_verify.py). Every finding is kept in
     `problems`; the most telling one is named first (see `_rank`). A long chain, and the tool_calls rows beside
     it, are checked in chunks by other processes (one per CPU) while this one checks the rest."""
+    witness = early_witness(signer, identity)  # before the snapshot: see early_witness
     if conn.dialect.name == "postgresql":  # one snapshot for every read below, while other desks write
         conn.execution_options(isolation_level="REPEATABLE READ")
     # This first statement begins the read transaction, so every later read sees the same snapshot.
@@ -105,7 +106,8 @@ def verify(conn: Connection, signer: HeadSigner | None = None, identity: str = "
         messages = _check_messages(conn, last_message, findings, used)
     _check_blobs(conn, used, findings)
     findings += later
-    notes, head_problem = check_head(conn, count if broken is None else rows, head, signer, identity, trusted)
+    notes, head_problem = check_head(conn, count if broken is None else rows, head, signer, identity, trusted,
+                                     witness)
     desk_notes, desk_problem = check_desks(conn, runs, count, broken is None)
     notes += desk_notes
     if broken is None and not findings and head_problem is None and desk_problem is None:
