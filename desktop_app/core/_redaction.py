@@ -19,6 +19,7 @@ import re2
 from ._redaction_views import (
     MIN_ENCODED,
     clean_to_text,
+    decodes_whole,
     encoded_runs,
     json_unescaped,
     split_token_lines,
@@ -368,6 +369,8 @@ class Redactor:
         line (`base64` ends its output with a newline), one that a quote or a digit ends."""
         last = text.rfind("\n", a, b)
         if last < 0 or b >= len(text) or text[b] not in " \t" or not text[last + 1:b].split("\t")[-1].strip().isalpha():
+            return a, b
+        if decodes_whole(text[a:b]):  # the last line is the encoding's end, not a word after it
             return a, b
         head = text[a:last].rstrip()
         if any(self._redact_at(d, depth + 1) != d for _, _, decoded in encoded_runs(head, _utf8(head))

@@ -205,6 +205,27 @@ def _base64(run: str) -> list[str]:
     return []
 
 
+def decodes_whole(run: str) -> bool:
+    """Whether the last line of `run` (several lines of base64) is the encoding's end, not a word after it,
+    though it reads like one (a line of letters only happens in about one block in 200): the run decodes,
+    every line of it, and what its last line adds is printable text."""
+    lines = _NUMBERED.sub("", run).split()
+    compact = "".join(lines)
+    if len(lines) < 2 or "=" in compact.rstrip("="):  # padding ended the encoding before its last line
+        return False
+    head = len(compact) - len(lines[-1])
+    for k in range(4):
+        whole = _b64(compact[k:])
+        try:
+            text = whole.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        added = text[len(whole[:(head - k) * 3 // 4].decode("utf-8", "ignore")):]
+        if added and is_text(text) and all(c.isprintable() or c in "\t\r\n" for c in added):
+            return True
+    return False
+
+
 def _b64(compact: str) -> bytes:
     body = compact.rstrip("=")
     if len(body) < MIN_ENCODED or len(body) % 4 == 1:

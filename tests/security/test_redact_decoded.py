@@ -130,6 +130,33 @@ def test_a_hidden_secret_split_across_stream_chunks_is_caught(seed: int) -> None
     assert "the end" in text_out
 
 
+def _letters_only_tail(seed: int, width: int = 76) -> tuple[str, str]:
+    """A secret line and its base64 wrapped at `width`, chosen so that the block's last line has letters only:
+    it reads like a word of prose, yet it is the encoding's end (a block in a few hundred, by chance)."""
+    rnd = random.Random(seed)
+    while True:
+        gh = "ghp_" + "".join(rnd.choice(string.ascii_letters + string.digits) for _ in range(36))
+        tail = "".join(rnd.choice(string.ascii_letters) for _ in range(rnd.randint(20, 80)))
+        lines = textwrap.wrap(base64.b64encode(f"export GITHUB_TOKEN={gh} {tail}".encode()).decode(), width)
+        if len(lines) > 1 and len(lines[-1]) >= 8 and lines[-1].isalpha():
+            return gh, "\n".join(lines)
+
+
+@pytest.mark.parametrize("width", [76, 64, 13])
+@pytest.mark.parametrize("after", [" x", " Pj4+IGV4cG9yd", "\tdone", " the end", " and then\nmore prose"])
+def test_a_wrapped_block_whose_last_line_reads_like_a_word_is_redacted_whole(width: int, after: str) -> None:
+    secret, hidden = _letters_only_tail(width, width)
+    for shown in (f"I keep {hidden}{after}", f"{hidden}{after}",
+                  "\n".join(f"{i:>6}\t{ln}" for i, ln in enumerate(f"{hidden}{after}".split("\n"), 1)),
+                  json.dumps({"content": f"{hidden}{after}"})):
+        out = Redactor().redact(shown)
+        assert [n for n in needles(hidden, secret) if n in out or json.dumps(n)[1:-1] in out] == [], repr(out)
+    sr = StreamRedactor(Redactor())
+    streamed = "".join(sr.feed(ln + "\n") for ln in f"{hidden}{after}".split("\n")) + sr.flush()
+    assert [n for n in needles(hidden, secret) if n in streamed] == [], repr(streamed)
+    assert streamed.rstrip("\n").endswith(after.split("\n")[-1].strip())  # the prose after it stays
+
+
 def _random_b64(n: int) -> str:
     return base64.b64encode(os.urandom(n)).decode()
 
