@@ -15,6 +15,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from ..core import NetworkAllowlist, NetworkConnection, is_ip_literal, is_public
+from . import _splice
 
 log = logging.getLogger(__name__)
 
@@ -149,16 +150,37 @@ class EgressProxy:
             return
         conn.verdict = "allowed"
         try:
+            loop = asyncio.get_running_loop()
             if upstream_head is None:
                 side.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
             else:
-                up.write(upstream_head)
+                await loop.sock_sendall(up, upstream_head)
                 conn.bytes_up += len(upstream_head)
-            await side.relay(up, conn)
+            await self._relay(side, up, conn)
         finally:
             conn.ended_at = time.time()
             up.close()
             await self.gate.record(conn)
+
+    @staticmethod
+    async def _relay(side: _Side, up: socket.socket, conn: NetworkConnection) -> None:
+        """The kernel's relay when it has one and the client's socket can be handed over whole (nothing of the
+        client's reply still queued, its input not ended); the protocols' otherwise."""
+        client = side.detach() if _splice.AVAILABLE and not side.eof else None
+        if client is None:
+            _, up_side = await asyncio.get_running_loop().create_connection(_Side, sock=up)
+            await side.relay(up_side, conn)
+            return
+        try:
+            if side.buffer:  # what came after the head (a TLS greeting sent at once)
+                await asyncio.get_running_loop().sock_sendall(up, bytes(side.buffer))
+                conn.bytes_up += len(side.buffer)
+                side.buffer.clear()
+            relay = _splice.SpliceRelay(client, up, _counter(conn, "bytes_up"), _counter(conn, "bytes_down"))
+        except BaseException:
+            client.close()
+            raise
+        await relay.run()
 
     async def _ask(self, conn: NetworkConnection) -> bool:
         try:
@@ -168,7 +190,7 @@ class EgressProxy:
             conn.reason = "not listed (asking failed)"
             return False
 
-    async def _admit(self, conn: NetworkConnection) -> _Side:
+    async def _admit(self, conn: NetworkConnection) -> socket.socket:
         """Judge the destination and connect to what the proxy resolved itself; _Refused says why not."""
         allow = self.gate.allowlist()
         host, port = conn.domain, conn.port
@@ -194,12 +216,18 @@ class EgressProxy:
                 conn.reason = "listed"
             elif not await self._ask(conn):
                 raise _Refused(403, conn.reason or "not listed")
-        loop = asyncio.get_running_loop()
+        up = socket.socket(socket.AF_INET6 if ":" in conn.address else socket.AF_INET, socket.SOCK_STREAM)
+        up.setblocking(False)
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                _, up = await loop.create_connection(_Side, conn.address, port)
+                await asyncio.get_running_loop().sock_connect(up, (conn.address, port))
         except (OSError, TimeoutError) as exc:
+            up.close()
             raise _Refused(502, f"could not connect to {conn.address}:{port} ({type(exc).__name__})") from None
+        except BaseException:
+            up.close()
+            raise
+        up.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as asyncio's own connections
         return up
 
 
@@ -284,13 +312,22 @@ class _Side(asyncio.Protocol):
         del self.buffer[:end]
         return head
 
+    def detach(self) -> socket.socket | None:
+        """This client's socket, handed over whole (a duplicate; the transport closes without a word to the
+        client); None when it cannot be: closing, or a reply still queued."""
+        t = self.transport
+        if t is None or t.is_closing() or t.get_write_buffer_size():
+            return None
+        sock = t.get_extra_info("socket").dup()
+        sock.setblocking(False)
+        t.pause_reading()
+        t.abort()  # closes the transport's descriptor only: the connection lives on in `sock`
+        return sock
+
     async def relay(self, up: _Side, conn: NetworkConnection) -> None:
         """Relay this client's side and `up` until both close, counting the bytes each way into `conn`."""
-        def counter(field: str) -> Callable[[int], None]:
-            return lambda n: setattr(conn, field, getattr(conn, field) + n)
-
         self.peer, up.peer = up, self
-        self.count, up.count = counter("bytes_up"), counter("bytes_down")
+        self.count, up.count = _counter(conn, "bytes_up"), _counter(conn, "bytes_down")
         for side in (self, up):  # what came before the link: the bytes after the head, an early greeting
             if side.buffer:
                 side.count(len(side.buffer))
@@ -329,6 +366,17 @@ class _Side(asyncio.Protocol):
 
 def _uncounted(n: int) -> None:
     del n
+
+
+def _counter(conn: NetworkConnection, field: str) -> Callable[[int], None]:
+    if field == "bytes_up":
+        def up(n: int) -> None:
+            conn.bytes_up += n
+        return up
+
+    def down(n: int) -> None:
+        conn.bytes_down += n
+    return down
 
 
 _HOST = re.compile(r"[a-z0-9._-]{1,253}|[0-9a-f:.]{2,45}")
