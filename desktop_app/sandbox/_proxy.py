@@ -56,7 +56,8 @@ class ListOnlyGate:
 
     async def record(self, conn: NetworkConnection) -> None:
         self.connections.append(conn)
-        log.info("%s", conn.summary())
+        if log.isEnabledFor(logging.INFO):  # its line is made only when someone reads the log
+            log.info("%s", conn.summary())
 
 
 async def system_resolver(host: str, port: int) -> list[str]:
