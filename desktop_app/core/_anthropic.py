@@ -264,7 +264,7 @@ class AnthropicModelClient:
         token = _retry_report.set(report)
         acc = _Accumulator(self.model, emit, session_id)
         try:
-            stream = await client.messages.create(**params, stream=True)
+            stream = await _create(client, params)
             async with stream:
                 async for event in stream:
                     acc.feed(event)
@@ -348,6 +348,24 @@ _SOURCES = {
     "env": " in ANTHROPIC_API_KEY",
     "env-token": " in ANTHROPIC_AUTH_TOKEN (sent as a bearer token)",
 }
+
+
+async def _create(client: anthropic.AsyncAnthropic, params: dict[str, Any]) -> Any:
+    """One streamed step of `messages.create`. The body is encoded here once, by the json module's C encoder, as
+    the SDK would send it (UTF-8, compact, no NaN), and posted through the SDK's client (its headers, retries,
+    errors and stream parsing); the SDK's own walk copies the whole conversation and encodes it in Python, a third
+    of a long conversation's step. A value that is not plain JSON goes the SDK's way."""
+    import anthropic
+    from anthropic.types import Message, RawMessageStreamEvent
+
+    try:
+        body = json.dumps({**params, "stream": True}, ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False).encode()
+    except (TypeError, ValueError):
+        return await client.messages.create(**params, stream=True)
+    return await client.post("/v1/messages", content=body, cast_to=Message, stream=True,
+                             stream_cls=anthropic.AsyncStream[RawMessageStreamEvent],
+                             options={"headers": {"Content-Type": "application/json"}})
 
 
 class _Accumulator:

@@ -144,6 +144,32 @@ async def test_cache_marks_on_system_last_tool_and_last_message(server: Anthropi
     assert "cache_control" not in history[-1]["content"][-1]
 
 
+async def test_the_body_is_the_json_the_sdk_would_send(server: AnthropicServer) -> None:
+    """The step's body is encoded once by the desk (UTF-8, compact): the server receives what the SDK's own
+    encoding sends, text beyond ASCII and nested blocks included; a value that is not plain JSON (a date) goes
+    the SDK's way and still arrives."""
+    import datetime
+
+    server.add(reply(text("ok")), reply(text("ok")))
+    history = [{"role": "user", "content": [{"type": "text", "text": "héllo \u2028 日本 \U0001F600 \"q\" \\ \x07"}]},
+               {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "bash_run",
+                                                  "input": {"command": "echo 1", "n": 3, "f": 0.5, "z": None}}]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "1\n"}]}]
+    client = client_for(server)
+    await client.stream(ModelRequest(system="sys", messages=history, tools=TOOLS), emit=lambda e: None)
+    sent = server.requests[-1]
+    expected = with_cache_control(ModelRequest(system="sys", messages=history, tools=TOOLS))
+    assert sent.body["messages"] == expected[2] and sent.body["stream"] is True
+    assert sent.body["system"] == expected[0] and sent.body["tools"] == expected[1]
+    assert sent.headers.get("content-type", sent.headers.get("Content-Type")) == "application/json"
+    at = datetime.datetime(2026, 11, 27, 12, 0, tzinfo=datetime.UTC)
+    dated = [{"role": "user", "content": [{"type": "text", "text": "when", "at": at}]}]
+    await client.stream(ModelRequest(system="sys", messages=dated, tools=TOOLS, max_tokens=100), emit=lambda e: None)
+    body = server.requests[-1].body
+    assert body["messages"][0]["content"][0]["at"] == at.isoformat() and body["max_tokens"] == 100
+    await client.close()
+
+
 def test_cache_mark_skips_thinking_blocks() -> None:
     req = ModelRequest(
         system="s",
