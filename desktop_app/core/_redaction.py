@@ -392,10 +392,15 @@ class Redactor:
         if isinstance(value, str):
             return self.redact(value)
         if isinstance(value, dict):
-            changed, items = False, []
+            # Field names, states and ids repeat in every event: a set lookup, not three calls, for the
+            # strings known clean (what redact() would answer for them: the same object).
+            clean, changed, items = self._clean, False, []
             for k, v in value.items():
-                nk = self.redact(k) if isinstance(k, str) else k
-                nv = self.redact_value(v) if isinstance(v, str | dict | list | tuple) else v
+                nk = k if k in clean or not isinstance(k, str) else self.redact(k)
+                if type(v) is str:
+                    nv = v if v in clean else self.redact(v)
+                else:
+                    nv = self.redact_value(v) if isinstance(v, str | dict | list | tuple) else v
                 changed = changed or nk is not k or nv is not v
                 items.append((nk, nv))
             return dict(items) if changed else value

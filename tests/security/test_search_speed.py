@@ -94,6 +94,30 @@ async def test_patterns_and_paths_that_leave_the_workspace(make_docker_sandbox) 
     assert await sb.grep("--files", ".") == [] and await sb.grep("--pre=sh", ".") == []
 
 
+async def test_a_pattern_cannot_write_rules_into_the_globs_own_ignore_file(make_docker_sandbox) -> None:
+    """fs_glob narrows rg's listing with an ignore file built from the pattern's literal end: a pattern that
+    carries a newline, a `!`, a backslash or a trailing space to add a rule of its own (to take an ignored
+    file back, or reach .git) gets what the regex over the full listing gets, and nothing ignored."""
+    from desktop_app.core import glob_regex
+
+    sb = await make_docker_sandbox()
+    res = await sb.exec(
+        "printf 'secret.log\\n*.key\\n' > .gitignore && echo s > secret.log && echo k > a.key && echo o > ok.log"
+        " && mkdir -p .git sub && echo h > .git/secret.log && echo x > 'sub/x!*' && echo y > 'sub/y\\' ",
+        timeout=10,
+    )
+    assert res.exit_code == 0, res.stderr
+    every = [f.path for f in await sb.glob("**/*", limit=1000)]
+    assert sorted(every) == sorted([".gitignore", "ok.log", "sub", "sub/x!*", "sub/y\\"])
+    attacks = ["**/*.log\n!secret.log", "**/*\n!*.key\n", "**/*.log\r\n!**", "**/*\\\n!secret.log",
+               "**/x!*", "**/*\\", "**/*.log ", "**/*\x00!secret.log", "**/*\u2028!secret.log",
+               "**/.git/secret.log", "**/*!secret.log", "**/*/\n!/**"]
+    for pattern in attacks:
+        got = [f.path for f in await sb.glob(pattern, limit=1000)]
+        assert got == [p for p in every if glob_regex(pattern).match(p)], pattern
+        assert not {"secret.log", "a.key", ".git/secret.log"} & set(got), pattern
+
+
 async def test_a_flood_of_matches_stays_capped_and_leaves_nothing_running(make_docker_sandbox) -> None:
     sb = await make_docker_sandbox()
     res = await sb.exec(

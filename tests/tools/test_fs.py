@@ -620,6 +620,42 @@ async def test_gitignore_rules_read_alike_on_every_sandbox(sandbox, call, case):
         assert (await call(grep, pattern="needle", path=path)).text_content == f"{path}:1:needle"
 
 
+# fs_glob narrows rg's listing to the files a pattern's literal end can match (an ignore file of its own that
+# rg reads after the project's): what it answers must be what the full listing filtered by the regex answers,
+# ignore files, hidden files, .git, folders named like the end, and odd names included.
+NARROWED_TREE = {
+    ".gitignore": "*.gen.pyi\n!keep.gen.pyi\nbuild/\nold.pyi/\n",
+    "a/.ignore": "*.py\n",
+    "a/.rgignore": "!main.py\n",
+    "a/one.pyi": "", "a/b/two.pyi": "", "a/b/two.py": "", "a/main.py": "", "a/z.gen.pyi": "",
+    "a/keep.gen.pyi": "", "build/three.pyi": "", "x.pyi/inner.txt": "", "old.pyi/gone.txt": "",
+    ".hid/h.pyi": "", ".x.pyi": "", "sp ace.pyi": "", "odd\\name.pyi": "", "h#!.pyi": "", "c:d.pyi": "",
+    "é.pyi": "", "tests/conftest.py": "", "pkg/tests/t.txt": "", "a/tests": "",
+}
+NARROWED_PATTERNS = ["**/*.pyi", "*.pyi", "a/**/*.pyi", "**/*.gen.pyi", "**/keep.gen.pyi", "**/tests",
+                     "**/conftest.py", "**/inner.txt", "**/*ace.pyi", "**/odd\\name.pyi", "**/h#!.pyi",
+                     "**/c:d.pyi", "**/é.pyi", "**/*.py", "**/.x.pyi", "**/HEAD", "**/*.{pyi,txt}", "a/*"]
+
+
+async def test_glob_narrowed_listing_answers_as_the_full_one(sandbox):
+    from desktop_app.core import glob_regex
+
+    for path, text in NARROWED_TREE.items():
+        await put(sandbox, path, text or "x\n")
+    r = await sandbox.exec("mkdir -p .git && : > .git/HEAD && : > .git/x.pyi")
+    assert r.exit_code == 0, r.stderr
+    for include_ignored in (False, True):
+        every = [f.path for f in await sandbox.glob("**/*", limit=1000, include_ignored=include_ignored)]
+        assert not any(p == ".git" or p.startswith(".git/") for p in every)
+        assert ("a/z.gen.pyi" in every) is include_ignored and ("build/three.pyi" in every) is include_ignored
+        # The exec transport lists by a script per call and narrows nothing: a few patterns there.
+        for pattern in NARROWED_PATTERNS[:: 4 if getattr(sandbox, "transport", "") == "exec" else 1]:
+            want = [p for p in every if glob_regex(pattern).match(p)]
+            got = [f.path for f in await sandbox.glob(pattern, limit=1000, include_ignored=include_ignored)]
+            assert got == want, (pattern, include_ignored)
+    assert "x.pyi" in [f.path for f in await sandbox.glob("**/*.pyi")]  # a folder named like the end
+
+
 def test_the_tools_say_which_dialect_runs():
     assert "Rust regex" in grep.description and "ripgrep" in grep.description
     assert "Python `re`" in grep.description and "RE2" in grep.description

@@ -63,13 +63,13 @@ def _kill_group(proc):
     proc.wait()
 
 
-def run_killable(argv, timeout, on_records, sep=b"\n"):
+def run_killable(argv, timeout, on_records, sep=b"\n", pass_fds=()):
     """Run `argv` in a process group of its own, handing the `sep`-ended records of its stdout to
     `on_records` a batch at a time, as they come (a list of bytes; True stops early). The group is killed at
     the deadline, at a stop, and at the end. Returns (timed_out, exit code or None, the last 4 KiB of stderr)."""
     proc = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True, close_fds=True, bufsize=0,
+        start_new_session=True, close_fds=True, bufsize=0, pass_fds=pass_fds,
     )  # fmt: skip
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, "out")
@@ -149,7 +149,7 @@ class Search:
         deadline = time.monotonic() + self.timeout
         cut = len(base.rstrip("/")) + 1  # entries are under base: the relative path is a slice, not relpath
         found = []
-        ending = [f for f in self._entries(ws, base, deadline, include_ignored) if f.endswith(tail)]
+        ending = [f for f in self._entries(ws, base, deadline, include_ignored, tail) if f.endswith(tail)]
         for i, full in enumerate(ending):  # the regex only where the literal end matched (a str test)
             if match(full[cut:]):
                 found.append(full)
@@ -168,8 +168,9 @@ class Search:
         stats.sort()  # newest first, then by path; only what is returned becomes a dict
         return [d for d in map(_lstat_dict(ws), (full for _, full in stats[:limit])) if d is not None]
 
-    def _entries(self, ws, base, deadline, include_ignored):
-        """Every file and folder under `base` (not .git, no symlink followed), bounded."""
+    def _entries(self, ws, base, deadline, include_ignored, tail=""):
+        """Every file and folder under `base` (not .git, no symlink followed), bounded; with rg, only those
+        that may end with `tail` (and the folders above them): see `_keep_rules`."""
         if not self.rg:
             check = lambda: self._deadline_check(deadline, "fs_glob")  # noqa: E731
             ignored = None if include_ignored else Gitignores(ws.root, base)
@@ -180,8 +181,16 @@ class Search:
             listed.extend(recs)
             return len(listed) >= WALK_MAX_ENTRIES
 
-        argv = [self.rg, "--files", "--null", *rg_flags(include_ignored), "--", base]
-        timed_out, _, _ = run_killable(argv, self.timeout, on_records, b"\0")
+        argv = [self.rg, "--files", "--null", *rg_flags(include_ignored)]
+        fd = _rules_fd(_keep_rules(tail))
+        try:
+            if fd is not None:
+                argv += ["--ignore-file", f"/dev/fd/{fd}"]
+            argv += ["--", base]
+            timed_out, _, _ = run_killable(argv, self.timeout, on_records, b"\0", () if fd is None else (fd,))
+        finally:
+            if fd is not None:
+                os.close(fd)
         if timed_out:
             raise SearchTimeout(_timeout_message("fs_glob", self.timeout))
         # decoded at once (as os.fsdecode would each: UTF-8, undecodable bytes kept as surrogates)
@@ -289,6 +298,44 @@ def _timeout_message(what, timeout):
 
 
 _LITERAL_TAIL = re.compile(r"[^*?\[\]{}]*\Z")  # the end of a glob that only matches itself
+
+
+def _keep_rules(tail):
+    """rg's listing narrowed to what a glob ending in `tail` can match, the ignore files still read: an
+    `--ignore-file` that ignores every file but those whose name ends with the tail's last part, and what is
+    under a folder whose name does (a folder is a match when a file under it is listed). rg reads such a file
+    after the project's ignore files, so they keep their say: it only drops more, and what it keeps still
+    goes through the glob's regex (`rg --glob` would be simpler, but a glob there overrides the ignore files).
+    None when there is nothing to narrow by. The part used is the longest end of plain characters, each
+    escaped: a newline or anything odd in a pattern cannot add a rule of its own."""
+    name = tail.rpartition("/")[2]
+    i = len(name)
+    while i and name[i - 1].isprintable() and not name[i - 1].isspace():
+        i -= 1
+    name = name[i:]
+    if not name:
+        return None
+    esc = "".join(c if c.isascii() and c.isalnum() else "\\" + c for c in name)
+    return f"*\n!*/\n!*{esc}\n!**/*{esc}/**\n".encode()
+
+
+def _rules_fd(rules):
+    """A pipe's read end holding `rules`, for rg to open as /dev/fd/N; None without rules or a pipe (rg then
+    lists everything, and the regex alone decides)."""
+    if rules is None or len(rules) > 4096:  # far under a pipe's buffer: the write never blocks
+        return None
+    try:
+        r, w = os.pipe()
+    except OSError:
+        return None
+    try:
+        os.write(w, rules)
+    except OSError:
+        os.close(r)
+        return None
+    finally:
+        os.close(w)
+    return r
 
 
 def _lstat_dict(ws):
