@@ -81,28 +81,19 @@ async def _resolve(host: str, port: int) -> list[str]:
     return ["127.0.0.1"]
 
 
-async def _run() -> None:
-    # the server in a process of its own (benchmarks/_net_server.py), as a real one costs the desk nothing but
-    # sockets; the client on the proxy's loop, so its work counts against the proxy's
-    server = subprocess.Popen([sys.executable, "-m", "benchmarks._net_server"], cwd=ROOT, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+async def _run(port: int) -> None:
+    gate = ListOnlyGate(NetworkAllowlist.parse([f"good.test:{port}", "127.0.0.1"]))
+    proxy = EgressProxy(gate, resolve=_resolve)
+    await proxy.start("127.0.0.1", 0)
     try:
-        assert server.stdout is not None
-        port = int(server.stdout.readline())
-        gate = ListOnlyGate(NetworkAllowlist.parse([f"good.test:{port}", "127.0.0.1"]))
-        proxy = EgressProxy(gate, resolve=_resolve)
-        await proxy.start("127.0.0.1", 0)
-        try:
-            direct, through = [], []
-            for _ in range(ROUNDS):  # interleaved, so both see the same load
-                direct.append(await _download("127.0.0.1", port))
-                through.append(await _download("127.0.0.1", port, via=proxy.address))
-            connects = [await _connect(proxy, port) for _ in range(CONNECTS)]
-            lag = [await _loop_lag(proxy, port) for _ in range(10)]
-        finally:
-            await proxy.close()
+        direct, through = [], []
+        for _ in range(ROUNDS):  # interleaved, so both see the same load
+            direct.append(await _download("127.0.0.1", port))
+            through.append(await _download("127.0.0.1", port, via=proxy.address))
+        connects = [await _connect(proxy, port) for _ in range(CONNECTS)]
+        lag = [await _loop_lag(proxy, port) for _ in range(10)]
     finally:
-        server.communicate("", timeout=30)
+        await proxy.close()
     d, t = p50(direct), p50(through)
     report("proxy_direct_1mb_ms", d, "ms")
     report("proxy_through_1mb_ms", t, "ms")
@@ -114,4 +105,12 @@ async def _run() -> None:
 
 
 def main() -> None:
-    asyncio.run(_run())
+    # the server in a process of its own (benchmarks/_net_server.py), as a real one costs the desk nothing but
+    # sockets; the client on the proxy's loop, so its work counts against the proxy's
+    server = subprocess.Popen([sys.executable, "-m", "benchmarks._net_server"], cwd=ROOT, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert server.stdout is not None
+        asyncio.run(_run(int(server.stdout.readline())))
+    finally:
+        server.communicate("", timeout=30)
