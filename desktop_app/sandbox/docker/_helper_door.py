@@ -27,7 +27,9 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 CONTAINER_DIR = "/run/agent-desk/helper"
-TAKE_TIMEOUT_S = 2.0  # how long the desk waits for the helper's connection once its hello said it connected
+# How long the desk waits for the helper's connection once its hello said it connected: it is queued by then (the
+# helper says hello after its connect returned), so only strangers ahead of it take time.
+TAKE_TIMEOUT_S = 0.5
 MAX_STRANGERS = 64  # connections from other processes closed before the desk stops waiting for the helper's
 STALE_AFTER_S = 60.0  # a socket older than this is a crashed desk's (a helper connects within milliseconds)
 _SUFFIX = ".sock"
