@@ -132,8 +132,9 @@ async def test_a_local_sandbox_talks_to_its_helper_through_the_door(docker_sandb
 async def test_a_killed_helper_is_named_and_the_next_one_comes_through_a_new_door(docker_sandbox) -> None:
     sb = docker_sandbox
     first = sb._channel
-    with pytest.raises(SandboxError, match="killed"):
-        await sb.exec(f"kill -KILL {first.hello['pid']}")
+    with pytest.raises(SandboxError, match="killed") as info:  # its stderr still comes through the exec stream
+        await sb.exec(f"echo last-words >/proc/{first.hello['pid']}/fd/2; kill -KILL {first.hello['pid']}")
+    assert "last-words" in str(info.value)
     res = await sb.exec("echo back")
     assert res.stdout == "back\n" and sb._channel is not first and sb._channel.direct
     assert list(sb._door.path.iterdir()) == []
