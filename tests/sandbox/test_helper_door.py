@@ -120,7 +120,7 @@ async def test_a_local_sandbox_talks_to_its_helper_through_the_door(docker_sandb
     await sb.write_file("big.bin", data)
     reads = await asyncio.gather(*(sb.read_file("big.bin", limit=4 << 20) for _ in range(8)))
     assert all(r == data for r in reads)
-    # each exec runs on the thread that read it, the reading handed on: many at once, each its own answer
+    # many at once through the door, each its own answer
     many = await asyncio.gather(*(sb.exec(f"echo {i}; sleep 0.{i % 3}") for i in range(24)))
     assert [r.stdout for r in many] == [f"{i}\n" for i in range(24)]
     task = asyncio.create_task(sb.exec("sleep 300"))

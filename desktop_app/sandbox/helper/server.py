@@ -76,7 +76,7 @@ class Server:
             t.start()
         if door is not None:
             self.door = door
-            threading.Thread(target=self._exec_worker, args=((door, None),), daemon=True).start()
+            threading.Thread(target=self._read, args=(door,), daemon=True).start()
         self.send(
             {
                 "id": 0,
@@ -93,10 +93,8 @@ class Server:
         self._read(self.conn)
         self.shutdown()
 
-    def _read(self, conn, relay=False):
-        """Route `conn`'s requests until it ends (or cannot be followed). `relay` (the door): an exec runs on the
-        thread that read it, once the reading is handed to an exec thread, so that thread's wake-up overlaps the
-        command instead of delaying it; this thread's reading then ends (it becomes an exec thread)."""
+    def _read(self, conn):
+        """Route `conn`'s requests until it ends (or cannot be followed)."""
         inp = conn.inp
         while True:
             try:
@@ -115,14 +113,6 @@ class Server:
                 continue
             if req.get("bin") is not None and not self._read_blob(req, inp):
                 break
-            if relay and req.get("op") == "exec":
-                try:
-                    self._start_exec((conn, None))  # the reading goes on in another thread
-                except RuntimeError:  # none can start: the exec is refused as ever, this thread reads on
-                    self._route(conn, req)
-                    continue
-                self._handle(conn, req)
-                return
             self._route(conn, req)
 
     def _marshalled(self, line, inp):
@@ -191,13 +181,8 @@ class Server:
         threading.Thread(target=self._exec_worker, args=(job,), daemon=True).start()
 
     def _exec_worker(self, job):
-        """Run exec jobs (conn, request), or read a door (conn, None), then wait for the next while few wait."""
         while job is not None:
-            conn, req = job
-            if req is None:
-                self._read(conn, relay=True)
-            else:
-                self._handle(conn, req)
+            self._handle(*job)
             job = None
             with self.exec_cv:
                 if self.exec_idle >= self.EXEC_IDLE_MAX or self.closing:
