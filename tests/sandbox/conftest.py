@@ -47,9 +47,12 @@ async def make_docker_sandbox(docker_client, workspace, project_id) -> AsyncIter
     yield make
     for sb in made:
         await sb.close()
+    from desktop_app.sandbox.docker._helper_door import remove_door_dir
+
     for pid in projects:
         for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={pid}"}):
             c.remove(force=True)
+            remove_door_dir(c.name)  # as remove_orphans does with a container it removes
 
 
 @pytest.fixture

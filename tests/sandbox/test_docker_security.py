@@ -194,7 +194,8 @@ async def test_container_settings_as_docker_sees_them(docker_sandbox, docker_cli
     assert hc["PidsLimit"] == 256 and hc["Memory"] == 2 * 1024**3 and hc["NanoCpus"] == 2 * 10**9
     assert set(hc["Tmpfs"]) == {"/tmp", "/home/sandbox"} and not hc.get("Privileged")
     mounts = docker_client.api.inspect_container(docker_sandbox.container_id)["Mounts"]
-    # .agent-desk read-only over the workspace (tests/security/test_control_files.py)
-    want = [("/workspace", True), ("/workspace/.agent-desk", False)]
+    # .agent-desk read-only over the workspace (tests/security/test_control_files.py); the helper's door folder
+    # read-only (tests/security/test_helper_door.py)
+    want = [("/run/agent-desk/helper", False), ("/workspace", True), ("/workspace/.agent-desk", False)]
     assert sorted((m["Destination"], m["RW"]) for m in mounts) == want
     assert all("docker.sock" not in m["Source"] for m in mounts)

@@ -88,7 +88,8 @@ async def test_a_project_image_runs_hardened(docker_client, tmp_path: Path, cont
         assert "no-new-privileges" in host["SecurityOpt"] and attrs["Config"]["Entrypoint"] in (None, [])
         assert attrs["Config"]["Healthcheck"]["Test"] == ["NONE"]
         assert {m["Destination"] for m in attrs["Mounts"]} <= {"/workspace", "/workspace/.agent-desk",
-                                                             "/workspace/.git"}
+                                                             "/workspace/.git", "/run/agent-desk/helper"}
+        assert all(not m["RW"] for m in attrs["Mounts"] if m["Destination"] == "/run/agent-desk/helper")
         res = await sb.exec("id -u; grep CapEff /proc/self/status; cat /etc/desk-project-marker; "
                             "touch /etc/x 2>&1; ls /tmp; cat /sys/class/net/*/operstate | wc -l")
         out = res.stdout.splitlines()

@@ -18,7 +18,8 @@ NO_PYTHON = "NOPYTHON"
 NOT_WRITTEN = "NOHELPERFILE"
 # The archive's own __main__: run the package's entry point.
 _STUB = b"from helper.__main__ import main\n\nmain()\n"
-# $1 the writer below, $2 the archive's path, $3 the workspace, then the archive's base64 in pieces (one
+# $1 the writer below, $2 the archive's path, $3 the workspace, $4 the desk's door ("" for none: see
+# _helper_door.py), then the archive's base64 in pieces (one
 # argument may hold at most 128 KiB: MAX_ARG_STRLEN). Written on every start
 # (cheap on tmpfs, and a file a command changed is replaced), to a temp name renamed into place: two
 # helpers starting at once never see half a file. Python writes it, so nothing but python3 is needed.
@@ -30,9 +31,9 @@ _WRITE = (
 )
 _BOOT = (
     f"command -v python3 >/dev/null 2>&1 || {{ echo {NO_PYTHON}; exit 0; }}\n"
-    'w=$1; p=$2; root=$3; shift 3\n'
+    'w=$1; p=$2; root=$3; door=$4; shift 4\n'
     f'python3 -I -S -c "$w" "$p" "$@" || {{ echo {NOT_WRITTEN}; exit 0; }}\n'
-    'exec python3 -I -S "$p" "$root"'
+    'exec python3 -I -S "$p" "$root" "$door"'
 )
 _PIECE = 96 * 1024  # characters of base64 per argument
 
@@ -61,10 +62,11 @@ def helper_archive() -> bytes:
     return out.getvalue()
 
 
-def helper_command(root: str) -> list[str]:
-    """argv of the `docker exec` that starts the helper on workspace `root`."""
+def helper_command(root: str, door: str = "") -> list[str]:
+    """argv of the `docker exec` that starts the helper on workspace `root`, told to connect to the desk's socket
+    at `door` (a path in the container) when there is one."""
     archive = helper_archive()
     path = f"{HELPER_DIR}/helper-{hashlib.sha256(archive).hexdigest()[:16]}.pyz"
     b64 = base64.b64encode(archive).decode("ascii")
     pieces = [b64[i : i + _PIECE] for i in range(0, len(b64), _PIECE)]
-    return ["/bin/sh", "-c", _BOOT, "agent-desk-helper", _WRITE, path, root, *pieces]
+    return ["/bin/sh", "-c", _BOOT, "agent-desk-helper", _WRITE, path, root, door, *pieces]

@@ -1,7 +1,9 @@
 """HelperChannel: one attached `docker exec` of the helper, requests out on its stdin (JSON lines, or marshal
 when the helper offers it), responses and output events back on its stdout as JSON lines, matched by id. The
 stream is read on the event loop that uses the channel (a thread for a stream that is no plain socket: TLS,
-ssh). Bulk bytes ride as a binary frame after their line (`"bin": N`, then N raw bytes), never base64 in JSON."""
+ssh). Bulk bytes ride as a binary frame after their line (`"bin": N`, then N raw bytes), never base64 in JSON.
+With a door (a local engine: see _helper_door.py) the same messages go over a unix socket straight to the helper
+instead, unframed; the exec stream then only keeps the helper alive and brings its stderr."""
 
 # ruff: noqa: ASYNC109  (a request's `timeout` is the sandbox's own deadline for the helper's answer)
 
@@ -25,6 +27,7 @@ from .._client import short_reason
 from .._frames import STDERR, FrameDecoder, send_now
 from .._helper_ops import error_from
 from ._helper_archive import NO_PYTHON, NOT_WRITTEN, helper_command
+from ._helper_door import DoorFolder, HelperDoor
 
 log = logging.getLogger(__name__)
 _SIGNALS = {signal.SIGKILL: "SIGKILL", signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT", signal.SIGHUP: "SIGHUP"}
@@ -60,8 +63,12 @@ class HelperChannel:
     """One attached `docker exec` of the helper: requests out as JSON lines on its stdin, responses and
     output events back on its stdout (Docker's multiplexed stream), matched by id."""
 
-    def __init__(self, api: Any, container_id: str, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, api: Any, container_id: str, pool: ThreadPoolExecutor, door: DoorFolder | None = None) -> None:
         self._api = api
+        self._door = door
+        self.direct = False  # requests and answers go through the door, not the exec stream
+        self._stream: Any = None  # the exec stream, kept open beside the door (its end ends the helper)
+        self._stream_reader: threading.Thread | None = None
         self._cid = container_id
         self._pool = pool
         self._pending: dict[int, _PendingRequest] = {}
@@ -89,7 +96,33 @@ class HelperChannel:
     # -- blocking side (pool / reader thread)
     def open(self, timeout: float = 20.0) -> bool:
         """Start the helper; True when it said hello, False when the image has no python3."""
-        cmd = helper_command(WORKSPACE)
+        door = self._open_door()
+        try:
+            if not self._start(door, timeout):
+                return False
+            if door is not None and self.hello.get("door"):
+                self._go_direct(door)
+        finally:
+            if door is not None:
+                door.close()
+        self._marshal = "marshal" in (self.hello.get("requests") or ())
+        if type(self._sock) is not socket.socket:  # TLS or ssh: no descriptor an event loop can wait on alone
+            self._threaded = True
+            threading.Thread(target=self._reader, name=f"sandbox-helper-{self._cid[:12]}", daemon=True).start()
+        return True
+
+    def _open_door(self) -> HelperDoor | None:
+        if self._door is None:
+            return None
+        try:
+            return HelperDoor(self._door)
+        except OSError as exc:  # the exec stream carries everything instead
+            log.warning("the helper's door could not open in %s: %s", self._door.path, short_reason(exc))
+            return None
+
+    def _start(self, door: HelperDoor | None, timeout: float) -> bool:
+        """The helper's exec and its hello; False when the image has no python3."""
+        cmd = helper_command(WORKSPACE, door.container_path if door is not None else "")
         exec_id = self._api.exec_create(self._cid, cmd, stdin=True, stdout=True, stderr=True, workdir="/")["Id"]
         self._exec_id = exec_id
         sock = self._api.exec_start(exec_id, socket=True)
@@ -110,11 +143,36 @@ class HelperChannel:
                 log.warning("sandbox helper exited at start: %s", self._stderr_tail(500))
             return False
         self.hello = self._parse_hello(first)
-        self._marshal = "marshal" in (self.hello.get("requests") or ())
-        if type(self._sock) is not socket.socket:  # TLS or ssh: no descriptor an event loop can wait on alone
-            self._threaded = True
-            threading.Thread(target=self._reader, name=f"sandbox-helper-{self._cid[:12]}", daemon=True).start()
         return True
+
+    def _go_direct(self, door: HelperDoor) -> None:
+        """Take the helper's connection at the door (the engine names its pid): from now on requests and answers
+        go through it; the exec stream is only read for the helper's stderr. Nothing changes when it is not
+        there (the helper serves its stdin in any case)."""
+        try:
+            pid = int(self._api.exec_inspect(self._exec_id).get("Pid") or 0)
+        except Exception as exc:  # the engine's error: stay on the stream
+            log.warning("the helper's door: the engine did not say the helper's pid (%s)", short_reason(exc))
+            return
+        conn = door.take(pid)
+        if conn is None:
+            return
+        self._stream, self._sock = self._sock, conn
+        self._lines.clear()  # what the stream said after the hello was not for the door
+        self._early, self._scan, self.direct = [], 0, True
+        self._stream_reader = threading.Thread(target=self._read_stream, args=(self._stream,),
+                                               name=f"sandbox-helper-stderr-{self._cid[:12]}", daemon=True)
+        self._stream_reader.start()
+
+    def _read_stream(self, sock: Any) -> None:
+        """The exec stream beside the door, until it ends: the helper's stderr kept (its last 8 KiB), its stdout
+        (nothing but the hello is written there) dropped. The stream's decoder goes on where the hello left it."""
+        with contextlib.suppress(OSError):
+            while data := sock.recv(65536):
+                for stream, payload in self._frames.feed(data):
+                    if stream == STDERR:
+                        self._stderr += payload
+                        del self._stderr[:-8192]
 
     # -- reading on the event loop
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -208,8 +266,11 @@ class HelperChannel:
         return self._stderr.decode(errors="replace").strip()[-n:]
 
     def _feed(self, data: bytes) -> list[tuple[bytes, bytes | None]]:
-        """Demultiplex Docker's stream; return complete stdout messages, each a line and the binary frame
-        that followed it, if any (stderr keeps its last 8 KiB)."""
+        """Demultiplex Docker's stream (the door's bytes are the helper's own); return complete stdout
+        messages, each a line and the binary frame that followed it, if any (stderr keeps its last 8 KiB)."""
+        if self.direct:
+            self._lines += data
+            return self._messages()
         for stream, payload in self._frames.feed(data):
             if stream == STDERR:
                 self._stderr += payload
@@ -316,6 +377,8 @@ class HelperChannel:
     def _death_reason(self) -> str:
         """Why the helper's stream ended, from the engine: the container stopped (out of memory or not),
         or the helper alone was killed (a command such as `pkill python3` or `kill $PPID`)."""
+        if self._stream_reader is not None:
+            self._stream_reader.join(1.0)  # the stream's last stderr, after the door ended
         tail = self._stderr_tail(300)
         tail = f": {tail}" if tail else ""
         if self._ending:
@@ -380,18 +443,20 @@ class HelperChannel:
             self._send_lock.release()
 
     def _close_socket(self) -> None:
-        sock = self._sock
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(2)  # SHUT_RDWR: EOF on the helper's stdin, it kills what it started
+        for sock in (self._sock, self._stream):
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(2)  # SHUT_RDWR: EOF on the helper's stdin, it kills what it started
         if self._detach():
             self._close_now()
 
     def _close_now(self) -> None:
         sock, self._sock = self._sock, None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.close()
+        stream, self._stream = self._stream, None
+        for one in (sock, stream):
+            if one is not None:
+                with contextlib.suppress(OSError):
+                    one.close()
         with contextlib.suppress(Exception):
             self._keep.close()
 
@@ -452,6 +517,7 @@ class HelperChannel:
         except OSError as exc:
             with self._lock:
                 self._pending.pop(rid, None)
+            self.dead = True  # a broken pipe: the helper is gone (the next call starts another); its end is read later
             raise SandboxError(f"lost the connection to the sandbox helper: {short_reason(exc)}") from None
         if not msg.get("ok"):
             raise error_from(msg.get("error") or {})

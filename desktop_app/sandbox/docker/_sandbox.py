@@ -44,6 +44,8 @@ from ..images import image_name_for_tag, refuse_loosening
 from ..sync import SyncedWorkspace, remove_project_volumes
 from ._egress import CONTAINER_DIR, RELAY, SandboxEgress, egress_dir, proxy_env
 from ._helper_channel import OP_TIMEOUT_S, HelperChannel
+from ._helper_door import CONTAINER_DIR as DOOR_DIR
+from ._helper_door import DoorFolder, door_dir, door_possible, remove_door_dir
 from ._leases import LABEL_KEEP, LABEL_LEASES, ContainerLease
 from ._process import DockerProcessChannel
 
@@ -171,6 +173,7 @@ def remove_orphans(
                 continue  # another sandbox's start is removing it now (several projects opened at once)
             if gone:
                 remove_project_volumes(client, pid)
+            remove_door_dir(c.name)
             removed.append(c.name)
             log.info("removed sandbox container %s (%s)", c.name, "project gone" if gone else "idle")
     return removed
@@ -200,6 +203,7 @@ class DockerSandbox(HelperOps):
         self._image_id = ""
         self._uid, self._gid = 0, 0
         self._channel: HelperChannel | None = None
+        self._door: DoorFolder | None = None  # the helper's door folder (a local engine), once judged
         self._exec_transport: ExecTransport | None = None
         self._controls: list[tuple[str, str, bool]] = []
         self._start_lock = asyncio.Lock()
@@ -255,7 +259,7 @@ class DockerSandbox(HelperOps):
                 await self._run(self._ensure_container)
                 if self.egress is not None and not self.egress.problem:
                     await self.egress.start()
-                channel = self._helper_link(self._container.id)
+                channel = HelperChannel(self._client.api, self._container.id, self._pool, self._door)
                 has_python = await self._run(channel.open)
             except SandboxError:
                 raise
@@ -300,6 +304,7 @@ class DockerSandbox(HelperOps):
         suffix = self._suffix()
         role: dict[str, Any] = {"companion": [suffix, self._network_mode()]} if suffix else {}
         role.update(self._egress_mount())
+        role.update(self._door_mount())
         want = self.config.container_hash(
             image_id=image.id, folder=self.folder, inode=(st.st_dev, st.st_ino), uid=self._uid, gid=self._gid,
             controls=[list(m) for m in self._controls], mounts_version=MOUNTS_VERSION, **role, **synced,
@@ -383,7 +388,7 @@ class DockerSandbox(HelperOps):
                 mounts=self.synced_workspace.mounts(
                     [Mount(WORKSPACE, self.folder, type="bind", read_only=cfg.workspace_readonly)]
                     + [Mount(target, source, type="bind", read_only=ro) for target, source, ro in self._controls]
-                    + self._egress_mounts()),
+                    + self._egress_mounts()) + self._door_mounts(),
                 tmpfs={
                     "/tmp": f"rw,nosuid,nodev,exec,size={cfg.tmp_size},mode=1777",
                     HOME: f"rw,nosuid,nodev,exec,size={cfg.home_size},mode=0700,{ids}",
@@ -467,6 +472,27 @@ class DockerSandbox(HelperOps):
             return []
         return [Mount(CONTAINER_DIR, str(eg.folder), type="bind", read_only=True)]
 
+    # -- the helper's door (see _helper_door.py)
+    def _door_mount(self) -> dict[str, str]:
+        """The door's folder on this machine, mounted read-only into the container (and so in its hash); {} when
+        the engine is elsewhere or the folder cannot be made: the exec stream carries the helper then."""
+        self._door = None
+        if not door_possible(self.engine()):
+            return {}
+        try:
+            self._door = door_dir(container_name(self.project_id, self._suffix()), self._uid)
+        except OSError as exc:
+            log.warning("the helper's door folder cannot be made (%s): the helper goes through the engine", exc)
+            return {}
+        return {"door": f"{self._door.path}@{self._door.path.stat().st_ino}"}  # a folder made again: a new container
+
+    def _door_mounts(self) -> list[Any]:
+        from docker.types import Mount
+
+        if self._door is None:
+            return []
+        return [Mount(DOOR_DIR, str(self._door.path), type="bind", read_only=True)]
+
     async def _ensure_relay(self) -> None:
         """The relay from 127.0.0.1:3128 in the container to the proxy's socket runs (a session's end kills every
         process in the container; the agent may kill it too): started again before a command when it is gone."""
@@ -547,6 +573,7 @@ class DockerSandbox(HelperOps):
         if self._container is not None and self.companion_of is not None:
             with contextlib.suppress(Exception):
                 await self._run(lambda: self._container.remove(force=True))
+            remove_door_dir(container_name(self.project_id, self._suffix()))
         elif self._container is not None and not self.config.keep_running:
             with contextlib.suppress(Exception):
                 await self._run(lambda: self._container.stop(timeout=2))

@@ -21,17 +21,38 @@ PROTOCOL_VERSION = 2
 MAX_FRAME = 128 * 1024 * 1024  # a binary frame larger than this is read and dropped
 
 
+class Conn:
+    """One way in and out: requests read from `inp`, answers and events written to `out`, one message at a time."""
+
+    __slots__ = ("inp", "lock", "out")
+
+    def __init__(self, inp, out):
+        self.inp, self.out, self.lock = inp, out, threading.Lock()
+
+    def send(self, obj, blob=None):
+        """One message; `blob` (bytes) follows its line as a binary frame."""
+        if blob is not None:
+            obj = {"bin": len(blob), **obj}  # first, so the host finds it without parsing the line
+        line = (dumps(obj) + "\n").encode("utf-8", "backslashreplace")
+        with self.lock:
+            self.out.write(line)
+            if blob is not None:
+                self.out.write(blob)
+            self.out.flush()
+
+
 class Server:
-    """Reads requests from `inp`, runs them concurrently, writes responses and events to `out`."""
+    """Reads requests from `inp` (and a door, when one is added), runs them concurrently, writes responses and
+    events back where each request came from."""
 
     FILE_WORKERS = 4
     EXEC_IDLE_MAX = 4  # exec threads kept waiting for the next command
 
     def __init__(self, ws, inp, out):
         self.ws = ws
-        self.inp = inp
-        self.out = out
-        self.out_lock = threading.Lock()
+        self.conn = Conn(inp, out)
+        self.out_lock = self.conn.lock
+        self.door = None  # the door's Conn while the desk uses it
         self.runs = {}
         self.runs_lock = threading.Lock()
         self.procs = Processes()
@@ -44,21 +65,18 @@ class Server:
         self.spawn_cwd = None  # the helper's own working directory, once it has made it the workspace
 
     def send(self, obj, blob=None):
-        """One message; `blob` (bytes) follows its line as a binary frame."""
-        if blob is not None:
-            obj = {"bin": len(blob), **obj}  # first, so the host finds it without parsing the line
-        line = (dumps(obj) + "\n").encode("utf-8", "backslashreplace")
-        with self.out_lock:
-            self.out.write(line)
-            if blob is not None:
-                self.out.write(blob)
-            self.out.flush()
+        """One message on stdout."""
+        self.conn.send(obj, blob)
 
-    def serve(self):
+    def serve(self, door=None):
+        """Serve stdin (and `door`, a Conn, on a thread of its own) until stdin ends."""
         # File workers exist before any command runs, so a fork bomb cannot starve them of threads.
         workers = [threading.Thread(target=self._worker, daemon=True) for _ in range(self.FILE_WORKERS)]
         for t in workers:
             t.start()
+        if door is not None:
+            self.door = door
+            threading.Thread(target=self._read, args=(door,), daemon=True).start()
         self.send(
             {
                 "id": 0,
@@ -69,34 +87,42 @@ class Server:
                 "python": ".".join(str(v) for v in sys.version_info[:3]),
                 "root": self.ws.root,
                 "requests": ["json", "marshal"],
+                "door": door is not None,
             }
         )
+        self._read(self.conn)
+        self.shutdown()
+
+    def _read(self, conn):
+        """Route `conn`'s requests until it ends (or cannot be followed)."""
+        inp = conn.inp
         while True:
-            line = self.inp.readline()
+            try:
+                line = inp.readline()
+            except OSError:  # the door reset (the desk closed it unread)
+                break
             if not line:
                 break
             try:
-                req = self._marshalled(line) if line[:1] == b"M" else loads(line)
+                req = self._marshalled(line, inp) if line[:1] == b"M" else loads(line)
             except EOFError:
                 break
             except Exception as exc:
-                self.send(
-                    {"id": None, "ok": False, "error": {"kind": "SandboxError", "message": f"bad request: {exc}"}}
-                )
+                message = f"bad request: {exc}"
+                conn.send({"id": None, "ok": False, "error": {"kind": "SandboxError", "message": message}})
                 continue
-            if req.get("bin") is not None and not self._read_blob(req):
+            if req.get("bin") is not None and not self._read_blob(req, inp):
                 break
-            self._route(req)
-        self.shutdown()
+            self._route(conn, req)
 
-    def _marshalled(self, line):
+    def _marshalled(self, line, inp):
         """A marshal request: its size on the line, then its bytes. EOFError when the stream cannot be
         followed past it (a size that is no size, or the end of the input)."""
         size = line[1:].strip()
         if not size.isdigit() or int(size) > MAX_FRAME:
             raise EOFError
         size = int(size)
-        data = self.inp.read(size)
+        data = inp.read(size)
         if len(data) < size:
             raise EOFError
         req = marshal.loads(data)
@@ -104,20 +130,20 @@ class Server:
             raise ValueError("a request must be a dict")
         return req
 
-    def _read_blob(self, req):
+    def _read_blob(self, req, inp):
         """The binary frame after a request's line goes into its args as `data`; False at EOF."""
         size = req["bin"]
         if not isinstance(size, int) or size < 0:
             return False  # the stream cannot be followed past a frame of unknown length
         if size > MAX_FRAME:  # never held: read past it, and refuse the request
             while size > 0:
-                chunk = self.inp.read(min(size, 1 << 20))
+                chunk = inp.read(min(size, 1 << 20))
                 if not chunk:
                     return False
                 size -= len(chunk)
             req["op"], req["args"] = "refuse", {"message": f"a request of over {MAX_FRAME} bytes"}
             return True
-        data = self.inp.read(size) if size else b""
+        data = inp.read(size) if size else b""
         if len(data) < size:
             return False
         if not isinstance(req.get("args"), dict):
@@ -125,7 +151,7 @@ class Server:
         req["args"]["data"] = data
         return True
 
-    def _route(self, req):
+    def _route(self, conn, req):
         """A cancel acts at once, an exec gets its own thread, everything else queues for the workers."""
         op = req.get("op")
         if op == "cancel":
@@ -135,29 +161,29 @@ class Server:
                 run.cancel()
         elif op == "exec":
             try:
-                self._start_exec(req)
+                self._start_exec((conn, req))
             except RuntimeError:
                 message = "the sandbox cannot start a thread (pids limit reached?)"
-                self.send({"id": req.get("id"), "ok": False, "error": {"kind": "SandboxError", "message": message}})
+                conn.send({"id": req.get("id"), "ok": False, "error": {"kind": "SandboxError", "message": message}})
         else:
             with self.jobs_cv:
-                self.jobs.append(req)
+                self.jobs.append((conn, req))
                 self.jobs_cv.notify()
 
-    def _start_exec(self, req):
+    def _start_exec(self, job):
         """Hand an exec to an idle exec thread, or start one (each command needs its own thread)."""
         with self.exec_cv:
             if self.exec_idle > 0:
-                self.exec_jobs.append(req)
+                self.exec_jobs.append(job)
                 self.exec_idle -= 1
                 self.exec_cv.notify()
                 return
-        threading.Thread(target=self._exec_worker, args=(req,), daemon=True).start()
+        threading.Thread(target=self._exec_worker, args=(job,), daemon=True).start()
 
-    def _exec_worker(self, req):
-        while req is not None:
-            self._handle(req)
-            req = None
+    def _exec_worker(self, job):
+        while job is not None:
+            self._handle(*job)
+            job = None
             with self.exec_cv:
                 if self.exec_idle >= self.EXEC_IDLE_MAX or self.closing:
                     return
@@ -165,7 +191,7 @@ class Server:
                 while not self.exec_jobs and not self.closing:
                     self.exec_cv.wait()
                 if self.exec_jobs:
-                    req = self.exec_jobs.pop(0)
+                    job = self.exec_jobs.pop(0)
 
     def shutdown(self):
         self.closing = True
@@ -190,34 +216,34 @@ class Server:
                     self.jobs_cv.wait()
                 if self.closing and not self.jobs:
                     return
-                req = self.jobs.pop(0)
-            self._handle(req)
+                job = self.jobs.pop(0)
+            self._handle(*job)
 
-    def _handle(self, req):
+    def _handle(self, conn, req):
         rid = req.get("id")
         try:
-            result = self.dispatch(req)
+            result = self.dispatch(req, conn)
             blob = result.pop("data") if isinstance(result, dict) and isinstance(result.get("data"), bytes) else None
-            self.send({"id": rid, "ok": True, "result": result}, blob)
+            conn.send({"id": rid, "ok": True, "result": result}, blob)
         except HelperError as exc:
-            self.send({"id": rid, "ok": False, "error": {"kind": exc.kind, "message": str(exc)}})
+            conn.send({"id": rid, "ok": False, "error": {"kind": exc.kind, "message": str(exc)}})
         except Exception as exc:
-            self.send(
+            conn.send(
                 {"id": rid, "ok": False, "error": {"kind": "SandboxError", "message": f"{type(exc).__name__}: {exc}"}}
             )
 
-    def dispatch(self, req):
+    def dispatch(self, req, conn=None):
         op, a = req.get("op"), req.get("args") or {}
         if op == "exec":
-            return self._exec(req.get("id"), a)
+            return self._exec(req.get("id"), a, conn or self.conn)
         return call_op(self.ws, self.procs, op, a)
 
-    def _exec(self, rid, a):
+    def _exec(self, rid, a, conn):
         on_chunk = None
         if a.get("stream"):
 
             def on_chunk(stream, text):
-                self.send({"id": rid, "ev": "output", "stream": stream, "data": text})
+                conn.send({"id": rid, "ev": "output", "stream": stream, "data": text})
 
         run = CommandRun(
             a["command"],
