@@ -60,9 +60,25 @@ class ListOnlyGate:
             log.info("%s", conn.summary())
 
 
+# The system resolver's answers, kept a short while: a package manager opens dozens of connections to the same
+# few hosts, and each lookup is a thread hand-off and a DNS round trip (glibc keeps nothing). Short, as a browser's
+# cache is, and every answer is judged again at each connection (rebinding included), cached or not.
+NAME_TTL_S = 30.0
+NAME_CACHE_MAX = 256
+_names: dict[tuple[str, int], tuple[float, list[str]]] = {}
+
+
 async def system_resolver(host: str, port: int) -> list[str]:
+    now = time.monotonic()
+    hit = _names.get((host, port))
+    if hit is not None and hit[0] > now:
+        return list(hit[1])
     infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    if len(_names) >= NAME_CACHE_MAX:
+        _names.clear()
+    _names[(host, port)] = (time.monotonic() + NAME_TTL_S, addresses)
+    return list(addresses)
 
 
 class _Refused(Exception):

@@ -219,6 +219,40 @@ async def test_a_slow_reader_gets_every_byte(proxy: EgressProxy, servers: LocalS
     assert held and max(held) <= (_splice.PIPE_SIZE if kernel else 1024 * 1024 - 1)
 
 
+async def test_the_system_resolver_keeps_answers_a_short_while(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name asked again within NAME_TTL_S is answered without a lookup; a failed lookup is not kept; past the
+    time, it is asked again; what is kept is a copy (a caller cannot change it)."""
+    import socket as socket_module
+
+    from desktop_app.sandbox import _proxy
+
+    monkeypatch.setattr(_proxy, "_names", {})
+    asked: list[str] = []
+    answers = {"pypi.example": ["203.0.113.7"]}
+
+    async def getaddrinfo(host: str, port: int, **_: object) -> list:
+        asked.append(host)
+        if host not in answers:
+            raise socket_module.gaierror(-2, "Name or service not known")
+        return [(socket_module.AF_INET, socket_module.SOCK_STREAM, 6, "", (a, port)) for a in answers[host]]
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
+    first = await _proxy.system_resolver("pypi.example", 443)
+    first.append("10.0.0.1")  # the caller's copy
+    assert await _proxy.system_resolver("pypi.example", 443) == ["203.0.113.7"]
+    assert asked == ["pypi.example"]
+    for _ in range(2):
+        with pytest.raises(OSError):
+            await _proxy.system_resolver("gone.example", 443)
+    assert asked == ["pypi.example", "gone.example", "gone.example"]  # a failure is asked again
+    answers["pypi.example"] = ["203.0.113.8"]
+    monkeypatch.setattr(_proxy, "NAME_TTL_S", 0.0)
+    _proxy._names.clear()
+    assert await _proxy.system_resolver("pypi.example", 443) == ["203.0.113.8"]
+    assert await _proxy.system_resolver("pypi.example", 443) == ["203.0.113.8"]
+    assert asked.count("pypi.example") == 3  # past its time, an answer is asked again
+
+
 async def test_only_the_sandbox_may_use_it(servers: LocalServers) -> None:
     gate = ListOnlyGate(NetworkAllowlist.parse(["good.test"]))
     p = EgressProxy(gate, resolve=servers.resolve, peers=lambda: {"172.31.99.99"})

@@ -144,3 +144,35 @@ async def test_numeric_and_local_names_are_not_a_way_around(host: str) -> None:
     assert reply.startswith((b"HTTP/1.1 403", b"HTTP/1.1 502")), reply
     [conn] = gate.connections
     assert conn.verdict == "refused" and conn.bytes_up == 0
+
+
+async def test_a_kept_answer_is_judged_again_at_each_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The system resolver keeps answers a short while (_proxy.NAME_TTL_S): a kept answer that names a private
+    address is refused at every connection, as a fresh one is; keeping it asks the name no more often."""
+    import asyncio
+
+    from desktop_app.sandbox import _proxy
+
+    monkeypatch.setattr(_proxy, "_names", {})
+    asked: list[str] = []
+
+    async def getaddrinfo(host: str, port: int, **_: object) -> list:
+        asked.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", port))]
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
+    gate = ListOnlyGate(NetworkAllowlist.parse(["flip.example:443"]))
+    proxy = EgressProxy(gate)
+    await proxy.start("127.0.0.1", 0)
+    try:
+        for _ in range(3):
+            reader, writer = await asyncio.open_connection(*proxy.address)
+            writer.write(b"CONNECT flip.example:443 HTTP/1.1\r\n\r\n")
+            reply = await reader.read()
+            writer.close()
+            assert reply.startswith(b"HTTP/1.1 403") and b"rebinding" in reply, reply
+    finally:
+        await proxy.close()
+    assert asked == ["flip.example"]
+    assert [c.verdict for c in gate.connections] == ["refused"] * 3
+    assert all(c.bytes_up == 0 and c.bytes_down == 0 for c in gate.connections)
