@@ -4,6 +4,7 @@ why, the bytes it counts each way, and the requests it will not read."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -202,15 +203,21 @@ async def test_a_slow_reader_gets_every_byte(proxy: EgressProxy, servers: LocalS
             pause(side)
 
         monkeypatch.setattr(_proxy._Side, "pause_writing", pausing)
-    reader, writer = await asyncio.open_connection(*proxy.address, limit=4096)
+    # the client's receive buffer kept small (the kernel would otherwise grow it to megabytes on loopback and take
+    # in what the proxy should hold back)
+    client = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    client.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(client, proxy.address)
+    reader, writer = await asyncio.open_connection(sock=client, limit=4096)
     size = 8 * 1024 * 1024
     writer.write(f"GET http://good.test:{servers.http_port}/bytes/{size} HTTP/1.1\r\nHost: good.test\r\n\r\n"
                  .encode())
     got = 0
     while chunk := await reader.read(4096):
         got += len(chunk)
-        if got < 1024 * 1024:
-            await asyncio.sleep(0)  # the first megabyte a chunk per turn of the loop: the writes back up
+        if got < 2 * 1024 * 1024:
+            await asyncio.sleep(0)  # the first megabytes a chunk per turn of the loop: the writes back up
     writer.close()
     conns = proxy.gate.connections  # type: ignore[attr-defined]
     assert await wait_until_async(lambda: len(conns) == 1, 10)
