@@ -4,8 +4,10 @@ and a ToolContext whose streamed updates are recorded."""
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,6 +69,9 @@ async def local_sandbox(tmp_path) -> AsyncIterator[Any]:
 async def _docker_sandbox(project: str, folder: str, image: str, transport: str) -> AsyncIterator[Any]:
     from desktop_app.sandbox import DockerSandbox, SandboxConfig
 
+    # A .git left by a test is mounted read-only into the container (the desk's own rule), where the clean below
+    # could not delete it: it goes on the host side first.
+    shutil.rmtree(Path(folder) / ".git", ignore_errors=True)
     sb = DockerSandbox(project, folder, SandboxConfig(image=image, keep_running=True))
     await sb.start()
     try:
