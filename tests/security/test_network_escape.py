@@ -176,3 +176,29 @@ async def test_a_kept_answer_is_judged_again_at_each_connection(monkeypatch: pyt
     assert asked == ["flip.example"]
     assert [c.verdict for c in gate.connections] == ["refused"] * 3
     assert all(c.bytes_up == 0 and c.bytes_down == 0 for c in gate.connections)
+
+
+@pytest.mark.docker
+async def test_a_synced_workspace_keeps_the_proxy_as_its_only_way_out(docker_client: Any, tmp_path: Path,
+                                                                      servers: LocalServers) -> None:
+    """A synced workspace (a volume, no bind mount of the folder) on this engine has the proxy's folder mounted
+    too: a listed destination answers through it, and a direct connection still finds no route."""
+    folder = make_workspace(tmp_path / "project")
+    shutil.copy(NETCLIENT, folder / "netclient.py")
+    h = servers.http_port
+    config = SandboxConfig.from_settings({"network": "allowlist", "image": TEST_IMAGE, "workspace": "synced",
+                                          "network_allow": [f"good.test:{h}", f"127.0.0.1:{h}"]})
+    sb = DockerSandbox(f"net-{uuid.uuid4().hex[:8]}", folder, config, client=docker_client)
+    assert sb.egress is not None
+    sb.egress.resolver = servers.resolve
+    await sb.start()
+    try:
+        assert sb.synced and sb.describe().network == "allowlist"
+        assert (await _client(sb, "http", "good.test", h)).startswith("status 200")
+        assert (await _client(sb, "direct", "1.1.1.1", 443)).startswith("error")
+        res = await sb.exec("touch /run/agent-desk/egress/planted 2>&1; echo $?")
+        assert "Read-only file system" in res.stdout
+    finally:
+        await sb.close()
+        for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={sb.project_id}"}):
+            c.remove(force=True)

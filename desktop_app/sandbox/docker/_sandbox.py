@@ -385,10 +385,11 @@ class DockerSandbox(HelperOps):
                 working_dir=WORKSPACE,
                 environment={"HOME": HOME, "LANG": "C.UTF-8", "USER": "sandbox",
                              **(proxy_env() if self.egress is not None else {})},
+                # the workspace's own mounts (volumes when synced); the proxy's and the door's folders either way
                 mounts=self.synced_workspace.mounts(
                     [Mount(WORKSPACE, self.folder, type="bind", read_only=cfg.workspace_readonly)]
-                    + [Mount(target, source, type="bind", read_only=ro) for target, source, ro in self._controls]
-                    + self._egress_mounts()) + self._door_mounts(),
+                    + [Mount(target, source, type="bind", read_only=ro) for target, source, ro in self._controls])
+                + self._egress_mounts() + self._door_mounts(),
                 tmpfs={
                     "/tmp": f"rw,nosuid,nodev,exec,size={cfg.tmp_size},mode=1777",
                     HOME: f"rw,nosuid,nodev,exec,size={cfg.home_size},mode=0700,{ids}",
