@@ -7,7 +7,6 @@ number written another way) is found, at that entry, by both walks."""
 
 from __future__ import annotations
 
-import logging
 import shutil
 from pathlib import Path
 
@@ -15,8 +14,8 @@ import pytest
 
 from desktop_app.core import AuditEntry, Outcome, ToolCallRecord, ToolCallState
 from desktop_app.store import SqlStore
-from desktop_app.store.integrity import _verify as verify_module
 from tests.kit import raw_sql
+from tests.security.test_audit_verify_worker import verify_here_and_in_chunks
 
 CONTROL = "line\nbreak\ttab\rcr\x00nul\x08bs\x0cff\x1fus\x7fdel"
 QUOTES = 'say "hi" \\ back\\slash \\" both'
@@ -81,22 +80,6 @@ def awkward_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-async def _both(db: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
-    """verify walked in this process, then in chunks by four worker processes."""
-    caplog.set_level(logging.WARNING)
-    results = []
-    for minimum, chunks in ((10**9, None), (0, 4)):
-        monkeypatch.setattr(verify_module, "PARALLEL_MIN", minimum)
-        monkeypatch.setattr(verify_module, "CHUNKS", chunks)
-        store = await SqlStore.open(db)
-        try:
-            results.append(await store.verify())
-        finally:
-            await store.close()
-    assert "second process failed" not in caplog.text and "in this process" not in caplog.text, caplog.text
-    return results
-
-
 async def test_awkward_entries_verify_here_and_in_chunks(awkward_db: Path, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch,
                                                         caplog: pytest.LogCaptureFixture) -> None:
@@ -105,7 +88,7 @@ async def test_awkward_entries_verify_here_and_in_chunks(awkward_db: Path, tmp_p
     stored = raw_sql(db, "SELECT actor, note, at, canon FROM audit_entries ORDER BY seq")
     assert stored[0][:3] == (CONTROL, QUOTES, 1750000000.0) and stored[1][1] == ASTRAL and stored[2][2] == 1.5e16
     assert {row[3] for row in stored} == {2}  # all written in RFC 8785's form
-    here, there = await _both(db, monkeypatch, caplog)
+    here, there = await verify_here_and_in_chunks(db, monkeypatch, caplog)
     assert here == there
     assert here.ok and here.count == len(ENTRIES) + 1, here.message
     assert "1 tool calls" in here.message
@@ -122,6 +105,6 @@ async def test_an_edit_of_an_awkward_entry_is_found_there(awkward_db: Path, tmp_
     after = raw_sql(db, sql, f"SELECT seq, actor, note, data, at FROM audit_entries WHERE state = '{state}'",
                     params=params[0] if params else ())
     assert len(before) == 1 and after != before, "the edit changed nothing"
-    here, there = await _both(db, monkeypatch, caplog)
+    here, there = await verify_here_and_in_chunks(db, monkeypatch, caplog)
     assert here == there
     assert (here.ok, here.problem, here.seq) == (False, "altered", before[0][0]), here.message

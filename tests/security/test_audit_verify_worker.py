@@ -48,7 +48,9 @@ ATTACKS = {
 }
 
 
-async def _both(db: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+async def verify_here_and_in_chunks(db: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    """verify walked in this process, then in chunks by four worker processes (also used by
+    test_audit_awkward_entries.py)."""
     caplog.set_level(logging.WARNING)
     results = []
     # in this process, then in chunks walked by four others (one chunk, in one other, is the same code)
@@ -73,7 +75,7 @@ async def test_the_walk_in_a_second_process_gives_the_same_verdict(tmp_path: Pat
     assert raw_sql(db, "SELECT max(seq) FROM audit_entries") == [(17,)]  # 15, and 2 ROWS entries
     if ATTACKS[attack]:
         raw_sql(db, "PRAGMA foreign_keys = OFF", *ATTACKS[attack])
-    here, there = await _both(db, monkeypatch, caplog)
+    here, there = await verify_here_and_in_chunks(db, monkeypatch, caplog)
     assert here == there
     assert here.ok == (attack == "intact"), here.message
 
@@ -167,7 +169,7 @@ async def test_rows_checked_in_chunks_by_the_workers_give_the_same_verdict(
     assert sorted(ids) == list(range(1, 13))
     statements, problem, pk, field = ROW_ATTACKS[attack]
     raw_sql(db, *statements)
-    here, there = await _both(db, monkeypatch, caplog)
+    here, there = await verify_here_and_in_chunks(db, monkeypatch, caplog)
     assert here == there
     assert "rows check" not in caplog.text, caplog.text
     assert (here.ok, here.problem, here.field) == (False, problem, field), here.message
