@@ -199,13 +199,18 @@ class ShadowStore:
         """Through git's index (the first checkpoint, a changed .gitignore, many changes): the index is made
         to match the files, its tree written by git, and the in-memory tree built again from it."""
         started = time.time_ns()
-        not_kept, add = self._sizes(changed | others)
+        # What the desk looked at itself (git may see those unchanged: a rewrite in the second git recorded it,
+        # its mtime put back), and what is ahead of the index: hashed here, their entries set whole.
+        looked = (self._pending | self._recent) - changed - others
+        not_kept, add = self._sizes(changed | others | looked)
         not_kept.update(_nested(others))
-        gone = sorted(changed - set(add))  # deleted, beyond a link now, or not kept any more: out of the index
+        gone = sorted((changed | looked) - set(add))  # deleted, beyond a link, or not kept any more: out of the index
         if gone:
             self._run("update-index", "--force-remove", "-z", "--stdin", stdin=_nul(gone))
-        if add:
-            self._run("update-index", "--add", "--replace", "-z", "--stdin", stdin=_nul(sorted(add)))
+        if fresh := sorted(p for p in add if p not in looked):
+            self._run("update-index", "--add", "--replace", "-z", "--stdin", stdin=_nul(fresh))
+        if entries := self._entries({p: st for p, st in add.items() if p in looked}):
+            self._run("update-index", "--add", "--replace", "-z", "--index-info", stdin=entries)
         if self._ignored is None or any(p.rsplit("/", 1)[-1] == ".gitignore" for p in changed | others):
             self._ignored = self._ignored_dirs()
         tree = self._run("write-tree").stdout.decode().strip()
@@ -219,6 +224,15 @@ class ShadowStore:
         self._recent = self._recent_files(listing, (started - RACY_NS) // _S)
         self._settle_at = (time.time_ns() // _S + 1) * _S + RACY_NS if self._recent else None
         return self._taken(tree, not_kept)
+
+    def _entries(self, files: dict[str, os.stat_result]) -> bytes:
+        """`update-index --index-info` lines for `files`, hashed here: git would keep an entry whose stat it
+        trusts (a gone one is removed). Their stat is filled by the `git status` that follows."""
+        lines = []
+        for p, st in sorted(files.items()):
+            mode, blob = self._hash(p, st)
+            lines.append(f"{mode or '0'} {blob or '0' * 40}\t{p}\0")  # mode 0: gone since, out of the index
+        return "".join(lines).encode("utf-8", "surrogateescape")
 
     def _recent_files(self, listing: bytes, since_s: int) -> set[str]:
         """git may compare whole seconds: a file changed in the index's second is read by every `git status`
