@@ -160,8 +160,8 @@ class ShadowStore:
             return
         self.git_dir.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._run("init", "-q", "--bare", str(self.git_dir), work_tree=False)
-        for k, v in _CONFIG.items():
-            self._run("config", k, v, work_tree=False)
+        with open(self.git_dir / "config", "a", encoding="utf-8") as f:  # one write, not a `git config` each
+            f.write(_config_text(_CONFIG))
         info = self.git_dir / "info"
         info.mkdir(exist_ok=True)
         (info / "attributes").write_text(_ATTRIBUTES)
@@ -433,6 +433,16 @@ class ShadowStore:
                                       "its bytes do not match its id")
             out[want] = body
         return out
+
+
+def _config_text(settings: dict[str, str]) -> str:
+    """`settings` ("section.key": value) as git's config file has them, a section each, values quoted."""
+    sections: dict[str, list[str]] = {}
+    for name, value in settings.items():
+        section, _, key = name.partition(".")
+        quoted = value.replace("\\", "\\\\").replace('"', '\\"')
+        sections.setdefault(section, []).append(f'\t{key} = "{quoted}"\n')
+    return "".join(f"[{section}]\n" + "".join(lines) for section, lines in sections.items())
 
 
 def _parse_status(out: bytes) -> tuple[set[str], set[str]]:

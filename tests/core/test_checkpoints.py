@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from desktop_app.core import Allow, Deny, MemoryStore, ShadowStore, ToolCallRecord, ToolCallState
+from desktop_app.core._checkpoints import _CONFIG, _config_text
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 from tests.kit.agent_rig import Rig
 
@@ -45,6 +46,27 @@ def test_what_is_kept_and_what_is_named(tmp_path: Path) -> None:
     # the bytes kept are the bytes on disk: the project's attributes change nothing
     assert store.blobs({files["crlf.txt"].blob})[files["crlf.txt"].blob] == b"one\r\ntwo\r\n"
     assert not (tmp_path / "cps").is_relative_to(ws) and not any(ws.rglob("index"))
+
+
+def test_the_store_is_configured_as_written_and_nothing_of_the_project_runs(tmp_path: Path) -> None:
+    """The store's settings are written into its config file at once (not a `git config` each): git reads back
+    every one, quotes and backslashes included, and a hook or fsmonitor the project ships never runs."""
+    ws = tmp_path / "ws"
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / "a.txt").write_text("a")
+    marker = tmp_path / "ran"
+    for hook in ("pre-commit", "post-index-change", "fsmonitor-watchman"):
+        (ws / ".git" / "hooks" / hook).write_text(f"#!/bin/sh\ntouch {marker}\n")
+        (ws / ".git" / "hooks" / hook).chmod(0o755)
+    store = ShadowStore(tmp_path / "cps", ws)
+    store.take()
+    for key, value in _CONFIG.items():
+        got = subprocess.run(["git", "config", "--file", str(store.git_dir / "config"), "--get", key],
+                             capture_output=True, text=True, check=False).stdout.rstrip("\n")
+        assert got == value, key
+    assert _config_text({"x.y": 'a "b" \\c'}) == '[x]\n\ty = "a \\"b\\" \\\\c"\n'
+    (ws / "b.txt").write_text("b")
+    assert set(store.files(store.take().id)) == {"a.txt", "b.txt"} and not marker.exists()
 
 
 def test_ids_follow_the_content_and_the_store_grows_by_what_changed(tmp_path: Path) -> None:
