@@ -209,6 +209,7 @@ async def _run(app, args: argparse.Namespace) -> int:
         print(f"shown {at - _T0:.3f}", flush=True)
         return 0
 
+    asked = _on_terminate()  # from here on a signal quits in order, whenever it comes
     settings, settings_error = _load_settings()
     apply_theme(args.theme or settings.theme)
     hints = app.styleHints()
@@ -219,10 +220,11 @@ async def _run(app, args: argparse.Namespace) -> int:
     sample_dir = tempfile.TemporaryDirectory(prefix="agent-desk-sample-") if args.sample_data else nullcontext()
     with sample_dir as tmp:
         db = str(Path(tmp) / "sample.db") if tmp else args.db or _default_db()
-        return await _run_window(app, window, settings, settings_error, db, args)
+        return await _run_window(app, window, settings, settings_error, db, args, asked)
 
 
-async def _run_window(app, window, settings, settings_error: str | None, db: str, args: argparse.Namespace) -> int:
+async def _run_window(app, window, settings, settings_error: str | None, db: str, args: argparse.Namespace,
+                      asked: asyncio.Future[None]) -> int:
     """Store, bus, sessions and controller around the window, until it closes (or is photographed)."""
     from .core import EventBus
     from .runtime import Desk
@@ -238,13 +240,21 @@ async def _run_window(app, window, settings, settings_error: str | None, db: str
     controller.db_url = None if args.sample_data else db
     if settings_error:
         window.banner.set_item("settings", f"⚠ {settings_error}")
-    server = _listen(controller) if _single_instance(args) else None
+    closed = asyncio.get_running_loop().create_future()
+    window.closed.connect(lambda: closed.done() or closed.set_result(None))
+
+    def terminate(_: object = None) -> None:  # as "Quit anyway" does: nobody is there to answer a question
+        controller.quit.quitting = True
+        window.close()
+
+    asked.add_done_callback(terminate)  # a signal that came while the store opened: at once
+    server = _listen(controller) if _single_instance(args) and not asked.done() else None
     try:
         if args.sample_data:
             from .ui.demo import fill_sample
 
             await fill_sample(store, controller)
-        else:
+        elif not asked.done():  # asked to quit while the store opened: nothing more starts
             await controller.start(check_docker=not args.screenshot)
             if args.folder:
                 await controller.open_folder(args.folder)
@@ -256,10 +266,8 @@ async def _run_window(app, window, settings, settings_error: str | None, db: str
 
             return await screenshot(window, controller, path=args.screenshot, view=args.view, size=args.size,
                                     sample=args.sample_data)
-        closed = asyncio.get_running_loop().create_future()
-        window.closed.connect(lambda: closed.done() or closed.set_result(None))
-        window.quit_guard = controller.quit.guard  # Ctrl+Q or the title bar's close with work in flight asks
-        _on_terminate(window, controller)
+        if not closed.done():  # a signal during start-up closed it already: start-up ended, the desk closes
+            window.quit_guard = controller.quit.guard  # Ctrl+Q or the title bar's close with work in flight asks
         await closed
         return 0
     finally:
@@ -270,21 +278,24 @@ async def _run_window(app, window, settings, settings_error: str | None, db: str
         await store.close()
 
 
-def _on_terminate(window, controller) -> None:
-    """SIGTERM (a logout, `kill`) and SIGINT (Ctrl+C in the terminal): quit as "Quit anyway" does, in order
-    and silently; nobody is there to answer a question."""
+def _on_terminate() -> asyncio.Future[None]:
+    """SIGTERM (a logout, `kill`) and SIGINT (Ctrl+C in the terminal): a future set when one comes, from the
+    moment the loop runs (start-up included), so the desk quits in order and silently, never by a traceback."""
     import signal
 
-    def terminate() -> None:
-        controller.quit.quitting = True
-        window.close()
-
     loop = asyncio.get_running_loop()
+    asked: asyncio.Future[None] = loop.create_future()
+
+    def ask() -> None:
+        if not asked.done():
+            asked.set_result(None)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
-            loop.add_signal_handler(sig, terminate)
+            loop.add_signal_handler(sig, ask)
         except (NotImplementedError, RuntimeError, ValueError):  # not on this platform or loop
-            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(terminate))
+            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(ask))
+    return asked
 
 
 def _listen(controller):
