@@ -16,7 +16,7 @@ import time
 
 from .errors import HelperError, OutsideWorkspace
 from .glob import glob_regex
-from .wire import dumps, loads
+from .wire import Encoded, dumps, loads
 from .workspace import _stat_dict
 
 SEARCH_TIMEOUT_S = 20.0
@@ -589,7 +589,16 @@ class ChildSearch:
         return _answer(what, line)
 
 
+_RESULT = b'{"ok":true,"result":'
+
+
 def _answer(what, line):
+    """The child's result; a success as the JSON text it is (Encoded), the helper only passes it on."""
+    if line.startswith(_RESULT) and line.endswith(b"}"):
+        try:
+            return Encoded(line[len(_RESULT) : -1].decode("utf-8"))
+        except UnicodeDecodeError:
+            pass
     try:
         msg = loads(line.decode("utf-8"))
     except Exception:
