@@ -148,13 +148,14 @@ class Search:
         tail = _LITERAL_TAIL.search(rel).group()  # every match ends with it: a str test before the regex
         deadline = time.monotonic() + self.timeout
         cut = len(base.rstrip("/")) + 1  # entries are under base: the relative path is a slice, not relpath
-        found = []
-        ending = [f for f in self._entries(ws, base, deadline, include_ignored, tail) if f.endswith(tail)]
-        for i, full in enumerate(ending):  # the regex only where the literal end matched (a str test)
-            if match(full[cut:]):
-                found.append(full)
-            if not i & 4095:
-                self._deadline_check(deadline, "fs_glob")
+        found = ending = [f for f in self._entries(ws, base, deadline, include_ignored, tail) if f.endswith(tail)]
+        if not _ANY_FOLDER_THEN_END.fullmatch(rel):  # there, ending so is matching: no regex
+            found = []
+            for i, full in enumerate(ending):  # the regex only where the literal end matched (a str test)
+                if match(full[cut:]):
+                    found.append(full)
+                if not i & 4095:
+                    self._deadline_check(deadline, "fs_glob")
         limit = max(0, int(limit))
         if not newest_first:
             found.sort()
@@ -298,6 +299,9 @@ def _timeout_message(what, timeout):
 
 
 _LITERAL_TAIL = re.compile(r"[^*?\[\]{}]*\Z")  # the end of a glob that only matches itself
+# `**/*.py`: its regex matches exactly the paths that end with its plain end (which has no `/`, so it is in the
+# last name, and that name is under the search folder)
+_ANY_FOLDER_THEN_END = re.compile(r"\*\*/\*[^*?\[\]{}/\\]+")
 
 
 def _keep_rules(tail):
