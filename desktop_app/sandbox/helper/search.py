@@ -529,7 +529,8 @@ class ChildSearch:
     """The helper's searches, each in a child helper (`argv`, reading requests as lines on stdin) in a
     process group of its own: a regex or glob that would run for ever (Python `re` backtracks) dies with
     its group at the deadline, and the helper's threads stay free. A child that answered in time is kept
-    for the next search (a new one costs a Python start-up); one that did not is killed."""
+    for the next search (a new one costs a Python start-up); one that did not is killed. A result comes as
+    the JSON text the child wrote (`wire.Encoded`), for the server to pass on."""
 
     KEEP = 2  # idle children kept
 
