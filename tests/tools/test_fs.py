@@ -631,10 +631,12 @@ NARROWED_TREE = {
     "a/keep.gen.pyi": "", "build/three.pyi": "", "x.pyi/inner.txt": "", "old.pyi/gone.txt": "",
     ".hid/h.pyi": "", ".x.pyi": "", "sp ace.pyi": "", "odd\\name.pyi": "", "h#!.pyi": "", "c:d.pyi": "",
     "é.pyi": "", "tests/conftest.py": "", "pkg/tests/t.txt": "", "a/tests": "",
+    "br[1].pyi": "", "br1.pyi": "", "cu{a}.pyi": "", "src/w/v.ts": "", "src/v.ts.pyi/u.md": "",
 }
 NARROWED_PATTERNS = ["**/*.pyi", "*.pyi", "a/**/*.pyi", "**/*.gen.pyi", "**/keep.gen.pyi", "**/tests",
                      "**/conftest.py", "**/inner.txt", "**/*ace.pyi", "**/odd\\name.pyi", "**/h#!.pyi",
-                     "**/c:d.pyi", "**/é.pyi", "**/*.py", "**/.x.pyi", "**/HEAD", "**/*.{pyi,txt}", "a/*"]
+                     "**/c:d.pyi", "**/é.pyi", "**/*.py", "**/.x.pyi", "**/HEAD", "**/*.{pyi,txt}", "a/*",
+                     "**/br[1].pyi", "**/*].pyi", "**/cu{a}.pyi", "src/**/*.ts", "**/*.ts.pyi", "*.md", "**/*.md"]
 
 
 async def test_glob_narrowed_listing_answers_as_the_full_one(sandbox):

@@ -403,8 +403,9 @@ class CommandRun:
             self._sel.close()
             if self._pidfd is not None:
                 os.close(self._pidfd)
-            # Leftovers of the group (e.g. `sleep 100 &`) go with the command.
-            _killpg(proc.pid, signal.SIGKILL)
+            # Leftovers of the group (e.g. `sleep 100 &`) go with the command; a command that was alone has none.
+            if not self._alone:
+                _killpg(proc.pid, signal.SIGKILL)
             if proc.returncode is None:
                 proc.wait()
             self._drain_rest()

@@ -16,7 +16,7 @@ import time
 
 from .errors import HelperError, OutsideWorkspace
 from .glob import glob_regex
-from .wire import dumps, loads
+from .wire import Encoded, dumps, loads
 from .workspace import _stat_dict
 
 SEARCH_TIMEOUT_S = 20.0
@@ -148,13 +148,14 @@ class Search:
         tail = _LITERAL_TAIL.search(rel).group()  # every match ends with it: a str test before the regex
         deadline = time.monotonic() + self.timeout
         cut = len(base.rstrip("/")) + 1  # entries are under base: the relative path is a slice, not relpath
-        found = []
-        ending = [f for f in self._entries(ws, base, deadline, include_ignored, tail) if f.endswith(tail)]
-        for i, full in enumerate(ending):  # the regex only where the literal end matched (a str test)
-            if match(full[cut:]):
-                found.append(full)
-            if not i & 4095:
-                self._deadline_check(deadline, "fs_glob")
+        found = ending = [f for f in self._entries(ws, base, deadline, include_ignored, tail) if f.endswith(tail)]
+        if not _ANY_FOLDER_THEN_END.fullmatch(rel):  # there, ending so is matching: no regex
+            found = []
+            for i, full in enumerate(ending):  # the regex only where the literal end matched (a str test)
+                if match(full[cut:]):
+                    found.append(full)
+                if not i & 4095:
+                    self._deadline_check(deadline, "fs_glob")
         limit = max(0, int(limit))
         if not newest_first:
             found.sort()
@@ -298,6 +299,9 @@ def _timeout_message(what, timeout):
 
 
 _LITERAL_TAIL = re.compile(r"[^*?\[\]{}]*\Z")  # the end of a glob that only matches itself
+# `**/*.py`: its regex matches exactly the paths that end with its plain end (which has no `/`, so it is in the
+# last name, and that name is under the search folder)
+_ANY_FOLDER_THEN_END = re.compile(r"\*\*/\*[^*?\[\]{}/\\]+")
 
 
 def _keep_rules(tail):
@@ -525,7 +529,8 @@ class ChildSearch:
     """The helper's searches, each in a child helper (`argv`, reading requests as lines on stdin) in a
     process group of its own: a regex or glob that would run for ever (Python `re` backtracks) dies with
     its group at the deadline, and the helper's threads stay free. A child that answered in time is kept
-    for the next search (a new one costs a Python start-up); one that did not is killed."""
+    for the next search (a new one costs a Python start-up); one that did not is killed. A result comes as
+    the JSON text the child wrote (`wire.Encoded`), for the server to pass on."""
 
     KEEP = 2  # idle children kept
 
@@ -589,7 +594,16 @@ class ChildSearch:
         return _answer(what, line)
 
 
+_RESULT = b'{"ok":true,"result":'
+
+
 def _answer(what, line):
+    """The child's result; a success as the JSON text it is (Encoded), the helper only passes it on."""
+    if line.startswith(_RESULT) and line.endswith(b"}"):
+        try:
+            return Encoded(line[len(_RESULT) : -1].decode("utf-8"))
+        except UnicodeDecodeError:
+            pass
     try:
         msg = loads(line.decode("utf-8"))
     except Exception:

@@ -14,7 +14,7 @@ from .errors import HelperError
 from .processes import KILL_GRACE_S, MAX_OUTPUT_LIMIT, CommandRun, Processes
 from .search import Search
 from .sync import sync_op
-from .wire import dumps, loads
+from .wire import Encoded, dumps, loads
 from .workspace import READ_LIMIT, fs_list, fs_read, fs_read_text, fs_stat, fs_write
 
 PROTOCOL_VERSION = 2
@@ -38,6 +38,16 @@ class Conn:
             self.out.write(line)
             if blob is not None:
                 self.out.write(blob)
+            self.out.flush()
+
+    def send_result(self, rid, result, blob=None):
+        """A request's answer; an `Encoded` result goes into the line as the JSON it already is."""
+        if not isinstance(result, Encoded):
+            self.send({"id": rid, "ok": True, "result": result}, blob)
+            return
+        line = ('{"id":' + dumps(rid) + ',"ok":true,"result":' + result + "}\n").encode("utf-8", "backslashreplace")
+        with self.lock:
+            self.out.write(line)
             self.out.flush()
 
 
@@ -224,7 +234,7 @@ class Server:
         try:
             result = self.dispatch(req, conn)
             blob = result.pop("data") if isinstance(result, dict) and isinstance(result.get("data"), bytes) else None
-            conn.send({"id": rid, "ok": True, "result": result}, blob)
+            conn.send_result(rid, result, blob)
         except HelperError as exc:
             conn.send({"id": rid, "ok": False, "error": {"kind": exc.kind, "message": str(exc)}})
         except Exception as exc:

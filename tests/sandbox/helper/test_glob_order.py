@@ -1,6 +1,6 @@
 """The helper's fs_glob in-process, on its walker (rg's listing is checked in the container by
-tests/tools/test_fs.py): path order by default, newest first on request, and the literal-tail shortcut never
-changes what matches."""
+tests/tools/test_fs.py): path order by default, newest first on request, and the literal-tail shortcuts (the
+str test before the regex, and no regex at all for `**/*.py`) never change what matches."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from desktop_app.sandbox.helper.workspace import Workspace
 NAMES = ["b.py", "a.py", "c.txt", "d.pyi", "x.py/inner.txt", "src/deep/e.py", "src/f.PY", "g[1].py", "h{a}.py",
          "odd\\name.py", "tests/t.py", "pkg/tests/u.py"]
 PATTERNS = ["**/*.py", "*.py", "src/**", "**/tests", "**/*.{py,txt}", "g[1].py", "g[!x]*", "h{a}.py", "**/?.py",
-            "odd\\name.py", "**/*.py/**", "**/inner.txt", "*", "**/*PY"]
+            "odd\\name.py", "**/*.py/**", "**/inner.txt", "*", "**/*PY",
+            # `**/*` and a plain end: the end alone decides (no regex); the folder named like the end is a match
+            "**/*.pyi", "**/*y", "**/*1].py", "**/*a}.py", "**/*\\name.py", "**/*.py/inner.txt"]
 
 
 @pytest.fixture

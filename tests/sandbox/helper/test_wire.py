@@ -7,7 +7,8 @@ import json
 from importlib import resources
 from typing import Any
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from desktop_app.sandbox.helper import wire
@@ -52,3 +53,37 @@ def test_fallback_codec_speaks_json(value: Any) -> None:
     assert json.loads(line) == value  # what the app reads
     assert loads(json.dumps(value, ensure_ascii=False)) == value  # what the app sends
     assert loads(line.encode()) == value
+
+
+# A name that is not UTF-8 comes as a lone surrogate (surrogateescape), which hypothesis's text never makes.
+ODD_NAMES = [{"path": "a\udc80b.py", "line": 1, "text": 'q"uote\\ \n\t\x00 é \u2028'}]
+
+
+@settings(max_examples=100, deadline=None)
+@given(json_values)
+@example(ODD_NAMES)
+def test_a_search_childs_answer_is_passed_on_as_the_json_it_is(value: Any) -> None:
+    """The helper hands a search child's answer on without decoding it: the desk reads the same answer as if
+    it had been decoded and encoded again, with either codec in the child."""
+    import io
+
+    from desktop_app.sandbox.helper.search import _answer
+    from desktop_app.sandbox.helper.server import Conn
+
+    for dumps in (MINIMAL["dumps"], wire.dumps):
+        line = (dumps({"ok": True, "result": value}) + "\n").encode("utf-8", "backslashreplace").rstrip(b"\n")
+        passed = _answer("fs_glob", line)
+        assert isinstance(passed, wire.Encoded)
+        out = io.BytesIO()
+        Conn(io.BytesIO(), out).send_result(7, passed)
+        assert json.loads(out.getvalue()) == {"id": 7, "ok": True, "result": value}
+        assert out.getvalue().endswith(b"}\n") and out.getvalue().count(b"\n") == 1
+
+
+def test_a_search_childs_error_is_still_read() -> None:
+    from desktop_app.sandbox.helper.errors import HelperError
+    from desktop_app.sandbox.helper.search import _answer
+
+    line = wire.dumps({"ok": False, "kind": "SandboxError", "message": "no such folder"}).encode()
+    with pytest.raises(HelperError, match="no such folder"):
+        _answer("fs_glob", line)
