@@ -41,11 +41,12 @@ class Conn:
             self.out.flush()
 
     def send_result(self, rid, result, blob=None):
-        """A request's answer; an `Encoded` result goes into the line as the JSON it already is."""
+        """A request's answer; an `Encoded` result goes into the line as the JSON it already is, its id and "ok"
+        after it (the last of a repeated key counts: a child's text that carried its own cannot re-route it)."""
         if not isinstance(result, Encoded):
             self.send({"id": rid, "ok": True, "result": result}, blob)
             return
-        line = ('{"id":' + dumps(rid) + ',"ok":true,"result":' + result + "}\n").encode("utf-8", "backslashreplace")
+        line = ('{"result":' + result + ',"ok":true,"id":' + dumps(rid) + "}\n").encode("utf-8", "backslashreplace")
         with self.lock:
             self.out.write(line)
             self.out.flush()

@@ -87,3 +87,18 @@ def test_a_search_childs_error_is_still_read() -> None:
     line = wire.dumps({"ok": False, "kind": "SandboxError", "message": "no such folder"}).encode()
     with pytest.raises(HelperError, match="no such folder"):
         _answer("fs_glob", line)
+
+
+def test_a_childs_answer_that_carries_its_own_id_is_routed_by_the_helpers() -> None:
+    """A child's result text is not parsed on its way: one that smuggles an "id" or "ok" key (a process in the
+    container writing into the child's pipe) still reaches the request it answers, as a success."""
+    import io
+
+    from desktop_app.sandbox.helper.search import _answer
+    from desktop_app.sandbox.helper.server import Conn
+
+    for smuggled in (b'[],"id":99', b'[],"ok":false,"id":"x"', b'{"id":5}'):
+        out = io.BytesIO()
+        Conn(io.BytesIO(), out).send_result(7, _answer("fs_glob", b'{"ok":true,"result":' + smuggled + b"}"))
+        msg = json.loads(out.getvalue())
+        assert msg["id"] == 7 and msg["ok"] is True, smuggled
