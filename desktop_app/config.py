@@ -78,12 +78,23 @@ def default_db_url() -> str:
 
 
 def sqlite_file(url: str) -> Path | None:
-    """The file a database URL or path names when it is SQLite (absolute), else None (a server's URL)."""
+    """The file a database URL or path names when it is SQLite (absolute), else None (a server's URL). A URI
+    form (`sqlite:///file:/path/audit.db?mode=ro&uri=true`) names the file of its path."""
     if "://" not in url:
         return Path(url).expanduser().resolve()
     if url.startswith("sqlite") and ":///" in url:
-        return Path(url.split(":///", 1)[1].split("?", 1)[0]).expanduser().resolve()
+        database, _, query = url.split(":///", 1)[1].partition("?")
+        return Path(sqlite_uri_path(database, query)).expanduser().resolve()
     return None
+
+
+def sqlite_uri_path(database: str, query: str) -> str:
+    """The file path of SQLite's `database` part: with `uri=true` in the URL's `query`, a `file:` URI's path
+    (SQLite opens that file); else the text as it is (then `file:` is just a name's first letters)."""
+    from urllib.parse import parse_qs, unquote, urlsplit
+
+    uri = parse_qs(query).get("uri", [""])[-1].lower() in ("true", "1")
+    return unquote(urlsplit(database).path) if uri and database.startswith("file:") else database
 
 
 # the keys checked as counts: a non-negative integer each

@@ -386,11 +386,11 @@ def _missing_libraries(plugin: Path) -> list[str] | None:
 # the database ---------------------------------------------------------------------------------------------
 async def database_check(db: str | None) -> Check:
     """The database opens and its chain verifies; a SQLite file not made yet is fine (made on first use)."""
-    from .config import default_db_url
+    from .config import default_db_url, sqlite_file
     from .runtime import open_store
 
     url = db or default_db_url()
-    path = _sqlite_file(url)
+    path = sqlite_file(url)
     if path is not None and not path.exists():
         return Check("Database", OK, f"{path} (not made yet: it is created on first use)")
     shown = str(path) if path is not None else _hide_password(url)
@@ -407,14 +407,6 @@ async def database_check(db: str | None) -> Check:
                      "`agent-desk audit verify` names the first bad entry; keep the file as evidence and start a "
                      "new database with --db")
     return Check("Database", OK, f"{shown}: the audit chain verifies ({result.count} entries)")
-
-
-def _sqlite_file(url: str) -> Path | None:
-    if "://" not in url:
-        return Path(url).expanduser()
-    if url.startswith("sqlite") and ":///" in url:
-        return Path(url.split(":///", 1)[1].split("?", 1)[0]).expanduser()
-    return None
 
 
 def _hide_password(url: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
@@ -37,7 +38,8 @@ def to_url(url_or_path: str | Path) -> str:
         if db in ("", ":memory:") or db.startswith("file::memory:"):
             raise StoreError("the audit store needs a database file, not an in-memory SQLite database",
                              hint="pass a path such as ~/.local/share/agent-desk/audit.db")
-        _make_folder(Path(db).expanduser())
+        uri = str(url.query.get("uri", "")).lower() in ("true", "1") and db.startswith("file:")
+        _make_folder(Path(unquote(urlsplit(db).path) if uri else db).expanduser())  # a URI's file, not "file:/…"
     return text
 
 

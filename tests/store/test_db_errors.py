@@ -120,11 +120,19 @@ async def test_a_locked_postgresql_database_fails_the_write_and_loses_nothing(po
         await store.close()
 
 
-async def test_a_read_only_sqlite_file_gets_sqlite_hints(tmp_path: Path) -> None:
-    """SQLite's side of the same errors: its hints name the file."""
+async def test_a_read_only_sqlite_file_gets_sqlite_hints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite's side of the same errors: its hints name the file. The URI form names its path's file: no
+    folder `file:/…` is made where the desk runs, and the desk's messages name the file itself."""
+    from desktop_app.config import sqlite_file
+
     path = tmp_path / "ro.db"
     await (await SqlStore.open(path)).close()
-    store = await SqlStore.open(f"sqlite:///file:{path}?mode=ro&uri=true")
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///file:{path}?mode=ro&uri=true"
+    assert sqlite_file(url) == path and sqlite_file(f"sqlite:///file://{path}?uri=1") == path
+    assert sqlite_file("sqlite:///file:x.db") == tmp_path / "file:x.db"  # no uri=true: a name, as SQLite reads it
+    store = await SqlStore.open(url)
+    assert not (tmp_path / "file:").exists()
     try:
         rec = make_record()
         with pytest.raises(StoreError, match="read-only") as info:
