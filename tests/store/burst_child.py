@@ -1,5 +1,5 @@
 """Child process for test_crash's burst: one agent session on a signed SQLite store runs the loopback model's
-burst of tool calls until it is killed. Each call's tool appends its number to the `ran` file as it runs.
+burst of tool calls, and waits, until it is killed. Each call's tool appends its number to the `ran` file as it runs.
 
 It imports the desk and the model SDK once (seconds on a loaded machine), then forks one process per round
 (a line on stdin: its arguments), says `pid N`, and once that process is gone, `exit CODE`."""
@@ -41,7 +41,10 @@ async def main(db: str, url: str, api_key: str, seed_hex: str, ran: str) -> None
     project = ProjectInfo(id="prj_burst", name="burst", path=str(Path(db).parent))
     session = await AgentSession.open(store=store, bus=bus, executor=executor, tools=[mark], model_client=client,
                                       project=project, sandbox=None)
-    await session.send("run the burst")  # the test kills this process long before the burst ends
+    await session.send("run the burst")
+    # The test kills this process at a random call: one near the end may come after the burst has ended (the
+    # test polls the `ran` file). The process waits for its kill then, as the desk's would sit idle.
+    await asyncio.Event().wait()
 
 
 def serve() -> None:

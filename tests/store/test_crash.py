@@ -80,16 +80,15 @@ def _forker() -> subprocess.Popen[str]:
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-def _burst_round(child: subprocess.Popen[str], tmp: Path, rng: random.Random,
+def _burst_round(child: subprocess.Popen[str], tmp: Path, kill_at: int,
                  seed: bytes) -> tuple[Path, set[int], list[RecordedRequest], int]:
-    """One burst in a process forked by `child`, SIGKILLed once the `ran` file holds a random number of calls:
+    """One burst in a process forked by `child`, SIGKILLed once the `ran` file holds `kill_at` calls:
     (db, calls that ran, the requests the model saw, that number)."""
     assert child.stdin is not None and child.stdout is not None
     script = [reply(*(tool_use("mark", {"n": s * BURST_WIDTH + k}, id=f"toolu_{s * BURST_WIDTH + k:04d}")
                       for k in range(BURST_WIDTH))) for s in range(BURST_STEPS)]
     script.append(reply(text("done")))
     db, ran_file = tmp / "burst.db", tmp / "ran"
-    kill_at = rng.randrange(1, BURST_STEPS * BURST_WIDTH)
     with AnthropicServer(script) as server:
         child.stdin.write(f"{db} {server.url} {server.api_key} {seed.hex()} {ran_file}\n")
         child.stdin.flush()
@@ -117,10 +116,13 @@ async def test_a_burst_killed_anywhere_ran_nothing_unrecorded_and_told_the_model
     child = _forker()
     try:
         assert child.stdout is not None and child.stdout.readline() == "ready\n"
-        for round_ in range(BURST_ROUNDS):
+        # random points, and the very end (the burst over, its process idle: a kill the test's polling may also
+        # come to when a random point is near the end)
+        points = [rng.randrange(1, BURST_STEPS * BURST_WIDTH) for _ in range(BURST_ROUNDS)]
+        for round_, kill_at in enumerate([*points, BURST_STEPS * BURST_WIDTH]):
             (tmp_path / str(round_)).mkdir()
-            await _check_burst(*_burst_round(child, tmp_path / str(round_), rng, key), key,
-                               f"round {round_} (random seed {seed})")
+            await _check_burst(*_burst_round(child, tmp_path / str(round_), kill_at, key), key,
+                               f"round {round_}, killed after {kill_at} calls (random seed {seed})")
     finally:
         child.kill()
         child.communicate(timeout=30)
