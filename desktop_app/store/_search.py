@@ -20,12 +20,38 @@ TS_CONFIG = "simple"  # no stemming and no stop words: words match as FTS5's uni
 SEARCH_TEXT_MAX = 200_000
 
 
+class _Marks(dict[int, int | None]):
+    """str.translate's table that drops combining marks (category Mn) and keeps every other character: each
+    character's category is looked up once, then the table answers in C. It keeps at most _MARKS_KEPT
+    characters (a text of every code point cannot make it grow without end)."""
+
+    def __missing__(self, code: int) -> int | None:
+        kept = None if unicodedata.category(chr(code)) == "Mn" else code
+        if len(self) < _MARKS_KEPT:
+            self[code] = kept
+        return kept
+
+
+_MARKS_KEPT = 65_536
+_DROP_MARKS = _Marks()
+
+
+def fold(text: str) -> str:
+    """`text` in lower case without diacritics (as FTS5's remove_diacritics 2). An ASCII text has none: it is
+    only lowered. Done on the event loop for each transition's record, so never a Python step per character."""
+    low = text.lower()
+    if low.isascii():
+        return low
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", low).translate(_DROP_MARKS))
+
+
 def words(text: str) -> list[str]:
     """The words of `text` as the index sees them: lower case, diacritics removed (as FTS5's
     remove_diacritics 2), split on everything but letters and digits."""
-    decomposed = unicodedata.normalize("NFD", text.lower())
-    folded = unicodedata.normalize("NFC", "".join(c for c in decomposed if unicodedata.category(c) != "Mn"))
-    return [w[:WORD_MAX] for w in _WORD.findall(folded)]
+    found = _WORD.findall(fold(text))
+    if max(map(len, found), default=0) > WORD_MAX:
+        return [w[:WORD_MAX] for w in found]
+    return found
 
 
 def index_text(text: str) -> str:

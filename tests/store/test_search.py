@@ -4,13 +4,15 @@ same order, on SQLite (FTS5) and PostgreSQL (tsvector); keyset pages; PostgreSQL
 from __future__ import annotations
 
 import dataclasses
+import random
+import unicodedata
 
 import pytest
 from sqlalchemy import text
 
 from desktop_app.store import AuditQuery, SqlStore
 from desktop_app.store._query import build_sql
-from desktop_app.store._search import fts_match, like_patterns, tsquery
+from desktop_app.store._search import _WORD, WORD_MAX, fts_match, like_patterns, tsquery, words
 
 from .conftest import make_record, run_to_completion
 
@@ -152,3 +154,25 @@ async def test_the_like_fallback_runs_on_both_databases(both) -> None:
             p = build_sql(q, dialect="other")
             sql = f"SELECT count(*) FROM {p.source}{p.where}"
             assert await store._read(lambda c, s=sql, p=p: c.execute(text(s), p.params).scalar()) == hits, query
+
+
+def _words_by_definition(text: str) -> list[str]:
+    """What the index's words are by definition: lower case, decomposed, every combining mark (Mn) dropped one
+    character at a time, composed again, split, each word cut at WORD_MAX."""
+    decomposed = unicodedata.normalize("NFD", text.lower())
+    folded = unicodedata.normalize("NFC", "".join(c for c in decomposed if unicodedata.category(c) != "Mn"))
+    return [w[:WORD_MAX] for w in _WORD.findall(folded)]
+
+
+def test_the_index_words_are_those_of_the_definition() -> None:
+    """words() folds without a Python step per character (an ASCII text is only lowered; the rest goes through a
+    translate table): the same words as the definition, for mixed scripts, combining marks, lone surrogates,
+    letters whose lower case changes length, long words, and every code point of Unicode."""
+    rng = random.Random(29)
+    pool = ("abcXYZ019 \n\t./_-:" "éÉàçñøÅİıßẞΣσςДж中文日本語한국어😀ǅﬁ" "\u0301\u0308\u20dd\u0345\u0e31\ud800\udfff")
+    samples = ["", "x" * (WORD_MAX + 100) + " y", "É" * (WORD_MAX + 3), "Straße ÉCOLE ünïcode", "e\u0301cole"]
+    samples += ["".join(rng.choice(pool) for _ in range(rng.randint(1, 80))) for _ in range(2000)]
+    every = "".join(map(chr, range(0x110000)))
+    samples += [every[i:i + 4096] for i in range(0, len(every), 4096)]
+    for text in samples:
+        assert words(text) == _words_by_definition(text), repr(text[:40])
