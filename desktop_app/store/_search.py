@@ -36,19 +36,20 @@ _MARKS_KEPT = 65_536
 _DROP_MARKS = _Marks()
 
 
-def fold(text: str) -> str:
-    """`text` in lower case without diacritics (as FTS5's remove_diacritics 2). An ASCII text has none: it is
-    only lowered. Done on the event loop for each transition's record, so never a Python step per character."""
-    low = text.lower()
-    if low.isascii():
-        return low
-    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", low).translate(_DROP_MARKS))
+# An ASCII text's words: its letters and digits kept, every other byte a space (what _WORD finds there).
+_ASCII_WORDS = bytes(c if chr(c).isascii() and chr(c).isalnum() else 0x20 for c in range(256))
 
 
 def words(text: str) -> list[str]:
     """The words of `text` as the index sees them: lower case, diacritics removed (as FTS5's
-    remove_diacritics 2), split on everything but letters and digits."""
-    found = _WORD.findall(fold(text))
+    remove_diacritics 2), split on everything but letters and digits. Done on the event loop for each
+    transition's record, so never a Python step per character: an ASCII text (no diacritics) is split by a
+    byte table; any other goes through a translate table that drops combining marks, then the regex."""
+    low = text.lower()
+    if low.isascii():
+        found = low.encode("ascii").translate(_ASCII_WORDS).decode("ascii").split()
+    else:
+        found = _WORD.findall(unicodedata.normalize("NFC", unicodedata.normalize("NFD", low).translate(_DROP_MARKS)))
     if max(map(len, found), default=0) > WORD_MAX:
         return [w[:WORD_MAX] for w in found]
     return found
