@@ -47,7 +47,7 @@ from ._messages import StoredMessage, sealed_result, text_blocks, tool_result_bl
 from ._project import ProjectInfo, SessionInfo, new_session, title_from
 from ._prompt_images import PromptImage
 from ._record import ToolCallRecord, ToolCallState
-from ._recorder import HeldFinal
+from ._recorder import HeldFinal, LeadMessage
 from ._run import RunContext
 from ._sandbox import WORKSPACE
 from ._sendable import SendableHistory
@@ -357,14 +357,22 @@ class AgentSession:
             if reply is None:
                 return self._end(TurnEnd.INTERRUPTED, steps, last_text, "Stopped by the user.")
             last_text = reply.text or last_text
-            if reply.content:
-                await self._append("assistant", reply.content)
             if not reply.tool_uses:
+                await self._append("assistant", reply.content)
                 if self._outbox:  # a message arrived during the last step: it opens the next one
                     continue
                 return self._end(TurnEnd.END_TURN, steps, last_text)
             calls, held = reply.tool_uses, []
-            records = await self.executor.run_batch(calls, self._run, held)
+            # The model's message rides with the batch's first write (one commit less a step, and no call runs
+            # before the message that asked for it is durable): see LeadMessage.
+            lead = self.executor.recorder.lead(await self._message("assistant", reply.content))
+            try:
+                records = await self.executor.run_batch(calls, self._run, held)
+            except BaseException:
+                self._drop(lead)
+                raise
+            if not await self._settle(lead):
+                return self._unrecorded_end(steps, last_text)
             # Paired by position (batch_index), never by the model's id, which it may repeat.
             by_index = {r.batch_index: r for r in records}
             results = []
@@ -536,14 +544,40 @@ class AgentSession:
             if isinstance(ev, ErrorEvent):
                 self.last_error = ev
 
+    async def _message(self, role: str, content: list[dict[str, Any]]) -> StoredMessage:
+        """`content` as stored: redacted, and sent so from now on (a reopened session sees the same history).
+        A large block (a 50 MB fs_write's tool_use) is redacted on a worker thread, once: the executor then
+        finds the same input's redaction in the redactor's memo."""
+        redacted = await off_loop_when_large(content, redacted_blocks, self.executor.redactor, content)
+        return StoredMessage(session_id=self.session.id, role=role, content=redacted)
+
+    async def _settle(self, lead: LeadMessage) -> bool:
+        """The batch's lead message durable (see LeadMessage) and in the history; False when the store refused
+        it, which ends the turn as for any call it refused."""
+        try:
+            await self.executor.recorder.settle(lead)
+        except StoreError as e:
+            self._run.store_error = self._run.store_error or e
+            return False
+        self._stored(lead.message)
+        return True
+
+    def _drop(self, lead: LeadMessage) -> None:
+        """The batch stopped early (cancelled): the lead carried by no write is not written now (none of its
+        calls was recorded, so none ran); one a write carried is in the history."""
+        self.executor.recorder.drop(lead)
+        if lead.written is not None and lead.written.done() and lead.written.exception() is None:
+            self._stored(lead.message)
+
+    def _stored(self, message: StoredMessage) -> None:
+        if self._history is not None:
+            self._history.append(message)
+        self._ends_with_user = message.role == "user"
+
     async def _append(self, role: str, content: list[dict[str, Any]], held: list[HeldFinal] | None = None) -> None:
         if not content:
             return
-        # Stored redacted, and sent so from now on (a reopened session sees the same history).
-        # A large block (a 50 MB fs_write's tool_use) is redacted on a worker thread, once: the executor
-        # then finds the same input's redaction in the redactor's memo.
-        redacted = await off_loop_when_large(content, redacted_blocks, self.executor.redactor, content)
-        message = StoredMessage(session_id=self.session.id, role=role, content=redacted)
+        message = await self._message(role, content)
         if held:  # durable with the message, then published: no result reaches anyone before its state
             try:
                 await self.store.append_message(message, [(h.record, e) for h in held for e in h.entries])
@@ -555,9 +589,7 @@ class AgentSession:
             self.executor.recorder.release(held)
         else:
             await self.store.append_message(message)
-        if self._history is not None:
-            self._history.append(message)
-        self._ends_with_user = role == "user"
+        self._stored(message)
 
     async def _answer_open_calls(self) -> None:
         """Give every tool_use of the last assistant message a tool_result, from the stored records."""

@@ -13,7 +13,7 @@ from . import _reasons as reasons
 from ._bus import EventBus
 from ._errors import StoreError
 from ._events import Event, StateChanged, ToolEnd, ToolError, ToolExecuted, ToolStart
-from ._messages import ToolCall, sealed_result
+from ._messages import StoredMessage, ToolCall, sealed_result
 from ._record import AuditEntry, Outcome, ToolCallRecord, ToolCallState
 from ._store import RecordStore
 from ._tool import ToolResult
@@ -32,6 +32,16 @@ class HeldFinal:
     then: list[Callable[[], None]] = field(default_factory=list)  # publishing that waits for the commit too
 
 
+@dataclass(slots=True)
+class LeadMessage:
+    """The model's message that asked for a batch of calls, written in one commit with the batch's first write
+    (before it in the chain): no call of the batch is durable, so none runs, before the message that asked for
+    it, and a step costs one commit less. `written` is set by the write that carries it."""
+
+    message: StoredMessage
+    written: asyncio.Future[None] | None = None
+
+
 class RecordWriter:
     """Moves records through their states: the executor's only way to change one."""
 
@@ -42,6 +52,33 @@ class RecordWriter:
         # A new record's PENDING entry rides along with its next transition (one commit, not two);
         # its events are published once both are durable.
         self._unsaved: dict[str, tuple[AuditEntry, list[Event]]] = {}
+        self._leads: dict[str, LeadMessage] = {}  # by session: the message its running batch's first write carries
+
+    def lead(self, message: StoredMessage) -> LeadMessage:
+        """Carry `message` with the first write of its session's next batch (see LeadMessage); `settle` it after."""
+        lead = LeadMessage(message)
+        self._leads[message.session_id] = lead
+        return lead
+
+    def drop(self, lead: LeadMessage) -> None:
+        """No later write carries `lead` (its batch is over)."""
+        if self._leads.get(lead.message.session_id) is lead:
+            del self._leads[lead.message.session_id]
+
+    async def settle(self, lead: LeadMessage) -> None:
+        """After the batch: the lead is durable (written here when no write of the batch carried it, as when each
+        call's result came back before any state of it was written). Raises StoreError when the store refused it."""
+        self.drop(lead)
+        if lead.written is None:
+            lead.written = asyncio.get_running_loop().create_future()
+            try:
+                await self.store.append_message(lead.message)
+            except BaseException as exc:
+                _settled(lead.written, exc)
+                raise
+            lead.written.set_result(None)
+            return
+        await asyncio.shield(lead.written)
 
     def create(self, record: ToolCallRecord, call: ToolCall) -> None:
         """Start the trail at PENDING; it is written with the record's next transition."""
@@ -61,10 +98,25 @@ class RecordWriter:
         self._unsaved.pop(record.id, None)
 
     async def persist(self, record: ToolCallRecord, entry: AuditEntry) -> None:
-        """Make `entry` (and a deferred PENDING entry) durable, then publish what waited for it."""
+        """Make `entry` (and a deferred PENDING entry) durable, then publish what waited for it. The first write of
+        a batch carries the batch's lead message (see LeadMessage); the others wait until it is durable, and
+        fail with it."""
+        lead = self._leads.get(record.session_id)
+        if lead is not None and lead.written is not None:
+            await asyncio.shield(lead.written)
+            lead = None
         deferred = self._unsaved.pop(record.id, None)
         try:
-            if deferred is None:
+            if lead is not None:
+                lead.written = asyncio.get_running_loop().create_future()
+                pairs = [(record, e) for e in ((deferred[0], entry) if deferred is not None else (entry,))]
+                try:
+                    await self.store.append_message(lead.message, pairs, first=True)
+                except BaseException as exc:
+                    _settled(lead.written, exc)
+                    raise
+                lead.written.set_result(None)
+            elif deferred is None:
                 await self.store.save_transition(record, entry)
             else:
                 # queued back to back, they land in the same group commit
@@ -196,6 +248,15 @@ class RecordWriter:
                                       state=record.state.value, outcome=outcome,
                                       duration_ms=record.duration_ms, sandbox=record.sandbox,
                                       approval=approval_of(record)))
+
+
+def _settled(fut: asyncio.Future[None], exc: BaseException) -> None:
+    """A lead's write failed: the calls waiting for it fail with the same error (a cancelled write: with a
+    StoreError that says so, since whether it committed is not known here)."""
+    if isinstance(exc, asyncio.CancelledError):
+        exc = StoreError("the write of the model's message was cancelled")
+    fut.set_exception(exc)
+    fut.exception()  # retrieved: a batch with no other call must not log it as never retrieved
 
 
 def _exit_code(record: ToolCallRecord) -> int | None:

@@ -56,9 +56,11 @@ class RecordStore(Protocol):
     async def list_sessions(self, project_id: str | None = None) -> list[SessionInfo]: ...
 
     async def append_message(self, message: StoredMessage,
-                             transitions: Sequence[tuple[ToolCallRecord, AuditEntry]] = ()) -> int:
+                             transitions: Sequence[tuple[ToolCallRecord, AuditEntry]] = (), *,
+                             first: bool = False) -> int:
         """Append `message`; with `transitions` (records and entries, as save_transition takes them), all of
-        them in the same commit, before it in the chain: durable together or not at all."""
+        them in the same commit, before it in the chain (after it with `first`): durable together or not at
+        all."""
 
     async def messages(self, session_id: str) -> list[StoredMessage]: ...
 
@@ -138,11 +140,19 @@ class MemoryStore:
         return [s for s in self.sessions.values() if project_id is None or s.project_id == project_id]
 
     async def append_message(self, message: StoredMessage,
-                             transitions: Sequence[tuple[ToolCallRecord, AuditEntry]] = ()) -> int:
-        for record, entry in transitions:
-            await self.save_transition(record, entry)
+                             transitions: Sequence[tuple[ToolCallRecord, AuditEntry]] = (), *,
+                             first: bool = False) -> int:
+        if self.fail_next is not None and first:
+            exc, self.fail_next = self.fail_next, None
+            raise exc
+        if not first:
+            for record, entry in transitions:
+                await self.save_transition(record, entry)
         message.id = len(self._messages) + 1
         self._messages.append(message)
+        if first:
+            for record, entry in transitions:
+                await self.save_transition(record, entry)
         return message.id
 
     async def messages(self, session_id: str) -> list[StoredMessage]:

@@ -313,8 +313,10 @@ class SqlStore:
                               describe=f"session {session.id} (its project {session.project_id} must be saved first)"))
 
     async def append_message(self, message: StoredMessage,
-                             transitions: Sequence[tuple[ToolCallRecord, AuditEntry]] = ()) -> int:
-        """Append `message` (and, in the same transaction before it, `transitions`: see RecordStore)."""
+                             transitions: Sequence[tuple[ToolCallRecord, AuditEntry]] = (), *,
+                             first: bool = False) -> int:
+        """Append `message` (and, in the same transaction before it or after it with `first`, `transitions`:
+        see RecordStore)."""
         stored = message
         if has_images(message):  # the bytes once in prompt_images, before the message that names them
             stored, rows = await asyncio.to_thread(split_images, message)
@@ -323,10 +325,10 @@ class SqlStore:
         op = Op("message", message_params(stored), describe=describe)
         if transitions:
             ops = [self._transition_op(record, entry) for record, entry in transitions]
-            results = await self._submit(Op("group", [*ops, op], describe=describe))
-            for (_, entry), (seq, h) in zip(transitions, results, strict=False):
+            results = await self._submit(Op("group", [op, *ops] if first else [*ops, op], describe=describe))
+            mid = results[0] if first else results[-1]
+            for (_, entry), (seq, h) in zip(transitions, results[1:] if first else results, strict=False):
                 entry.seq, entry.hash = seq, h
-            mid = results[-1]
         else:
             mid = await self._submit(op)
         message.id = mid
