@@ -32,12 +32,12 @@ async def echo(text: str) -> str:
     return text
 
 
-async def _turn(store: SqlStore, server, events: list) -> AgentSession:
+async def _turn(store: SqlStore, server, events: list, the_tool=echo) -> AgentSession:
     bus = EventBus(store)
     bus.on("*", events.append)
-    executor = Executor(ToolRegistry([echo]), PermissionPolicy("auto"), bus=bus, store=store)
+    executor = Executor(ToolRegistry([the_tool]), PermissionPolicy("auto"), bus=bus, store=store)
     model = AnthropicModelClient(api_key=server.api_key, base_url=server.url, max_retries=0)
-    session = await AgentSession.open(store=store, bus=bus, executor=executor, tools=[echo], model_client=model,
+    session = await AgentSession.open(store=store, bus=bus, executor=executor, tools=[the_tool], model_client=model,
                                       project=ProjectInfo(id="p1", name="demo", path="/tmp/demo"), sandbox=None)
     return session
 
@@ -186,11 +186,7 @@ async def test_no_call_runs_before_the_message_that_asked_for_it_is_on_disk(serv
                reply(text("done")))
     store = await SqlStore.open(db)
     try:
-        executor = Executor(ToolRegistry([look]), PermissionPolicy("auto"), bus=EventBus(store), store=store)
-        model = AnthropicModelClient(api_key=server.api_key, base_url=server.url, max_retries=0)
-        session = await AgentSession.open(store=store, bus=executor.bus, executor=executor, tools=[look],
-                                          model_client=model, project=ProjectInfo(id="p1", name="demo", path="/tmp"),
-                                          sandbox=None)
+        session = await _turn(store, server, [], look)
         assert (await session.send("look twice")).reason is TurnEnd.END_TURN
     finally:
         await store.close()
@@ -214,12 +210,7 @@ async def test_a_refused_model_message_runs_none_of_its_calls(server, tmp_path: 
     store = await SqlStore.open(db)
     events: list = []
     try:
-        bus = EventBus(store)
-        bus.on("*", events.append)
-        executor = Executor(ToolRegistry([mark]), PermissionPolicy("auto"), bus=bus, store=store)
-        model = AnthropicModelClient(api_key=server.api_key, base_url=server.url, max_retries=0)
-        session = await AgentSession.open(store=store, bus=bus, executor=executor, tools=[mark], model_client=model,
-                                          project=ProjectInfo(id="p1", name="demo", path="/tmp"), sandbox=None)
+        session = await _turn(store, server, events, mark)
         # The database refuses the model's message that asks for the calls (as a full disk or a constraint would).
         await store._run_in_writer(lambda conn: conn.exec_driver_sql(
             "CREATE TRIGGER refuse BEFORE INSERT ON messages WHEN NEW.role = 'assistant' "
