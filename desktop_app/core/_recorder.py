@@ -70,14 +70,7 @@ class RecordWriter:
         call's result came back before any state of it was written). Raises StoreError when the store refused it."""
         self.drop(lead)
         if lead.written is None:
-            lead.written = asyncio.get_running_loop().create_future()
-            try:
-                await self.store.append_message(lead.message)
-            except BaseException as exc:
-                _settled(lead.written, exc)
-                raise
-            lead.written.set_result(None)
-            return
+            lead.written = _outcome_of(asyncio.ensure_future(self.store.append_message(lead.message)))
         await asyncio.shield(lead.written)
 
     def create(self, record: ToolCallRecord, call: ToolCall) -> None:
@@ -108,14 +101,12 @@ class RecordWriter:
         deferred = self._unsaved.pop(record.id, None)
         try:
             if lead is not None:
-                lead.written = asyncio.get_running_loop().create_future()
+                # A task of its own, so a call cancelled while it writes leaves the write's outcome to the calls
+                # and the turn that wait for it (the writer goes on with it either way).
                 pairs = [(record, e) for e in ((deferred[0], entry) if deferred is not None else (entry,))]
-                try:
-                    await self.store.append_message(lead.message, pairs, first=True)
-                except BaseException as exc:
-                    _settled(lead.written, exc)
-                    raise
-                lead.written.set_result(None)
+                write = asyncio.ensure_future(self.store.append_message(lead.message, pairs, first=True))
+                lead.written = _outcome_of(write)
+                await asyncio.shield(write)
             elif deferred is None:
                 await self.store.save_transition(record, entry)
             else:
@@ -250,13 +241,23 @@ class RecordWriter:
                                       approval=approval_of(record)))
 
 
-def _settled(fut: asyncio.Future[None], exc: BaseException) -> None:
-    """A lead's write failed: the calls waiting for it fail with the same error (a cancelled write: with a
-    StoreError that says so, since whether it committed is not known here)."""
-    if isinstance(exc, asyncio.CancelledError):
-        exc = StoreError("the write of the model's message was cancelled")
-    fut.set_exception(exc)
-    fut.exception()  # retrieved: a batch with no other call must not log it as never retrieved
+def _outcome_of(write: asyncio.Future[int]) -> asyncio.Future[None]:
+    """A future that ends as the lead's `write` ends: done, or failed with its error (a StoreError when the write
+    itself was cancelled, as at shutdown: whether it committed is not known here). Its error is marked retrieved:
+    a batch with no other call must not have it logged as never retrieved."""
+    out: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def done(w: asyncio.Future[int]) -> None:
+        if w.cancelled():
+            out.set_exception(StoreError("the write of the model's message was cancelled"))
+        elif w.exception() is not None:
+            out.set_exception(w.exception())  # type: ignore[arg-type]
+        else:
+            out.set_result(None)
+        out.exception()
+
+    write.add_done_callback(done)
+    return out
 
 
 def _exit_code(record: ToolCallRecord) -> int | None:
