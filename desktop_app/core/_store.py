@@ -142,17 +142,16 @@ class MemoryStore:
     async def append_message(self, message: StoredMessage,
                              transitions: Sequence[tuple[ToolCallRecord, AuditEntry]] = (), *,
                              first: bool = False) -> int:
-        if self.fail_next is not None and first:
+        if self.fail_next is not None and first:  # all or nothing: refused before the message is kept
             exc, self.fail_next = self.fail_next, None
             raise exc
-        if not first:
-            for record, entry in transitions:
-                await self.save_transition(record, entry)
+        before, after = ((), transitions) if first else (transitions, ())
+        for record, entry in before:
+            await self.save_transition(record, entry)
         message.id = len(self._messages) + 1
         self._messages.append(message)
-        if first:
-            for record, entry in transitions:
-                await self.save_transition(record, entry)
+        for record, entry in after:
+            await self.save_transition(record, entry)
         return message.id
 
     async def messages(self, session_id: str) -> list[StoredMessage]:
