@@ -114,13 +114,14 @@ def test_the_tree_written_in_memory_is_the_tree_git_writes(tmp_path: Path) -> No
         lambda: (ws / "a" / "one.txt").write_bytes(b"x" * 2048),  # grew past the limit: out, and named
         lambda: ((ws / "new" / "deep" / "n.txt").unlink(), (ws / "new" / "deep").rmdir()),
     ]
-    for step in steps:
+    in_memory = 0  # steps taken the in-memory way, ahead of git's index (a slow step may go through git: its
+    for step in steps:  # second passed, as on a loaded CI machine; the trees must be the same either way)
         step()
-        pending = set(store._pending)
         cp = store.take()
+        in_memory += bool(store._pending)
         assert ShadowStore(tmp_path / "by-git", ws, max_file_bytes=1024).take().id == cp.id  # its own index
         assert store.take().id == cp.id  # taken again unchanged: the same (from the stat it keeps)
-    assert store._cache is not None and pending  # it went the in-memory way, ahead of git's index
+    assert store._cache is not None and in_memory  # the in-memory way was taken
     # a file git's index never had, checkpointed, then deleted: git names nothing, the desk still knows it
     ws2 = tmp_path / "ws2"
     (ws2 / "d").mkdir(parents=True)
