@@ -1,7 +1,8 @@
-"""`agent-desk network list|allow|revoke`: a project's network allowlist from the terminal. The person's list
-(the project's `network_allow` setting), their "for this project" answers (consent.json) and the repository's
-list (.agent-desk/network.toml, used once approved). Every change is saved with the project and told on the
-event log, both in the hash chain."""
+"""`agent-desk network list|mode|allow|revoke`: a project's network from the terminal, as the project settings'
+Network tab sets it in the window. The mode (off, allowlist, on), the person's list (the project's
+`network_allow` setting), their "for this project" answers (consent.json) and the repository's list
+(.agent-desk/network.toml, used once approved). Every change is saved with the project and told on the event
+log, both in the hash chain."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import asyncio
 import sys
 
 from ..core import ALLOWLIST_SETTING, ConfigError, ConsentKind, ErrorEvent, EventBus, NetworkAllowlist, ProjectInfo
-from ._common import EXIT_OK
+from ._common import EXIT_FAILED, EXIT_OK
 from ._db import project_of
+from ._run import ask
 
 _MODES = {False: "off", True: "on (full network)", "allowlist": "allowlist"}
+MODE_NAMES = {"off": False, "allowlist": "allowlist", "on": True}  # the command's words, the setting's values
 
 
 async def network_command(args: argparse.Namespace) -> int:
@@ -21,19 +24,51 @@ async def network_command(args: argparse.Namespace) -> int:
         if args.action == "list":
             await asyncio.to_thread(_print_list, project)
             return EXIT_OK
-        said = _allow(project, args.pattern) if args.action == "allow" else await _revoke(project, args.pattern)
-        await store.save_project(project)  # the project's row, with its list, goes into the chain
+        if args.action == "mode":
+            if args.mode is None:  # the mode alone, on stdout, in the command's words
+                print({v: k for k, v in MODE_NAMES.items()}.get(project.settings.get("network", False), "unknown"))
+                return EXIT_OK
+            said = _set_mode(project, args.mode, args.yes)
+            if said is None:
+                print("not changed: the project's network stays as it was.", file=sys.stderr)
+                return EXIT_FAILED
+            subject = args.mode
+        else:
+            said = _allow(project, args.pattern) if args.action == "allow" else await _revoke(project, args.pattern)
+            subject = args.pattern
+        await store.save_project(project)  # the project's row, with its settings, goes into the chain
         bus = await EventBus.open(store)
         bus.publish(ErrorEvent(source="network", severity="info", phase="system",
-                               message=f"network {args.action} {args.pattern} in {project.name} "
+                               message=f"network {args.action} {subject} in {project.name} "
                                        f"(agent-desk network {args.action}): {said}"))
         await store.flush()
-    print(f"{'allowed' if args.action == 'allow' else 'revoked'}: {said}", file=sys.stderr)
+    done = {"allow": "allowed", "revoke": "revoked", "mode": "set"}[args.action]
+    print(f"{done}: {said}", file=sys.stderr)
     mode = project.settings.get("network", False)
-    if mode != "allowlist":
+    if args.action == "mode" and mode == "allowlist" and not project.settings.get(ALLOWLIST_SETTING):
+        print("note: your list is empty: every destination asks while a call runs (refused where nobody can be "
+              "asked); `agent-desk network allow PATTERN` adds one", file=sys.stderr)
+    elif args.action != "mode" and mode != "allowlist":
         print(f"note: the project's network is {_MODES.get(mode, mode)}; the list applies in the allowlist mode "
-              "(the project settings' Network)", file=sys.stderr)
+              "(`agent-desk network mode allowlist`, or the project settings' Network)", file=sys.stderr)
     return EXIT_OK
+
+
+def _set_mode(project: ProjectInfo, word: str, yes: bool) -> str | None:
+    """Set the project's network mode; None when the person declined the full network. The allowlist mode with
+    a malformed list is refused (the setting's own error, nothing saved): the sandbox would have no network."""
+    value = MODE_NAMES[word]
+    before = project.settings.get("network", False)
+    if value == before:
+        return f"the project's network was already {_MODES[value]}"
+    if value == "allowlist":
+        NetworkAllowlist.parse(project.settings.get(ALLOWLIST_SETTING) or [])
+    if value is True and not yes and ask(
+            "Give this project's sandbox the full network (no list, no asking, connections not recorded)? "
+            "[y/N] ").strip().lower() not in ("y", "yes"):
+        return None
+    project.settings = {**project.settings, "network": value}
+    return f"the project's network is {_MODES[value]} (was {_MODES.get(before, before)}); its next sandbox uses it"
 
 
 def _print_list(project: ProjectInfo) -> None:

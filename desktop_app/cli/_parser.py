@@ -265,11 +265,17 @@ def _add_hooks(sub: _Sub) -> None:
 
 
 def _add_network(sub: _Sub) -> None:
-    net = sub.add("network", help="a project's network allowlist: list it, allow a domain, revoke one (your list "
-                  "and your 'for this project' answers; the repository's list goes through consent)")
+    net = sub.add("network", help="a project's network: its mode (off, allowlist, on), its allowlist: list it, "
+                  "allow a domain, revoke one (your list and your 'for this project' answers; the repository's list "
+                  "goes through consent)")
     nsub = _Sub(net.add_subparsers(dest="action", required=True, metavar="ACTION"), sub.common)
     nl = nsub.add("list", help="your list, your answers and the repository's list (with its consent)")
     _dir_arg(nl.add_argument("--project", default=".", help="the project folder (default: here)"))
+    nm = nsub.add("mode", help="show or set the project's network: off (none), allowlist (only what is listed, "
+                  "through the desk's proxy; anything else asks) or on (the full network)")
+    nm.add_argument("mode", nargs="?", choices=("off", "allowlist", "on"), help="the mode to set (none: print it)")
+    _dir_arg(nm.add_argument("--project", default=".", help="the project folder (default: here)"))
+    nm.add_argument("--yes", action="store_true", help="set `on` without asking")
     for action, text in (("allow", "add a pattern to your list (pypi.org, *.example.org:443, 10.0.0.5, @python)"),
                          ("revoke", "take a pattern out of your list and your answers (host or host:port)")):
         sp = nsub.add(action, help=text)
