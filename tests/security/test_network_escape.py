@@ -126,6 +126,27 @@ async def test_through_the_proxy_only_what_it_resolved(sandbox: DockerSandbox, s
     assert all(c.bytes_up == 0 and c.bytes_down == 0 and c.address in ("", "127.0.0.1") for c in refused)
 
 
+@pytest.mark.docker
+async def test_a_stopped_proxy_leaves_no_way_out_and_says_so(sandbox: DockerSandbox, servers: LocalServers) -> None:
+    """The desk's proxy stops while the container runs (a desk closed over a kept container): every connection is
+    answered 502, saying why, and none goes anywhere else; a proxy listening again in the same folder (the next
+    desk) is the way out again."""
+    assert sandbox.egress is not None
+    h, s = servers.http_port, servers.https_port
+    assert (await _client(sandbox, "https", "good.test", s)).startswith("status 200")
+    await sandbox.egress.close(keep_folder=True)
+    for mode, host, port in (("https", "good.test", s), ("http", "good.test", h), ("https", "127.0.0.1", s),
+                             ("http", "elsewhere.test", 80)):
+        said = await _client(sandbox, mode, host, port)
+        assert said.startswith("status 502"), (mode, host, said)
+        if mode == "https":  # the CONNECT's refusal, with its text
+            assert "the desk's network proxy is not running" in said, said
+    assert (await _client(sandbox, "direct", "127.0.0.1", h)).startswith("error")  # still no route of its own
+    await sandbox.egress.start()
+    assert (await _client(sandbox, "https", "good.test", s)).startswith("status 200")
+    assert (await _client(sandbox, "http", "good.test", h)).startswith("status 200")
+
+
 @pytest.mark.parametrize("host", ["localhost", "127.1", "2130706433", "0x7f000001", "0177.0.0.1", "0.0.0.0",
                                   "ip6-localhost", "127.0.0.1.nip.io.invalid"])
 async def test_numeric_and_local_names_are_not_a_way_around(host: str) -> None:

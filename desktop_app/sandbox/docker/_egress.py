@@ -53,12 +53,29 @@ def pipe(a, b):
             b.shutdown(socket.SHUT_WR)
         except OSError:
             pass
+DOWN = ("agent-desk: the desk's network proxy is not running ({{}}): this sandbox has no way out until the desk "
+        "runs again\\n")
+def refuse(c, why):
+    # the request is read first, so the answer is not lost to a reset; then the client's end is awaited
+    body = DOWN.format(why).encode()
+    try:
+        c.settimeout(5)
+        c.recv(65536)
+        c.sendall(b"HTTP/1.1 502 Bad Gateway\\r\\nContent-Type: text/plain; charset=utf-8\\r\\nContent-Length: "
+                  + str(len(body)).encode() + b"\\r\\nX-Agent-Desk-Proxy: down\\r\\nConnection: close\\r\\n\\r\\n" + body)
+        c.shutdown(socket.SHUT_WR)
+        while c.recv(65536):
+            pass
+    except OSError:
+        pass
+    c.close()
 def serve(c):
     u = socket.socket(socket.AF_UNIX)
     try:
         u.connect(SOCK)
-    except OSError:
-        c.close()
+    except OSError as e:
+        u.close()
+        refuse(c, e.strerror or type(e).__name__)
         return
     t = threading.Thread(target=pipe, args=(u, c), daemon=True)
     t.start()
