@@ -61,8 +61,9 @@ def refuse(c, why):
     try:
         c.settimeout(5)
         c.recv(65536)
-        c.sendall(b"HTTP/1.1 502 Bad Gateway\\r\\nContent-Type: text/plain; charset=utf-8\\r\\nContent-Length: "
-                  + str(len(body)).encode() + b"\\r\\nX-Agent-Desk-Proxy: down\\r\\nConnection: close\\r\\n\\r\\n" + body)
+        head = ("HTTP/1.1 502 Bad Gateway\\r\\nContent-Type: text/plain; charset=utf-8\\r\\n"
+                "X-Agent-Desk-Proxy: down\\r\\nConnection: close\\r\\nContent-Length: " + str(len(body)))
+        c.sendall(head.encode() + b"\\r\\n\\r\\n" + body)
         c.shutdown(socket.SHUT_WR)
         while c.recv(65536):
             pass
