@@ -69,6 +69,10 @@ class NetPattern:
         if bracket or ":" in host:
             raise _bad(text, "not an address")
         if not (_DOMAIN.match(host) or _SINGLE.match(host)):
+            if host in ("*", "*.") or (host.startswith("*.") and _SINGLE.match(host[2:])):
+                over = "everything" if host in ("*", "*.") else f"every site under .{host[2:]}"
+                raise _bad(text, f"a wildcard over {over} (a list names sites: *.example.org for one of them and "
+                                 "its subdomains; the network mode `on` is the whole network)")
             raise _bad(text, "not a domain name (letters, digits, hyphens, dots; * only as the first label)")
         return cls(host, ports)
 

@@ -47,6 +47,15 @@ def test_a_malformed_pattern_names_the_setting(bad: object) -> None:
     assert "network_allow" in err.value.user_message()
 
 
+@pytest.mark.parametrize(("bad", "said"), [("*", "a wildcard over everything"), ("*.", "a wildcard over everything"),
+                                           ("*.com", "every site under .com"), ("*.ORG:443", "every site under .org")])
+def test_a_wildcard_over_everything_or_a_top_level_domain_says_so(bad: str, said: str) -> None:
+    """Not "not a domain name": the shape is a wildcard's; what it would admit is why it is refused."""
+    with pytest.raises(ConfigError) as err:
+        NetworkAllowlist.parse([bad])
+    assert said in err.value.user_message() and "network mode `on`" in err.value.user_message()
+
+
 def test_the_setting_is_a_list() -> None:
     with pytest.raises(ConfigError, match="network_allow"):
         NetworkAllowlist.parse("pypi.org")
