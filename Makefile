@@ -54,7 +54,7 @@ package: $(STAMP) deb-tools
 # (binutils), lintian, desktop-file-validate, and Debian's python3 with its venv module and shared libpython
 # (the bundle's interpreter: its prefix is /usr, no path of this machine).
 DEB_TOOLS := dpkg binutils lintian desktop-file-utils python3-venv \
-	$(shell /usr/bin/python3 -c 'import sysconfig; print("lib" + sysconfig.get_config_var("LDLIBRARY").removesuffix(".so"))' 2>/dev/null)
+	$(shell /usr/bin/python3 -c 'import sysconfig; print("libpython" + sysconfig.get_config_var("LDVERSION"))' 2>/dev/null)
 deb-tools:
 	@( for t in dpkg-deb readelf strip lintian desktop-file-validate; do command -v $$t >/dev/null || exit 1; done; \
 	   /usr/bin/python3 -c 'import ensurepip, sysconfig, pathlib, sys; \
