@@ -136,14 +136,15 @@ def test_network_mode_allowlist_refuses_a_malformed_list_and_keeps_the_mode(desk
         store = await open_store(db)  # the desk's own store (its signer), as a hand-edited older desk's would be
         try:
             [info] = await store.list_projects()
-            info.settings = {**info.settings, "network_allow": ["pypi.org", "exa mple.org"]}
+            info.settings = {**info.settings, "network": None, "network_allow": ["pypi.org", "exa mple.org"]}
             await store.save_project(info)
         finally:
             await store.close()
 
     asyncio.run(hand_edit())
+    assert _run(capsys, "network", "mode", *where)[1] == "off\n"  # a null mode is off, as the sandbox reads it
     code, _, err = _run(capsys, "network", "mode", "allowlist", *where)
     assert code == EXIT_USAGE and "network_allow" in err and "exa mple.org" in err and "Traceback" not in err
     assert _run(capsys, "network", "mode", *where)[1] == "off\n"
     settings, events, verified = _settings(db)
-    assert settings.get("network", False) is False and events == [] and verified
+    assert settings.get("network") is None and events == [] and verified

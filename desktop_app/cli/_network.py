@@ -26,7 +26,7 @@ async def network_command(args: argparse.Namespace) -> int:
             return EXIT_OK
         if args.action == "mode":
             if args.mode is None:  # the mode alone, on stdout, in the command's words
-                print({v: k for k, v in MODE_NAMES.items()}.get(project.settings.get("network", False), "unknown"))
+                print({v: k for k, v in MODE_NAMES.items()}.get(_mode_of(project), "unknown"))
                 return EXIT_OK
             said = _set_mode(project, args.mode, args.yes)
             if said is None:
@@ -44,7 +44,7 @@ async def network_command(args: argparse.Namespace) -> int:
         await store.flush()
     done = {"allow": "allowed", "revoke": "revoked", "mode": "set"}[args.action]
     print(f"{done}: {said}", file=sys.stderr)
-    mode = project.settings.get("network", False)
+    mode = _mode_of(project)
     if args.action == "mode" and mode == "allowlist" and not project.settings.get(ALLOWLIST_SETTING):
         print("note: your list is empty: every destination asks while a call runs (refused where nobody can be "
               "asked); `agent-desk network allow PATTERN` adds one", file=sys.stderr)
@@ -54,11 +54,17 @@ async def network_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _mode_of(project: ProjectInfo) -> object:
+    """The stored mode, a missing or null one being off (as the sandbox reads it)."""
+    mode = project.settings.get("network")
+    return False if mode is None else mode
+
+
 def _set_mode(project: ProjectInfo, word: str, yes: bool) -> str | None:
     """Set the project's network mode; None when the person declined the full network. The allowlist mode with
     a malformed list is refused (the setting's own error, nothing saved): the sandbox would have no network."""
     value = MODE_NAMES[word]
-    before = project.settings.get("network", False)
+    before = _mode_of(project)
     if value == before:
         return f"the project's network was already {_MODES[value]}"
     if value == "allowlist":
@@ -74,7 +80,7 @@ def _set_mode(project: ProjectInfo, word: str, yes: bool) -> str | None:
 def _print_list(project: ProjectInfo) -> None:
     from ..runtime import NETWORK_FILE, answered_patterns, consents
 
-    mode = project.settings.get("network", False)
+    mode = _mode_of(project)
     print(f"{project.path}: network {_MODES.get(mode, mode)}", file=sys.stderr)
     for entry in project.settings.get(ALLOWLIST_SETTING) or []:
         print(f"yours\t{entry}")
