@@ -94,7 +94,8 @@ test-fast: $(STAMP) postgres-tools
 test-floors: remote-tools engine
 	.ci/floors
 
-bench: $(STAMP) engine
+# The figures need the engine and its images, and PostgreSQL's programs for bench_store_pg's server.
+bench: $(STAMP) engine postgres-tools
 	QT_QPA_PLATFORM=offscreen $(PY) -m benchmarks
 
 lint: $(STAMP)
