@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
 .PHONY: run test test-fast bench lint engine images package deb-tools clean keyring-deps test-floors postgres-tools \
-	rootless-deps remote-tools
+	rootless-deps remote-tools bench-tools
 
 $(PY):
 	@test -n "$(PYTHON)" || { echo "error: Python >=3.11,<3.14 is needed (qasync breaks on 3.14)"; exit 1; }
@@ -95,7 +95,15 @@ test-floors: remote-tools engine
 	.ci/floors
 
 # The figures need the engine and its images, and PostgreSQL's programs for bench_store_pg's server.
-bench: $(STAMP) engine postgres-tools
+# The proxy benchmark's yardsticks in C (benchmarks/bench_proxy.py): a figure each when installed, none otherwise.
+bench-tools:
+	@command -v socat >/dev/null && command -v tinyproxy >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then apt-get update -q >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends socat tinyproxy-bin >/dev/null \
+	    || echo "bench-tools: socat and tinyproxy-bin did not install: the proxy benchmark has no yardsticks"; \
+	  else echo "bench-tools: install socat and tinyproxy for the proxy benchmark's yardsticks"; fi; }
+
+bench: $(STAMP) engine postgres-tools bench-tools
 	QT_QPA_PLATFORM=offscreen $(PY) -m benchmarks
 
 lint: $(STAMP)
