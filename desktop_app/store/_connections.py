@@ -15,6 +15,7 @@ from sqlalchemy.pool import NullPool, QueuePool
 
 from desktop_app.core import StoreError
 
+from ._checkpoint import WRITER_AUTOCHECKPOINT_PAGES
 from ._db_errors import driver_missing, safe_url
 
 _PRAGMA_NAME = re.compile(r"^[a-z_]+$")
@@ -115,6 +116,8 @@ def make_engine(
         cur.execute("PRAGMA journal_mode = WAL")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.execute("PRAGMA synchronous = NORMAL")
+        if writer:  # its checkpoints are the Checkpointer's; this one only if that falls behind
+            cur.execute(f"PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}")
         for name, value in extra.items():
             cur.execute(f"PRAGMA {name} = {value}")
         cur.close()

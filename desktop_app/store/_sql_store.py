@@ -29,6 +29,7 @@ from desktop_app.core import (
 )
 
 from ._charts import ChartData, chart_data
+from ._checkpoint import Checkpointer
 from ._connections import make_engine, to_url
 from ._db_errors import postgres_error, safe_url, sqlite_open_error
 from ._export import FORMATS, write_records
@@ -195,6 +196,9 @@ class SqlStore:
                                u.render_as_string(hide_password=True))
         notary = HeadNotary(signer, identity) if signer is not None else None  # audit-keys
         writer = Writer(write_engine, head, ErrorTranslator(where, busy_timeout_ms, dialect, url), notary)
+        if dialect == "sqlite" and u.database and u.database != ":memory:" and not u.database.startswith("file:"):
+            writer.checkpointer = Checkpointer(Path(u.database), busy_timeout_ms)
+            writer.checkpointer.start()
         writer.start()
         store = cls(url, writer, read_engine, reader_threads, where)
         store._signer, store._identity = signer, identity
@@ -216,6 +220,8 @@ class SqlStore:
         await asyncio.to_thread(self._writer.join)
         await asyncio.to_thread(self._readers.shutdown, True)
         self._read_engine.dispose()
+        if self._writer.checkpointer is not None:
+            await asyncio.to_thread(self._writer.checkpointer.close)
 
     # plumbing -------------------------------------------------------------------------------------
     def _check_open(self) -> None:

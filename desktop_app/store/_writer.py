@@ -22,6 +22,7 @@ from sqlmodel import SQLModel
 
 from desktop_app.core import AuditEntry, Channel, Envelope, StoreError
 
+from ._checkpoint import Checkpointer
 from ._db_errors import postgres_error
 from ._tables import (
     AuditEntryRow,
@@ -201,6 +202,7 @@ class Writer(threading.Thread):
         self._failed_lock = threading.Lock()
         self.notary = notary  # audit-keys: signs each commit's head, writes the witness (None: unsigned)
         self.desk = notary.signer.key_id if notary is not None else ""  # named in each entry it writes
+        self.checkpointer: Checkpointer | None = None  # SQLite: moves the log into the file beside this thread
 
     # thread body ----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -270,6 +272,8 @@ class Writer(threading.Thread):
         writes = [op for op in ops if op.kind not in ("flush", "stop")]
         if writes:
             self._write_or_split(conn, writes, pend)
+            if self.checkpointer is not None:
+                self.checkpointer.nudge()
         for op in ops:
             if op.kind == "flush" and op.waiter is not None:
                 pend.append((op.waiter, self._flush_error(op), None))
