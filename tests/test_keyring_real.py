@@ -107,9 +107,12 @@ class Desktop:
         self.env["DBUS_SESSION_BUS_ADDRESS"] = address
         return proc
 
-    def start_keyring(self, password: str = PASSWORD) -> None:
+    def start_keyring(self, password: str = PASSWORD, *, unlocks: bool = True) -> None:
         """gnome-keyring-daemon's secrets component, its login keyring unlocked (made on first use) with
-        `password` read on stdin; returns once the Secret Service answers on the bus."""
+        `password` read on stdin; returns once the Secret Service answers on the bus with its default collection
+        there and unlocked (the daemon answers before it has made the login keyring: keyring's backend would
+        then ask to create a collection, a prompt that no display can show, and fall back). `unlocks=False`: a
+        password that does not open it: returns once the collection is there, locked."""
         self.daemon = subprocess.Popen(
             ["gnome-keyring-daemon", "--foreground", "--unlock", "--components=secrets"],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env,
@@ -117,16 +120,21 @@ class Desktop:
         self.daemon.stdin.write(password.encode())
         self.daemon.stdin.close()
         deadline = time.monotonic() + 30
-        while not self._service_up():
+        while self._login_keyring() != ("unlocked" if unlocks else "locked"):
             assert self.daemon.poll() is None, "gnome-keyring-daemon exited"
-            assert time.monotonic() < deadline, "the Secret Service never answered"
+            assert time.monotonic() < deadline, "the Secret Service never answered with its login keyring"
             time.sleep(0.1)
 
-    def _service_up(self) -> bool:
-        out = self.python("import secretstorage as s, contextlib\n"
-                          "with contextlib.closing(s.dbus_init()) as c:\n"
-                          "    print(s.check_service_availability(c))", check=False)
-        return out.strip() == "True"
+    def _login_keyring(self) -> str:
+        """"unlocked" or "locked": the default collection (the one keyring's backend uses) as the Secret Service
+        answers; "" while there is no service or no such collection yet."""
+        return self.python("import secretstorage as s, contextlib\n"
+                           "with contextlib.closing(s.dbus_init()) as c:\n"
+                           "    try:\n"
+                           "        up = s.check_service_availability(c) and s.Collection(c)\n"
+                           "        print(('locked' if up.is_locked() else 'unlocked') if up else '')\n"
+                           "    except s.exceptions.SecretStorageException:\n"
+                           "        print('')", check=False).strip()
 
     def stop_keyring(self) -> None:
         if self.daemon is not None:
@@ -263,7 +271,7 @@ def test_a_locked_keyring_falls_back_quickly_and_keeps_the_key_private(desktop, 
 def test_a_wrong_password_leaves_the_keyring_locked_and_the_key_out_of_it(desktop, monkeypatch):
     desktop.start_keyring()
     desktop.stop_keyring()  # the login keyring now exists, made with PASSWORD
-    desktop.start_keyring(password="not the password")
+    desktop.start_keyring(password="not the password", unlocks=False)
     with desktop.in_process(monkeypatch):
         assert store_api_key(Settings.load(), API_KEY) == "settings"
     assert json.loads(desktop.python(READ_BACK))[0] == "settings"
