@@ -36,7 +36,7 @@ class Checkpointer(threading.Thread):
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
         self._wake = threading.Event()
-        self._closing = False
+        self._closing = threading.Event()
         self.runs = 0  # checkpoints made
         self.last: tuple[int, int, int] | None = None  # (busy, frames in the log, frames checkpointed)
         self.failed = ""  # the last checkpoint's error, if it failed
@@ -45,7 +45,7 @@ class Checkpointer(threading.Thread):
         self._wake.set()
 
     def close(self) -> None:
-        self._closing = True
+        self._closing.set()
         self._wake.set()
         if self.is_alive():
             self.join()
@@ -61,13 +61,11 @@ class Checkpointer(threading.Thread):
             last = 0.0
             while True:
                 self._wake.wait()
-                if self._closing:
-                    return
                 wait = last + INTERVAL_S - time.monotonic()
-                if wait > 0:  # the commits of the next moment ride along
-                    time.sleep(wait)
-                    if self._closing:
-                        return
+                # the commits of the next moment ride along; a close ends the wait (the last connection to
+                # close does the final checkpoint itself)
+                if self._closing.wait(wait) if wait > 0 else self._closing.is_set():
+                    return
                 self._wake.clear()
                 self._checkpoint(con)
                 last = time.monotonic()
