@@ -9,6 +9,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -151,3 +152,24 @@ async def _check_burst(db: Path, ran: set[int], requests: list[RecordedRequest],
     assert stored <= completed, f"{where}: results stored without their state: {sorted(stored - completed)}"
     assert stored >= told, where
     assert len(told) >= BURST_WIDTH * (len(requests) - 1), where  # each request after the first answers a step
+
+
+def test_a_request_cut_before_its_body_arrived_never_reached_the_model() -> None:
+    """The burst's kill can land while the SDK sends a request: its head arrives and its body never does. That
+    request reached no model (a real server would not answer it), so the loopback server records none: the
+    burst's count of answered steps is of whole requests only."""
+    body = b'{"model": "claude-sonnet-4-6", "messages": []}'
+    with AnthropicServer([reply(text("hello"))]) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        head = (f"POST /v1/messages HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nx-api-key: {server.api_key}\r\n\r\n").encode()
+        for sent in (head, head + body[:10]):  # nothing of the body, then part of it
+            with socket.create_connection((host, int(port.rstrip("/")))) as sock:
+                sock.sendall(sent)
+                sock.shutdown(socket.SHUT_WR)  # the sender is gone
+                assert sock.recv(1024) == b""  # no answer: the server closed the connection
+        assert server.requests == []
+        with socket.create_connection((host, int(port.rstrip("/")))) as sock:  # a whole one is recorded
+            sock.sendall(head + body)
+            assert sock.recv(1024).startswith(b"HTTP/1.1 200")
+        assert [r.body for r in server.requests] == [json.loads(body)]
