@@ -5,10 +5,10 @@ most 1.3x direct), `proxy_connect_p50_ms`, a CONNECT to a listed name answered (
 while a 1 MB download goes through it from another thread, as the sandbox's would (over 20 ms: the proxy should
 have its own thread's loop).
 
-Two yardsticks in C, measured in the same interleaved rounds when installed (`make bench` installs them): a
-CONNECT proxy, tinyproxy (`proxy_ref_tinyproxy_ratio`), and a plain TCP forwarder with a 1 MB buffer and no
-CONNECT at all, socat (`proxy_ref_socat_ratio`), each through vs direct in rounds of its own after the desk's:
-what this machine's loopback costs any program in between, so a ratio over the target reads against them.
+Two yardsticks in C, measured in the same run when installed (`make bench` installs them): a CONNECT proxy,
+tinyproxy (`proxy_ref_tinyproxy_ratio`), and a plain TCP forwarder with a 1 MB buffer and no CONNECT at all,
+socat (`proxy_ref_socat_ratio`), each through vs direct in interleaved rounds of its own after the desk's: what
+this machine's loopback costs any program in between, so a ratio over the target reads against them.
 Local servers and the test resolver only: nothing leaves the machine."""
 
 from __future__ import annotations
