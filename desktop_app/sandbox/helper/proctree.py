@@ -249,7 +249,9 @@ class Tracker:
 
     def kill(self, cookie=None, everything=False, grace=0.0):
         """SIGTERM (when `grace`), then SIGKILL rounds until nothing of the run is left (a fork loop keeps
-        making more). Returns what was found first: [{pid, command, started_by}]."""
+        making more), seen twice: a process killed during a look may have forked just before it died, after
+        that look listed /proc, so its child was not in it; the dead fork no more, so a second look that finds
+        nothing is final. Returns what was found first: [{pid, command, started_by}]."""
         self.seen = self.last_pid()  # before the look: what starts during it is newer, and looked at later
         first = self.targets(cookie, everything)
         found = self.describe(first)
@@ -259,10 +261,15 @@ class Tracker:
             deadline = time.monotonic() + grace
             while time.monotonic() < deadline and self.targets(cookie, everything):
                 time.sleep(0.02)
-        pids = first
+        pids, confirmed = first, not first
         for _ in range(SWEEP_ROUNDS):
             if not pids:
-                break
+                if confirmed:
+                    break
+                confirmed = True
+                pids = self.targets(cookie, everything)
+                continue
+            confirmed = False
             self._note(self.describe([p for p in pids if self._unnamed(p)]))
             self.signal(pids, signal.SIGKILL)
             pids = self.targets(cookie, everything)

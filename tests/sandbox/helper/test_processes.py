@@ -97,3 +97,25 @@ def test_marshal_requests_are_served_and_a_broken_one_ends_the_stream(tmp_path: 
     answers = {m["id"]: m for m in map(json.loads, out.getvalue().splitlines()[1:])}
     assert answers[7]["ok"] and answers[7]["result"]["type"] == "dir"
     assert answers[8]["ok"] and "version" in answers[8]["result"]
+
+
+def test_a_child_forked_as_its_parent_died_during_a_look_is_killed_by_the_next_look() -> None:
+    """A kill round's look lists /proc, then reads each process: a daemon's shell SIGKILLed a moment before
+    can fork after the listing and die before its own read, so that look finds nothing, and its child (still
+    carrying the shell's command line until it execs) was in no listing (a CI failure: `ps` showed it after
+    the command). The sweep ends only on a second look that finds nothing; a look that finds nothing first
+    kills nothing and looks no more."""
+    from desktop_app.sandbox.helper import proctree
+
+    tracker = proctree.Tracker(container=False)
+    looks = [[101], [], [102], [], []]  # the shell; nothing (it died, its child unlisted); the child; nothing
+    killed: list[int] = []
+    tracker.targets = lambda cookie=None, everything=False: looks.pop(0)
+    tracker.signal = lambda pids, sig: killed.extend(pids)
+    tracker.describe = lambda pids: [{"pid": p, "command": "sh", "started_by": ""} for p in pids]
+    tracker.kill("run")
+    assert killed == [101, 102]
+    assert looks == []  # after the child's kill: a look that found nothing and one more to confirm it, no more
+    looks[:] = [[], [203]]
+    tracker.kill("run")
+    assert looks == [[203]] and killed == [101, 102]  # nothing found at first: nothing killed, one look
