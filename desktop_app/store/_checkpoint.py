@@ -61,12 +61,15 @@ class Checkpointer(threading.Thread):
             last = 0.0
             while True:
                 self._wake.wait()
+                # cleared before `_closing` is looked at: a close (which sets `_closing`, then `_wake`) at any
+                # moment after this is seen below or wakes the next round. Cleared after the look, a close
+                # landing between the two was lost and the thread slept on, its join with it (a hang in CI).
+                self._wake.clear()
                 wait = last + INTERVAL_S - time.monotonic()
                 # the commits of the next moment ride along; a close ends the wait (the last connection to
                 # close does the final checkpoint itself)
                 if self._closing.wait(wait) if wait > 0 else self._closing.is_set():
                     return
-                self._wake.clear()
                 self._checkpoint(con)
                 last = time.monotonic()
         finally:

@@ -9,6 +9,7 @@ import logging
 import os
 import shutil
 import sqlite3
+import threading
 from pathlib import Path
 
 from desktop_app.core import Outcome, ToolCallRecord, ToolCallState
@@ -86,3 +87,31 @@ async def test_a_checkpointer_that_cannot_open_the_file_says_so_and_the_writes_g
         assert (await store.verify()).count == 60
     finally:
         await store.close()
+
+
+def test_a_close_that_lands_as_a_round_ends_its_wait_still_ends_the_thread(tmp_path: Path):
+    """close() between the round's timed wait running out and the rest of the round: the thread still ends
+    (the wake close gives was once cleared by that round, and the thread slept on with its join: a CI hang)."""
+    with sqlite3.connect(tmp_path / "audit.db") as con:
+        con.execute("PRAGMA journal_mode=WAL")
+    cp = Checkpointer(tmp_path / "audit.db", busy_timeout_ms=100)
+
+    class CloseAsTheWaitEnds(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            ended = super().wait(timeout)
+            if timeout is not None and not ended:  # the round's wait ran out: close() lands now
+                self.set()
+                cp._wake.set()
+            return ended
+
+    cp._closing = CloseAsTheWaitEnds()
+    cp.start()
+    cp.nudge()  # the first round checkpoints at once
+    for _ in range(200):
+        if cp.runs:
+            break
+        threading.Event().wait(0.01)
+    assert cp.runs == 1
+    cp.nudge()  # the second waits out the interval, and the close lands as it ends
+    cp.join(5)
+    assert not cp.is_alive(), "the close was lost: the thread sleeps on"
