@@ -8,7 +8,9 @@ that `report()`s several figures and collects each one's samples. A `report()` o
 
 from __future__ import annotations
 
+import gc
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -58,3 +60,24 @@ def measure(name: str, unit: str, fn: Callable[[], float], runs: int = 5) -> flo
 
 def p50(samples: list[float]) -> float:
     return statistics.median(samples)
+
+
+class GcPauses:
+    """The collector's pauses (ms) while it is entered, from gc.callbacks."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+        self._t0 = 0.0
+
+    def _callback(self, phase: str, _info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.pauses.append((time.perf_counter() - self._t0) * 1000.0)
+
+    def __enter__(self) -> GcPauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._callback)

@@ -14,7 +14,6 @@ request building and SSE parsing count as overhead too.
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import subprocess
 import sys
@@ -106,27 +105,6 @@ def _model_server(turns: int) -> tuple[subprocess.Popen, str, str]:
     return proc, url, key
 
 
-class _GcPauses:
-    """The collector's pauses (ms) while it is entered, from gc.callbacks."""
-
-    def __init__(self) -> None:
-        self.pauses: list[float] = []
-        self._t0 = 0.0
-
-    def _callback(self, phase: str, _info: dict) -> None:
-        if phase == "start":
-            self._t0 = time.perf_counter()
-        else:
-            self.pauses.append((time.perf_counter() - self._t0) * 1000.0)
-
-    def __enter__(self) -> _GcPauses:
-        gc.callbacks.append(self._callback)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        gc.callbacks.remove(self._callback)
-
-
 class _LoopLag:
     """The worst lateness (ms) of a 5 ms timer on the event loop while it runs."""
 
@@ -184,6 +162,7 @@ async def _concurrent(tmp: Path, client) -> tuple[float, float, float, list[floa
     """(one turn alone s, all four at once s, worst loop lag ms while the four run, the GC's pauses then ms, the
     loop thread's CPU time per step then ms: the loop's own work, whatever else loads the machine).
     After the warm-up turn the collector is settled as the desk settles it after start-up."""
+    from benchmarks._util import GcPauses
     from desktop_app.core import EventBus
     from desktop_app.runtime import collect_between_turns, settle_after_startup
     from desktop_app.runtime._gc import unsettle
@@ -204,7 +183,7 @@ async def _concurrent(tmp: Path, client) -> tuple[float, float, float, list[floa
         t0 = time.perf_counter()
         alone = await sessions[0].send("run it")
         alone_s = time.perf_counter() - t0
-        with _LoopLag() as lag, _GcPauses() as pauses:
+        with _LoopLag() as lag, GcPauses() as pauses:
             t0, cpu0 = time.perf_counter(), time.thread_time()
             together = await asyncio.gather(*(s.send("run it") for s in sessions))
             together_s, cpu_s = time.perf_counter() - t0, time.thread_time() - cpu0

@@ -78,6 +78,13 @@ class _Card:
     full: bool = False  # the whole output shown, not its head and tail
 
 
+def _take_record(card: _Card, rec: ToolCallRecord) -> None:
+    """The card takes the call's full record: its state and duration with it."""
+    card.record = rec
+    card.state = rec.state.value
+    card.duration = format_duration(rec.duration_ms) or card.duration
+
+
 def input_summary(data: dict[str, Any] | None) -> str:
     """The card's one line of input; a call whose input has not arrived yet says so, not `{}`."""
     return summarize_input(data, 90) if data else "(input arriving…)"
@@ -148,6 +155,7 @@ class ConversationView(QTextBrowser):
         self._shown_cards = SHOWN_CARDS  # a reopened session shows its last calls; earlier ones on request
         self._loaded: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
         self._bulk = False  # a session is being loaded: scroll once at the end, not per card
+        self._bulk_dark = False  # the theme while it loads, asked once for all its cards
         self._retry_span: tuple[int, int] | None = None  # where the Retry link is, to take it away
         self._turns: list[tuple[QTextCursor, int]] = []  # each prompt shown (its span follows edits) and its number
         self._turn_count = 0  # the session's prompts so far (shown or behind the "earlier" link)
@@ -193,9 +201,7 @@ class ConversationView(QTextBrowser):
         card = self._cards.get(rec.id)
         if card is None:
             return
-        card.record = rec
-        card.state = rec.state.value
-        card.duration = format_duration(rec.duration_ms) or card.duration
+        _take_record(card, rec)
         self._paint_card(rec.id)
 
     def scroll_to_card(self, call_id: str) -> bool:
@@ -438,10 +444,13 @@ class ConversationView(QTextBrowser):
         self._scroll_to_end()
 
     def add_tool_card(self, call_id: str, name: str, data: dict[str, Any] | None, state: str = "PENDING",
-                      duration_ms: float | None = None) -> None:
-        """A compact card; clicking it selects the call's timeline row."""
+                      duration_ms: float | None = None, record: ToolCallRecord | None = None) -> None:
+        """A compact card; clicking it selects the call's timeline row. With its `record` (a stored session
+        loading) the card is drawn once, whole."""
         if call_id in self._cards:
             self.update_tool_card(call_id, state, summary=summarize_input(data, 90) if data else None)
+            if record is not None:
+                self.set_record(record)
             return
         self.finish_message()
         cur = self._end_cursor()
@@ -455,7 +464,9 @@ class ConversationView(QTextBrowser):
         fmt.setMargin(2)
         fmt.setWidth(QTextLength(QTextLength.Type.PercentageLength, 100))
         table = cur.insertTable(1, 1, fmt)
-        self._cards[call_id] = _Card(table, name, input_summary(data), format_duration(duration_ms), state)
+        card = self._cards[call_id] = _Card(table, name, input_summary(data), format_duration(duration_ms), state)
+        if record is not None:
+            _take_record(card, record)
         self._paint_card(call_id)
         self._scroll_to_end()
 
@@ -514,7 +525,7 @@ class ConversationView(QTextBrowser):
         later = deque(n for n in notices or () if not first or n.time >= messages[first].created_at)
         batch = QTextCursor(self.document())
         batch.beginEditBlock()  # one layout for the lot, not one per card
-        self._bulk = True
+        self._bulk, self._bulk_dark = True, is_dark()
         try:
             if first:
                 self._earlier_link(messages[:first])
@@ -592,9 +603,8 @@ class ConversationView(QTextBrowser):
                 rec = queue.popleft() if queue else None
                 cid = rec.id if rec else block.get("id", "")
                 self.add_tool_card(cid, block.get("name", ""), block.get("input") or {},
-                                   rec.state.value if rec else "COMPLETED", rec.duration_ms if rec else None)
-                if rec is not None:
-                    self.set_record(rec)
+                                   rec.state.value if rec else "COMPLETED", rec.duration_ms if rec else None,
+                                   record=rec)
 
     # internals -------------------------------------------------------------------------------
     def _paint_card(self, call_id: str) -> None:
@@ -606,12 +616,12 @@ class ConversationView(QTextBrowser):
         cur.setPosition(cell.lastCursorPosition().position(), QTextCursor.MoveMode.KeepAnchor)
         stick = self._at_bottom()
         cur.insertHtml(card_html(call_id, card.name, card.summary, truth, card.duration, full=card.full,
-                                 dark=is_dark()))
+                                 dark=self._dark()))
         if stick:
             self._scroll_to_end()
 
     def _insert_markdown(self, text: str) -> None:
-        dark = is_dark()
+        dark = self._dark()
         for part, lang in split_fences(text):
             cur = self._end_cursor()
             if lang is None:
@@ -644,6 +654,9 @@ class ConversationView(QTextBrowser):
         fmt.setForeground(QColor("#3b82c4" if who == "You" else "#2f9e44"))
         cur.insertText(who, fmt)
         self._new_block(cur)
+
+    def _dark(self) -> bool:
+        return self._bulk_dark if self._bulk else is_dark()
 
     def _new_block(self, cur: QTextCursor, top_margin: float = 2) -> None:
         if cur.block().length() <= 1:  # the last block is empty: reuse it
