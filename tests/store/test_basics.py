@@ -18,6 +18,7 @@ from desktop_app.core import (
     Channel,
     Envelope,
     EventBus,
+    Outcome,
     PermissionRequired,
     ProjectInfo,
     Provenance,
@@ -294,3 +295,21 @@ async def test_audit_entry_with_unusual_data_still_verifies(store: SqlStore) -> 
     entry = AuditEntry(rec.id, ToolCallState.PENDING, 5, "engine", data={2: "b", 10: "a", "path": Path("/x")})
     await store.save_transition(rec, entry)
     assert (await store.verify()).ok
+
+
+async def test_a_calls_identity_is_its_first_saves_and_a_record_that_changes_it_fails_verification(store):
+    """The writer updates a call's state, never its identity (session, project, tool, tool_use id, made at):
+    a record that changed one between saves (a bug; the executor makes a record once) is not stored as if it
+    had always been so, and verification names the call."""
+    rec = make_record(session_id="ses_a", project_id="prj_a")
+    rec.tool_use_id = "toolu_a"
+    await store.save_transition(rec, pending(rec))
+    await store.save_transition(rec, rec.transition(ToolCallState.EXECUTING, actor="engine"))
+    assert (await store.get_record(rec.id)).state is ToolCallState.EXECUTING
+    rec.session_id, rec.project_id, rec.tool_use_id = "ses_b", "prj_b", "toolu_b"
+    await store.save_transition(rec, rec.transition(ToolCallState.COMPLETED, actor="engine", outcome=Outcome.OK))
+    got = await store.get_record(rec.id)
+    assert got.state is ToolCallState.COMPLETED  # the state moved
+    assert (got.session_id, got.project_id, got.tool_use_id) == ("ses_a", "prj_a", "toolu_a")
+    result = await store.verify()
+    assert not result.ok and result.record_id == rec.id, result
