@@ -7,7 +7,6 @@ import html
 import re
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from PySide6.QtCore import QPoint, Qt, QTimer, QUrl, Signal
@@ -21,7 +20,6 @@ from PySide6.QtGui import (
     QTextDocument,
     QTextFrameFormat,
     QTextLength,
-    QTextTable,
     QTextTableFormat,
 )
 from PySide6.QtWidgets import QDialog, QMenu, QTextBrowser
@@ -48,7 +46,7 @@ from ..core import (
 from ._bridge import EventBridge
 from ._prompt_images import show_full_size, thumbnail
 from ._theme import format_duration, is_dark
-from ._tool_card import card_html, card_truth
+from ._tool_card import ToolCard, card_html, card_truth, input_summary
 
 _FENCE = re.compile(r"^```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^```[ \t]*$|\Z)", re.S | re.M)
 FRAME_MS = 16  # streamed chunks are coalesced and painted at most once per frame
@@ -61,33 +59,6 @@ STREAMING_KEY = "streaming:"
 # What the conversation shows again from the store when a session is reopened (beside its messages).
 NOTICE_EVENTS = (ErrorEvent.type, Done.type, SessionNotice.type, TokenUsage.type)
 _NOTICE_COLOURS = {"error": "#d9363e", "warning": "#d4890b", "info": "#8a8f98"}
-
-
-@dataclass
-class _Card:
-    """A tool card: where it is, what it shows, and the truth it has so far (state, record, output)."""
-
-    table: QTextTable
-    name: str
-    summary: str
-    duration: str = ""
-    state: str = "PENDING"
-    record: ToolCallRecord | None = None
-    output: list[str] = field(default_factory=list)
-    exit_code: int | None = None
-    full: bool = False  # the whole output shown, not its head and tail
-
-
-def _take_record(card: _Card, rec: ToolCallRecord) -> None:
-    """The card takes the call's full record: its state and duration with it."""
-    card.record = rec
-    card.state = rec.state.value
-    card.duration = format_duration(rec.duration_ms) or card.duration
-
-
-def input_summary(data: dict[str, Any] | None) -> str:
-    """The card's one line of input; a call whose input has not arrived yet says so, not `{}`."""
-    return summarize_input(data, 90) if data else "(input arriving…)"
 
 
 def turn_cost_text(tokens_in: float, tokens_out: float, cost_usd: float) -> str:
@@ -142,7 +113,7 @@ class ConversationView(QTextBrowser):
         self._stream_msg: str | None = None
         self._stream_start: int | None = None
         self._stream_text: list[str] = []
-        self._cards: dict[str, _Card] = {}
+        self._cards: dict[str, ToolCard] = {}
         self._dirty: set[str] = set()  # cards whose streamed output grew since the last frame
         self._frame = QTimer(self, singleShot=True, interval=FRAME_MS)
         self._frame.timeout.connect(self.flush)
@@ -201,7 +172,7 @@ class ConversationView(QTextBrowser):
         card = self._cards.get(rec.id)
         if card is None:
             return
-        _take_record(card, rec)
+        card.take(rec)
         self._paint_card(rec.id)
 
     def scroll_to_card(self, call_id: str) -> bool:
@@ -464,9 +435,9 @@ class ConversationView(QTextBrowser):
         fmt.setMargin(2)
         fmt.setWidth(QTextLength(QTextLength.Type.PercentageLength, 100))
         table = cur.insertTable(1, 1, fmt)
-        card = self._cards[call_id] = _Card(table, name, input_summary(data), format_duration(duration_ms), state)
+        card = self._cards[call_id] = ToolCard(table, name, input_summary(data), format_duration(duration_ms), state)
         if record is not None:
-            _take_record(card, record)
+            card.take(record)
         self._paint_card(call_id)
         self._scroll_to_end()
 

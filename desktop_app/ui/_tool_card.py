@@ -5,16 +5,46 @@ questions, plans and sub-agents read as what they are."""
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from ..core import ToolCallRecord, ToolCallState, skipped_after, status_word
-from ._theme import STATE_LABEL, STATE_STYLE, status_style
+from ..core import ToolCallRecord, ToolCallState, skipped_after, status_word, summarize_input
+from ._theme import STATE_LABEL, STATE_STYLE, format_duration, status_style
+
+if TYPE_CHECKING:
+    from PySide6.QtGui import QTextTable
 
 RED, GREEN, AMBER, GREY, BLUE = "#d9363e", "#2f9e44", "#d4890b", "#8a8f98", "#3b82c4"
 HEAD_LINES = 4  # long output shows its first and last lines; the whole of it is one click away
 TAIL_LINES = 4
 MAX_LINE = 160  # characters of one output line on the card
+
+
+@dataclass
+class ToolCard:
+    """A tool card in the conversation: where it is, what it shows, and the truth it has so far (state, record,
+    output)."""
+
+    table: QTextTable
+    name: str
+    summary: str
+    duration: str = ""
+    state: str = "PENDING"
+    record: ToolCallRecord | None = None
+    output: list[str] = field(default_factory=list)
+    exit_code: int | None = None
+    full: bool = False  # the whole output shown, not its head and tail
+
+    def take(self, rec: ToolCallRecord) -> None:
+        """The call's full record, and its state and duration with it."""
+        self.record = rec
+        self.state = rec.state.value
+        self.duration = format_duration(rec.duration_ms) or self.duration
+
+
+def input_summary(data: dict[str, Any] | None) -> str:
+    """The card's one line of input; a call whose input has not arrived yet says so, not `{}`."""
+    return summarize_input(data, 90) if data else "(input arriving…)"
 
 
 @dataclass(frozen=True)
