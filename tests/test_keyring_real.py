@@ -120,19 +120,29 @@ class Desktop:
         self.daemon.stdin.write(password.encode())
         self.daemon.stdin.close()
         deadline = time.monotonic() + 30
-        while self._login_keyring() != ("unlocked" if unlocks else "locked"):
+        while self._login_keyring(self.daemon.pid) != ("unlocked" if unlocks else "locked"):
             assert self.daemon.poll() is None, "gnome-keyring-daemon exited"
             assert time.monotonic() < deadline, "the Secret Service never answered with its login keyring"
             time.sleep(0.1)
 
-    def _login_keyring(self) -> str:
+    def _login_keyring(self, daemon: int) -> str:
         """"unlocked" or "locked": the default collection (the one keyring's backend uses) as the Secret Service
-        answers; "" while there is no service or no such collection yet."""
+        answers; "" while there is no service or no such collection yet. Asks the service only once the daemon
+        `daemon` (a pid) owns its name: a call to an unowned name would make the bus start one from its service
+        file, with no password, and that one would hold the name while the test's daemon waited behind it (the
+        race that failed a CI run). Asking the bus who owns a name starts nothing."""
         return self.python("import secretstorage as s, contextlib\n"
+                           "from jeepney.bus_messages import message_bus as bus\n"
                            "with contextlib.closing(s.dbus_init()) as c:\n"
+                           "    name = 'org.freedesktop.secrets'\n"
+                           "    ask = lambda m: c.send_and_get_reply(m).body[0]\n"
+                           "    owner = ask(bus.NameHasOwner(name)) and ask(bus.GetConnectionUnixProcessID(name))\n"
+                           f"    if owner != {daemon}:\n"
+                           "        print('')\n"
+                           "        raise SystemExit\n"
                            "    try:\n"
-                           "        up = s.check_service_availability(c) and s.Collection(c)\n"
-                           "        print(('locked' if up.is_locked() else 'unlocked') if up else '')\n"
+                           "        up = s.Collection(c)\n"
+                           "        print('locked' if up.is_locked() else 'unlocked')\n"
                            "    except s.exceptions.SecretStorageException:\n"
                            "        print('')", check=False).strip()
 
