@@ -44,7 +44,7 @@ def no_engine(reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def docker_client() -> Iterator[Any]:
+def docker_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A docker client for the engine DOCKER_HOST names, with the test image present."""
     from desktop_app.core import AgentDeskError
     from desktop_app.sandbox import connect
@@ -58,7 +58,37 @@ def docker_client() -> Iterator[Any]:
     except Exception:
         no_engine(f"image {TEST_IMAGE} is missing (run sandbox_images/engine.sh)")
     yield client
+    _sweep_suite_containers(client, tmp_path_factory.getbasetemp())
     client.close()
+
+
+def remove_project(client: Any, project_id: str) -> None:
+    """Everything a test's project left on the engine: its containers (stopped at close, kept for the next
+    start as the desk keeps them) and their door folders, its synced workspace's sync container and volumes."""
+    from desktop_app.sandbox.docker._helper_door import remove_door_dir
+    from desktop_app.sandbox.sync._volumes import remove_project_volumes
+
+    for c in client.containers.list(all=True, ignore_removed=True,
+                                    filters={"label": f"org.agent-desk.project={project_id}"}):
+        c.remove(force=True)
+        remove_door_dir(c.name)  # as remove_orphans does with a container it removes
+    remove_project_volumes(client, project_id)
+
+
+def _sweep_suite_containers(client: Any, basetemp: Path) -> None:
+    """At the session's end, the projects of the suite's own folders (under its temporary base) that a test
+    left: the CLI and window tests' desks keep a project's container stopped, as they do for a user."""
+    try:
+        found = client.containers.list(all=True, ignore_removed=True, filters={"label": "org.agent-desk.host-path"})
+    except Exception:
+        return
+    base = str(basetemp.resolve())
+    for pid in {c.labels.get("org.agent-desk.project", "") for c in found
+                if Path(c.labels.get("org.agent-desk.host-path", "/")).resolve().is_relative_to(base)} - {""}:
+        try:
+            remove_project(client, pid)
+        except Exception:
+            continue
 
 
 @pytest.fixture(scope="session")

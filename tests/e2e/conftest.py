@@ -13,7 +13,7 @@ import pytest
 
 from desktop_app.config import Settings
 from desktop_app.core import AnthropicModelClient, ProjectInfo
-from tests.conftest import TEST_IMAGE, make_workspace
+from tests.conftest import TEST_IMAGE, make_workspace, remove_project
 from tests.fakes.anthropic_server import AnthropicServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,7 +68,4 @@ async def docker_runtime(docker_client, workspace_dir, server, env) -> AsyncIter
     yield make
     for runtime in made:
         await runtime.close()
-        for c in docker_client.containers.list(
-            all=True, filters={"label": f"org.agent-desk.project={runtime.project.id}"}
-        ):
-            c.remove(force=True)
+        remove_project(docker_client, runtime.project.id)

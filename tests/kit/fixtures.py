@@ -13,7 +13,7 @@ import pytest
 from desktop_app.config import Settings
 from desktop_app.core import ProjectInfo
 from desktop_app.runtime import open_runtime
-from tests.conftest import TEST_IMAGE, make_workspace
+from tests.conftest import TEST_IMAGE, make_workspace, remove_project
 from tests.fakes.anthropic_server import AnthropicServer
 from tests.kit.desk import Desk
 from tests.kit.env import isolate
@@ -55,5 +55,4 @@ async def desk_for(docker_client: Any, desk_env: Path, server: AnthropicServer) 
     yield make
     for rt in opened:
         await rt.close()
-        for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={rt.project.id}"}):
-            c.remove(force=True)
+        remove_project(docker_client, rt.project.id)

@@ -14,7 +14,7 @@ import pytest
 from desktop_app.config import Settings
 from desktop_app.core import Channel, ConsentKind, Deny, McpServerState, ProjectInfo, ToolCallState
 from desktop_app.runtime import approve, consents, open_runtime
-from tests.conftest import make_workspace
+from tests.conftest import make_workspace, remove_project
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 from tests.mcp_client.conftest import Desk, write_config
 from tests.sandbox.mcp_wire import need_mcp_image
@@ -43,8 +43,7 @@ async def docker_desk(docker_client, project: Path, server: AnthropicServer, tmp
     yield make
     for rt in opened:
         await rt.close()
-        for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={rt.project.id}"}):
-            c.remove(force=True)
+        remove_project(docker_client, rt.project.id)
 
 
 def assert_overlapped(desk: Desk, name: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TEST_IMAGE, make_workspace
+from tests.conftest import TEST_IMAGE, make_workspace, remove_project
 
 
 @pytest.fixture
@@ -47,12 +47,8 @@ async def make_docker_sandbox(docker_client, workspace, project_id) -> AsyncIter
     yield make
     for sb in made:
         await sb.close()
-    from desktop_app.sandbox.docker._helper_door import remove_door_dir
-
     for pid in projects:
-        for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={pid}"}):
-            c.remove(force=True)
-            remove_door_dir(c.name)  # as remove_orphans does with a container it removes
+        remove_project(docker_client, pid)
 
 
 @pytest.fixture
@@ -101,9 +97,4 @@ async def make_remote_sandbox(remote_engine, workspace, project_id) -> AsyncIter
     yield make
     for sb in made:
         await sb.close()
-        for c in client.containers.list(all=True, filters={"label": f"org.agent-desk.project={sb.project_id}"}):
-            c.remove(force=True)
-        for c in client.containers.list(all=True, filters={"label": f"org.agent-desk.sync-of={sb.project_id}"}):
-            c.remove(force=True)
-        for v in client.volumes.list(filters={"label": f"org.agent-desk.workspace-of={sb.project_id}"}):
-            v.remove(force=True)
+        remove_project(client, sb.project_id)

@@ -15,7 +15,7 @@ import pytest
 from desktop_app.core import ConfigError
 from desktop_app.doctor import OK, runtime_check
 from desktop_app.sandbox import DockerSandbox, SandboxConfig
-from tests.conftest import TEST_IMAGE, in_ci
+from tests.conftest import TEST_IMAGE, in_ci, remove_project
 
 
 def runsc_or_skip(remote_engine) -> None:
@@ -65,5 +65,4 @@ async def test_a_project_on_runsc_runs_under_gvisor_with_the_same_hardening(remo
         assert sb.describe().to_dict()["limits"]["runtime"] == "runsc"
     finally:
         await sb.close()
-        for c in client.containers.list(all=True, filters={"label": f"org.agent-desk.project={project_id}"}):
-            c.remove(force=True)
+        remove_project(client, project_id)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from desktop_app.sandbox import DockerSandbox, LocalSandbox, SandboxConfig
-from tests.conftest import TEST_IMAGE
+from tests.conftest import TEST_IMAGE, remove_project
 
 RUNS = 200
 
@@ -27,8 +27,7 @@ async def sb(request, tmp_path: Path):
         await docker.start()
         yield docker
         await docker.close()
-        for c in client.containers.list(all=True, filters={"label": f"org.agent-desk.project={project}"}):
-            c.remove(force=True)
+        remove_project(client, project)
         return
     (tmp_path / "ws").mkdir()
     local = LocalSandbox(tmp_path / "ws")

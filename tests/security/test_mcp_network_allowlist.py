@@ -21,7 +21,7 @@ from desktop_app.config import Settings
 from desktop_app.core import Allow, Answer, ConsentKind, ProjectInfo, ToolCallState
 from desktop_app.runtime import approve, consents, open_runtime
 from desktop_app.runtime._network import allow_for_project
-from tests.conftest import make_workspace
+from tests.conftest import make_workspace, remove_project
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 from tests.kit import Desk
 from tests.kit.netservers import LocalServers, local_servers
@@ -62,8 +62,7 @@ async def _runtime(docker_client, server: AnthropicServer, info: ProjectInfo, db
         yield rt
     finally:
         await rt.close()
-        for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={info.id}"}):
-            c.remove(force=True)
+        remove_project(docker_client, info.id)
 
 
 def _companion_network(docker_client, info: ProjectInfo, record: Any) -> str:

@@ -19,7 +19,7 @@ import pytest
 from desktop_app.core import NetworkAllowlist
 from desktop_app.sandbox import DockerSandbox, SandboxConfig
 from desktop_app.sandbox._proxy import EgressProxy, ListOnlyGate
-from tests.conftest import TEST_IMAGE, make_workspace
+from tests.conftest import TEST_IMAGE, make_workspace, remove_project
 from tests.kit.netservers import NETCLIENT, LocalServers, local_servers
 
 
@@ -42,8 +42,7 @@ async def sandbox(docker_client: Any, tmp_path: Path, servers: LocalServers) -> 
     await sb.start()
     yield sb
     await sb.close()
-    for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={sb.project_id}"}):
-        c.remove(force=True)
+    remove_project(docker_client, sb.project_id)
 
 
 async def _client(sb: DockerSandbox, *args: object) -> str:
@@ -221,5 +220,4 @@ async def test_a_synced_workspace_keeps_the_proxy_as_its_only_way_out(docker_cli
         assert "Read-only file system" in res.stdout
     finally:
         await sb.close()
-        for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={sb.project_id}"}):
-            c.remove(force=True)
+        remove_project(docker_client, sb.project_id)

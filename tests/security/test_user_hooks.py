@@ -22,7 +22,7 @@ from desktop_app.runtime import (
     project_for_dir,
     project_hooks_trust,
 )
-from tests.conftest import TEST_IMAGE, make_workspace
+from tests.conftest import TEST_IMAGE, make_workspace, remove_project
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 
 DENY_ALL = '[[PreToolUse]]\nmatcher = "bash_run"\ncommand = "echo \'the project hook ran\' >&2; exit 2"\n'
@@ -43,8 +43,7 @@ def docker_factory(docker_client, project_id):
         return DockerSandbox(project_id, project.path, SandboxConfig(image=TEST_IMAGE), client=docker_client)
 
     yield factory
-    for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={project_id}"}):
-        c.remove(force=True)
+    remove_project(docker_client, project_id)
 
 
 async def _turn(env: Path, tmp_path: Path, factory, calls: list[dict], *, grant: str | None = None,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from desktop_app.core import Tool, ToolContext, ToolResult
-from tests.conftest import TEST_IMAGE, make_workspace
+from tests.conftest import TEST_IMAGE, make_workspace, remove_project
 from tests.kit import no_python_image
 
 
@@ -34,8 +34,7 @@ def _session_workspace(docker_client, tmp_path_factory, name: str) -> Iterator[t
     folder = make_workspace(tmp_path_factory.mktemp(name))
     project = f"tools-test-{uuid.uuid4().hex[:8]}"
     yield project, str(folder)
-    for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={project}"}):
-        c.remove(force=True)
+    remove_project(docker_client, project)
 
 
 @pytest.fixture(scope="session")

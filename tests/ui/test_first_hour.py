@@ -18,7 +18,7 @@ from desktop_app.runtime import Desk
 from desktop_app.ui import AppController, MainWindow
 from desktop_app.ui.dialogs._project import ProjectSettingsDialog
 from desktop_app.ui.dialogs._settings import SettingsDialog
-from tests.conftest import TEST_IMAGE
+from tests.conftest import TEST_IMAGE, remove_project
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 from tests.ui.lifecycle_kit import answer, quit_dialog
 
@@ -187,5 +187,4 @@ def test_the_first_hour(qtbot, run, store, tmp_path, desk_env, monkeypatch, dock
             run(factory2.close(), timeout=120_000)
     finally:
         if project is not None:
-            for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={project.id}"}):
-                c.remove(force=True)
+            remove_project(docker_client, project.id)

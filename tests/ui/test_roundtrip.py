@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 
 from desktop_app.core import ProjectInfo, SessionInfo
 from desktop_app.store import AuditQuery
-from tests.conftest import TEST_IMAGE, make_workspace
+from tests.conftest import TEST_IMAGE, make_workspace, remove_project
 from tests.fakes.anthropic_server import AnthropicServer, reply, text, tool_use
 from tests.ui.window_kit import open_app, row_state
 
@@ -152,5 +152,4 @@ def test_a_call_approved_in_the_window_runs_in_docker_and_shows_where(qtbot, run
             run(controller.close())
             run(factory.close())
     finally:
-        for c in docker_client.containers.list(all=True, filters={"label": f"org.agent-desk.project={project.id}"}):
-            c.remove(force=True)
+        remove_project(docker_client, project.id)
