@@ -25,8 +25,8 @@ def main(argv: list[str]) -> int:
     for mod in sorted(m.name for m in pkgutil.iter_modules([str(here)]) if m.name.startswith("bench_")):
         if wanted and mod.removeprefix("bench_") not in wanted and mod not in wanted:
             continue
-        # Each module in a fresh interpreter: a figure must not carry what the modules before it left (their
-        # heap for the collector to walk, their threads); in one process the audit writes measured 30% fewer.
+        # Each module in a fresh interpreter: a figure must not depend on which modules ran before it (their
+        # heap for the collector to walk, their threads, their imports), nor one module's crash end the others.
         sys.stdout.flush()
         if subprocess.run([sys.executable, "-m", "benchmarks", "--one", mod], check=False).returncode != 0:
             failed.append(mod)
