@@ -18,6 +18,7 @@ import tempfile
 import time
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 _T0 = time.perf_counter()
 log = logging.getLogger(__name__)
@@ -79,7 +80,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     elif _qt_cannot_start():
         return 2
-    import qasync
     from PySide6.QtWidgets import QApplication
 
     _route_qt_messages()
@@ -100,14 +100,26 @@ def main(argv: list[str] | None = None) -> int:
 
     collector = MainThreadGarbageCollector(app)
     collector.start()
-    loop = qasync.QEventLoop(app)
-    asyncio.set_event_loop(loop)
+    loop = new_loop(app)
     try:
         return loop.run_until_complete(_run(app, args))
     finally:
         _finish_tasks(loop)
         loop.close()
         collector.stop()
+
+
+def new_loop(app: Any) -> asyncio.AbstractEventLoop:
+    """The window's event loop (qasync's, over `app`), set as the current one, with a default executor whose
+    shutdown at quit waits for a stuck job at most QUIT_GRACE_S (runtime/_quit_executor.py)."""
+    import qasync
+
+    from .runtime import QuitBoundedExecutor
+
+    loop = qasync.QEventLoop(app)
+    loop.set_default_executor(QuitBoundedExecutor())
+    asyncio.set_event_loop(loop)
+    return loop
 
 
 def _settle_gc(bus) -> None:

@@ -48,6 +48,7 @@ from ._network_repo import NETWORK_FILE
 from ._orphans import lease_dir, remove_crashed_containers
 from ._project_settings import approval_expiry
 from ._prompt_images import read_image_file
+from ._quit_executor import QuitBoundedExecutor
 from ._recipe import (
     ProjectRuntime,
     build_runtime,
@@ -84,6 +85,7 @@ __all__ = [
     "Desk",
     "ProjectRuntime",
     "ProjectRuntimes",
+    "QuitBoundedExecutor",
     "ReportScope",
     "Rewind",
     "SqlStore",

@@ -1,0 +1,120 @@
+"""The window's default executor (runtime/_quit_executor.py): jobs run and answer as on any pool, and a quit
+waits for a stuck one at most its grace. The quit is tried for real: the app's own loop (`new_loop`, qasync on
+an offscreen QApplication) in a process of its own, a job stuck for ever beside one that finishes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from desktop_app.runtime import QuitBoundedExecutor
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_jobs_answer_raise_and_reuse_idle_threads() -> None:
+    pool = QuitBoundedExecutor(max_workers=3, grace=5)
+    try:
+        assert pool.submit(lambda a, b=0: a + b, 2, b=3).result(5) == 5
+        with pytest.raises(ZeroDivisionError):
+            pool.submit(lambda: 1 / 0).result(5)
+        for _ in range(20):  # one at a time: the idle thread takes each
+            pool.submit(time.sleep, 0).result(5)
+        assert len(pool._threads) == 1
+        gate = threading.Event()
+        waiting = [pool.submit(gate.wait, 5) for _ in range(6)]  # more than max_workers at once: they queue
+        assert len(pool._threads) == 3
+        gate.set()
+        assert all(f.result(5) for f in waiting)
+        assert all(t.daemon for t in pool._threads)
+    finally:
+        pool.shutdown()
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        pool.submit(print)
+
+
+def test_shutdown_runs_what_was_queued_or_cancels_it_when_asked() -> None:
+    pool = QuitBoundedExecutor(max_workers=1, grace=5)
+    gate = threading.Event()
+    first = pool.submit(gate.wait, 5)
+    queued = [pool.submit(lambda i=i: i) for i in range(3)]
+    threading.Timer(0.2, gate.set).start()
+    pool.shutdown(wait=True)
+    assert first.result(0) and [f.result(0) for f in queued] == [0, 1, 2]
+
+    pool = QuitBoundedExecutor(max_workers=1, grace=5)
+    gate = threading.Event()
+    first = pool.submit(gate.wait, 5)
+    queued = [pool.submit(lambda: "ran") for _ in range(3)]
+    pool.shutdown(wait=False, cancel_futures=True)
+    gate.set()
+    assert first.result(5) is True
+    assert all(f.cancelled() for f in queued)
+
+
+def test_a_stuck_job_holds_the_quit_no_longer_than_the_grace(caplog: pytest.LogCaptureFixture) -> None:
+    pool = QuitBoundedExecutor(grace=0.5)
+    stuck = threading.Event()
+
+    def hung_engine_ping() -> None:
+        stuck.wait()
+
+    pool.submit(hung_engine_ping)
+    done = pool.submit(lambda: "saved")
+    t0 = time.monotonic()
+    pool.shutdown(wait=True)
+    assert time.monotonic() - t0 < 3
+    assert done.result(0) == "saved"
+    assert "hung_engine_ping" in caplog.text and "still running" in caplog.text
+    stuck.set()
+
+
+WINDOW_QUIT = textwrap.dedent("""
+    import asyncio, pathlib, sys, threading, time
+    from PySide6.QtWidgets import QApplication
+    from desktop_app.app import new_loop
+    from desktop_app.runtime import _quit_executor
+
+    _quit_executor.QUIT_GRACE_S = 1.0  # the grace the executor gets, shortened for the test
+    app = QApplication(["agent-desk"])
+    loop = new_loop(app)
+
+    def docker_ping_on_a_hung_engine():
+        threading.Event().wait()  # never answers
+
+    def save_settings():
+        time.sleep(0.3)
+        pathlib.Path(sys.argv[1]).write_text("saved")
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        loop.run_in_executor(None, docker_ping_on_a_hung_engine)
+        loop.run_in_executor(None, save_settings)
+        await asyncio.to_thread(time.sleep, 0.05)
+
+    loop.run_until_complete(run())
+    t0 = time.monotonic()
+    loop.close()
+    print(f"closed in {time.monotonic() - t0:.1f} s", flush=True)
+""")
+
+
+def test_the_window_quits_with_a_job_stuck_on_its_loop(tmp_path: Path) -> None:
+    marker = tmp_path / "settings.json"
+    env_root = {"QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(ROOT)}
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", WINDOW_QUIT, str(marker)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **env_root}, check=False)
+    took = time.monotonic() - t0
+    assert done.returncode == 0, done.stderr
+    assert "closed in" in done.stdout
+    assert float(done.stdout.split("closed in ")[1].split()[0]) < 3  # the grace (1 s), not for ever
+    assert took < 30
+    assert marker.read_text() == "saved"  # what finished within the grace was not cut short
