@@ -85,7 +85,11 @@ class QuitBoundedExecutor(Executor):
         deadline = time.monotonic() + self.grace
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        stuck = sorted(self._running.values())
+        stuck = self.running()
         if stuck:
             log.warning("quitting with %d background job(s) still running after %.0f s, left to end with the "
                         "process: %s", len(stuck), self.grace, ", ".join(stuck))
+
+    def running(self) -> list[str]:
+        """What the threads run now (a function's qualified name each)."""
+        return sorted(self._running.values())

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import pytest
 import qasync
 
+from desktop_app.runtime import QuitBoundedExecutor
 from desktop_app.ui._gc import MainThreadGarbageCollector
 
 T = TypeVar("T")
@@ -22,6 +23,8 @@ def qloop(qapp):
     collector = MainThreadGarbageCollector()  # as the app: QObjects die on the GUI thread only
     collector.start()
     loop = qasync.QEventLoop(qapp, already_running=True)
+    executor = QuitBoundedExecutor()  # the app's (app.new_loop)
+    loop.set_default_executor(executor)
     asyncio.set_event_loop(loop)
     yield loop
     pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
@@ -39,6 +42,8 @@ def qloop(qapp):
     asyncio.set_event_loop(None)
     gc.collect()  # the test's cycles (windows, models, this loop) go now, on this thread
     collector.stop()
+    stuck = executor.running()  # the app would quit past them after its grace; a test names them as a bug
+    assert not stuck, f"background jobs still running after the loop closed: {', '.join(stuck)}"
 
 
 @pytest.fixture
