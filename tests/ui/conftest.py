@@ -23,7 +23,7 @@ def qloop(qapp):
     collector = MainThreadGarbageCollector()  # as the app: QObjects die on the GUI thread only
     collector.start()
     loop = qasync.QEventLoop(qapp, already_running=True)
-    executor = QuitBoundedExecutor()  # the app's (app.new_loop)
+    executor = QuitBoundedExecutor(grace=60)  # the app's (app.new_loop); a loaded CI machine gets longer
     loop.set_default_executor(executor)
     asyncio.set_event_loop(loop)
     yield loop
