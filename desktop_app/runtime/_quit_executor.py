@@ -92,4 +92,4 @@ class QuitBoundedExecutor(Executor):
 
     def running(self) -> list[str]:
         """What the threads run now (a function's qualified name each)."""
-        return sorted(self._running.values())
+        return sorted(self._running.copy().values())  # a copy: other threads add and drop theirs
