@@ -4,6 +4,8 @@ an offscreen QApplication) in a process of its own, a job stuck for ever beside 
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import os
 import subprocess
 import sys
@@ -17,6 +19,7 @@ import pytest
 from desktop_app.runtime import QuitBoundedExecutor
 
 ROOT = Path(__file__).resolve().parents[1]
+KEY = "sk-ant-api03-" + "Q7" * 40  # looks like a real key
 
 
 def test_jobs_answer_raise_and_reuse_idle_threads() -> None:
@@ -76,6 +79,21 @@ def test_a_stuck_job_holds_the_quit_no_longer_than_the_grace(caplog: pytest.LogC
     stuck.set()
 
 
+def test_the_log_names_a_stuck_job_by_its_function_never_its_arguments(caplog: pytest.LogCaptureFixture) -> None:
+    stuck = threading.Event()
+
+    def store_api_key(_settings: object, _key: str) -> None:
+        stuck.wait()
+
+    pool = QuitBoundedExecutor(grace=0.2)
+    pool.submit(store_api_key, {}, KEY)  # as run_in_executor(None, fn, *args) hands it over
+    pool.submit(functools.partial(contextvars.copy_context().run, store_api_key, {}, KEY))  # as to_thread does
+    pool.shutdown()
+    stuck.set()
+    assert caplog.text.count("store_api_key") == 2
+    assert KEY not in caplog.text and "Q7Q7" not in caplog.text
+
+
 WINDOW_QUIT = textwrap.dedent("""
     import asyncio, pathlib, sys, threading, time
     from PySide6.QtWidgets import QApplication
@@ -89,6 +107,9 @@ WINDOW_QUIT = textwrap.dedent("""
     def docker_ping_on_a_hung_engine():
         threading.Event().wait()  # never answers
 
+    def store_api_key(key):
+        threading.Event().wait()  # a keyring that never answers
+
     def save_settings():
         time.sleep(0.3)
         pathlib.Path(sys.argv[1]).write_text("saved")
@@ -97,6 +118,7 @@ WINDOW_QUIT = textwrap.dedent("""
         loop = asyncio.get_running_loop()
         loop.run_in_executor(None, docker_ping_on_a_hung_engine)
         loop.run_in_executor(None, save_settings)
+        asyncio.ensure_future(asyncio.to_thread(store_api_key, sys.argv[2]))
         await asyncio.to_thread(time.sleep, 0.05)
 
     loop.run_until_complete(run())
@@ -110,7 +132,7 @@ def test_the_window_quits_with_a_job_stuck_on_its_loop(tmp_path: Path) -> None:
     marker = tmp_path / "settings.json"
     env_root = {"QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(ROOT)}
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", WINDOW_QUIT, str(marker)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", WINDOW_QUIT, str(marker), KEY], capture_output=True, text=True,
                           timeout=60, env={**os.environ, **env_root}, check=False)
     took = time.monotonic() - t0
     assert done.returncode == 0, done.stderr
@@ -118,3 +140,6 @@ def test_the_window_quits_with_a_job_stuck_on_its_loop(tmp_path: Path) -> None:
     assert float(done.stdout.split("closed in ")[1].split()[0]) < 3  # the grace (1 s), not for ever
     assert took < 30
     assert marker.read_text() == "saved"  # what finished within the grace was not cut short
+    # the log names what was left running, by its function only: never the key it was given
+    assert "docker_ping_on_a_hung_engine" in done.stderr and "store_api_key" in done.stderr
+    assert KEY not in done.stderr + done.stdout

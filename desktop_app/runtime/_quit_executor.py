@@ -6,6 +6,8 @@ named in the log and ends with the process. (qasync's own executor joins its QTh
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import logging
 import queue
 import threading
@@ -52,7 +54,7 @@ class QuitBoundedExecutor(Executor):
         while (job := self._jobs.get()) is not _STOP:
             future, fn, args, kwargs = job
             if future.set_running_or_notify_cancel():
-                self._running[me] = getattr(fn, "__qualname__", repr(fn))
+                self._running[me] = job_name(fn)
                 try:
                     result = fn(*args, **kwargs)
                 except BaseException as exc:
@@ -93,3 +95,17 @@ class QuitBoundedExecutor(Executor):
     def running(self) -> list[str]:
         """What the threads run now (a function's qualified name each)."""
         return sorted(self._running.copy().values())  # a copy: other threads add and drop theirs
+
+
+def job_name(fn: Callable[..., Any]) -> str:
+    """A job's function by its qualified name, never its arguments (an API key may be one): through the
+    partials and the context's `run` that `asyncio.to_thread` wraps it in."""
+    while True:
+        if isinstance(fn, functools.partial):
+            inner, args = fn.func, fn.args
+            if isinstance(getattr(inner, "__self__", None), contextvars.Context) and args and callable(args[0]):
+                fn = args[0]  # to_thread: partial(context.run, func, *args)
+            else:
+                fn = inner
+            continue
+        return getattr(fn, "__qualname__", None) or type(fn).__qualname__
