@@ -4,8 +4,11 @@ orphans swept; clear errors for a missing engine or image; the exec-per-call fal
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
+import socket
+import threading
 import time
 from pathlib import Path
 
@@ -13,7 +16,8 @@ import docker.errors
 import pytest
 
 from desktop_app.core import PathOutsideWorkspace, SandboxError
-from desktop_app.sandbox import DockerSandbox, SandboxConfig, container_name, remove_orphans
+from desktop_app.sandbox import DockerSandbox, SandboxConfig, connect, container_name, remove_orphans
+from desktop_app.sandbox import _client as client_module
 from tests.conftest import no_engine
 
 from .conftest import TEST_IMAGE, make_workspace
@@ -120,6 +124,71 @@ async def test_missing_engine_says_how_to_fix_it(monkeypatch, workspace: Path) -
         await sb.exec("true")
     assert info.value.hint == "start Docker, or set DOCKER_HOST"
     await sb.close()
+
+
+@contextlib.contextmanager
+def _silent_engine(address):
+    """A listener at `address` (a unix path or a loopback (host, port)) that takes each connection, reads its
+    request, and never answers: a hung dockerd. Yields the DOCKER_HOST that names it."""
+    family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
+    server = socket.socket(family, socket.SOCK_STREAM)
+    server.bind(address)
+    server.listen(8)
+    held, stop = [], threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            held.append(conn)  # kept open and never answered
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        host = address if isinstance(address, str) else f"{address[0]}:{server.getsockname()[1]}"
+        yield f"unix://{host}" if family == socket.AF_UNIX else f"tcp://{host}"
+    finally:
+        stop.set()
+        t.join(5)
+        for conn in held:
+            conn.close()
+        server.close()
+
+
+@pytest.mark.parametrize("where", ["unix", "tcp"])
+def test_a_hung_engine_is_named_in_seconds_not_a_minute(where, monkeypatch, tmp_path: Path) -> None:
+    """An engine that accepts and stays silent (a wedged dockerd, a tunnel with nothing behind it) is reported
+    within the short ping bound, as hung, not after the SDK's minute per request."""
+    monkeypatch.setattr(client_module, "ENGINE_PING_TIMEOUT_S", 1.0)
+    address = str(tmp_path / "hung.sock") if where == "unix" else ("127.0.0.1", 0)
+    with _silent_engine(address) as url:
+        monkeypatch.setenv("DOCKER_HOST", url)
+        for var in ("DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH"):
+            monkeypatch.delenv(var, raising=False)
+        t0 = time.monotonic()
+        with pytest.raises(SandboxError) as info:
+            connect()
+        took = time.monotonic() - t0
+    assert took < 10, f"the hung engine took {took:.1f} s to be named"
+    if where == "unix":
+        assert "no Docker engine answers" in str(info.value) and "is dockerd hung?" in str(info.value)
+        assert info.value.hint == "start Docker, or set DOCKER_HOST"
+    else:
+        assert "does not answer" in str(info.value) and "did not answer in time" in str(info.value), info.value
+
+
+def test_the_engine_client_keeps_the_long_bound_for_its_work(docker_client) -> None:
+    """Only the ping is bounded short: a build or a big copy on the client connect() returns has the request
+    bound, so a slow answer there is not cut at the ping's seconds."""
+    client = connect()
+    try:
+        assert client.api.timeout == client_module.REQUEST_TIMEOUT_S > client_module.ENGINE_PING_TIMEOUT_S
+        assert client.ping()
+    finally:
+        client.close()
 
 
 async def test_concurrent_reads_share_one_channel(docker_sandbox) -> None:
