@@ -118,7 +118,8 @@ EXPORTED: dict[str, list[str]] = {
         # opening runtimes (one project for the CLI, one per project for the window) and their store
         "ProjectRuntime", "ProjectRuntimes", "build_runtime", "head_signer", "model_client_from_settings",
         "collect_between_turns", "settle_after_startup",  # the collector tuned once started (issue 29)
-        "QuitBoundedExecutor",  # the window's loop executor: a quit waits for a stuck job at most its grace
+        # the loops' executor (the window's, and the CLI's run_bounded): a quit waits for a stuck job at most its grace
+        "QuitBoundedExecutor", "run_bounded",
         "open_runtime", "open_store", "project_dir", "project_for_dir", "approval_expiry", "SqlStore",
         # consent: the rules file, the hooks file and each MCP server as the person approved them
         "CONSENT_KINDS", "Consent", "ConsentSubject", "approve", "consents", "load_agent_templates",

@@ -4,6 +4,7 @@ an offscreen QApplication) in a process of its own, a job stuck for ever beside 
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import os
@@ -12,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+from concurrent.futures import thread as pool_threads
 from pathlib import Path
 
 import pytest
@@ -143,3 +145,55 @@ def test_the_window_quits_with_a_job_stuck_on_its_loop(tmp_path: Path) -> None:
     # the log names what was left running, by its function only: never the key it was given
     assert "docker_ping_on_a_hung_engine" in done.stderr and "store_api_key" in done.stderr
     assert KEY not in done.stderr + done.stdout
+
+
+CLI_END = textwrap.dedent("""
+    import asyncio, sys, threading, time
+    from desktop_app.cli import _main
+    from desktop_app.runtime import _quit_executor
+
+    _quit_executor.QUIT_GRACE_S = 1.0  # the grace, shortened for the test
+
+    def docker_stop_on_a_hung_engine(key):
+        threading.Event().wait()  # the engine took the request and never answers
+
+    async def dispatch(args):  # the command's own work done; one background job is stuck
+        asyncio.get_running_loop().run_in_executor(None, docker_stop_on_a_hung_engine, sys.argv[1])
+        await asyncio.sleep(0.05)
+        return 0
+
+    _main._dispatch = dispatch
+    t0 = time.monotonic()
+    code = _main.main(["sessions", "list"])  # the CLI's own path: arguments, logging, its loop and its end
+    print(f"returned {code} in {time.monotonic() - t0:.1f} s", flush=True)
+    sys.exit(code)
+""")
+
+
+def test_a_command_ends_with_a_job_stuck_on_its_loop(tmp_path: Path) -> None:
+    """The CLI's loop (run_bounded): a finished command whose background job is stuck returns after the grace
+    and the process exits (asyncio.run would join the thread for ever on 3.11, and the interpreter's exit again)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AGENT_DESK_LOG_DIR": str(tmp_path / "logs")}
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", CLI_END, KEY], capture_output=True, text=True, timeout=60,
+                          env=env, check=False)
+    took = time.monotonic() - t0
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout.split("returned 0 in ")[1].split()[0]) < 3, done.stdout  # the grace (1 s)
+    assert took < 30
+    assert "docker_stop_on_a_hung_engine" in done.stderr  # named, by its function only
+    assert KEY not in done.stderr + done.stdout + "".join(p.read_text() for p in (tmp_path / "logs").glob("*"))
+
+
+def test_the_pool_is_the_type_asyncio_takes_as_a_default_executor() -> None:
+    """asyncio's set_default_executor refuses anything but a ThreadPoolExecutor; none of that pool's threads (which
+    the interpreter joins at exit without a bound) is ever made."""
+    loop = asyncio.new_event_loop()
+    pool = QuitBoundedExecutor(grace=5)
+    try:
+        loop.set_default_executor(pool)
+        worker = loop.run_until_complete(asyncio.to_thread(threading.current_thread))
+        assert worker.daemon and worker.name.startswith("agent-desk-worker")
+        assert worker not in pool_threads._threads_queues  # what the interpreter's exit would join
+    finally:
+        loop.close()

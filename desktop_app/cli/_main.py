@@ -58,9 +58,10 @@ def _guarded(args: argparse.Namespace) -> int:
     """Run the command; every failure is one line on stderr and an exit code, never a traceback (a bug's
     traceback goes to the log file, and to stderr too with --debug)."""
     from ..logs import SECRETS, log_file
+    from ..runtime import run_bounded
 
     try:
-        return asyncio.run(_dispatch(args))
+        return run_bounded(_dispatch(args))  # asyncio.run, with an end that waits for a stuck job only so long
     except AgentDeskError as e:
         log.info("failed: %s", e.user_message())
         print(f"agent-desk: {SECRETS.redactor.redact(e.user_message())}", file=sys.stderr)

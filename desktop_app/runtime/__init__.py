@@ -48,7 +48,7 @@ from ._network_repo import NETWORK_FILE
 from ._orphans import lease_dir, remove_crashed_containers
 from ._project_settings import approval_expiry
 from ._prompt_images import read_image_file
-from ._quit_executor import QuitBoundedExecutor
+from ._quit_executor import QuitBoundedExecutor, run_bounded
 from ._recipe import (
     ProjectRuntime,
     build_runtime,
@@ -134,6 +134,7 @@ __all__ = [
     "report_html",
     "resolve_image",
     "revoke_answered",
+    "run_bounded",
     "run_rewind",
     "seal_abandoned",
     "settle_after_startup",

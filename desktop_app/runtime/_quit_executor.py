@@ -1,32 +1,40 @@
-"""The window's default executor: what `run_in_executor(None, ...)` and `asyncio.to_thread` run on. Its
-threads are daemons, and its shutdown (the loop's close, when the window quits) waits for the jobs already given
-to it at most `grace` seconds: one stuck on a Docker engine that accepts and never answers (the SDK waits 60 s a
-request) or on a hung file system must not keep a closed window's process alive. What is still running then is
-named in the log and ends with the process. (qasync's own executor joins its QThreads without a bound.)"""
+"""The loops' default executor, the window's and the CLI's: what `run_in_executor(None, ...)` and
+`asyncio.to_thread` run on. Its threads are daemons, and its shutdown (the loop's close, when the window quits or
+a command ends) waits for the jobs already given to it at most `grace` seconds: one stuck on a Docker engine that
+accepts and never answers (the SDK waits 60 s a request) or on a hung file system must not keep a closed window's
+process, or a finished command, alive. What is still running then is named in the log and ends with the process.
+(qasync's own executor joins its QThreads without a bound; asyncio.run's ThreadPoolExecutor joins its threads
+without one on 3.11, after 300 s on 3.12, and again at the interpreter's exit.)"""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Executor, Future
-from typing import Any
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
 QUIT_GRACE_S = 10.0  # a settings save or an export under way at quit has this long to finish
 _STOP = None
+T = TypeVar("T")
 
 
-class QuitBoundedExecutor(Executor):
+class QuitBoundedExecutor(ThreadPoolExecutor):
     """A thread pool of daemon threads (at most `max_workers`, made as jobs come and none is idle) whose
-    `shutdown(wait=True)` runs what was queued and waits for it at most `grace` seconds."""
+    `shutdown(wait=True)` runs what was queued and waits for it at most `grace` seconds.
+
+    A ThreadPoolExecutor by type only, because asyncio's `set_default_executor` takes nothing else: none of its
+    machinery runs (its threads would be joined at the interpreter's exit without a bound)."""
 
     def __init__(self, max_workers: int = 8, name: str = "agent-desk-worker", grace: float | None = None) -> None:
+        super().__init__(max_workers=max(1, max_workers), thread_name_prefix=name)  # attributes only: no thread
         self._max = max(1, max_workers)
         self._name = name
         self.grace = QUIT_GRACE_S if grace is None else grace
@@ -109,3 +117,12 @@ def job_name(fn: Callable[..., Any]) -> str:
                 fn = inner
             continue
         return getattr(fn, "__qualname__", None) or type(fn).__qualname__
+
+
+def run_bounded(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(main)` with a QuitBoundedExecutor as the loop's default executor: the CLI's loop. A command
+    whose last background job is stuck (a Docker request to a hung engine) ends after the grace, not after the
+    job; the job is named in the log."""
+    with asyncio.Runner() as runner:
+        runner.get_loop().set_default_executor(QuitBoundedExecutor())
+        return runner.run(main)
