@@ -1,5 +1,7 @@
 """`python -m benchmarks compare BEFORE.txt AFTER.txt`: two `make bench` outputs side by side, each figure's
-ratio (after / before) and whether it went the right way. A figure in only one file is listed as such."""
+ratio (after / before) and whether it went the right way. A figure in only one file is listed as such. When both
+runs measured the machine (`machine_ref_ms`), a first line says how much faster or slower the machine itself was:
+a figure that moved about as much as the machine did says nothing about the code."""
 
 from __future__ import annotations
 
@@ -36,11 +38,27 @@ def verdict(name: str, unit: str, before: float, after: float, noise: float = 0.
     return "better" if better else "worse"
 
 
+MACHINE = "machine_ref_ms"
+
+
+def machine_line(a: dict[str, tuple[float, str]], b: dict[str, tuple[float, str]]) -> str | None:
+    """What the machine's own speed did between the runs, or None when either did not measure it."""
+    if MACHINE not in a or MACHINE not in b or not a[MACHINE][0] or not b[MACHINE][0]:
+        return None
+    ratio = b[MACHINE][0] / a[MACHINE][0]
+    if abs(ratio - 1) <= 0.05:
+        how = "the same speed in both runs (within 5%)"
+    else:
+        how = f"{'slower' if ratio > 1 else 'faster'} in AFTER: its reference work took {ratio:.2f}x the time"
+    return f"machine: {how} ({a[MACHINE][0]:.1f} ms, then {b[MACHINE][0]:.1f} ms)"
+
+
 def compare(before: str, after: str) -> list[str]:
     a, b = figures(before), figures(after)
     names = list(a) + [n for n in b if n not in a]
     width = max((len(n) for n in names), default=10)
-    lines = [f"{'figure':{width}}  {'before':>12}  {'after':>12}  {'after/before':>12}  unit"]
+    lines = [line] if (line := machine_line(a, b)) else []
+    lines.append(f"{'figure':{width}}  {'before':>12}  {'after':>12}  {'after/before':>12}  unit")
     for name in names:
         if name not in a or name not in b:
             where = "after only" if name not in a else "before only"
@@ -49,7 +67,8 @@ def compare(before: str, after: str) -> list[str]:
             continue
         (va, unit), (vb, _) = a[name], b[name]
         ratio = f"{vb / va:.2f}x" if va else "-"
-        lines.append(f"{name:{width}}  {va:>12.3f}  {vb:>12.3f}  {ratio:>12}  {unit}  {verdict(name, unit, va, vb)}")
+        said = "(the machine)" if name == MACHINE else verdict(name, unit, va, vb)
+        lines.append(f"{name:{width}}  {va:>12.3f}  {vb:>12.3f}  {ratio:>12}  {unit}  {said}")
     return lines
 
 

@@ -51,3 +51,22 @@ def test_the_command_line(tmp_path: Path) -> None:
     missing = subprocess.run([*run, str(tmp_path / "a.txt"), str(tmp_path / "none.txt")], cwd=root,
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "cannot read" in missing.stdout and "none.txt" in missing.stdout
+
+
+def test_the_machine_s_own_speed_is_said_first_and_judged_as_neither() -> None:
+    slow = compare(BEFORE + "bench machine_ref_ms 32.0 ms\n", AFTER + "bench machine_ref_ms 48.0 ms\n")
+    assert slow[0] == "machine: slower in AFTER: its reference work took 1.50x the time (32.0 ms, then 48.0 ms)"
+    rows = {line.split()[0]: line for line in slow[2:]}
+    assert rows["machine_ref_ms"].split()[3:] == ["1.50x", "ms", "(the", "machine)"]  # not "worse": not the code
+    same = compare(BEFORE + "bench machine_ref_ms 32.0 ms\n", AFTER + "bench machine_ref_ms 33.0 ms\n")
+    assert same[0].startswith("machine: the same speed in both runs")
+    fast = compare(BEFORE + "bench machine_ref_ms 40.0 ms\n", AFTER + "bench machine_ref_ms 32.0 ms\n")
+    assert fast[0].startswith("machine: faster in AFTER: its reference work took 0.80x the time")
+    assert compare(BEFORE, AFTER)[0].startswith("figure")  # an older output without it: no machine line
+
+
+def test_the_reference_work_is_the_same_work_each_time() -> None:
+    from benchmarks._machine import _work, reference_ms
+
+    assert _work() == _work() > 4_000  # deterministic, and none of it skipped (the regex found each step)
+    assert reference_ms(runs=1) > 0
