@@ -171,7 +171,7 @@ class AnthropicModelClient:
                 **key,
                 base_url=self.base_url,
                 max_retries=self.max_retries,
-                timeout=self.timeout_s,
+                timeout=_timeout(self.timeout_s),
                 middleware=[_RetryReporter(self.max_retries)],
             )
         return self._client
@@ -348,6 +348,15 @@ _SOURCES = {
     "env": " in ANTHROPIC_API_KEY",
     "env-token": " in ANTHROPIC_AUTH_TOKEN (sent as a bearer token)",
 }
+
+
+def _timeout(seconds: float) -> Any:
+    """The request bound `seconds` (a long generation may stream for minutes), but the SDK's own short bound on
+    opening the connection: an endpoint whose packets are dropped (a wrong base URL behind a firewall, a proxy
+    gone) fails its attempt in seconds, not after the whole request bound (a plain number bounds both)."""
+    import anthropic
+
+    return anthropic.Timeout(seconds, connect=min(anthropic.DEFAULT_TIMEOUT.connect or seconds, seconds))
 
 
 async def _create(client: anthropic.AsyncAnthropic, params: dict[str, Any]) -> Any:

@@ -3,7 +3,10 @@ cache marks, retries reported on the monitor channel, and the clear errors."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
+import time
 
 import pytest
 
@@ -252,3 +255,42 @@ async def test_missing_key_fails_before_any_request(server: AnthropicServer) -> 
         await client.stream(request(), emit=lambda e: None)
     assert "No Anthropic API key" in str(info.value)
     assert server.requests == []
+
+
+@pytest.fixture
+def unanswered_endpoint():
+    """A loopback port whose accept queue is full: a connection to it is never opened (its SYN is dropped, as a
+    firewall or a dead proxy drops them). Yields its base URL."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    port = server.getsockname()[1]
+    filler = socket.create_connection(("127.0.0.1", port), timeout=5)  # the one connection the queue holds
+    try:
+        probe = socket.socket()
+        probe.settimeout(0.5)
+        with pytest.raises(TimeoutError):  # the premise: a further connection hangs
+            probe.connect(("127.0.0.1", port))
+        probe.close()
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        filler.close()
+        server.close()
+
+
+@pytest.mark.parametrize("off_loop", [False, True])
+async def test_an_endpoint_that_never_opens_fails_in_seconds_not_the_request_bound(unanswered_endpoint,
+                                                                                  off_loop) -> None:
+    """A base URL whose connection never opens is named within the SDK's connect bound (5 s an attempt), not
+    after the request bound of 600 s that a long generation needs; in the model worker process too."""
+    client = AnthropicModelClient(api_key="sk-ant-test", base_url=unanswered_endpoint, max_retries=0,
+                                  timeout_s=600.0, off_loop=off_loop)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(ModelError) as info:
+            await asyncio.wait_for(client.stream(request(), emit=lambda e: None), 60)
+    finally:
+        await client.close()
+    assert time.monotonic() - t0 < 30
+    assert f"The model endpoint at {unanswered_endpoint}" in str(info.value)
+    assert "did not answer in time" in str(info.value) and "Check the network" in info.value.hint
