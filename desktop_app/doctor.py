@@ -199,7 +199,7 @@ def runtime_check(client: Any) -> Check:
 
 
 def _engine_failure(host: str, message: str, hint: str = "") -> Check:
-    from .sandbox import engine_link
+    from .sandbox import ENGINE_HINT, engine_link
 
     if engine_link(host).remote:  # never "install Docker" for an engine on another machine
         return Check("Docker engine", FAIL, message, hint or f"check DOCKER_HOST ({host}) and that dockerd runs there")
@@ -208,6 +208,8 @@ def _engine_failure(host: str, message: str, hint: str = "") -> Check:
         return Check("Docker engine", FAIL, f"the engine's socket {sock} exists, but your user may not use it",
                      "add yourself to the docker group (sudo usermod -aG docker $USER), then log out and in; "
                      "or run rootless Docker and set DOCKER_HOST")
+    if hint and hint != ENGINE_HINT:  # the engine's own cause (a hung dockerd) says more than "install Docker"
+        return Check("Docker engine", FAIL, message, hint)
     return Check("Docker engine", FAIL, message,
                  "install Docker (Debian: sudo apt-get install docker.io) and start it "
                  "(sudo systemctl start docker), or set DOCKER_HOST to an engine; the local (unsandboxed) "

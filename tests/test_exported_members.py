@@ -88,7 +88,7 @@ EXPORTED: dict[str, list[str]] = {
     ],
     "sandbox": [
         "DockerSandbox", "ImageSpec", "ImageStatus", "LocalSandbox", "SandboxConfig", "build_base_image",
-        "build_image", "connect", "container_name", "create_sandbox", "image_name_for_tag", "images_dir",
+        "build_image", "connect", "ENGINE_HINT", "container_name", "create_sandbox", "image_name_for_tag", "images_dir",
         "list_images", "load_catalog", "remove_orphans", "resolve_image", "workspace_where",
         "BuildCancel",  # a build's Cancel
         "remove_crashed",  # the containers a crashed desk left

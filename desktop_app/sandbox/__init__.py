@@ -8,7 +8,7 @@ several rooms share stays here: the engine client, the exec stream's frames, the
 mounts and the helper's operations. The host's git, shut in, is here too (_host_git.py): it reads the
 project's .git as the control mounts guard it."""
 
-from ._client import connect
+from ._client import ENGINE_HINT, connect
 from ._config import SandboxConfig, workspace_where
 from ._engine_link import RUNSC_HINT, engine_link
 from ._factory import create_sandbox
@@ -41,6 +41,7 @@ from .images import (
 )
 
 __all__ = [
+    "ENGINE_HINT",
     "RUNSC_HINT",
     "BaseFacts",
     "BasePlan",

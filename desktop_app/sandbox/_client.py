@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     import docker
 
 ENGINE_HINT = "start Docker, or set DOCKER_HOST"
+ENGINE_HUNG_HINT = "restart dockerd (sudo systemctl restart docker), or set DOCKER_HOST to another engine"
 # An engine's answer to /_ping (or /version) comes in milliseconds: one that accepts the connection and stays
 # silent this long is named as hung, in seconds rather than after a whole request's wait (REQUEST_TIMEOUT_S,
 # which image builds and big copies need).
@@ -81,8 +82,10 @@ def connect() -> docker.DockerClient:
             cause, fix = remote_failure(link, exc)
             raise SandboxError(f"the remote Docker engine at {link.address} does not answer: {cause}",
                                hint=fix) from None
-        reason = (f"it took the connection but said nothing for {ENGINE_PING_TIMEOUT_S:g} s: is dockerd hung?"
-                  if _timed_out(exc) else short_reason(exc))
-        raise SandboxError(f"no Docker engine answers at {link.address} ({reason})",
+        if _timed_out(exc):
+            raise SandboxError(f"no Docker engine answers at {link.address} (it took the connection but said "
+                               f"nothing for {ENGINE_PING_TIMEOUT_S:g} s: is dockerd hung?)",
+                               hint=ENGINE_HUNG_HINT) from None
+        raise SandboxError(f"no Docker engine answers at {link.address} ({short_reason(exc)})",
                            hint=ENGINE_HINT) from None
     return client

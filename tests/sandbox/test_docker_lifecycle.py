@@ -15,7 +15,9 @@ from pathlib import Path
 import docker.errors
 import pytest
 
+from desktop_app.config import Settings
 from desktop_app.core import PathOutsideWorkspace, SandboxError
+from desktop_app.doctor import docker_checks
 from desktop_app.sandbox import DockerSandbox, SandboxConfig, connect, container_name, remove_orphans
 from desktop_app.sandbox import _client as client_module
 from tests.conftest import no_engine
@@ -172,10 +174,13 @@ def test_a_hung_engine_is_named_in_seconds_not_a_minute(where, monkeypatch, tmp_
         with pytest.raises(SandboxError) as info:
             connect()
         took = time.monotonic() - t0
+        engine = docker_checks(Settings(path=None))[0]  # what `doctor` says of it, and its fix
     assert took < 10, f"the hung engine took {took:.1f} s to be named"
     if where == "unix":
         assert "no Docker engine answers" in str(info.value) and "is dockerd hung?" in str(info.value)
-        assert info.value.hint == "start Docker, or set DOCKER_HOST"
+        assert info.value.hint == client_module.ENGINE_HUNG_HINT
+        assert engine.status == "fail" and "is dockerd hung?" in engine.detail
+        assert engine.fix == client_module.ENGINE_HUNG_HINT  # "restart dockerd", never "install Docker"
     else:
         assert "does not answer" in str(info.value) and "did not answer in time" in str(info.value), info.value
 
