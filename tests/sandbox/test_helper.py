@@ -111,5 +111,23 @@ async def test_a_helper_that_cannot_be_written_is_a_clear_error(docker_sandbox, 
     assert info.value.hint and "/tmp" in info.value.hint
 
 
+@pytest.mark.docker
+async def test_in_the_sandbox_path_lookups_trust_the_read_only_root_and_check_the_rest(docker_sandbox) -> None:
+    """The helper's PATH cache stops looking at /usr/bin (the sandbox's root is read-only, and the helper has
+    no capability to remount it), and keeps checking the workspace, /tmp and what a symlink leads to."""
+    script = (
+        "import glob, os, sys; sys.path.insert(0, sorted(glob.glob(sys.argv[1] + '/helper-*.pyz'))[0]);"
+        "from helper.processes import PathCache; c = PathCache();"
+        "print(c.find('true', '/usr/local/bin:/usr/bin'), len(c.entries[('true', '/usr/local/bin:/usr/bin')][1]));"
+        "os.symlink('/usr/bin', '/tmp/bin-link');"
+        "print(*[c._can_change(d) for d in ('/usr/bin', '/usr', '/', '/workspace', '/tmp', '/tmp/bin-link')])"
+    )
+    res = await docker_sandbox.exec(["python3", "-I", "-S", "-c", script, _helper_archive.HELPER_DIR])
+    assert res.exit_code == 0, res.stderr
+    found, fixed = res.stdout.splitlines()
+    assert found.split() == ["/usr/bin/true", "0"]  # no folder to look at again
+    assert fixed.split() == ["False", "False", "False", "True", "True", "True"]
+
+
 def test_an_unknown_error_kind_is_a_plain_sandbox_error() -> None:
     assert ErrorCode.of("SomethingNew") is ErrorCode.SANDBOX and ErrorCode.of(None) is ErrorCode.SANDBOX

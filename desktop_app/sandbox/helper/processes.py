@@ -18,6 +18,7 @@ from .proctree import RUN_ENV, Tracker
 
 CHUNK = 65536
 KILL_GRACE_S = 1.0  # SIGTERM, then SIGKILL of the whole group after this long
+HAND_OFF_S = 0.005  # a command still running this long after its start calls its on_slow (see Server._reader)
 LINGER_S = 0.2  # after the command exits, how long to wait for grandchildren to close its pipes
 MAX_OUTPUT_LIMIT = 16 * 1024 * 1024  # per stream; a caller asking for more gets this much
 BG_OUTPUT_LIMIT = 1024 * 1024
@@ -103,13 +104,24 @@ class PathCache:
     """PATH lookups remembered like a shell's hash table, but never stale: an entry is for one PATH value,
     and holds while the folders searched up to its hit are unchanged (a program added to an earlier folder
     shadows it, one removed takes its entry along). A folder changed within the last second is not trusted
-    (its time stamp is coarse), so that lookup is not remembered."""
+    (its time stamp is coarse), so that lookup is not remembered. A folder that cannot change is not looked
+    at again: one on a read-only filesystem, as is every folder above it, with no symlink on the way (the
+    sandbox's read-only root: /usr/bin and the like; the helper cannot remount, it has no capability)."""
 
     SETTLE_S = 1.0
 
     def __init__(self):
-        self.entries = {}  # (name, PATH) -> (full path, [(folder, (inode, mtime_ns)), ...])
+        self.entries = {}  # (name, PATH) -> (full path, [(folder, (inode, mtime_ns)), ...] of folders that can change)
+        self.fixed = {}  # folder -> True when it cannot change
         self.lock = threading.Lock()
+
+    def _can_change(self, d):
+        fixed = self.fixed.get(d)
+        if fixed is None:
+            fixed = os.path.realpath(d) == d and all(_read_only(p) for p in _folders_up(d))
+            if len(self.fixed) < 4096:
+                self.fixed[d] = fixed
+        return not fixed
 
     @staticmethod
     def _state(d):
@@ -135,12 +147,28 @@ class PathCache:
                 settled = all(st is None or now_ns - st[1] > self.SETTLE_S * 1e9 for _, st in searched)
                 with self.lock:
                     if settled and len(self.entries) < 4096:
-                        self.entries[key] = (full, searched)
+                        self.entries[key] = (full, [(f, st) for f, st in searched if self._can_change(f)])
                     else:
                         self.entries.pop(key, None)
                 return full
         self.entries.pop(key, None)
         return None
+
+
+def _read_only(path):
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
+
+
+def _folders_up(d):
+    """`d` and every folder above it, up to /."""
+    while True:
+        yield d
+        if d == "/":
+            return
+        d = os.path.dirname(d)
 
 
 _path_cache = PathCache()
@@ -314,7 +342,9 @@ class CommandRun:
         base_env=None,
         tracker=None,
         spawn_cwd=None,
+        on_slow=None,
     ):
+        self.on_slow = on_slow  # called once, HAND_OFF_S after the spawn, if the command is still running
         self.env = _env(env, base_env)
         self.spawn_cwd = spawn_cwd
         self.argv = _argv(command, self.env)
@@ -389,7 +419,15 @@ class CommandRun:
                 now = time.monotonic()
                 if self._finished(proc, now):
                     break
-                for fd, what in self._sel.select(self._wait_s(proc, now)):
+                wait = self._wait_s(proc, now)
+                if self.on_slow is not None:
+                    if now >= start + HAND_OFF_S:
+                        self.on_slow, on_slow = None, self.on_slow
+                        on_slow()
+                    else:
+                        slow_in = start + HAND_OFF_S - now
+                        wait = slow_in if wait is None else min(wait, slow_in)
+                for fd, what in self._sel.select(wait):
                     if what == "pipe":
                         self._on_pipe(fd)
                     elif what == "exit":

@@ -1,6 +1,7 @@
 """The helper's server: requests read as JSON lines, run concurrently (file ops on a few workers, each
-command on its own thread), responses and output events written back, matched by id. Bulk bytes (fs_read's
-answer, fs_write's request) travel as a binary frame: the line says `"bin": N`, N raw bytes follow it.
+command on its own thread: the one that read it, another reading on), responses and output events written
+back, matched by id. Bulk bytes (fs_read's answer, fs_write's request) travel as a binary frame: the line
+says `"bin": N`, N raw bytes follow it.
 A request may instead come as `M<size>` and that many bytes of marshal (format 4): the desk sends that when
 the hello offers it, as python3-minimal has no json and its fallback parser costs ~0.1 ms a request. Only
 requests: the desk never reads marshal, what the container says stays JSON."""
@@ -57,7 +58,7 @@ class Server:
     events back where each request came from."""
 
     FILE_WORKERS = 4
-    EXEC_IDLE_MAX = 4  # exec threads kept waiting for the next command
+    EXEC_IDLE_MAX = 4  # reading threads kept waiting, beside the ones reading
 
     def __init__(self, ws, inp, out):
         self.ws = ws
@@ -70,10 +71,12 @@ class Server:
         self.jobs = []
         self.jobs_cv = threading.Condition()
         self.exec_cv = threading.Condition()
-        self.exec_jobs = []
+        self.exec_jobs = []  # connections waiting for a thread to read them
         self.exec_idle = 0
+        self.stdin_ended = threading.Event()
         self.closing = False
         self.spawn_cwd = None  # the helper's own working directory, once it has made it the workspace
+        self.base_env = dict(os.environ)  # what commands start with: the helper never changes its own
 
     def send(self, obj, blob=None):
         """One message on stdout."""
@@ -85,9 +88,7 @@ class Server:
         workers = [threading.Thread(target=self._worker, daemon=True) for _ in range(self.FILE_WORKERS)]
         for t in workers:
             t.start()
-        if door is not None:
-            self.door = door
-            threading.Thread(target=self._read, args=(door,), daemon=True).start()
+        self.door = door
         self.send(
             {
                 "id": 0,
@@ -101,11 +102,81 @@ class Server:
                 "door": door is not None,
             }
         )
-        self._read(self.conn)
+        for conn in (self.conn, door):
+            if conn is not None:
+                threading.Thread(target=self._reader, args=(conn,), daemon=True).start()
+        self.stdin_ended.wait()
         self.shutdown()
 
+    def _reader(self, conn=None):
+        """A thread of the reading pool. It reads `conn` and runs each command it reads itself: a quick one
+        (`true`, `ls`) ends before anyone else wakes; a slower one hands the reading, after HAND_OFF_S, to a
+        thread reserved before its spawn (there is always one to have then, even when a fork bomb takes every
+        pid after). Then it waits for a connection to read. Started for a reservation (no `conn`), it waits
+        at once, already counted out of the idle ones."""
+        reserved = conn is None
+        while True:
+            while conn is not None:
+                try:
+                    req = self._read(conn)
+                except BaseException:
+                    if conn is self.conn:  # nothing reads stdin any more: the helper ends, as it does at its end
+                        self.stdin_ended.set()
+                    raise
+                if req is None:
+                    if conn is self.conn:
+                        self.stdin_ended.set()
+                    conn = None
+                elif self._run_exec(conn, req):
+                    conn = None  # another thread reads it now
+            with self.exec_cv:
+                if not reserved:
+                    if self.exec_idle >= self.EXEC_IDLE_MAX or self.closing:
+                        return
+                    self.exec_idle += 1
+                reserved = False
+                while not self.exec_jobs and not self.closing:
+                    self.exec_cv.wait()
+                if not self.exec_jobs:
+                    return
+                conn = self.exec_jobs.pop(0)
+
+    def _run_exec(self, conn, req):
+        """Run an exec read from `conn` on this thread; True when the reading went to another thread meanwhile.
+        Refused, the reading staying here, when no thread can be reserved (pids limit reached?)."""
+        rid = req.get("id")
+        try:
+            with self.exec_cv:
+                if self.exec_idle > 0:
+                    self.exec_idle -= 1
+                    started = None
+                else:
+                    started = threading.Thread(target=self._reader, daemon=True)
+            if started is not None:
+                started.start()
+        except RuntimeError:
+            message = "the sandbox cannot start a thread (pids limit reached?)"
+            conn.send({"id": rid, "ok": False, "error": {"kind": "SandboxError", "message": message}})
+            return False
+        handed = []
+
+        def hand_reading():
+            with self.exec_cv:
+                self.exec_jobs.append(conn)
+                self.exec_cv.notify()
+            handed.append(True)
+
+        try:
+            self._handle(conn, req, hand_reading)
+        finally:
+            if not handed:  # the reservation goes back: its thread waits on, idle
+                with self.exec_cv:
+                    self.exec_idle += 1
+        return bool(handed)
+
     def _read(self, conn):
-        """Route `conn`'s requests until it ends (or cannot be followed)."""
+        """Route `conn`'s requests until it ends (or cannot be followed): None; or until an exec comes: its
+        request, for this thread to run."""
         inp = conn.inp
         while True:
             try:
@@ -124,7 +195,9 @@ class Server:
                 continue
             if req.get("bin") is not None and not self._read_blob(req, inp):
                 break
-            self._route(conn, req)
+            if self._route(conn, req):
+                return req
+        return None
 
     def _marshalled(self, line, inp):
         """A marshal request: its size on the line, then its bytes. EOFError when the stream cannot be
@@ -163,46 +236,22 @@ class Server:
         return True
 
     def _route(self, conn, req):
-        """A cancel acts at once, an exec gets its own thread, everything else queues for the workers."""
+        """A cancel acts at once, everything but an exec queues for the workers; True for an exec, which the
+        reading thread runs itself (see _reader)."""
         op = req.get("op")
         if op == "cancel":
+            target = req.get("target")
             with self.runs_lock:
-                run = self.runs.get(req.get("target"))
+                run = self.runs.get(target) if isinstance(target, (int, str)) else None
             if run is not None:
                 run.cancel()
         elif op == "exec":
-            try:
-                self._start_exec((conn, req))
-            except RuntimeError:
-                message = "the sandbox cannot start a thread (pids limit reached?)"
-                conn.send({"id": req.get("id"), "ok": False, "error": {"kind": "SandboxError", "message": message}})
+            return True
         else:
             with self.jobs_cv:
                 self.jobs.append((conn, req))
                 self.jobs_cv.notify()
-
-    def _start_exec(self, job):
-        """Hand an exec to an idle exec thread, or start one (each command needs its own thread)."""
-        with self.exec_cv:
-            if self.exec_idle > 0:
-                self.exec_jobs.append(job)
-                self.exec_idle -= 1
-                self.exec_cv.notify()
-                return
-        threading.Thread(target=self._exec_worker, args=(job,), daemon=True).start()
-
-    def _exec_worker(self, job):
-        while job is not None:
-            self._handle(*job)
-            job = None
-            with self.exec_cv:
-                if self.exec_idle >= self.EXEC_IDLE_MAX or self.closing:
-                    return
-                self.exec_idle += 1
-                while not self.exec_jobs and not self.closing:
-                    self.exec_cv.wait()
-                if self.exec_jobs:
-                    job = self.exec_jobs.pop(0)
+        return False
 
     def shutdown(self):
         self.closing = True
@@ -230,10 +279,10 @@ class Server:
                 job = self.jobs.pop(0)
             self._handle(*job)
 
-    def _handle(self, conn, req):
+    def _handle(self, conn, req, on_slow=None):
         rid = req.get("id")
         try:
-            result = self.dispatch(req, conn)
+            result = self.dispatch(req, conn, on_slow)
             blob = result.pop("data") if isinstance(result, dict) and isinstance(result.get("data"), bytes) else None
             conn.send_result(rid, result, blob)
         except HelperError as exc:
@@ -243,32 +292,36 @@ class Server:
                 {"id": rid, "ok": False, "error": {"kind": "SandboxError", "message": f"{type(exc).__name__}: {exc}"}}
             )
 
-    def dispatch(self, req, conn=None):
+    def dispatch(self, req, conn=None, on_slow=None):
         op, a = req.get("op"), req.get("args") or {}
         if op == "exec":
-            return self._exec(req.get("id"), a, conn or self.conn)
+            return self._exec(req.get("id"), a, conn or self.conn, on_slow)
         return call_op(self.ws, self.procs, op, a)
 
-    def _exec(self, rid, a, conn):
+    def _exec(self, rid, a, conn, on_slow=None):
         on_chunk = None
         if a.get("stream"):
 
             def on_chunk(stream, text):
                 conn.send({"id": rid, "ev": "output", "stream": stream, "data": text})
 
+        cwd = a.get("cwd") or "."
         run = CommandRun(
             a["command"],
-            self.ws.resolve(a.get("cwd") or "."),
+            # the workspace's root is where the helper runs: a command starts there (spawn_cwd) by no path
+            self.spawn_cwd if cwd == "." and self.spawn_cwd == self.ws.root else self.ws.resolve(cwd),
             a.get("env"),
             a.get("timeout", 120.0),
             min(int(a.get("output_limit", 1_000_000)), MAX_OUTPUT_LIMIT),
             on_chunk,
             a.get("grace", KILL_GRACE_S),
+            base_env=self.base_env,
             tracker=self.procs.tracker,
             spawn_cwd=self.spawn_cwd,
+            on_slow=on_slow,
         )
         with self.runs_lock:
-            self.runs[rid] = run
+            self.runs[rid] = run  # before another thread reads on (see _reader): a cancel finds it
         try:
             return run.run()
         finally:
