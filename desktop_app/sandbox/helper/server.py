@@ -309,7 +309,7 @@ class Server:
         run = CommandRun(
             a["command"],
             # the workspace's root is where the helper runs: a command starts there (spawn_cwd) by no path
-            self.spawn_cwd if cwd == "." and self.spawn_cwd == self.ws.root else self.ws.resolve(cwd),
+            self.spawn_cwd if cwd in (".", self.ws.alias) and self.spawn_cwd == self.ws.root else self.ws.resolve(cwd),
             a.get("env"),
             a.get("timeout", 120.0),
             min(int(a.get("output_limit", 1_000_000)), MAX_OUTPUT_LIMIT),
