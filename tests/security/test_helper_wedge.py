@@ -1,9 +1,11 @@
 """The helper never wedges: catastrophic regexes and globs, a helper killed or stopped by a command, CPU
-hogs; each time the NEXT call answers within a second or two, and the error names the real cause."""
+hogs, every pid taken while a command runs; each time the NEXT call answers within a second or two, and the
+error names the real cause."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -13,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from desktop_app.core import SandboxError
-from desktop_app.sandbox import LocalSandbox
+from desktop_app.sandbox import LocalSandbox, SandboxConfig
 from desktop_app.sandbox.helper.errors import HelperError
 from desktop_app.sandbox.helper.search import ChildSearch, Search
 from desktop_app.sandbox.helper.workspace import Workspace
+from tests.conftest import TEST_IMAGE
 
 pytestmark = pytest.mark.docker
 CATASTROPHIC = "(a+)+$"
@@ -105,6 +108,49 @@ async def test_cpu_hogs_do_not_wedge_the_channel(make_docker_sandbox) -> None:
 
 
 # ------------------------------------------------------------------------------------------- host side
+@pytest.mark.parametrize("command", [
+    "bomb() { bomb | bomb; }; bomb",  # the classic, never returning
+    "for i in $(seq 200); do sleep 60 & done; wait",  # no recursion: sleepers fill the pids limit, then it waits
+    "bomb() { bomb & bomb; }; bomb 2>/dev/null",  # half of it in the background, its errors silenced
+])  # fmt: skip
+async def test_while_a_command_holds_every_pid_the_channel_is_read_and_a_cancel_stops_it(
+    make_docker_sandbox, workspace: Path, command: str
+) -> None:
+    """The thread that reads a command runs it, and hands the reading on 5 ms after its start to a thread
+    reserved before the spawn: by then the command has taken every pid, so no thread could be started. The
+    channel must still be read: a file read and another command are answered while it runs (the command
+    refused, as no pid is left), and a cancel stops it long before its timeout."""
+    sb = await make_docker_sandbox(SandboxConfig(image=TEST_IMAGE, pids=64))
+    (workspace / "note.txt").write_text("still here\n")
+    hog = asyncio.create_task(sb.exec(command, timeout=120))
+    await asyncio.sleep(1.0)
+    assert not hog.done()
+    assert await asyncio.wait_for(sb.read_text("note.txt"), 15) == "still here\n"
+    try:
+        refused = await asyncio.wait_for(sb.exec("true"), 15)
+        answered = refused.exit_code != 0 and "unavailable" in refused.stderr  # the limit holds: fork fails
+    except SandboxError as exc:
+        answered = "thread" in str(exc) or "unavailable" in str(exc)
+    assert answered  # every pid taken, and still an answer
+    hog.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await hog
+
+    async def gone() -> bool:
+        try:
+            count = await sb.exec("ls -d /proc/[0-9]* | wc -l")
+        except SandboxError:  # no thread to be had yet: the command's processes are still dying
+            return False
+        return count.exit_code == 0 and int(count.stdout) < 10
+
+    for _ in range(100):  # SIGTERM, then SIGKILL of the group a second later
+        if await gone():
+            break
+        await asyncio.sleep(0.1)
+    assert await gone()
+    await next_call_is_quick(sb)
+
+
 async def test_catastrophic_regex_and_glob_on_local_sandbox(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
