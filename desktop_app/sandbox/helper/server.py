@@ -238,10 +238,8 @@ class Server:
                 with self.exec_cv:
                     self.exec_idle += 1
 
-        if conn.inp.waiting():  # a burst: the next request is read now, not HAND_OFF_S into this command
-            hand_reading()
         try:
-            self._handle(conn, req, None if handed else hand_reading, settle)
+            self._handle(conn, req, hand_reading, settle)
         finally:
             settle()
         return bool(handed)
@@ -402,6 +400,9 @@ class Server:
         )
         with self.runs_lock:
             self.runs[rid] = run  # before another thread reads on (see _reader): a cancel finds it
+        if on_slow is not None and conn.inp.waiting():  # a burst: the next request is read now, not in 5 ms
+            run.on_slow = None
+            on_slow()
         try:
             return run.run()
         finally:

@@ -126,6 +126,25 @@ def test_a_burst_of_commands_is_handed_on_at_once_not_one_by_one(tmp_path: Path,
         desk.close()
 
 
+def test_a_cancel_in_the_same_write_as_its_command_is_not_lost(tmp_path: Path, monkeypatch) -> None:
+    """The reading goes on before the command runs when more is waiting; the command is registered before that,
+    so its cancel, read by the next thread, finds it (the wait made 30 s: only that hand-over reads it). The
+    command's making is slowed (50 ms, the GIL let go) so that a hand-over before its registration loses the
+    cancel every time, not once in a while."""
+    monkeypatch.setattr(processes, "HAND_OFF_S", 30.0)
+    argv = processes._argv
+    monkeypatch.setattr(processes, "_argv", lambda *a: (time.sleep(0.05), argv(*a))[1])
+    desk = Desk(tmp_path)
+    try:
+        for rid in range(1, 6):
+            both = json.dumps({"id": rid, "op": "exec", "args": {"command": "sleep 30", "grace": 0.2}}) + "\n"
+            both += json.dumps({"id": None, "op": "cancel", "target": rid}) + "\n"
+            desk.sock.sendall(both.encode())
+            assert desk.answer(rid, within_s=10)["result"]["cancelled"]
+    finally:
+        desk.close()
+
+
 def test_a_request_that_breaks_the_reading_thread_ends_the_helper(tmp_path: Path, monkeypatch) -> None:
     """Whatever fails in the thread that reads stdin ends the helper (as it did when the main thread read it),
     rather than leave it waiting for a stdin nobody reads."""
