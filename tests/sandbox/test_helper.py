@@ -117,7 +117,7 @@ async def test_in_the_sandbox_path_lookups_trust_the_read_only_root_and_check_th
     no capability to remount it), and keeps checking the workspace, /tmp and what a symlink leads to."""
     script = (
         "import glob, os, sys; sys.path.insert(0, sorted(glob.glob(sys.argv[1] + '/helper-*.pyz'))[0]);"
-        "from helper.processes import PathCache; c = PathCache();"
+        "from helper.pathcache import PathCache; c = PathCache();"
         "print(c.find('true', '/usr/local/bin:/usr/bin'), len(c.entries[('true', '/usr/local/bin:/usr/bin')][1]));"
         "os.symlink('/usr/bin', '/tmp/bin-link');"
         "print(*[c._can_change(d) for d in ('/usr/bin', '/usr', '/', '/workspace', '/tmp', '/tmp/bin-link')])"

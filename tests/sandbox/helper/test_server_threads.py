@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from desktop_app.sandbox.helper import processes
+from desktop_app.sandbox.helper import pathcache, processes
 from desktop_app.sandbox.helper.server import Input, Server
 from desktop_app.sandbox.helper.workspace import Workspace
 
@@ -203,7 +203,7 @@ def test_path_lookups_check_again_every_folder_that_can_change(tmp_path: Path) -
     old = time.time() - 10  # settled: a folder changed within the last second is not trusted
     for d in (first, second):
         os.utime(d, (old, old))
-    cache = processes.PathCache()
+    cache = pathcache.PathCache()
     path = f"{first}:{link}"
     assert cache.find("tool", path) == f"{link}/tool"
     assert cache._can_change(str(first)) and cache._can_change(str(link)) and cache._can_change(str(second))
@@ -226,5 +226,5 @@ def test_path_lookups_check_again_every_folder_that_can_change(tmp_path: Path) -
 def test_a_folder_is_fixed_only_when_it_and_every_folder_above_are_read_only(
     monkeypatch, folder: str, read_only: set[str], fixed: bool
 ) -> None:
-    monkeypatch.setattr(processes, "_read_only", lambda p: p in read_only)
-    assert processes.PathCache()._can_change(folder) is not fixed
+    monkeypatch.setattr(pathcache, "_read_only", lambda p: p in read_only)
+    assert pathcache.PathCache()._can_change(folder) is not fixed
