@@ -90,6 +90,39 @@ CHAIN_LOCK_KEY = 0x6167656E74646B31  # "agentdk1"
 LOCK_CHAIN = text("SELECT pg_advisory_xact_lock(:k)").bindparams(k=CHAIN_LOCK_KEY)
 
 
+# The rows of one statement on SQLite (see `multi_row`): a power of two up to this, within the engine's limit on
+# bound variables.
+MULTI_ROW_MAX = 64
+_VALUES = re.compile(r"VALUES \(([^)]*)\)")
+
+
+@functools.cache
+def multi_row(sql: str, n: int) -> tuple[str, tuple[str, ...]]:
+    """`sql` (an INSERT of one row of `:name` values) as one statement of `n` rows with `?` placeholders, and
+    the names in their order. sqlite3 gives the GIL back on every step of a statement: executemany of N rows
+    takes it back N times, and each time waits while the event loop's thread holds it (up to the switch
+    interval), so the writer and the loop took turns instead of running side by side. One step per chunk."""
+    m = _VALUES.search(sql)
+    if m is None:
+        raise ValueError(f"not a one-row INSERT: {sql[:80]}")
+    names = tuple(part.strip().removeprefix(":") for part in m.group(1).split(","))
+    row = f"({', '.join('?' * len(names))})"
+    return f"{sql[:m.start()]}VALUES {', '.join([row] * n)}{sql[m.end():]}", names
+
+
+def chunk_sizes(count: int, most: int) -> list[int]:
+    """`count` rows as chunks whose sizes are powers of two up to `most` (largest first): a few statement
+    texts per table, each prepared once and kept in sqlite3's statement cache."""
+    sizes = []
+    size = most
+    while count:
+        while size > count:
+            size //= 2
+        sizes.append(size)
+        count -= size
+    return sizes
+
+
 @functools.cache
 def pg_sql(sql: str) -> str:
     """A statement's :name parameters in psycopg's %(name)s style (for the pipelined hot path)."""
@@ -207,6 +240,7 @@ class Writer(threading.Thread):
         self.notary = notary  # audit-keys: signs each commit's head, writes the witness (None: unsigned)
         self.desk = notary.signer.key_id if notary is not None else ""  # named in each entry it writes
         self.checkpointer: Checkpointer | None = None  # SQLite: moves the log into the file beside this thread
+        self._sqlite_vars: int | None = None  # SQLite's limit on a statement's bound variables, read once
 
     # thread body ----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -542,7 +576,18 @@ class Writer(threading.Thread):
 
     def _many(self, conn: Connection, stmt: TextClause, rows: list[dict[str, Any]]) -> None:
         if self._raw:
-            conn.connection.driver_connection.executemany(stmt.text, rows)
+            dbapi = conn.connection.driver_connection
+            if len(rows) == 1:
+                dbapi.execute(stmt.text, rows[0])
+                return
+            if self._sqlite_vars is None:
+                self._sqlite_vars = dbapi.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+            most = max(1, min(MULTI_ROW_MAX, self._sqlite_vars // len(multi_row(stmt.text, 1)[1])))
+            k = 0
+            for n in chunk_sizes(len(rows), 1 << (most.bit_length() - 1)):
+                sql, names = multi_row(stmt.text, n)
+                dbapi.execute(sql, [row[name] for row in rows[k:k + n] for name in names])
+                k += n
         elif self._pg is not None:
             self._pg.executemany(pg_sql(stmt.text), rows)
         else:

@@ -11,10 +11,10 @@ from typing import Any
 
 import rfc8785
 
-from ._chain import canonical_json, json_default
+from ._chain import canonical_json, json_default, one_shot
 
 _INT_LIMIT = 2**53 - 1  # RFC 8785 numbers are IEEE doubles: a larger integer has no exact form
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=json_default)  # built once (see _chain._CANONICAL)
+_ENCODER = one_shot(json.JSONEncoder(ensure_ascii=False, default=json_default))  # built once (see _chain.one_shot)
 _LONG_DIGITS = re.compile(r"[0-9]{16}")
 
 
@@ -43,7 +43,7 @@ def jcs_data(data: Any) -> str:
     NaN or an infinity becomes its string, a lone surrogate its escaped form."""
     if not data:
         return "{}" if isinstance(data, dict) else jcs(data)
-    text = _ENCODER.encode(data)
+    text = _ENCODER(data)
     try:
         # The common case at C speed: with no float, no integer of 16 digits or more and no character from
         # U+D800 up (surrogates; keys that UTF-16 would sort apart), Python's sorted JSON IS RFC 8785's text.

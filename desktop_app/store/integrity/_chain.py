@@ -14,7 +14,7 @@ import json
 import sqlite3
 import sys
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -51,13 +51,32 @@ def json_default(o: Any) -> Any:
     return str(o)
 
 
-# One encoder, built once: json.dumps with any option builds a new JSONEncoder on every call, which cost
-# the hot path (several encodings per transition) more than the encoding itself. Same output.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=json_default)
+def one_shot(encoder: json.JSONEncoder) -> Callable[[Any], str]:
+    """`encoder.encode`, with the C encoder that it would build for each call built once: the same text, at a
+    third of the cost for the small values a transition encodes (several per transition). json.dumps with any
+    option builds a whole new JSONEncoder on each call as well. Without json's C module (or with an indent),
+    `encoder.encode` itself."""
+    make = json.encoder.c_make_encoder
+    if make is None or encoder.indent is not None:
+        return encoder.encode
+    # No table of the containers being encoded (what check_circular keeps): it would be shared by every thread
+    # that encodes. A value that contains itself then runs into the recursion limit instead, told apart below.
+    strings = json.encoder.encode_basestring_ascii if encoder.ensure_ascii else json.encoder.encode_basestring
+    c_encode = make(None, encoder.default, strings, None, encoder.key_separator, encoder.item_separator,
+                    encoder.sort_keys, encoder.skipkeys, encoder.allow_nan)
+
+    def encode(value: Any) -> str:
+        try:
+            return "".join(c_encode(value, 0))
+        except RecursionError as exc:
+            raise ValueError("the value is nested too deeply to store as JSON, or contains itself") from exc
+
+    return encode
 
 
-def canonical_json(obj: Any) -> str:
-    return _CANONICAL.encode(obj)
+# Built once (see one_shot).
+canonical_json = one_shot(json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                           default=json_default))
 
 
 def entry_fields(

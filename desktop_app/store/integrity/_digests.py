@@ -7,7 +7,7 @@ import hashlib
 import json
 from typing import Any
 
-from ._chain import RECORD_FIELDS, json_default
+from ._chain import RECORD_FIELDS, json_default, one_shot
 
 # RECORD_FIELDS (in _chain.py, which verify's workers run on their own) are a record's columns that its row
 # digest covers, in order. FLOAT columns are compared as floats and BOOLEAN ones as ints, the types SQLite
@@ -22,12 +22,8 @@ MESSAGE_NAMED = ("content",)
 BLOB_MIN = 16 * 1024
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=json_default)  # built once
-
-
-def to_json(value: Any) -> str:
-    """A JSON column's text as stored, and so as its digest covers it."""
-    return _ENCODER.encode(value)
+# A JSON column's text as stored, and so as its digest covers it (built once: see one_shot).
+to_json = one_shot(json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=json_default))
 
 
 def sha(text: str) -> str:
@@ -44,19 +40,17 @@ def row_digest(values: tuple[Any, ...]) -> str:
     return sha(repr(values))
 
 
-def _norm(name: str, value: Any) -> Any:
-    if value is None:
-        return None
-    if name in _FLOATS:
-        return float(value)
-    if name in _INTS:
-        return int(value)
-    return value
+# (place in RECORD_FIELDS, type) of the columns that are not stored as given.
+_CASTS = tuple((i, float if f in _FLOATS else int) for i, f in enumerate(RECORD_FIELDS) if f in _FLOATS | _INTS)
 
 
 def record_values(params: dict[str, Any]) -> tuple[Any, ...]:
     """A tool_calls row's parameters (JSON columns already text) as the tuple verify will read back."""
-    return tuple(_norm(f, params.get(f)) for f in RECORD_FIELDS)
+    values = [params.get(f) for f in RECORD_FIELDS]
+    for i, cast in _CASTS:
+        if values[i] is not None:
+            values[i] = cast(values[i])
+    return tuple(values)
 
 
 def message_values(params: dict[str, Any]) -> tuple[Any, ...]:
