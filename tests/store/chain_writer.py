@@ -4,8 +4,11 @@
 python -m tests.store.chain_writer URL SEED_HEX HOST USER RECORDS [TASKS]
 
 It prints "ready" once the store is open, waits for a line on stdin, writes half of its records, prints "half",
-waits for a second line, writes the rest and prints "done SEQ..." (every acknowledged seq). The two waits let
-the test make every desk write while the others do, on an empty database first (the genesis race)."""
+waits for a second line, writes its message and one record, prints "more", waits for a third line, writes the
+rest and prints "done SEQ..." (every acknowledged seq). The waits let the test make every desk write while the
+others do, on an empty database first (the genesis race), and put every desk's middle record between any desk's
+first and last in the chain, whatever order SQLite's lock hands the writers in (it is not fair: a desk that
+keeps committing can write a whole step while the others sleep in their busy handlers)."""
 
 from __future__ import annotations
 
@@ -41,12 +44,17 @@ async def main(url: str, seed_hex: str, host: str, user: str, records: int, task
         sys.stdin.readline()
         await store.save_project(ProjectInfo("prj_1", "shared", "/tmp/shared"))
         await store.save_session(SessionInfo(f"ses_{user}", "prj_1"))
-        await _write(store, user, 0, records // 2, tasks, seqs)
+        first = records // 2
+        middle = 1 if records - first > 1 else 0
+        await _write(store, user, 0, first, tasks, seqs)
         print("half", flush=True)
         sys.stdin.readline()
         await store.append_message(StoredMessage(session_id=f"ses_{user}", role="user", content=[
             {"type": "text", "text": f"from {user}"}]))
-        await _write(store, user, records // 2, records - records // 2, tasks, seqs)
+        await _write(store, user, first, middle, tasks, seqs)
+        print("more", flush=True)
+        sys.stdin.readline()
+        await _write(store, user, first + middle, records - first - middle, tasks, seqs)
     finally:
         await store.close()
     print("done", *sorted(seqs), flush=True)
@@ -72,7 +80,7 @@ def run_desks(url: str, desks: int, records: int, tasks: int = 8, timeout: float
                                str(records), str(tasks)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, cwd=root, env=env) for d in out]
     try:
-        for word in ("ready", "half"):
+        for word in ("ready", "half", "more"):
             for p in procs:
                 line = p.stdout.readline().strip()  # type: ignore[union-attr]
                 if line != word:
