@@ -445,31 +445,45 @@ class SandboxStatus:
 def check_project_sandbox(path: str, image: str, settings: dict[str, Any] | None = None) -> SandboxStatus:
     """The engine (answers, version), the folder against the sandbox's uid, and the image (on the engine,
     buildable, or changed since its build). Blocking: run it on a worker thread."""
-    from .sandbox import SandboxConfig, workspace_where
+    from .sandbox import SandboxConfig
 
     settings = dict(settings or {})
     if ProjectSettings.of(settings).sandbox == "local":
         return SandboxStatus(AMBER, "Unsandboxed: tools run on this machine, as you", action="pick",
                              detail="the project's settings chose the local sandbox")
-    if not os.path.isdir(path):
-        return SandboxStatus(RED, "Project folder missing", f"{path} does not exist", action="pick")
-    try:
-        config = SandboxConfig.from_settings(settings, image=image)
-    except AgentDeskError as e:
-        return SandboxStatus(RED, "Sandbox settings invalid", e.user_message(), action="pick")
-    found = [] if workspace_where(settings) else [folder_status(path, config.uid, config.workspace_readonly)]
+    folder = project_folder_status(path, image, settings)
+    if folder.action == "pick":  # the folder is missing or the sandbox settings invalid: nothing more to check
+        return folder
+    found = [folder]
     client, engine = _engine_status()
     if client is None:
         return engine
     if engine.level != GREEN:
         found.append(engine)
     try:
-        found.append(_image_status(client, path, config.image, settings))
+        found.append(_image_status(client, path, SandboxConfig.from_settings(settings, image=image).image, settings))
     finally:
         client.close()
     worst = max(found, key=lambda s: (_WORSE[s.level], bool(s.text)))
     detail = "; ".join(x for x in (*(s.detail for s in found), engine.detail if engine.level == GREEN else "") if x)
     return SandboxStatus(worst.level, worst.text, detail, worst.action, worst.fix, worst.build)
+
+
+def project_folder_status(path: str, image: str, settings: dict[str, Any] | None = None) -> SandboxStatus:
+    """The project's folder against its sandbox's user (`folder_status`): green for the local sandbox and for a
+    workspace that lives on a remote engine, red when the folder is missing or the sandbox settings invalid."""
+    from .sandbox import SandboxConfig, workspace_where
+
+    settings = dict(settings or {})
+    if ProjectSettings.of(settings).sandbox == "local" or workspace_where(settings):
+        return SandboxStatus(GREEN, "", "")
+    if not os.path.isdir(path):
+        return SandboxStatus(RED, "Project folder missing", f"{path} does not exist", action="pick")
+    try:
+        config = SandboxConfig.from_settings(settings, image=image)
+    except AgentDeskError as e:
+        return SandboxStatus(RED, "Sandbox settings invalid", e.user_message(), action="pick")
+    return folder_status(path, config.uid, config.workspace_readonly)
 
 
 def _engine_status() -> tuple[Any, SandboxStatus]:
@@ -503,8 +517,11 @@ def folder_status(path: str, uid: int | None = None, readonly: bool = False) -> 
 
     st = os.stat(path)
     uid, gid = (uid, uid) if uid else folder_owner(path)
-    fix = (f"sudo chown -R \"$(id -u):$(id -g)\" {shlex.quote(path)}   (then the sandbox runs as you), or "
-           "tick \"Mount the workspace read-only\" in the project's settings")
+    if os.geteuid() == 0:  # root's own uid is never the sandbox's: the folder goes to the sandbox's user
+        owner_fix = f"chown -R {uid}:{gid} {shlex.quote(path)}   (the sandbox's user; it never runs as root)"
+    else:
+        owner_fix = f"sudo chown -R \"$(id -u):$(id -g)\" {shlex.quote(path)}   (then the sandbox runs as you)"
+    fix = f"{owner_fix}, or tick \"Mount the workspace read-only\" in the project's settings"
     owner = "root" if st.st_uid == 0 else f"uid {st.st_uid}"
     if not _may(st, uid, gid, 0o5):
         return SandboxStatus(RED, f"Folder owned by {owner}: the sandbox (uid {uid}) cannot read it",

@@ -46,7 +46,7 @@ exit codes:
        look at the calls, then `sessions resume ID "…"` to go on)
   {EXIT_MAX_STEPS}    the turn used all its steps (--max-steps)
   {EXIT_INTERNAL}   a bug in agent-desk: the traceback is in the log file (--debug prints it)
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C), or the output closed mid-turn (`run … | head`)
 
 environment: ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL override the stored key and endpoint;
 ANTHROPIC_AUTH_TOKEN is sent as a bearer token (Authorization header) instead of a key, and wins over

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sys
 import time
@@ -57,7 +58,7 @@ async def run_command(args: argparse.Namespace) -> int:
     except BaseException:
         await store.close()
         raise
-    await _note_project_image(project)
+    await note_project(project)
     runtime = await open_project_runtime(args, project, store, settings)
     _settle_gc(runtime)
     try:
@@ -85,10 +86,17 @@ def prompt_images(paths: list[str]) -> list[PromptImage]:
     return images
 
 
-async def _note_project_image(project: ProjectInfo) -> None:
-    """The project's own image file changed since its build: said; `run` never builds it."""
-    from ..doctor import engine_link_note, project_image_note
+async def note_project(project: ProjectInfo) -> None:
+    """Before a turn, what would make its tools fail or its sandbox less safe, said on stderr (the turn still
+    runs: a task that only reads can do without what is missing): a folder the sandbox's user cannot write (a
+    root-owned one; files left by an earlier `docker run`), the project's own image changed since its build
+    (`run` never builds it), an unencrypted link to a remote engine."""
+    from ..doctor import GREEN, engine_link_note, project_folder_status, project_image_note
 
+    folder = await asyncio.to_thread(project_folder_status, project.path, project.image, project.settings)
+    if folder.level != GREEN:
+        print(f"agent-desk: warning: {folder.text} ({folder.detail}); file tools and commands that write there "
+              f"will fail." + (f" Fix: {folder.fix}." if folder.fix else ""), file=sys.stderr)
     note = await asyncio.to_thread(project_image_note, project.path, project.image, project.settings)
     if note:
         print(f"agent-desk: note: {note}. Build it again with `agent-desk images build --project "
@@ -128,6 +136,9 @@ async def drive(runtime: ProjectRuntime, session: AgentSession, args: argparse.N
         off()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
+    if printer.reader_gone:
+        print(f"agent-desk: the output was closed before the turn ended, so the turn was stopped; `agent-desk "
+              f"sessions resume {session.session.id}` goes on with it.", file=sys.stderr)
     printer.finish()
     if result.reason != "end_turn" and not args.json:
         print(f"agent-desk: turn ended: {result.reason}" + (f": {result.message}" if result.message else ""),
@@ -192,6 +203,7 @@ class RunPrinter:
         self.usage: list[float] = [0, 0, 0.0]  # this turn's tokens in, out and cost
         self.children: set[str] = set()  # the sub-agents' sessions: their calls and approvals are this run's
         self.calls: dict[str, int] = {}  # this turn's calls (a sub-agent's too) by the word of their end
+        self.reader_gone = False  # standard output was closed: the turn was stopped (_stop_unread)
 
     def emit(self, kind: str, payload: dict[str, object]) -> None:
         """One line of `--json` that the CLI adds to the session's events (no seq: it is not stored)."""
@@ -215,18 +227,29 @@ class RunPrinter:
         elif env.type == ToolEnd.type:
             word = status_word(env.payload.get("state") or "COMPLETED", env.payload.get("outcome"))
             self.calls[word] = self.calls.get(word, 0) + 1
-        if sid in self.children and not self.args.json and env.type not in _CHILD_SHOWN:
-            return  # a sub-agent's text is its parent's tool result; its calls and approvals are shown
-        if self.args.json:
-            print(json.dumps({"seq": env.seq, "channel": env.channel.value, "type": env.type,
-                              "payload": env.payload}, default=str), flush=True)
-        event = env.event
-        if not self.args.json:
-            self._show(event)
-        if isinstance(event, PermissionRequired):
-            fut = asyncio.ensure_future(self._answer(event))
+        if env.type == PermissionRequired.type:  # answered whether or not its line can be printed
+            fut = asyncio.ensure_future(self._answer(env.event))
             self._answers.add(fut)
             fut.add_done_callback(self._answers.discard)
+        if self.reader_gone or (sid in self.children and not self.args.json and env.type not in _CHILD_SHOWN):
+            return  # a sub-agent's text is its parent's tool result; its calls and approvals are shown
+        try:
+            if self.args.json:
+                print(json.dumps({"seq": env.seq, "channel": env.channel.value, "type": env.type,
+                                  "payload": env.payload}, default=str), flush=True)
+            else:
+                self._show(env.event)
+        except BrokenPipeError:
+            self._stop_unread()
+
+    def _stop_unread(self) -> None:
+        """Standard output was closed (`agent-desk run … | head`): as a pipe's writer would on SIGPIPE, the turn
+        stops (with nobody reading, an agent going on with `--on-ask allow` would act unseen); what it prints is
+        thrown away from then on, and stderr says so once the turn has ended."""
+        self.reader_gone = True
+        with contextlib.suppress(OSError, ValueError):  # no more writes to the closed pipe, nor a complaint at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        self.session.stop()
 
     def _line(self, s: str, *, err: bool = False) -> None:
         if self.mid_line:

@@ -18,7 +18,7 @@ from ..core import (
 )
 from ._common import EXIT_OK, open_project_runtime, read_prompt, when
 from ._db import open_existing_store
-from ._run import drive, prompt_images
+from ._run import drive, note_project, prompt_images
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -128,6 +128,7 @@ async def _resume(args: argparse.Namespace, store: SqlStore) -> int:
         raise
     session, runtime = await _session_runtime(args, store)
     try:
+        await note_project(runtime.project)
         opened = await runtime.open_session(session.id)
         opened.set_breakpoints(args.break_on or [])
         return await drive(runtime, opened, args, args.prompt, images)

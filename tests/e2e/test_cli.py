@@ -98,3 +98,63 @@ def test_sigkill_during_bash_run_then_resume_seals_the_call(env, server, docker_
     for c in docker_client.containers.list(all=True, filters={"label": "org.agent-desk.project"}):
         if str(workspace_dir) in json.dumps(c.attrs.get("Mounts", [])):
             c.remove(force=True)
+
+
+def test_a_closed_stdout_stops_the_turn_rather_than_leaving_it_waiting(env, server, tmp_path: Path) -> None:
+    """`agent-desk run … | head`: the reader goes away mid-turn. The turn used to hang for ever (the line
+    announcing an approval failed to print, and with it the --on-ask answer); now it stops, as a pipe's writer
+    does on SIGPIPE, says so on stderr, and nothing after the close runs unseen."""
+    import threading
+
+    (tmp_path / "p").mkdir()
+    closed = threading.Event()
+
+    def after_the_close(req):
+        closed.wait(60)
+        return reply(text("second step\n"), tool_use("bash_run", {"command": "echo after-the-close"}))
+
+    server.add(reply(text("first step\n"), tool_use("bash_run", {"command": "echo before-the-close"})),
+               after_the_close, reply(text("the end")))
+    proc = subprocess.Popen(cli("run", "--project", str(tmp_path / "p"), "--sandbox", "local", "--on-ask", "allow",
+                                "two steps"), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline() == "first step\n"
+        assert server.wait_for_requests(2, timeout=60)  # the first step's call ran; the second step is asked for
+        proc.stdout.close()
+        closed.set()
+        code = proc.wait(timeout=60)  # a turn left waiting fails here rather than hanging the suite
+        err = proc.stderr.read()
+        assert code == 130, err  # the turn was stopped: interrupted
+    finally:
+        closed.set()
+        if proc.poll() is None:
+            proc.kill()
+    assert "the output was closed before the turn ended, so the turn was stopped" in err
+    assert "sessions resume ses_" in err and "Traceback" not in err and "BrokenPipe" not in err
+    listed = run_cli(env, "audit", "list").stdout.splitlines()
+    assert any("echo before-the-close" in line and " COMPLETED " in line for line in listed), listed
+    assert not any("after-the-close" in line and " COMPLETED " in line for line in listed), listed  # never ran
+    assert run_cli(env, "audit", "verify").returncode == 0
+
+
+@pytest.mark.docker
+def test_run_says_before_the_turn_that_the_sandbox_cannot_write_a_root_owned_folder(env, server, docker_client,
+                                                                                  tmp_path: Path) -> None:
+    folder = tmp_path / "rooted"
+    folder.mkdir(mode=0o755)
+    if os.geteuid() != 0:
+        pytest.skip("the folder must belong to root: the suite runs as root in CI")
+    server.add(reply(text("nothing to do")))
+    out = run_cli(env, "run", "--project", str(folder), "--image", TEST_IMAGE, "hello")
+    assert out.returncode == 0, out.stderr
+    warning = next(line for line in out.stderr.splitlines() if line.startswith("agent-desk: warning: Folder"))
+    assert "Folder owned by root: the sandbox (uid 1000) cannot write in it" in warning
+    assert f"chown -R 1000:1000 {folder}" in warning  # root's own uid would change nothing
+    # a folder the sandbox can write: not a word
+    server.add(reply(text("nothing to do")))
+    ok = tmp_path / "theirs"
+    ok.mkdir()
+    os.chown(ok, 1000, 1000)
+    out = run_cli(env, "run", "--project", str(ok), "--image", TEST_IMAGE, "hello")
+    assert out.returncode == 0 and "warning" not in out.stderr, out.stderr
