@@ -20,6 +20,7 @@ EXPORTED: dict[str, list[str]] = {
         # tool labels and per-tool cards (issue 28 item 7)
         "CallField", "CallSummary", "ToolLabels", "default_summary", "input_fields", "label_from_name", "mcp_fields",
         "one_line", "outcome_fields", "value_text",
+        "error_words",  # what went wrong, in words: a record's error, unpacked from the desk's JSON error body
         "ConsentKind", "ConsentStatus",  # consent to agent-writable project files
         "ALLOWLIST_SETTING", "NetworkAllowlist", "NetworkConnection", "is_ip_literal", "is_public",  # the allowlist
         "repository_refusal", "NETWORK_PRESETS",

@@ -266,10 +266,7 @@ class RunPrinter:
             case ToolStart(partial=False):
                 self._line(self._started(event))
             case ToolEnd():
-                mark = "✗" if event.is_error else "✓"
-                ms = f" {event.duration_ms:.0f} ms" if event.duration_ms is not None else ""
-                # the window's word: done, failed, denied, skipped, interrupted (stopped or sealed), timed out
-                self._line(f"  {mark} {event.name} {status_word(event.state or 'COMPLETED', event.outcome)}{ms}")
+                self._line(end_line(event))
             case ErrorEvent(message=message):
                 self._line(f"! {message}", err=True)
             case SandboxSurvivors():
@@ -331,6 +328,19 @@ class RunPrinter:
         if self.mid_line:
             print(flush=True)
             self.mid_line = False
+
+
+def end_line(event: ToolEnd) -> str:
+    """A call's last line, as true as the window's card: a command's exit status (exit 1 is no success, though the
+    call itself completed), else the window's word (done, failed, denied, skipped, interrupted, timed out), and
+    why a call failed or was refused, in its first line."""
+    ms = f" {event.duration_ms:.0f} ms" if event.duration_ms is not None else ""
+    word = status_word(event.state or "COMPLETED", event.outcome)
+    failed = event.is_error or bool(event.exit_code)
+    if event.exit_code is not None and event.state == "COMPLETED":
+        word = f"exit {event.exit_code}"
+    why = next((s.strip() for s in event.reason.splitlines() if s.strip()), "") if event.is_error else ""
+    return f"  {'✗' if failed else '✓'} {event.name} {word}{ms}" + (f": {visible(why)}" if why else "")
 
 
 def approval_question(event: PermissionRequired) -> str:

@@ -34,6 +34,7 @@ from ._call_summary import (
     CallField,
     CallSummary,
     default_summary,
+    error_words,
     input_fields,
     label_from_name,
     mcp_fields,
@@ -208,7 +209,16 @@ from ._templates import (
     read_template_folder,
     template_from_text,
 )
-from ._tool import ImageBlock, TextBlock, Tool, ToolContext, ToolInput, ToolResult, summarize_input, tool
+from ._tool import (
+    ImageBlock,
+    TextBlock,
+    Tool,
+    ToolContext,
+    ToolInput,
+    ToolResult,
+    summarize_input,
+    tool,
+)
 from ._tool_labels import ToolLabels
 from ._user_hooks import (
     HOOKS_FILE,
@@ -413,6 +423,7 @@ __all__ = [
     "control_reason",
     "default_summary",
     "denied_outright",
+    "error_words",
     "glob_regex",
     "hooks_digest",
     "input_fields",

@@ -94,19 +94,27 @@ def result_text(result: dict[str, Any] | None) -> str:
     return "\n".join(b.get("text", "") for b in (result or {}).get("content") or [] if b.get("type") == "text")
 
 
+def error_words(text: str) -> str:
+    """What went wrong, in words (the window's card, the CLI, the history, the report): the message of the desk's
+    own error body (`ToolResult.error`: the model gets the whole body, advice and all), else the text as it came
+    (an MCP server's, a hook's). Records stored before 2026-11-28 keep the body in their `error`: unpacked here."""
+    if text.startswith("{"):
+        try:
+            body = json.loads(text)
+        except ValueError:
+            return text
+        if isinstance(body, dict) and isinstance(body.get("error"), str) and body["error"].strip():
+            return body["error"]
+    return text
+
+
 def outcome_fields(result: dict[str, Any] | None) -> tuple[CallField, ...]:
     """What any call's result says, shortly: its error, or how much it gave back and its first line."""
     if not result:
         return ()
     text = result_text(result)
     if result.get("is_error"):
-        said = text
-        if said.startswith("{"):
-            try:
-                said = str(json.loads(said).get("error") or said)
-            except (ValueError, AttributeError):
-                pass
-        return (CallField("Error", one_line(said, 300)),)
+        return (CallField("Error", one_line(error_words(text), 300)),)
     lines = text.count("\n") + 1 if text else 0
     first = next((s for s in text.splitlines() if s.strip()), "")
     size = f"{lines} line{'s' if lines != 1 else ''}" if lines else "nothing"

@@ -180,7 +180,7 @@ class RecordWriter:
         record.result = result.to_dict()
         record.is_error = result.is_error
         if result.is_error:
-            record.error = result.text_content[:2000]
+            record.error = result.error_text[:2000]
             await self.move(record, ToolCallState.FAILED, actor="executor", note=reasons.TOOL_REPORTED_ERROR,
                             outcome=Outcome.ERROR, data=data, hold=hold)
         else:

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, get_type_hint
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from ._call_summary import CallField, CallSummary, default_summary, input_fields, label_from_name, outcome_fields
+from ._call_summary import (
+    CallField,
+    CallSummary,
+    default_summary,
+    error_words,
+    input_fields,
+    label_from_name,
+    outcome_fields,
+)
 from ._call_summary import summary_of as _summary_of
 from ._events import Event, TodoChanged
 from ._record import Risk
@@ -65,6 +73,11 @@ class ToolResult:
     @property
     def text_content(self) -> str:
         return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    @property
+    def error_text(self) -> str:
+        """What went wrong, in words, for a record's `error`: see `error_words`."""
+        return error_words(self.text_content)
 
     def to_api_content(self) -> list[dict[str, Any]]:
         return [b.to_api() for b in self.content]

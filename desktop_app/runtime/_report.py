@@ -22,6 +22,7 @@ from ..core import (
     TokenUsage,
     ToolCallRecord,
     ToolCallState,
+    error_words,
     image_of_block,
 )
 from ._charts import Chart, build_charts
@@ -179,13 +180,7 @@ def where_ran(record: ToolCallRecord) -> str:
 
 def why(record: ToolCallRecord) -> str:
     """Why a call was refused or failed, in the words the model was told (a result's JSON error unpacked)."""
-    said = record.error or ""
-    if said.startswith("{"):
-        try:
-            said = str(json.loads(said).get("error") or said)
-        except (ValueError, AttributeError):
-            pass
-    return said or record.approval.note
+    return error_words(record.error or "") or record.approval.note
 
 
 def exit_code(record: ToolCallRecord) -> int | None:

@@ -8,7 +8,7 @@ import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..core import ToolCallRecord, ToolCallState, skipped_after, status_word, summarize_input
+from ..core import ToolCallRecord, ToolCallState, error_words, skipped_after, status_word, summarize_input
 from ._theme import STATE_LABEL, STATE_STYLE, format_duration, status_style
 
 if TYPE_CHECKING:
@@ -155,14 +155,18 @@ def card_truth(name: str, state: str, rec: ToolCallRecord | None = None, streame
     if word == "skipped":
         return CardTruth(GREY, "–", "skipped", sentence(skipped_after(rec)), "")
     if word == "interrupted":
-        return CardTruth(GREY, "■", "interrupted", sentence(rec.error or _last_note(rec)),
+        return CardTruth(GREY, "■", "interrupted", sentence(_why(rec)),
                          streamed or _text_of(rec.result))
     if st is ToolCallState.DENIED:
-        return CardTruth(colour, glyph, label, sentence(rec.error or _last_note(rec)), "")
+        return CardTruth(colour, glyph, label, sentence(_why(rec)), "")
     if st in (ToolCallState.FAILED, ToolCallState.SEALED):
         return CardTruth(RED if st is ToolCallState.FAILED else colour, glyph, label,
-                         sentence(rec.error or _last_note(rec)), streamed or _text_of(rec.result))
+                         sentence(_why(rec)), streamed or _text_of(rec.result))
     return CardTruth(colour, glyph, label, "", streamed)
+
+
+def _why(rec: ToolCallRecord) -> str:
+    return error_words(rec.error or "") or _last_note(rec)
 
 
 def _last_note(rec: ToolCallRecord) -> str:

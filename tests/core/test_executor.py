@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 
-from desktop_app.core import MemoryStore, Outcome, StoreError, ToolCall, ToolCallState
+from desktop_app.core import MemoryStore, Outcome, StoreError, TextBlock, ToolCall, ToolCallState, ToolResult, tool
 from desktop_app.core._messages import tool_result_block
 
 from .conftest import Harness, call
@@ -55,6 +55,31 @@ async def test_a_tool_that_raises_becomes_an_error_result(harness):
     body = error_body(r)
     assert r.state is ToolCallState.FAILED and r.outcome is Outcome.ERROR
     assert "RuntimeError: kaboom" in body["error"] and body["recommendations"]
+
+
+async def test_a_tool_that_reports_an_error_is_recorded_with_its_words_not_its_body(harness):
+    """The model gets the desk's whole error body (message and advice); the record's `error`, and the end event's
+    reason that the card, the CLI and the history show, is the message in words, not the JSON around it."""
+
+    @tool(read_only=True)
+    async def locked(path: str) -> ToolResult:
+        """Refuses, as a file tool does."""
+        return ToolResult.error(f"{path}: the file is locked", ["wait for the other writer"], path=path)
+
+    @tool(read_only=True)
+    async def plain() -> ToolResult:
+        """An error in the tool's own words (an MCP server's), kept as it is."""
+        return ToolResult(content=[TextBlock('{"ok": false, "error": ""}'), TextBlock("no body")], is_error=True)
+
+    harness.registry.register(locked)
+    harness.registry.register(plain)
+    r, q = await harness.batch(call("locked", path="a.txt"), call("plain"))
+    assert r.state is ToolCallState.FAILED and r.error == "a.txt: the file is locked"
+    assert error_body(r) == {"ok": False, "error": "a.txt: the file is locked",
+                             "recommendations": ["wait for the other writer"]}  # the model's, unchanged
+    [end] = [e for e in harness.events if e.type == "tool:end" and e.payload["call_id"] == r.id]
+    assert end.payload["reason"] == "a.txt: the file is locked"
+    assert q.error == '{"ok": false, "error": ""}\nno body'  # not the desk's body: the text as it came
 
 
 async def test_a_tool_that_hangs_times_out(harness):

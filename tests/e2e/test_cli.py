@@ -158,3 +158,19 @@ def test_run_says_before_the_turn_that_the_sandbox_cannot_write_a_root_owned_fol
     os.chown(ok, 1000, 1000)
     out = run_cli(env, "run", "--project", str(ok), "--image", TEST_IMAGE, "hello")
     assert out.returncode == 0 and "warning" not in out.stderr, out.stderr
+
+
+def test_each_call_line_tells_its_truth(env, server, tmp_path: Path) -> None:
+    """As the window's card does: a command that exits 1 is `✗ exit 1`, never a green "done"; a call that
+    failed says why in words (not the JSON body the model gets)."""
+    (tmp_path / "p").mkdir()
+    server.add(reply(tool_use("bash_run", {"command": "echo fine"}), tool_use("bash_run", {"command": "exit 3"}),
+                     tool_use("fs_read", {"path": "missing.txt"})), reply(text("done")))
+    out = run_cli(env, "run", "--project", str(tmp_path / "p"), "--sandbox", "local", "--on-ask", "allow", "go")
+    assert out.returncode == 0, out.stderr
+    ends = [line for line in out.stdout.splitlines() if line.startswith("  ")]
+    assert len(ends) == 3, out.stdout
+    assert ends[0].startswith("  ✓ bash_run exit 0 ")
+    assert ends[1].startswith("  ✗ bash_run exit 3 ")
+    assert ends[2].startswith("  ✗ fs_read failed ") and ends[2].endswith(" ms: missing.txt does not exist")
+    assert '{"ok"' not in out.stdout
