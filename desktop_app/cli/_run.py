@@ -248,7 +248,9 @@ class RunPrinter:
         thrown away from then on, and stderr says so once the turn has ended."""
         self.reader_gone = True
         with contextlib.suppress(OSError, ValueError):  # no more writes to the closed pipe, nor a complaint at exit
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, sys.stdout.fileno())
+            os.close(null)
         self.session.stop()
 
     def _line(self, s: str, *, err: bool = False) -> None:

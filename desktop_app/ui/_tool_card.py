@@ -5,6 +5,7 @@ questions, plans and sub-agents read as what they are."""
 from __future__ import annotations
 
 import html
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -161,8 +162,19 @@ def card_truth(name: str, state: str, rec: ToolCallRecord | None = None, streame
         return CardTruth(colour, glyph, label, sentence(_why(rec)), "")
     if st in (ToolCallState.FAILED, ToolCallState.SEALED):
         return CardTruth(RED if st is ToolCallState.FAILED else colour, glyph, label,
-                         sentence(_why(rec)), streamed or _text_of(rec.result))
+                         sentence(_why(rec)), streamed or _told(rec.result))
     return CardTruth(colour, glyph, label, "", streamed)
+
+
+def _told(result: dict[str, Any] | None) -> str:
+    """What a failed call gave the model, under the reason the card already shows: the advice of the desk's error
+    body (`{"ok": false, "error", "recommendations"}`), one line each, rather than the body again; other text
+    (a tool's own output, an MCP server's error) as it came."""
+    text = _text_of(result)
+    if error_words(text) == text:
+        return text
+    advice = json.loads(text).get("recommendations") or []
+    return "\n".join(f"→ {a}" for a in advice if isinstance(a, str))
 
 
 def _why(rec: ToolCallRecord) -> str:

@@ -11,6 +11,7 @@ from desktop_app.core import (
     EventBus,
     MemoryStore,
     Outcome,
+    TextBlock,
     ToolCallRecord,
     ToolCallState,
     ToolEnd,
@@ -99,6 +100,26 @@ def test_a_failure_says_why(qtbot):
     rec = _record("fs_read", {"path": "nope.txt"}, ToolResult.error("nope.txt does not exist"),
                   [ToolCallState.EXECUTING, ToolCallState.FAILED], error="nope.txt does not exist")
     assert "Nope.txt does not exist." in _shown(view, rec)
+
+
+def test_a_failure_reads_as_words_and_advice_not_as_the_body_the_model_got(qtbot):
+    """The model gets the desk's error body (message and advice); the card shows the message as its reason and
+    the advice under it, never the JSON. A record stored before the recorder kept the message alone (its
+    `error` is the whole body) reads the same."""
+    view = _view(qtbot)
+    result = ToolResult.error("'/etc/shadow' resolves to /etc/shadow, outside the workspace /workspace",
+                              ["only files under /workspace can be used; pass a path relative to it"])
+    for error in (result.error_text, result.text_content):  # as stored now, and as stored before
+        rec = _record("fs_read", {"path": "/etc/shadow"}, result, [ToolCallState.EXECUTING, ToolCallState.FAILED],
+                      cid=f"call_{len(error)}", error=error)
+        text = _shown(view, rec)
+        assert "'/etc/shadow' resolves to /etc/shadow, outside the workspace /workspace." in text
+        assert "→ only files under /workspace can be used; pass a path relative to it" in text
+        assert '"ok"' not in text and "recommendations" not in text
+    # an MCP server's own error text is shown as it came
+    mcp = _record("mcp__git__log", {}, ToolResult(content=[TextBlock("fatal: not a git repository")], is_error=True),
+                  [ToolCallState.EXECUTING, ToolCallState.FAILED], cid="call_mcp", error="fatal: not a git repository")
+    assert card_truth(mcp.name, "FAILED", mcp).output == "fatal: not a git repository"
 
 
 def test_a_question_reads_as_the_answer_not_as_json(qtbot):

@@ -8,7 +8,7 @@ import json
 import time
 from typing import TYPE_CHECKING
 
-from ...core import ToolCallRecord, shown_risk, skipped_after, visible
+from ...core import ToolCallRecord, error_words, shown_risk, skipped_after, visible
 from .._call_labels import call_card, fields_html
 from .._html import diff_html
 from .._mcp import where_html
@@ -93,7 +93,7 @@ def _result_parts(rec: ToolCallRecord) -> list[str]:
     if text:
         parts += ["<h4>Result" + (" (error)" if rec.is_error else "") + "</h4>", f"<pre>{e(text[:20_000])}</pre>"]
     if rec.error:
-        parts += ["<h4>Error</h4>", f"<pre>{e(rec.error)}</pre>"]
+        parts += ["<h4>Error</h4>", f"<pre>{e(error_words(rec.error))}</pre>"]
     return parts
 
 
