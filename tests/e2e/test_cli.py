@@ -136,6 +136,9 @@ def test_a_closed_stdout_stops_the_turn_rather_than_leaving_it_waiting(env, serv
     assert any("echo before-the-close" in line and " COMPLETED " in line for line in listed), listed
     assert not any("after-the-close" in line and " COMPLETED " in line for line in listed), listed  # never ran
     assert run_cli(env, "audit", "verify").returncode == 0
+    session_id = err.split("sessions resume ", 1)[1].split("`")[0]
+    again = run_cli(env, "sessions", "resume", session_id, "--sandbox", "local")  # what stderr said to run
+    assert again.returncode == 0 and "the end" in again.stdout, again.stderr
 
 
 @pytest.mark.docker
